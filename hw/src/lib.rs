@@ -1,0 +1,1 @@
+//! Intel NIC hardware definitions.

@@ -1,0 +1,1 @@
+//! DMA memory, mempools and descriptor rings.
