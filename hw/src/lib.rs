@@ -1,1 +1,15 @@
-//! Intel NIC hardware definitions.
+//! What the silicon is: Intel igb (82576 / I350) registers, bit fields, advanced
+//! descriptor layouts and hardware counters.
+//!
+//! Pure data and arithmetic: no `unsafe`, no memory or device access. Every
+//! constant names the datasheet section it comes from; "82576 datasheet" is the
+//! Intel 82576EB Gigabit Ethernet Controller Datasheet, revision 2.7.
+//!
+//! The advanced RX/TX descriptor formats are shared by igb and ixgbe (82599
+//! datasheet §7.1.6, §7.2.3), which is why [`desc`] is not under [`igb`].
+#![forbid(unsafe_code)]
+
+pub mod desc;
+pub mod igb;
+
+pub use desc::{RawDesc, RxCompletion};

@@ -1,0 +1,139 @@
+//! Bit fields of the igb registers pollnic programs.
+//!
+//! Source: 82576 datasheet chapter 8 (the section of each register is given in
+//! [`super::regs`]); values cross-checked with Linux `igb/e1000_defines.h`.
+
+/// CTRL: full duplex.
+pub const CTRL_FD: u32 = 1 << 0;
+/// CTRL: link reset.
+pub const CTRL_LRST: u32 = 1 << 3;
+/// CTRL: set link up (must be set for the MAC to use the link).
+pub const CTRL_SLU: u32 = 1 << 6;
+/// CTRL: device reset; self-clearing (§4.3.1: wait ≥ 1 ms after setting).
+pub const CTRL_RST: u32 = 1 << 26;
+/// CTRL: PHY reset.
+pub const CTRL_PHY_RST: u32 = 1 << 31;
+
+/// STATUS: full duplex.
+pub const STATUS_FD: u32 = 1 << 0;
+/// STATUS: link up.
+pub const STATUS_LU: u32 = 1 << 1;
+/// STATUS: speed field shift (bits 7:6; 00 = 10, 01 = 100, 1x = 1000 Mb/s).
+pub const STATUS_SPEED_SHIFT: u32 = 6;
+
+/// Link speed in Mb/s from STATUS bits 7:6.
+pub const fn status_speed_mbps(status: u32) -> u32 {
+    match (status >> STATUS_SPEED_SHIFT) & 3 {
+        0 => 10,
+        1 => 100,
+        _ => 1000,
+    }
+}
+
+/// EECD: EEPROM auto-read done. QEMU's igb never sets it; wait with a bound.
+pub const EECD_AUTO_RD: u32 = 1 << 9;
+
+/// EERD: start a read.
+pub const EERD_START: u32 = 1 << 0;
+/// EERD: read done.
+pub const EERD_DONE: u32 = 1 << 1;
+/// EERD: word address shift.
+pub const EERD_ADDR_SHIFT: u32 = 2;
+/// EERD: data shift (bits 31:16).
+pub const EERD_DATA_SHIFT: u32 = 16;
+
+/// MDIC: data, bits 15:0.
+pub const MDIC_DATA_MASK: u32 = 0xffff;
+/// MDIC: PHY register address shift (bits 20:16).
+pub const MDIC_REG_SHIFT: u32 = 16;
+/// MDIC: PHY address shift (bits 25:21).
+pub const MDIC_PHY_SHIFT: u32 = 21;
+/// MDIC: opcode write (bits 27:26 = 01b).
+pub const MDIC_OP_WRITE: u32 = 1 << 26;
+/// MDIC: opcode read (bits 27:26 = 10b).
+pub const MDIC_OP_READ: u32 = 2 << 26;
+/// MDIC: ready (transaction complete).
+pub const MDIC_READY: u32 = 1 << 28;
+/// MDIC: error.
+pub const MDIC_ERROR: u32 = 1 << 30;
+
+/// RCTL: receiver enable.
+pub const RCTL_EN: u32 = 1 << 1;
+/// RCTL: store bad packets.
+pub const RCTL_SBP: u32 = 1 << 2;
+/// RCTL: unicast promiscuous.
+pub const RCTL_UPE: u32 = 1 << 3;
+/// RCTL: multicast promiscuous.
+pub const RCTL_MPE: u32 = 1 << 4;
+/// RCTL: long packet enable (frames above 1522 bytes).
+pub const RCTL_LPE: u32 = 1 << 5;
+/// RCTL: broadcast accept mode.
+pub const RCTL_BAM: u32 = 1 << 15;
+/// RCTL: strip Ethernet CRC from received frames.
+pub const RCTL_SECRC: u32 = 1 << 26;
+
+/// TCTL: transmit enable.
+pub const TCTL_EN: u32 = 1 << 1;
+/// TCTL: pad short packets to 64 bytes.
+pub const TCTL_PSP: u32 = 1 << 3;
+/// TCTL: collision threshold shift (bits 11:4); recommended value 0x0F.
+pub const TCTL_CT_SHIFT: u32 = 4;
+/// TCTL: collision distance shift (bits 21:12); recommended value 0x3F.
+pub const TCTL_COLD_SHIFT: u32 = 12;
+/// TCTL: retransmit on late collision.
+pub const TCTL_RTLC: u32 = 1 << 24;
+
+/// SRRCTL: packet buffer size field, in 1 KiB units (bits 6:0).
+pub const SRRCTL_BSIZEPKT_MASK: u32 = 0x7f;
+/// SRRCTL: unit of BSIZEPKT, in bytes.
+pub const SRRCTL_BSIZEPKT_UNIT: u32 = 1024;
+/// SRRCTL: descriptor type "advanced, one buffer" (bits 27:25 = 001b).
+pub const SRRCTL_DESCTYPE_ADV_ONEBUF: u32 = 1 << 25;
+/// SRRCTL: drop packets when this queue has no free descriptors.
+pub const SRRCTL_DROP_EN: u32 = 1 << 31;
+
+/// RXDCTL / TXDCTL: queue enable (reads back 1 once the queue is running).
+pub const XDCTL_ENABLE: u32 = 1 << 25;
+/// RXDCTL / TXDCTL: prefetch threshold shift (bits 4:0).
+pub const XDCTL_PTHRESH_SHIFT: u32 = 0;
+/// RXDCTL / TXDCTL: host threshold shift (bits 12:8).
+pub const XDCTL_HTHRESH_SHIFT: u32 = 8;
+/// RXDCTL / TXDCTL: write-back threshold shift (bits 20:16).
+pub const XDCTL_WTHRESH_SHIFT: u32 = 16;
+
+/// RXCSUM: packet checksum disable; must be set for the RSS hash to be written
+/// back (the field is shared with the IP identification / checksum).
+pub const RXCSUM_PCSD: u32 = 1 << 13;
+
+/// RAH: address valid.
+pub const RAH_AV: u32 = 1 << 31;
+
+/// Value for IMC/EIMC that masks every interrupt cause.
+pub const ALL_INTERRUPTS: u32 = 0xffff_ffff;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn values_match_linux_e1000_defines() {
+        assert_eq!(CTRL_SLU, 0x40);
+        assert_eq!(CTRL_RST, 0x0400_0000);
+        assert_eq!(STATUS_LU, 0x2);
+        assert_eq!(EECD_AUTO_RD, 0x200);
+        assert_eq!(RCTL_SECRC, 0x0400_0000);
+        assert_eq!(RCTL_BAM, 0x8000);
+        assert_eq!(SRRCTL_DESCTYPE_ADV_ONEBUF, 0x0200_0000);
+        assert_eq!(XDCTL_ENABLE, 0x0200_0000);
+        assert_eq!(RXCSUM_PCSD, 0x2000);
+        assert_eq!(MDIC_READY, 0x1000_0000);
+        assert_eq!(MDIC_OP_WRITE, 0x0400_0000);
+        assert_eq!(MDIC_OP_READ, 0x0800_0000);
+    }
+    #[test]
+    fn speed_decoding() {
+        assert_eq!(status_speed_mbps(0), 10);
+        assert_eq!(status_speed_mbps(1 << 6), 100);
+        assert_eq!(status_speed_mbps(2 << 6), 1000);
+        assert_eq!(status_speed_mbps(3 << 6), 1000);
+    }
+}
