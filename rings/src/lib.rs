@@ -1,1 +1,23 @@
-//! DMA memory, mempools and descriptor rings.
+//! Memory the device touches: hugepage DMA regions, mempools, zero-copy packets
+//! and RX/TX descriptor ring bookkeeping, plus a software device model that
+//! plays the NIC's side for tests and benches.
+//!
+//! The terms are DPDK's and ixy's: a *mempool* of fixed-size buffers, a
+//! *burst* of packets per call, a *descriptor write-back* by the device, the
+//! *tail* register (RDT/TDT) written once per burst.
+//!
+//! `unsafe` lives only in [`dma`] (mapping and raw buffer access), [`descring`]
+//! (volatile descriptor access) and [`model`] (the software device's DMA).
+
+pub mod descring;
+pub mod dma;
+pub mod mempool;
+pub mod model;
+pub mod rx;
+pub mod tx;
+
+pub use descring::{DescRing, Doorbell};
+pub use dma::{DmaError, DmaMapper, DmaRegion, IdentityMapper, PageSize};
+pub use mempool::{Mempool, Packet, PacketTooLong};
+pub use rx::{RingError, RxRing, RxStats};
+pub use tx::{TxRing, TxStats};

@@ -1,0 +1,203 @@
+//! DMA memory: page-locked regions from 2 MiB hugepages, each mapped once into
+//! the IOMMU as a whole (type1 allows ~65k mappings, so never map single
+//! buffers), with their IO virtual address (IOVA).
+//!
+//! Sources: Linux `Documentation/admin-guide/mm/hugetlbpage.rst` (MAP_HUGETLB,
+//! `nr_hugepages`), `Documentation/driver-api/vfio.rst` (VFIO_IOMMU_MAP_DMA).
+
+use std::fmt;
+use std::sync::Arc;
+use vm_memory::mmap::MmapRegionBuilder;
+use vm_memory::MmapRegion;
+
+/// Size of one hugepage, in bytes.
+pub const HUGEPAGE_SIZE: usize = 2 << 20;
+/// Where the 2 MiB hugepage pool is reserved.
+pub const NR_HUGEPAGES: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+const FREE_HUGEPAGES: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
+
+/// The page size backing a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageSize {
+    /// 2 MiB hugepages (`MAP_HUGETLB`): physically contiguous per page, never
+    /// swapped, few IOTLB entries. What the driver uses.
+    Huge2M,
+    /// Ordinary 4 KiB pages. Only for host-side tests and benches that never
+    /// give the memory to a device; never chosen silently.
+    Small4K,
+}
+
+impl PageSize {
+    fn bytes(self) -> usize {
+        match self {
+            PageSize::Huge2M => HUGEPAGE_SIZE,
+            PageSize::Small4K => 4096,
+        }
+    }
+}
+
+/// Errors from allocating or mapping DMA memory.
+#[derive(Debug, thiserror::Error)]
+pub enum DmaError {
+    /// `mmap(MAP_HUGETLB)` failed: not enough free 2 MiB hugepages.
+    #[error(
+        "not enough free 2 MiB hugepages: need {needed}, {free} free. Reserve more with \
+         `echo 512 | sudo tee {NR_HUGEPAGES}` (or boot with hugepages=512)"
+    )]
+    NoHugepages {
+        /// Pages this allocation needed.
+        needed: usize,
+        /// Free pages the kernel reported (0 when unknown).
+        free: usize,
+    },
+    /// Any other mmap failure.
+    #[error("mmap of {len} bytes of DMA memory failed: {source}")]
+    Mmap {
+        /// Requested length in bytes.
+        len: usize,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The IOMMU mapping was refused.
+    #[error("{0}")]
+    Map(String),
+}
+
+/// Something that maps process memory into a device's IO address space and
+/// chooses its IOVA: the VFIO container in the driver, [`IdentityMapper`] in
+/// host tests.
+pub trait DmaMapper: Send + Sync + fmt::Debug {
+    /// Map `len` bytes at `va` for device reads and writes; returns the IOVA.
+    ///
+    /// # Safety
+    /// `va..va+len` must stay mapped in this process until [`DmaMapper::unmap`]
+    /// is called for the returned IOVA, and from now on the device may read and
+    /// write it at any time.
+    unsafe fn map(&self, va: *mut u8, len: usize) -> Result<u64, DmaError>;
+    /// Remove the mapping made at `iova` (called before the memory is freed).
+    fn unmap(&self, iova: u64, len: usize);
+}
+
+/// A mapper for memory no real device will see: IOVA = virtual address. The
+/// software device model in [`crate::model`] uses it.
+#[derive(Debug, Default)]
+pub struct IdentityMapper;
+
+impl DmaMapper for IdentityMapper {
+    unsafe fn map(&self, va: *mut u8, _len: usize) -> Result<u64, DmaError> {
+        Ok(va as u64)
+    }
+    fn unmap(&self, _iova: u64, _len: usize) {}
+}
+
+/// A page-locked, zero-filled region of DMA memory mapped into a device's IO
+/// address space. Dropping it removes the IOMMU mapping first, then unmaps the
+/// memory; callers must have stopped the device's DMA before (the driver's
+/// shutdown order guarantees it).
+pub struct DmaRegion {
+    mem: MmapRegion,
+    iova: u64,
+    mapper: Arc<dyn DmaMapper>,
+}
+
+impl fmt::Debug for DmaRegion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DmaRegion")
+            .field("va", &self.mem.as_ptr())
+            .field("iova", &format_args!("{:#x}", self.iova))
+            .field("len", &self.mem.size())
+            .finish()
+    }
+}
+
+impl DmaRegion {
+    /// Allocate at least `len` bytes (rounded up to whole pages of `page`) and
+    /// map them with `mapper`.
+    ///
+    /// # Errors
+    /// [`DmaError::NoHugepages`] when the hugepage pool cannot supply the pages
+    /// (the message says how to reserve them); [`DmaError::Mmap`] for other
+    /// mmap failures; whatever the mapper returns (e.g. memlock too low).
+    pub fn new(len: usize, page: PageSize, mapper: Arc<dyn DmaMapper>) -> Result<Self, DmaError> {
+        let len = len.max(1).div_ceil(page.bytes()) * page.bytes();
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        if page == PageSize::Huge2M {
+            flags |= libc::MAP_HUGETLB;
+        }
+        let mem = MmapRegionBuilder::new(len)
+            .with_mmap_prot(libc::PROT_READ | libc::PROT_WRITE)
+            .with_mmap_flags(flags)
+            .with_hugetlbfs(page == PageSize::Huge2M)
+            .build()
+            .map_err(|e| match e {
+                vm_memory::mmap::MmapRegionError::Mmap(source) => {
+                    if page == PageSize::Huge2M
+                        && matches!(source.raw_os_error(), Some(libc::ENOMEM) | Some(libc::EINVAL))
+                    {
+                        DmaError::NoHugepages { needed: len / HUGEPAGE_SIZE, free: free_hugepages() }
+                    } else {
+                        DmaError::Mmap { len, source }
+                    }
+                }
+                other => DmaError::Mmap { len, source: std::io::Error::other(other.to_string()) },
+            })?;
+        // SAFETY: `mem` is a private anonymous mapping owned by the returned
+        // DmaRegion; its Drop calls `unmap` before `mem` (declared first, but
+        // dropped after Drop::drop runs) releases the pages, so the range stays
+        // mapped for as long as the IOMMU mapping exists.
+        let iova = unsafe { mapper.map(mem.as_ptr(), len)? };
+        Ok(DmaRegion { mem, iova, mapper })
+    }
+
+    /// Start of the region in this process.
+    pub fn va(&self) -> *mut u8 {
+        self.mem.as_ptr()
+    }
+    /// Start of the region in the device's IO address space.
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+    /// Length in bytes (a whole number of pages).
+    pub fn len(&self) -> usize {
+        self.mem.size()
+    }
+    /// Always false: regions have at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for DmaRegion {
+    fn drop(&mut self) {
+        self.mapper.unmap(self.iova, self.mem.size());
+    }
+}
+
+/// Free 2 MiB hugepages as the kernel reports them (0 when unreadable).
+pub fn free_hugepages() -> usize {
+    std::fs::read_to_string(FREE_HUGEPAGES).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_pages_round_up_and_zero_fill() {
+        let r = DmaRegion::new(5000, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+        assert_eq!(r.len(), 8192);
+        assert_eq!(r.iova(), r.va() as u64);
+    }
+
+    #[test]
+    fn hugepage_shortage_is_a_clear_error() {
+        // Ask for far more hugepages than any test machine reserves.
+        let err = DmaRegion::new(1 << 40, PageSize::Huge2M, Arc::new(IdentityMapper)).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, DmaError::NoHugepages { .. } | DmaError::Mmap { .. }), "{msg}");
+        if let DmaError::NoHugepages { needed, .. } = err {
+            assert_eq!(needed, (1 << 40) / HUGEPAGE_SIZE);
+            assert!(msg.contains("nr_hugepages"), "{msg}");
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! RX/TX ring bookkeeping against the software device model: wraparound, full
+//! and empty rings, bursts larger than the ring, hostile write-backs, and the
+//! invariant that every buffer comes back to its pool.
+
+use pollnic_hw::desc::{RxCompletion, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
+use pollnic_rings::model::{SoftDoorbell, SoftNic, TxSink};
+use pollnic_rings::{DescRing, IdentityMapper, Mempool, Packet, PageSize, RxRing, TxRing};
+use std::sync::Arc;
+
+fn pool(n: u32) -> Arc<Mempool> {
+    Mempool::new(n, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap()
+}
+
+fn rx_setup(nic: &SoftNic, ring: u16, pool: &Arc<Mempool>) -> RxRing<SoftDoorbell> {
+    let desc = DescRing::new(ring, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+    nic.add_region(pool.region());
+    let db = nic.attach_rx(&desc, pool.buf_size());
+    let mut rx = RxRing::new(desc, Arc::clone(pool), db).unwrap();
+    rx.start();
+    rx
+}
+
+fn tx_setup(nic: &SoftNic, ring: u16) -> TxRing<SoftDoorbell> {
+    let desc = DescRing::new(ring, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+    let db = nic.attach_tx(&desc);
+    TxRing::new(desc, db)
+}
+
+/// A frame whose bytes encode its sequence number.
+fn frame(seq: u32, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (seq as usize * 7 + i) as u8).collect()
+}
+
+#[test]
+fn empty_ring_polls_empty() {
+    let nic = SoftNic::default();
+    let p = pool(64);
+    let mut rx = rx_setup(&nic, 32, &p);
+    let mut out = Vec::new();
+    assert_eq!(rx.rx_burst(&mut out, 32), 0);
+    assert_eq!(rx.stats().empty_polls, 1);
+    assert_eq!(nic.rx_free_descriptors(), 31, "one descriptor held back");
+}
+
+#[test]
+fn full_ring_backpressures_and_resumes() {
+    let nic = SoftNic::default();
+    let p = pool(64);
+    let mut rx = rx_setup(&nic, 32, &p);
+    let mut delivered = 0;
+    while nic.receive(&frame(delivered, 60), delivered) {
+        delivered += 1;
+    }
+    assert_eq!(delivered, 31);
+    assert_eq!(nic.stats().rnbc, 1);
+    let mut out = Vec::new();
+    // A burst larger than the ring returns what is there.
+    assert_eq!(rx.rx_burst(&mut out, 1000), 31);
+    for (i, pkt) in out.iter().enumerate() {
+        assert_eq!(pkt.data(), &frame(i as u32, 60)[..]);
+        assert_eq!(pkt.rss_hash(), i as u32);
+    }
+    assert_eq!(nic.rx_free_descriptors(), 31, "all re-armed with one tail write");
+    assert!(nic.receive(&frame(99, 60), 0));
+}
+
+#[test]
+fn rx_wraparound_many_times_in_order() {
+    let nic = SoftNic::default();
+    let p = pool(96);
+    let mut rx = rx_setup(&nic, 32, &p);
+    let mut next_rx = 0u32;
+    let mut out = Vec::with_capacity(64);
+    for seq in 0..5000u32 {
+        let len = 60 + (seq as usize * 37) % 1455;
+        if !nic.receive(&frame(seq, len), seq) {
+            panic!("ring unexpectedly full at {seq}");
+        }
+        if seq % 13 == 12 {
+            rx.rx_burst(&mut out, 64);
+            for pkt in out.drain(..) {
+                let l = 60 + (next_rx as usize * 37) % 1455;
+                assert_eq!(pkt.data(), &frame(next_rx, l)[..], "frame {next_rx}");
+                next_rx += 1;
+            }
+        }
+    }
+    rx.rx_burst(&mut out, 64);
+    next_rx += out.len() as u32;
+    out.clear();
+    assert_eq!(next_rx, 5000);
+    assert_eq!(rx.stats().packets, 5000);
+    drop(rx);
+    assert_eq!(p.free_count(), 96, "every buffer back in the pool");
+}
+
+#[test]
+fn empty_pool_stops_burst_and_counts_nombuf_without_loss() {
+    let nic = SoftNic::default();
+    let p = pool(40); // 32 armed + 8 spare
+    let mut rx = rx_setup(&nic, 32, &p);
+    for seq in 0..31 {
+        assert!(nic.receive(&frame(seq, 100), 0));
+    }
+    let mut held = Vec::new();
+    assert_eq!(rx.rx_burst(&mut held, 64), 8);
+    assert_eq!(rx.stats().rx_nombuf, 1);
+    assert_eq!(rx.rx_burst(&mut held, 64), 0);
+    assert_eq!(rx.stats().rx_nombuf, 2);
+    // Each time the application frees what it holds, the ring can go on:
+    // 8 buffers circulate, no frame is lost or reordered.
+    let mut seen: Vec<Vec<u8>> = held.iter().map(|p| p.data().to_vec()).collect();
+    drop(held);
+    let mut rest = Vec::new();
+    while seen.len() < 31 {
+        let n = rx.rx_burst(&mut rest, 64);
+        assert!(n > 0 && n <= 8, "burst of {n}");
+        seen.extend(rest.drain(..).map(|p| p.data().to_vec()));
+    }
+    for (i, d) in seen.iter().enumerate() {
+        assert_eq!(d, &frame(i as u32, 100));
+    }
+    drop(rx);
+    assert_eq!(p.free_count(), 40);
+}
+
+#[test]
+fn hostile_writebacks_are_dropped_and_buffers_recycled() {
+    let nic = SoftNic::default();
+    let p = pool(64);
+    let mut rx = rx_setup(&nic, 32, &p);
+    let ok = RXD_STAT_DD | RXD_STAT_EOP;
+    let bad = [
+        RxCompletion { len: 4000, status_error: ok, rss_hash: 0, pkt_info: 0, vlan: 0 },
+        RxCompletion { len: 0, status_error: ok, rss_hash: 0, pkt_info: 0, vlan: 0 },
+        RxCompletion { len: 60, status_error: ok | RXD_ERR_RXE, rss_hash: 0, pkt_info: 0, vlan: 0 },
+        // A frame spanning two descriptors: both pieces are dropped.
+        RxCompletion { len: 2048, status_error: RXD_STAT_DD, rss_hash: 0, pkt_info: 0, vlan: 0 },
+        RxCompletion { len: 10, status_error: ok, rss_hash: 0, pkt_info: 0, vlan: 0 },
+    ];
+    for wb in bad {
+        assert!(nic.inject_rx_writeback(wb));
+    }
+    assert!(nic.receive(&frame(1, 64), 0));
+    // A real frame too long for one buffer, split by the model like the 82576.
+    assert!(nic.receive(&frame(2, 3000), 0));
+    assert!(nic.receive(&frame(3, 64), 0));
+    let mut out = Vec::new();
+    assert_eq!(rx.rx_burst(&mut out, 64), 2);
+    assert_eq!(out[0].data(), &frame(1, 64)[..]);
+    assert_eq!(out[1].data(), &frame(3, 64)[..]);
+    assert_eq!(rx.stats().rx_errors, 7);
+    drop(out);
+    drop(rx);
+    assert_eq!(p.free_count(), 64);
+}
+
+fn make(p: &Arc<Mempool>, seq: u32, len: usize) -> Packet {
+    let mut pkt = p.alloc().unwrap();
+    pkt.set_len(len).unwrap();
+    pkt.data_mut().copy_from_slice(&frame(seq, len));
+    pkt
+}
+
+#[test]
+fn tx_burst_larger_than_ring_takes_what_fits_and_keeps_the_rest() {
+    let nic = SoftNic::new(TxSink::Collect);
+    let p = pool(128);
+    nic.add_region(p.region());
+    let mut tx = tx_setup(&nic, 32);
+    let mut pkts: Vec<Packet> = (0..100).map(|s| make(&p, s, 60 + s as usize)).collect();
+    // The model completes synchronously, so each burst reclaims the last.
+    let mut sent = 0;
+    while !pkts.is_empty() {
+        let n = tx.tx_burst(&mut pkts);
+        assert!(n <= 31);
+        sent += n;
+    }
+    assert_eq!(sent, 100);
+    let frames = nic.take_tx_frames();
+    assert_eq!(frames.len(), 100);
+    for (s, f) in frames.iter().enumerate() {
+        assert_eq!(f, &frame(s as u32, 60 + s));
+    }
+    tx.reclaim();
+    assert_eq!(tx.in_flight(), 0);
+    assert_eq!(p.free_count(), 128);
+}
+
+#[test]
+fn tx_ring_full_when_device_is_slow() {
+    let nic = SoftNic::new(TxSink::Collect);
+    let p = pool(128);
+    nic.add_region(p.region());
+    // A ring whose doorbell never reaches the model: nothing completes.
+    struct Mute;
+    impl pollnic_rings::Doorbell for Mute {
+        fn ring(&mut self, _t: u16) {}
+    }
+    let desc = DescRing::new(32, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+    let mut tx = TxRing::new(desc, Mute);
+    let mut pkts: Vec<Packet> = (0..40).map(|s| make(&p, s, 60)).collect();
+    assert_eq!(tx.tx_burst(&mut pkts), 31);
+    assert_eq!(pkts.len(), 9, "the rest stay with the caller, in order");
+    assert_eq!(pkts[0].data(), &frame(31, 60)[..]);
+    assert_eq!(tx.tx_burst(&mut pkts), 0);
+    assert_eq!(tx.stats().ring_full, 2);
+    drop(pkts);
+    drop(tx);
+    assert_eq!(p.free_count(), 128, "in-flight buffers return when the ring is dropped");
+}
+
+#[test]
+fn forward_rx_to_tx_zero_copy_many_wraps() {
+    let rx_nic = SoftNic::default();
+    let tx_nic = SoftNic::new(TxSink::Collect);
+    let p = pool(256);
+    tx_nic.add_region(p.region());
+    let mut rx = rx_setup(&rx_nic, 64, &p);
+    let mut tx = tx_setup(&tx_nic, 64);
+    let mut buf = Vec::with_capacity(32);
+    let mut total = 0;
+    for round in 0..200u32 {
+        for k in 0..20 {
+            assert!(rx_nic.receive(&frame(round * 20 + k, 64 + k as usize), 0));
+        }
+        rx.rx_burst(&mut buf, 32);
+        while !buf.is_empty() {
+            total += tx.tx_burst(&mut buf);
+        }
+    }
+    assert_eq!(total, 4000);
+    let frames = tx_nic.take_tx_frames();
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(f, &frame(i as u32, 64 + i % 20));
+    }
+    tx.reclaim();
+    drop(rx);
+    drop(tx);
+    assert_eq!(p.free_count(), 256);
+}
