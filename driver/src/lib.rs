@@ -1,2 +1,31 @@
-//! pollnic: a userspace poll-mode driver for Intel igb and ixgbe NICs over VFIO.
+//! pollnic: a userspace poll-mode driver for Intel igb (82576, I350) NICs over
+//! VFIO, with zero-copy receive from hugepage mempools.
+//!
+//! ```no_run
+//! let mut dev = pollnic::Device::open("0000:00:08.0", &pollnic::DeviceConfig::default())?;
+//! let mut burst = Vec::with_capacity(32);
+//! dev.rx_burst(&mut burst, 32);
+//! dev.tx_burst(&mut burst); // forward them back out, zero copy
+//! # Ok::<(), pollnic::Error>(())
+//! ```
+//!
+//! `unsafe` is confined to [`mmio`] (BAR access) and [`vfio`] (DMA mapping),
+//! plus the PCI link probe in `pci`.
+
+pub mod config;
+pub mod device;
+pub mod error;
+pub mod frame;
+pub mod igb;
+pub mod metrics;
+pub mod mmio;
 pub mod pci;
+pub mod signal;
+pub mod vfio;
+
+pub use config::DeviceConfig;
+pub use device::Device;
+pub use error::{Error, Result};
+pub use igb::init::LinkStatus;
+pub use igb::stats::Stats;
+pub use pollnic_rings::{Mempool, Packet, RxStats, TxStats};

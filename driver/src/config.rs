@@ -1,0 +1,81 @@
+//! Device configuration with the field's defaults.
+
+use crate::error::{Error, Result};
+use pollnic_hw::igb::valid_ring_size;
+use std::time::Duration;
+
+/// How to bring a device up. `Default` gives DPDK-like defaults.
+#[derive(Clone, Debug)]
+pub struct DeviceConfig {
+    /// RX descriptors per queue: multiple of 8 in 32..=4096 (default 512).
+    pub rx_ring_size: u32,
+    /// TX descriptors per queue: multiple of 8 in 32..=4096 (default 512).
+    pub tx_ring_size: u32,
+    /// Buffers in each queue's mempool (default 4096); must exceed the RX ring size.
+    pub mempool_size: u32,
+    /// Bytes per buffer (default 2048; SRRCTL.BSIZEPKT takes 1 KiB units).
+    pub buf_size: usize,
+    /// Accept every unicast and multicast frame (RCTL.UPE | RCTL.MPE).
+    pub promisc: bool,
+    /// How long to wait for link up after autonegotiation restarts (default 10 s).
+    pub link_timeout: Duration,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            rx_ring_size: 512,
+            tx_ring_size: 512,
+            mempool_size: 4096,
+            buf_size: 2048,
+            promisc: false,
+            link_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl DeviceConfig {
+    /// Check every field.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRingSize`] for a bad ring size, [`Error::Config`] otherwise.
+    pub fn validate(&self) -> Result<()> {
+        if !valid_ring_size(self.rx_ring_size) {
+            return Err(Error::InvalidRingSize { which: "rx", size: self.rx_ring_size });
+        }
+        if !valid_ring_size(self.tx_ring_size) {
+            return Err(Error::InvalidRingSize { which: "tx", size: self.tx_ring_size });
+        }
+        if self.mempool_size <= self.rx_ring_size {
+            return Err(Error::Config(format!(
+                "mempool size {} must exceed the rx ring size {} (buffers are needed for refill and TX)",
+                self.mempool_size, self.rx_ring_size
+            )));
+        }
+        if !(1024..=16 * 1024).contains(&self.buf_size) || self.buf_size % 1024 != 0 {
+            return Err(Error::Config(format!(
+                "buffer size {} must be a multiple of 1024 between 1024 and 16384 bytes",
+                self.buf_size
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn defaults_are_valid_and_bad_sizes_are_refused() {
+        DeviceConfig::default().validate().unwrap();
+        for bad in [0, 24, 100, 4104, 8192] {
+            let c = DeviceConfig { rx_ring_size: bad, ..Default::default() };
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("multiple of 8 between 32 and 4096"), "{e}");
+        }
+        let c = DeviceConfig { tx_ring_size: 33, ..Default::default() };
+        assert!(matches!(c.validate(), Err(Error::InvalidRingSize { which: "tx", size: 33 })));
+        let c = DeviceConfig { mempool_size: 512, ..Default::default() };
+        assert!(c.validate().is_err());
+    }
+}

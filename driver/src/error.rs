@@ -1,0 +1,115 @@
+//! The driver's errors. Each message says what went wrong and what to run to
+//! fix it; none leaves the device half-configured (the device is reset and
+//! every mapping released before the error is returned).
+
+use crate::pci::PciAddress;
+use pollnic_hw::igb::{MAX_RING_SIZE, MIN_RING_SIZE, RING_SIZE_ALIGN};
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong opening or running a device.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// PCI sysfs: bad address, no such device, unsupported device, no IOMMU group...
+    #[error(transparent)]
+    Pci(#[from] crate::pci::Error),
+
+    /// The device is bound to a kernel driver (or none) instead of vfio-pci.
+    #[error(
+        "{addr} is {}, not vfio-pci: run `pollnic bind {addr}` first \
+         (`pollnic unbind {addr}` gives it back afterwards)",
+        match driver { Some(d) => format!("bound to the kernel driver {d}"), None => "bound to no driver".to_string() }
+    )]
+    NotBoundToVfio {
+        /// The device.
+        addr: PciAddress,
+        /// Its current driver.
+        driver: Option<String>,
+    },
+
+    /// Other devices in the IOMMU group are bound to host drivers.
+    #[error(
+        "{addr}: IOMMU group {group} is not viable for VFIO{}: every device in the group must be \
+         bound to vfio-pci or to no driver (see /sys/kernel/iommu_groups/{group}/devices; \
+         `pollnic bind <addr>` for each)",
+        if others.is_empty() { String::new() } else { format!("; still bound elsewhere: {}", others.join(", ")) }
+    )]
+    GroupNotViable {
+        /// The device.
+        addr: PciAddress,
+        /// Its IOMMU group.
+        group: u32,
+        /// "address (driver)" of each blocking device.
+        others: Vec<String>,
+    },
+
+    /// `/dev/vfio/vfio` could not be opened.
+    #[error("cannot open the VFIO container ({detail}): load the modules with `modprobe vfio-pci` and run as root")]
+    VfioUnavailable {
+        /// The underlying error.
+        detail: String,
+    },
+
+    /// Another process holds the device's VFIO group.
+    #[error("{addr}: the device's VFIO group is in use by another process (is another pollnic or DPDK running? `fuser /dev/vfio/*`)")]
+    DeviceBusy {
+        /// The device.
+        addr: PciAddress,
+    },
+
+    /// A VFIO ioctl failed.
+    #[error("{addr}: VFIO failed while {what}: {detail}")]
+    Vfio {
+        /// The device.
+        addr: PciAddress,
+        /// The step.
+        what: String,
+        /// The underlying error.
+        detail: String,
+    },
+
+    /// DMA memory: no hugepages, memlock too low.
+    #[error(transparent)]
+    Dma(#[from] pollnic_rings::DmaError),
+
+    /// Ring construction (mempool too small for the ring).
+    #[error(transparent)]
+    Ring(#[from] pollnic_rings::rx::RingError),
+
+    /// A ring size the hardware cannot take.
+    #[error(
+        "invalid {which} ring size {size}: must be a multiple of {RING_SIZE_ALIGN} between \
+         {MIN_RING_SIZE} and {MAX_RING_SIZE} descriptors (e.g. 512)"
+    )]
+    InvalidRingSize {
+        /// "rx" or "tx".
+        which: &'static str,
+        /// What was asked.
+        size: u32,
+    },
+
+    /// Other invalid configuration.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// The device did not come out of reset or enable a queue in time.
+    #[error("{addr}: {what} did not complete within {waited_ms} ms; the device may be wedged: try `pollnic unbind {addr}` and `pollnic bind {addr}` (which resets it)")]
+    Timeout {
+        /// The device.
+        addr: PciAddress,
+        /// The step.
+        what: &'static str,
+        /// How long we waited.
+        waited_ms: u64,
+    },
+
+    /// Link did not come up.
+    #[error("{addr}: link did not come up within {waited_ms} ms: check the cable and the link partner (`pollnic status` shows link state); raise the wait with --link-timeout-ms")]
+    LinkDown {
+        /// The device.
+        addr: PciAddress,
+        /// How long we waited.
+        waited_ms: u64,
+    },
+}

@@ -1,0 +1,176 @@
+//! Test frames: Ethernet II + IPv4 + UDP, carrying a sequence number and a
+//! send timestamp, padded with a pattern derived from the sequence number so
+//! a receiver can check every byte. Headers are built and parsed with
+//! `etherparse`; the UDP checksum is 0 ("none", allowed over IPv4, RFC 768).
+//!
+//! Payload layout (after the 42 header bytes), little endian:
+//! `magic: u16 = 0x4e50`, `seq: u64`, `tx_ns: u64`, then byte `i` of the
+//! rest is `seq as u8 + i as u8`.
+
+use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, NetSlice, SlicedPacket, TransportSlice, UdpHeader};
+
+/// Ethernet + IPv4 + UDP header bytes.
+pub const HEADERS_LEN: usize = 14 + 20 + 8;
+/// Smallest test frame in bytes, without FCS (64 on the wire).
+pub const MIN_FRAME_LEN: usize = 60;
+/// Largest standard frame in bytes, without FCS (1518 on the wire).
+pub const MAX_FRAME_LEN: usize = 1514;
+const MAGIC: u16 = 0x4e50;
+const META_LEN: usize = 2 + 8 + 8;
+
+/// Addresses and ports of one flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Flow {
+    /// Source MAC.
+    pub src_mac: [u8; 6],
+    /// Destination MAC.
+    pub dst_mac: [u8; 6],
+    /// Source IPv4 address.
+    pub src_ip: [u8; 4],
+    /// Destination IPv4 address.
+    pub dst_ip: [u8; 4],
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
+}
+
+impl Flow {
+    /// A flow between two MACs with documentation addresses (198.18.0.0/15,
+    /// RFC 2544 benchmarking range) and ports 9000 → 9001.
+    pub fn between(src_mac: [u8; 6], dst_mac: [u8; 6]) -> Flow {
+        Flow { src_mac, dst_mac, src_ip: [198, 18, 0, 1], dst_ip: [198, 19, 0, 1], src_port: 9000, dst_port: 9001 }
+    }
+}
+
+/// What a receiver learns from a test frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Sequence number.
+    pub seq: u64,
+    /// Sender's timestamp in ns (sender's clock).
+    pub tx_ns: u64,
+    /// The flow it belongs to.
+    pub flow: Flow,
+}
+
+/// Fill `buf` (whose length is the frame length, `MIN_FRAME_LEN..=MAX_FRAME_LEN`
+/// bytes) with a test frame. Returns false (and writes nothing) for a length
+/// outside that range.
+pub fn write(buf: &mut [u8], flow: &Flow, seq: u64, tx_ns: u64) -> bool {
+    let len = buf.len();
+    if !(MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(&len) {
+        return false;
+    }
+    let udp_payload = len - HEADERS_LEN;
+    let eth = Ethernet2Header { source: flow.src_mac, destination: flow.dst_mac, ether_type: EtherType::IPV4 };
+    let udp = UdpHeader::without_ipv4_checksum(flow.src_port, flow.dst_port, udp_payload)
+        .expect("payload fits: len <= 1514");
+    let mut ip = Ipv4Header::new((8 + udp_payload) as u16, 64, IpNumber::UDP, flow.src_ip, flow.dst_ip)
+        .expect("payload fits: len <= 1514");
+    ip.header_checksum = ip.calc_header_checksum();
+    buf[..14].copy_from_slice(&eth.to_bytes());
+    buf[14..34].copy_from_slice(&ip.to_bytes());
+    buf[34..42].copy_from_slice(&udp.to_bytes());
+    let p = &mut buf[HEADERS_LEN..];
+    p[..2].copy_from_slice(&MAGIC.to_le_bytes());
+    p[2..10].copy_from_slice(&seq.to_le_bytes());
+    p[10..18].copy_from_slice(&tx_ns.to_le_bytes());
+    fill_pattern(&mut p[META_LEN..], seq);
+    true
+}
+
+fn fill_pattern(rest: &mut [u8], seq: u64) {
+    let base = seq as u8;
+    for (i, b) in rest.iter_mut().enumerate() {
+        *b = base.wrapping_add(i as u8);
+    }
+}
+
+/// The frame `write` produces for these arguments, as a new vector.
+pub fn expected(len: usize, flow: &Flow, seq: u64, tx_ns: u64) -> Vec<u8> {
+    let mut v = vec![0; len];
+    write(&mut v, flow, seq, tx_ns);
+    v
+}
+
+/// Parse a test frame: `None` if it is not Ethernet/IPv4/UDP carrying the
+/// test payload magic. Does not check the pattern (see [`pattern_ok`]).
+pub fn parse(data: &[u8]) -> Option<FrameInfo> {
+    let pkt = SlicedPacket::from_ethernet(data).ok()?;
+    let Some(etherparse::LinkSlice::Ethernet2(eth)) = pkt.link else { return None };
+    let Some(NetSlice::Ipv4(ip)) = pkt.net else { return None };
+    let Some(TransportSlice::Udp(udp)) = pkt.transport else { return None };
+    let p = udp.payload();
+    if p.len() < META_LEN || u16::from_le_bytes([p[0], p[1]]) != MAGIC {
+        return None;
+    }
+    let h = ip.header();
+    Some(FrameInfo {
+        seq: u64::from_le_bytes(p[2..10].try_into().ok()?),
+        tx_ns: u64::from_le_bytes(p[10..18].try_into().ok()?),
+        flow: Flow {
+            src_mac: eth.source(),
+            dst_mac: eth.destination(),
+            src_ip: h.source(),
+            dst_ip: h.destination(),
+            src_port: udp.source_port(),
+            dst_port: udp.destination_port(),
+        },
+    })
+}
+
+/// Whether every padding byte of a test frame matches its sequence number.
+pub fn pattern_ok(data: &[u8], seq: u64) -> bool {
+    if data.len() < HEADERS_LEN + META_LEN {
+        return false;
+    }
+    let base = seq as u8;
+    data[HEADERS_LEN + META_LEN..].iter().enumerate().all(|(i, &b)| b == base.wrapping_add(i as u8))
+}
+
+/// A deterministic frame length in `MIN_FRAME_LEN..=MAX_FRAME_LEN` for
+/// sequence number `seq` (covers both ends and everything between).
+pub fn mixed_len(seq: u64) -> usize {
+    match seq % 16 {
+        0 => MIN_FRAME_LEN,
+        1 => MAX_FRAME_LEN,
+        _ => MIN_FRAME_LEN + (seq.wrapping_mul(2_654_435_761) % (MAX_FRAME_LEN - MIN_FRAME_LEN + 1) as u64) as usize,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_size() {
+        let flow = Flow::between([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        for len in [MIN_FRAME_LEN, 61, 64, 128, 1000, MAX_FRAME_LEN] {
+            let f = expected(len, &flow, 77, 123_456);
+            let info = parse(&f).expect("parses");
+            assert_eq!((info.seq, info.tx_ns, info.flow), (77, 123_456, flow));
+            assert!(pattern_ok(&f, 77));
+            let mut bad = f.clone();
+            *bad.last_mut().unwrap() ^= 1;
+            assert!(!pattern_ok(&bad, 77) || len == HEADERS_LEN + META_LEN);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_lengths_and_foreign_frames() {
+        let flow = Flow::between([0; 6], [0xff; 6]);
+        assert!(!write(&mut [0u8; 59], &flow, 0, 0));
+        assert!(!write(&mut vec![0u8; 1515], &flow, 0, 0));
+        assert!(parse(&[0u8; 60]).is_none());
+    }
+
+    #[test]
+    fn mixed_lengths_cover_the_range() {
+        let lens: Vec<usize> = (0..10_000).map(mixed_len).collect();
+        assert!(lens.iter().all(|l| (MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(l)));
+        assert!(lens.contains(&MIN_FRAME_LEN) && lens.contains(&MAX_FRAME_LEN));
+        let distinct: std::collections::HashSet<_> = lens.iter().collect();
+        assert!(distinct.len() > 1000);
+    }
+}

@@ -1,0 +1,219 @@
+//! Errors of the PCI sysfs layer. Every message says what went wrong and
+//! what to run to fix it, so the CLI can print it as is.
+
+use std::io;
+use std::path::PathBuf;
+
+use super::address::{ParseAddressError, PciAddress};
+
+/// What can go wrong while inspecting or (re)binding a PCI device.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A string is not a PCI address.
+    #[error(transparent)]
+    Address(#[from] ParseAddressError),
+
+    /// `/sys/bus/pci/devices/<addr>` does not exist.
+    #[error("{addr}: no such PCI device (run `pollnic status` to list Intel NICs)")]
+    NoSuchDevice {
+        /// The address asked for.
+        addr: PciAddress,
+    },
+
+    /// The device is not one pollnic drives; binding it would only take it
+    /// away from its kernel driver.
+    #[error(
+        "{addr}: {vendor:04x}:{device:04x} is not a NIC pollnic supports (82576, I350, 82599/X520); \
+         refusing to touch it (run `pollnic status` to list supported NICs)"
+    )]
+    Unsupported {
+        /// The device's address.
+        addr: PciAddress,
+        /// PCI vendor ID.
+        vendor: u16,
+        /// PCI device ID.
+        device: u16,
+    },
+
+    /// The device has no `iommu_group` link: the IOMMU is off or absent.
+    #[error(
+        "{addr}: no IOMMU group, so VFIO cannot use it: enable the IOMMU by adding \
+         `intel_iommu=on iommu=pt` (or `amd_iommu=on` on AMD) to the kernel command line \
+         and rebooting (in a QEMU guest, also add `-device intel-iommu` to a q35 machine); \
+         check with `dmesg | grep -i -e DMAR -e IOMMU`"
+    )]
+    NoIommuGroup {
+        /// The device's address.
+        addr: PciAddress,
+    },
+
+    /// A sysfs or state file could not be read or written for lack of rights.
+    #[error("permission denied {action} {path}: run as root (e.g. `sudo pollnic ...`)")]
+    PermissionDenied {
+        /// `reading`, `writing to`, ...
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Any other I/O failure on a sysfs, device or state file.
+    #[error("{action} {path} failed: {source}; {hint}")]
+    Io {
+        /// `reading`, `writing "vfio-pci" to`, ...
+        action: String,
+        /// The file.
+        path: PathBuf,
+        /// What to run or check next.
+        hint: &'static str,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// `modprobe <module>` failed or did not register the driver.
+    #[error(
+        "loading kernel module {module} failed ({detail}); run `modprobe {module}` by hand and \
+         check `dmesg | tail` (is the module built for this kernel? see `modinfo {module}`)"
+    )]
+    Modprobe {
+        /// Module name, e.g. `vfio-pci`.
+        module: String,
+        /// Exit status / stderr of `modprobe`, or why the driver is still missing.
+        detail: String,
+    },
+
+    /// After the bind sequence the device is not on the expected driver.
+    #[error(
+        "{addr}: expected driver {expected} after binding, but it is {actual}; \
+         check `dmesg | tail` for the kernel's reason"
+    )]
+    WrongDriver {
+        /// The device's address.
+        addr: PciAddress,
+        /// The driver that should have bound.
+        expected: String,
+        /// What the `driver` link says (`none` when unbound).
+        actual: String,
+    },
+
+    /// `/dev/vfio/<group>` did not appear after binding to vfio-pci.
+    #[error(
+        "{addr}: {path} did not appear within {waited_ms} ms after binding to vfio-pci; \
+         check that udev/devtmpfs is running and `dmesg | grep -i vfio`"
+    )]
+    NoVfioNode {
+        /// The device's address.
+        addr: PciAddress,
+        /// The missing node.
+        path: PathBuf,
+        /// How long we waited, in milliseconds.
+        waited_ms: u64,
+    },
+
+    /// A step of `bind`/`unbind` failed; what was done about it (rollback of
+    /// the changes so far, or a fallback) is in `recovery`.
+    #[error("{cause}; {recovery}")]
+    StepFailed {
+        /// The failure that stopped the sequence.
+        #[source]
+        cause: Box<Error>,
+        /// What was restored, and what to run if restoring was incomplete.
+        recovery: String,
+    },
+}
+
+/// Shorthand for results of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Maps an I/O error on `path` to [`Error::PermissionDenied`] or
+    /// [`Error::Io`] (with `hint` saying what to check).
+    pub(crate) fn io(
+        action: &str,
+        path: impl Into<PathBuf>,
+        hint: &'static str,
+        e: io::Error,
+    ) -> Self {
+        let path = path.into();
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            let action = if action.starts_with("reading") {
+                "reading"
+            } else {
+                "writing to"
+            };
+            return Error::PermissionDenied {
+                action,
+                path,
+                source: e,
+            };
+        }
+        Error::Io {
+            action: action.to_owned(),
+            path,
+            hint,
+            source: e,
+        }
+    }
+
+    /// `true` when the failure was a missing root privilege.
+    pub fn is_permission_denied(&self) -> bool {
+        match self {
+            Error::PermissionDenied { .. } => true,
+            Error::StepFailed { cause, .. } => cause.is_permission_denied(),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permission_errors_say_run_as_root_and_keep_source() {
+        let e = Error::io(
+            "writing \"vfio-pci\" to",
+            "/sys/x/driver_override",
+            "check `dmesg | tail`",
+            io::Error::from_raw_os_error(libc::EACCES),
+        );
+        assert!(e.is_permission_denied());
+        let msg = e.to_string();
+        assert!(
+            msg.contains("/sys/x/driver_override") && msg.contains("run as root"),
+            "{msg}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn other_io_errors_carry_the_hint() {
+        let e = Error::io(
+            "reading",
+            "/sys/x/vendor",
+            "is sysfs mounted?",
+            io::Error::from_raw_os_error(libc::EIO),
+        );
+        let msg = e.to_string();
+        assert!(msg.starts_with("reading /sys/x/vendor failed"), "{msg}");
+        assert!(msg.ends_with("is sysfs mounted?"), "{msg}");
+    }
+
+    #[test]
+    fn messages_name_the_fix() {
+        let addr: PciAddress = "0000:00:09.0".parse().unwrap();
+        assert_eq!(
+            Error::NoSuchDevice { addr }.to_string(),
+            "0000:00:09.0: no such PCI device (run `pollnic status` to list Intel NICs)"
+        );
+        let msg = Error::NoIommuGroup { addr }.to_string();
+        assert!(
+            msg.contains("intel_iommu=on iommu=pt") && msg.contains("amd_iommu=on"),
+            "{msg}"
+        );
+        assert!(msg.contains("dmesg | grep -i -e DMAR -e IOMMU"), "{msg}");
+    }
+}

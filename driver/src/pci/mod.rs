@@ -1,0 +1,61 @@
+//! Linux PCI sysfs: finding the Intel NICs pollnic drives, their state, and
+//! moving them between their kernel driver and vfio-pci.
+//!
+//! Everything goes through a [`Sysfs`] (default root `/sys`), so tests run
+//! against a fake tree. Reading never writes to a device; the only device
+//! access is a read-only BAR 0 peek at the link register ([`link_state`]).
+//!
+//! Kernel references: `Documentation/ABI/testing/sysfs-bus-pci`,
+//! `Documentation/driver-api/vfio.rst`, `Documentation/PCI/sysfs-pci.rst`,
+//! `Documentation/ABI/testing/sysfs-class-net`.
+
+mod address;
+mod bind;
+mod binder;
+mod config;
+mod device;
+mod error;
+mod ids;
+mod kernel;
+mod link;
+mod mmio;
+mod state;
+mod status;
+mod sysfs;
+mod unbind;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod tests;
+
+pub use address::{ParseAddressError, PciAddress};
+pub use bind::BindReport;
+pub use binder::{BindOptions, Binder};
+pub use device::{list_intel_nics, PciDevice, CLASS_ETHERNET, VFIO_PCI};
+pub use error::{Error, Result};
+pub use ids::{identify, lookup, NicFamily, NicModel, INTEL_VENDOR_ID, SUPPORTED_NICS};
+pub use kernel::{Kernel, LinuxKernel};
+pub use link::{decode_igb_status, decode_ixgbe_links, link_state, LinkState};
+pub use state::StateDir;
+pub use status::{format_status, status, NicStatus, NO_NICS_MESSAGE};
+pub use sysfs::Sysfs;
+pub use unbind::UnbindReport;
+
+/// Binds `addr` to vfio-pci on the running system (state in `/run/pollnic`,
+/// nodes in `/dev/vfio`, 2 s timeout); see [`Binder::bind`]. Needs root.
+///
+/// # Errors
+/// As [`Binder::bind`].
+pub fn bind_vfio(sysfs: &Sysfs, addr: PciAddress) -> Result<BindReport> {
+    Binder::new(sysfs, &LinuxKernel, BindOptions::default()).bind(addr)
+}
+
+/// Returns `addr` from vfio-pci to its previous kernel driver on the running
+/// system; see [`Binder::unbind`]. Needs root.
+///
+/// # Errors
+/// As [`Binder::unbind`].
+pub fn unbind_vfio(sysfs: &Sysfs, addr: PciAddress) -> Result<UnbindReport> {
+    Binder::new(sysfs, &LinuxKernel, BindOptions::default()).unbind(addr)
+}

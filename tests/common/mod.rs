@@ -1,0 +1,72 @@
+//! Helpers for the tests that run inside the QEMU guest (`cargo xtask test`).
+//! The testbed exports the two igb ports as POLLNIC_PORT0/1 and the MACs given
+//! to QEMU as POLLNIC_PORT0_MAC/POLLNIC_PORT1_MAC; a missing variable fails
+//! the test (these tests never skip).
+
+#![allow(dead_code)]
+
+use pollnic::frame::{self, Flow};
+use pollnic::{Device, DeviceConfig, Packet};
+use std::time::{Duration, Instant};
+
+/// An environment variable the testbed must set.
+pub fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: this test runs inside the QEMU guest; use `cargo xtask test`")
+    })
+}
+
+/// PCI address of testbed port `i` (0 or 1).
+pub fn port(i: usize) -> String {
+    env(&format!("POLLNIC_PORT{i}"))
+}
+
+/// Small rings so tests wrap them many times.
+pub fn small_config() -> DeviceConfig {
+    DeviceConfig { rx_ring_size: 64, tx_ring_size: 64, mempool_size: 512, ..Default::default() }
+}
+
+/// Send `n` test frames from `tx` to `rx` in lockstep bursts of up to 32,
+/// with lengths from `len_of(seq)`, and check each arrives byte-identical and
+/// in order. Returns the total bytes sent (frame bytes, no FCS).
+pub fn transfer_and_verify(tx: &mut Device, rx: &mut Device, n: u64, len_of: impl Fn(u64) -> usize) -> u64 {
+    let flow = Flow::between(tx.mac(), rx.mac());
+    let mut seq = 0u64;
+    let mut next_rx = 0u64;
+    let mut bytes = 0u64;
+    let mut pending: Vec<Packet> = Vec::with_capacity(32);
+    let mut got: Vec<Packet> = Vec::with_capacity(64);
+    while next_rx < n {
+        while pending.len() < 32 && seq < n {
+            let mut p = tx.mempool().alloc().expect("tx mempool has buffers");
+            let len = len_of(seq);
+            p.set_len(len).unwrap();
+            assert!(frame::write(p.data_mut(), &flow, seq, seq));
+            bytes += len as u64;
+            pending.push(p);
+            seq += 1;
+        }
+        let burst_end = seq;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !pending.is_empty() {
+            tx.tx_burst(&mut pending);
+            assert!(Instant::now() < deadline, "TX ring stuck");
+        }
+        while next_rx < burst_end {
+            assert!(Instant::now() < deadline, "frames {next_rx}..{burst_end} never arrived");
+            rx.rx_burst(&mut got, 64);
+            for p in got.drain(..) {
+                let len = len_of(next_rx);
+                let want = frame::expected(len, &flow, next_rx, next_rx);
+                assert_eq!(p.len(), len, "frame {next_rx}: length");
+                assert!(p.data() == &want[..], "frame {next_rx}: bytes differ");
+                next_rx += 1;
+            }
+        }
+    }
+    assert!(tx.flush_tx(Duration::from_secs(5)), "TX ring did not drain");
+    // Nothing extra arrives afterwards (no duplicates).
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(rx.rx_burst(&mut got, 64), 0, "unexpected extra frames");
+    bytes
+}

@@ -1,0 +1,138 @@
+//! End-to-end tests on QEMU's emulated igb (82576) over real VFIO with a
+//! virtual IOMMU. They run inside the guest via `cargo xtask test`; on the host
+//! they are listed as ignored.
+
+mod common;
+
+use common::*;
+use pollnic::frame;
+use pollnic::pci::{self, PciAddress, Sysfs};
+use pollnic::{Device, DeviceConfig, Error};
+use std::time::Duration;
+
+const GUEST: &str = "needs the QEMU igb testbed: run `cargo xtask test`";
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn link_comes_up_and_mac_matches_qemu_command_line() {
+    let _ = GUEST;
+    for i in 0..2 {
+        let dev = Device::open(&port(i), &DeviceConfig::default()).expect("open");
+        let link = dev.link();
+        assert!(link.up, "port {i}: link down");
+        assert_eq!(dev.mac_string(), env(&format!("POLLNIC_PORT{i}_MAC")).to_lowercase(), "port {i}: MAC");
+        assert_eq!(link.speed_mbps, 1000);
+    }
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn ten_thousand_mixed_frames_arrive_identical_in_order_and_counters_agree() {
+    let mut tx = Device::open(&port(0), &small_config()).expect("open port 0");
+    let mut rx = Device::open(&port(1), &small_config()).expect("open port 1");
+    let n = 10_000;
+    let bytes = transfer_and_verify(&mut tx, &mut rx, n, frame::mixed_len);
+    let (txs, rxs) = (tx.stats().clone(), rx.stats().clone());
+    assert_eq!(txs.get("tx_packets"), Some(n), "sender tx_packets (GPTC)");
+    assert_eq!(rxs.get("rx_packets"), Some(n), "receiver rx_packets (GPRC)");
+    // GORC/GOTC count destination address through CRC: 4 FCS bytes per frame.
+    assert_eq!(rxs.get("rx_bytes"), Some(bytes + 4 * n), "receiver rx_bytes (GORC)");
+    assert_eq!(txs.get("tx_bytes"), Some(bytes + 4 * n), "sender tx_bytes (GOTC)");
+    assert_eq!(rx.rx_stats().packets, n);
+    assert_eq!(rx.rx_stats().rx_errors, 0);
+    assert_eq!(tx.tx_stats().packets, n);
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
+    let cfg = DeviceConfig::default();
+    // A PCI address that does not exist, and one that is not an address.
+    let e = Device::open("0000:00:1f.6", &cfg).err().expect("no such device");
+    assert!(e.to_string().contains("no such PCI device"), "{e}");
+    let e = Device::open("not-an-address", &cfg).err().expect("bad address");
+    assert!(matches!(e, Error::Pci(_)), "{e}");
+
+    // Invalid ring sizes are refused before the device is touched.
+    for size in [7, 100, 16, 8192] {
+        let c = DeviceConfig { rx_ring_size: size, ..Default::default() };
+        let e = Device::open(&port(0), &c).err().expect("bad ring size");
+        assert!(matches!(e, Error::InvalidRingSize { .. }), "{size}: {e}");
+        assert!(e.to_string().contains("multiple of 8 between 32 and 4096"), "{e}");
+    }
+
+    // A device still bound to the kernel igb driver.
+    let sysfs = Sysfs::default();
+    let addr: PciAddress = port(1).parse().unwrap();
+    let back = pci::unbind_vfio(&sysfs, addr).expect("give port 1 back to igb");
+    let e = Device::open(&port(1), &cfg).err().expect("bound to igb");
+    pci::bind_vfio(&sysfs, addr).expect("rebind port 1 to vfio-pci");
+    let msg = e.to_string();
+    assert!(matches!(e, Error::NotBoundToVfio { .. }), "{msg}");
+    assert!(msg.contains("igb") && msg.contains("pollnic bind"), "{msg} (unbind said: {back:?})");
+
+    // No hugepages reserved.
+    let nr = pollnic_rings::dma::NR_HUGEPAGES;
+    let before = std::fs::read_to_string(nr).unwrap();
+    std::fs::write(nr, "0").unwrap();
+    let r = Device::open(&port(0), &cfg);
+    std::fs::write(nr, before.trim()).unwrap();
+    let e = r.err().expect("no hugepages");
+    assert!(matches!(e, Error::Dma(pollnic_rings::DmaError::NoHugepages { .. })), "{e}");
+    assert!(e.to_string().contains("nr_hugepages"), "{e}");
+
+    // After all that, both ports still work.
+    let mut tx = Device::open(&port(0), &small_config()).unwrap();
+    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    transfer_and_verify(&mut tx, &mut rx, 200, |_| 60);
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn up_traffic_down_twice_in_one_process() {
+    for round in 0..2 {
+        let mut tx = Device::open(&port(0), &small_config()).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let mut rx = Device::open(&port(1), &small_config()).unwrap();
+        transfer_and_verify(&mut tx, &mut rx, 1000, |s| frame::mixed_len(s + round));
+        // A packet held past the device's shutdown stays valid memory.
+        let mut keep = Vec::new();
+        let mut p = tx.mempool().alloc().unwrap();
+        p.set_len(60).unwrap();
+        keep.push(p);
+        drop(tx);
+        drop(rx);
+        assert_eq!(keep[0].len(), 60);
+    }
+}
+
+/// Run by `up_traffic_down_in_two_processes` as a child process.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn child_one_cycle() {
+    if std::env::var("POLLNIC_CHILD").is_err() {
+        return; // only meaningful when spawned by the parent test
+    }
+    let mut tx = Device::open(&port(0), &small_config()).unwrap();
+    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    transfer_and_verify(&mut tx, &mut rx, 500, |_| 1514);
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn up_traffic_down_in_two_processes() {
+    for round in 0..2 {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "child_one_cycle", "--nocapture"])
+            .env("POLLNIC_CHILD", "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child {round} failed:\n{text}");
+        assert!(text.contains("1 passed"), "child {round} ran no test:\n{text}");
+    }
+    // The device was left quiescent and reusable.
+    let mut tx = Device::open(&port(0), &small_config()).unwrap();
+    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    transfer_and_verify(&mut tx, &mut rx, 100, |_| 60);
+    let _ = Duration::ZERO;
+}
