@@ -136,3 +136,64 @@ fn up_traffic_down_in_two_processes() {
     transfer_and_verify(&mut tx, &mut rx, 100, |_| 60);
     let _ = Duration::ZERO;
 }
+
+/// Run by `ctrl_c_and_panic_shut_the_device_down_in_order` as a child
+/// process: traffic until SIGINT (POLLNIC_CHILD=sigint) or a panic mid-traffic
+/// (POLLNIC_CHILD=panic).
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn child_traffic_until_stopped() {
+    let Ok(mode) = std::env::var("POLLNIC_CHILD") else { return };
+    let stop = pollnic::signal::stop_flag().unwrap();
+    let mut tx = Device::open(&port(0), &small_config()).unwrap();
+    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    println!("child: traffic running");
+    let mut rounds = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        transfer_and_verify(&mut tx, &mut rx, 32, |_| 60);
+        rounds += 1;
+        if mode == "panic" && rounds == 20 {
+            panic!("deliberate panic with traffic in flight");
+        }
+    }
+    println!("child: stopped cleanly after {rounds} rounds");
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn ctrl_c_and_panic_shut_the_device_down_in_order() {
+    use std::io::{BufRead, BufReader};
+    for mode in ["sigint", "panic"] {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "child_traffic_until_stopped", "--nocapture", "--test-threads=1"])
+            .env("POLLNIC_CHILD", mode)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap() > 0 && !line.contains("traffic running") {
+            line.clear();
+        }
+        assert!(line.contains("traffic running"), "{mode}: child never started traffic");
+        if mode == "sigint" {
+            std::thread::sleep(Duration::from_millis(500));
+            let rc = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+            assert!(rc.success());
+        }
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let status = child.wait().unwrap();
+        match mode {
+            "sigint" => {
+                assert!(status.success(), "SIGINT: child failed: {rest}");
+                assert!(rest.contains("stopped cleanly"), "SIGINT: {rest}");
+            }
+            _ => assert!(!status.success(), "panic: child should fail"),
+        }
+        // Either way the ports are quiescent and immediately reusable.
+        let mut tx = Device::open(&port(0), &small_config()).unwrap();
+        let mut rx = Device::open(&port(1), &small_config()).unwrap();
+        transfer_and_verify(&mut tx, &mut rx, 100, |_| 60);
+    }
+}
