@@ -11,5 +11,6 @@
 
 pub mod desc;
 pub mod igb;
+pub mod rss;
 
 pub use desc::{RawDesc, RxCompletion};
