@@ -1,7 +1,9 @@
 //! Device configuration with the field's defaults.
 
 use crate::error::{Error, Result};
-use pollnic_hw::igb::valid_ring_size;
+use crate::igb::rss::HashTypes;
+use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
+use pollnic_hw::rss::{Reta, KEY_LEN, MICROSOFT_KEY};
 use std::time::Duration;
 
 /// How to bring a device up. `Default` gives DPDK-like defaults.
@@ -19,6 +21,15 @@ pub struct DeviceConfig {
     pub promisc: bool,
     /// How long to wait for link up after autonegotiation restarts (default 10 s).
     pub link_timeout: Duration,
+    /// RX/TX queue pairs, one per core (default 1; 82576: up to 16, I350: 8).
+    pub queues: u16,
+    /// The 40-byte RSS key (default [`MICROSOFT_KEY`], as DPDK's igb PMD;
+    /// [`pollnic_hw::rss::SYMMETRIC_KEY`] keeps both directions of a flow on one queue).
+    pub rss_key: [u8; KEY_LEN],
+    /// The redirection table (default: round robin over the queues).
+    pub reta: Option<Reta>,
+    /// Which packet types RSS hashes (default: IPv4/IPv6, TCP and UDP).
+    pub hash_types: HashTypes,
 }
 
 impl Default for DeviceConfig {
@@ -30,6 +41,10 @@ impl Default for DeviceConfig {
             buf_size: 2048,
             promisc: false,
             link_timeout: Duration::from_secs(10),
+            queues: 1,
+            rss_key: MICROSOFT_KEY,
+            reta: None,
+            hash_types: HashTypes::default(),
         }
     }
 }
@@ -58,7 +73,24 @@ impl DeviceConfig {
                 self.buf_size
             )));
         }
+        if self.queues == 0 || self.queues > MAX_QUEUES_82576 {
+            return Err(Error::Config(format!(
+                "{} queues requested: igb supports 1 to {MAX_QUEUES_82576} (I350: 8)",
+                self.queues
+            )));
+        }
+        if let Some(bad) = self.reta.as_ref().and_then(|r| r.0.iter().find(|&&q| q as u16 >= self.queues)) {
+            return Err(Error::Config(format!(
+                "redirection table names queue {bad} but only {} queues are configured",
+                self.queues
+            )));
+        }
         Ok(())
+    }
+
+    /// The redirection table in effect: the configured one or round robin.
+    pub fn effective_reta(&self) -> Reta {
+        self.reta.clone().unwrap_or_else(|| Reta::round_robin(self.queues))
     }
 }
 
@@ -77,5 +109,10 @@ mod tests {
         assert!(matches!(c.validate(), Err(Error::InvalidRingSize { which: "tx", size: 33 })));
         let c = DeviceConfig { mempool_size: 512, ..Default::default() };
         assert!(c.validate().is_err());
+        for q in [0, 17] {
+            assert!(DeviceConfig { queues: q, ..Default::default() }.validate().is_err());
+        }
+        let c = DeviceConfig { queues: 2, reta: Some(Reta::round_robin(4)), ..Default::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("names queue 2"));
     }
 }

@@ -9,39 +9,31 @@ use crate::error::{Error, Result};
 use crate::igb::init::{self, LinkStatus, TimedOut};
 use crate::igb::queue;
 use crate::igb::stats::Stats;
-use crate::mmio::{Bar, Regs};
+use crate::counters::{DeviceCounters, QueueCounters};
+use crate::igb::rss;
+use crate::queue::{MmioDoorbell, Queue};
+use crossbeam_utils::CachePadded;
+use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
 use crate::pci::{NicFamily, PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::vfio::Vfio;
 use pollnic_hw::igb::regs::{rdt, tdt};
-use pollnic_rings::{DescRing, Doorbell, Mempool, Packet, PageSize, RxRing, RxStats, TxRing, TxStats};
+use pollnic_rings::{DescRing, Mempool, Packet, PageSize, RxRing, RxStats, TxRing, TxStats};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The tail register of one ring, written through BAR0.
-pub struct MmioDoorbell {
-    bar: Arc<Bar>,
-    reg: u32,
-}
-
-impl Doorbell for MmioDoorbell {
-    #[inline]
-    fn ring(&mut self, tail: u16) {
-        self.bar.write32(self.reg, tail as u32);
-    }
-}
-
-struct Queue {
-    rx: RxRing<MmioDoorbell>,
-    tx: TxRing<MmioDoorbell>,
-    pool: Arc<Mempool>,
-}
-
-/// An igb NIC driven by pollnic (one RX and one TX queue).
+/// An igb NIC driven by pollnic: `cfg.queues` RX/TX queue pairs with RSS
+/// spreading flows over them. The `*_burst` methods on `Device` use queue 0;
+/// use [`Device::queues_mut`] or [`crate::runner::run_pinned`] for the others.
 pub struct Device {
     addr: PciAddress,
     name: String,
     mac: [u8; 6],
-    queue: Option<Queue>,
+    queues: Vec<Queue>,
+    counters: DeviceCounters,
+    rss_key: [u8; KEY_LEN],
+    reta: Reta,
+    /// Queues the hardware may have enabled (all are disabled at shutdown).
+    hw_queues: u16,
     stats: Stats,
     // Dropped last: BAR unmapped, VFIO device and container closed.
     vfio: Vfio,
@@ -76,7 +68,19 @@ impl Device {
         }
         let group = info.iommu_group.ok_or(crate::pci::Error::NoIommuGroup { addr })?;
         let vfio = Vfio::open(&sysfs, addr, group)?;
-        let mut dev = Device { addr, name: info.name(), mac: [0; 6], queue: None, stats: Stats::default(), vfio };
+        let counters: DeviceCounters = (0..cfg.queues).map(|_| CachePadded::new(QueueCounters::default())).collect();
+        let mut dev = Device {
+            addr,
+            name: info.name(),
+            mac: [0; 6],
+            queues: Vec::new(),
+            counters,
+            rss_key: cfg.rss_key,
+            reta: cfg.effective_reta(),
+            hw_queues: cfg.queues,
+            stats: Stats::default(),
+            vfio,
+        };
         // On error `dev` is dropped here, which resets the device and frees everything.
         dev.bring_up(cfg)?;
         Ok(dev)
@@ -93,15 +97,22 @@ impl Device {
         init::clear_counters(&*bar);
 
         let dma = self.vfio.dma();
-        let pool = Mempool::new(cfg.mempool_size, cfg.buf_size, PageSize::Huge2M, dma.clone())?;
-        let rx_desc = DescRing::new(cfg.rx_ring_size as u16, PageSize::Huge2M, dma.clone())?;
-        let tx_desc = DescRing::new(cfg.tx_ring_size as u16, PageSize::Huge2M, dma)?;
-        queue::setup_rx(&*bar, 0, &rx_desc, pool.buf_size(), false).map_err(timeout)?;
-        queue::setup_tx(&*bar, 0, &tx_desc).map_err(timeout)?;
-        let mut rx = RxRing::new(rx_desc, Arc::clone(&pool), MmioDoorbell { bar: Arc::clone(&bar), reg: rdt(0) })?;
-        let tx = TxRing::new(tx_desc, MmioDoorbell { bar: Arc::clone(&bar), reg: tdt(0) });
-        rx.start();
-        self.queue = Some(Queue { rx, tx, pool });
+        // RSS always on: with one queue it still writes the hash back.
+        rss::enable(&*bar, &self.rss_key, &self.reta, &cfg.hash_types);
+        let drop_en = cfg.queues > 1; // one full queue must not stall the others
+        for q in 0..cfg.queues {
+            let pool = Mempool::new(cfg.mempool_size, cfg.buf_size, PageSize::Huge2M, dma.clone())?;
+            let rx_desc = DescRing::new(cfg.rx_ring_size as u16, PageSize::Huge2M, dma.clone())?;
+            let tx_desc = DescRing::new(cfg.tx_ring_size as u16, PageSize::Huge2M, dma.clone())?;
+            queue::setup_rx(&*bar, q, &rx_desc, pool.buf_size(), drop_en).map_err(timeout)?;
+            queue::setup_tx(&*bar, q, &tx_desc).map_err(timeout)?;
+            let rx = RxRing::new(rx_desc, Arc::clone(&pool), MmioDoorbell { bar: Arc::clone(&bar), reg: rdt(q) })?;
+            let tx = TxRing::new(tx_desc, MmioDoorbell { bar: Arc::clone(&bar), reg: tdt(q) });
+            self.queues.push(Queue { id: q, rx, tx, pool, counters: Arc::clone(&self.counters) });
+        }
+        for q in &mut self.queues {
+            q.rx.start();
+        }
         queue::enable_rx(&*bar, cfg.promisc);
         queue::enable_tx(&*bar);
 
@@ -110,43 +121,88 @@ impl Device {
     }
 
     fn q(&mut self) -> &mut Queue {
-        self.queue.as_mut().expect("queue exists after open")
+        &mut self.queues[0]
+    }
+
+    /// Every queue, to hand to per-core threads (see [`crate::runner::run_pinned`]).
+    pub fn queues_mut(&mut self) -> &mut [Queue] {
+        &mut self.queues
+    }
+
+    /// Queue `i`.
+    ///
+    /// # Panics
+    /// If `i` is not below the configured queue count.
+    pub fn queue(&mut self, i: u16) -> &mut Queue {
+        &mut self.queues[i as usize]
+    }
+
+    /// Number of queue pairs.
+    pub fn queue_count(&self) -> u16 {
+        self.queues.len() as u16
+    }
+
+    /// Live per-queue counters, readable from another thread while the queues run.
+    pub fn counters(&self) -> DeviceCounters {
+        Arc::clone(&self.counters)
+    }
+
+    /// The RSS key in use.
+    pub fn rss_key(&self) -> &[u8; KEY_LEN] {
+        &self.rss_key
+    }
+
+    /// The redirection table in use.
+    pub fn reta(&self) -> &Reta {
+        &self.reta
+    }
+
+    /// A software Toeplitz hasher with this device's key, to predict the
+    /// queue a flow lands on (`pollnic_hw::rss::queue_for`).
+    pub fn rss_hasher(&self) -> Toeplitz {
+        Toeplitz::new(&self.rss_key)
+    }
+
+    /// Replace the redirection table while traffic flows (82576 datasheet
+    /// §8.10.22: RETA may be written at any time).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the table names a queue that does not exist.
+    pub fn set_reta(&mut self, reta: Reta) -> Result<()> {
+        if let Some(bad) = reta.0.iter().find(|&&q| q as u16 >= self.queue_count()) {
+            return Err(Error::Config(format!(
+                "redirection table names queue {bad} but the device has {} queues",
+                self.queue_count()
+            )));
+        }
+        rss::write_reta(&**self.vfio.bar0(), &reta);
+        self.reta = reta;
+        Ok(())
     }
 
     /// Receive up to `max` frames from queue 0, appending them to `out`;
     /// returns how many. Never blocks; never allocates if `out` has room.
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        self.q().rx.rx_burst(out, max)
+        self.q().rx_burst(out, max)
     }
 
     /// Queue frames from the front of `pkts` on TX queue 0 until the ring is
     /// full; returns how many were taken (the rest stay in `pkts`, in order).
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
-        self.q().tx.tx_burst(pkts)
+        self.q().tx_burst(pkts)
     }
 
-    /// Reclaim sent TX buffers until none is in flight or `timeout` passes;
-    /// returns whether the TX ring drained.
+    /// Reclaim sent TX buffers of queue 0 until none is in flight or
+    /// `timeout` passes; returns whether the TX ring drained.
     pub fn flush_tx(&mut self, timeout: Duration) -> bool {
-        let start = Instant::now();
-        loop {
-            let q = self.q();
-            q.tx.reclaim();
-            if q.tx.in_flight() == 0 {
-                return true;
-            }
-            if start.elapsed() > timeout {
-                return false;
-            }
-            std::thread::yield_now();
-        }
+        self.q().flush_tx(timeout)
     }
 
     /// The queue's mempool: allocate TX frames from it with [`Mempool::alloc`].
     pub fn mempool(&self) -> &Arc<Mempool> {
-        &self.queue.as_ref().expect("queue exists after open").pool
+        self.queues[0].mempool()
     }
 
     /// The station MAC address (RAL0/RAH0 as loaded from the EEPROM).
@@ -184,12 +240,12 @@ impl Device {
 
     /// Software counters of RX queue 0.
     pub fn rx_stats(&self) -> RxStats {
-        self.queue.as_ref().map(|q| q.rx.stats()).unwrap_or_default()
+        self.queues.first().map(|q| q.rx_stats()).unwrap_or_default()
     }
 
     /// Software counters of TX queue 0.
     pub fn tx_stats(&self) -> TxStats {
-        self.queue.as_ref().map(|q| q.tx.stats()).unwrap_or_default()
+        self.queues.first().map(|q| q.tx_stats()).unwrap_or_default()
     }
 }
 
@@ -197,8 +253,8 @@ impl Drop for Device {
     fn drop(&mut self) {
         // 1. stop DMA and reset; 2. no more bus mastering; 3. only then free
         //    rings and buffers (unmap from the IOMMU, munmap); 4. close VFIO.
-        init::shutdown(&**self.vfio.bar0(), 1);
+        init::shutdown(&**self.vfio.bar0(), self.hw_queues);
         self.vfio.disable_bus_master();
-        self.queue = None;
+        self.queues.clear();
     }
 }

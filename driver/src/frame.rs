@@ -43,6 +43,36 @@ impl Flow {
     }
 }
 
+impl Flow {
+    /// The fields RSS hashes for this flow (UDP over IPv4).
+    pub fn rss_key(&self) -> pollnic_hw::rss::FlowKey {
+        pollnic_hw::rss::FlowKey::V4 {
+            src: self.src_ip.into(),
+            dst: self.dst_ip.into(),
+            sport: self.src_port,
+            dport: self.dst_port,
+            l4: pollnic_hw::rss::L4::Udp,
+        }
+    }
+
+    /// The same flow in the other direction (addresses and ports swapped; MACs kept,
+    /// so the frame still reaches the same receiving port).
+    pub fn reversed(&self) -> Flow {
+        Flow { src_ip: self.dst_ip, dst_ip: self.src_ip, src_port: self.dst_port, dst_port: self.src_port, ..*self }
+    }
+
+    /// Flow number `i` of a many-flow test: source address 198.18.x.y and
+    /// source port 10000 + i vary, the rest is fixed.
+    pub fn nth(src_mac: [u8; 6], dst_mac: [u8; 6], i: u32) -> Flow {
+        let base = Flow::between(src_mac, dst_mac);
+        Flow {
+            src_ip: [198, 18, (i >> 8) as u8, i as u8],
+            src_port: 10_000u16.wrapping_add(i as u16),
+            ..base
+        }
+    }
+}
+
 /// What a receiver learns from a test frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameInfo {

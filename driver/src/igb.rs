@@ -2,4 +2,5 @@
 
 pub mod init;
 pub mod queue;
+pub mod rss;
 pub mod stats;

@@ -13,6 +13,7 @@
 //! plus the PCI link probe in `pci`.
 
 pub mod config;
+pub mod counters;
 pub mod device;
 pub mod error;
 pub mod frame;
@@ -20,11 +21,14 @@ pub mod igb;
 pub mod metrics;
 pub mod mmio;
 pub mod pci;
+pub mod queue;
+pub mod runner;
 pub mod signal;
 pub mod vfio;
 
 pub use config::DeviceConfig;
 pub use device::Device;
+pub use queue::Queue;
 pub use error::{Error, Result};
 pub use igb::init::LinkStatus;
 pub use igb::stats::Stats;

@@ -105,6 +105,26 @@ pub const XDCTL_WTHRESH_SHIFT: u32 = 16;
 /// back (the field is shared with the IP identification / checksum).
 pub const RXCSUM_PCSD: u32 = 1 << 13;
 
+/// MRQC: multiple receive queues mode field (bits 2:0).
+pub const MRQC_MODE_MASK: u32 = 0x7;
+/// MRQC mode 010b: RSS only (82576 datasheet §8.10.21; QEMU's igb requires it).
+pub const MRQC_MODE_RSS: u32 = 0x2;
+/// MRQC hash field: TCP over IPv4.
+pub const MRQC_FIELD_TCP_IPV4: u32 = 1 << 16;
+/// MRQC hash field: IPv4 addresses.
+pub const MRQC_FIELD_IPV4: u32 = 1 << 17;
+/// MRQC hash field: TCP over IPv6 with extension headers (QEMU's igb uses
+/// this bit, not [`MRQC_FIELD_TCP_IPV6`], for every TCP/IPv6 frame).
+pub const MRQC_FIELD_TCP_IPV6_EX: u32 = 1 << 18;
+/// MRQC hash field: IPv6 addresses.
+pub const MRQC_FIELD_IPV6: u32 = 1 << 20;
+/// MRQC hash field: TCP over IPv6.
+pub const MRQC_FIELD_TCP_IPV6: u32 = 1 << 21;
+/// MRQC hash field: UDP over IPv4.
+pub const MRQC_FIELD_UDP_IPV4: u32 = 1 << 22;
+/// MRQC hash field: UDP over IPv6.
+pub const MRQC_FIELD_UDP_IPV6: u32 = 1 << 23;
+
 /// RAH: address valid.
 pub const RAH_AV: u32 = 1 << 31;
 
@@ -128,6 +148,13 @@ mod tests {
         assert_eq!(MDIC_READY, 0x1000_0000);
         assert_eq!(MDIC_OP_WRITE, 0x0400_0000);
         assert_eq!(MDIC_OP_READ, 0x0800_0000);
+        // Linux e1000_defines.h / QEMU igb_regs.h MRQC values.
+        assert_eq!(MRQC_FIELD_TCP_IPV4, 0x0001_0000);
+        assert_eq!(MRQC_FIELD_IPV4, 0x0002_0000);
+        assert_eq!(MRQC_FIELD_IPV6, 0x0010_0000);
+        assert_eq!(MRQC_FIELD_TCP_IPV6, 0x0020_0000);
+        assert_eq!(MRQC_FIELD_UDP_IPV4, 0x0040_0000);
+        assert_eq!(MRQC_FIELD_UDP_IPV6, 0x0080_0000);
     }
     #[test]
     fn speed_decoding() {

@@ -1,0 +1,85 @@
+//! One RX/TX queue pair with its mempool: the unit that one pinned core owns.
+//! A `&mut Queue` is `Send`, so [`crate::runner`] hands each queue of a
+//! device to its own thread; the hot path takes no lock and allocates nothing.
+
+use crate::counters::DeviceCounters;
+use crate::mmio::{Bar, Regs};
+use pollnic_rings::{Doorbell, Mempool, Packet, RxRing, RxStats, TxRing, TxStats};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The tail register of one ring, written through BAR0.
+pub struct MmioDoorbell {
+    pub(crate) bar: Arc<Bar>,
+    pub(crate) reg: u32,
+}
+
+impl Doorbell for MmioDoorbell {
+    #[inline]
+    fn ring(&mut self, tail: u16) {
+        self.bar.write32(self.reg, tail as u32);
+    }
+}
+
+/// RX queue `id`, TX queue `id`, and the mempool both use.
+pub struct Queue {
+    pub(crate) id: u16,
+    pub(crate) rx: RxRing<MmioDoorbell>,
+    pub(crate) tx: TxRing<MmioDoorbell>,
+    pub(crate) pool: Arc<Mempool>,
+    pub(crate) counters: DeviceCounters,
+}
+
+impl Queue {
+    /// Queue index (the RX queue RSS steers to, and the TX queue used).
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// Receive up to `max` frames, appending them to `out`; returns how many.
+    /// Never blocks; never allocates if `out` has room for `max` more.
+    #[inline]
+    pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        let n = self.rx.rx_burst(out, max);
+        self.counters[self.id as usize].publish_rx(&self.rx.stats());
+        n
+    }
+
+    /// Queue frames from the front of `pkts` until the TX ring is full; returns
+    /// how many were taken (the rest stay in `pkts`, in order).
+    #[inline]
+    pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
+        let n = self.tx.tx_burst(pkts);
+        self.counters[self.id as usize].publish_tx(&self.tx.stats());
+        n
+    }
+
+    /// Reclaim sent TX buffers until none is in flight or `timeout` passes;
+    /// returns whether the TX ring drained.
+    pub fn flush_tx(&mut self, timeout: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            self.tx.reclaim();
+            if self.tx.in_flight() == 0 {
+                return true;
+            }
+            if start.elapsed() > timeout {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// This queue's mempool (RX refill and frames to send).
+    pub fn mempool(&self) -> &Arc<Mempool> {
+        &self.pool
+    }
+    /// RX ring counters.
+    pub fn rx_stats(&self) -> RxStats {
+        self.rx.stats()
+    }
+    /// TX ring counters.
+    pub fn tx_stats(&self) -> TxStats {
+        self.tx.stats()
+    }
+}

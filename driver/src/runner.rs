@@ -1,0 +1,94 @@
+//! One RSS queue per pinned core: run a burst loop on every queue of a device,
+//! each in its own thread pinned to a named core, while the caller's thread
+//! is free to report. Threads are scoped, so the device (and its shutdown
+//! order) outlives every queue thread by construction.
+
+use crate::device::Device;
+use crate::queue::Queue;
+
+/// Parse a core list like `0,1` or `0-3,6`.
+///
+/// # Errors
+/// A message naming the bad item.
+pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        if let Some((a, b)) = item.split_once('-') {
+            let (a, b): (usize, usize) = (
+                a.parse().map_err(|_| format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)"))?,
+                b.parse().map_err(|_| format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)"))?,
+            );
+            if a > b {
+                return Err(format!("bad core range `{item}` in `{s}`"));
+            }
+            out.extend(a..=b);
+        } else {
+            out.push(item.parse().map_err(|_| format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)"))?);
+        }
+    }
+    if out.is_empty() {
+        return Err("empty core list".into());
+    }
+    Ok(out)
+}
+
+/// Pin the calling thread to `core`. Returns false when the OS refused (e.g.
+/// the core does not exist or is outside the process's cpuset).
+pub fn pin_current_thread(core: usize) -> bool {
+    core_affinity::set_for_current(core_affinity::CoreId { id: core })
+}
+
+/// Run `work(queue)` on every queue of `dev`, queue `i` in a thread pinned to
+/// `cores[i % cores.len()]`, and `report()` on the calling thread meanwhile;
+/// returns each queue's result in queue order once all have returned.
+///
+/// # Errors
+/// A message when `cores` is empty or a core cannot be pinned to (checked
+/// before any thread starts: `nproc` tells which cores exist).
+pub fn run_pinned<R, F, G>(dev: &mut Device, cores: &[usize], work: F, report: G) -> Result<Vec<R>, String>
+where
+    R: Send,
+    F: Fn(&mut Queue) -> R + Sync,
+    G: FnOnce(),
+{
+    if cores.is_empty() {
+        return Err("no cores given".into());
+    }
+    let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if let Some(bad) = cores.iter().find(|&&c| c >= online) {
+        return Err(format!("core {bad} does not exist here ({online} cores online: 0-{})", online - 1));
+    }
+    let work = &work;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = dev
+            .queues_mut()
+            .iter_mut()
+            .enumerate()
+            .map(|(i, q)| {
+                let core = cores[i % cores.len()];
+                std::thread::Builder::new()
+                    .name(format!("pollnic-q{i}"))
+                    .spawn_scoped(s, move || {
+                        pin_current_thread(core);
+                        work(q)
+                    })
+                    .expect("spawn queue thread")
+            })
+            .collect();
+        report();
+        handles.into_iter().map(|h| h.join().map_err(|_| "a queue thread panicked".to_string())).collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn core_lists() {
+        assert_eq!(parse_cores("0,1").unwrap(), vec![0, 1]);
+        assert_eq!(parse_cores("0-3,6").unwrap(), vec![0, 1, 2, 3, 6]);
+        assert!(parse_cores("a").is_err());
+        assert!(parse_cores("3-1").is_err());
+        assert!(parse_cores("").is_err());
+    }
+}
