@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod mmio;
 pub mod pci;
 pub mod queue;
+pub mod rsstool;
 pub mod runner;
 pub mod signal;
 pub mod vfio;

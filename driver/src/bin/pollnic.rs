@@ -34,6 +34,35 @@ enum Command {
         #[arg(required = true, value_name = "ADDR")]
         addrs: Vec<PciAddress>,
     },
+    /// Which RX queue a flow lands on: its Toeplitz hash and redirection-table entry.
+    ///
+    /// Example: pollnic rss --src 10.0.0.1 --dst 10.0.0.2 --sport 1234 --dport 80 --proto tcp --queues 4
+    Rss {
+        /// Source IP address (IPv4 or IPv6).
+        #[arg(long)]
+        src: std::net::IpAddr,
+        /// Destination IP address.
+        #[arg(long)]
+        dst: std::net::IpAddr,
+        /// Source port.
+        #[arg(long, default_value_t = 0)]
+        sport: u16,
+        /// Destination port.
+        #[arg(long, default_value_t = 0)]
+        dport: u16,
+        /// tcp, udp (ports hashed) or other (addresses only).
+        #[arg(long, default_value = "udp")]
+        proto: String,
+        /// Number of RX queues.
+        #[arg(long, default_value_t = 2)]
+        queues: u16,
+        /// RSS key: microsoft (default), symmetric, or 80 hex digits.
+        #[arg(long, default_value = "microsoft")]
+        key: String,
+        /// Redirection table as queue numbers, repeated to 128 entries (default round robin).
+        #[arg(long)]
+        reta: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -52,7 +81,43 @@ fn main() -> ExitCode {
         Command::Unbind { addrs } => for_each(&addrs, |a| {
             pci::unbind_vfio(&sysfs, a).map(|r| println!("{r}"))
         }),
+        Command::Rss { src, dst, sport, dport, proto, queues, key, reta } => {
+            match rss(src, dst, sport, dport, &proto, queues, &key, reta.as_deref()) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("pollnic: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rss(
+    src: std::net::IpAddr,
+    dst: std::net::IpAddr,
+    sport: u16,
+    dport: u16,
+    proto: &str,
+    queues: u16,
+    key: &str,
+    reta: Option<&str>,
+) -> Result<String, String> {
+    use pollnic::rsstool;
+    if queues == 0 || queues > 128 {
+        return Err(format!("--queues {queues}: must be 1 to 128"));
+    }
+    let flow = rsstool::flow(src, dst, sport, dport, proto)?;
+    let key = rsstool::parse_key(key)?;
+    let reta = match reta {
+        Some(r) => rsstool::parse_reta(r, queues)?,
+        None => pollnic_hw::rss::Reta::round_robin(queues),
+    };
+    Ok(rsstool::explain(&flow, &key, &reta, queues))
 }
 
 fn status(sysfs: &Sysfs) -> ExitCode {
