@@ -4,22 +4,26 @@
 //!
 //! ```text
 //! loopback --tx 0000:00:08.0 --rx 0000:00:0a.0 --seconds 10 --frame-size 64
+//! loopback --tx ... --rx ... --flows 256 --queues 2 --cores 0,1   # RSS, one queue per pinned core
 //! ```
 //!
 //! Prints a live line each second and a summary: frames sent and received,
-//! lost, packets/s, payload and L1 Mbit/s, and latency percentiles from the
-//! send timestamp carried in each frame. Ctrl-C stops it cleanly.
+//! lost, packets/s, payload and L1 Mbit/s, each RX queue's share, and latency
+//! percentiles from the send timestamp carried in each frame. Ctrl-C stops it
+//! cleanly.
 
 use clap::Parser;
+use pollnic::counters::DeviceCounters;
 use pollnic::frame::{self, Flow};
 use pollnic::metrics::{Latency, Throughput};
-use pollnic::{Device, DeviceConfig, Packet};
+use pollnic::runner::{parse_cores, run_pinned};
+use pollnic::{Device, DeviceConfig, Packet, Queue};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
-#[command(about = "Send frames on one pollnic port, receive them on another, report rates and latency")]
+#[command(about = "Send frames on one pollnic port, receive them on another, report rates, queue shares and latency")]
 struct Args {
     /// PCI address of the sending port (bound to vfio-pci).
     #[arg(long)]
@@ -36,6 +40,18 @@ struct Args {
     /// Frame size on the wire in bytes including FCS (64..=1518); 0 = mixed sizes.
     #[arg(long, default_value_t = 64)]
     frame_size: usize,
+    /// Distinct flows (source address and port vary), for RSS.
+    #[arg(long, default_value_t = 1)]
+    flows: u32,
+    /// RX queues on the receiving port, spread by RSS.
+    #[arg(long, default_value_t = 1)]
+    queues: u16,
+    /// Cores for the RX queue threads, e.g. `0,1` (queue i runs on the i-th, wrapping).
+    #[arg(long, default_value = "0")]
+    cores: String,
+    /// Use the symmetric RSS key instead of the default one.
+    #[arg(long)]
+    symmetric: bool,
     /// Frames per burst.
     #[arg(long, default_value_t = 32)]
     batch: usize,
@@ -47,19 +63,12 @@ struct Args {
     ring_size: u32,
 }
 
+/// What one RX queue saw.
 #[derive(Default)]
-struct Live {
-    tx: AtomicU64,
-    rx: AtomicU64,
-    rx_bytes: AtomicU64,
-}
-
-struct RxReport {
-    dev: Device,
+struct QueueReport {
     lat: Latency,
     received: u64,
     bytes: u64,
-    gaps: u64,
     out_of_order: u64,
     bad: u64,
     first_last: Option<(Instant, Instant)>,
@@ -76,107 +85,153 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if args.frame_size != 0 && !(64..=1518).contains(&args.frame_size) {
         return Err(format!("--frame-size {} is outside 64..=1518 (0 = mixed)", args.frame_size).into());
     }
+    let cores = parse_cores(&args.cores)?;
     let batch = args.batch.clamp(1, 512);
     let stop = pollnic::signal::stop_flag()?;
-    let cfg = DeviceConfig { rx_ring_size: args.ring_size, tx_ring_size: args.ring_size, ..Default::default() };
-    let mut txd = Device::open(&args.tx, &cfg)?;
-    let rxd = Device::open(&args.rx, &cfg)?;
-    let flow = Flow::between(txd.mac(), rxd.mac());
+    let base = DeviceConfig { rx_ring_size: args.ring_size, tx_ring_size: args.ring_size, ..Default::default() };
+    let txd = Device::open(&args.tx, &base)?;
+    let rx_cfg = DeviceConfig {
+        queues: args.queues,
+        rss_key: if args.symmetric { pollnic_hw::rss::SYMMETRIC_KEY } else { pollnic_hw::rss::MICROSOFT_KEY },
+        ..base
+    };
+    let mut rxd = Device::open(&args.rx, &rx_cfg)?;
     println!(
-        "pollnic loopback: {} ({}) -> {} ({}), {} s, {}",
+        "pollnic loopback: {} ({}) -> {} ({}), {} s, {}, {} flow(s), {} RX queue(s) on cores {:?}",
         txd.address(),
         txd.mac_string(),
         rxd.address(),
         rxd.mac_string(),
         args.seconds,
-        if args.frame_size == 0 { "mixed 64..1518-byte frames".to_string() } else { format!("{}-byte frames", args.frame_size) }
+        if args.frame_size == 0 { "mixed 64..1518-byte frames".to_string() } else { format!("{}-byte frames", args.frame_size) },
+        args.flows.max(1),
+        args.queues,
+        cores
     );
 
     let epoch = Instant::now();
-    let live = Arc::new(Live::default());
+    let tx_live = Arc::new(AtomicU64::new(0));
     let tx_done = Arc::new(AtomicBool::new(false));
-    let rx_thread = {
-        let (live, stop, tx_done) = (live.clone(), stop.clone(), tx_done.clone());
-        std::thread::spawn(move || receive(rxd, epoch, &live, &stop, &tx_done, batch))
-    };
-    let reporter = {
-        let (live, tx_done) = (live.clone(), tx_done.clone());
-        std::thread::spawn(move || report_every_second(&live, &tx_done))
+    let flows: Vec<Flow> = (0..args.flows.max(1)).map(|i| Flow::nth(txd.mac(), rxd.mac(), i)).collect();
+    let sender = {
+        let (tx_live, tx_done, stop) = (tx_live.clone(), tx_done.clone(), stop.clone());
+        let (seconds, count, frame_size, rate) = (args.seconds, args.count, args.frame_size, args.rate);
+        std::thread::spawn(move || {
+            let r = send(txd, &flows, epoch, seconds, count, frame_size, rate, batch, &tx_live, &stop);
+            tx_done.store(true, Relaxed);
+            r
+        })
     };
 
-    // Transmit.
-    let deadline = epoch + Duration::from_secs(args.seconds);
-    let mut seq = 0u64;
-    let mut pending: Vec<Packet> = Vec::with_capacity(batch);
-    let t0 = Instant::now();
-    while !stop.load(Relaxed) && Instant::now() < deadline && (args.count == 0 || seq < args.count) {
-        if let Some(gap_ns) = 1_000_000_000u64.checked_div(args.rate) {
-            let due = t0 + Duration::from_nanos(seq * gap_ns);
-            if Instant::now() < due {
-                std::hint::spin_loop();
-                continue;
-            }
-        }
-        while pending.len() < batch && (args.count == 0 || seq < args.count) {
-            let Some(mut p) = txd.mempool().alloc() else { break };
-            let len = if args.frame_size == 0 { frame::mixed_len(seq) } else { args.frame_size - 4 };
-            p.set_len(len)?;
-            frame::write(p.data_mut(), &flow, seq, epoch.elapsed().as_nanos() as u64);
-            pending.push(p);
-            seq += 1;
-        }
-        let n = txd.tx_burst(&mut pending);
-        live.tx.fetch_add(n as u64, Relaxed);
-    }
-    // Whatever is still pending was never offered: not counted as sent.
-    let unsent = pending.len() as u64;
-    drop(pending);
-    let sent = seq - unsent;
-    let tx_elapsed = t0.elapsed();
-    txd.flush_tx(Duration::from_secs(2));
-    tx_done.store(true, Relaxed);
-    let mut rep = rx_thread.join().map_err(|_| "receive thread panicked")?;
-    reporter.join().ok();
+    let counters = rxd.counters();
+    let reports = run_pinned(
+        &mut rxd,
+        &cores,
+        |q| receive(q, epoch, &stop, &tx_done, batch),
+        || report_every_second(&tx_live, &counters, &tx_done),
+    )?;
+    let (mut txd, sent, tx_elapsed) = sender.join().map_err(|_| "sender thread panicked")??;
 
     let tx_hw = txd.stats().get("tx_packets").unwrap_or(0);
-    let rx_hw = rep.dev.stats().get("rx_packets").unwrap_or(0);
-    let rx_span = rep.first_last.map(|(a, b)| b - a).unwrap_or_default();
-    let txt = Throughput { packets: sent, bytes: 0, elapsed: tx_elapsed };
-    let rxt = Throughput { packets: rep.received, bytes: rep.bytes, elapsed: rx_span };
-    let lost = sent.saturating_sub(rep.received);
+    let rx_hw = rxd.stats().get("rx_packets").unwrap_or(0);
+    let received: u64 = reports.iter().map(|r| r.received).sum();
+    let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
+    let first = reports.iter().filter_map(|r| r.first_last.map(|f| f.0)).min();
+    let last = reports.iter().filter_map(|r| r.first_last.map(|f| f.1)).max();
+    let rx_span = first.zip(last).map(|(a, b)| b - a).unwrap_or_default();
+    let mut lat = Latency::default();
+    for r in &reports {
+        lat.merge(&r.lat);
+    }
+    let lost = sent.saturating_sub(received);
     println!("--- summary (under QEMU/TCG these numbers include emulation cost) ---");
-    println!("sent       {sent} frames in {:.2} s, {:.0} pps offered (tx_packets counter: {tx_hw})", tx_elapsed.as_secs_f64(), txt.pps());
-    println!("received   {} frames (rx_packets counter: {rx_hw})", rep.received);
     println!(
-        "lost       {lost} ({:.3} %); sequence gaps {}, out of order {}, not test frames {}",
-        if sent > 0 { lost as f64 * 100.0 / sent as f64 } else { 0.0 },
-        rep.gaps,
-        rep.out_of_order,
-        rep.bad
+        "sent       {sent} frames in {:.2} s, {:.0} pps offered (tx_packets counter: {tx_hw})",
+        tx_elapsed.as_secs_f64(),
+        sent as f64 / tx_elapsed.as_secs_f64().max(1e-9)
     );
-    println!("rx rate    {rxt}");
-    println!("latency    {}", rep.lat);
-    let rs = rep.dev.rx_stats();
-    println!("rx queue   bursts {}, empty polls {}, rx_nombuf {}, rx_errors {}", rs.bursts, rs.empty_polls, rs.rx_nombuf, rs.rx_errors);
-    if rep.received == 0 {
+    println!("received   {received} frames (rx_packets counter: {rx_hw})");
+    println!(
+        "lost       {lost} ({:.3} %); out of order {}, not test frames {}",
+        if sent > 0 { lost as f64 * 100.0 / sent as f64 } else { 0.0 },
+        reports.iter().map(|r| r.out_of_order).sum::<u64>(),
+        reports.iter().map(|r| r.bad).sum::<u64>()
+    );
+    println!("rx rate    {}", Throughput { packets: received, bytes, elapsed: rx_span });
+    for (i, r) in reports.iter().enumerate() {
+        let s = counters[i].snapshot();
+        println!(
+            "  queue {i}  {:>10} frames ({:5.1} %), {:.0} pps; bursts {}, empty polls {}, rx_nombuf {}, rx_errors {}",
+            r.received,
+            if received > 0 { r.received as f64 * 100.0 / received as f64 } else { 0.0 },
+            r.received as f64 / rx_span.as_secs_f64().max(1e-9),
+            s.rx_bursts,
+            s.rx_empty_polls,
+            s.rx_nombuf,
+            s.rx_errors
+        );
+    }
+    println!("latency    {lat}");
+    if received == 0 {
         return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
     }
     Ok(())
 }
 
-fn receive(mut dev: Device, epoch: Instant, live: &Live, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize) -> RxReport {
-    let mut lat = Latency::default();
-    let (mut received, mut bytes, mut gaps, mut out_of_order, mut bad) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut next_seq = 0u64;
-    let mut first_last: Option<(Instant, Instant)> = None;
+#[allow(clippy::too_many_arguments)]
+fn send(
+    mut txd: Device,
+    flows: &[Flow],
+    epoch: Instant,
+    seconds: u64,
+    count: u64,
+    frame_size: usize,
+    rate: u64,
+    batch: usize,
+    live: &AtomicU64,
+    stop: &AtomicBool,
+) -> Result<(Device, u64, Duration), String> {
+    let deadline = epoch + Duration::from_secs(seconds);
+    let mut seq = 0u64;
+    let mut pending: Vec<Packet> = Vec::with_capacity(batch);
+    let t0 = Instant::now();
+    while !stop.load(Relaxed) && Instant::now() < deadline && (count == 0 || seq < count) {
+        if let Some(gap_ns) = 1_000_000_000u64.checked_div(rate) {
+            if Instant::now() < t0 + Duration::from_nanos(seq * gap_ns) {
+                std::hint::spin_loop();
+                continue;
+            }
+        }
+        while pending.len() < batch && (count == 0 || seq < count) {
+            let Some(mut p) = txd.mempool().alloc() else { break };
+            let len = if frame_size == 0 { frame::mixed_len(seq) } else { frame_size - 4 };
+            p.set_len(len).map_err(|e| e.to_string())?;
+            let flow = &flows[(seq % flows.len() as u64) as usize];
+            frame::write(p.data_mut(), flow, seq, epoch.elapsed().as_nanos() as u64);
+            pending.push(p);
+            seq += 1;
+        }
+        let n = txd.tx_burst(&mut pending);
+        live.fetch_add(n as u64, Relaxed);
+    }
+    // Frames still pending were never offered: not counted as sent.
+    let sent = seq - pending.len() as u64;
+    drop(pending);
+    let elapsed = t0.elapsed();
+    txd.flush_tx(Duration::from_secs(2));
+    Ok((txd, sent, elapsed))
+}
+
+fn receive(q: &mut Queue, epoch: Instant, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize) -> QueueReport {
+    let mut r = QueueReport::default();
+    let mut last_seq: Option<u64> = None;
     let mut buf: Vec<Packet> = Vec::with_capacity(batch);
     let mut idle_since = Instant::now();
     loop {
-        let n = dev.rx_burst(&mut buf, batch);
-        if n == 0 {
+        if q.rx_burst(&mut buf, batch) == 0 {
             // After the sender is done, drain until the wire is quiet for 1 s.
             if stop.load(Relaxed) || (tx_done.load(Relaxed) && idle_since.elapsed() > Duration::from_secs(1)) {
-                break;
+                return r;
             }
             std::hint::spin_loop();
             continue;
@@ -184,44 +239,54 @@ fn receive(mut dev: Device, epoch: Instant, live: &Live, stop: &AtomicBool, tx_d
         let now = Instant::now();
         idle_since = now;
         let now_ns = (now - epoch).as_nanos() as u64;
-        first_last = Some((first_last.map_or(now, |(a, _)| a), now));
+        r.first_last = Some((r.first_last.map_or(now, |(a, _)| a), now));
         for p in buf.drain(..) {
             let Some(info) = frame::parse(p.data()) else {
-                bad += 1;
+                r.bad += 1;
                 continue;
             };
-            lat.record(now_ns.saturating_sub(info.tx_ns));
-            if info.seq > next_seq {
-                gaps += info.seq - next_seq;
-            } else if info.seq < next_seq {
-                out_of_order += 1;
+            r.lat.record(now_ns.saturating_sub(info.tx_ns));
+            if last_seq.is_some_and(|l| info.seq <= l) {
+                r.out_of_order += 1;
             }
-            next_seq = next_seq.max(info.seq + 1);
-            received += 1;
-            bytes += p.len() as u64;
+            last_seq = Some(info.seq);
+            r.received += 1;
+            r.bytes += p.len() as u64;
         }
-        live.rx.store(received, Relaxed);
-        live.rx_bytes.store(bytes, Relaxed);
     }
-    RxReport { dev, lat, received, bytes, gaps, out_of_order, bad, first_last }
 }
 
-fn report_every_second(live: &Live, tx_done: &AtomicBool) {
+fn report_every_second(tx: &AtomicU64, counters: &DeviceCounters, tx_done: &AtomicBool) {
     let start = Instant::now();
-    let (mut last_tx, mut last_rx, mut last_bytes) = (0, 0, 0);
-    let mut tick = 1;
-    while !tx_done.load(Relaxed) {
+    let mut last_tx = 0;
+    let mut last: Vec<(u64, u64)> = vec![(0, 0); counters.len()];
+    for tick in 1.. {
         let due = start + Duration::from_secs(tick);
         while Instant::now() < due && !tx_done.load(Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
         }
         if tx_done.load(Relaxed) {
-            break;
+            return;
         }
-        let (tx, rx, bytes) = (live.tx.load(Relaxed), live.rx.load(Relaxed), live.rx_bytes.load(Relaxed));
-        let t = Throughput { packets: rx - last_rx, bytes: bytes - last_bytes, elapsed: Duration::from_secs(1) };
-        println!("[{tick:>3} s] tx {:>8} pps | rx {t} | behind {}", tx - last_tx, tx.saturating_sub(rx));
-        (last_tx, last_rx, last_bytes) = (tx, rx, bytes);
-        tick += 1;
+        let now_tx = tx.load(Relaxed);
+        let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
+        let d: Vec<(u64, u64)> = snaps
+            .iter()
+            .zip(&last)
+            .map(|(s, l)| (s.rx_packets - l.0, s.rx_bytes - l.1))
+            .collect();
+        let total = Throughput {
+            packets: d.iter().map(|x| x.0).sum(),
+            bytes: d.iter().map(|x| x.1).sum(),
+            elapsed: Duration::from_secs(1),
+        };
+        let shares: Vec<String> = d
+            .iter()
+            .enumerate()
+            .map(|(i, x)| format!("q{i} {} ({:.0} %)", x.0, if total.packets > 0 { x.0 as f64 * 100.0 / total.packets as f64 } else { 0.0 }))
+            .collect();
+        println!("[{tick:>3} s] tx {:>8} pps | rx {total} | {}", now_tx - last_tx, shares.join(" "));
+        last_tx = now_tx;
+        last = snaps.iter().map(|s| (s.rx_packets, s.rx_bytes)).collect();
     }
 }
