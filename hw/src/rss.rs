@@ -141,16 +141,18 @@ impl FlowKey {
     /// source and destination port for TCP/UDP, all in network order) into
     /// `buf`; returns its length.
     pub fn hash_input(&self, buf: &mut [u8; MAX_INPUT]) -> usize {
-        let (addrs, sport, dport, l4): (Vec<u8>, u16, u16, L4) = match *self {
+        let (mut n, sport, dport, l4) = match *self {
             FlowKey::V4 { src, dst, sport, dport, l4 } => {
-                ([src.octets(), dst.octets()].concat(), sport, dport, l4)
+                buf[..4].copy_from_slice(&src.octets());
+                buf[4..8].copy_from_slice(&dst.octets());
+                (8, sport, dport, l4)
             }
             FlowKey::V6 { src, dst, sport, dport, l4 } => {
-                ([src.octets(), dst.octets()].concat(), sport, dport, l4)
+                buf[..16].copy_from_slice(&src.octets());
+                buf[16..32].copy_from_slice(&dst.octets());
+                (32, sport, dport, l4)
             }
         };
-        buf[..addrs.len()].copy_from_slice(&addrs);
-        let mut n = addrs.len();
         if l4 != L4::Other {
             buf[n..n + 2].copy_from_slice(&sport.to_be_bytes());
             buf[n + 2..n + 4].copy_from_slice(&dport.to_be_bytes());

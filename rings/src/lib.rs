@@ -11,6 +11,7 @@
 
 pub mod descring;
 pub mod dma;
+pub mod fwd;
 pub mod mempool;
 pub mod model;
 pub mod rx;

@@ -70,6 +70,7 @@ impl Ring {
 }
 
 struct State {
+    deferred_tx: bool,
     rx: Option<Ring>,
     rx_buf_size: usize,
     tx: Option<Ring>,
@@ -159,8 +160,11 @@ impl Doorbell for SoftDoorbell {
                 let r = s.tx.as_mut().expect("tx ring attached");
                 assert!(tail < r.count, "TDT beyond ring");
                 r.tail = tail;
-                // Like QEMU's igb: TX is processed synchronously in the TDT write.
-                s.process_tx();
+                // Like QEMU's igb: TX is processed synchronously in the TDT
+                // write, unless deferred (benches time the driver alone).
+                if !s.deferred_tx {
+                    s.process_tx();
+                }
             }
         }
     }
@@ -171,6 +175,7 @@ impl SoftNic {
     pub fn new(sink: TxSink) -> Self {
         SoftNic {
             state: Rc::new(RefCell::new(State {
+                deferred_tx: false,
                 rx: None,
                 rx_buf_size: 2048,
                 tx: None,
@@ -181,6 +186,20 @@ impl SoftNic {
                 stats: ModelStats::default(),
             })),
         }
+    }
+
+    /// A model that processes TX descriptors only when [`SoftNic::process_tx`]
+    /// is called, not inside the tail write: benches use it to time the
+    /// driver's side alone.
+    pub fn deferred(sink: TxSink) -> Self {
+        let nic = Self::new(sink);
+        nic.state.borrow_mut().deferred_tx = true;
+        nic
+    }
+
+    /// Process every TX descriptor up to the tail (send, write back DD).
+    pub fn process_tx(&self) {
+        self.state.borrow_mut().process_tx();
     }
 
     /// Let the model DMA into `region` (a mempool's buffers).

@@ -1,0 +1,125 @@
+//! Per-packet cost of pollnic's data path on the software device model (no
+//! hardware): RX+TX forwarding at burst sizes 1..256, RX-only and TX-only at
+//! burst 32, mempool get/put, and the software Toeplitz hash.
+//!
+//! Only the driver's side is timed: the model's work (writing frames into RX
+//! buffers, consuming TX descriptors) happens outside the timed sections.
+//! Throughput is in elements, so criterion reports packets/s.
+//!
+//! `cargo bench -p pollnic-rings --bench datapath`
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use pollnic_hw::rss::{FlowKey, Toeplitz, L4, MICROSOFT_KEY};
+use pollnic_rings::dma::{IdentityMapper, PageSize};
+use pollnic_rings::fwd::FwdRig;
+use pollnic_rings::Mempool;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const RING: u16 = 512;
+
+fn forwarding(c: &mut Criterion) {
+    let mut g = c.benchmark_group("fwd_rx_tx");
+    for batch in [1usize, 4, 8, 16, 32, 64, 128, 256] {
+        g.throughput(Throughput::Elements(batch as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, &batch| {
+            let mut rig = FwdRig::new(RING, 60);
+            let per_round = (RING as usize - 1) / batch;
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    let k = (left as usize).min(per_round);
+                    rig.deliver(k * batch);
+                    let t = Instant::now();
+                    for _ in 0..k {
+                        black_box(rig.forward_burst(batch));
+                    }
+                    total += t.elapsed();
+                    rig.complete_tx();
+                    left -= k as u64;
+                }
+                total
+            });
+        });
+    }
+    g.finish();
+}
+
+fn rx_only(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rx_only");
+    g.throughput(Throughput::Elements(32));
+    g.bench_function("32", |b| {
+        let mut rig = FwdRig::new(RING, 60);
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let k = (left as usize).min(15);
+                rig.deliver(k * 32);
+                let t = Instant::now();
+                for _ in 0..k {
+                    rig.rx.rx_burst(&mut rig.burst, 32);
+                    rig.burst.clear(); // dropping returns buffers, as an rxonly app does
+                }
+                total += t.elapsed();
+                left -= k as u64;
+            }
+            total
+        });
+    });
+    g.finish();
+}
+
+fn tx_only(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tx_only");
+    g.throughput(Throughput::Elements(32));
+    g.bench_function("32", |b| {
+        let mut rig = FwdRig::new(RING, 60);
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                for _ in 0..32 {
+                    let mut p = rig.pool.alloc().expect("buffer");
+                    p.set_len(60).unwrap();
+                    rig.burst.push(p);
+                }
+                let t = Instant::now();
+                black_box(rig.tx.tx_burst(&mut rig.burst));
+                total += t.elapsed();
+                rig.complete_tx();
+            }
+            total
+        });
+    });
+    g.finish();
+}
+
+fn mempool(c: &mut Criterion) {
+    let pool = Mempool::new(1024, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+    let mut g = c.benchmark_group("mempool");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("get_put", |b| b.iter(|| drop(black_box(pool.alloc()))));
+    g.finish();
+}
+
+fn toeplitz(c: &mut Criterion) {
+    let t = Toeplitz::new(&MICROSOFT_KEY);
+    let v4 = FlowKey::V4 { src: [66, 9, 149, 187].into(), dst: [161, 142, 100, 80].into(), sport: 2794, dport: 1766, l4: L4::Tcp };
+    let v6 = FlowKey::V6 {
+        src: "3ffe:2501:200:1fff::7".parse().unwrap(),
+        dst: "3ffe:2501:200:3::1".parse().unwrap(),
+        sport: 2794,
+        dport: 1766,
+        l4: L4::Tcp,
+    };
+    let mut g = c.benchmark_group("toeplitz");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("tcp_ipv4", |b| b.iter(|| t.hash_flow(black_box(&v4))));
+    g.bench_function("tcp_ipv6", |b| b.iter(|| t.hash_flow(black_box(&v6))));
+    g.finish();
+}
+
+criterion_group!(benches, forwarding, rx_only, tx_only, mempool, toeplitz);
+criterion_main!(benches);
