@@ -206,6 +206,16 @@ impl Packet {
     pub fn pool(&self) -> &Arc<Mempool> {
         &self.pool
     }
+
+    /// Give up the packet without returning its buffer: the caller now owns
+    /// buffer `idx` of `pool` and must return it (e.g. with `free_bulk`).
+    pub(crate) fn into_parts(self) -> (Arc<Mempool>, u32) {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never used or dropped again, so moving the Arc out
+        // of it with a bitwise read transfers ownership exactly once.
+        let pool = unsafe { std::ptr::read(&me.pool) };
+        (pool, me.idx)
+    }
 }
 
 impl Drop for Packet {
