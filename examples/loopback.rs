@@ -127,7 +127,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let reports = run_pinned(
         &mut rxd,
         &cores,
-        |q| receive(q, epoch, &stop, &tx_done, batch),
+        |q| receive(q, &stop, &tx_done, batch),
         || report_every_second(&tx_live, &counters, &tx_done),
     )?;
     let (mut txd, sent, tx_elapsed) = sender.join().map_err(|_| "sender thread panicked")??;
@@ -207,7 +207,7 @@ fn send(
             let len = if frame_size == 0 { frame::mixed_len(seq) } else { frame_size - 4 };
             p.set_len(len).map_err(|e| e.to_string())?;
             let flow = &flows[(seq % flows.len() as u64) as usize];
-            frame::write(p.data_mut(), flow, seq, epoch.elapsed().as_nanos() as u64);
+            frame::write(p.data_mut(), flow, seq, pollnic::clock::monotonic_ns());
             pending.push(p);
             seq += 1;
         }
@@ -222,7 +222,7 @@ fn send(
     Ok((txd, sent, elapsed))
 }
 
-fn receive(q: &mut Queue, epoch: Instant, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize) -> QueueReport {
+fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize) -> QueueReport {
     let mut r = QueueReport::default();
     let mut last_seq: Option<u64> = None;
     let mut buf: Vec<Packet> = Vec::with_capacity(batch);
@@ -238,7 +238,7 @@ fn receive(q: &mut Queue, epoch: Instant, stop: &AtomicBool, tx_done: &AtomicBoo
         }
         let now = Instant::now();
         idle_since = now;
-        let now_ns = (now - epoch).as_nanos() as u64;
+        let now_ns = pollnic::clock::monotonic_ns();
         r.first_last = Some((r.first_last.map_or(now, |(a, _)| a), now));
         for p in buf.drain(..) {
             let Some(info) = frame::parse(p.data()) else {

@@ -150,6 +150,15 @@ pub fn parse(data: &[u8]) -> Option<FrameInfo> {
     })
 }
 
+/// `(seq, tx_ns)` from a test frame's UDP payload alone (what a UDP socket
+/// receives); `None` if the payload does not start with the test magic.
+pub fn parse_udp_payload(p: &[u8]) -> Option<(u64, u64)> {
+    if p.len() < META_LEN || u16::from_le_bytes([p[0], p[1]]) != MAGIC {
+        return None;
+    }
+    Some((u64::from_le_bytes(p[2..10].try_into().ok()?), u64::from_le_bytes(p[10..18].try_into().ok()?)))
+}
+
 /// Whether every padding byte of a test frame matches its sequence number.
 pub fn pattern_ok(data: &[u8], seq: u64) -> bool {
     if data.len() < HEADERS_LEN + META_LEN {
@@ -179,6 +188,7 @@ mod tests {
         for len in [MIN_FRAME_LEN, 61, 64, 128, 1000, MAX_FRAME_LEN] {
             let f = expected(len, &flow, 77, 123_456);
             let info = parse(&f).expect("parses");
+            assert_eq!(parse_udp_payload(&f[HEADERS_LEN..]), Some((77, 123_456)));
             assert_eq!((info.seq, info.tx_ns, info.flow), (77, 123_456, flow));
             assert!(pattern_ok(&f, 77));
             let mut bad = f.clone();

@@ -12,6 +12,7 @@
 //! `unsafe` is confined to [`mmio`] (BAR access) and [`vfio`] (DMA mapping),
 //! plus the PCI link probe in `pci`.
 
+pub mod clock;
 pub mod config;
 pub mod counters;
 pub mod device;

@@ -1,1 +1,196 @@
-fn main() {}
+//! `cargo xtask`: the pollnic QEMU testbed.
+//!
+//! Boots Debian's kernel under QEMU (TCG) with two back-to-back emulated igb NICs behind an
+//! emulated Intel IOMMU, shares the host's root filesystem into the guest, and runs host-built
+//! binaries there. See `cargo xtask --help`.
+
+#![forbid(unsafe_code)]
+
+mod apt;
+mod cargo;
+mod cmd;
+mod console;
+mod cpio;
+mod demo;
+mod elf;
+mod guest;
+mod install;
+mod kmod;
+mod layout;
+mod qemu;
+mod runscript;
+mod tests;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use layout::Layout;
+use qemu::VmOptions;
+
+/// Exit status when the testbed itself fails (as opposed to a command in the guest).
+const TESTBED_FAILURE: u8 = 125;
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "The pollnic QEMU testbed",
+    after_help = "Exit status: `vm` and `demo` exit with the guest command's status, `test` with 0 or 1; \
+                  any testbed failure (QEMU, install, build, timeout) exits 125."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install what is missing (QEMU >= 8.1 from backports, busybox-static, kmod) and
+    /// download + unpack Debian's guest kernel into target/testbed/. Needs root only to install.
+    Setup,
+    /// Build target/testbed/initramfs.cpio.gz (busybox, kernel modules, /init).
+    Guest {
+        /// Rebuild even if up to date.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Boot the guest and run a command in it (in the repo, with the host's root as /).
+    ///
+    /// Several words after `--` are one command (quoted as given); a single word is a shell
+    /// command line, so pipes and `;` work in it.
+    ///
+    /// Example: cargo xtask vm -- ls /dev/vfio
+    ///
+    /// Example: cargo xtask vm -- 'target/debug/pollnic status | grep vfio'
+    Vm {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Do not bind the NICs to vfio-pci (and do not build the pollnic CLI).
+        #[arg(long)]
+        no_bind: bool,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<OsString>,
+    },
+    /// The full test run: host tests, then the guest_* tests inside one guest.
+    Test {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Limit in seconds for each guest test executable (then it counts as failed).
+        #[arg(long, default_value_t = 900)]
+        test_timeout: u64,
+    },
+    /// Run the loopback example between the guest's two igb ports.
+    ///
+    /// Example: cargo xtask demo -- --frame-size 64
+    Demo {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// How long the loopback runs.
+        #[arg(long, default_value_t = 10)]
+        seconds: u32,
+        /// Extra arguments for the loopback example.
+        #[arg(last = true, value_name = "ARGS")]
+        extra: Vec<String>,
+    },
+}
+
+/// Guest machine options shared by the commands that boot it.
+#[derive(Args)]
+struct VmArgs {
+    /// Virtual CPUs.
+    #[arg(long, default_value_t = 2)]
+    smp: u32,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = 3072)]
+    mem: u32,
+    /// 2 MiB hugepages reserved in the guest.
+    #[arg(long, default_value_t = 512)]
+    hugepages: u32,
+    /// Overall limit in seconds, from boot to power-off.
+    #[arg(long, default_value_t = 1800)]
+    timeout: u64,
+    /// Extra kernel command line words (e.g. `loglevel=7` to see the boot log).
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    kernel_args: Option<String>,
+}
+
+impl VmArgs {
+    fn options(&self, bind: bool) -> VmOptions {
+        VmOptions {
+            smp: self.smp,
+            mem_mib: self.mem,
+            hugepages: self.hugepages,
+            bind,
+            timeout: Duration::from_secs(self.timeout),
+            kernel_args: self.kernel_args.clone().unwrap_or_default(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("[xtask] error: {err:#}");
+            ExitCode::from(TESTBED_FAILURE)
+        }
+    }
+}
+
+fn status(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(TESTBED_FAILURE))
+}
+
+fn run(command: Command) -> Result<ExitCode> {
+    let layout = Layout::discover()?;
+    match command {
+        Command::Setup => {
+            install::setup(&layout)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Guest { force } => {
+            let kernel = install::setup(&layout)?;
+            guest::build(&layout, &kernel, force)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Vm {
+            vm,
+            no_bind,
+            command,
+        } => {
+            let opts = vm.options(!no_bind);
+            let image = guest::prepare(&layout)?;
+            if opts.bind {
+                cargo::build_pollnic_cli(&layout)?;
+            }
+            let script = match command.as_slice() {
+                [line] => format!("{}\n", line.to_string_lossy()),
+                words => format!("{}\n", cmd::shell_join(words)),
+            };
+            let outcome = qemu::run_in_guest(&layout, &image, &script, &opts)?;
+            Ok(status(outcome.code))
+        }
+        Command::Test { vm, test_timeout } => {
+            let passed = tests::run(
+                &layout,
+                &vm.options(true),
+                Duration::from_secs(test_timeout),
+            )?;
+            Ok(if passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Demo { vm, seconds, extra } => {
+            let outcome = demo::run(&layout, &vm.options(true), seconds, &extra)?;
+            Ok(status(outcome.code))
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The receive paths compared: pollnic (1 and 2 queues), the kernel igb
+//! driver with an AF_PACKET TPACKET_V3 ring or recvmmsg on UDP, and DPDK's
+//! testpmd in rxonly mode. Each runs the shared generator on the calling
+//! thread while it receives.
+
+use crate::gen::{generate, Offered};
+use crate::sock::{PacketRing, UdpBatch};
+use crate::tally::Tally;
+use pollnic::clock::{monotonic_ns, net_rx_softirqs, process_cpu_ns, softirq_ns, thread_cpu_ns};
+use pollnic::frame::{self, Flow};
+use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
+use pollnic::runner::run_pinned;
+use pollnic::{Device, DeviceConfig, Packet};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+/// The traffic of one row.
+pub struct Load<'a> {
+    /// The sending device (pollnic, port 0).
+    pub gen: &'a mut Device,
+    /// Flows to cycle through.
+    pub flows: &'a [Flow],
+    /// Wire frame size, bytes.
+    pub size: usize,
+    /// Offered packets/s.
+    pub rate: u64,
+    /// Seconds of traffic.
+    pub secs: f64,
+    /// Ctrl-C.
+    pub stop: &'a AtomicBool,
+}
+
+/// A row's raw result.
+pub struct Measured {
+    /// The generator's count.
+    pub offered: Offered,
+    /// The receiver's count.
+    pub tally: Tally,
+    /// Anything the reader should know (e.g. kernel-reported drops).
+    pub note: String,
+}
+
+const DRAIN: Duration = Duration::from_millis(1500);
+
+fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
+    pci::bind_vfio(&Sysfs::default(), addr).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// pollnic with `queues` RSS queues on `cores`.
+pub fn pollnic_rx(load: Load<'_>, rx: PciAddress, queues: u16, cores: &[usize]) -> Result<Measured, String> {
+    ensure_vfio(rx)?;
+    let cfg = DeviceConfig { queues, ..Default::default() };
+    let mut dev = Device::open(&rx.to_string(), &cfg).map_err(|e| e.to_string())?;
+    let done = AtomicBool::new(false);
+    let mut offered = None;
+    let tallies = run_pinned(
+        &mut dev,
+        cores,
+        |q| {
+            let cpu0 = thread_cpu_ns();
+            let mut t = Tally::default();
+            let mut buf: Vec<Packet> = Vec::with_capacity(32);
+            while !done.load(Relaxed) {
+                if q.rx_burst(&mut buf, 32) == 0 {
+                    continue;
+                }
+                let now = monotonic_ns();
+                for p in buf.drain(..) {
+                    if let Some(info) = frame::parse(p.data()) {
+                        t.frame(p.len(), info.tx_ns, now);
+                    }
+                }
+            }
+            t.cpu_ns = thread_cpu_ns() - cpu0;
+            t
+        },
+        || {
+            offered = Some(generate(load.gen, load.flows, load.size, load.rate, load.secs, load.stop));
+            std::thread::sleep(DRAIN);
+            done.store(true, Relaxed);
+        },
+    )?;
+    let mut tally = Tally::default();
+    for t in tallies {
+        tally.merge(t);
+    }
+    let rs: Vec<String> = (0..queues).map(|i| format!("q{i} {}", dev.counters()[i as usize].snapshot().rx_packets)).collect();
+    Ok(Measured { offered: offered.expect("generator ran"), tally, note: format!("per queue: {}", rs.join(", ")) })
+}
+
+/// Hand `rx` to the kernel igb driver and configure its interface: up,
+/// 198.19.0.1/15 (the flows' destination), carrier awaited.
+fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
+    let sysfs = Sysfs::default();
+    pci::unbind_vfio(&sysfs, rx).map_err(|e| e.to_string())?;
+    let mut ifname = None;
+    for _ in 0..100 {
+        if let Ok(d) = PciDevice::read(&sysfs, rx) {
+            if let Some(i) = d.interfaces.first() {
+                ifname = Some(i.clone());
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ifname = ifname.ok_or_else(|| format!("{rx}: the kernel igb driver created no interface"))?;
+    let run = |args: &[&str]| -> Result<(), String> {
+        let st = std::process::Command::new("ip").args(args).status().map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+        if st.success() { Ok(()) } else { Err(format!("`ip {}` failed", args.join(" "))) }
+    };
+    run(&["addr", "flush", "dev", &ifname])?;
+    run(&["addr", "add", "198.19.0.1/15", "dev", &ifname])?;
+    run(&["link", "set", "dev", &ifname, "up"])?;
+    let carrier = format!("/sys/class/net/{ifname}/carrier");
+    for _ in 0..200 {
+        if std::fs::read_to_string(&carrier).map(|s| s.trim() == "1").unwrap_or(false) {
+            let idx = std::fs::read_to_string(format!("/sys/class/net/{ifname}/ifindex"))
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or("no ifindex")?;
+            return Ok((ifname, idx));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!("{ifname}: no carrier after 10 s"))
+}
+
+/// Run `recv` in a thread until the generator is done and drained; CPU is
+/// the thread's plus all softirq time in the window.
+fn kernel_row(load: Load<'_>, recv: impl FnMut(&mut Tally, &AtomicBool) + Send) -> Result<Measured, String> {
+    let done = AtomicBool::new(false);
+    let (soft0, nrx0) = (softirq_ns(), net_rx_softirqs());
+    let mut recv = recv;
+    let (offered, tally) = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            let cpu0 = thread_cpu_ns();
+            let mut t = Tally::default();
+            recv(&mut t, &done);
+            t.cpu_ns = thread_cpu_ns() - cpu0;
+            t
+        });
+        let offered = generate(load.gen, load.flows, load.size, load.rate, load.secs, load.stop);
+        std::thread::sleep(DRAIN);
+        done.store(true, Relaxed);
+        (offered, h.join())
+    });
+    let mut tally = tally.map_err(|_| "receiver thread panicked".to_string())?;
+    let soft = softirq_ns() - soft0;
+    tally.cpu_ns += soft;
+    let note = format!("softirq {:.0} ms, {} NET_RX softirqs", soft as f64 / 1e6, net_rx_softirqs() - nrx0);
+    Ok(Measured { offered, tally, note })
+}
+
+/// Kernel igb + AF_PACKET socket with a TPACKET_V3 mmap ring.
+pub fn afpacket_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
+    let (ifname, ifindex) = kernel_iface(rx)?;
+    let mut ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
+    let mut m = kernel_row(load, |t, done| {
+        while !done.load(Relaxed) {
+            let now = monotonic_ns();
+            ring.next_block(100, |f| {
+                if let Some(info) = frame::parse(f) {
+                    t.frame(f.len(), info.tx_ns, now);
+                }
+            });
+        }
+    })?;
+    m.note = format!("{ifname}; ring drops {}; {}", ring.drops(), m.note);
+    Ok(m)
+}
+
+/// Kernel igb + UDP socket read with recvmmsg.
+pub fn recvmmsg_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
+    let (ifname, _) = kernel_iface(rx)?;
+    let port = load.flows[0].dst_port;
+    let mut sock = UdpBatch::bind(port).map_err(|e| format!("UDP port {port}: {e}"))?;
+    let mut m = kernel_row(load, |t, done| {
+        while !done.load(Relaxed) {
+            let now = monotonic_ns();
+            sock.recv_batch(|p| {
+                if let Some((_, tx_ns)) = frame::parse_udp_payload(p) {
+                    // L2 length: 42 header bytes + UDP payload.
+                    t.frame(p.len() + frame::HEADERS_LEN, tx_ns, now);
+                }
+            });
+        }
+    })?;
+    m.note = format!("{ifname}; {}", m.note);
+    Ok(m)
+}
+
+/// DPDK `dpdk-testpmd --forward-mode=rxonly` on `rx` (bound to vfio-pci), pinned
+/// to `core`. testpmd reports only a count: no latency, CPU from /proc.
+pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, String> {
+    use std::io::{Read, Write};
+    let bin = ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk librte-net-e1000-23 librte-mempool-ring23)")?;
+    ensure_vfio(rx)?;
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "-l",
+            &core.to_string(),
+            "-n",
+            "1",
+            "-a",
+            &rx.to_string(),
+            "--file-prefix",
+            "pollnic-compare",
+            "--",
+            "--forward-mode=rxonly",
+            "--total-num-mbufs=16384",
+            "--rxd=512",
+            "--auto-start",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting {bin}: {e}"))?;
+    // Let it initialise and start forwarding before traffic starts.
+    std::thread::sleep(Duration::from_secs(4));
+    if let Ok(Some(st)) = child.try_wait() {
+        let mut err = String::new();
+        child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+        return Err(format!("dpdk-testpmd exited early ({st}): {}", err.lines().rev().take(3).collect::<Vec<_>>().join(" | ")));
+    }
+    let cpu0 = process_cpu_ns(child.id());
+    let offered = generate(load.gen, load.flows, load.size, load.rate, load.secs, load.stop);
+    std::thread::sleep(DRAIN);
+    let cpu = process_cpu_ns(child.id()) - cpu0;
+    let _ = child.stdin.take().map(|mut i| i.write_all(b"\n"));
+    let mut out = String::new();
+    child.stdout.take().map(|mut o| o.read_to_string(&mut out));
+    let _ = child.wait();
+    // "Accumulated forward statistics for all ports" ... "RX-packets: N"
+    let acc = out.rfind("Accumulated forward statistics").map(|i| &out[i..]).unwrap_or(&out);
+    let received = acc
+        .split("RX-packets:")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .ok_or_else(|| format!("could not read RX-packets from testpmd's output:\n{}", out.lines().rev().take(15).collect::<Vec<_>>().join("\n")))?;
+    let tally = Tally { received, bytes: received * (load.size as u64 - 4), cpu_ns: cpu, ..Default::default() };
+    Ok(Measured { offered, tally, note: "testpmd counts only: no latency; rate over the send window".into() })
+}

@@ -1,0 +1,163 @@
+//! The comparison's outputs: a terminal table, and the same rows as JSON and
+//! CSV, plus an SVG chart of throughput and latency per path.
+
+use plotters::prelude::*;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One measured (or missing) row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Receive path.
+    pub path: String,
+    /// Wire frame size in bytes (incl. FCS).
+    pub frame_size: usize,
+    /// Generator's offered rate, packets/s.
+    pub offered_pps: f64,
+    /// Generator's count.
+    pub sent: u64,
+    /// Receiver's count.
+    pub received: u64,
+    /// sent − received (QEMU does not count drops).
+    pub lost: i64,
+    /// Received packets/s over the receive window.
+    pub rx_pps: f64,
+    /// Received L2 Mbit/s (no FCS).
+    pub payload_mbps: f64,
+    /// Received L1 Mbit/s (plus FCS, preamble, gap).
+    pub l1_mbps: f64,
+    /// Receiver CPU per received packet, ns (for the kernel path incl. softirq).
+    pub cpu_ns_per_pkt: Option<f64>,
+    /// Latency percentiles, µs (None when the path cannot time frames).
+    pub p50_us: Option<f64>,
+    /// P99, µs.
+    pub p99_us: Option<f64>,
+    /// P99.9, µs.
+    pub p999_us: Option<f64>,
+    /// Max, µs.
+    pub max_us: Option<f64>,
+    /// Why a row is missing, or what to know about it.
+    pub note: String,
+    /// False when the row has no valid measurement (see `note`).
+    pub valid: bool,
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.prec$}"))
+}
+
+/// The terminal table.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<17} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "path", "size", "offered", "sent", "received", "lost", "rx pps", "Mb/s L2", "Mb/s L1", "cpu/pkt", "P50 µs", "P99 µs", "P99.9 µs", "max µs"
+    );
+    for r in rows {
+        if !r.valid {
+            let _ = writeln!(s, "{:<17} {:>5}  no result: {}", r.path, r.frame_size, r.note);
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "{:<17} {:>5} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9}",
+            r.path,
+            r.frame_size,
+            r.offered_pps,
+            r.sent,
+            r.received,
+            r.lost,
+            r.rx_pps,
+            r.payload_mbps,
+            r.l1_mbps,
+            r.cpu_ns_per_pkt.map_or("-".into(), |c| format!("{:.1}µs", c / 1000.0)),
+            opt(r.p50_us, 0),
+            opt(r.p99_us, 0),
+            opt(r.p999_us, 0),
+            opt(r.max_us, 0)
+        );
+    }
+    for r in rows.iter().filter(|r| r.valid && !r.note.is_empty()) {
+        let _ = writeln!(s, "  {} {}: {}", r.path, r.frame_size, r.note);
+    }
+    s
+}
+
+/// Write `compare.json`, `compare.csv` and `compare.svg` into `dir`.
+///
+/// # Errors
+/// File or encoding errors, as text.
+pub fn write_all(dir: &Path, rows: &[Row], title: &str) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("compare.json"), json).map_err(|e| e.to_string())?;
+    let mut w = csv::Writer::from_path(dir.join("compare.csv")).map_err(|e| e.to_string())?;
+    for r in rows {
+        w.serialize(r).map_err(|e| e.to_string())?;
+    }
+    w.flush().map_err(|e| e.to_string())?;
+    plot(&dir.join("compare.svg"), rows, title)
+}
+
+/// Two bar charts: received kpps and P50/P99 latency, per path and frame size.
+fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
+    let valid: Vec<&Row> = rows.iter().filter(|r| r.valid).collect();
+    let labels: Vec<String> = valid.iter().map(|r| format!("{} {}B", r.path, r.frame_size)).collect();
+    let n = valid.len().max(1);
+    let root = SVGBackend::new(file, (1100, 720)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let root = root.titled(title, ("sans-serif", 18)).map_err(|e| e.to_string())?;
+    let (top, bottom) = root.split_vertically(340);
+    let err = |e: DrawingAreaErrorKind<_>| e.to_string();
+
+    let max_kpps = valid.iter().map(|r| r.rx_pps / 1000.0).fold(1.0, f64::max) * 1.15;
+    let mut c = ChartBuilder::on(&top)
+        .caption("received kpps (offered rate dashed)", ("sans-serif", 14))
+        .margin(10)
+        .x_label_area_size(70)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..n as f64, 0f64..max_kpps)
+        .map_err(err)?;
+    c.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+        .y_desc("kpps")
+        .draw()
+        .map_err(err)?;
+    c.draw_series(valid.iter().enumerate().map(|(i, r)| {
+        Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.85, r.rx_pps / 1000.0)], BLUE.mix(0.6).filled())
+    }))
+    .map_err(err)?;
+    c.draw_series(valid.iter().enumerate().map(|(i, r)| {
+        PathElement::new(vec![(i as f64 + 0.1, r.offered_pps / 1000.0), (i as f64 + 0.9, r.offered_pps / 1000.0)], BLACK)
+    }))
+    .map_err(err)?;
+
+    let max_lat = valid.iter().filter_map(|r| r.p99_us).fold(1.0, f64::max) * 1.15;
+    let mut c = ChartBuilder::on(&bottom)
+        .caption("latency µs: P50 (dark) and P99 (light); none for testpmd", ("sans-serif", 14))
+        .margin(10)
+        .x_label_area_size(70)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..n as f64, 0f64..max_lat)
+        .map_err(err)?;
+    c.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+        .y_desc("µs")
+        .draw()
+        .map_err(err)?;
+    c.draw_series(valid.iter().enumerate().filter_map(|(i, r)| {
+        r.p99_us.map(|p| Rectangle::new([(i as f64 + 0.5, 0.0), (i as f64 + 0.85, p)], RED.mix(0.35).filled()))
+    }))
+    .map_err(err)?;
+    c.draw_series(valid.iter().enumerate().filter_map(|(i, r)| {
+        r.p50_us.map(|p| Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.5, p)], RED.mix(0.8).filled()))
+    }))
+    .map_err(err)?;
+    root.present().map_err(|e| e.to_string())
+}

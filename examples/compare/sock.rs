@@ -1,0 +1,200 @@
+//! The kernel path's receive sockets, on raw libc calls (this is the baseline
+//! being measured, so it uses exactly the interfaces named: an AF_PACKET
+//! socket with a TPACKET_V3 mmap ring, and recvmmsg on a UDP socket).
+//! Sources: Linux `Documentation/networking/packet_mmap.rst`, recvmmsg(2).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+fn check(rc: libc::c_int, what: &str) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    Ok(rc)
+}
+
+fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: &T, what: &str) -> io::Result<()> {
+    // SAFETY: `val` points at a live T of the size passed; the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(fd.as_raw_fd(), level, name, (val as *const T).cast(), std::mem::size_of::<T>() as u32)
+    };
+    check(rc, what).map(|_| ())
+}
+
+fn poll_in(fd: &OwnedFd, timeout_ms: i32) {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
+    // SAFETY: one valid pollfd; the result only tells us to look again.
+    unsafe { libc::poll(&mut p, 1, timeout_ms) };
+}
+
+/// An AF_PACKET socket bound to one interface with a TPACKET_V3 RX ring.
+pub struct PacketRing {
+    fd: OwnedFd,
+    map: *mut u8,
+    block_size: usize,
+    blocks: usize,
+    cur: usize,
+}
+
+// SAFETY: the mapping belongs to this value alone (the pointer is never
+// shared), so moving the ring to the receiving thread is sound.
+unsafe impl Send for PacketRing {}
+
+const BLOCK_SIZE: usize = 1 << 20;
+const BLOCKS: usize = 16;
+const FRAME_SIZE: usize = 2048;
+
+impl PacketRing {
+    /// Open, size the ring (16 blocks of 1 MiB, retired after 10 ms), map it, bind to `ifindex`.
+    pub fn open(ifindex: u32) -> io::Result<PacketRing> {
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain socket(2) call; the fd is owned right below.
+        let raw = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto as i32) }, "socket(AF_PACKET)")?;
+        // SAFETY: `raw` is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v3, "PACKET_VERSION")?;
+        let req = libc::tpacket_req3 {
+            tp_block_size: BLOCK_SIZE as u32,
+            tp_block_nr: BLOCKS as u32,
+            tp_frame_size: FRAME_SIZE as u32,
+            tp_frame_nr: (BLOCK_SIZE / FRAME_SIZE * BLOCKS) as u32,
+            tp_retire_blk_tov: 10,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+        let size = BLOCK_SIZE * BLOCKS;
+        // SAFETY: a fresh shared mapping of the socket's ring, chosen by the kernel.
+        let map = unsafe {
+            libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::new(io::ErrorKind::Other, format!("mmap of the TPACKET_V3 ring: {}", io::Error::last_os_error())));
+        }
+        let ring = PacketRing { fd, map: map.cast(), block_size: BLOCK_SIZE, blocks: BLOCKS, cur: 0 };
+        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
+        let rc = unsafe {
+            libc::bind(ring.fd.as_raw_fd(), (&sll as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32)
+        };
+        check(rc, "bind(AF_PACKET)")?;
+        Ok(ring)
+    }
+
+    /// Hand every frame of the next ready block to `f` and return the block
+    /// to the kernel; if none is ready, wait up to `timeout_ms`. Returns frames seen.
+    pub fn next_block(&mut self, timeout_ms: i32, mut f: impl FnMut(&[u8])) -> usize {
+        let block = self.map.wrapping_add(self.cur * self.block_size);
+        let status = block.wrapping_add(8).cast::<u32>();
+        // SAFETY: `status` is block_status of block `cur` inside the live mapping
+        // (tpacket_block_desc: version, offset_to_priv, then bh1.block_status);
+        // the kernel writes it concurrently, so read it volatile.
+        if unsafe { status.read_volatile() } & libc::TP_STATUS_USER == 0 {
+            poll_in(&self.fd, timeout_ms);
+            return 0;
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: the block is ours until we set TP_STATUS_KERNEL; the fields
+        // read are u32s at fixed offsets inside it.
+        let (num, first) = unsafe {
+            (block.wrapping_add(12).cast::<u32>().read_volatile(), block.wrapping_add(16).cast::<u32>().read_volatile())
+        };
+        let mut off = first as usize;
+        for _ in 0..num {
+            if off + 26 > self.block_size {
+                break;
+            }
+            let hdr = block.wrapping_add(off);
+            // SAFETY: tpacket3_hdr fields at fixed offsets inside the block (checked above).
+            let (next, snaplen, mac) = unsafe {
+                (
+                    hdr.cast::<u32>().read_unaligned(),
+                    hdr.wrapping_add(12).cast::<u32>().read_unaligned(),
+                    hdr.wrapping_add(24).cast::<u16>().read_unaligned(),
+                )
+            };
+            let start = off + mac as usize;
+            if start + snaplen as usize <= self.block_size {
+                // SAFETY: the frame lies inside the block, which the kernel does not
+                // touch until we hand it back below.
+                f(unsafe { std::slice::from_raw_parts(block.wrapping_add(start), snaplen as usize) });
+            }
+            if next == 0 {
+                break;
+            }
+            off += next as usize;
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        // SAFETY: as above; writing TP_STATUS_KERNEL returns the block.
+        unsafe { status.write_volatile(libc::TP_STATUS_KERNEL) };
+        self.cur = (self.cur + 1) % self.blocks;
+        num as usize
+    }
+
+    /// Frames the kernel dropped because the ring was full (PACKET_STATISTICS; resets on read).
+    pub fn drops(&self) -> u64 {
+        let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
+        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as u32;
+        // SAFETY: `st` and `len` are valid for writing; the kernel fills at most `len` bytes.
+        unsafe {
+            libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_STATISTICS, (&mut st as *mut libc::tpacket_stats_v3).cast(), &mut len)
+        };
+        st.tp_drops as u64
+    }
+}
+
+impl Drop for PacketRing {
+    fn drop(&mut self) {
+        // SAFETY: exactly the mapping made in `open`; no slice into it outlives `next_block`.
+        unsafe { libc::munmap(self.map.cast(), self.block_size * self.blocks) };
+    }
+}
+
+/// A UDP socket read with recvmmsg, 32 datagrams per call.
+pub struct UdpBatch {
+    sock: std::net::UdpSocket,
+    bufs: Vec<[u8; 2048]>,
+}
+
+impl UdpBatch {
+    /// Bind `0.0.0.0:port` with a 16 MiB receive buffer and a 100 ms receive timeout.
+    pub fn bind(port: u16) -> io::Result<UdpBatch> {
+        let sock = std::net::UdpSocket::bind(("0.0.0.0", port))?;
+        sock.set_read_timeout(Some(std::time::Duration::from_millis(100)))?;
+        let fd = sock.try_clone()?.into();
+        let size: libc::c_int = 16 << 20;
+        let _ = setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &size, "SO_RCVBUF");
+        Ok(UdpBatch { sock, bufs: vec![[0u8; 2048]; 32] })
+    }
+
+    /// One recvmmsg call: hands each datagram's payload to `f`; returns how many.
+    pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8])) -> usize {
+        let n = self.bufs.len();
+        let mut iov: Vec<libc::iovec> =
+            self.bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect();
+        // SAFETY: mmsghdr is plain data; zero is a valid "no name, no control" value.
+        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: `msgs` holds n headers whose iovecs point into `self.bufs`,
+        // all alive for the call; the kernel writes at most iov_len bytes each.
+        let got = unsafe {
+            libc::recvmmsg(self.sock.as_raw_fd(), msgs.as_mut_ptr(), n as u32, libc::MSG_WAITFORONE, std::ptr::null_mut())
+        };
+        if got <= 0 {
+            return 0;
+        }
+        for (m, b) in msgs.iter().zip(&self.bufs).take(got as usize) {
+            f(&b[..(m.msg_len as usize).min(b.len())]);
+        }
+        got as usize
+    }
+}

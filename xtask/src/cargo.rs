@@ -1,0 +1,106 @@
+//! Host-side cargo invocations: building what the guest runs, finding test executables.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use anyhow::{bail, Context, Result};
+
+use crate::layout::Layout;
+use crate::{cmd, say};
+
+/// Runs `cargo <args>` in the workspace with output shown; fails if cargo fails.
+pub fn run(layout: &Layout, args: &[&str]) -> Result<()> {
+    say!("cargo {}", args.join(" "));
+    cmd::run(cmd::cargo().current_dir(&layout.repo).args(args))
+}
+
+/// Builds the debug `pollnic` CLI, which the guest uses to bind the NICs to vfio-pci.
+pub fn build_pollnic_cli(layout: &Layout) -> Result<()> {
+    run(layout, &["build", "-p", "pollnic", "--bin", "pollnic"])
+        .context("building the `pollnic` CLI (driver/src/bin/pollnic.rs) failed")
+}
+
+/// An integration-test executable built by cargo.
+#[derive(Debug, Clone)]
+pub struct TestExe {
+    /// The test target's name, e.g. `guest_link`.
+    pub name: String,
+    /// The built executable.
+    pub path: PathBuf,
+}
+
+/// Builds the `pollnic` crate's tests without running them and returns the integration test
+/// targets whose name starts with `prefix`, sorted by name.
+pub fn build_tests(layout: &Layout, package: &str, prefix: &str) -> Result<Vec<TestExe>> {
+    let mut c = cmd::cargo();
+    c.current_dir(&layout.repo)
+        .args([
+            "test",
+            "-p",
+            package,
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(Stdio::inherit());
+    say!("{}", cmd::describe(&c));
+    let out = cmd::output(&mut c).context("building the guest tests failed")?;
+    parse_test_artifacts(&out, prefix)
+}
+
+/// Picks `compiler-artifact` messages of test targets (kind `test`) named `prefix*`.
+pub fn parse_test_artifacts(json_lines: &str, prefix: &str) -> Result<Vec<TestExe>> {
+    let mut found = Vec::new();
+    for line in json_lines.lines().filter(|l| l.starts_with('{')) {
+        let msg: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("cargo printed bad JSON: {line}"))?;
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let target = &msg["target"];
+        let is_test = target["kind"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "test"));
+        let name = target["name"].as_str().unwrap_or_default();
+        let Some(exe) = msg["executable"].as_str() else {
+            continue;
+        };
+        if is_test && name.starts_with(prefix) {
+            found.push(TestExe {
+                name: name.to_owned(),
+                path: exe.into(),
+            });
+        }
+    }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found.dedup_by(|a, b| a.name == b.name);
+    for exe in &found {
+        if !exe.path.is_file() {
+            bail!(
+                "cargo reported {} but it does not exist",
+                exe.path.display()
+            );
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_guest_test_targets() {
+        let me = std::env::current_exe().unwrap();
+        let me = me.display();
+        let lines = format!(
+            r#"{{"reason":"compiler-artifact","target":{{"name":"guest_link","kind":["test"]}},"executable":"{me}"}}
+{{"reason":"compiler-artifact","target":{{"name":"host_rings","kind":["test"]}},"executable":"{me}"}}
+{{"reason":"compiler-artifact","target":{{"name":"guest_helper","kind":["lib"]}},"executable":null}}
+{{"reason":"compiler-artifact","target":{{"name":"pollnic","kind":["lib"]}},"executable":"{me}"}}
+{{"reason":"build-finished","success":true}}"#
+        );
+        let found = parse_test_artifacts(&lines, "guest_").unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].name, "guest_link");
+    }
+}

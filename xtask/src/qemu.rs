@@ -1,0 +1,375 @@
+//! Booting the guest and running one script in it: [`run_in_guest`].
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::console::{forward_console, forward_stderr, Event};
+use crate::guest::GuestImage;
+use crate::install::QEMU;
+use crate::layout::Layout;
+use crate::runscript::{full_script, nonce, PORTS};
+use crate::{cmd, say};
+
+/// How long QEMU may take to exit after the guest reported its exit status.
+const POWEROFF_GRACE: Duration = Duration::from_secs(60);
+
+/// How to boot the guest.
+#[derive(Debug, Clone)]
+pub struct VmOptions {
+    /// Virtual CPUs.
+    pub smp: u32,
+    /// Guest memory in MiB.
+    pub mem_mib: u32,
+    /// 2 MiB hugepages reserved in the guest.
+    pub hugepages: u32,
+    /// Bind both NICs to vfio-pci (with the debug `pollnic` CLI) before the script runs.
+    pub bind: bool,
+    /// Kill the guest after this long, from QEMU start to power-off.
+    pub timeout: Duration,
+    /// Extra kernel command line words, appended last.
+    pub kernel_args: String,
+}
+
+impl Default for VmOptions {
+    fn default() -> Self {
+        Self {
+            smp: 2,
+            mem_mib: 3072,
+            hugepages: 512,
+            bind: true,
+            timeout: Duration::from_secs(1800),
+            kernel_args: String::new(),
+        }
+    }
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOutcome {
+    /// The script's exit status inside the guest.
+    pub code: i32,
+    /// From starting QEMU to the guest being ready to run the script (chroot set up).
+    pub boot: Duration,
+    /// From starting QEMU to QEMU's exit.
+    pub total: Duration,
+}
+
+/// Boots the guest, runs `script` (POSIX sh text) in it, and returns its exit status.
+///
+/// The script runs as root inside `chroot /host` (the host's root, read-only, with the
+/// repository read-write at its own path), with cwd = the repository and the environment
+/// `POLLNIC_GUEST=1`, `POLLNIC_PORT{0,1}` (PCI addresses), `POLLNIC_PORT{0,1}_MAC`, plus the
+/// host's `PATH`, `HOME`, `RUST_BACKTRACE`, `RUST_LOG` and `POLLNIC_*`. Unless
+/// `opts.bind` is false, both NICs are first bound to vfio-pci with
+/// `target/debug/pollnic bind` (the caller must have built it).
+///
+/// Errors (not an exit code) when QEMU cannot start, dies, the guest's init fails, the
+/// guest never reports a status, or `opts.timeout` expires.
+pub fn run_in_guest(
+    layout: &Layout,
+    image: &GuestImage,
+    script: &str,
+    opts: &VmOptions,
+) -> Result<RunOutcome> {
+    let shares = layout.rw_shares()?;
+    if opts.bind && !layout.pollnic_debug_bin().is_file() {
+        bail!(
+            "{} is missing: build it with `cargo build -p pollnic --bin pollnic` (or pass --no-bind)",
+            layout.pollnic_debug_bin().display()
+        );
+    }
+    let nonce = nonce();
+    let run_dir = layout.testbed.join("run");
+    std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
+    let script_path = run_dir.join(format!("run-{nonce}.sh"));
+    std::fs::write(&script_path, full_script(layout, script, opts.bind))
+        .with_context(|| format!("writing {}", script_path.display()))?;
+    crate::layout::check_plain_path(&script_path)?;
+
+    let result = boot(image, &shares, &script_path, &nonce, opts);
+    let _ = std::fs::remove_file(&script_path);
+    result
+}
+
+/// The kernel command line (the init script reads its `pollnic_*` words from it).
+///
+/// `init_on_alloc=0`: Debian zeroes every page at allocation by default, which under TCG
+/// makes reserving 1 GiB of hugepages take ~5 s (boot to ready 13 s instead of 7 s).
+fn cmdline(shares: &[PathBuf], script: &Path, nonce: &str, opts: &VmOptions) -> String {
+    let rw: Vec<String> = shares.iter().map(|p| p.display().to_string()).collect();
+    let mut line = format!(
+        "console=ttyS0 intel_iommu=on quiet panic=-1 init_on_alloc=0 pollnic_script={} pollnic_nonce={nonce} pollnic_rw={} pollnic_hugepages={}",
+        script.display(),
+        rw.join(","),
+        opts.hugepages
+    );
+    if !opts.kernel_args.trim().is_empty() {
+        line.push(' ');
+        line.push_str(opts.kernel_args.trim());
+    }
+    line
+}
+
+fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmOptions) -> Command {
+    let mut c = Command::new(QEMU);
+    c.args([
+        "-machine",
+        "q35,accel=tcg,kernel-irqchip=split",
+        "-cpu",
+        "max",
+    ])
+    .args([
+        "-smp",
+        &opts.smp.to_string(),
+        "-m",
+        &opts.mem_mib.to_string(),
+    ])
+    .args(["-device", "intel-iommu,intremap=on,caching-mode=on"])
+    .args([
+        "-nodefaults",
+        "-display",
+        "none",
+        "-serial",
+        "stdio",
+        "-no-reboot",
+    ])
+    .arg("-kernel")
+    .arg(image.kernel.vmlinuz())
+    .arg("-initrd")
+    .arg(&image.initramfs)
+    .args(["-append", append])
+    .args([
+        "-virtfs",
+        "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+    ]);
+    for (i, share) in shares.iter().enumerate() {
+        c.arg("-virtfs").arg(format!(
+            "local,path={},mount_tag=rw{i},security_model=none,multidevs=remap",
+            share.display()
+        ));
+    }
+    for (i, (pci, mac)) in PORTS.iter().enumerate() {
+        let slot = &pci[8..10];
+        c.args(["-netdev", &format!("hubport,id=p{i},hubid=0")]);
+        c.args([
+            "-device",
+            &format!("igb,netdev=p{i},addr=0x{slot},mac={mac}"),
+        ]);
+    }
+    c
+}
+
+fn boot(
+    image: &GuestImage,
+    shares: &[PathBuf],
+    script: &Path,
+    nonce: &str,
+    opts: &VmOptions,
+) -> Result<RunOutcome> {
+    let append = cmdline(shares, script, nonce, opts);
+    let mut qemu = qemu_command(image, shares, &append, opts);
+    qemu.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if std::env::var_os("POLLNIC_XTASK_VERBOSE").is_some() {
+        say!("vm: {}", cmd::describe(&qemu));
+    }
+    say!(
+        "vm: booting the guest ({} vCPU, {} MiB, TCG; timeout {}s)",
+        opts.smp,
+        opts.mem_mib,
+        opts.timeout.as_secs()
+    );
+    let start = Instant::now();
+    let mut child = qemu
+        .spawn()
+        .with_context(|| format!("cannot start {QEMU} (run `cargo xtask setup`)"))?;
+
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().expect("piped");
+    let console = thread::spawn({
+        let nonce = nonce.to_owned();
+        move || forward_console(stdout, std::io::stdout(), &nonce, tx)
+    });
+    let stderr = child.stderr.take().expect("piped");
+    let errors = thread::spawn(move || forward_stderr(stderr));
+
+    let outcome = supervise(&mut child, &rx, start, opts.timeout);
+    let _ = console.join();
+    let stderr_tail = errors.join().unwrap_or_default();
+    let with_stderr = |msg: String| {
+        if stderr_tail.is_empty() {
+            msg
+        } else {
+            format!("{msg}\nQEMU's stderr ended with:\n{stderr_tail}")
+        }
+    };
+    match outcome {
+        Supervised::Done { code, boot, total } => {
+            say!(
+                "vm: guest exit status {code}; ready after {:.1}s, total {:.1}s",
+                boot.map(|b| b.as_secs_f64()).unwrap_or(f64::NAN),
+                total.as_secs_f64()
+            );
+            Ok(RunOutcome {
+                code,
+                boot: boot.unwrap_or_default(),
+                total,
+            })
+        }
+        Supervised::InitFailed(why) => bail!("the guest's init failed: {why}"),
+        Supervised::Panicked { line, ready } => bail!(
+            "the guest kernel panicked ({}): {line}; see the console output above",
+            if ready {
+                "while the command ran"
+            } else {
+                "during boot"
+            }
+        ),
+        Supervised::TimedOut { ready } => bail!(
+            "timed out after {}s ({}); QEMU was killed. Raise it with --timeout SECS",
+            opts.timeout.as_secs(),
+            if ready {
+                "the command was still running"
+            } else {
+                "the guest never became ready"
+            }
+        ),
+        Supervised::NoStatus { ready, .. } if stderr_tail.contains("terminating on signal") => {
+            bail!(with_stderr(format!(
+                "QEMU was stopped by a signal from outside xtask ({})",
+                if ready {
+                    "the command had started"
+                } else {
+                    "the guest never became ready"
+                }
+            )))
+        }
+        Supervised::NoStatus { status, ready } => bail!(with_stderr(format!(
+            "QEMU exited ({status}) without the guest reporting an exit status ({}); \
+             see the console output above (a kernel panic?)",
+            if ready {
+                "the command had started"
+            } else {
+                "the guest never became ready"
+            }
+        ))),
+    }
+}
+
+enum Supervised {
+    Done {
+        code: i32,
+        boot: Option<Duration>,
+        total: Duration,
+    },
+    InitFailed(String),
+    TimedOut {
+        ready: bool,
+    },
+    NoStatus {
+        status: std::process::ExitStatus,
+        ready: bool,
+    },
+    Panicked {
+        line: String,
+        ready: bool,
+    },
+}
+
+fn supervise(
+    child: &mut Child,
+    rx: &Receiver<Event>,
+    start: Instant,
+    timeout: Duration,
+) -> Supervised {
+    let mut boot = None;
+    let mut code = None;
+    let mut init_failed = None;
+    let mut panic = None;
+    let mut grace_deadline = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Event::Ready) => {
+                let at = start.elapsed();
+                boot = Some(at);
+                say!("vm: guest ready after {:.1}s", at.as_secs_f64());
+            }
+            Ok(Event::Exit(c)) => {
+                code = Some(c);
+                grace_deadline = Some(Instant::now() + POWEROFF_GRACE);
+            }
+            Ok(Event::InitFailed(why)) => {
+                init_failed = Some(why);
+                grace_deadline = Some(Instant::now() + POWEROFF_GRACE);
+            }
+            Ok(Event::Panic(line)) => {
+                say!("vm: the guest kernel panicked");
+                panic = Some(line);
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                // Drain what the reader already saw (it ends when QEMU's stdout closes).
+                while let Ok(event) = rx.recv_timeout(Duration::from_millis(500)) {
+                    match event {
+                        Event::Ready => boot = boot.or(Some(start.elapsed())),
+                        Event::Exit(c) => code = Some(c),
+                        Event::InitFailed(why) => init_failed = Some(why),
+                        Event::Panic(line) => panic = Some(line),
+                    }
+                }
+                let total = start.elapsed();
+                return match (init_failed, code, panic) {
+                    (Some(why), _, _) => Supervised::InitFailed(why),
+                    (None, Some(code), _) => Supervised::Done { code, boot, total },
+                    (None, None, Some(line)) => Supervised::Panicked {
+                        line,
+                        ready: boot.is_some(),
+                    },
+                    (None, None, None) => Supervised::NoStatus {
+                        status,
+                        ready: boot.is_some(),
+                    },
+                };
+            }
+            Ok(None) => {}
+            Err(err) => {
+                say!("vm: cannot wait for QEMU: {err}");
+            }
+        }
+        let now = Instant::now();
+        if let Some(deadline) = grace_deadline {
+            if now > deadline {
+                say!(
+                    "vm: QEMU did not exit {}s after the guest finished; killing it",
+                    POWEROFF_GRACE.as_secs()
+                );
+                let _ = child.kill();
+                let _ = child.wait();
+                return match (init_failed, code) {
+                    (Some(why), _) => Supervised::InitFailed(why),
+                    (None, Some(code)) => Supervised::Done {
+                        code,
+                        boot,
+                        total: start.elapsed(),
+                    },
+                    (None, None) => unreachable!("grace period starts only after a report"),
+                };
+            }
+        }
+        if now.duration_since(start) > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Supervised::TimedOut {
+                ready: boot.is_some(),
+            };
+        }
+    }
+}

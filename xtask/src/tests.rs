@@ -1,0 +1,235 @@
+//! `cargo xtask test`: the project's full test run.
+//!
+//! 1. setup + guest image;
+//! 2. `cargo test --workspace` on the host (guest tests are `#[ignore]`d there);
+//! 3. build the `pollnic` CLI and the `guest_*` integration tests of the `pollnic` crate
+//!    (none found is a failure: guest tests must never be skipped silently);
+//! 4. boot one guest and run each `guest_*` executable with `--ignored --test-threads=1`,
+//!    the NICs freshly bound to vfio-pci before each;
+//! 5. print a timing summary and a final PASSED/FAILED line.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::cargo::{self, TestExe};
+use crate::cmd::shell_quote;
+use crate::layout::Layout;
+use crate::qemu::{self, VmOptions};
+use crate::runscript::PORTS;
+use crate::{guest, say};
+
+/// The package whose `guest_*` integration tests run in the guest.
+const PACKAGE: &str = "pollnic";
+/// Integration test targets with this name prefix run in the guest.
+const GUEST_PREFIX: &str = "guest_";
+
+/// One guest test binary's result.
+struct GuestResult {
+    name: String,
+    code: i32,
+    secs: u64,
+}
+
+/// Runs everything; returns `Ok(true)` if all passed.
+///
+/// `per_binary` limits each guest test executable (it is killed and counted as failed, and
+/// the next one runs); `opts.timeout` still bounds the whole guest run.
+pub fn run(layout: &Layout, opts: &VmOptions, per_binary: Duration) -> Result<bool> {
+    let started = Instant::now();
+
+    let t = Instant::now();
+    let image = guest::prepare(layout)?;
+    let setup = t.elapsed();
+
+    let t = Instant::now();
+    let host_ok = match cargo::run(layout, &["test", "--workspace"]) {
+        Ok(()) => true,
+        Err(err) => {
+            say!("test: host tests failed: {err:#}");
+            false
+        }
+    };
+    let host = t.elapsed();
+
+    let t = Instant::now();
+    if opts.bind {
+        cargo::build_pollnic_cli(layout)?;
+    }
+    let exes = cargo::build_tests(layout, PACKAGE, GUEST_PREFIX)?;
+    let build = t.elapsed();
+    if exes.is_empty() {
+        bail!(
+            "no `{GUEST_PREFIX}*` integration tests found in the `{PACKAGE}` crate \
+             (expected tests/{GUEST_PREFIX}*.rs wired as [[test]] targets): \
+             refusing to pass with the guest tests silently skipped"
+        );
+    }
+    say!(
+        "test: {} guest test binaries: {}",
+        exes.len(),
+        exes.iter()
+            .map(|e| e.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+
+    let t = Instant::now();
+    let results_path = layout.testbed.join("guest-test-results.txt");
+    let _ = fs::remove_file(&results_path);
+    let script = guest_script(
+        layout,
+        &exes,
+        &results_path.display().to_string(),
+        opts.bind,
+        per_binary,
+    );
+    let outcome = qemu::run_in_guest(layout, &image, &script, opts);
+    let guest_time = t.elapsed();
+    let results = read_results(&results_path);
+
+    // Summary.
+    let mut all_ok = host_ok;
+    let mut out = String::from("\n---- xtask test summary ----\n");
+    let line = |out: &mut String, what: &str, d: Duration, note: &str| {
+        let _ = writeln!(out, "{what:<22}{:>8.1}s  {note}", d.as_secs_f64());
+    };
+    line(&mut out, "setup + guest image", setup, "");
+    line(
+        &mut out,
+        "host tests",
+        host,
+        if host_ok { "ok" } else { "FAILED" },
+    );
+    line(&mut out, "build (guest tests)", build, "");
+    let mut failures: Vec<String> = Vec::new();
+    if !host_ok {
+        failures.push("host tests".into());
+    }
+    match &outcome {
+        Ok(run) => {
+            let note = format!(
+                "boot to ready {:.1}s, QEMU {:.1}s, guest script exit status {}",
+                run.boot.as_secs_f64(),
+                run.total.as_secs_f64(),
+                run.code
+            );
+            line(&mut out, "guest boot + tests", guest_time, &note);
+            if run.code != 0 {
+                all_ok = false;
+            }
+        }
+        Err(err) => {
+            say!("test: the guest run failed: {err:#}");
+            line(
+                &mut out,
+                "guest boot + tests",
+                guest_time,
+                "FAILED (testbed error, see above)",
+            );
+            failures.push("guest run".into());
+            all_ok = false;
+        }
+    }
+    for exe in &exes {
+        match results.iter().find(|r| r.name == exe.name) {
+            Some(r) => {
+                let status = match r.code {
+                    0 => "ok".to_owned(),
+                    124 | 137 => format!("FAILED (timed out, exit {})", r.code),
+                    code => format!("FAILED (exit {code})"),
+                };
+                let _ = writeln!(out, "  {:<20}{:>8}s  {status}", r.name, r.secs);
+                if r.code != 0 {
+                    failures.push(r.name.clone());
+                    all_ok = false;
+                }
+            }
+            None => {
+                let _ = writeln!(out, "  {:<20}{:>9}  DID NOT RUN", exe.name, "-");
+                failures.push(format!("{} (did not run)", exe.name));
+                all_ok = false;
+            }
+        }
+    }
+    if outcome.as_ref().is_ok_and(|r| r.code != 0) && failures.is_empty() {
+        failures.push("guest script".into());
+    }
+    let total = started.elapsed().as_secs_f64();
+    if all_ok {
+        let _ = writeln!(
+            out,
+            "xtask test: PASSED (host tests + {} guest test binaries) in {total:.1}s",
+            exes.len()
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "xtask test: FAILED ({}) in {total:.1}s",
+            failures.join("; ")
+        );
+    }
+    print!("{out}");
+    Ok(all_ok)
+}
+
+/// Runs each test binary in turn and appends `<name> <exit> <secs>` to `results`.
+fn guest_script(
+    layout: &Layout,
+    exes: &[TestExe],
+    results: &str,
+    bind: bool,
+    per_binary: Duration,
+) -> String {
+    let limit = per_binary.as_secs().max(1);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "results={}\n: > \"$results\"\nfailed=0",
+        shell_quote(results)
+    );
+    let pcis: Vec<&str> = PORTS.iter().map(|p| p.0).collect();
+    for (i, exe) in exes.iter().enumerate() {
+        let _ = writeln!(s, "echo '==== guest test: {} ===='", exe.name);
+        if bind && i > 0 {
+            // Tests may hand a NIC back to the kernel: start each binary from a clean bind.
+            let _ = writeln!(
+                s,
+                "{} bind {} >/dev/null || echo 'pollnic-testbed: re-binding the NICs failed' >&2",
+                shell_quote(layout.pollnic_debug_bin()),
+                pcis.join(" ")
+            );
+        }
+        // `timeout` is the host's coreutils (the guest runs in the host's root).
+        let _ = writeln!(
+            s,
+            "start=$(date +%s)\ntimeout -k 30 {limit} {} --ignored --test-threads=1\nrc=$?\n\
+             [ $rc -ne 124 ] || echo 'pollnic-testbed: {} timed out after {limit}s (--test-timeout)' >&2\n\
+             echo \"{} $rc $(( $(date +%s) - start ))\" >> \"$results\"\n\
+             [ $rc -eq 0 ] || failed=$((failed + 1))",
+            shell_quote(&exe.path),
+            exe.name,
+            exe.name
+        );
+    }
+    s.push_str("sync\n[ $failed -eq 0 ]\n");
+    s
+}
+
+fn read_results(path: &std::path::Path) -> Vec<GuestResult> {
+    let Ok(text) = fs::read_to_string(path).context("reading guest test results") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some(GuestResult {
+                name: w.next()?.to_owned(),
+                code: w.next()?.parse().ok()?,
+                secs: w.next()?.parse().ok()?,
+            })
+        })
+        .collect()
+}
