@@ -167,6 +167,7 @@ fn ctrl_c_and_panic_shut_the_device_down_in_order() {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--ignored", "--exact", "child_traffic_until_stopped", "--nocapture", "--test-threads=1"])
             .env("POLLNIC_CHILD", mode)
+            .env("RUST_BACKTRACE", "0")
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
@@ -176,6 +177,9 @@ fn ctrl_c_and_panic_shut_the_device_down_in_order() {
             line.clear();
         }
         assert!(line.contains("traffic running"), "{mode}: child never started traffic");
+        if mode == "panic" {
+            eprintln!("(the child's panic message that follows is deliberate)");
+        }
         if mode == "sigint" {
             std::thread::sleep(Duration::from_millis(500));
             let rc = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();

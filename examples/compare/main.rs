@@ -22,7 +22,7 @@ mod tally;
 use clap::Parser;
 use paths::{Load, Measured};
 use pollnic::frame::Flow;
-use pollnic::metrics::{Throughput, L1_OVERHEAD_BYTES};
+use pollnic::metrics::Throughput;
 use pollnic::pci::{self, PciAddress, Sysfs};
 use pollnic::runner::parse_cores;
 use pollnic::{Device, DeviceConfig};
@@ -105,7 +105,6 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     let tp = Throughput { packets: t.received, bytes: t.bytes, elapsed: span };
     let has_lat = t.lat.count() > 0;
     let us = |q: f64| has_lat.then(|| t.lat.quantile_ns(q) as f64 / 1000.0);
-    let _ = L1_OVERHEAD_BYTES;
     Row {
         path: path.into(),
         frame_size: size,
@@ -134,9 +133,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let stop = pollnic::signal::stop_flag()?;
     let mut gen = Device::open(&args.tx.to_string(), &DeviceConfig::default())?;
     let sysfs = Sysfs::default();
-    let rx_mac = pci::PciDevice::read(&sysfs, args.rx).map(|_| ())?;
-    let _ = rx_mac;
-    // The receiver's MAC: from pollnic if it is vfio-bound now, else after binding.
+    // The receiver's MAC, read by pollnic (binding the port to vfio-pci if needed).
     pci::bind_vfio(&sysfs, args.rx)?;
     let dst_mac = Device::open(&args.rx.to_string(), &DeviceConfig::default())?.mac();
     let flows: Vec<Flow> = (0..args.flows.max(1)).map(|i| Flow::nth(gen.mac(), dst_mac, i)).collect();

@@ -157,8 +157,10 @@ pub fn afpacket_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
     let mut ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
     let mut m = kernel_row(load, |t, done| {
         while !done.load(Relaxed) {
-            let now = monotonic_ns();
+            // The time a frame reaches the application: taken when its block is handed over.
+            let mut now = None;
             ring.next_block(100, |f| {
+                let now = *now.get_or_insert_with(monotonic_ns);
                 if let Some(info) = frame::parse(f) {
                     t.frame(f.len(), info.tx_ns, now);
                 }
@@ -176,8 +178,10 @@ pub fn recvmmsg_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
     let mut sock = UdpBatch::bind(port).map_err(|e| format!("UDP port {port}: {e}"))?;
     let mut m = kernel_row(load, |t, done| {
         while !done.load(Relaxed) {
-            let now = monotonic_ns();
+            // recvmmsg blocks until a datagram arrives: take the time after it returns.
+            let mut now = None;
             sock.recv_batch(|p| {
+                let now = *now.get_or_insert_with(monotonic_ns);
                 if let Some((_, tx_ns)) = frame::parse_udp_payload(p) {
                     // L2 length: 42 header bytes + UDP payload.
                     t.frame(p.len() + frame::HEADERS_LEN, tx_ns, now);
@@ -196,12 +200,12 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
     let bin = ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
-        .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk librte-net-e1000-23 librte-mempool-ring23)")?;
+        .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk-dev librte-net-e1000-23 librte-mempool-ring23, or run via `cargo xtask compare`)")?;
     ensure_vfio(rx)?;
     let mut child = std::process::Command::new(bin)
         .args([
             "-l",
-            &core.to_string(),
+            &format!("{},{core}", if core == 0 { 1 } else { 0 }),
             "-n",
             "1",
             "-a",

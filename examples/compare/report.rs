@@ -104,35 +104,40 @@ pub fn write_all(dir: &Path, rows: &[Row], title: &str) -> Result<(), String> {
 /// Two bar charts: received kpps and P50/P99 latency, per path and frame size.
 fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     let valid: Vec<&Row> = rows.iter().filter(|r| r.valid).collect();
-    let labels: Vec<String> = valid.iter().map(|r| format!("{} {}B", r.path, r.frame_size)).collect();
+    let labels: Vec<String> = valid.iter().map(|r| format!("{} {}", r.path, r.frame_size)).collect();
+    let label_at = |x: &f64| -> String {
+        let i = x.round();
+        if (x - i).abs() < 0.01 && i >= 0.0 { labels.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
+    };
     let n = valid.len().max(1);
-    let root = SVGBackend::new(file, (1100, 720)).into_drawing_area();
+    let root = SVGBackend::new(file, (1100, 820)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let root = root.titled(title, ("sans-serif", 18)).map_err(|e| e.to_string())?;
-    let (top, bottom) = root.split_vertically(340);
+    let (top, bottom) = root.split_vertically(400);
     let err = |e: DrawingAreaErrorKind<_>| e.to_string();
 
     let max_kpps = valid.iter().map(|r| r.rx_pps / 1000.0).fold(1.0, f64::max) * 1.15;
     let mut c = ChartBuilder::on(&top)
         .caption("received kpps (offered rate dashed)", ("sans-serif", 14))
         .margin(10)
-        .x_label_area_size(70)
+        .x_label_area_size(110)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..n as f64, 0f64..max_kpps)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..max_kpps)
         .map_err(err)?;
     c.configure_mesh()
         .disable_x_mesh()
         .x_labels(n)
-        .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+        .x_label_formatter(&label_at)
+        .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
         .y_desc("kpps")
         .draw()
         .map_err(err)?;
     c.draw_series(valid.iter().enumerate().map(|(i, r)| {
-        Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.85, r.rx_pps / 1000.0)], BLUE.mix(0.6).filled())
+        Rectangle::new([(i as f64 - 0.35, 0.0), (i as f64 + 0.35, r.rx_pps / 1000.0)], BLUE.mix(0.6).filled())
     }))
     .map_err(err)?;
     c.draw_series(valid.iter().enumerate().map(|(i, r)| {
-        PathElement::new(vec![(i as f64 + 0.1, r.offered_pps / 1000.0), (i as f64 + 0.9, r.offered_pps / 1000.0)], BLACK)
+        PathElement::new(vec![(i as f64 - 0.4, r.offered_pps / 1000.0), (i as f64 + 0.4, r.offered_pps / 1000.0)], BLACK)
     }))
     .map_err(err)?;
 
@@ -140,23 +145,24 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     let mut c = ChartBuilder::on(&bottom)
         .caption("latency µs: P50 (dark) and P99 (light); none for testpmd", ("sans-serif", 14))
         .margin(10)
-        .x_label_area_size(70)
+        .x_label_area_size(110)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..n as f64, 0f64..max_lat)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, (1f64..max_lat).log_scale())
         .map_err(err)?;
     c.configure_mesh()
         .disable_x_mesh()
         .x_labels(n)
-        .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
-        .y_desc("µs")
+        .x_label_formatter(&label_at)
+        .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
+        .y_desc("µs (log)")
         .draw()
         .map_err(err)?;
     c.draw_series(valid.iter().enumerate().filter_map(|(i, r)| {
-        r.p99_us.map(|p| Rectangle::new([(i as f64 + 0.5, 0.0), (i as f64 + 0.85, p)], RED.mix(0.35).filled()))
+        r.p99_us.map(|p| Rectangle::new([(i as f64, 1.0), (i as f64 + 0.35, p.max(1.0))], RED.mix(0.35).filled()))
     }))
     .map_err(err)?;
     c.draw_series(valid.iter().enumerate().filter_map(|(i, r)| {
-        r.p50_us.map(|p| Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.5, p)], RED.mix(0.8).filled()))
+        r.p50_us.map(|p| Rectangle::new([(i as f64 - 0.35, 1.0), (i as f64, p.max(1.0))], RED.mix(0.8).filled()))
     }))
     .map_err(err)?;
     root.present().map_err(|e| e.to_string())

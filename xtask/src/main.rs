@@ -9,6 +9,7 @@
 mod apt;
 mod cargo;
 mod cmd;
+mod compare;
 mod console;
 mod cpio;
 mod demo;
@@ -94,6 +95,20 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         seconds: u32,
         /// Extra arguments for the loopback example.
+        #[arg(last = true, value_name = "ARGS")]
+        extra: Vec<String>,
+    },
+    /// Compare receive paths (pollnic 1/2 queues, kernel AF_PACKET and recvmmsg,
+    /// DPDK testpmd) under the same traffic; writes results/compare-<date>/.
+    ///
+    /// Example: cargo xtask compare -- --seconds 5 --rate 30000
+    Compare {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// Do not install DPDK (its row then says why it is missing).
+        #[arg(long)]
+        no_dpdk: bool,
+        /// Extra arguments for the compare example.
         #[arg(last = true, value_name = "ARGS")]
         extra: Vec<String>,
     },
@@ -190,6 +205,10 @@ fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Demo { vm, seconds, extra } => {
             let outcome = demo::run(&layout, &vm.options(true), seconds, &extra)?;
+            Ok(status(outcome.code))
+        }
+        Command::Compare { vm, no_dpdk, extra } => {
+            let outcome = compare::run(&layout, &vm.options(true), no_dpdk, &extra)?;
             Ok(status(outcome.code))
         }
     }

@@ -42,6 +42,8 @@ pub fn run(layout: &Layout, opts: &VmOptions, per_binary: Duration) -> Result<bo
 
     let t = Instant::now();
     let image = guest::prepare(layout)?;
+    // The guest_compare test needs dpdk-testpmd for its DPDK row.
+    crate::compare::ensure_dpdk();
     let setup = t.elapsed();
 
     let t = Instant::now();

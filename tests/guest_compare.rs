@@ -1,0 +1,65 @@
+//! The receive-path comparison runs end to end in the guest: every row
+//! (pollnic 1 and 2 queues, kernel AF_PACKET and recvmmsg, DPDK testpmd) is
+//! present with received packets and internally consistent numbers, and the
+//! JSON, CSV and SVG outputs exist. Run inside the guest by `cargo xtask test`
+//! (which installs Debian's DPDK packages for the testpmd row).
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+
+fn compare_exe() -> PathBuf {
+    // target/<profile>/deps/guest_compare-<hash> -> target/<profile>/examples/compare
+    let me = std::env::current_exe().unwrap();
+    let exe = me.parent().unwrap().parent().unwrap().join("examples/compare");
+    assert!(exe.is_file(), "{} not built (cargo test builds examples)", exe.display());
+    exe
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn every_path_reports_consistent_numbers() {
+    let out = std::env::temp_dir().join(format!("pollnic-compare-{}", std::process::id()));
+    let run = std::process::Command::new(compare_exe())
+        .args(["--tx", &port(0), "--rx", &port(1), "--seconds", "1.5", "--rate", "5000", "--sizes", "64,1518"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
+    println!("{text}");
+    assert!(run.status.success(), "compare failed:\n{text}");
+
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    let paths = ["pollnic-1q", "pollnic-2q", "kernel-afpacket", "kernel-recvmmsg", "dpdk-testpmd"];
+    assert_eq!(rows.len(), paths.len() * 2, "one row per path and frame size");
+    for size in [64, 1518] {
+        for path in paths {
+            let r = rows
+                .iter()
+                .find(|r| r["path"] == path && r["frame_size"] == size)
+                .unwrap_or_else(|| panic!("row {path} {size} missing"));
+            let what = format!("{path} {size}: {r}");
+            assert_eq!(r["valid"], true, "{what}");
+            let (sent, received) = (r["sent"].as_u64().unwrap(), r["received"].as_u64().unwrap());
+            assert!(received > 0, "{what}");
+            assert!(received <= sent, "received more than sent: {what}");
+            assert_eq!(r["lost"].as_i64().unwrap(), sent as i64 - received as i64, "{what}");
+            assert!(r["rx_pps"].as_f64().unwrap() > 0.0, "{what}");
+            assert!(r["l1_mbps"].as_f64().unwrap() > r["payload_mbps"].as_f64().unwrap(), "{what}");
+            if path == "dpdk-testpmd" {
+                assert!(r["p50_us"].is_null(), "testpmd cannot time frames: {what}");
+            } else {
+                let p: Vec<f64> = ["p50_us", "p99_us", "p999_us", "max_us"].iter().map(|k| r[*k].as_f64().unwrap()).collect();
+                assert!(p[0] <= p[1] && p[1] <= p[2] && p[2] <= p[3], "percentiles out of order: {what}");
+                assert!(p[0] > 0.0, "{what}");
+            }
+        }
+    }
+    let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
+    assert_eq!(csv.lines().count(), rows.len() + 1, "CSV header + one line per row");
+    let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("pollnic-2q"), "SVG chart names the paths");
+}

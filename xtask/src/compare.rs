@@ -1,0 +1,62 @@
+//! `cargo xtask compare`: the receive-path comparison in the testbed. Installs
+//! Debian's DPDK packages if missing (for the dpdk-testpmd row), builds the
+//! release `compare` example, boots the guest and runs it between the two
+//! igb ports; results land in `results/compare-<UTC date>/` in the repo.
+
+use anyhow::{bail, Result};
+use std::path::Path;
+
+use crate::cmd::shell_join;
+use crate::layout::Layout;
+use crate::qemu::{self, RunOutcome, VmOptions};
+use crate::{apt, cargo, guest, say};
+
+/// Debian packages that give a working `dpdk-testpmd` for the igb PMD.
+pub const DPDK_PACKAGES: &[&str] = &["dpdk-dev", "librte-net-e1000-23", "librte-mempool-ring23"];
+
+/// Install the DPDK packages unless testpmd is already there; a failure is
+/// reported and the row will say why it is missing.
+pub fn ensure_dpdk() {
+    if Path::new("/usr/bin/dpdk-testpmd").exists() {
+        return;
+    }
+    say!("compare: installing DPDK for the dpdk-testpmd row: {}", DPDK_PACKAGES.join(" "));
+    if let Err(e) = apt::update().and_then(|_| apt::install(DPDK_PACKAGES, None)) {
+        say!("compare: could not install DPDK ({e:#}); the dpdk-testpmd row will be missing");
+    }
+}
+
+/// Build, boot, run `compare` with `extra` arguments; returns the guest's outcome.
+pub fn run(layout: &Layout, opts: &VmOptions, no_dpdk: bool, extra: &[String]) -> Result<RunOutcome> {
+    if !no_dpdk {
+        ensure_dpdk();
+    }
+    let image = guest::prepare(layout)?;
+    cargo::run(layout, &["build", "--release", "-p", "pollnic", "--example", "compare"])?;
+    cargo::build_pollnic_cli(layout)?;
+    let exe = layout.target.join("release/examples/compare");
+    if !exe.is_file() {
+        bail!("{} was not built", exe.display());
+    }
+    let date = chrono_free_utc_date();
+    let out = layout.repo.join(format!("results/compare-{date}"));
+    let script = format!(
+        "{} --tx \"$POLLNIC_PORT0\" --rx \"$POLLNIC_PORT1\" --out {} --label {} {}\n",
+        shell_join([&exe]),
+        shell_join([&out]),
+        shell_join([format!("(QEMU/TCG testbed, {date})")]),
+        shell_join(extra)
+    );
+    qemu::run_in_guest(layout, &image, &script, opts)
+}
+
+/// Today's UTC date as YYYY-MM-DD, from `date -u` (no date crate needed).
+fn chrono_free_utc_date() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%F"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "undated".into())
+}
