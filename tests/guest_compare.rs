@@ -61,5 +61,5 @@ fn every_path_reports_consistent_numbers() {
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
     assert_eq!(csv.lines().count(), rows.len() + 1, "CSV header + one line per row");
     let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("pollnic-2q"), "SVG chart names the paths");
+    assert!(svg.starts_with("<svg") && svg.contains("pn-2q/64B") && svg.contains("mmsg/1518B"), "SVG chart labels every row");
 }

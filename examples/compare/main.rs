@@ -34,11 +34,14 @@ use std::time::Duration;
 #[command(about = "Compare receive paths on one NIC port under the same offered traffic")]
 struct Args {
     /// Sending port (pollnic generator), bound to vfio-pci.
-    #[arg(long)]
-    tx: PciAddress,
+    #[arg(long, required_unless_present = "replot")]
+    tx: Option<PciAddress>,
     /// Receiving port: rebound between vfio-pci and igb as the rows need.
+    #[arg(long, required_unless_present = "replot")]
+    rx: Option<PciAddress>,
+    /// Only re-draw the chart and table from `--out`'s compare.json (no traffic).
     #[arg(long)]
-    rx: PciAddress,
+    replot: bool,
     /// Seconds of traffic per row.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -126,20 +129,25 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let title = format!("pollnic compare: same generator, receive paths side by side {}", args.label);
+    if args.replot {
+        return Ok(report::replot(&args.out, title.trim())?);
+    }
+    let (tx, rx) = (args.tx.expect("required by clap"), args.rx.expect("required by clap"));
     let cores = parse_cores(&args.cores)?;
     if let Some(bad) = args.sizes.iter().find(|s| !(64..=1518).contains(*s)) {
         return Err(format!("frame size {bad} outside 64..=1518").into());
     }
     let stop = pollnic::signal::stop_flag()?;
-    let mut gen = Device::open(&args.tx.to_string(), &DeviceConfig::default())?;
+    let mut gen = Device::open(&tx.to_string(), &DeviceConfig::default())?;
     let sysfs = Sysfs::default();
     // The receiver's MAC, read by pollnic (binding the port to vfio-pci if needed).
-    pci::bind_vfio(&sysfs, args.rx)?;
-    let dst_mac = Device::open(&args.rx.to_string(), &DeviceConfig::default())?.mac();
+    pci::bind_vfio(&sysfs, rx)?;
+    let dst_mac = Device::open(&rx.to_string(), &DeviceConfig::default())?.mac();
     let flows: Vec<Flow> = (0..args.flows.max(1)).map(|i| Flow::nth(gen.mac(), dst_mac, i)).collect();
     println!(
         "compare: {} -> {}, {} flows, {} pps offered, {} s per row, sizes {:?}",
-        args.tx, args.rx, flows.len(), args.rate, args.seconds, args.sizes
+        tx, rx, flows.len(), args.rate, args.seconds, args.sizes
     );
     let mut rows = Vec::new();
     for &size in &args.sizes {
@@ -149,11 +157,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
             let load = Load { gen: &mut gen, flows: &flows, size, rate: args.rate, secs: args.seconds, stop: &stop };
             let m = match path.as_str() {
-                "pollnic-1q" => paths::pollnic_rx(load, args.rx, 1, &cores),
-                "pollnic-2q" => paths::pollnic_rx(load, args.rx, 2, &cores),
-                "kernel-afpacket" => paths::afpacket_rx(load, args.rx),
-                "kernel-recvmmsg" => paths::recvmmsg_rx(load, args.rx),
-                "dpdk-testpmd" => paths::dpdk_rx(load, args.rx, *cores.last().unwrap_or(&0)),
+                "pollnic-1q" => paths::pollnic_rx(load, rx, 1, &cores),
+                "pollnic-2q" => paths::pollnic_rx(load, rx, 2, &cores),
+                "kernel-afpacket" => paths::afpacket_rx(load, rx),
+                "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
+                "dpdk-testpmd" => paths::dpdk_rx(load, rx, *cores.last().unwrap_or(&0)),
                 other => Err(format!("unknown path `{other}`")),
             };
             let r = row(path, size, args.rate, m);
@@ -169,10 +177,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     // Leave the receiving port as we found it for pollnic: on vfio-pci.
-    let _ = pci::bind_vfio(&sysfs, args.rx);
+    let _ = pci::bind_vfio(&sysfs, rx);
     println!("--- results (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
     print!("{}", report::table(&rows));
-    let title = format!("pollnic compare: same generator, receive paths side by side {}", args.label);
     report::write_all(&args.out, &rows, title.trim())?;
     println!("wrote {}/compare.{{json,csv,svg}}", args.out.display());
     if rows.iter().filter(|r| r.path.starts_with("pollnic")).any(|r| !r.valid) {

@@ -2,12 +2,12 @@
 //! CSV, plus an SVG chart of throughput and latency per path.
 
 use plotters::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// One measured (or missing) row.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     /// Receive path.
     pub path: String,
@@ -101,26 +101,46 @@ pub fn write_all(dir: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     plot(&dir.join("compare.svg"), rows, title)
 }
 
+/// Re-draw `compare.svg` in `dir` from its `compare.json`.
+///
+/// # Errors
+/// File or decoding errors, as text.
+pub fn replot(dir: &Path, title: &str) -> Result<(), String> {
+    let json = std::fs::read_to_string(dir.join("compare.json")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let rows: Vec<Row> = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    print!("{}", table(&rows));
+    plot(&dir.join("compare.svg"), &rows, title)
+}
+
 /// Two bar charts: received kpps and P50/P99 latency, per path and frame size.
 fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     let valid: Vec<&Row> = rows.iter().filter(|r| r.valid).collect();
-    let labels: Vec<String> = valid.iter().map(|r| format!("{} {}", r.path, r.frame_size)).collect();
+    let short = |p: &str| match p {
+        "pollnic-1q" => "pn-1q",
+        "pollnic-2q" => "pn-2q",
+        "kernel-afpacket" => "afpkt",
+        "kernel-recvmmsg" => "mmsg",
+        "dpdk-testpmd" => "dpdk",
+        other => other,
+    }
+    .to_string();
+    let labels: Vec<String> = valid.iter().map(|r| format!("{}/{}B", short(&r.path), r.frame_size)).collect();
     let label_at = |x: &f64| -> String {
         let i = x.round();
         if (x - i).abs() < 0.01 && i >= 0.0 { labels.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
     };
     let n = valid.len().max(1);
-    let root = SVGBackend::new(file, (1100, 820)).into_drawing_area();
+    let root = SVGBackend::new(file, (1100, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let root = root.titled(title, ("sans-serif", 18)).map_err(|e| e.to_string())?;
-    let (top, bottom) = root.split_vertically(400);
+    let (top, bottom) = root.split_vertically(340);
     let err = |e: DrawingAreaErrorKind<_>| e.to_string();
 
     let max_kpps = valid.iter().map(|r| r.rx_pps / 1000.0).fold(1.0, f64::max) * 1.15;
     let mut c = ChartBuilder::on(&top)
         .caption("received kpps (offered rate dashed)", ("sans-serif", 14))
         .margin(10)
-        .x_label_area_size(110)
+        .x_label_area_size(45)
         .y_label_area_size(60)
         .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..max_kpps)
         .map_err(err)?;
@@ -128,7 +148,7 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
         .disable_x_mesh()
         .x_labels(n)
         .x_label_formatter(&label_at)
-        .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
+        .x_desc("pn = pollnic (1 or 2 RSS queues), afpkt = kernel AF_PACKET TPACKET_V3, mmsg = kernel recvmmsg (UDP), dpdk = testpmd rxonly")
         .y_desc("kpps")
         .draw()
         .map_err(err)?;
@@ -145,7 +165,7 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     let mut c = ChartBuilder::on(&bottom)
         .caption("latency µs: P50 (dark) and P99 (light); none for testpmd", ("sans-serif", 14))
         .margin(10)
-        .x_label_area_size(110)
+        .x_label_area_size(45)
         .y_label_area_size(60)
         .build_cartesian_2d(-0.5f64..n as f64 - 0.5, (1f64..max_lat).log_scale())
         .map_err(err)?;
@@ -153,7 +173,6 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
         .disable_x_mesh()
         .x_labels(n)
         .x_label_formatter(&label_at)
-        .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
         .y_desc("µs (log)")
         .draw()
         .map_err(err)?;
