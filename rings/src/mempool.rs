@@ -3,22 +3,23 @@
 //!
 //! One [`DmaRegion`] is carved into `count` buffers of `buf_size` bytes (2048 is
 //! the field's default data room: it holds any standard frame up to 1518 bytes
-//! plus CRC). The free list is a stack of buffer indices behind a mutex that
-//! is uncontended in the one-queue-per-core design; the RX ring takes and
-//! returns buffers in bulk (one lock per burst), a dropped [`Packet`] returns
-//! its own. Buffer identity always comes from pollnic's bookkeeping, never
-//! from an index the device wrote.
+//! plus CRC). The free list is a lock-free bounded MPMC ring of buffer indices
+//! (crossbeam's `ArrayQueue`, the role `rte_ring` plays under a DPDK mempool):
+//! no lock on the hot path, and a `Packet` may be dropped on any thread. Buffer
+//! identity always comes from pollnic's bookkeeping, never from an index the
+//! device wrote.
 
 use crate::dma::{DmaError, DmaMapper, DmaRegion, PageSize};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use crossbeam_queue::ArrayQueue;
+use std::sync::Arc;
 
 /// A pool of `count` DMA buffers of `buf_size` bytes each.
 pub struct Mempool {
     region: DmaRegion,
     buf_size: u32,
     count: u32,
-    free: Mutex<Vec<u32>>,
+    free: ArrayQueue<u32>,
 }
 
 impl fmt::Debug for Mempool {
@@ -50,21 +51,23 @@ impl Mempool {
     ) -> Result<Arc<Self>, DmaError> {
         let buf_size = buf_size.max(128).div_ceil(128) * 128;
         let region = DmaRegion::new(count as usize * buf_size, page, mapper)?;
-        // Hand out low indices first: pop() takes from the end.
-        let free = (0..count).rev().collect();
-        Ok(Arc::new(Mempool { region, buf_size: buf_size as u32, count, free: Mutex::new(free) }))
+        let free = ArrayQueue::new(count.max(1) as usize);
+        for i in 0..count {
+            let _ = free.push(i);
+        }
+        Ok(Arc::new(Mempool { region, buf_size: buf_size as u32, count, free }))
     }
 
     /// Take one buffer as an empty [`Packet`] (length 0), or `None` when the
     /// pool is exhausted.
     pub fn alloc(self: &Arc<Self>) -> Option<Packet> {
-        let idx = self.lock().pop()?;
+        let idx = self.free.pop()?;
         Some(Packet { pool: Arc::clone(self), idx, len: 0, rss_hash: 0 })
     }
 
     /// Number of buffers currently free.
     pub fn free_count(&self) -> usize {
-        self.lock().len()
+        self.free.len()
     }
     /// Number of buffers in the pool.
     pub fn capacity(&self) -> u32 {
@@ -80,25 +83,30 @@ impl Mempool {
         &self.region
     }
 
-    /// Move up to `n` free buffer indices into `dst` under one lock; returns how many.
+    /// Move up to `n` free buffer indices into `dst`; returns how many.
     pub(crate) fn alloc_bulk(&self, dst: &mut Vec<u32>, n: usize) -> usize {
-        let mut free = self.lock();
-        let take = n.min(free.len());
-        let at = free.len() - take;
-        dst.extend(free.drain(at..));
-        take
+        let mut got = 0;
+        while got < n {
+            let Some(i) = self.free.pop() else { break };
+            dst.push(i);
+            got += 1;
+        }
+        got
     }
 
-    /// Return every index in `src` to the pool under one lock.
+    /// Return every index in `src` to the pool (leaves `src` empty).
     pub(crate) fn free_bulk(&self, src: &mut Vec<u32>) {
-        if !src.is_empty() {
-            self.lock().append(src);
+        for i in src.drain(..) {
+            self.free_one(i);
         }
     }
 
     pub(crate) fn free_one(&self, idx: u32) {
         debug_assert!(idx < self.count);
-        self.lock().push(idx);
+        // Capacity equals the buffer count and every index is free at most
+        // once, so the ring can never be full here.
+        let pushed = self.free.push(idx);
+        debug_assert!(pushed.is_ok(), "buffer {idx} returned twice");
     }
 
     /// IOVA of buffer `idx` (`idx < capacity()`).
@@ -119,11 +127,6 @@ impl Mempool {
         Packet { pool: Arc::clone(self), idx, len: len as u32, rss_hash }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<u32>> {
-        // A panic while holding this lock cannot leave the Vec inconsistent
-        // (every operation is a single push/append/drain), so poisoning is ignored.
-        self.free.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 /// `set_len` was asked for more bytes than the buffer holds.
@@ -205,16 +208,6 @@ impl Packet {
     /// The pool this buffer returns to.
     pub fn pool(&self) -> &Arc<Mempool> {
         &self.pool
-    }
-
-    /// Give up the packet without returning its buffer: the caller now owns
-    /// buffer `idx` of `pool` and must return it (e.g. with `free_bulk`).
-    pub(crate) fn into_parts(self) -> (Arc<Mempool>, u32) {
-        let me = std::mem::ManuallyDrop::new(self);
-        // SAFETY: `me` is never used or dropped again, so moving the Arc out
-        // of it with a bitwise read transfers ownership exactly once.
-        let pool = unsafe { std::ptr::read(&me.pool) };
-        (pool, me.idx)
     }
 }
 

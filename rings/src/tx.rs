@@ -7,8 +7,7 @@
 //! datasheet §7.2 (transmit functionality), DPDK `rte_eth_tx_burst` semantics.
 
 use crate::descring::{DescRing, Doorbell};
-use crate::mempool::{Mempool, Packet};
-use std::sync::Arc;
+use crate::mempool::Packet;
 use pollnic_hw::desc::{tx_data, tx_done, TX_MAX_DATA_LEN};
 
 /// Per-ring software counters.
@@ -35,16 +34,13 @@ pub struct TxRing<D: Doorbell> {
     in_flight: u16,
     doorbell: D,
     stats: TxStats,
-    /// Buffers being returned to one pool, freed under one lock.
-    freeing: Vec<u32>,
 }
 
 impl<D: Doorbell> TxRing<D> {
     /// A ring over `desc` whose tail starts at 0 (the driver sets TDH = TDT = 0).
     pub fn new(desc: DescRing, doorbell: D) -> Self {
         let slots = (0..desc.count()).map(|_| None).collect();
-        let freeing = Vec::with_capacity(desc.count() as usize);
-        TxRing { desc, slots, tail: 0, clean: 0, in_flight: 0, doorbell, stats: TxStats::default(), freeing }
+        TxRing { desc, slots, tail: 0, clean: 0, in_flight: 0, doorbell, stats: TxStats::default() }
     }
 
     /// Queue frames from the front of `pkts` until the ring is full; the queued
@@ -81,32 +77,15 @@ impl<D: Doorbell> TxRing<D> {
         n
     }
 
-    /// Free the buffers of every completed descriptor, oldest first, taking
-    /// each pool's lock once per run of buffers from that pool; returns how many.
+    /// Free the buffers of every completed descriptor, oldest first; returns how many.
     pub fn reclaim(&mut self) -> usize {
         let count = self.desc.count();
         let mut n = 0;
-        let mut pool: Option<Arc<Mempool>> = None;
         while self.in_flight > 0 && tx_done(self.desc.read_hi(self.clean)) {
-            if let Some(p) = self.slots[self.clean as usize].take() {
-                let (owner, idx) = p.into_parts();
-                match &pool {
-                    Some(cur) if Arc::ptr_eq(cur, &owner) => {}
-                    _ => {
-                        if let Some(cur) = pool.take() {
-                            cur.free_bulk(&mut self.freeing);
-                        }
-                        pool = Some(owner);
-                    }
-                }
-                self.freeing.push(idx);
-            }
+            drop(self.slots[self.clean as usize].take());
             self.clean = if self.clean + 1 == count { 0 } else { self.clean + 1 };
             self.in_flight -= 1;
             n += 1;
-        }
-        if let Some(cur) = pool {
-            cur.free_bulk(&mut self.freeing);
         }
         n
     }
