@@ -106,7 +106,13 @@ fn mempool(c: &mut Criterion) {
 
 fn toeplitz(c: &mut Criterion) {
     let t = Toeplitz::new(&MICROSOFT_KEY);
-    let v4 = FlowKey::V4 { src: [66, 9, 149, 187].into(), dst: [161, 142, 100, 80].into(), sport: 2794, dport: 1766, l4: L4::Tcp };
+    let v4 = FlowKey::V4 {
+        src: [66, 9, 149, 187].into(),
+        dst: [161, 142, 100, 80].into(),
+        sport: 2794,
+        dport: 1766,
+        l4: L4::Tcp,
+    };
     let v6 = FlowKey::V6 {
         src: "3ffe:2501:200:1fff::7".parse().unwrap(),
         dst: "3ffe:2501:200:3::1".parse().unwrap(),

@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
-#[command(about = "Send frames on one pollnic port, receive them on another, report rates, queue shares and latency")]
+#[command(
+    about = "Send frames on one pollnic port, receive them on another, report rates, queue shares and latency"
+)]
 struct Args {
     /// PCI address of the sending port (bound to vfio-pci).
     #[arg(long)]
@@ -83,16 +85,28 @@ fn main() {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if args.frame_size != 0 && !(64..=1518).contains(&args.frame_size) {
-        return Err(format!("--frame-size {} is outside 64..=1518 (0 = mixed)", args.frame_size).into());
+        return Err(format!(
+            "--frame-size {} is outside 64..=1518 (0 = mixed)",
+            args.frame_size
+        )
+        .into());
     }
     let cores = parse_cores(&args.cores)?;
     let batch = args.batch.clamp(1, 512);
     let stop = pollnic::signal::stop_flag()?;
-    let base = DeviceConfig { rx_ring_size: args.ring_size, tx_ring_size: args.ring_size, ..Default::default() };
+    let base = DeviceConfig {
+        rx_ring_size: args.ring_size,
+        tx_ring_size: args.ring_size,
+        ..Default::default()
+    };
     let txd = Device::open(&args.tx, &base)?;
     let rx_cfg = DeviceConfig {
         queues: args.queues,
-        rss_key: if args.symmetric { pollnic_hw::rss::SYMMETRIC_KEY } else { pollnic_hw::rss::MICROSOFT_KEY },
+        rss_key: if args.symmetric {
+            pollnic_hw::rss::SYMMETRIC_KEY
+        } else {
+            pollnic_hw::rss::MICROSOFT_KEY
+        },
         ..base
     };
     let mut rxd = Device::open(&args.rx, &rx_cfg)?;
@@ -103,7 +117,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         rxd.address(),
         rxd.mac_string(),
         args.seconds,
-        if args.frame_size == 0 { "mixed 64..1518-byte frames".to_string() } else { format!("{}-byte frames", args.frame_size) },
+        if args.frame_size == 0 {
+            "mixed 64..1518-byte frames".to_string()
+        } else {
+            format!("{}-byte frames", args.frame_size)
+        },
         args.flows.max(1),
         args.queues,
         cores
@@ -112,12 +130,17 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let epoch = Instant::now();
     let tx_live = Arc::new(AtomicU64::new(0));
     let tx_done = Arc::new(AtomicBool::new(false));
-    let flows: Vec<Flow> = (0..args.flows.max(1)).map(|i| Flow::nth(txd.mac(), rxd.mac(), i)).collect();
+    let flows: Vec<Flow> = (0..args.flows.max(1))
+        .map(|i| Flow::nth(txd.mac(), rxd.mac(), i))
+        .collect();
     let sender = {
         let (tx_live, tx_done, stop) = (tx_live.clone(), tx_done.clone(), stop.clone());
-        let (seconds, count, frame_size, rate) = (args.seconds, args.count, args.frame_size, args.rate);
+        let (seconds, count, frame_size, rate) =
+            (args.seconds, args.count, args.frame_size, args.rate);
         std::thread::spawn(move || {
-            let r = send(txd, &flows, epoch, seconds, count, frame_size, rate, batch, &tx_live, &stop);
+            let r = send(
+                txd, &flows, epoch, seconds, count, frame_size, rate, batch, &tx_live, &stop,
+            );
             tx_done.store(true, Relaxed);
             r
         })
@@ -136,8 +159,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let rx_hw = rxd.stats().get("rx_packets").unwrap_or(0);
     let received: u64 = reports.iter().map(|r| r.received).sum();
     let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
-    let first = reports.iter().filter_map(|r| r.first_last.map(|f| f.0)).min();
-    let last = reports.iter().filter_map(|r| r.first_last.map(|f| f.1)).max();
+    let first = reports
+        .iter()
+        .filter_map(|r| r.first_last.map(|f| f.0))
+        .min();
+    let last = reports
+        .iter()
+        .filter_map(|r| r.first_last.map(|f| f.1))
+        .max();
     let rx_span = first.zip(last).map(|(a, b)| b - a).unwrap_or_default();
     let mut lat = Latency::default();
     for r in &reports {
@@ -153,11 +182,22 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     println!("received   {received} frames (rx_packets counter: {rx_hw})");
     println!(
         "lost       {lost} ({:.3} %); out of order {}, not test frames {}",
-        if sent > 0 { lost as f64 * 100.0 / sent as f64 } else { 0.0 },
+        if sent > 0 {
+            lost as f64 * 100.0 / sent as f64
+        } else {
+            0.0
+        },
         reports.iter().map(|r| r.out_of_order).sum::<u64>(),
         reports.iter().map(|r| r.bad).sum::<u64>()
     );
-    println!("rx rate    {}", Throughput { packets: received, bytes, elapsed: rx_span });
+    println!(
+        "rx rate    {}",
+        Throughput {
+            packets: received,
+            bytes,
+            elapsed: rx_span
+        }
+    );
     for (i, r) in reports.iter().enumerate() {
         let s = counters[i].snapshot();
         println!(
@@ -203,8 +243,14 @@ fn send(
             }
         }
         while pending.len() < batch && (count == 0 || seq < count) {
-            let Some(mut p) = txd.mempool().alloc() else { break };
-            let len = if frame_size == 0 { frame::mixed_len(seq) } else { frame_size - 4 };
+            let Some(mut p) = txd.mempool().alloc() else {
+                break;
+            };
+            let len = if frame_size == 0 {
+                frame::mixed_len(seq)
+            } else {
+                frame_size - 4
+            };
             p.set_len(len).map_err(|e| e.to_string())?;
             let flow = &flows[(seq % flows.len() as u64) as usize];
             frame::write(p.data_mut(), flow, seq, pollnic::clock::monotonic_ns());
@@ -230,7 +276,9 @@ fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize)
     loop {
         if q.rx_burst(&mut buf, batch) == 0 {
             // After the sender is done, drain until the wire is quiet for 1 s.
-            if stop.load(Relaxed) || (tx_done.load(Relaxed) && idle_since.elapsed() > Duration::from_secs(1)) {
+            if stop.load(Relaxed)
+                || (tx_done.load(Relaxed) && idle_since.elapsed() > Duration::from_secs(1))
+            {
                 return r;
             }
             std::hint::spin_loop();
@@ -283,9 +331,23 @@ fn report_every_second(tx: &AtomicU64, counters: &DeviceCounters, tx_done: &Atom
         let shares: Vec<String> = d
             .iter()
             .enumerate()
-            .map(|(i, x)| format!("q{i} {} ({:.0} %)", x.0, if total.packets > 0 { x.0 as f64 * 100.0 / total.packets as f64 } else { 0.0 }))
+            .map(|(i, x)| {
+                format!(
+                    "q{i} {} ({:.0} %)",
+                    x.0,
+                    if total.packets > 0 {
+                        x.0 as f64 * 100.0 / total.packets as f64
+                    } else {
+                        0.0
+                    }
+                )
+            })
             .collect();
-        println!("[{tick:>3} s] tx {:>8} pps | rx {total} | {}", now_tx - last_tx, shares.join(" "));
+        println!(
+            "[{tick:>3} s] tx {:>8} pps | rx {total} | {}",
+            now_tx - last_tx,
+            shares.join(" ")
+        );
         last_tx = now_tx;
         last = snaps.iter().map(|s| (s.rx_packets, s.rx_bytes)).collect();
     }

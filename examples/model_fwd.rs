@@ -12,8 +12,15 @@
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let packets: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
-    let batch: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(32).clamp(1, 256);
+    let packets: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let batch: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(32)
+        .clamp(1, 256);
     let mut rig = pollnic_rings::fwd::FwdRig::new(512, 60);
     let per_round = 511 / batch;
     let mut done = 0u64;

@@ -12,8 +12,17 @@ use std::path::PathBuf;
 fn compare_exe() -> PathBuf {
     // target/<profile>/deps/guest_compare-<hash> -> target/<profile>/examples/compare
     let me = std::env::current_exe().unwrap();
-    let exe = me.parent().unwrap().parent().unwrap().join("examples/compare");
-    assert!(exe.is_file(), "{} not built (cargo test builds examples)", exe.display());
+    let exe = me
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/compare");
+    assert!(
+        exe.is_file(),
+        "{} not built (cargo test builds examples)",
+        exe.display()
+    );
     exe
 }
 
@@ -22,19 +31,41 @@ fn compare_exe() -> PathBuf {
 fn every_path_reports_consistent_numbers() {
     let out = std::env::temp_dir().join(format!("pollnic-compare-{}", std::process::id()));
     let run = std::process::Command::new(compare_exe())
-        .args(["--tx", &port(0), "--rx", &port(1), "--seconds", "1.5", "--rate", "5000", "--sizes", "64,1518"])
+        .args([
+            "--tx",
+            &port(0),
+            "--rx",
+            &port(1),
+            "--seconds",
+            "1.5",
+            "--rate",
+            "5000",
+            "--sizes",
+            "64,1518",
+        ])
         .arg("--out")
         .arg(&out)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
+    let text =
+        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
     println!("{text}");
     assert!(run.status.success(), "compare failed:\n{text}");
 
     let rows: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
-    let paths = ["pollnic-1q", "pollnic-2q", "kernel-afpacket", "kernel-recvmmsg", "dpdk-testpmd"];
-    assert_eq!(rows.len(), paths.len() * 2, "one row per path and frame size");
+    let paths = [
+        "pollnic-1q",
+        "pollnic-2q",
+        "kernel-afpacket",
+        "kernel-recvmmsg",
+        "dpdk-testpmd",
+    ];
+    assert_eq!(
+        rows.len(),
+        paths.len() * 2,
+        "one row per path and frame size"
+    );
     for size in [64, 1518] {
         for path in paths {
             let r = rows
@@ -46,20 +77,40 @@ fn every_path_reports_consistent_numbers() {
             let (sent, received) = (r["sent"].as_u64().unwrap(), r["received"].as_u64().unwrap());
             assert!(received > 0, "{what}");
             assert!(received <= sent, "received more than sent: {what}");
-            assert_eq!(r["lost"].as_i64().unwrap(), sent as i64 - received as i64, "{what}");
+            assert_eq!(
+                r["lost"].as_i64().unwrap(),
+                sent as i64 - received as i64,
+                "{what}"
+            );
             assert!(r["rx_pps"].as_f64().unwrap() > 0.0, "{what}");
-            assert!(r["l1_mbps"].as_f64().unwrap() > r["payload_mbps"].as_f64().unwrap(), "{what}");
+            assert!(
+                r["l1_mbps"].as_f64().unwrap() > r["payload_mbps"].as_f64().unwrap(),
+                "{what}"
+            );
             if path == "dpdk-testpmd" {
                 assert!(r["p50_us"].is_null(), "testpmd cannot time frames: {what}");
             } else {
-                let p: Vec<f64> = ["p50_us", "p99_us", "p999_us", "max_us"].iter().map(|k| r[*k].as_f64().unwrap()).collect();
-                assert!(p[0] <= p[1] && p[1] <= p[2] && p[2] <= p[3], "percentiles out of order: {what}");
+                let p: Vec<f64> = ["p50_us", "p99_us", "p999_us", "max_us"]
+                    .iter()
+                    .map(|k| r[*k].as_f64().unwrap())
+                    .collect();
+                assert!(
+                    p[0] <= p[1] && p[1] <= p[2] && p[2] <= p[3],
+                    "percentiles out of order: {what}"
+                );
                 assert!(p[0] > 0.0, "{what}");
             }
         }
     }
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
-    assert_eq!(csv.lines().count(), rows.len() + 1, "CSV header + one line per row");
+    assert_eq!(
+        csv.lines().count(),
+        rows.len() + 1,
+        "CSV header + one line per row"
+    );
     let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("pn-2q/64B") && svg.contains("mmsg/1518B"), "SVG chart labels every row");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("pn-2q/64B") && svg.contains("mmsg/1518B"),
+        "SVG chart labels every row"
+    );
 }

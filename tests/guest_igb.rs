@@ -20,7 +20,11 @@ fn link_comes_up_and_mac_matches_qemu_command_line() {
         let dev = Device::open(&port(i), &DeviceConfig::default()).expect("open");
         let link = dev.link();
         assert!(link.up, "port {i}: link down");
-        assert_eq!(dev.mac_string(), env(&format!("POLLNIC_PORT{i}_MAC")).to_lowercase(), "port {i}: MAC");
+        assert_eq!(
+            dev.mac_string(),
+            env(&format!("POLLNIC_PORT{i}_MAC")).to_lowercase(),
+            "port {i}: MAC"
+        );
         assert_eq!(link.speed_mbps, 1000);
     }
 }
@@ -36,8 +40,16 @@ fn ten_thousand_mixed_frames_arrive_identical_in_order_and_counters_agree() {
     assert_eq!(txs.get("tx_packets"), Some(n), "sender tx_packets (GPTC)");
     assert_eq!(rxs.get("rx_packets"), Some(n), "receiver rx_packets (GPRC)");
     // GORC/GOTC count destination address through CRC: 4 FCS bytes per frame.
-    assert_eq!(rxs.get("rx_bytes"), Some(bytes + 4 * n), "receiver rx_bytes (GORC)");
-    assert_eq!(txs.get("tx_bytes"), Some(bytes + 4 * n), "sender tx_bytes (GOTC)");
+    assert_eq!(
+        rxs.get("rx_bytes"),
+        Some(bytes + 4 * n),
+        "receiver rx_bytes (GORC)"
+    );
+    assert_eq!(
+        txs.get("tx_bytes"),
+        Some(bytes + 4 * n),
+        "sender tx_bytes (GOTC)"
+    );
     assert_eq!(rx.rx_stats().packets, n);
     assert_eq!(rx.rx_stats().rx_errors, 0);
     assert_eq!(tx.tx_stats().packets, n);
@@ -48,17 +60,27 @@ fn ten_thousand_mixed_frames_arrive_identical_in_order_and_counters_agree() {
 fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
     let cfg = DeviceConfig::default();
     // A PCI address that does not exist, and one that is not an address.
-    let e = Device::open("0000:00:1f.6", &cfg).err().expect("no such device");
+    let e = Device::open("0000:00:1f.6", &cfg)
+        .err()
+        .expect("no such device");
     assert!(e.to_string().contains("no such PCI device"), "{e}");
-    let e = Device::open("not-an-address", &cfg).err().expect("bad address");
+    let e = Device::open("not-an-address", &cfg)
+        .err()
+        .expect("bad address");
     assert!(matches!(e, Error::Pci(_)), "{e}");
 
     // Invalid ring sizes are refused before the device is touched.
     for size in [7, 100, 16, 8192] {
-        let c = DeviceConfig { rx_ring_size: size, ..Default::default() };
+        let c = DeviceConfig {
+            rx_ring_size: size,
+            ..Default::default()
+        };
         let e = Device::open(&port(0), &c).err().expect("bad ring size");
         assert!(matches!(e, Error::InvalidRingSize { .. }), "{size}: {e}");
-        assert!(e.to_string().contains("multiple of 8 between 32 and 4096"), "{e}");
+        assert!(
+            e.to_string().contains("multiple of 8 between 32 and 4096"),
+            "{e}"
+        );
     }
 
     // A device still bound to the kernel igb driver.
@@ -69,7 +91,10 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
     pci::bind_vfio(&sysfs, addr).expect("rebind port 1 to vfio-pci");
     let msg = e.to_string();
     assert!(matches!(e, Error::NotBoundToVfio { .. }), "{msg}");
-    assert!(msg.contains("igb") && msg.contains("pollnic bind"), "{msg} (unbind said: {back:?})");
+    assert!(
+        msg.contains("igb") && msg.contains("pollnic bind"),
+        "{msg} (unbind said: {back:?})"
+    );
 
     // No hugepages reserved.
     let nr = pollnic_rings::dma::NR_HUGEPAGES;
@@ -78,7 +103,10 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
     let r = Device::open(&port(0), &cfg);
     std::fs::write(nr, before.trim()).unwrap();
     let e = r.err().expect("no hugepages");
-    assert!(matches!(e, Error::Dma(pollnic_rings::DmaError::NoHugepages { .. })), "{e}");
+    assert!(
+        matches!(e, Error::Dma(pollnic_rings::DmaError::NoHugepages { .. })),
+        "{e}"
+    );
     assert!(e.to_string().contains("nr_hugepages"), "{e}");
 
     // After all that, both ports still work.
@@ -91,7 +119,8 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn up_traffic_down_twice_in_one_process() {
     for round in 0..2 {
-        let mut tx = Device::open(&port(0), &small_config()).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let mut tx = Device::open(&port(0), &small_config())
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
         let mut rx = Device::open(&port(1), &small_config()).unwrap();
         transfer_and_verify(&mut tx, &mut rx, 1000, |s| frame::mixed_len(s + round));
         // A packet held past the device's shutdown stays valid memory.
@@ -126,9 +155,13 @@ fn up_traffic_down_in_two_processes() {
             .env("POLLNIC_CHILD", "1")
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "child {round} failed:\n{text}");
-        assert!(text.contains("1 passed"), "child {round} ran no test:\n{text}");
+        assert!(
+            text.contains("1 passed"),
+            "child {round} ran no test:\n{text}"
+        );
     }
     // The device was left quiescent and reusable.
     let mut tx = Device::open(&port(0), &small_config()).unwrap();
@@ -143,7 +176,9 @@ fn up_traffic_down_in_two_processes() {
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn child_traffic_until_stopped() {
-    let Ok(mode) = std::env::var("POLLNIC_CHILD") else { return };
+    let Ok(mode) = std::env::var("POLLNIC_CHILD") else {
+        return;
+    };
     let stop = pollnic::signal::stop_flag().unwrap();
     let mut tx = Device::open(&port(0), &small_config()).unwrap();
     let mut rx = Device::open(&port(1), &small_config()).unwrap();
@@ -165,7 +200,13 @@ fn ctrl_c_and_panic_shut_the_device_down_in_order() {
     use std::io::{BufRead, BufReader};
     for mode in ["sigint", "panic"] {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "child_traffic_until_stopped", "--nocapture", "--test-threads=1"])
+            .args([
+                "--ignored",
+                "--exact",
+                "child_traffic_until_stopped",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("POLLNIC_CHILD", mode)
             .env("RUST_BACKTRACE", "0")
             .stdout(std::process::Stdio::piped())
@@ -176,13 +217,19 @@ fn ctrl_c_and_panic_shut_the_device_down_in_order() {
         while out.read_line(&mut line).unwrap() > 0 && !line.contains("traffic running") {
             line.clear();
         }
-        assert!(line.contains("traffic running"), "{mode}: child never started traffic");
+        assert!(
+            line.contains("traffic running"),
+            "{mode}: child never started traffic"
+        );
         if mode == "panic" {
             eprintln!("(the child's panic message that follows is deliberate)");
         }
         if mode == "sigint" {
             std::thread::sleep(Duration::from_millis(500));
-            let rc = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+            let rc = std::process::Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .unwrap();
             assert!(rc.success());
         }
         let mut rest = String::new();

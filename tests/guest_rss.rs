@@ -22,7 +22,11 @@ struct Seen {
 }
 
 fn rx_config(key: [u8; 40]) -> DeviceConfig {
-    DeviceConfig { queues: 2, rss_key: key, ..small_config() }
+    DeviceConfig {
+        queues: 2,
+        rss_key: key,
+        ..small_config()
+    }
 }
 
 /// Send one 60-byte frame per entry of `flows` (seq = index) and collect them
@@ -48,19 +52,32 @@ fn send_and_collect(tx: &mut Device, rx: &mut Device, flows: &[Flow]) -> Vec<See
         let want = chunk_start + chunk.len();
         let deadline = Instant::now() + Duration::from_secs(10);
         while seen.len() < want {
-            assert!(Instant::now() < deadline, "only {} of {want} frames arrived", seen.len());
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {want} frames arrived",
+                seen.len()
+            );
             for q in 0..rx.queue_count() {
                 rx.queue(q).rx_burst(&mut got, 64);
                 for p in got.drain(..) {
                     let info = frame::parse(p.data()).expect("a test frame");
-                    seen.push(Seen { queue: q, flow: info.flow, seq: info.seq, hash: p.rss_hash() });
+                    seen.push(Seen {
+                        queue: q,
+                        flow: info.flow,
+                        seq: info.seq,
+                        hash: p.rss_hash(),
+                    });
                 }
             }
         }
     }
     std::thread::sleep(Duration::from_millis(50));
     for q in 0..rx.queue_count() {
-        assert_eq!(rx.queue(q).rx_burst(&mut got, 64), 0, "extra frames on queue {q}");
+        assert_eq!(
+            rx.queue(q).rx_burst(&mut got, 64),
+            0,
+            "extra frames on queue {q}"
+        );
     }
     seen
 }
@@ -72,10 +89,22 @@ fn check_predictions(rx: &Device, flows: &[Flow], seen: &[Seen]) -> [usize; 2] {
     let mut count: HashMap<u64, usize> = HashMap::new();
     for s in seen {
         *count.entry(s.seq).or_default() += 1;
-        assert_eq!(s.flow, flows[s.seq as usize], "frame {} carries the wrong flow", s.seq);
+        assert_eq!(
+            s.flow, flows[s.seq as usize],
+            "frame {} carries the wrong flow",
+            s.seq
+        );
         let (hash, queue) = queue_for(&hasher, rx.reta(), &s.flow.rss_key());
-        assert_eq!(s.hash, hash, "frame {}: descriptor hash vs software Toeplitz", s.seq);
-        assert_eq!(s.queue, queue, "frame {} (hash {hash:#010x}) on queue {} but RETA says {queue}", s.seq, s.queue);
+        assert_eq!(
+            s.hash, hash,
+            "frame {}: descriptor hash vs software Toeplitz",
+            s.seq
+        );
+        assert_eq!(
+            s.queue, queue,
+            "frame {} (hash {hash:#010x}) on queue {} but RETA says {queue}",
+            s.seq, s.queue
+        );
         per_queue[s.queue as usize] += 1;
     }
     assert_eq!(count.len(), flows.len(), "lost frames");
@@ -98,9 +127,15 @@ fn flows_land_on_the_predicted_queue_with_the_software_hash() {
     let all: Vec<Flow> = base.iter().chain(base.iter()).copied().collect();
     let seen = send_and_collect(&mut tx, &mut rx, &all);
     let per_queue = check_predictions(&rx, &all, &seen);
-    assert!(per_queue[0] > 0 && per_queue[1] > 0, "both queues must get traffic: {per_queue:?}");
+    assert!(
+        per_queue[0] > 0 && per_queue[1] > 0,
+        "both queues must get traffic: {per_queue:?}"
+    );
     let c = rx.counters();
-    assert_eq!(c[0].snapshot().rx_packets + c[1].snapshot().rx_packets, all.len() as u64);
+    assert_eq!(
+        c[0].snapshot().rx_packets + c[1].snapshot().rx_packets,
+        all.len() as u64
+    );
 }
 
 #[test]
@@ -124,7 +159,10 @@ fn a_new_redirection_table_moves_flows_at_runtime() {
     rx.set_reta(Reta([1; 128])).unwrap();
     let all_one = send_and_collect(&mut tx, &mut rx, &fl);
     assert!(all_one.iter().all(|s| s.queue == 1));
-    assert!(rx.set_reta(Reta([2; 128])).is_err(), "queue 2 does not exist");
+    assert!(
+        rx.set_reta(Reta([2; 128])).is_err(),
+        "queue 2 does not exist"
+    );
 }
 
 #[test]
@@ -144,5 +182,8 @@ fn symmetric_key_puts_both_directions_on_one_queue() {
         assert_eq!(a.queue, b.queue, "flow {i}: both directions on one queue");
         per_queue[a.queue as usize] += 1;
     }
-    assert!(per_queue[0] > 0 && per_queue[1] > 0, "symmetric key still spreads flows: {per_queue:?}");
+    assert!(
+        per_queue[0] > 0 && per_queue[1] > 0,
+        "symmetric key still spreads flows: {per_queue:?}"
+    );
 }

@@ -5,7 +5,10 @@
 
 /// CLOCK_MONOTONIC now, in ns.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
     // exists on Linux, so the call cannot fail.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -28,18 +31,26 @@ pub fn parse_stat_cpu_ns(stat: &str) -> Option<u64> {
 
 /// CPU time (user + system) of the calling thread, in ns.
 pub fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/stat").ok().and_then(|s| parse_stat_cpu_ns(&s)).unwrap_or(0)
+    std::fs::read_to_string("/proc/thread-self/stat")
+        .ok()
+        .and_then(|s| parse_stat_cpu_ns(&s))
+        .unwrap_or(0)
 }
 
 /// CPU time of process `pid` (all its threads), in ns.
 pub fn process_cpu_ns(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| parse_stat_cpu_ns(&s)).unwrap_or(0)
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| parse_stat_cpu_ns(&s))
+        .unwrap_or(0)
 }
 
 /// Time all CPUs spent in softirq since boot (the `softirq` column of the
 /// `cpu` line of /proc/stat), in ns.
 pub fn softirq_ns() -> u64 {
-    let Ok(s) = std::fs::read_to_string("/proc/stat") else { return 0 };
+    let Ok(s) = std::fs::read_to_string("/proc/stat") else {
+        return 0;
+    };
     s.lines()
         .find(|l| l.starts_with("cpu "))
         .and_then(|l| l.split_whitespace().nth(7))
@@ -49,10 +60,17 @@ pub fn softirq_ns() -> u64 {
 
 /// NET_RX softirqs raised since boot, summed over CPUs (/proc/softirqs).
 pub fn net_rx_softirqs() -> u64 {
-    let Ok(s) = std::fs::read_to_string("/proc/softirqs") else { return 0 };
+    let Ok(s) = std::fs::read_to_string("/proc/softirqs") else {
+        return 0;
+    };
     s.lines()
         .find(|l| l.trim_start().starts_with("NET_RX:"))
-        .map_or(0, |l| l.split_whitespace().skip(1).filter_map(|v| v.parse::<u64>().ok()).sum())
+        .map_or(0, |l| {
+            l.split_whitespace()
+                .skip(1)
+                .filter_map(|v| v.parse::<u64>().ok())
+                .sum()
+        })
 }
 
 #[cfg(test)]

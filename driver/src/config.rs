@@ -56,10 +56,16 @@ impl DeviceConfig {
     /// [`Error::InvalidRingSize`] for a bad ring size, [`Error::Config`] otherwise.
     pub fn validate(&self) -> Result<()> {
         if !valid_ring_size(self.rx_ring_size) {
-            return Err(Error::InvalidRingSize { which: "rx", size: self.rx_ring_size });
+            return Err(Error::InvalidRingSize {
+                which: "rx",
+                size: self.rx_ring_size,
+            });
         }
         if !valid_ring_size(self.tx_ring_size) {
-            return Err(Error::InvalidRingSize { which: "tx", size: self.tx_ring_size });
+            return Err(Error::InvalidRingSize {
+                which: "tx",
+                size: self.tx_ring_size,
+            });
         }
         if self.mempool_size <= self.rx_ring_size {
             return Err(Error::Config(format!(
@@ -79,7 +85,11 @@ impl DeviceConfig {
                 self.queues
             )));
         }
-        if let Some(bad) = self.reta.as_ref().and_then(|r| r.0.iter().find(|&&q| q as u16 >= self.queues)) {
+        if let Some(bad) = self
+            .reta
+            .as_ref()
+            .and_then(|r| r.0.iter().find(|&&q| q as u16 >= self.queues))
+        {
             return Err(Error::Config(format!(
                 "redirection table names queue {bad} but only {} queues are configured",
                 self.queues
@@ -90,7 +100,9 @@ impl DeviceConfig {
 
     /// The redirection table in effect: the configured one or round robin.
     pub fn effective_reta(&self) -> Reta {
-        self.reta.clone().unwrap_or_else(|| Reta::round_robin(self.queues))
+        self.reta
+            .clone()
+            .unwrap_or_else(|| Reta::round_robin(self.queues))
     }
 }
 
@@ -101,18 +113,46 @@ mod tests {
     fn defaults_are_valid_and_bad_sizes_are_refused() {
         DeviceConfig::default().validate().unwrap();
         for bad in [0, 24, 100, 4104, 8192] {
-            let c = DeviceConfig { rx_ring_size: bad, ..Default::default() };
+            let c = DeviceConfig {
+                rx_ring_size: bad,
+                ..Default::default()
+            };
             let e = c.validate().unwrap_err().to_string();
             assert!(e.contains("multiple of 8 between 32 and 4096"), "{e}");
         }
-        let c = DeviceConfig { tx_ring_size: 33, ..Default::default() };
-        assert!(matches!(c.validate(), Err(Error::InvalidRingSize { which: "tx", size: 33 })));
-        let c = DeviceConfig { mempool_size: 512, ..Default::default() };
+        let c = DeviceConfig {
+            tx_ring_size: 33,
+            ..Default::default()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(Error::InvalidRingSize {
+                which: "tx",
+                size: 33
+            })
+        ));
+        let c = DeviceConfig {
+            mempool_size: 512,
+            ..Default::default()
+        };
         assert!(c.validate().is_err());
         for q in [0, 17] {
-            assert!(DeviceConfig { queues: q, ..Default::default() }.validate().is_err());
+            assert!(DeviceConfig {
+                queues: q,
+                ..Default::default()
+            }
+            .validate()
+            .is_err());
         }
-        let c = DeviceConfig { queues: 2, reta: Some(Reta::round_robin(4)), ..Default::default() };
-        assert!(c.validate().unwrap_err().to_string().contains("names queue 2"));
+        let c = DeviceConfig {
+            queues: 2,
+            reta: Some(Reta::round_robin(4)),
+            ..Default::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("names queue 2"));
     }
 }

@@ -5,18 +5,18 @@
 //! uses [`crate::signal::stop_flag`].
 
 use crate::config::DeviceConfig;
+use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
 use crate::igb::init::{self, LinkStatus, TimedOut};
 use crate::igb::queue;
-use crate::igb::stats::Stats;
-use crate::counters::{DeviceCounters, QueueCounters};
 use crate::igb::rss;
-use crate::queue::{MmioDoorbell, Queue};
-use crossbeam_utils::CachePadded;
-use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
+use crate::igb::stats::Stats;
 use crate::pci::{NicFamily, PciAddress, PciDevice, Sysfs, VFIO_PCI};
+use crate::queue::{MmioDoorbell, Queue};
 use crate::vfio::Vfio;
+use crossbeam_utils::CachePadded;
 use pollnic_hw::igb::regs::{rdt, tdt};
+use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
 use pollnic_rings::{DescRing, Mempool, Packet, PageSize, RxRing, RxStats, TxRing, TxStats};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,15 +60,27 @@ impl Device {
         match info.family() {
             Some(NicFamily::Igb) => {}
             _ => {
-                return Err(crate::pci::Error::Unsupported { addr, vendor: info.vendor, device: info.device }.into())
+                return Err(crate::pci::Error::Unsupported {
+                    addr,
+                    vendor: info.vendor,
+                    device: info.device,
+                }
+                .into())
             }
         }
         if info.driver.as_deref() != Some(VFIO_PCI) {
-            return Err(Error::NotBoundToVfio { addr, driver: info.driver });
+            return Err(Error::NotBoundToVfio {
+                addr,
+                driver: info.driver,
+            });
         }
-        let group = info.iommu_group.ok_or(crate::pci::Error::NoIommuGroup { addr })?;
+        let group = info
+            .iommu_group
+            .ok_or(crate::pci::Error::NoIommuGroup { addr })?;
         let vfio = Vfio::open(&sysfs, addr, group)?;
-        let counters: DeviceCounters = (0..cfg.queues).map(|_| CachePadded::new(QueueCounters::default())).collect();
+        let counters: DeviceCounters = (0..cfg.queues)
+            .map(|_| CachePadded::new(QueueCounters::default()))
+            .collect();
         let mut dev = Device {
             addr,
             name: info.name(),
@@ -88,7 +100,11 @@ impl Device {
 
     fn bring_up(&mut self, cfg: &DeviceConfig) -> Result<()> {
         let addr = self.addr;
-        let timeout = |t: TimedOut| Error::Timeout { addr, what: t.what, waited_ms: t.waited_ms };
+        let timeout = |t: TimedOut| Error::Timeout {
+            addr,
+            what: t.what,
+            waited_ms: t.waited_ms,
+        };
         let bar = Arc::clone(self.vfio.bar0());
         init::reset(&*bar).map_err(timeout)?;
         init::wait_eeprom_auto_read(&*bar);
@@ -101,14 +117,38 @@ impl Device {
         rss::enable(&*bar, &self.rss_key, &self.reta, &cfg.hash_types);
         let drop_en = cfg.queues > 1; // one full queue must not stall the others
         for q in 0..cfg.queues {
-            let pool = Mempool::new(cfg.mempool_size, cfg.buf_size, PageSize::Huge2M, dma.clone())?;
+            let pool = Mempool::new(
+                cfg.mempool_size,
+                cfg.buf_size,
+                PageSize::Huge2M,
+                dma.clone(),
+            )?;
             let rx_desc = DescRing::new(cfg.rx_ring_size as u16, PageSize::Huge2M, dma.clone())?;
             let tx_desc = DescRing::new(cfg.tx_ring_size as u16, PageSize::Huge2M, dma.clone())?;
             queue::setup_rx(&*bar, q, &rx_desc, pool.buf_size(), drop_en).map_err(timeout)?;
             queue::setup_tx(&*bar, q, &tx_desc).map_err(timeout)?;
-            let rx = RxRing::new(rx_desc, Arc::clone(&pool), MmioDoorbell { bar: Arc::clone(&bar), reg: rdt(q) })?;
-            let tx = TxRing::new(tx_desc, MmioDoorbell { bar: Arc::clone(&bar), reg: tdt(q) });
-            self.queues.push(Queue { id: q, rx, tx, pool, counters: Arc::clone(&self.counters) });
+            let rx = RxRing::new(
+                rx_desc,
+                Arc::clone(&pool),
+                MmioDoorbell {
+                    bar: Arc::clone(&bar),
+                    reg: rdt(q),
+                },
+            )?;
+            let tx = TxRing::new(
+                tx_desc,
+                MmioDoorbell {
+                    bar: Arc::clone(&bar),
+                    reg: tdt(q),
+                },
+            );
+            self.queues.push(Queue {
+                id: q,
+                rx,
+                tx,
+                pool,
+                counters: Arc::clone(&self.counters),
+            });
         }
         for q in &mut self.queues {
             q.rx.start();
@@ -116,8 +156,12 @@ impl Device {
         queue::enable_rx(&*bar, cfg.promisc);
         queue::enable_tx(&*bar);
 
-        init::wait_for("link up", cfg.link_timeout, || init::link_status(&*bar).up)
-            .map_err(|t| Error::LinkDown { addr, waited_ms: t.waited_ms })
+        init::wait_for("link up", cfg.link_timeout, || init::link_status(&*bar).up).map_err(|t| {
+            Error::LinkDown {
+                addr,
+                waited_ms: t.waited_ms,
+            }
+        })
     }
 
     fn q(&mut self) -> &mut Queue {
@@ -213,7 +257,10 @@ impl Device {
     /// The MAC as `aa:bb:cc:dd:ee:ff`.
     pub fn mac_string(&self) -> String {
         let m = self.mac;
-        format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+        format!(
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
     }
 
     /// PCI address.
@@ -240,12 +287,18 @@ impl Device {
 
     /// Software counters of RX queue 0.
     pub fn rx_stats(&self) -> RxStats {
-        self.queues.first().map(|q| q.rx_stats()).unwrap_or_default()
+        self.queues
+            .first()
+            .map(|q| q.rx_stats())
+            .unwrap_or_default()
     }
 
     /// Software counters of TX queue 0.
     pub fn tx_stats(&self) -> TxStats {
-        self.queues.first().map(|q| q.tx_stats()).unwrap_or_default()
+        self.queues
+            .first()
+            .map(|q| q.tx_stats())
+            .unwrap_or_default()
     }
 }
 

@@ -7,7 +7,10 @@
 //! `magic: u16 = 0x4e50`, `seq: u64`, `tx_ns: u64`, then byte `i` of the
 //! rest is `seq as u8 + i as u8`.
 
-use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, NetSlice, SlicedPacket, TransportSlice, UdpHeader};
+use etherparse::{
+    EtherType, Ethernet2Header, IpNumber, Ipv4Header, NetSlice, SlicedPacket, TransportSlice,
+    UdpHeader,
+};
 
 /// Ethernet + IPv4 + UDP header bytes.
 pub const HEADERS_LEN: usize = 14 + 20 + 8;
@@ -39,7 +42,14 @@ impl Flow {
     /// A flow between two MACs with documentation addresses (198.18.0.0/15,
     /// RFC 2544 benchmarking range) and ports 9000 → 9001.
     pub fn between(src_mac: [u8; 6], dst_mac: [u8; 6]) -> Flow {
-        Flow { src_mac, dst_mac, src_ip: [198, 18, 0, 1], dst_ip: [198, 19, 0, 1], src_port: 9000, dst_port: 9001 }
+        Flow {
+            src_mac,
+            dst_mac,
+            src_ip: [198, 18, 0, 1],
+            dst_ip: [198, 19, 0, 1],
+            src_port: 9000,
+            dst_port: 9001,
+        }
     }
 }
 
@@ -58,7 +68,13 @@ impl Flow {
     /// The same flow in the other direction (addresses and ports swapped; MACs kept,
     /// so the frame still reaches the same receiving port).
     pub fn reversed(&self) -> Flow {
-        Flow { src_ip: self.dst_ip, dst_ip: self.src_ip, src_port: self.dst_port, dst_port: self.src_port, ..*self }
+        Flow {
+            src_ip: self.dst_ip,
+            dst_ip: self.src_ip,
+            src_port: self.dst_port,
+            dst_port: self.src_port,
+            ..*self
+        }
     }
 
     /// Flow number `i` of a many-flow test: source address 198.18.x.y and
@@ -93,11 +109,21 @@ pub fn write(buf: &mut [u8], flow: &Flow, seq: u64, tx_ns: u64) -> bool {
         return false;
     }
     let udp_payload = len - HEADERS_LEN;
-    let eth = Ethernet2Header { source: flow.src_mac, destination: flow.dst_mac, ether_type: EtherType::IPV4 };
+    let eth = Ethernet2Header {
+        source: flow.src_mac,
+        destination: flow.dst_mac,
+        ether_type: EtherType::IPV4,
+    };
     let udp = UdpHeader::without_ipv4_checksum(flow.src_port, flow.dst_port, udp_payload)
         .expect("payload fits: len <= 1514");
-    let mut ip = Ipv4Header::new((8 + udp_payload) as u16, 64, IpNumber::UDP, flow.src_ip, flow.dst_ip)
-        .expect("payload fits: len <= 1514");
+    let mut ip = Ipv4Header::new(
+        (8 + udp_payload) as u16,
+        64,
+        IpNumber::UDP,
+        flow.src_ip,
+        flow.dst_ip,
+    )
+    .expect("payload fits: len <= 1514");
     ip.header_checksum = ip.calc_header_checksum();
     buf[..14].copy_from_slice(&eth.to_bytes());
     buf[14..34].copy_from_slice(&ip.to_bytes());
@@ -128,9 +154,15 @@ pub fn expected(len: usize, flow: &Flow, seq: u64, tx_ns: u64) -> Vec<u8> {
 /// test payload magic. Does not check the pattern (see [`pattern_ok`]).
 pub fn parse(data: &[u8]) -> Option<FrameInfo> {
     let pkt = SlicedPacket::from_ethernet(data).ok()?;
-    let Some(etherparse::LinkSlice::Ethernet2(eth)) = pkt.link else { return None };
-    let Some(NetSlice::Ipv4(ip)) = pkt.net else { return None };
-    let Some(TransportSlice::Udp(udp)) = pkt.transport else { return None };
+    let Some(etherparse::LinkSlice::Ethernet2(eth)) = pkt.link else {
+        return None;
+    };
+    let Some(NetSlice::Ipv4(ip)) = pkt.net else {
+        return None;
+    };
+    let Some(TransportSlice::Udp(udp)) = pkt.transport else {
+        return None;
+    };
     let p = udp.payload();
     if p.len() < META_LEN || u16::from_le_bytes([p[0], p[1]]) != MAGIC {
         return None;
@@ -156,7 +188,10 @@ pub fn parse_udp_payload(p: &[u8]) -> Option<(u64, u64)> {
     if p.len() < META_LEN || u16::from_le_bytes([p[0], p[1]]) != MAGIC {
         return None;
     }
-    Some((u64::from_le_bytes(p[2..10].try_into().ok()?), u64::from_le_bytes(p[10..18].try_into().ok()?)))
+    Some((
+        u64::from_le_bytes(p[2..10].try_into().ok()?),
+        u64::from_le_bytes(p[10..18].try_into().ok()?),
+    ))
 }
 
 /// Whether every padding byte of a test frame matches its sequence number.
@@ -165,7 +200,10 @@ pub fn pattern_ok(data: &[u8], seq: u64) -> bool {
         return false;
     }
     let base = seq as u8;
-    data[HEADERS_LEN + META_LEN..].iter().enumerate().all(|(i, &b)| b == base.wrapping_add(i as u8))
+    data[HEADERS_LEN + META_LEN..]
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == base.wrapping_add(i as u8))
 }
 
 /// A deterministic frame length in `MIN_FRAME_LEN..=MAX_FRAME_LEN` for
@@ -174,7 +212,11 @@ pub fn mixed_len(seq: u64) -> usize {
     match seq % 16 {
         0 => MIN_FRAME_LEN,
         1 => MAX_FRAME_LEN,
-        _ => MIN_FRAME_LEN + (seq.wrapping_mul(2_654_435_761) % (MAX_FRAME_LEN - MIN_FRAME_LEN + 1) as u64) as usize,
+        _ => {
+            MIN_FRAME_LEN
+                + (seq.wrapping_mul(2_654_435_761) % (MAX_FRAME_LEN - MIN_FRAME_LEN + 1) as u64)
+                    as usize
+        }
     }
 }
 
@@ -208,7 +250,9 @@ mod tests {
     #[test]
     fn mixed_lengths_cover_the_range() {
         let lens: Vec<usize> = (0..10_000).map(mixed_len).collect();
-        assert!(lens.iter().all(|l| (MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(l)));
+        assert!(lens
+            .iter()
+            .all(|l| (MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(l)));
         assert!(lens.contains(&MIN_FRAME_LEN) && lens.contains(&MAX_FRAME_LEN));
         let distinct: std::collections::HashSet<_> = lens.iter().collect();
         assert!(distinct.len() > 1000);

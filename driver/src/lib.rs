@@ -30,8 +30,8 @@ pub mod vfio;
 
 pub use config::DeviceConfig;
 pub use device::Device;
-pub use queue::Queue;
 pub use error::{Error, Result};
 pub use igb::init::LinkStatus;
 pub use igb::stats::Stats;
 pub use pollnic_rings::{Mempool, Packet, RxStats, TxStats};
+pub use queue::Queue;

@@ -40,7 +40,13 @@ impl Throughput {
 
 impl fmt::Display for Throughput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.0} pps, {:.1} Mbit/s payload, {:.1} Mbit/s L1", self.pps(), self.payload_mbps(), self.l1_mbps())
+        write!(
+            f,
+            "{:.0} pps, {:.1} Mbit/s payload, {:.1} Mbit/s L1",
+            self.pps(),
+            self.payload_mbps(),
+            self.l1_mbps()
+        )
     }
 }
 
@@ -51,7 +57,9 @@ pub struct Latency {
 
 impl Default for Latency {
     fn default() -> Self {
-        Latency { hist: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds") }
+        Latency {
+            hist: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+        }
     }
 }
 
@@ -102,7 +110,11 @@ mod tests {
     #[test]
     fn line_rate_of_64_byte_frames_at_1g() {
         // 1.488 Mpps of 64-byte frames (60 without FCS) fill 1 GbE at L1.
-        let t = Throughput { packets: 1_488_095, bytes: 1_488_095 * 60, elapsed: Duration::from_secs(1) };
+        let t = Throughput {
+            packets: 1_488_095,
+            bytes: 1_488_095 * 60,
+            elapsed: Duration::from_secs(1),
+        };
         assert!((t.l1_mbps() - 1000.0).abs() < 0.1, "{}", t.l1_mbps());
         assert!((t.payload_mbps() - 714.3).abs() < 0.1);
     }
@@ -112,7 +124,12 @@ mod tests {
         for i in 1..=10_000u64 {
             l.record(i * 100);
         }
-        let (p50, p99, p999, max) = (l.quantile_ns(0.5), l.quantile_ns(0.99), l.quantile_ns(0.999), l.max_ns());
+        let (p50, p99, p999, max) = (
+            l.quantile_ns(0.5),
+            l.quantile_ns(0.99),
+            l.quantile_ns(0.999),
+            l.max_ns(),
+        );
         assert!(p50 <= p99 && p99 <= p999 && p999 <= max);
         assert!((p50 as f64 - 500_000.0).abs() / 500_000.0 < 0.01);
     }

@@ -58,7 +58,10 @@ impl Bar {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Bar { ptr: ptr.cast(), len })
+        Ok(Bar {
+            ptr: ptr.cast(),
+            len,
+        })
     }
 
     /// Length of the mapping in bytes.
@@ -72,7 +75,10 @@ impl Bar {
 
     #[inline]
     fn reg(&self, off: u32) -> *mut u32 {
-        assert!(off % 4 == 0 && off as usize + 4 <= self.len, "register {off:#x} outside BAR");
+        assert!(
+            off % 4 == 0 && off as usize + 4 <= self.len,
+            "register {off:#x} outside BAR"
+        );
         self.ptr.wrapping_add(off as usize).cast()
     }
 }

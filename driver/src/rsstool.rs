@@ -16,8 +16,13 @@ pub fn parse_key(s: &str) -> Result<[u8; KEY_LEN], String> {
         "symmetric" => return Ok(SYMMETRIC_KEY),
         _ => {}
     }
-    let hex: String = s.chars().filter(|c| !matches!(c, ':' | ' ' | '-')).collect();
-    let bad = || format!("bad RSS key `{s}`: give `microsoft`, `symmetric`, or 40 bytes as 80 hex digits (as `ethtool -x` prints it)");
+    let hex: String = s
+        .chars()
+        .filter(|c| !matches!(c, ':' | ' ' | '-'))
+        .collect();
+    let bad = || {
+        format!("bad RSS key `{s}`: give `microsoft`, `symmetric`, or 40 bytes as 80 hex digits (as `ethtool -x` prints it)")
+    };
     if hex.len() != 2 * KEY_LEN {
         return Err(bad());
     }
@@ -36,7 +41,11 @@ pub fn parse_key(s: &str) -> Result<[u8; KEY_LEN], String> {
 pub fn parse_reta(s: &str, queues: u16) -> Result<Reta, String> {
     let list: Vec<u8> = s
         .split(',')
-        .map(|x| x.trim().parse::<u8>().map_err(|_| format!("bad RETA entry `{x}` in `{s}`")))
+        .map(|x| {
+            x.trim()
+                .parse::<u8>()
+                .map_err(|_| format!("bad RETA entry `{x}` in `{s}`"))
+        })
         .collect::<Result<_, _>>()?;
     if list.is_empty() || list.len() > 128 {
         return Err(format!("RETA `{s}` must list 1 to 128 queue numbers"));
@@ -51,7 +60,13 @@ pub fn parse_reta(s: &str, queues: u16) -> Result<Reta, String> {
 ///
 /// # Errors
 /// Mixed address families or an unknown protocol.
-pub fn flow(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, proto: &str) -> Result<FlowKey, String> {
+pub fn flow(
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    proto: &str,
+) -> Result<FlowKey, String> {
     let l4 = match proto {
         "tcp" => L4::Tcp,
         "udp" => L4::Udp,
@@ -59,16 +74,40 @@ pub fn flow(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, proto: &str) -> Re
         p => return Err(format!("unknown protocol `{p}`: use tcp, udp or other")),
     };
     match (src, dst) {
-        (IpAddr::V4(src), IpAddr::V4(dst)) => Ok(FlowKey::V4 { src, dst, sport, dport, l4 }),
-        (IpAddr::V6(src), IpAddr::V6(dst)) => Ok(FlowKey::V6 { src, dst, sport, dport, l4 }),
+        (IpAddr::V4(src), IpAddr::V4(dst)) => Ok(FlowKey::V4 {
+            src,
+            dst,
+            sport,
+            dport,
+            l4,
+        }),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => Ok(FlowKey::V6 {
+            src,
+            dst,
+            sport,
+            dport,
+            l4,
+        }),
         _ => Err("source and destination must both be IPv4 or both IPv6".into()),
     }
 }
 
 fn describe(f: &FlowKey) -> String {
     let (s, d, sp, dp, l4) = match *f {
-        FlowKey::V4 { src, dst, sport, dport, l4 } => (src.to_string(), dst.to_string(), sport, dport, l4),
-        FlowKey::V6 { src, dst, sport, dport, l4 } => (format!("[{src}]"), format!("[{dst}]"), sport, dport, l4),
+        FlowKey::V4 {
+            src,
+            dst,
+            sport,
+            dport,
+            l4,
+        } => (src.to_string(), dst.to_string(), sport, dport, l4),
+        FlowKey::V6 {
+            src,
+            dst,
+            sport,
+            dport,
+            l4,
+        } => (format!("[{src}]"), format!("[{dst}]"), sport, dport, l4),
     };
     match l4 {
         L4::Tcp => format!("tcp {s}:{sp} -> {d}:{dp}"),
@@ -89,7 +128,11 @@ pub fn explain(f: &FlowKey, key: &[u8; KEY_LEN], reta: &Reta, queues: u16) -> St
     };
     let key_hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
     let _ = writeln!(out, "key         {key_name}: {key_hex}");
-    let _ = writeln!(out, "queues      {queues}; RETA entries 0..8: {:?}", &reta.0[..8]);
+    let _ = writeln!(
+        out,
+        "queues      {queues}; RETA entries 0..8: {:?}",
+        &reta.0[..8]
+    );
     for (label, flow) in [("flow", *f), ("reverse", f.reversed())] {
         let mut buf = [0u8; 36];
         let n = flow.hash_input(&mut buf);
@@ -98,7 +141,12 @@ pub fn explain(f: &FlowKey, key: &[u8; KEY_LEN], reta: &Reta, queues: u16) -> St
         let _ = writeln!(out, "{label:<11} {}", describe(&flow));
         let _ = writeln!(out, "  input     {} ({n} bytes)", input.join(" "));
         let _ = writeln!(out, "  hash      {h:#010x}");
-        let _ = writeln!(out, "  RETA[{:>3}] -> queue {}", h & 0x7f, reta.queue_for_hash(h));
+        let _ = writeln!(
+            out,
+            "  RETA[{:>3}] -> queue {}",
+            h & 0x7f,
+            reta.queue_for_hash(h)
+        );
     }
     out
 }
@@ -108,7 +156,14 @@ mod tests {
     use super::*;
     #[test]
     fn explains_the_microsoft_example() {
-        let f = flow("66.9.149.187".parse().unwrap(), "161.142.100.80".parse().unwrap(), 2794, 1766, "tcp").unwrap();
+        let f = flow(
+            "66.9.149.187".parse().unwrap(),
+            "161.142.100.80".parse().unwrap(),
+            2794,
+            1766,
+            "tcp",
+        )
+        .unwrap();
         let text = explain(&f, &MICROSOFT_KEY, &Reta::round_robin(2), 2);
         assert!(text.contains("hash      0x51ccc178"), "{text}");
         assert!(text.contains("RETA[120] -> queue 0"), "{text}");
@@ -121,7 +176,21 @@ mod tests {
         assert!(parse_key("abcd").is_err());
         assert_eq!(parse_reta("0,1", 2).unwrap(), Reta::round_robin(2));
         assert!(parse_reta("0,2", 2).is_err());
-        assert!(flow("1.2.3.4".parse().unwrap(), "::1".parse().unwrap(), 1, 2, "udp").is_err());
-        assert!(flow("1.2.3.4".parse().unwrap(), "1.2.3.5".parse().unwrap(), 1, 2, "sctp").is_err());
+        assert!(flow(
+            "1.2.3.4".parse().unwrap(),
+            "::1".parse().unwrap(),
+            1,
+            2,
+            "udp"
+        )
+        .is_err());
+        assert!(flow(
+            "1.2.3.4".parse().unwrap(),
+            "1.2.3.5".parse().unwrap(),
+            1,
+            2,
+            "sctp"
+        )
+        .is_err());
     }
 }

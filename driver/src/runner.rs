@@ -15,15 +15,23 @@ pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
     for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         if let Some((a, b)) = item.split_once('-') {
             let (a, b): (usize, usize) = (
-                a.parse().map_err(|_| format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)"))?,
-                b.parse().map_err(|_| format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)"))?,
+                a.parse().map_err(|_| {
+                    format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)")
+                })?,
+                b.parse().map_err(|_| {
+                    format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)")
+                })?,
             );
             if a > b {
                 return Err(format!("bad core range `{item}` in `{s}`"));
             }
             out.extend(a..=b);
         } else {
-            out.push(item.parse().map_err(|_| format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)"))?);
+            out.push(
+                item.parse().map_err(|_| {
+                    format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)")
+                })?,
+            );
         }
     }
     if out.is_empty() {
@@ -45,7 +53,12 @@ pub fn pin_current_thread(core: usize) -> bool {
 /// # Errors
 /// A message when `cores` is empty or a core cannot be pinned to (checked
 /// before any thread starts: `nproc` tells which cores exist).
-pub fn run_pinned<R, F, G>(dev: &mut Device, cores: &[usize], work: F, report: G) -> Result<Vec<R>, String>
+pub fn run_pinned<R, F, G>(
+    dev: &mut Device,
+    cores: &[usize],
+    work: F,
+    report: G,
+) -> Result<Vec<R>, String>
 where
     R: Send,
     F: Fn(&mut Queue) -> R + Sync,
@@ -54,9 +67,14 @@ where
     if cores.is_empty() {
         return Err("no cores given".into());
     }
-    let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let online = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     if let Some(bad) = cores.iter().find(|&&c| c >= online) {
-        return Err(format!("core {bad} does not exist here ({online} cores online: 0-{})", online - 1));
+        return Err(format!(
+            "core {bad} does not exist here ({online} cores online: 0-{})",
+            online - 1
+        ));
     }
     let work = &work;
     std::thread::scope(|s| {
@@ -76,7 +94,10 @@ where
             })
             .collect();
         report();
-        handles.into_iter().map(|h| h.join().map_err(|_| "a queue thread panicked".to_string())).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "a queue thread panicked".to_string()))
+            .collect()
     })
 }
 

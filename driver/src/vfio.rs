@@ -33,7 +33,9 @@ pub struct VfioDma {
 
 impl std::fmt::Debug for VfioDma {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VfioDma").field("next_iova", &self.next_iova).finish()
+        f.debug_struct("VfioDma")
+            .field("next_iova", &self.next_iova)
+            .finish()
     }
 }
 
@@ -81,7 +83,11 @@ impl Vfio {
     pub fn open(sysfs: &Sysfs, addr: PciAddress, group: u32) -> Result<Vfio, Error> {
         let others = group_blockers(sysfs, group, addr);
         if !others.is_empty() {
-            return Err(Error::GroupNotViable { addr, group, others });
+            return Err(Error::GroupNotViable {
+                addr,
+                group,
+                others,
+            });
         }
         let container = VfioContainer::new(None).map_err(|e| Error::VfioUnavailable {
             detail: e.to_string(),
@@ -89,11 +95,19 @@ impl Vfio {
         let container = Arc::new(container);
         let ops: Arc<dyn VfioOps> = container.clone();
         let device = VfioDevice::new(&sysfs.device_dir(addr), ops, false).map_err(|e| match e {
-            VfioError::GroupViable => Error::GroupNotViable { addr, group, others: vec![] },
+            VfioError::GroupViable => Error::GroupNotViable {
+                addr,
+                group,
+                others: vec![],
+            },
             VfioError::OpenGroup(ref io, _) if io.raw_os_error() == Some(libc::EBUSY) => {
                 Error::DeviceBusy { addr }
             }
-            other => Error::Vfio { addr, what: "opening the device".into(), detail: other.to_string() },
+            other => Error::Vfio {
+                addr,
+                what: "opening the device".into(),
+                detail: other.to_string(),
+            },
         })?;
 
         let flags = device.get_region_flags(0);
@@ -105,11 +119,23 @@ impl Vfio {
                 detail: format!("region 0 is not mappable (flags {flags:#x}, size {size})"),
             });
         }
-        let bar0 = Bar::map(device.as_raw_fd(), device.get_region_offset(0), size).map_err(|e| {
-            Error::Vfio { addr, what: "mapping BAR0".into(), detail: e.to_string() }
-        })?;
-        let dma = Arc::new(VfioDma { container, next_iova: AtomicU64::new(IOVA_BASE) });
-        let vfio = Vfio { bar0: Arc::new(bar0), device, dma };
+        let bar0 =
+            Bar::map(device.as_raw_fd(), device.get_region_offset(0), size).map_err(|e| {
+                Error::Vfio {
+                    addr,
+                    what: "mapping BAR0".into(),
+                    detail: e.to_string(),
+                }
+            })?;
+        let dma = Arc::new(VfioDma {
+            container,
+            next_iova: AtomicU64::new(IOVA_BASE),
+        });
+        let vfio = Vfio {
+            bar0: Arc::new(bar0),
+            device,
+            dma,
+        };
         vfio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
         Ok(vfio)
     }
@@ -130,10 +156,15 @@ impl Vfio {
 
     fn set_command(&self, bits: u16, on: bool) {
         let mut b = [0u8; 2];
-        self.device.region_read(VFIO_PCI_CONFIG_REGION_INDEX, &mut b, PCI_COMMAND);
+        self.device
+            .region_read(VFIO_PCI_CONFIG_REGION_INDEX, &mut b, PCI_COMMAND);
         let cmd = u16::from_le_bytes(b);
         let cmd = if on { cmd | bits } else { cmd & !bits };
-        self.device.region_write(VFIO_PCI_CONFIG_REGION_INDEX, &cmd.to_le_bytes(), PCI_COMMAND);
+        self.device.region_write(
+            VFIO_PCI_CONFIG_REGION_INDEX,
+            &cmd.to_le_bytes(),
+            PCI_COMMAND,
+        );
     }
 }
 
@@ -141,7 +172,9 @@ impl Vfio {
 /// makes the group non-viable for VFIO (anything but vfio-pci, pci-stub and
 /// pcieport), as "address (driver)".
 fn group_blockers(sysfs: &Sysfs, group: u32, addr: PciAddress) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir(sysfs.iommu_group_devices(group)) else { return vec![] };
+    let Ok(dir) = std::fs::read_dir(sysfs.iommu_group_devices(group)) else {
+        return vec![];
+    };
     let mut out = Vec::new();
     for entry in dir.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();

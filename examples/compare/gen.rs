@@ -16,7 +16,14 @@ pub struct Offered {
 
 /// Send `size`-byte frames (wire size incl. FCS) over `flows` at `rate`
 /// packets/s for `secs` seconds (or until `stop`).
-pub fn generate(dev: &mut Device, flows: &[Flow], size: usize, rate: u64, secs: f64, stop: &AtomicBool) -> Offered {
+pub fn generate(
+    dev: &mut Device,
+    flows: &[Flow],
+    size: usize,
+    rate: u64,
+    secs: f64,
+    stop: &AtomicBool,
+) -> Offered {
     let len = size - 4;
     let gap = Duration::from_nanos(1_000_000_000 / rate.max(1));
     let t0 = Instant::now();
@@ -27,9 +34,16 @@ pub fn generate(dev: &mut Device, flows: &[Flow], size: usize, rate: u64, secs: 
         // Top up to what the schedule allows now, at most a burst of 32.
         let due = (t0.elapsed().as_nanos() / gap.as_nanos().max(1)) as u64 + 1;
         while pending.len() < 32 && seq < due {
-            let Some(mut p) = dev.mempool().alloc() else { break };
+            let Some(mut p) = dev.mempool().alloc() else {
+                break;
+            };
             p.set_len(len).expect("frame fits a 2 KiB buffer");
-            frame::write(p.data_mut(), &flows[(seq % flows.len() as u64) as usize], seq, pollnic::clock::monotonic_ns());
+            frame::write(
+                p.data_mut(),
+                &flows[(seq % flows.len() as u64) as usize],
+                seq,
+                pollnic::clock::monotonic_ns(),
+            );
             pending.push(p);
             seq += 1;
         }

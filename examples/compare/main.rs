@@ -55,7 +55,11 @@ struct Args {
     #[arg(long, default_value_t = 64)]
     flows: u32,
     /// Paths to run, comma-separated.
-    #[arg(long, default_value = "pollnic-1q,pollnic-2q,kernel-afpacket,kernel-recvmmsg,dpdk-testpmd", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "pollnic-1q,pollnic-2q,kernel-afpacket,kernel-recvmmsg,dpdk-testpmd",
+        value_delimiter = ','
+    )]
     paths: Vec<String>,
     /// Cores for receive threads (pollnic queues, testpmd uses the last).
     #[arg(long, default_value = "0,1")]
@@ -101,11 +105,22 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     let t = &m.tally;
     if t.received == 0 {
         // Honesty check: never print rates for a receiver that saw nothing.
-        return missing(format!("receiver saw no traffic (generator sent {}); {}", m.offered.sent, m.note));
+        return missing(format!(
+            "receiver saw no traffic (generator sent {}); {}",
+            m.offered.sent, m.note
+        ));
     }
     // Rate over the receive window, or the send window when only a count exists.
-    let span = t.first_last.map(|(a, b)| Duration::from_nanos(b - a)).filter(|d| !d.is_zero()).unwrap_or(m.offered.elapsed);
-    let tp = Throughput { packets: t.received, bytes: t.bytes, elapsed: span };
+    let span = t
+        .first_last
+        .map(|(a, b)| Duration::from_nanos(b - a))
+        .filter(|d| !d.is_zero())
+        .unwrap_or(m.offered.elapsed);
+    let tp = Throughput {
+        packets: t.received,
+        bytes: t.bytes,
+        elapsed: span,
+    };
     let has_lat = t.lat.count() > 0;
     let us = |q: f64| has_lat.then(|| t.lat.quantile_ns(q) as f64 / 1000.0);
     Row {
@@ -129,11 +144,17 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let title = format!("pollnic compare: same generator, receive paths side by side {}", args.label);
+    let title = format!(
+        "pollnic compare: same generator, receive paths side by side {}",
+        args.label
+    );
     if args.replot {
         return Ok(report::replot(&args.out, title.trim())?);
     }
-    let (tx, rx) = (args.tx.expect("required by clap"), args.rx.expect("required by clap"));
+    let (tx, rx) = (
+        args.tx.expect("required by clap"),
+        args.rx.expect("required by clap"),
+    );
     let cores = parse_cores(&args.cores)?;
     if let Some(bad) = args.sizes.iter().find(|s| !(64..=1518).contains(*s)) {
         return Err(format!("frame size {bad} outside 64..=1518").into());
@@ -144,10 +165,17 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // The receiver's MAC, read by pollnic (binding the port to vfio-pci if needed).
     pci::bind_vfio(&sysfs, rx)?;
     let dst_mac = Device::open(&rx.to_string(), &DeviceConfig::default())?.mac();
-    let flows: Vec<Flow> = (0..args.flows.max(1)).map(|i| Flow::nth(gen.mac(), dst_mac, i)).collect();
+    let flows: Vec<Flow> = (0..args.flows.max(1))
+        .map(|i| Flow::nth(gen.mac(), dst_mac, i))
+        .collect();
     println!(
         "compare: {} -> {}, {} flows, {} pps offered, {} s per row, sizes {:?}",
-        tx, rx, flows.len(), args.rate, args.seconds, args.sizes
+        tx,
+        rx,
+        flows.len(),
+        args.rate,
+        args.seconds,
+        args.sizes
     );
     let mut rows = Vec::new();
     for &size in &args.sizes {
@@ -155,7 +183,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break;
             }
-            let load = Load { gen: &mut gen, flows: &flows, size, rate: args.rate, secs: args.seconds, stop: &stop };
+            let load = Load {
+                gen: &mut gen,
+                flows: &flows,
+                size,
+                rate: args.rate,
+                secs: args.seconds,
+                stop: &stop,
+            };
             let m = match path.as_str() {
                 "pollnic-1q" => paths::pollnic_rx(load, rx, 1, &cores),
                 "pollnic-2q" => paths::pollnic_rx(load, rx, 2, &cores),
@@ -171,7 +206,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 size,
                 r.sent,
                 r.received,
-                if r.valid { String::new() } else { format!("  ({})", r.note) }
+                if r.valid {
+                    String::new()
+                } else {
+                    format!("  ({})", r.note)
+                }
             );
             rows.push(r);
         }
@@ -182,7 +221,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     print!("{}", report::table(&rows));
     report::write_all(&args.out, &rows, title.trim())?;
     println!("wrote {}/compare.{{json,csv,svg}}", args.out.display());
-    if rows.iter().filter(|r| r.path.starts_with("pollnic")).any(|r| !r.valid) {
+    if rows
+        .iter()
+        .filter(|r| r.path.starts_with("pollnic"))
+        .any(|r| !r.valid)
+    {
         return Err("a pollnic row has no result".into());
     }
     Ok(())

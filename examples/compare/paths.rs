@@ -43,13 +43,23 @@ pub struct Measured {
 const DRAIN: Duration = Duration::from_millis(1500);
 
 fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
-    pci::bind_vfio(&Sysfs::default(), addr).map(|_| ()).map_err(|e| e.to_string())
+    pci::bind_vfio(&Sysfs::default(), addr)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// pollnic with `queues` RSS queues on `cores`.
-pub fn pollnic_rx(load: Load<'_>, rx: PciAddress, queues: u16, cores: &[usize]) -> Result<Measured, String> {
+pub fn pollnic_rx(
+    load: Load<'_>,
+    rx: PciAddress,
+    queues: u16,
+    cores: &[usize],
+) -> Result<Measured, String> {
     ensure_vfio(rx)?;
-    let cfg = DeviceConfig { queues, ..Default::default() };
+    let cfg = DeviceConfig {
+        queues,
+        ..Default::default()
+    };
     let mut dev = Device::open(&rx.to_string(), &cfg).map_err(|e| e.to_string())?;
     let done = AtomicBool::new(false);
     let mut offered = None;
@@ -75,7 +85,9 @@ pub fn pollnic_rx(load: Load<'_>, rx: PciAddress, queues: u16, cores: &[usize]) 
             t
         },
         || {
-            offered = Some(generate(load.gen, load.flows, load.size, load.rate, load.secs, load.stop));
+            offered = Some(generate(
+                load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
+            ));
             std::thread::sleep(DRAIN);
             done.store(true, Relaxed);
         },
@@ -84,8 +96,14 @@ pub fn pollnic_rx(load: Load<'_>, rx: PciAddress, queues: u16, cores: &[usize]) 
     for t in tallies {
         tally.merge(t);
     }
-    let rs: Vec<String> = (0..queues).map(|i| format!("q{i} {}", dev.counters()[i as usize].snapshot().rx_packets)).collect();
-    Ok(Measured { offered: offered.expect("generator ran"), tally, note: format!("per queue: {}", rs.join(", ")) })
+    let rs: Vec<String> = (0..queues)
+        .map(|i| format!("q{i} {}", dev.counters()[i as usize].snapshot().rx_packets))
+        .collect();
+    Ok(Measured {
+        offered: offered.expect("generator ran"),
+        tally,
+        note: format!("per queue: {}", rs.join(", ")),
+    })
 }
 
 /// Hand `rx` to the kernel igb driver and configure its interface: up,
@@ -103,17 +121,28 @@ fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let ifname = ifname.ok_or_else(|| format!("{rx}: the kernel igb driver created no interface"))?;
+    let ifname =
+        ifname.ok_or_else(|| format!("{rx}: the kernel igb driver created no interface"))?;
     let run = |args: &[&str]| -> Result<(), String> {
-        let st = std::process::Command::new("ip").args(args).status().map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-        if st.success() { Ok(()) } else { Err(format!("`ip {}` failed", args.join(" "))) }
+        let st = std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+        if st.success() {
+            Ok(())
+        } else {
+            Err(format!("`ip {}` failed", args.join(" ")))
+        }
     };
     run(&["addr", "flush", "dev", &ifname])?;
     run(&["addr", "add", "198.19.0.1/15", "dev", &ifname])?;
     run(&["link", "set", "dev", &ifname, "up"])?;
     let carrier = format!("/sys/class/net/{ifname}/carrier");
     for _ in 0..200 {
-        if std::fs::read_to_string(&carrier).map(|s| s.trim() == "1").unwrap_or(false) {
+        if std::fs::read_to_string(&carrier)
+            .map(|s| s.trim() == "1")
+            .unwrap_or(false)
+        {
             let idx = std::fs::read_to_string(format!("/sys/class/net/{ifname}/ifindex"))
                 .ok()
                 .and_then(|s| s.trim().parse().ok())
@@ -127,7 +156,10 @@ fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
 
 /// Run `recv` in a thread until the generator is done and drained; CPU is
 /// the thread's plus all softirq time in the window.
-fn kernel_row(load: Load<'_>, recv: impl FnMut(&mut Tally, &AtomicBool) + Send) -> Result<Measured, String> {
+fn kernel_row(
+    load: Load<'_>,
+    recv: impl FnMut(&mut Tally, &AtomicBool) + Send,
+) -> Result<Measured, String> {
     let done = AtomicBool::new(false);
     let (soft0, nrx0) = (softirq_ns(), net_rx_softirqs());
     let mut recv = recv;
@@ -139,7 +171,9 @@ fn kernel_row(load: Load<'_>, recv: impl FnMut(&mut Tally, &AtomicBool) + Send) 
             t.cpu_ns = thread_cpu_ns() - cpu0;
             t
         });
-        let offered = generate(load.gen, load.flows, load.size, load.rate, load.secs, load.stop);
+        let offered = generate(
+            load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
+        );
         std::thread::sleep(DRAIN);
         done.store(true, Relaxed);
         (offered, h.join())
@@ -147,8 +181,16 @@ fn kernel_row(load: Load<'_>, recv: impl FnMut(&mut Tally, &AtomicBool) + Send) 
     let mut tally = tally.map_err(|_| "receiver thread panicked".to_string())?;
     let soft = softirq_ns() - soft0;
     tally.cpu_ns += soft;
-    let note = format!("softirq {:.0} ms, {} NET_RX softirqs", soft as f64 / 1e6, net_rx_softirqs() - nrx0);
-    Ok(Measured { offered, tally, note })
+    let note = format!(
+        "softirq {:.0} ms, {} NET_RX softirqs",
+        soft as f64 / 1e6,
+        net_rx_softirqs() - nrx0
+    );
+    Ok(Measured {
+        offered,
+        tally,
+        note,
+    })
 }
 
 /// Kernel igb + AF_PACKET socket with a TPACKET_V3 mmap ring.
@@ -228,10 +270,15 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
     if let Ok(Some(st)) = child.try_wait() {
         let mut err = String::new();
         child.stderr.take().map(|mut e| e.read_to_string(&mut err));
-        return Err(format!("dpdk-testpmd exited early ({st}): {}", err.lines().rev().take(3).collect::<Vec<_>>().join(" | ")));
+        return Err(format!(
+            "dpdk-testpmd exited early ({st}): {}",
+            err.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
+        ));
     }
     let cpu0 = process_cpu_ns(child.id());
-    let offered = generate(load.gen, load.flows, load.size, load.rate, load.secs, load.stop);
+    let offered = generate(
+        load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
+    );
     std::thread::sleep(DRAIN);
     let cpu = process_cpu_ns(child.id()) - cpu0;
     let _ = child.stdin.take().map(|mut i| i.write_all(b"\n"));
@@ -239,13 +286,30 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
     child.stdout.take().map(|mut o| o.read_to_string(&mut out));
     let _ = child.wait();
     // "Accumulated forward statistics for all ports" ... "RX-packets: N"
-    let acc = out.rfind("Accumulated forward statistics").map(|i| &out[i..]).unwrap_or(&out);
+    let acc = out
+        .rfind("Accumulated forward statistics")
+        .map(|i| &out[i..])
+        .unwrap_or(&out);
     let received = acc
         .split("RX-packets:")
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
         .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| format!("could not read RX-packets from testpmd's output:\n{}", out.lines().rev().take(15).collect::<Vec<_>>().join("\n")))?;
-    let tally = Tally { received, bytes: received * (load.size as u64 - 4), cpu_ns: cpu, ..Default::default() };
-    Ok(Measured { offered, tally, note: "testpmd counts only: no latency; rate over the send window".into() })
+        .ok_or_else(|| {
+            format!(
+                "could not read RX-packets from testpmd's output:\n{}",
+                out.lines().rev().take(15).collect::<Vec<_>>().join("\n")
+            )
+        })?;
+    let tally = Tally {
+        received,
+        bytes: received * (load.size as u64 - 4),
+        cpu_ns: cpu,
+        ..Default::default()
+    };
+    Ok(Measured {
+        offered,
+        tally,
+        note: "testpmd counts only: no latency; rate over the send window".into(),
+    })
 }

@@ -53,11 +53,28 @@ pub fn table(rows: &[Row]) -> String {
     let _ = writeln!(
         s,
         "{:<17} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
-        "path", "size", "offered", "sent", "received", "lost", "rx pps", "Mb/s L2", "Mb/s L1", "cpu/pkt", "P50 µs", "P99 µs", "P99.9 µs", "max µs"
+        "path",
+        "size",
+        "offered",
+        "sent",
+        "received",
+        "lost",
+        "rx pps",
+        "Mb/s L2",
+        "Mb/s L1",
+        "cpu/pkt",
+        "P50 µs",
+        "P99 µs",
+        "P99.9 µs",
+        "max µs"
     );
     for r in rows {
         if !r.valid {
-            let _ = writeln!(s, "{:<17} {:>5}  no result: {}", r.path, r.frame_size, r.note);
+            let _ = writeln!(
+                s,
+                "{:<17} {:>5}  no result: {}",
+                r.path, r.frame_size, r.note
+            );
             continue;
         }
         let _ = writeln!(
@@ -106,7 +123,8 @@ pub fn write_all(dir: &Path, rows: &[Row], title: &str) -> Result<(), String> {
 /// # Errors
 /// File or decoding errors, as text.
 pub fn replot(dir: &Path, title: &str) -> Result<(), String> {
-    let json = std::fs::read_to_string(dir.join("compare.json")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = std::fs::read_to_string(dir.join("compare.json"))
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let rows: Vec<Row> = serde_json::from_str(&json).map_err(|e| e.to_string())?;
     print!("{}", table(&rows));
     plot(&dir.join("compare.svg"), &rows, title)
@@ -115,24 +133,35 @@ pub fn replot(dir: &Path, title: &str) -> Result<(), String> {
 /// Two bar charts: received kpps and P50/P99 latency, per path and frame size.
 fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     let valid: Vec<&Row> = rows.iter().filter(|r| r.valid).collect();
-    let short = |p: &str| match p {
-        "pollnic-1q" => "pn-1q",
-        "pollnic-2q" => "pn-2q",
-        "kernel-afpacket" => "afpkt",
-        "kernel-recvmmsg" => "mmsg",
-        "dpdk-testpmd" => "dpdk",
-        other => other,
-    }
-    .to_string();
-    let labels: Vec<String> = valid.iter().map(|r| format!("{}/{}B", short(&r.path), r.frame_size)).collect();
+    let short = |p: &str| {
+        match p {
+            "pollnic-1q" => "pn-1q",
+            "pollnic-2q" => "pn-2q",
+            "kernel-afpacket" => "afpkt",
+            "kernel-recvmmsg" => "mmsg",
+            "dpdk-testpmd" => "dpdk",
+            other => other,
+        }
+        .to_string()
+    };
+    let labels: Vec<String> = valid
+        .iter()
+        .map(|r| format!("{}/{}B", short(&r.path), r.frame_size))
+        .collect();
     let label_at = |x: &f64| -> String {
         let i = x.round();
-        if (x - i).abs() < 0.01 && i >= 0.0 { labels.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
+        if (x - i).abs() < 0.01 && i >= 0.0 {
+            labels.get(i as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
     };
     let n = valid.len().max(1);
     let root = SVGBackend::new(file, (1100, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let root = root.titled(title, ("sans-serif", 18)).map_err(|e| e.to_string())?;
+    let root = root
+        .titled(title, ("sans-serif", 18))
+        .map_err(|e| e.to_string())?;
     let (top, bottom) = root.split_vertically(340);
     let err = |e: DrawingAreaErrorKind<_>| e.to_string();
 
@@ -153,17 +182,29 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
         .draw()
         .map_err(err)?;
     c.draw_series(valid.iter().enumerate().map(|(i, r)| {
-        Rectangle::new([(i as f64 - 0.35, 0.0), (i as f64 + 0.35, r.rx_pps / 1000.0)], BLUE.mix(0.6).filled())
+        Rectangle::new(
+            [(i as f64 - 0.35, 0.0), (i as f64 + 0.35, r.rx_pps / 1000.0)],
+            BLUE.mix(0.6).filled(),
+        )
     }))
     .map_err(err)?;
     c.draw_series(valid.iter().enumerate().map(|(i, r)| {
-        PathElement::new(vec![(i as f64 - 0.4, r.offered_pps / 1000.0), (i as f64 + 0.4, r.offered_pps / 1000.0)], BLACK)
+        PathElement::new(
+            vec![
+                (i as f64 - 0.4, r.offered_pps / 1000.0),
+                (i as f64 + 0.4, r.offered_pps / 1000.0),
+            ],
+            BLACK,
+        )
     }))
     .map_err(err)?;
 
     let max_lat = valid.iter().filter_map(|r| r.p99_us).fold(1.0, f64::max) * 1.15;
     let mut c = ChartBuilder::on(&bottom)
-        .caption("latency µs: P50 (dark) and P99 (light); none for testpmd", ("sans-serif", 14))
+        .caption(
+            "latency µs: P50 (dark) and P99 (light); none for testpmd",
+            ("sans-serif", 14),
+        )
         .margin(10)
         .x_label_area_size(45)
         .y_label_area_size(60)
@@ -177,11 +218,21 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
         .draw()
         .map_err(err)?;
     c.draw_series(valid.iter().enumerate().filter_map(|(i, r)| {
-        r.p99_us.map(|p| Rectangle::new([(i as f64, 1.0), (i as f64 + 0.35, p.max(1.0))], RED.mix(0.35).filled()))
+        r.p99_us.map(|p| {
+            Rectangle::new(
+                [(i as f64, 1.0), (i as f64 + 0.35, p.max(1.0))],
+                RED.mix(0.35).filled(),
+            )
+        })
     }))
     .map_err(err)?;
     c.draw_series(valid.iter().enumerate().filter_map(|(i, r)| {
-        r.p50_us.map(|p| Rectangle::new([(i as f64 - 0.35, 1.0), (i as f64, p.max(1.0))], RED.mix(0.8).filled()))
+        r.p50_us.map(|p| {
+            Rectangle::new(
+                [(i as f64 - 0.35, 1.0), (i as f64, p.max(1.0))],
+                RED.mix(0.8).filled(),
+            )
+        })
     }))
     .map_err(err)?;
     root.present().map_err(|e| e.to_string())

@@ -14,16 +14,32 @@ fn check(rc: libc::c_int, what: &str) -> io::Result<libc::c_int> {
     Ok(rc)
 }
 
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: &T, what: &str) -> io::Result<()> {
+fn setsockopt<T>(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    val: &T,
+    what: &str,
+) -> io::Result<()> {
     // SAFETY: `val` points at a live T of the size passed; the kernel only reads it.
     let rc = unsafe {
-        libc::setsockopt(fd.as_raw_fd(), level, name, (val as *const T).cast(), std::mem::size_of::<T>() as u32)
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (val as *const T).cast(),
+            std::mem::size_of::<T>() as u32,
+        )
     };
     check(rc, what).map(|_| ())
 }
 
 fn poll_in(fd: &OwnedFd, timeout_ms: i32) {
-    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLERR,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd; the result only tells us to look again.
     unsafe { libc::poll(&mut p, 1, timeout_ms) };
 }
@@ -50,11 +66,20 @@ impl PacketRing {
     pub fn open(ifindex: u32) -> io::Result<PacketRing> {
         let proto = (libc::ETH_P_ALL as u16).to_be();
         // SAFETY: plain socket(2) call; the fd is owned right below.
-        let raw = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto as i32) }, "socket(AF_PACKET)")?;
+        let raw = check(
+            unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto as i32) },
+            "socket(AF_PACKET)",
+        )?;
         // SAFETY: `raw` is a fresh fd nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v3, "PACKET_VERSION")?;
+        setsockopt(
+            &fd,
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            &v3,
+            "PACKET_VERSION",
+        )?;
         let req = libc::tpacket_req3 {
             tp_block_size: BLOCK_SIZE as u32,
             tp_block_nr: BLOCKS as u32,
@@ -64,16 +89,38 @@ impl PacketRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+        setsockopt(
+            &fd,
+            libc::SOL_PACKET,
+            libc::PACKET_RX_RING,
+            &req,
+            "PACKET_RX_RING",
+        )?;
         let size = BLOCK_SIZE * BLOCKS;
         // SAFETY: a fresh shared mapping of the socket's ring, chosen by the kernel.
         let map = unsafe {
-            libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
         };
         if map == libc::MAP_FAILED {
-            return Err(io::Error::new(io::ErrorKind::Other, format!("mmap of the TPACKET_V3 ring: {}", io::Error::last_os_error())));
+            return Err(io::Error::other(format!(
+                "mmap of the TPACKET_V3 ring: {}",
+                io::Error::last_os_error()
+            )));
         }
-        let ring = PacketRing { fd, map: map.cast(), block_size: BLOCK_SIZE, blocks: BLOCKS, cur: 0 };
+        let ring = PacketRing {
+            fd,
+            map: map.cast(),
+            block_size: BLOCK_SIZE,
+            blocks: BLOCKS,
+            cur: 0,
+        };
         // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -81,7 +128,11 @@ impl PacketRing {
         sll.sll_ifindex = ifindex as i32;
         // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
         let rc = unsafe {
-            libc::bind(ring.fd.as_raw_fd(), (&sll as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32)
+            libc::bind(
+                ring.fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
         };
         check(rc, "bind(AF_PACKET)")?;
         Ok(ring)
@@ -103,7 +154,10 @@ impl PacketRing {
         // SAFETY: the block is ours until we set TP_STATUS_KERNEL; the fields
         // read are u32s at fixed offsets inside it.
         let (num, first) = unsafe {
-            (block.wrapping_add(12).cast::<u32>().read_volatile(), block.wrapping_add(16).cast::<u32>().read_volatile())
+            (
+                block.wrapping_add(12).cast::<u32>().read_volatile(),
+                block.wrapping_add(16).cast::<u32>().read_volatile(),
+            )
         };
         let mut off = first as usize;
         for _ in 0..num {
@@ -123,7 +177,9 @@ impl PacketRing {
             if start + snaplen as usize <= self.block_size {
                 // SAFETY: the frame lies inside the block, which the kernel does not
                 // touch until we hand it back below.
-                f(unsafe { std::slice::from_raw_parts(block.wrapping_add(start), snaplen as usize) });
+                f(unsafe {
+                    std::slice::from_raw_parts(block.wrapping_add(start), snaplen as usize)
+                });
             }
             if next == 0 {
                 break;
@@ -139,11 +195,21 @@ impl PacketRing {
 
     /// Frames the kernel dropped because the ring was full (PACKET_STATISTICS; resets on read).
     pub fn drops(&self) -> u64 {
-        let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
+        let mut st = libc::tpacket_stats_v3 {
+            tp_packets: 0,
+            tp_drops: 0,
+            tp_freeze_q_cnt: 0,
+        };
         let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as u32;
         // SAFETY: `st` and `len` are valid for writing; the kernel fills at most `len` bytes.
         unsafe {
-            libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_STATISTICS, (&mut st as *mut libc::tpacket_stats_v3).cast(), &mut len)
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats_v3).cast(),
+                &mut len,
+            )
         };
         st.tp_drops as u64
     }
@@ -170,14 +236,23 @@ impl UdpBatch {
         let fd = sock.try_clone()?.into();
         let size: libc::c_int = 16 << 20;
         let _ = setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &size, "SO_RCVBUF");
-        Ok(UdpBatch { sock, bufs: vec![[0u8; 2048]; 32] })
+        Ok(UdpBatch {
+            sock,
+            bufs: vec![[0u8; 2048]; 32],
+        })
     }
 
     /// One recvmmsg call: hands each datagram's payload to `f`; returns how many.
     pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8])) -> usize {
         let n = self.bufs.len();
-        let mut iov: Vec<libc::iovec> =
-            self.bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect();
+        let mut iov: Vec<libc::iovec> = self
+            .bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
         // SAFETY: mmsghdr is plain data; zero is a valid "no name, no control" value.
         let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
         for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
@@ -187,7 +262,13 @@ impl UdpBatch {
         // SAFETY: `msgs` holds n headers whose iovecs point into `self.bufs`,
         // all alive for the call; the kernel writes at most iov_len bytes each.
         let got = unsafe {
-            libc::recvmmsg(self.sock.as_raw_fd(), msgs.as_mut_ptr(), n as u32, libc::MSG_WAITFORONE, std::ptr::null_mut())
+            libc::recvmmsg(
+                self.sock.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                n as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
         };
         if got <= 0 {
             return 0;

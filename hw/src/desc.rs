@@ -43,7 +43,10 @@ pub const RXD_ERR_L4E: u32 = 1 << 29;
 /// because write-back puts DD in bit 0 of the same word.
 #[inline]
 pub const fn rx_read(pkt_iova: u64) -> RawDesc {
-    RawDesc { lo: pkt_iova, hi: 0 }
+    RawDesc {
+        lo: pkt_iova,
+        hi: 0,
+    }
 }
 
 /// Whether the device has written back this RX descriptor (DD set), from `hi` alone.
@@ -129,7 +132,10 @@ pub const fn tx_data(buf_iova: u64, len: u16) -> RawDesc {
     let cmd_type_len =
         len as u32 | TXD_DTYP_DATA | TXD_DCMD_EOP | TXD_DCMD_IFCS | TXD_DCMD_RS | TXD_DCMD_DEXT;
     let olinfo_status = (len as u32) << TXD_PAYLEN_SHIFT;
-    RawDesc { lo: buf_iova, hi: cmd_type_len as u64 | ((olinfo_status as u64) << 32) }
+    RawDesc {
+        lo: buf_iova,
+        hi: cmd_type_len as u64 | ((olinfo_status as u64) << 32),
+    }
 }
 
 /// Whether the device has written back this TX descriptor (DD set), from `hi`.
@@ -171,7 +177,10 @@ impl TxRequest {
 /// The write-back a device does on a TX descriptor with RS set: DD in the status word.
 #[inline]
 pub const fn tx_writeback(d: RawDesc) -> RawDesc {
-    RawDesc { lo: d.lo, hi: d.hi | ((TXD_STAT_DD as u64) << 32) }
+    RawDesc {
+        lo: d.lo,
+        hi: d.hi | ((TXD_STAT_DD as u64) << 32),
+    }
 }
 
 #[cfg(test)]
@@ -227,8 +236,15 @@ mod tests {
         let ctl = d.hi as u32;
         // Values from Linux igb e1000_82575.h: DTYP_DATA 0x00300000, EOP
         // 0x01000000, IFCS 0x02000000, RS 0x08000000, DEXT 0x20000000.
-        assert_eq!(ctl, 60 | 0x0030_0000 | 0x0100_0000 | 0x0200_0000 | 0x0800_0000 | 0x2000_0000);
-        assert_eq!((d.hi >> 32) as u32 >> 14, 60, "PAYLEN at olinfo_status bits 31:14");
+        assert_eq!(
+            ctl,
+            60 | 0x0030_0000 | 0x0100_0000 | 0x0200_0000 | 0x0800_0000 | 0x2000_0000
+        );
+        assert_eq!(
+            (d.hi >> 32) as u32 >> 14,
+            60,
+            "PAYLEN at olinfo_status bits 31:14"
+        );
         assert!(!tx_done(d.hi));
         assert!(tx_done(tx_writeback(d).hi));
         let r = TxRequest::decode(d);

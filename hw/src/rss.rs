@@ -83,7 +83,11 @@ impl Toeplitz {
     /// RSS hash type needs).
     #[inline]
     pub fn hash(&self, input: &[u8]) -> u32 {
-        input.iter().take(MAX_INPUT).enumerate().fold(0, |h, (i, &b)| h ^ self.table[i][b as usize])
+        input
+            .iter()
+            .take(MAX_INPUT)
+            .enumerate()
+            .fold(0, |h, (i, &b)| h ^ self.table[i][b as usize])
     }
 
     /// Hash of a flow under the hash type the NIC would use for it.
@@ -142,12 +146,24 @@ impl FlowKey {
     /// `buf`; returns its length.
     pub fn hash_input(&self, buf: &mut [u8; MAX_INPUT]) -> usize {
         let (mut n, sport, dport, l4) = match *self {
-            FlowKey::V4 { src, dst, sport, dport, l4 } => {
+            FlowKey::V4 {
+                src,
+                dst,
+                sport,
+                dport,
+                l4,
+            } => {
                 buf[..4].copy_from_slice(&src.octets());
                 buf[4..8].copy_from_slice(&dst.octets());
                 (8, sport, dport, l4)
             }
-            FlowKey::V6 { src, dst, sport, dport, l4 } => {
+            FlowKey::V6 {
+                src,
+                dst,
+                sport,
+                dport,
+                l4,
+            } => {
                 buf[..16].copy_from_slice(&src.octets());
                 buf[16..32].copy_from_slice(&dst.octets());
                 (32, sport, dport, l4)
@@ -164,8 +180,32 @@ impl FlowKey {
     /// The same flow seen from the other end.
     pub fn reversed(&self) -> FlowKey {
         match *self {
-            FlowKey::V4 { src, dst, sport, dport, l4 } => FlowKey::V4 { src: dst, dst: src, sport: dport, dport: sport, l4 },
-            FlowKey::V6 { src, dst, sport, dport, l4 } => FlowKey::V6 { src: dst, dst: src, sport: dport, dport: sport, l4 },
+            FlowKey::V4 {
+                src,
+                dst,
+                sport,
+                dport,
+                l4,
+            } => FlowKey::V4 {
+                src: dst,
+                dst: src,
+                sport: dport,
+                dport: sport,
+                l4,
+            },
+            FlowKey::V6 {
+                src,
+                dst,
+                sport,
+                dport,
+                l4,
+            } => FlowKey::V6 {
+                src: dst,
+                dst: src,
+                sport: dport,
+                dport: sport,
+                l4,
+            },
         }
     }
 }
@@ -190,14 +230,23 @@ impl Reta {
 
     /// The 32 RETA register values (entry 4n in bits 7:0 of register n).
     pub fn registers(&self) -> [u32; RETA_LEN / 4] {
-        std::array::from_fn(|n| u32::from_le_bytes([self.0[4 * n], self.0[4 * n + 1], self.0[4 * n + 2], self.0[4 * n + 3]]))
+        std::array::from_fn(|n| {
+            u32::from_le_bytes([
+                self.0[4 * n],
+                self.0[4 * n + 1],
+                self.0[4 * n + 2],
+                self.0[4 * n + 3],
+            ])
+        })
     }
 }
 
 /// The 10 RSSRK register values for `key` (byte 4n in bits 7:0 of register n,
 /// as QEMU reads the key bytes from its little-endian register file).
 pub fn key_registers(key: &[u8; KEY_LEN]) -> [u32; KEY_LEN / 4] {
-    std::array::from_fn(|n| u32::from_le_bytes([key[4 * n], key[4 * n + 1], key[4 * n + 2], key[4 * n + 3]]))
+    std::array::from_fn(|n| {
+        u32::from_le_bytes([key[4 * n], key[4 * n + 1], key[4 * n + 2], key[4 * n + 3]])
+    })
 }
 
 /// The queue a flow lands on: Toeplitz hash, then the redirection table.
@@ -211,26 +260,94 @@ mod tests {
     use super::*;
 
     fn v4(src: &str, sport: u16, dst: &str, dport: u16, l4: L4) -> FlowKey {
-        FlowKey::V4 { src: src.parse().unwrap(), dst: dst.parse().unwrap(), sport, dport, l4 }
+        FlowKey::V4 {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            sport,
+            dport,
+            l4,
+        }
     }
     fn v6(src: &str, sport: u16, dst: &str, dport: u16, l4: L4) -> FlowKey {
-        FlowKey::V6 { src: src.parse().unwrap(), dst: dst.parse().unwrap(), sport, dport, l4 }
+        FlowKey::V6 {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            sport,
+            dport,
+            l4,
+        }
     }
 
     /// Microsoft's RSS verification suite, IPv4: (source, sport, destination,
     /// dport, hash of addresses only, hash with TCP ports).
     const IPV4: &[(&str, u16, &str, u16, u32, u32)] = &[
-        ("66.9.149.187", 2794, "161.142.100.80", 1766, 0x323e8fc2, 0x51ccc178),
-        ("199.92.111.2", 14230, "65.69.140.83", 4739, 0xd718262a, 0xc626b0ea),
-        ("24.19.198.95", 12898, "12.22.207.184", 38024, 0xd2d0a5de, 0x5c2b394a),
-        ("38.27.205.30", 48228, "209.142.163.6", 2217, 0x82989176, 0xafc7327f),
-        ("153.39.163.191", 44251, "202.188.127.2", 1303, 0x5d1809c5, 0x10e828a2),
+        (
+            "66.9.149.187",
+            2794,
+            "161.142.100.80",
+            1766,
+            0x323e8fc2,
+            0x51ccc178,
+        ),
+        (
+            "199.92.111.2",
+            14230,
+            "65.69.140.83",
+            4739,
+            0xd718262a,
+            0xc626b0ea,
+        ),
+        (
+            "24.19.198.95",
+            12898,
+            "12.22.207.184",
+            38024,
+            0xd2d0a5de,
+            0x5c2b394a,
+        ),
+        (
+            "38.27.205.30",
+            48228,
+            "209.142.163.6",
+            2217,
+            0x82989176,
+            0xafc7327f,
+        ),
+        (
+            "153.39.163.191",
+            44251,
+            "202.188.127.2",
+            1303,
+            0x5d1809c5,
+            0x10e828a2,
+        ),
     ];
     /// The same suite, IPv6.
     const IPV6: &[(&str, u16, &str, u16, u32, u32)] = &[
-        ("3ffe:2501:200:1fff::7", 2794, "3ffe:2501:200:3::1", 1766, 0x2cc18cd5, 0x40207d3d),
-        ("3ffe:501:8::260:97ff:fe40:efab", 14230, "ff02::1", 4739, 0x0f0c461c, 0xdde51bbf),
-        ("3ffe:1900:4545:3:200:f8ff:fe21:67cf", 44251, "fe80::200:f8ff:fe21:67cf", 38024, 0x4b61e985, 0x02d1feef),
+        (
+            "3ffe:2501:200:1fff::7",
+            2794,
+            "3ffe:2501:200:3::1",
+            1766,
+            0x2cc18cd5,
+            0x40207d3d,
+        ),
+        (
+            "3ffe:501:8::260:97ff:fe40:efab",
+            14230,
+            "ff02::1",
+            4739,
+            0x0f0c461c,
+            0xdde51bbf,
+        ),
+        (
+            "3ffe:1900:4545:3:200:f8ff:fe21:67cf",
+            44251,
+            "fe80::200:f8ff:fe21:67cf",
+            38024,
+            0x4b61e985,
+            0x02d1feef,
+        ),
     ];
 
     #[test]
@@ -238,7 +355,11 @@ mod tests {
         let t = Toeplitz::new(&MICROSOFT_KEY);
         for &(s, sp, d, dp, ip, tcp) in IPV4 {
             assert_eq!(t.hash_flow(&v4(s, sp, d, dp, L4::Other)), ip, "{s} -> {d}");
-            assert_eq!(t.hash_flow(&v4(s, sp, d, dp, L4::Tcp)), tcp, "{s}:{sp} -> {d}:{dp}");
+            assert_eq!(
+                t.hash_flow(&v4(s, sp, d, dp, L4::Tcp)),
+                tcp,
+                "{s}:{sp} -> {d}:{dp}"
+            );
         }
     }
 
@@ -247,7 +368,11 @@ mod tests {
         let t = Toeplitz::new(&MICROSOFT_KEY);
         for &(s, sp, d, dp, ip, tcp) in IPV6 {
             assert_eq!(t.hash_flow(&v6(s, sp, d, dp, L4::Other)), ip, "{s} -> {d}");
-            assert_eq!(t.hash_flow(&v6(s, sp, d, dp, L4::Tcp)), tcp, "{s}:{sp} -> {d}:{dp}");
+            assert_eq!(
+                t.hash_flow(&v6(s, sp, d, dp, L4::Tcp)),
+                tcp,
+                "{s}:{sp} -> {d}:{dp}"
+            );
         }
     }
 
@@ -276,7 +401,9 @@ mod tests {
             h
         }
         let t = Toeplitz::new(&MICROSOFT_KEY);
-        let input: Vec<u8> = (0..36u8).map(|i| i.wrapping_mul(37).wrapping_add(11)).collect();
+        let input: Vec<u8> = (0..36u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(11))
+            .collect();
         for n in [1, 8, 12, 32, 36] {
             assert_eq!(t.hash(&input[..n]), bitwise(&MICROSOFT_KEY, &input[..n]));
         }

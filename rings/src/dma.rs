@@ -132,14 +132,23 @@ impl DmaRegion {
             .map_err(|e| match e {
                 vm_memory::mmap::MmapRegionError::Mmap(source) => {
                     if page == PageSize::Huge2M
-                        && matches!(source.raw_os_error(), Some(libc::ENOMEM) | Some(libc::EINVAL))
+                        && matches!(
+                            source.raw_os_error(),
+                            Some(libc::ENOMEM) | Some(libc::EINVAL)
+                        )
                     {
-                        DmaError::NoHugepages { needed: len / HUGEPAGE_SIZE, free: free_hugepages() }
+                        DmaError::NoHugepages {
+                            needed: len / HUGEPAGE_SIZE,
+                            free: free_hugepages(),
+                        }
                     } else {
                         DmaError::Mmap { len, source }
                     }
                 }
-                other => DmaError::Mmap { len, source: std::io::Error::other(other.to_string()) },
+                other => DmaError::Mmap {
+                    len,
+                    source: std::io::Error::other(other.to_string()),
+                },
             })?;
         // SAFETY: `mem` is a private anonymous mapping owned by the returned
         // DmaRegion; its Drop calls `unmap` before `mem` (declared first, but
@@ -175,7 +184,10 @@ impl Drop for DmaRegion {
 
 /// Free 2 MiB hugepages as the kernel reports them (0 when unreadable).
 pub fn free_hugepages() -> usize {
-    std::fs::read_to_string(FREE_HUGEPAGES).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    std::fs::read_to_string(FREE_HUGEPAGES)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -194,7 +206,10 @@ mod tests {
         // Ask for far more hugepages than any test machine reserves.
         let err = DmaRegion::new(1 << 40, PageSize::Huge2M, Arc::new(IdentityMapper)).unwrap_err();
         let msg = err.to_string();
-        assert!(matches!(err, DmaError::NoHugepages { .. } | DmaError::Mmap { .. }), "{msg}");
+        assert!(
+            matches!(err, DmaError::NoHugepages { .. } | DmaError::Mmap { .. }),
+            "{msg}"
+        );
         if let DmaError::NoHugepages { needed, .. } = err {
             assert_eq!(needed, (1 << 40) / HUGEPAGE_SIZE);
             assert!(msg.contains("nr_hugepages"), "{msg}");

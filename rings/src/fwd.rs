@@ -30,7 +30,8 @@ impl FwdRig {
     /// pages, frames of `frame_len` bytes.
     pub fn new(ring: u16, frame_len: usize) -> Self {
         let mapper = Arc::new(IdentityMapper);
-        let pool = Mempool::new(4 * ring as u32, 2048, PageSize::Small4K, mapper.clone()).expect("pool");
+        let pool =
+            Mempool::new(4 * ring as u32, 2048, PageSize::Small4K, mapper.clone()).expect("pool");
         let rx_nic = SoftNic::new(TxSink::Discard);
         let tx_nic = SoftNic::deferred(TxSink::Discard);
         rx_nic.add_region(pool.region());
@@ -42,7 +43,15 @@ impl FwdRig {
         let mut rx = RxRing::new(rx_desc, Arc::clone(&pool), rdb).expect("rx ring");
         rx.start();
         let tx = TxRing::new(tx_desc, tdb);
-        FwdRig { rx_nic, tx_nic, rx, tx, pool, burst: Vec::with_capacity(512), frame: vec![0x5a; frame_len] }
+        FwdRig {
+            rx_nic,
+            tx_nic,
+            rx,
+            tx,
+            pool,
+            burst: Vec::with_capacity(512),
+            frame: vec![0x5a; frame_len],
+        }
     }
 
     /// The model delivers `n` frames (device work, not the driver's).

@@ -10,8 +10,8 @@
 //! device wrote.
 
 use crate::dma::{DmaError, DmaMapper, DmaRegion, PageSize};
-use std::fmt;
 use crossbeam_queue::ArrayQueue;
+use std::fmt;
 use std::sync::Arc;
 
 /// A pool of `count` DMA buffers of `buf_size` bytes each.
@@ -55,14 +55,24 @@ impl Mempool {
         for i in 0..count {
             let _ = free.push(i);
         }
-        Ok(Arc::new(Mempool { region, buf_size: buf_size as u32, count, free }))
+        Ok(Arc::new(Mempool {
+            region,
+            buf_size: buf_size as u32,
+            count,
+            free,
+        }))
     }
 
     /// Take one buffer as an empty [`Packet`] (length 0), or `None` when the
     /// pool is exhausted.
     pub fn alloc(self: &Arc<Self>) -> Option<Packet> {
         let idx = self.free.pop()?;
-        Some(Packet { pool: Arc::clone(self), idx, len: 0, rss_hash: 0 })
+        Some(Packet {
+            pool: Arc::clone(self),
+            idx,
+            len: 0,
+            rss_hash: 0,
+        })
     }
 
     /// Number of buffers currently free.
@@ -118,15 +128,21 @@ impl Mempool {
     fn buf_ptr(&self, idx: u32) -> *mut u8 {
         assert!(idx < self.count, "buffer index out of range");
         // `idx * buf_size + buf_size <= region.len()` by construction in `new`.
-        self.region.va().wrapping_add(idx as usize * self.buf_size as usize)
+        self.region
+            .va()
+            .wrapping_add(idx as usize * self.buf_size as usize)
     }
 
     /// Wrap buffer `idx`, which the caller owns, as a received packet.
     pub(crate) fn packet(self: &Arc<Self>, idx: u32, len: u16, rss_hash: u32) -> Packet {
         debug_assert!(len as u32 <= self.buf_size);
-        Packet { pool: Arc::clone(self), idx, len: len as u32, rss_hash }
+        Packet {
+            pool: Arc::clone(self),
+            idx,
+            len: len as u32,
+            rss_hash,
+        }
     }
-
 }
 
 /// `set_len` was asked for more bytes than the buffer holds.
@@ -151,7 +167,10 @@ pub struct Packet {
 
 impl fmt::Debug for Packet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Packet").field("idx", &self.idx).field("len", &self.len).finish()
+        f.debug_struct("Packet")
+            .field("idx", &self.idx)
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -178,7 +197,10 @@ impl Packet {
     /// [`PacketTooLong`] when `len` exceeds [`Packet::capacity`].
     pub fn set_len(&mut self, len: usize) -> Result<(), PacketTooLong> {
         if len > self.capacity() {
-            return Err(PacketTooLong { len, capacity: self.capacity() });
+            return Err(PacketTooLong {
+                len,
+                capacity: self.capacity(),
+            });
         }
         self.len = len as u32;
         Ok(())
@@ -247,7 +269,13 @@ mod tests {
         a.set_len(60).unwrap();
         a.data_mut().copy_from_slice(&[0xab; 60]);
         assert_eq!(a.data(), &[0xab; 60][..]);
-        assert_eq!(a.set_len(2049), Err(PacketTooLong { len: 2049, capacity: 2048 }));
+        assert_eq!(
+            a.set_len(2049),
+            Err(PacketTooLong {
+                len: 2049,
+                capacity: 2048
+            })
+        );
         assert_eq!(a.len(), 60);
     }
 

@@ -10,9 +10,7 @@
 
 use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
-use pollnic_hw::desc::{
-    tx_writeback, RawDesc, RxCompletion, TxRequest, RXD_STAT_DD, RXD_STAT_EOP,
-};
+use pollnic_hw::desc::{tx_writeback, RawDesc, RxCompletion, TxRequest, RXD_STAT_DD, RXD_STAT_EOP};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -65,7 +63,11 @@ impl Ring {
         }
     }
     fn advance(&mut self) {
-        self.head = if self.head + 1 == self.count { 0 } else { self.head + 1 };
+        self.head = if self.head + 1 == self.count {
+            0
+        } else {
+            self.head + 1
+        };
     }
 }
 
@@ -92,7 +94,9 @@ impl State {
     }
 
     fn process_tx(&mut self) {
-        let Some(mut ring) = self.tx.take() else { return };
+        let Some(mut ring) = self.tx.take() else {
+            return;
+        };
         while ring.head != ring.tail {
             let d = ring.read(ring.head);
             let req = TxRequest::decode(d);
@@ -204,23 +208,41 @@ impl SoftNic {
 
     /// Let the model DMA into `region` (a mempool's buffers).
     pub fn add_region(&self, region: &DmaRegion) {
-        self.state.borrow_mut().regions.push((region.iova(), region.va(), region.len()));
+        self.state
+            .borrow_mut()
+            .regions
+            .push((region.iova(), region.va(), region.len()));
     }
 
     /// Attach an RX ring with `buf_size`-byte buffers (SRRCTL.BSIZEPKT);
     /// head = tail = 0. The ring must outlive its use through the model.
     pub fn attach_rx(&self, desc: &DescRing, buf_size: usize) -> SoftDoorbell {
         let mut s = self.state.borrow_mut();
-        s.rx = Some(Ring { base: desc.as_ptr(), count: desc.count(), head: 0, tail: 0 });
+        s.rx = Some(Ring {
+            base: desc.as_ptr(),
+            count: desc.count(),
+            head: 0,
+            tail: 0,
+        });
         s.rx_buf_size = buf_size;
-        SoftDoorbell { state: Rc::clone(&self.state), which: Which::Rx }
+        SoftDoorbell {
+            state: Rc::clone(&self.state),
+            which: Which::Rx,
+        }
     }
 
     /// Attach a TX ring; head = tail = 0.
     pub fn attach_tx(&self, desc: &DescRing) -> SoftDoorbell {
-        self.state.borrow_mut().tx =
-            Some(Ring { base: desc.as_ptr(), count: desc.count(), head: 0, tail: 0 });
-        SoftDoorbell { state: Rc::clone(&self.state), which: Which::Tx }
+        self.state.borrow_mut().tx = Some(Ring {
+            base: desc.as_ptr(),
+            count: desc.count(),
+            head: 0,
+            tail: 0,
+        });
+        SoftDoorbell {
+            state: Rc::clone(&self.state),
+            which: Which::Tx,
+        }
     }
 
     /// Deliver one frame as the 82576 would: into as many descriptors as its
@@ -238,8 +260,11 @@ impl SoftNic {
             s.stats.rnbc += 1;
             return false;
         }
-        let chunks: Vec<&[u8]> =
-            if frame.is_empty() { vec![frame] } else { frame.chunks(buf).collect() };
+        let chunks: Vec<&[u8]> = if frame.is_empty() {
+            vec![frame]
+        } else {
+            frame.chunks(buf).collect()
+        };
         let last = chunks.len() - 1;
         for (k, chunk) in chunks.into_iter().enumerate() {
             let head = s.rx.as_ref().unwrap().head;
@@ -250,7 +275,13 @@ impl SoftNic {
             // side, so the driver does not touch its buffer until DD is set.
             unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), dst, chunk.len()) };
             let status = RXD_STAT_DD | if k == last { RXD_STAT_EOP } else { 0 };
-            let wb = RxCompletion { len: chunk.len() as u16, status_error: status, rss_hash, pkt_info: 0, vlan: 0 };
+            let wb = RxCompletion {
+                len: chunk.len() as u16,
+                status_error: status,
+                rss_hash,
+                pkt_info: 0,
+                vlan: 0,
+            };
             let r = s.rx.as_mut().unwrap();
             r.write(head, wb.encode());
             r.advance();

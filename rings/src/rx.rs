@@ -72,7 +72,10 @@ impl<D: Doorbell> RxRing<D> {
         if pool.alloc_bulk(&mut bufs, n) < n {
             let got = bufs.len();
             pool.free_bulk(&mut bufs);
-            return Err(RingError::PoolTooSmall { needed: n, free: got });
+            return Err(RingError::PoolTooSmall {
+                needed: n,
+                free: got,
+            });
         }
         for (i, &b) in bufs.iter().enumerate() {
             desc.write(i as u16, rx_read(pool.buf_iova(b)));
@@ -107,7 +110,10 @@ impl<D: Doorbell> RxRing<D> {
             if !rx_done(hi) {
                 break;
             }
-            let c = RxCompletion::decode(RawDesc { lo: self.desc.read_lo_after_dd(i), hi });
+            let c = RxCompletion::decode(RawDesc {
+                lo: self.desc.read_lo_after_dd(i),
+                hi,
+            });
             let Some(fresh) = self.take_buffer() else {
                 self.stats.rx_nombuf += 1;
                 break;
@@ -137,7 +143,11 @@ impl<D: Doorbell> RxRing<D> {
         }
         if used > 0 {
             self.desc.publish();
-            self.doorbell.ring(if self.next == 0 { count - 1 } else { self.next - 1 });
+            self.doorbell.ring(if self.next == 0 {
+                count - 1
+            } else {
+                self.next - 1
+            });
         }
         if got > 0 {
             self.stats.bursts += 1;

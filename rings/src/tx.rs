@@ -40,7 +40,15 @@ impl<D: Doorbell> TxRing<D> {
     /// A ring over `desc` whose tail starts at 0 (the driver sets TDH = TDT = 0).
     pub fn new(desc: DescRing, doorbell: D) -> Self {
         let slots = (0..desc.count()).map(|_| None).collect();
-        TxRing { desc, slots, tail: 0, clean: 0, in_flight: 0, doorbell, stats: TxStats::default() }
+        TxRing {
+            desc,
+            slots,
+            tail: 0,
+            clean: 0,
+            in_flight: 0,
+            doorbell,
+            stats: TxStats::default(),
+        }
     }
 
     /// Queue frames from the front of `pkts` until the ring is full; the queued
@@ -83,7 +91,11 @@ impl<D: Doorbell> TxRing<D> {
         let mut n = 0;
         while self.in_flight > 0 && tx_done(self.desc.read_hi(self.clean)) {
             drop(self.slots[self.clean as usize].take());
-            self.clean = if self.clean + 1 == count { 0 } else { self.clean + 1 };
+            self.clean = if self.clean + 1 == count {
+                0
+            } else {
+                self.clean + 1
+            };
             self.in_flight -= 1;
             n += 1;
         }

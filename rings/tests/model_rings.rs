@@ -60,7 +60,11 @@ fn full_ring_backpressures_and_resumes() {
         assert_eq!(pkt.data(), &frame(i as u32, 60)[..]);
         assert_eq!(pkt.rss_hash(), i as u32);
     }
-    assert_eq!(nic.rx_free_descriptors(), 31, "all re-armed with one tail write");
+    assert_eq!(
+        nic.rx_free_descriptors(),
+        31,
+        "all re-armed with one tail write"
+    );
     assert!(nic.receive(&frame(99, 60), 0));
 }
 
@@ -131,12 +135,42 @@ fn hostile_writebacks_are_dropped_and_buffers_recycled() {
     let mut rx = rx_setup(&nic, 32, &p);
     let ok = RXD_STAT_DD | RXD_STAT_EOP;
     let bad = [
-        RxCompletion { len: 4000, status_error: ok, rss_hash: 0, pkt_info: 0, vlan: 0 },
-        RxCompletion { len: 0, status_error: ok, rss_hash: 0, pkt_info: 0, vlan: 0 },
-        RxCompletion { len: 60, status_error: ok | RXD_ERR_RXE, rss_hash: 0, pkt_info: 0, vlan: 0 },
+        RxCompletion {
+            len: 4000,
+            status_error: ok,
+            rss_hash: 0,
+            pkt_info: 0,
+            vlan: 0,
+        },
+        RxCompletion {
+            len: 0,
+            status_error: ok,
+            rss_hash: 0,
+            pkt_info: 0,
+            vlan: 0,
+        },
+        RxCompletion {
+            len: 60,
+            status_error: ok | RXD_ERR_RXE,
+            rss_hash: 0,
+            pkt_info: 0,
+            vlan: 0,
+        },
         // A frame spanning two descriptors: both pieces are dropped.
-        RxCompletion { len: 2048, status_error: RXD_STAT_DD, rss_hash: 0, pkt_info: 0, vlan: 0 },
-        RxCompletion { len: 10, status_error: ok, rss_hash: 0, pkt_info: 0, vlan: 0 },
+        RxCompletion {
+            len: 2048,
+            status_error: RXD_STAT_DD,
+            rss_hash: 0,
+            pkt_info: 0,
+            vlan: 0,
+        },
+        RxCompletion {
+            len: 10,
+            status_error: ok,
+            rss_hash: 0,
+            pkt_info: 0,
+            vlan: 0,
+        },
     ];
     for wb in bad {
         assert!(nic.inject_rx_writeback(wb));
@@ -207,7 +241,11 @@ fn tx_ring_full_when_device_is_slow() {
     assert_eq!(tx.stats().ring_full, 2);
     drop(pkts);
     drop(tx);
-    assert_eq!(p.free_count(), 128, "in-flight buffers return when the ring is dropped");
+    assert_eq!(
+        p.free_count(),
+        128,
+        "in-flight buffers return when the ring is dropped"
+    );
 }
 
 #[test]

@@ -23,13 +23,23 @@ pub fn port(i: usize) -> String {
 
 /// Small rings so tests wrap them many times.
 pub fn small_config() -> DeviceConfig {
-    DeviceConfig { rx_ring_size: 64, tx_ring_size: 64, mempool_size: 512, ..Default::default() }
+    DeviceConfig {
+        rx_ring_size: 64,
+        tx_ring_size: 64,
+        mempool_size: 512,
+        ..Default::default()
+    }
 }
 
 /// Send `n` test frames from `tx` to `rx` in lockstep bursts of up to 32,
 /// with lengths from `len_of(seq)`, and check each arrives byte-identical and
 /// in order. Returns the total bytes sent (frame bytes, no FCS).
-pub fn transfer_and_verify(tx: &mut Device, rx: &mut Device, n: u64, len_of: impl Fn(u64) -> usize) -> u64 {
+pub fn transfer_and_verify(
+    tx: &mut Device,
+    rx: &mut Device,
+    n: u64,
+    len_of: impl Fn(u64) -> usize,
+) -> u64 {
     let flow = Flow::between(tx.mac(), rx.mac());
     let mut seq = 0u64;
     let mut next_rx = 0u64;
@@ -53,7 +63,10 @@ pub fn transfer_and_verify(tx: &mut Device, rx: &mut Device, n: u64, len_of: imp
             assert!(Instant::now() < deadline, "TX ring stuck");
         }
         while next_rx < burst_end {
-            assert!(Instant::now() < deadline, "frames {next_rx}..{burst_end} never arrived");
+            assert!(
+                Instant::now() < deadline,
+                "frames {next_rx}..{burst_end} never arrived"
+            );
             rx.rx_burst(&mut got, 64);
             for p in got.drain(..) {
                 let len = len_of(next_rx);

@@ -20,19 +20,37 @@ pub fn ensure_dpdk() {
     if Path::new("/usr/bin/dpdk-testpmd").exists() {
         return;
     }
-    say!("compare: installing DPDK for the dpdk-testpmd row: {}", DPDK_PACKAGES.join(" "));
+    say!(
+        "compare: installing DPDK for the dpdk-testpmd row: {}",
+        DPDK_PACKAGES.join(" ")
+    );
     if let Err(e) = apt::update().and_then(|_| apt::install(DPDK_PACKAGES, None)) {
         say!("compare: could not install DPDK ({e:#}); the dpdk-testpmd row will be missing");
     }
 }
 
 /// Build, boot, run `compare` with `extra` arguments; returns the guest's outcome.
-pub fn run(layout: &Layout, opts: &VmOptions, no_dpdk: bool, extra: &[String]) -> Result<RunOutcome> {
+pub fn run(
+    layout: &Layout,
+    opts: &VmOptions,
+    no_dpdk: bool,
+    extra: &[String],
+) -> Result<RunOutcome> {
     if !no_dpdk {
         ensure_dpdk();
     }
     let image = guest::prepare(layout)?;
-    cargo::run(layout, &["build", "--release", "-p", "pollnic", "--example", "compare"])?;
+    cargo::run(
+        layout,
+        &[
+            "build",
+            "--release",
+            "-p",
+            "pollnic",
+            "--example",
+            "compare",
+        ],
+    )?;
     cargo::build_pollnic_cli(layout)?;
     let exe = layout.target.join("release/examples/compare");
     if !exe.is_file() {

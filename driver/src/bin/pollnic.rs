@@ -81,8 +81,26 @@ fn main() -> ExitCode {
         Command::Unbind { addrs } => for_each(&addrs, |a| {
             pci::unbind_vfio(&sysfs, a).map(|r| println!("{r}"))
         }),
-        Command::Rss { src, dst, sport, dport, proto, queues, key, reta } => {
-            match rss(src, dst, sport, dport, &proto, queues, &key, reta.as_deref()) {
+        Command::Rss {
+            src,
+            dst,
+            sport,
+            dport,
+            proto,
+            queues,
+            key,
+            reta,
+        } => {
+            match rss(
+                src,
+                dst,
+                sport,
+                dport,
+                &proto,
+                queues,
+                &key,
+                reta.as_deref(),
+            ) {
                 Ok(text) => {
                     print!("{text}");
                     ExitCode::SUCCESS

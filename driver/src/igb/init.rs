@@ -22,14 +22,21 @@ pub struct TimedOut {
 }
 
 /// Poll `cond` every 100 µs until it holds or `limit` passes.
-pub fn wait_for(what: &'static str, limit: Duration, mut cond: impl FnMut() -> bool) -> Result<(), TimedOut> {
+pub fn wait_for(
+    what: &'static str,
+    limit: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Result<(), TimedOut> {
     let start = Instant::now();
     loop {
         if cond() {
             return Ok(());
         }
         if start.elapsed() >= limit {
-            return Err(TimedOut { what, waited_ms: limit.as_millis() as u64 });
+            return Err(TimedOut {
+                what,
+                waited_ms: limit.as_millis() as u64,
+            });
         }
         std::thread::sleep(Duration::from_micros(100));
     }
@@ -49,7 +56,9 @@ pub fn reset(r: &impl Regs) -> Result<(), TimedOut> {
     mask_interrupts(r);
     r.write32(CTRL, r.read32(CTRL) | CTRL_RST);
     std::thread::sleep(Duration::from_millis(2));
-    wait_for("device reset (CTRL.RST)", Duration::from_secs(1), || r.read32(CTRL) & CTRL_RST == 0)?;
+    wait_for("device reset (CTRL.RST)", Duration::from_secs(1), || {
+        r.read32(CTRL) & CTRL_RST == 0
+    })?;
     mask_interrupts(r);
     Ok(())
 }
@@ -57,7 +66,10 @@ pub fn reset(r: &impl Regs) -> Result<(), TimedOut> {
 /// Wait up to 10 ms for EECD.AUTO_RD. Real parts set it within a few ms of
 /// reset; QEMU never does, so a timeout here is not an error. Returns whether it was seen.
 pub fn wait_eeprom_auto_read(r: &impl Regs) -> bool {
-    wait_for("EEPROM auto-read", Duration::from_millis(10), || r.read32(EECD) & EECD_AUTO_RD != 0).is_ok()
+    wait_for("EEPROM auto-read", Duration::from_millis(10), || {
+        r.read32(EECD) & EECD_AUTO_RD != 0
+    })
+    .is_ok()
 }
 
 /// Read one 16-bit EEPROM word through EERD (bounded wait for EERD.DONE).
@@ -119,7 +131,11 @@ pub fn link_setup(r: &impl Regs) -> Result<(), TimedOut> {
     let ctrl = r.read32(CTRL);
     r.write32(CTRL, (ctrl | CTRL_SLU) & !(CTRL_LRST | CTRL_PHY_RST));
     let bmcr = phy_read(r, phy::PHY_CTRL)?;
-    phy_write(r, phy::PHY_CTRL, (bmcr | phy::BMCR_AUTOEN | phy::BMCR_RESTART_AN) & !phy::BMCR_PDOWN)
+    phy_write(
+        r,
+        phy::PHY_CTRL,
+        (bmcr | phy::BMCR_AUTOEN | phy::BMCR_RESTART_AN) & !phy::BMCR_PDOWN,
+    )
 }
 
 /// Link state from STATUS.
@@ -136,7 +152,11 @@ pub struct LinkStatus {
 /// Read the link state (STATUS.LU, speed bits, FD).
 pub fn link_status(r: &impl Regs) -> LinkStatus {
     let s = r.read32(STATUS);
-    LinkStatus { up: s & STATUS_LU != 0, speed_mbps: status_speed_mbps(s), full_duplex: s & STATUS_FD != 0 }
+    LinkStatus {
+        up: s & STATUS_LU != 0,
+        speed_mbps: status_speed_mbps(s),
+        full_duplex: s & STATUS_FD != 0,
+    }
 }
 
 /// Read every statistics register once to clear it (they are clear-on-read).
@@ -165,8 +185,12 @@ pub fn shutdown(r: &impl Regs, queues: u16) {
         r.clear_bits(txdctl(q), XDCTL_ENABLE);
     }
     for q in 0..queues {
-        let _ = wait_for("RX queue disable", Duration::from_millis(50), || r.read32(rxdctl(q)) & XDCTL_ENABLE == 0);
-        let _ = wait_for("TX queue disable", Duration::from_millis(50), || r.read32(txdctl(q)) & XDCTL_ENABLE == 0);
+        let _ = wait_for("RX queue disable", Duration::from_millis(50), || {
+            r.read32(rxdctl(q)) & XDCTL_ENABLE == 0
+        });
+        let _ = wait_for("TX queue disable", Duration::from_millis(50), || {
+            r.read32(txdctl(q)) & XDCTL_ENABLE == 0
+        });
     }
     r.clear_bits(TCTL, TCTL_EN);
     let _ = reset(r);

@@ -27,7 +27,14 @@ pub struct HashTypes {
 impl Default for HashTypes {
     /// All six on.
     fn default() -> Self {
-        HashTypes { ipv4: true, tcp_ipv4: true, udp_ipv4: true, ipv6: true, tcp_ipv6: true, udp_ipv6: true }
+        HashTypes {
+            ipv4: true,
+            tcp_ipv4: true,
+            udp_ipv4: true,
+            ipv6: true,
+            tcp_ipv6: true,
+            udp_ipv6: true,
+        }
     }
 }
 
@@ -76,7 +83,14 @@ mod tests {
     #[test]
     fn mrqc_values() {
         assert_eq!(HashTypes::default().mrqc(), 0x00ff_0002 & !(1 << 19));
-        let only_v4 = HashTypes { ipv4: true, tcp_ipv4: false, udp_ipv4: false, ipv6: false, tcp_ipv6: false, udp_ipv6: false };
+        let only_v4 = HashTypes {
+            ipv4: true,
+            tcp_ipv4: false,
+            udp_ipv4: false,
+            ipv6: false,
+            tcp_ipv6: false,
+            udp_ipv6: false,
+        };
         assert_eq!(only_v4.mrqc(), 0x0002_0002);
     }
 }

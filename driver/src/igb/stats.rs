@@ -12,7 +12,9 @@ pub struct Stats {
 
 impl Default for Stats {
     fn default() -> Self {
-        Stats { totals: vec![0; COUNTERS.len()] }
+        Stats {
+            totals: vec![0; COUNTERS.len()],
+        }
     }
 }
 
@@ -40,7 +42,10 @@ impl Stats {
 
     /// `(name, total)` pairs in `ethtool -S` order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        COUNTERS.iter().map(|c| c.name).zip(self.totals.iter().copied())
+        COUNTERS
+            .iter()
+            .map(|c| c.name)
+            .zip(self.totals.iter().copied())
     }
 }
 
@@ -57,8 +62,12 @@ mod tests {
         fn read32(&self, off: u32) -> u32 {
             let mut m = self.0.borrow_mut();
             let v = m.get(&off).copied().unwrap_or(0);
-            let pair_hi = COUNTERS.iter().any(|c| matches!(c.width, Width::Bits64 { hi, .. } if hi == off));
-            let pair_lo = COUNTERS.iter().any(|c| matches!(c.width, Width::Bits64 { lo, .. } if lo == off));
+            let pair_hi = COUNTERS
+                .iter()
+                .any(|c| matches!(c.width, Width::Bits64 { hi, .. } if hi == off));
+            let pair_lo = COUNTERS
+                .iter()
+                .any(|c| matches!(c.width, Width::Bits64 { lo, .. } if lo == off));
             if pair_hi {
                 m.insert(off, 0);
                 m.insert(off - 4, 0);

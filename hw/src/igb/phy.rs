@@ -36,7 +36,10 @@ mod tests {
     use super::*;
     #[test]
     fn mdic_encoding() {
-        assert_eq!(mdic_write(PHY_CTRL, BMCR_AUTOEN | BMCR_RESTART_AN), 0x0420_1200);
+        assert_eq!(
+            mdic_write(PHY_CTRL, BMCR_AUTOEN | BMCR_RESTART_AN),
+            0x0420_1200
+        );
         assert_eq!(mdic_read(PHY_STATUS), 0x0821_0000);
     }
 }

@@ -127,7 +127,10 @@ mod tests {
     fn global_register_offsets() {
         assert_eq!((CTRL, STATUS, EECD, EERD, MDIC), (0, 8, 0x10, 0x14, 0x20));
         assert_eq!((RCTL, TCTL), (0x100, 0x400));
-        assert_eq!((RAL0, RAH0, MRQC, RETA, RSSRK), (0x5400, 0x5404, 0x5818, 0x5c00, 0x5c80));
+        assert_eq!(
+            (RAL0, RAH0, MRQC, RETA, RSSRK),
+            (0x5400, 0x5404, 0x5818, 0x5c00, 0x5c80)
+        );
         assert_eq!((EIMC, EICR), (0x1528, 0x1580));
     }
 }

@@ -32,10 +32,18 @@ pub struct Counter {
 }
 
 const fn c32(name: &'static str, register: &'static str, off: u32) -> Counter {
-    Counter { name, register, width: Width::Bits32(off) }
+    Counter {
+        name,
+        register,
+        width: Width::Bits32(off),
+    }
 }
 const fn c64(name: &'static str, register: &'static str, lo: u32) -> Counter {
-    Counter { name, register, width: Width::Bits64 { lo, hi: lo + 4 } }
+    Counter {
+        name,
+        register,
+        width: Width::Bits64 { lo, hi: lo + 4 },
+    }
 }
 
 /// Good packets received (frames); `ethtool -S` `rx_packets`.
@@ -107,8 +115,20 @@ mod tests {
     #[test]
     fn well_known_offsets() {
         assert_eq!(RX_PACKETS.width, Width::Bits32(0x4074));
-        assert_eq!(RX_BYTES.width, Width::Bits64 { lo: 0x4088, hi: 0x408c });
-        assert_eq!(TX_BYTES.width, Width::Bits64 { lo: 0x4090, hi: 0x4094 });
+        assert_eq!(
+            RX_BYTES.width,
+            Width::Bits64 {
+                lo: 0x4088,
+                hi: 0x408c
+            }
+        );
+        assert_eq!(
+            TX_BYTES.width,
+            Width::Bits64 {
+                lo: 0x4090,
+                hi: 0x4094
+            }
+        );
         assert_eq!(RX_MISSED_ERRORS.width, Width::Bits32(0x4010));
         assert_eq!(RX_NO_BUFFER_COUNT.width, Width::Bits32(0x40a0));
         assert_eq!(index_of("rx_packets"), Some(0));
