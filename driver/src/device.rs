@@ -68,6 +68,9 @@ impl Device {
                 .into())
             }
         }
+        if let Some(max) = info.model.map(|m| m.max_queues()).filter(|&m| cfg.queues > m) {
+            return Err(Error::Config(format!("{} queues requested but {} has {max}", cfg.queues, info.name())));
+        }
         if info.driver.as_deref() != Some(VFIO_PCI) {
             return Err(Error::NotBoundToVfio {
                 addr,

@@ -50,6 +50,18 @@ pub struct NicModel {
     pub variant: &'static str,
 }
 
+impl NicModel {
+    /// RX/TX queue pairs the part has: 82576 16 (datasheet §7.1.1), I350 8
+    /// (I350 datasheet §7.1.1), 82599 128.
+    pub fn max_queues(&self) -> u16 {
+        match self.family {
+            NicFamily::Igb if self.variant.starts_with("I350") => 8,
+            NicFamily::Igb => 16,
+            NicFamily::Ixgbe => 128,
+        }
+    }
+}
+
 const fn igb(device_id: u16, variant: &'static str, name: &'static str) -> NicModel {
     NicModel {
         device_id,
@@ -238,5 +250,16 @@ mod tests {
     fn family_names_the_kernel_driver() {
         assert_eq!(NicFamily::Igb.to_string(), "igb");
         assert_eq!(NicFamily::Ixgbe.kernel_driver(), "ixgbe");
+    }
+}
+
+#[cfg(test)]
+mod queue_limits {
+    use super::*;
+    #[test]
+    fn max_queues_per_part() {
+        assert_eq!(lookup(INTEL_VENDOR_ID, 0x10c9).unwrap().max_queues(), 16);
+        assert_eq!(lookup(INTEL_VENDOR_ID, 0x1521).unwrap().max_queues(), 8);
+        assert_eq!(lookup(INTEL_VENDOR_ID, 0x10fb).unwrap().max_queues(), 128);
     }
 }
