@@ -54,13 +54,13 @@ struct Args {
     /// Use the symmetric RSS key instead of the default one.
     #[arg(long)]
     symmetric: bool,
-    /// Frames per burst.
+    /// Frames per burst (1..=512).
     #[arg(long, default_value_t = 32)]
     batch: usize,
     /// Offered rate in packets/s (0 = as fast as possible).
     #[arg(long, default_value_t = 0)]
     rate: u64,
-    /// Descriptors per RX and TX ring (multiple of 8, 32..=4096).
+    /// Descriptors per RX and TX ring (multiple of 8, 32..=4096); the mempool is sized to fit.
     #[arg(long, default_value_t = 512)]
     ring_size: u32,
 }
@@ -92,7 +92,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     let cores = parse_cores(&args.cores)?;
-    let batch = args.batch.clamp(1, 512);
+    if args.tx == args.rx {
+        return Err(
+            "--tx and --rx are the same port: loopback needs two ports cabled back to back".into(),
+        );
+    }
+    if !(1..=512).contains(&args.batch) {
+        return Err(format!("--batch {} is outside 1..=512", args.batch).into());
+    }
+    let batch = args.batch;
     let stop = pollnic::signal::stop_flag()?;
     let base = DeviceConfig {
         rx_ring_size: args.ring_size,
@@ -173,6 +181,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         lat.merge(&r.lat);
     }
     let lost = sent.saturating_sub(received);
+    if stop.load(Relaxed) {
+        println!("(interrupted by Ctrl-C: the device was shut down cleanly)");
+    }
     println!("--- summary (under QEMU/TCG these numbers include emulation cost) ---");
     println!(
         "sent       {sent} frames in {:.2} s, {:.0} pps offered (tx_packets counter: {tx_hw})",
@@ -236,13 +247,12 @@ fn send(
     let mut pending: Vec<Packet> = Vec::with_capacity(batch);
     let t0 = Instant::now();
     while !stop.load(Relaxed) && Instant::now() < deadline && (count == 0 || seq < count) {
-        if let Some(gap_ns) = 1_000_000_000u64.checked_div(rate) {
-            if Instant::now() < t0 + Duration::from_nanos(seq * gap_ns) {
-                std::hint::spin_loop();
-                continue;
-            }
-        }
-        while pending.len() < batch && (count == 0 || seq < count) {
+        // With --rate, release frames one by one on schedule (never a whole burst early).
+        let due = match 1_000_000_000u64.checked_div(rate) {
+            Some(gap_ns) => t0.elapsed().as_nanos() as u64 / gap_ns + 1,
+            None => u64::MAX,
+        };
+        while pending.len() < batch && (count == 0 || seq < count) && seq < due {
             let Some(mut p) = txd.mempool().alloc() else {
                 break;
             };
@@ -256,6 +266,10 @@ fn send(
             frame::write(p.data_mut(), flow, seq, pollnic::clock::monotonic_ns());
             pending.push(p);
             seq += 1;
+        }
+        if pending.is_empty() {
+            std::hint::spin_loop();
+            continue;
         }
         let n = txd.tx_burst(&mut pending);
         live.fetch_add(n as u64, Relaxed);

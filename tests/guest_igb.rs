@@ -10,12 +10,9 @@ use pollnic::pci::{self, PciAddress, Sysfs};
 use pollnic::{Device, DeviceConfig, Error};
 use std::time::Duration;
 
-const GUEST: &str = "needs the QEMU igb testbed: run `cargo xtask test`";
-
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn link_comes_up_and_mac_matches_qemu_command_line() {
-    let _ = GUEST;
     for i in 0..2 {
         let dev = Device::open(&port(i), &DeviceConfig::default()).expect("open");
         let link = dev.link();
@@ -167,7 +164,6 @@ fn up_traffic_down_in_two_processes() {
     let mut tx = Device::open(&port(0), &small_config()).unwrap();
     let mut rx = Device::open(&port(1), &small_config()).unwrap();
     transfer_and_verify(&mut tx, &mut rx, 100, |_| 60);
-    let _ = Duration::ZERO;
 }
 
 /// Run by `ctrl_c_and_panic_shut_the_device_down_in_order` as a child
@@ -210,6 +206,7 @@ fn ctrl_c_and_panic_shut_the_device_down_in_order() {
             .env("POLLNIC_CHILD", mode)
             .env("RUST_BACKTRACE", "0")
             .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -221,9 +218,6 @@ fn ctrl_c_and_panic_shut_the_device_down_in_order() {
             line.contains("traffic running"),
             "{mode}: child never started traffic"
         );
-        if mode == "panic" {
-            eprintln!("(the child's panic message that follows is deliberate)");
-        }
         if mode == "sigint" {
             std::thread::sleep(Duration::from_millis(500));
             let rc = std::process::Command::new("kill")
@@ -234,13 +228,21 @@ fn ctrl_c_and_panic_shut_the_device_down_in_order() {
         }
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
         let status = child.wait().unwrap();
         match mode {
             "sigint" => {
                 assert!(status.success(), "SIGINT: child failed: {rest}");
                 assert!(rest.contains("stopped cleanly"), "SIGINT: {rest}");
             }
-            _ => assert!(!status.success(), "panic: child should fail"),
+            _ => {
+                assert!(!status.success(), "panic: child should fail");
+                assert!(
+                    err.contains("deliberate panic with traffic in flight"),
+                    "panic: {err}"
+                );
+            }
         }
         // Either way the ports are quiescent and immediately reusable.
         let mut tx = Device::open(&port(0), &small_config()).unwrap();

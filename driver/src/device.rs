@@ -59,7 +59,13 @@ impl Device {
         let info = PciDevice::read(&sysfs, addr)?;
         match info.family() {
             Some(NicFamily::Igb) => {}
-            _ => {
+            Some(NicFamily::Ixgbe) => {
+                return Err(Error::IxgbeNotImplemented {
+                    addr,
+                    name: info.name(),
+                })
+            }
+            None => {
                 return Err(crate::pci::Error::Unsupported {
                     addr,
                     vendor: info.vendor,
@@ -68,8 +74,16 @@ impl Device {
                 .into())
             }
         }
-        if let Some(max) = info.model.map(|m| m.max_queues()).filter(|&m| cfg.queues > m) {
-            return Err(Error::Config(format!("{} queues requested but {} has {max}", cfg.queues, info.name())));
+        if let Some(max) = info
+            .model
+            .map(|m| m.max_queues())
+            .filter(|&m| cfg.queues > m)
+        {
+            return Err(Error::Config(format!(
+                "{} queues requested but {} has {max}",
+                cfg.queues,
+                info.name()
+            )));
         }
         if info.driver.as_deref() != Some(VFIO_PCI) {
             return Err(Error::NotBoundToVfio {
@@ -115,6 +129,7 @@ impl Device {
         init::link_setup(&*bar).map_err(timeout)?;
         init::clear_counters(&*bar);
 
+        check_hugepages(cfg)?;
         let dma = self.vfio.dma();
         // RSS always on: with one queue it still writes the hash back.
         rss::enable(&*bar, &self.rss_key, &self.reta, &cfg.hash_types);
@@ -303,6 +318,23 @@ impl Device {
             .map(|q| q.tx_stats())
             .unwrap_or_default()
     }
+}
+
+/// Refuse up front, with the total, when the hugepage pool cannot hold every
+/// queue's mempool and two rings (each region is rounded up to 2 MiB pages).
+fn check_hugepages(cfg: &DeviceConfig) -> Result<()> {
+    use pollnic_rings::dma::{free_hugepages, HUGEPAGE_SIZE};
+    let pages = |bytes: usize| bytes.div_ceil(HUGEPAGE_SIZE);
+    let buf = cfg.buf_size.div_ceil(128) * 128;
+    let per_queue = pages(cfg.mempool_size as usize * buf)
+        + pages(cfg.rx_ring_size as usize * 16)
+        + pages(cfg.tx_ring_size as usize * 16);
+    let needed = per_queue * cfg.queues as usize;
+    let free = free_hugepages();
+    if free < needed {
+        return Err(pollnic_rings::DmaError::NoHugepages { needed, free }.into());
+    }
+    Ok(())
 }
 
 impl Drop for Device {

@@ -77,6 +77,18 @@ pub enum Error {
     #[error(transparent)]
     Ring(#[from] pollnic_rings::rx::RingError),
 
+    /// An ixgbe (82599/X520) port: recognized, but its data path is not implemented yet.
+    #[error(
+        "{addr}: {name} is an ixgbe (82599/X520) part; pollnic's ixgbe data path is not implemented yet \
+         (only igb: 82576, I350). `pollnic unbind {addr}` gives it back to the kernel"
+    )]
+    IxgbeNotImplemented {
+        /// The device.
+        addr: PciAddress,
+        /// Its name.
+        name: String,
+    },
+
     /// A ring size the hardware cannot take.
     #[error(
         "invalid {which} ring size {size}: must be a multiple of {RING_SIZE_ALIGN} between \

@@ -9,8 +9,8 @@
 //! # Ok::<(), pollnic::Error>(())
 //! ```
 //!
-//! `unsafe` is confined to [`mmio`] (BAR access) and [`vfio`] (DMA mapping),
-//! plus the PCI link probe in `pci`.
+//! `unsafe` is confined to [`mmio`] (BAR access), [`vfio`] (DMA mapping),
+//! [`clock`] (`clock_gettime`) and the read-only PCI link probe in `pci`.
 
 pub mod clock;
 pub mod config;

@@ -28,7 +28,8 @@ impl Throughput {
     pub fn pps(&self) -> f64 {
         self.packets as f64 / self.secs()
     }
-    /// L2 frame bytes (no FCS) per second, in Mbit/s.
+    /// Payload rate: L2 frame bytes (destination MAC through the end of the
+    /// frame, no FCS) per second, in Mbit/s; printed as "Mbit/s L2".
     pub fn payload_mbps(&self) -> f64 {
         self.bytes as f64 * 8.0 / self.secs() / 1e6
     }

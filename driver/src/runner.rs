@@ -51,8 +51,9 @@ pub fn pin_current_thread(core: usize) -> bool {
 /// returns each queue's result in queue order once all have returned.
 ///
 /// # Errors
-/// A message when `cores` is empty or a core cannot be pinned to (checked
-/// before any thread starts: `nproc` tells which cores exist).
+/// A message when `cores` is empty or names a core this process may not run
+/// on (checked against its affinity mask before any thread starts: `taskset -p $$`
+/// shows the mask). A pin that still fails at thread start is reported on stderr.
 pub fn run_pinned<R, F, G>(
     dev: &mut Device,
     cores: &[usize],
@@ -87,7 +88,9 @@ where
                 std::thread::Builder::new()
                     .name(format!("pollnic-q{i}"))
                     .spawn_scoped(s, move || {
-                        pin_current_thread(core);
+                        if !pin_current_thread(core) {
+                            eprintln!("pollnic: queue {i}: could not pin to core {core}; running unpinned");
+                        }
                         work(q)
                     })
                     .expect("spawn queue thread")

@@ -58,11 +58,24 @@ pub fn run(
     }
     let date = chrono_free_utc_date();
     let out = layout.repo.join(format!("results/compare-{date}"));
+    let given = |flag: &str| {
+        extra
+            .iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let mut defaults = String::new();
+    if !given("--out") {
+        defaults += &format!("--out {} ", shell_join([&out]));
+    }
+    if !given("--label") {
+        defaults += &format!(
+            "--label {} ",
+            shell_join([format!("(QEMU/TCG testbed, {date})")])
+        );
+    }
     let script = format!(
-        "{} --tx \"$POLLNIC_PORT0\" --rx \"$POLLNIC_PORT1\" --out {} --label {} {}\n",
+        "{} --tx \"$POLLNIC_PORT0\" --rx \"$POLLNIC_PORT1\" {defaults}{}\n",
         shell_join([&exe]),
-        shell_join([&out]),
-        shell_join([format!("(QEMU/TCG testbed, {date})")]),
         shell_join(extra)
     );
     qemu::run_in_guest(layout, &image, &script, opts)

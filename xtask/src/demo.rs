@@ -36,8 +36,18 @@ pub fn run(
             example.display()
         );
     }
+    // `cargo xtask demo -- --seconds 3` and `cargo xtask demo --seconds 3` both work:
+    // the example's own flag wins when given.
+    let seconds_arg = if extra
+        .iter()
+        .any(|a| a == "--seconds" || a.starts_with("--seconds="))
+    {
+        String::new()
+    } else {
+        format!("--seconds {seconds} ")
+    };
     let script = format!(
-        "{} --tx \"$POLLNIC_PORT0\" --rx \"$POLLNIC_PORT1\" --seconds {seconds} {}\n",
+        "{} --tx \"$POLLNIC_PORT0\" --rx \"$POLLNIC_PORT1\" {seconds_arg}{}\n",
         shell_join([&example]),
         shell_join(extra)
     );

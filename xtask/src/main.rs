@@ -82,7 +82,7 @@ enum Command {
         #[command(flatten)]
         vm: VmArgs,
         /// Limit in seconds for each guest test executable (then it counts as failed).
-        #[arg(long, default_value_t = 900)]
+        #[arg(long, default_value_t = 300)]
         test_timeout: u64,
     },
     /// Run the loopback example between the guest's two igb ports.
@@ -127,7 +127,7 @@ struct VmArgs {
     #[arg(long, default_value_t = 512)]
     hugepages: u32,
     /// Overall limit in seconds, from boot to power-off.
-    #[arg(long, default_value_t = 1800)]
+    #[arg(long, default_value_t = 900)]
     timeout: u64,
     /// Extra kernel command line words (e.g. `loglevel=7` to see the boot log).
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
