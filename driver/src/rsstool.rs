@@ -17,6 +17,7 @@ pub fn parse_key(s: &str) -> Result<[u8; KEY_LEN], String> {
         _ => {}
     }
     let hex: String = s
+        .trim_start_matches("0x")
         .chars()
         .filter(|c| !matches!(c, ':' | ' ' | '-'))
         .collect();
@@ -174,6 +175,8 @@ mod tests {
         let hex: String = MICROSOFT_KEY.iter().map(|b| format!("{b:02x}:")).collect();
         assert_eq!(parse_key(hex.trim_end_matches(':')).unwrap(), MICROSOFT_KEY);
         assert!(parse_key("abcd").is_err());
+        let plain: String = MICROSOFT_KEY.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(parse_key(&format!("0x{plain}")).unwrap(), MICROSOFT_KEY);
         assert_eq!(parse_reta("0,1", 2).unwrap(), Reta::round_robin(2));
         assert!(parse_reta("0,2", 2).is_err());
         assert!(flow(

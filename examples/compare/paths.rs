@@ -265,15 +265,51 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| format!("starting {bin}: {e}"))?;
-    // Let it initialise and start forwarding before traffic starts.
-    std::thread::sleep(Duration::from_secs(4));
-    if let Ok(Some(st)) = child.try_wait() {
-        let mut err = String::new();
-        child.stderr.take().map(|mut e| e.read_to_string(&mut err));
-        return Err(format!(
-            "dpdk-testpmd exited early ({st}): {}",
-            err.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
-        ));
+    // Collect testpmd's output on a thread; traffic starts only once it says it
+    // is forwarding ("Press enter to exit"), which under TCG can take many seconds.
+    let stdout = child.stdout.take().ok_or("no stdout from testpmd")?;
+    let (tx, rx_lines) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let mut seen = Vec::new();
+    loop {
+        match rx_lines.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) if line.contains("Press enter to exit") => break,
+            Ok(line) => seen.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = child.wait();
+                let mut err = String::new();
+                child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+                return Err(format!(
+                    "dpdk-testpmd exited before forwarding: {} | {}",
+                    seen.iter()
+                        .rev()
+                        .take(3)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(" | "),
+                    err.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
+                ));
+            }
+            Err(_) if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("dpdk-testpmd did not start forwarding within 90 s".into());
+            }
+            Err(_) => {}
+        }
     }
     let cpu0 = process_cpu_ns(child.id());
     let offered = generate(
@@ -282,9 +318,8 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
     std::thread::sleep(DRAIN);
     let cpu = process_cpu_ns(child.id()) - cpu0;
     let _ = child.stdin.take().map(|mut i| i.write_all(b"\n"));
-    let mut out = String::new();
-    child.stdout.take().map(|mut o| o.read_to_string(&mut out));
     let _ = child.wait();
+    let out = reader.join().unwrap_or_default();
     // "Accumulated forward statistics for all ports" ... "RX-packets: N"
     let acc = out
         .rfind("Accumulated forward statistics")
