@@ -102,9 +102,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let batch = args.batch;
     let stop = pollnic::signal::stop_flag()?;
+    // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
+    let mempool_size = (2 * args.ring_size + 1024).max(4096);
     let base = DeviceConfig {
         rx_ring_size: args.ring_size,
         tx_ring_size: args.ring_size,
+        mempool_size,
         ..Default::default()
     };
     let txd = Device::open(&args.tx, &base)?;

@@ -43,7 +43,7 @@ impl fmt::Display for Throughput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:.0} pps, {:.1} Mbit/s payload, {:.1} Mbit/s L1",
+            "{:.0} pps, {:.1} Mbit/s L2, {:.1} Mbit/s L1",
             self.pps(),
             self.payload_mbps(),
             self.l1_mbps()

@@ -68,13 +68,14 @@ where
     if cores.is_empty() {
         return Err("no cores given".into());
     }
-    let online = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    if let Some(bad) = cores.iter().find(|&&c| c >= online) {
+    let allowed: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    if let Some(bad) = cores.iter().find(|c| !allowed.contains(c)) {
         return Err(format!(
-            "core {bad} does not exist here ({online} cores online: 0-{})",
-            online - 1
+            "core {bad} is not available to this process (allowed: {allowed:?}; see `taskset -p $$`, cpusets, isolcpus)"
         ));
     }
     let work = &work;

@@ -123,8 +123,13 @@ pub fn write_all(dir: &Path, rows: &[Row], title: &str) -> Result<(), String> {
 /// # Errors
 /// File or decoding errors, as text.
 pub fn replot(dir: &Path, title: &str) -> Result<(), String> {
-    let json = std::fs::read_to_string(dir.join("compare.json"))
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let file = dir.join("compare.json");
+    let json = std::fs::read_to_string(&file).map_err(|e| {
+        format!(
+            "{}: {e}: pass --out <folder holding a compare.json from an earlier run>",
+            file.display()
+        )
+    })?;
     let rows: Vec<Row> = serde_json::from_str(&json).map_err(|e| e.to_string())?;
     print!("{}", table(&rows));
     plot(&dir.join("compare.svg"), &rows, title)
