@@ -255,21 +255,23 @@ fn send(
             Some(gap_ns) => t0.elapsed().as_nanos() as u64 / gap_ns + 1,
             None => u64::MAX,
         };
-        while pending.len() < batch && (count == 0 || seq < count) && seq < due {
-            let Some(mut p) = txd.mempool().alloc() else {
-                break;
-            };
-            let len = if frame_size == 0 {
-                frame::mixed_len(seq)
+        let limit = if count == 0 { due } else { due.min(count) };
+        let len_of = |s: u64| {
+            if frame_size == 0 {
+                frame::mixed_len(s)
             } else {
                 frame_size - 4
-            };
-            p.set_len(len).map_err(|e| e.to_string())?;
-            let flow = &flows[(seq % flows.len() as u64) as usize];
-            frame::write(p.data_mut(), flow, seq, pollnic::clock::monotonic_ns());
-            pending.push(p);
-            seq += 1;
-        }
+            }
+        };
+        frame::fill_burst(
+            txd.mempool(),
+            &mut pending,
+            batch,
+            flows,
+            &mut seq,
+            limit,
+            len_of,
+        );
         if pending.is_empty() {
             std::hint::spin_loop();
             continue;

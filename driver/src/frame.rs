@@ -143,6 +143,36 @@ fn fill_pattern(rest: &mut [u8], seq: u64) {
     }
 }
 
+/// The generators' inner step: allocate test frames from `pool` into `pending`
+/// until it holds `burst` frames, the pool runs dry, or `*seq` reaches `limit`.
+/// Frame `seq` goes to flow `seq % flows.len()`, is `len_of(seq)` bytes long
+/// (`MIN_FRAME_LEN..=MAX_FRAME_LEN`, else it stops) and carries CLOCK_MONOTONIC
+/// now as its send time. Advances `*seq`; returns how many frames were added.
+pub fn fill_burst(
+    pool: &std::sync::Arc<crate::Mempool>,
+    pending: &mut Vec<crate::Packet>,
+    burst: usize,
+    flows: &[Flow],
+    seq: &mut u64,
+    limit: u64,
+    len_of: impl Fn(u64) -> usize,
+) -> usize {
+    let mut added = 0;
+    while pending.len() < burst && *seq < limit && !flows.is_empty() {
+        let Some(mut p) = pool.alloc() else { break };
+        let flow = &flows[(*seq % flows.len() as u64) as usize];
+        if p.set_len(len_of(*seq)).is_err()
+            || !write(p.data_mut(), flow, *seq, crate::clock::monotonic_ns())
+        {
+            break;
+        }
+        pending.push(p);
+        *seq += 1;
+        added += 1;
+    }
+    added
+}
+
 /// The frame `write` produces for these arguments, as a new vector.
 pub fn expected(len: usize, flow: &Flow, seq: u64, tx_ns: u64) -> Vec<u8> {
     let mut v = vec![0; len];
@@ -245,6 +275,48 @@ mod tests {
         assert!(!write(&mut [0u8; 59], &flow, 0, 0));
         assert!(!write(&mut vec![0u8; 1515], &flow, 0, 0));
         assert!(parse(&[0u8; 60]).is_none());
+    }
+
+    #[test]
+    fn fill_burst_stops_at_burst_limit_and_empty_pool() {
+        use pollnic_rings::{IdentityMapper, PageSize};
+        let pool = crate::Mempool::new(
+            8,
+            2048,
+            PageSize::Small4K,
+            std::sync::Arc::new(IdentityMapper),
+        )
+        .unwrap();
+        let flows = [Flow::between([2; 6], [4; 6]), Flow::nth([2; 6], [4; 6], 1)];
+        let (mut pending, mut seq) = (Vec::new(), 0);
+        assert_eq!(
+            fill_burst(&pool, &mut pending, 4, &flows, &mut seq, u64::MAX, |_| 60),
+            4
+        );
+        assert_eq!(
+            fill_burst(&pool, &mut pending, 32, &flows, &mut seq, 6, |_| 60),
+            2,
+            "limit"
+        );
+        assert_eq!(
+            fill_burst(
+                &pool,
+                &mut pending,
+                32,
+                &flows,
+                &mut seq,
+                u64::MAX,
+                mixed_len
+            ),
+            2,
+            "pool dry"
+        );
+        assert_eq!(seq, 8);
+        for (i, p) in pending.iter().enumerate() {
+            let info = parse(p.data()).unwrap();
+            assert_eq!((info.seq, info.flow), (i as u64, flows[i % 2]));
+            assert!(pattern_ok(p.data(), i as u64));
+        }
     }
 
     #[test]

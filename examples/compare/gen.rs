@@ -33,20 +33,15 @@ pub fn generate(
     while Instant::now() < end && !stop.load(Relaxed) {
         // Top up to what the schedule allows now, at most a burst of 32.
         let due = (t0.elapsed().as_nanos() / gap.as_nanos().max(1)) as u64 + 1;
-        while pending.len() < 32 && seq < due {
-            let Some(mut p) = dev.mempool().alloc() else {
-                break;
-            };
-            p.set_len(len).expect("frame fits a 2 KiB buffer");
-            frame::write(
-                p.data_mut(),
-                &flows[(seq % flows.len() as u64) as usize],
-                seq,
-                pollnic::clock::monotonic_ns(),
-            );
-            pending.push(p);
-            seq += 1;
-        }
+        frame::fill_burst(
+            dev.mempool(),
+            &mut pending,
+            32,
+            flows,
+            &mut seq,
+            due,
+            |_| len,
+        );
         if pending.is_empty() {
             std::hint::spin_loop();
             continue;

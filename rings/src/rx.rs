@@ -13,7 +13,7 @@ use crate::mempool::{Mempool, Packet};
 use pollnic_hw::desc::{rx_done, rx_read, RawDesc, RxCompletion};
 use std::sync::Arc;
 
-/// Buffers fetched from the mempool per lock when the RX refill cache runs dry.
+/// Buffers fetched from the mempool at once when the RX refill cache runs dry.
 const REFILL_BATCH: usize = 64;
 
 /// Per-ring software counters (DPDK `rte_eth_stats` terms).
