@@ -60,7 +60,7 @@ struct Args {
     /// Offered rate in packets/s (0 = as fast as possible).
     #[arg(long, default_value_t = 0)]
     rate: u64,
-    /// Descriptors per RX and TX ring (multiple of 8, 32..=4096); the mempool is sized to fit.
+    /// Descriptors per RX and TX ring (a power of two, 32..=4096); the mempool is sized to fit.
     #[arg(long, default_value_t = 512)]
     ring_size: u32,
 }

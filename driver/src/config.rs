@@ -9,9 +9,9 @@ use std::time::Duration;
 /// How to bring a device up. `Default` gives DPDK-like defaults.
 #[derive(Clone, Debug)]
 pub struct DeviceConfig {
-    /// RX descriptors per queue: multiple of 8 in 32..=4096 (default 512).
+    /// RX descriptors per queue: a power of two in 32..=4096 (default 512).
     pub rx_ring_size: u32,
-    /// TX descriptors per queue: multiple of 8 in 32..=4096 (default 512).
+    /// TX descriptors per queue: a power of two in 32..=4096 (default 512).
     pub tx_ring_size: u32,
     /// Buffers in each queue's mempool (default 4096); must exceed the RX ring size.
     pub mempool_size: u32,
@@ -55,13 +55,13 @@ impl DeviceConfig {
     /// # Errors
     /// [`Error::InvalidRingSize`] for a bad ring size, [`Error::Config`] otherwise.
     pub fn validate(&self) -> Result<()> {
-        if !valid_ring_size(self.rx_ring_size) {
+        if !usable_ring_size(self.rx_ring_size) {
             return Err(Error::InvalidRingSize {
                 which: "rx",
                 size: self.rx_ring_size,
             });
         }
-        if !valid_ring_size(self.tx_ring_size) {
+        if !usable_ring_size(self.tx_ring_size) {
             return Err(Error::InvalidRingSize {
                 which: "tx",
                 size: self.tx_ring_size,
@@ -106,19 +106,25 @@ impl DeviceConfig {
     }
 }
 
+/// A ring size the hardware takes ([`valid_ring_size`]) and pollnic's rings
+/// can index with a mask (a power of two): 32, 64, ..., 4096.
+pub fn usable_ring_size(n: u32) -> bool {
+    valid_ring_size(n) && n.is_power_of_two()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     #[test]
     fn defaults_are_valid_and_bad_sizes_are_refused() {
         DeviceConfig::default().validate().unwrap();
-        for bad in [0, 24, 100, 4104, 8192] {
+        for bad in [0, 24, 100, 520, 4104, 8192] {
             let c = DeviceConfig {
                 rx_ring_size: bad,
                 ..Default::default()
             };
             let e = c.validate().unwrap_err().to_string();
-            assert!(e.contains("multiple of 8 between 32 and 4096"), "{e}");
+            assert!(e.contains("power of two between 32 and 4096"), "{e}");
         }
         let c = DeviceConfig {
             tx_ring_size: 33,

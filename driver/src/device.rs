@@ -147,7 +147,7 @@ impl Device {
             queue::setup_tx(&*bar, q, &tx_desc).map_err(timeout)?;
             let rx = RxRing::new(
                 rx_desc,
-                Arc::clone(&pool),
+                &pool,
                 MmioDoorbell {
                     bar: Arc::clone(&bar),
                     reg: rdt(q),
@@ -164,7 +164,6 @@ impl Device {
                 id: q,
                 rx,
                 tx,
-                pool,
                 counters: Arc::clone(&self.counters),
             });
         }
@@ -263,7 +262,7 @@ impl Device {
     }
 
     /// The queue's mempool: allocate TX frames from it with [`Mempool::alloc`].
-    pub fn mempool(&self) -> &Arc<Mempool> {
+    pub fn mempool(&self) -> &Mempool {
         self.queues[0].mempool()
     }
 

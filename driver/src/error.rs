@@ -3,7 +3,7 @@
 //! every mapping released before the error is returned).
 
 use crate::pci::PciAddress;
-use pollnic_hw::igb::{MAX_RING_SIZE, MIN_RING_SIZE, RING_SIZE_ALIGN};
+use pollnic_hw::igb::{MAX_RING_SIZE, MIN_RING_SIZE};
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -89,9 +89,11 @@ pub enum Error {
         name: String,
     },
 
-    /// A ring size the hardware cannot take.
+    /// A ring size pollnic cannot use: the 82576 takes multiples of
+    /// 8 descriptors up to 4096 (82576 datasheet, RDLEN/TDLEN registers), and
+    /// pollnic's rings index with a mask, so the size must be a power of two.
     #[error(
-        "invalid {which} ring size {size}: must be a multiple of {RING_SIZE_ALIGN} between \
+        "invalid {which} ring size {size}: must be a power of two between \
          {MIN_RING_SIZE} and {MAX_RING_SIZE} descriptors (e.g. 512)"
     )]
     InvalidRingSize {

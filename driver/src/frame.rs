@@ -149,7 +149,7 @@ fn fill_pattern(rest: &mut [u8], seq: u64) {
 /// (`MIN_FRAME_LEN..=MAX_FRAME_LEN`, else it stops) and carries CLOCK_MONOTONIC
 /// now as its send time. Advances `*seq`; returns how many frames were added.
 pub fn fill_burst(
-    pool: &std::sync::Arc<crate::Mempool>,
+    pool: &crate::Mempool,
     pending: &mut Vec<crate::Packet>,
     burst: usize,
     flows: &[Flow],

@@ -26,7 +26,6 @@ pub struct Queue {
     pub(crate) id: u16,
     pub(crate) rx: RxRing<MmioDoorbell>,
     pub(crate) tx: TxRing<MmioDoorbell>,
-    pub(crate) pool: Arc<Mempool>,
     pub(crate) counters: DeviceCounters,
 }
 
@@ -49,7 +48,7 @@ impl Queue {
     /// how many were taken (the rest stay in `pkts`, in order).
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
-        let n = self.tx.tx_burst(pkts);
+        let n = self.tx.tx_burst(pkts, self.rx.cache_mut());
         self.counters[self.id as usize].publish_tx(&self.tx.stats());
         n
     }
@@ -59,7 +58,7 @@ impl Queue {
     pub fn flush_tx(&mut self, timeout: Duration) -> bool {
         let start = Instant::now();
         loop {
-            self.tx.reclaim();
+            self.tx.reclaim(self.rx.cache_mut());
             if self.tx.in_flight() == 0 {
                 return true;
             }
@@ -70,9 +69,25 @@ impl Queue {
         }
     }
 
-    /// This queue's mempool (RX refill and frames to send).
-    pub fn mempool(&self) -> &Arc<Mempool> {
-        &self.pool
+    /// This queue's mempool (RX refill and frames to send). Its
+    /// [`Mempool::alloc`] works from any thread; on the queue's own thread
+    /// [`Queue::alloc_burst`] is cheaper.
+    pub fn mempool(&self) -> &Mempool {
+        self.rx.pool()
+    }
+
+    /// Append up to `n` empty packets (length 0) from this queue's buffer
+    /// cache to `out`; returns how many (fewer when the mempool runs dry).
+    /// One atomic operation for the lot (DPDK `rte_pktmbuf_alloc_bulk`).
+    pub fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> usize {
+        self.rx.cache_mut().alloc_burst(out, n)
+    }
+
+    /// Return every packet in `pkts` (leaves it empty): this queue's buffers
+    /// go to its cache with one atomic operation for the lot, cheaper than
+    /// dropping them one by one (DPDK `rte_pktmbuf_free_bulk`).
+    pub fn free_bulk(&mut self, pkts: &mut Vec<Packet>) {
+        self.rx.cache_mut().free_bulk(pkts)
     }
     /// RX ring counters.
     pub fn rx_stats(&self) -> RxStats {

@@ -125,16 +125,27 @@ pub const TXD_STAT_DD: u32 = 1 << 0;
 pub const TX_MAX_DATA_LEN: usize = 0xffff;
 
 /// Read format of a one-buffer advanced TX data descriptor for a whole frame of
-/// `len` bytes at `buf_iova`: EOP, IFCS (the device appends the FCS), RS (so
-/// the device writes DD back). `len` must be at most [`TX_MAX_DATA_LEN`].
+/// `len` bytes at `buf_iova`: EOP and IFCS (the device appends the FCS), without
+/// RS; [`tx_rs`] adds the write-back request to the descriptors that need it.
+/// `len` must be at most [`TX_MAX_DATA_LEN`].
 #[inline]
 pub const fn tx_data(buf_iova: u64, len: u16) -> RawDesc {
-    let cmd_type_len =
-        len as u32 | TXD_DTYP_DATA | TXD_DCMD_EOP | TXD_DCMD_IFCS | TXD_DCMD_RS | TXD_DCMD_DEXT;
+    let cmd_type_len = len as u32 | TXD_DTYP_DATA | TXD_DCMD_EOP | TXD_DCMD_IFCS | TXD_DCMD_DEXT;
     let olinfo_status = (len as u32) << TXD_PAYLEN_SHIFT;
     RawDesc {
         lo: buf_iova,
         hi: cmd_type_len as u64 | ((olinfo_status as u64) << 32),
+    }
+}
+
+/// The same TX descriptor with report status (RS) set: the device writes DD
+/// back into it once it and every earlier descriptor are done (82576
+/// datasheet §7.2.3.1).
+#[inline]
+pub const fn tx_rs(d: RawDesc) -> RawDesc {
+    RawDesc {
+        lo: d.lo,
+        hi: d.hi | TXD_DCMD_RS as u64,
     }
 }
 
@@ -232,7 +243,13 @@ mod tests {
 
     #[test]
     fn tx_data_descriptor_bits() {
-        let d = tx_data(0x1000, 60);
+        let plain = tx_data(0x1000, 60);
+        assert_eq!(
+            plain.hi as u32 & TXD_DCMD_RS,
+            0,
+            "no write-back unless asked"
+        );
+        let d = tx_rs(plain);
         let ctl = d.hi as u32;
         // Values from Linux igb e1000_82575.h: DTYP_DATA 0x00300000, EOP
         // 0x01000000, IFCS 0x02000000, RS 0x08000000, DEXT 0x20000000.

@@ -19,7 +19,7 @@ pub struct FwdRig {
     /// TX ring (driver side).
     pub tx: TxRing<SoftDoorbell>,
     /// The mempool both use.
-    pub pool: Arc<Mempool>,
+    pub pool: Mempool,
     /// Burst buffer, preallocated.
     pub burst: Vec<Packet>,
     frame: Vec<u8>,
@@ -40,7 +40,7 @@ impl FwdRig {
         let tx_desc = DescRing::new(ring, PageSize::Small4K, mapper).expect("ring");
         let rdb = rx_nic.attach_rx(&rx_desc, pool.buf_size());
         let tdb = tx_nic.attach_tx(&tx_desc);
-        let mut rx = RxRing::new(rx_desc, Arc::clone(&pool), rdb).expect("rx ring");
+        let mut rx = RxRing::new(rx_desc, &pool, rdb).expect("rx ring");
         rx.start();
         let tx = TxRing::new(tx_desc, tdb);
         FwdRig {
@@ -69,9 +69,11 @@ impl FwdRig {
     #[inline(never)]
     pub fn forward_burst(&mut self, batch: usize) -> usize {
         self.rx.rx_burst(&mut self.burst, batch);
-        let n = self.tx.tx_burst(&mut self.burst);
+        let n = self.tx.tx_burst(&mut self.burst, self.rx.cache_mut());
         // The TX ring is sized so that everything fits; anything left is freed.
-        self.burst.clear();
+        if !self.burst.is_empty() {
+            self.rx.cache_mut().free_bulk(&mut self.burst);
+        }
         n
     }
 

@@ -7,7 +7,8 @@
 //! *tail* register (RDT/TDT) written once per burst.
 //!
 //! `unsafe` lives only in [`dma`] (mapping and raw buffer access), [`descring`]
-//! (volatile descriptor access) and [`model`] (the software device's DMA).
+//! (volatile descriptor access), [`mempool`] (the pool's reference count and
+//! packet buffer access) and [`model`] (the software device's DMA).
 
 pub mod descring;
 pub mod dma;
@@ -19,6 +20,6 @@ pub mod tx;
 
 pub use descring::{DescRing, Doorbell};
 pub use dma::{DmaError, DmaMapper, DmaRegion, IdentityMapper, PageSize};
-pub use mempool::{Mempool, Packet, PacketTooLong};
+pub use mempool::{Mempool, Packet, PacketTooLong, PoolCache};
 pub use rx::{RingError, RxRing, RxStats};
-pub use tx::{TxRing, TxStats};
+pub use tx::{TxRing, TxStats, TX_RS_THRESH};

@@ -11,7 +11,7 @@
 use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
 use pollnic_hw::desc::{tx_writeback, RawDesc, RxCompletion, TxRequest, RXD_STAT_DD, RXD_STAT_EOP};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// What the model does with transmitted frames.
@@ -42,7 +42,8 @@ struct Ring {
     base: *mut RawDesc,
     count: u16,
     head: u16,
-    tail: u16,
+    /// The tail register, written by the driver's [`SoftDoorbell`].
+    tail: Rc<Cell<u16>>,
 }
 
 impl Ring {
@@ -97,7 +98,7 @@ impl State {
         let Some(mut ring) = self.tx.take() else {
             return;
         };
-        while ring.head != ring.tail {
+        while ring.head != ring.tail.get() {
             let d = ring.read(ring.head);
             let req = TxRequest::decode(d);
             if req.is_adv_data && req.len > 0 {
@@ -139,37 +140,23 @@ impl Default for SoftNic {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Which {
-    Rx,
-    Tx,
-}
-
-/// The model's tail register for one ring.
+/// The model's tail register for one ring: one store, as an MMIO write is
+/// (a TX doorbell on a non-deferred model also processes the ring, as QEMU's
+/// igb does inside the TDT write).
 pub struct SoftDoorbell {
-    state: Rc<RefCell<State>>,
-    which: Which,
+    tail: Rc<Cell<u16>>,
+    count: u16,
+    /// Set for the TX doorbell of a model that sends inside the tail write.
+    process_tx: Option<Rc<RefCell<State>>>,
 }
 
 impl Doorbell for SoftDoorbell {
+    #[inline]
     fn ring(&mut self, tail: u16) {
-        let mut s = self.state.borrow_mut();
-        match self.which {
-            Which::Rx => {
-                let r = s.rx.as_mut().expect("rx ring attached");
-                assert!(tail < r.count, "RDT beyond ring");
-                r.tail = tail;
-            }
-            Which::Tx => {
-                let r = s.tx.as_mut().expect("tx ring attached");
-                assert!(tail < r.count, "TDT beyond ring");
-                r.tail = tail;
-                // Like QEMU's igb: TX is processed synchronously in the TDT
-                // write, unless deferred (benches time the driver alone).
-                if !s.deferred_tx {
-                    s.process_tx();
-                }
-            }
+        assert!(tail < self.count, "tail register beyond the ring");
+        self.tail.set(tail);
+        if let Some(s) = &self.process_tx {
+            s.borrow_mut().process_tx();
         }
     }
 }
@@ -217,31 +204,38 @@ impl SoftNic {
     /// Attach an RX ring with `buf_size`-byte buffers (SRRCTL.BSIZEPKT);
     /// head = tail = 0. The ring must outlive its use through the model.
     pub fn attach_rx(&self, desc: &DescRing, buf_size: usize) -> SoftDoorbell {
+        let tail = Rc::new(Cell::new(0));
         let mut s = self.state.borrow_mut();
         s.rx = Some(Ring {
             base: desc.as_ptr(),
             count: desc.count(),
             head: 0,
-            tail: 0,
+            tail: Rc::clone(&tail),
         });
         s.rx_buf_size = buf_size;
         SoftDoorbell {
-            state: Rc::clone(&self.state),
-            which: Which::Rx,
+            tail,
+            count: desc.count(),
+            process_tx: None,
         }
     }
 
     /// Attach a TX ring; head = tail = 0.
     pub fn attach_tx(&self, desc: &DescRing) -> SoftDoorbell {
-        self.state.borrow_mut().tx = Some(Ring {
+        let tail = Rc::new(Cell::new(0));
+        let mut s = self.state.borrow_mut();
+        s.tx = Some(Ring {
             base: desc.as_ptr(),
             count: desc.count(),
             head: 0,
-            tail: 0,
+            tail: Rc::clone(&tail),
         });
         SoftDoorbell {
-            state: Rc::clone(&self.state),
-            which: Which::Tx,
+            tail,
+            count: desc.count(),
+            // Like QEMU's igb: TX is processed synchronously in the TDT
+            // write, unless deferred (benches time the driver alone).
+            process_tx: (!s.deferred_tx).then(|| Rc::clone(&self.state)),
         }
     }
 
@@ -254,7 +248,7 @@ impl SoftNic {
         let needed = frame.len().div_ceil(buf).max(1);
         let free = {
             let r = s.rx.as_ref().expect("rx ring attached");
-            (r.tail as usize + r.count as usize - r.head as usize) % r.count as usize
+            (r.tail.get() as usize + r.count as usize - r.head as usize) % r.count as usize
         };
         if free < needed {
             s.stats.rnbc += 1;
@@ -297,7 +291,7 @@ impl SoftNic {
     pub fn inject_rx_writeback(&self, wb: RxCompletion) -> bool {
         let mut s = self.state.borrow_mut();
         let r = s.rx.as_mut().expect("rx ring attached");
-        if r.head == r.tail {
+        if r.head == r.tail.get() {
             return false;
         }
         r.write(r.head, wb.encode());
@@ -319,6 +313,6 @@ impl SoftNic {
     pub fn rx_free_descriptors(&self) -> usize {
         let s = self.state.borrow();
         let r = s.rx.as_ref().expect("rx ring attached");
-        (r.tail as usize + r.count as usize - r.head as usize) % r.count as usize
+        (r.tail.get() as usize + r.count as usize - r.head as usize) % r.count as usize
     }
 }

@@ -7,14 +7,13 @@
 //! descriptors). A completed descriptor is re-armed with a fresh buffer
 //! *before* its frame is handed up; when the mempool is empty the burst stops
 //! and counts `rx_nombuf` instead of dropping (DPDK igb PMD behaviour).
+//! Fresh buffers come from the ring's own [`PoolCache`], so the per-packet
+//! path has no atomic operation; the packets of one burst take their pool
+//! references with one.
 
 use crate::descring::{DescRing, Doorbell};
-use crate::mempool::{Mempool, Packet};
-use pollnic_hw::desc::{rx_done, rx_read, RawDesc, RxCompletion};
-use std::sync::Arc;
-
-/// Buffers fetched from the mempool at once when the RX refill cache runs dry.
-const REFILL_BATCH: usize = 64;
+use crate::mempool::{Mempool, Packet, PoolCache};
+use pollnic_hw::desc::{rx_read, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
 
 /// Per-ring software counters (DPDK `rte_eth_stats` terms).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,20 +52,21 @@ pub struct RxRing<D: Doorbell> {
     desc: DescRing,
     slots: Box<[u32]>,
     next: u16,
-    pool: Arc<Mempool>,
+    cache: PoolCache,
     doorbell: D,
-    cache: Vec<u32>,
     discarding: bool,
     stats: RxStats,
 }
 
 impl<D: Doorbell> RxRing<D> {
-    /// Arm every descriptor of `desc` with a buffer from `pool`. The tail is
-    /// not written yet: call [`RxRing::start`] once the queue is enabled.
+    /// Arm every descriptor of `desc` with a buffer from `pool`, and give the
+    /// ring a [`PoolCache`] of `2 × ring size` buffers (at least 64) for
+    /// refill. The tail is not written yet: call [`RxRing::start`] once the
+    /// queue is enabled.
     ///
     /// # Errors
     /// [`RingError::PoolTooSmall`] when the pool has fewer free buffers than descriptors.
-    pub fn new(mut desc: DescRing, pool: Arc<Mempool>, doorbell: D) -> Result<Self, RingError> {
+    pub fn new(mut desc: DescRing, pool: &Mempool, doorbell: D) -> Result<Self, RingError> {
         let n = desc.count() as usize;
         let mut bufs = Vec::with_capacity(n);
         if pool.alloc_bulk(&mut bufs, n) < n {
@@ -84,9 +84,8 @@ impl<D: Doorbell> RxRing<D> {
             desc,
             slots: bufs.into_boxed_slice(),
             next: 0,
-            pool,
+            cache: PoolCache::new(pool.clone(), (2 * n).max(64)),
             doorbell,
-            cache: Vec::with_capacity(REFILL_BATCH),
             discarding: false,
             stats: RxStats::default(),
         })
@@ -99,69 +98,109 @@ impl<D: Doorbell> RxRing<D> {
     }
 
     /// Receive up to `max` frames, appending them to `out`; returns how many.
-    /// Never allocates if `out` has room for `max` more.
+    /// Never allocates if `out` has room for `max` more. Looks at no more
+    /// than one ring's worth of descriptors per call, whatever the device
+    /// writes.
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let count = self.desc.count();
-        let mut got = 0;
-        let mut used = 0u32;
-        while got < max {
-            let i = self.next;
-            let hi = self.desc.read_hi(i);
-            if !rx_done(hi) {
-                break;
-            }
-            let c = RxCompletion::decode(RawDesc {
-                lo: self.desc.read_lo_after_dd(i),
-                hi,
-            });
-            let Some(fresh) = self.take_buffer() else {
-                self.stats.rx_nombuf += 1;
-                break;
-            };
-            let done = std::mem::replace(&mut self.slots[i as usize], fresh);
-            self.desc.write(i, rx_read(self.pool.buf_iova(fresh)));
-            self.next = if i + 1 == count { 0 } else { i + 1 };
-            used += 1;
-
-            // The device is untrusted: check what it wrote before using it.
-            let was_discarding = self.discarding;
-            self.discarding = !c.eop();
-            let bad = was_discarding
-                || !c.eop()
-                || c.rx_error()
-                || c.len == 0
-                || c.len as usize > self.pool.buf_size();
-            if bad {
-                self.stats.rx_errors += 1;
-                self.pool.free_one(done);
-                continue;
-            }
-            self.stats.packets += 1;
-            self.stats.bytes += c.len as u64;
-            out.push(self.pool.packet(done, c.len, c.rss_hash));
-            got += 1;
-        }
-        if used > 0 {
-            self.desc.publish();
-            self.doorbell.ring(if self.next == 0 {
-                count - 1
-            } else {
-                self.next - 1
-            });
-        }
-        if got > 0 {
-            self.stats.bursts += 1;
-        } else {
+        let mut i = self.next;
+        if max == 0 || self.desc.read_hi(i) as u32 & RXD_STAT_DD == 0 {
             self.stats.empty_polls += 1;
+            return 0;
+        }
+        let max = max.min(count as usize);
+        let pool_ptr = self.cache.pool().as_ptr();
+        let (buf_size, iova_base) = {
+            let shared = self.cache.pool().shared();
+            (shared.buf_size(), shared.iova_base())
+        };
+        // References for every packet this burst may hand out, taken before
+        // any exists (so a panic can never leave a packet without one); the
+        // unused ones are given back at the end.
+        self.cache.pool().shared().acquire(max);
+
+        // Fresh buffers come off the top of the cache, last first; at most
+        // one per descriptor, so the burst looks at no more descriptors than
+        // there are fresh buffers.
+        let stock = self.cache.stock(max);
+        let limit = stock.len();
+        let mut fresh_bufs = stock.iter().rev();
+        out.reserve(limit);
+        let spare = &mut out.spare_capacity_mut()[..limit];
+        let view = self.desc.view();
+        let mask = view.mask();
+        // Exactly `mask + 1` long, so a masked index needs no bounds check.
+        let slots = &mut self.slots[..=mask as usize];
+        let mut discarding = self.discarding;
+        let (mut got, mut seen, mut bytes) = (0usize, 0usize, 0u64);
+        while seen < limit {
+            let hi = view.read_hi(i);
+            let status = hi as u32;
+            if status & RXD_STAT_DD == 0 {
+                break;
+            }
+            seen += 1;
+            // The device is untrusted: check what it wrote before using it.
+            // A frame is good only as one whole EOP descriptor without RXE,
+            // not the tail of a chain, with 0 < len <= buffer size.
+            let len = (hi >> 32) as u16 as u32;
+            let slot = &mut slots[(i & mask) as usize];
+            if discarding
+                || status & (RXD_STAT_EOP | RXD_ERR_RXE) != RXD_STAT_EOP
+                || len.wrapping_sub(1) >= buf_size
+            {
+                // Nothing to hand up: re-arm the descriptor with its own buffer.
+                discarding = status & RXD_STAT_EOP == 0;
+                view.write(i, rx_read(iova_base + *slot as u64 * buf_size as u64));
+            } else {
+                // Neither can fail: got < seen <= limit, the length of both.
+                let (Some(&fresh), Some(dst)) = (fresh_bufs.next(), spare.get_mut(got)) else {
+                    break;
+                };
+                let lo = view.read_lo_after_dd(i);
+                let done = std::mem::replace(slot, fresh);
+                view.write(i, rx_read(iova_base + fresh as u64 * buf_size as u64));
+                bytes += len as u64;
+                dst.write(Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32));
+                got += 1;
+            }
+            i = (i + 1) & mask;
+        }
+        let errors = (seen - got) as u64;
+        // SAFETY: the loop initialised `spare[..got]` (one packet per good
+        // descriptor, `got <= seen <= limit = spare.len()`), in order, and
+        // nothing else touched `out` meanwhile.
+        unsafe { out.set_len(out.len() + got) };
+        self.cache.take(got);
+        // A frame left in its descriptor for want of a buffer.
+        let nombuf = limit < max && seen == limit && view.read_hi(i) as u32 & RXD_STAT_DD != 0;
+        if got < max {
+            self.cache.pool().shared().release_not_last(max - got);
+        }
+        self.discarding = discarding;
+        self.next = i;
+        if seen > 0 {
+            self.desc.publish();
+            self.doorbell.ring(i.wrapping_sub(1) & mask);
+        }
+        let s = &mut self.stats;
+        s.packets += got as u64;
+        s.bytes += bytes;
+        s.rx_errors += errors;
+        s.rx_nombuf += nombuf as u64;
+        if got > 0 {
+            s.bursts += 1;
+        } else {
+            s.empty_polls += 1;
         }
         got
     }
 
-    fn take_buffer(&mut self) -> Option<u32> {
-        if self.cache.is_empty() {
-            self.pool.alloc_bulk(&mut self.cache, REFILL_BATCH);
-        }
-        self.cache.pop()
+    /// The ring's buffer cache: TX reclaim and [`PoolCache::free_bulk`] on
+    /// the same queue return this pool's buffers to it.
+    #[inline]
+    pub fn cache_mut(&mut self) -> &mut PoolCache {
+        &mut self.cache
     }
 
     /// Counters since creation.
@@ -173,8 +212,8 @@ impl<D: Doorbell> RxRing<D> {
         &self.desc
     }
     /// The mempool buffers come from.
-    pub fn pool(&self) -> &Arc<Mempool> {
-        &self.pool
+    pub fn pool(&self) -> &Mempool {
+        self.cache.pool()
     }
     /// Index of the next descriptor to check.
     pub fn next_index(&self) -> u16 {
@@ -185,7 +224,7 @@ impl<D: Doorbell> RxRing<D> {
 impl<D: Doorbell> Drop for RxRing<D> {
     fn drop(&mut self) {
         let mut all: Vec<u32> = self.slots.to_vec();
-        all.append(&mut self.cache);
-        self.pool.free_bulk(&mut all);
+        self.cache.pool().free_bulk(&mut all);
+        // The cache returns its own buffers when it is dropped.
     }
 }

@@ -4,18 +4,20 @@
 
 use pollnic_hw::desc::{RxCompletion, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
 use pollnic_rings::model::{SoftDoorbell, SoftNic, TxSink};
-use pollnic_rings::{DescRing, IdentityMapper, Mempool, Packet, PageSize, RxRing, TxRing};
+use pollnic_rings::{
+    DescRing, IdentityMapper, Mempool, Packet, PageSize, PoolCache, RxRing, TxRing,
+};
 use std::sync::Arc;
 
-fn pool(n: u32) -> Arc<Mempool> {
+fn pool(n: u32) -> Mempool {
     Mempool::new(n, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap()
 }
 
-fn rx_setup(nic: &SoftNic, ring: u16, pool: &Arc<Mempool>) -> RxRing<SoftDoorbell> {
+fn rx_setup(nic: &SoftNic, ring: u16, pool: &Mempool) -> RxRing<SoftDoorbell> {
     let desc = DescRing::new(ring, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
     nic.add_region(pool.region());
     let db = nic.attach_rx(&desc, pool.buf_size());
-    let mut rx = RxRing::new(desc, Arc::clone(pool), db).unwrap();
+    let mut rx = RxRing::new(desc, pool, db).unwrap();
     rx.start();
     rx
 }
@@ -189,7 +191,7 @@ fn hostile_writebacks_are_dropped_and_buffers_recycled() {
     assert_eq!(p.free_count(), 64);
 }
 
-fn make(p: &Arc<Mempool>, seq: u32, len: usize) -> Packet {
+fn make(p: &Mempool, seq: u32, len: usize) -> Packet {
     let mut pkt = p.alloc().unwrap();
     pkt.set_len(len).unwrap();
     pkt.data_mut().copy_from_slice(&frame(seq, len));
@@ -202,11 +204,12 @@ fn tx_burst_larger_than_ring_takes_what_fits_and_keeps_the_rest() {
     let p = pool(128);
     nic.add_region(p.region());
     let mut tx = tx_setup(&nic, 32);
+    let mut cache = PoolCache::new(p.clone(), 64);
     let mut pkts: Vec<Packet> = (0..100).map(|s| make(&p, s, 60 + s as usize)).collect();
     // The model completes synchronously, so each burst reclaims the last.
     let mut sent = 0;
     while !pkts.is_empty() {
-        let n = tx.tx_burst(&mut pkts);
+        let n = tx.tx_burst(&mut pkts, &mut cache);
         assert!(n <= 31);
         sent += n;
     }
@@ -216,8 +219,10 @@ fn tx_burst_larger_than_ring_takes_what_fits_and_keeps_the_rest() {
     for (s, f) in frames.iter().enumerate() {
         assert_eq!(f, &frame(s as u32, 60 + s));
     }
-    tx.reclaim();
+    tx.reclaim(&mut cache);
     assert_eq!(tx.in_flight(), 0);
+    assert_eq!(p.free_count() + cache.len(), 128);
+    drop(cache);
     assert_eq!(p.free_count(), 128);
 }
 
@@ -233,14 +238,16 @@ fn tx_ring_full_when_device_is_slow() {
     }
     let desc = DescRing::new(32, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
     let mut tx = TxRing::new(desc, Mute);
+    let mut cache = PoolCache::new(p.clone(), 64);
     let mut pkts: Vec<Packet> = (0..40).map(|s| make(&p, s, 60)).collect();
-    assert_eq!(tx.tx_burst(&mut pkts), 31);
+    assert_eq!(tx.tx_burst(&mut pkts, &mut cache), 31);
     assert_eq!(pkts.len(), 9, "the rest stay with the caller, in order");
     assert_eq!(pkts[0].data(), &frame(31, 60)[..]);
-    assert_eq!(tx.tx_burst(&mut pkts), 0);
+    assert_eq!(tx.tx_burst(&mut pkts, &mut cache), 0);
     assert_eq!(tx.stats().ring_full, 2);
     drop(pkts);
     drop(tx);
+    drop(cache);
     assert_eq!(
         p.free_count(),
         128,
@@ -264,7 +271,7 @@ fn forward_rx_to_tx_zero_copy_many_wraps() {
         }
         rx.rx_burst(&mut buf, 32);
         while !buf.is_empty() {
-            total += tx.tx_burst(&mut buf);
+            total += tx.tx_burst(&mut buf, rx.cache_mut());
         }
     }
     assert_eq!(total, 4000);
@@ -272,7 +279,8 @@ fn forward_rx_to_tx_zero_copy_many_wraps() {
     for (i, f) in frames.iter().enumerate() {
         assert_eq!(f, &frame(i as u32, 64 + i % 20));
     }
-    tx.reclaim();
+    tx.reclaim(rx.cache_mut());
+    assert_eq!(tx.in_flight(), 0);
     drop(rx);
     drop(tx);
     assert_eq!(p.free_count(), 256);

@@ -1,0 +1,268 @@
+//! [`PoolCache`]: one queue's private stack of free buffer indices, in front
+//! of its mempool's shared free list (DPDK's per-lcore mempool cache).
+
+use super::{Mempool, Packet};
+
+/// A stack of free buffers of one [`Mempool`], owned by one thread (one
+/// queue): taking and returning a buffer costs no atomic operation. It refills
+/// from the shared free list in bulk when it runs dry, and spills half of
+/// itself back when it overflows. Dropping it returns every buffer it holds.
+///
+/// The RX ring takes from it to re-arm descriptors; TX reclaim and
+/// [`PoolCache::free_bulk`] return this pool's packets to it (other pools'
+/// packets go back to their own shared lists).
+pub struct PoolCache {
+    pool: Mempool,
+    /// `bufs[..len]` are free buffer indices; `bufs.len()` is the capacity.
+    bufs: Box<[u32]>,
+    len: usize,
+    /// References of recycled packets not yet given back to the pool's count.
+    owed: usize,
+}
+
+impl std::fmt::Debug for PoolCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolCache")
+            .field("len", &self.len)
+            .field("cap", &self.bufs.len())
+            .finish()
+    }
+}
+
+impl PoolCache {
+    /// A cache of at most `cap` buffers (at least 2) in front of `pool`. It
+    /// starts empty; a refill or a spill moves `cap / 2` buffers.
+    pub fn new(pool: Mempool, cap: usize) -> Self {
+        PoolCache {
+            pool,
+            bufs: vec![0; cap.max(2)].into_boxed_slice(),
+            len: 0,
+            owed: 0,
+        }
+    }
+
+    /// The pool this cache serves.
+    pub fn pool(&self) -> &Mempool {
+        &self.pool
+    }
+    /// Buffers in the cache now.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the cache holds no buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Most buffers the cache holds.
+    pub fn capacity(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Take a free buffer index, refilling from the shared list when empty.
+    #[inline]
+    pub(crate) fn get(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            self.refill_to(1);
+        }
+        let i = self.len.checked_sub(1)?;
+        self.len = i;
+        self.bufs.get(i).copied()
+    }
+
+    /// Refill (from the shared list, in bulk) so that up to `n` buffers are
+    /// cached, and return the top `min(n, cached)` of them. Take them from
+    /// the end of the slice and then call [`PoolCache::take`] with how many.
+    #[inline]
+    pub(crate) fn stock(&mut self, n: usize) -> &[u32] {
+        if self.len < n {
+            self.refill_to(n);
+        }
+        let cached = &self.bufs[..self.len];
+        &cached[cached.len() - n.min(cached.len())..]
+    }
+
+    /// Fill from the shared list up to half the capacity, or to `n` if more.
+    #[cold]
+    fn refill_to(&mut self, n: usize) {
+        let target = (self.bufs.len() / 2).max(n).min(self.bufs.len());
+        let free = &self.pool.shared().free;
+        while self.len < target {
+            let Some(i) = free.pop() else { break };
+            self.bufs[self.len] = i;
+            self.len += 1;
+        }
+    }
+
+    /// Remove the last `k` buffers of the cache (those taken from the end of
+    /// [`PoolCache::stock`]'s slice).
+    #[inline]
+    pub(crate) fn take(&mut self, k: usize) {
+        debug_assert!(k <= self.len);
+        self.len -= k.min(self.len);
+    }
+
+    /// Return a free buffer index of this pool.
+    #[inline]
+    pub(crate) fn put(&mut self, idx: u32) {
+        if self.len >= self.bufs.len() {
+            self.spill();
+        }
+        self.bufs[self.len] = idx;
+        self.len += 1;
+    }
+
+    /// Move the top half of the cache back to the shared list.
+    #[cold]
+    fn spill(&mut self) {
+        let keep = self.bufs.len() / 2;
+        for &i in &self.bufs[keep..self.len] {
+            self.pool.shared().free_one(i);
+        }
+        self.len = keep.min(self.len);
+    }
+
+    /// Make room for `k` more buffers (spilling half to the shared list if
+    /// needed) and return the cache's free slots, at least `k` of them when
+    /// `k <= capacity / 2`. Fill a prefix, then call [`PoolCache::commit`].
+    #[inline]
+    pub(crate) fn room(&mut self, k: usize) -> &mut [u32] {
+        if self.bufs.len() - self.len < k {
+            self.spill();
+        }
+        &mut self.bufs[self.len..]
+    }
+
+    /// Add the `filled` buffers written at the start of [`PoolCache::room`]'s
+    /// slice, which came from `filled` packets whose references are now owed.
+    #[inline]
+    pub(crate) fn commit(&mut self, filled: usize) {
+        self.len = (self.len + filled).min(self.bufs.len());
+        self.owed += filled;
+    }
+
+    /// Return a packet's buffer: to this cache when it is from this pool (its
+    /// reference is given back later, in bulk, by [`PoolCache::settle`]),
+    /// otherwise to its own pool's shared list.
+    #[inline]
+    pub(crate) fn recycle(&mut self, p: Packet) {
+        if p.pool_ptr() == self.pool.as_ptr() {
+            let (_, idx) = p.into_parts();
+            self.put(idx);
+            self.owed += 1;
+        } else {
+            drop(p);
+        }
+    }
+
+    /// Give back the references of every packet recycled since the last
+    /// call, with one atomic operation.
+    #[inline]
+    pub(crate) fn settle(&mut self) {
+        if self.owed > 0 {
+            // The cache's own handle still holds a reference.
+            self.pool.shared().release_not_last(self.owed);
+            self.owed = 0;
+        }
+    }
+
+    /// Take one buffer as an empty [`Packet`] (length 0), or `None` when the
+    /// cache and the shared list are both empty.
+    pub fn alloc(&mut self) -> Option<Packet> {
+        let idx = self.get()?;
+        self.pool.shared().acquire(1);
+        Some(Packet::from_parts(self.pool.as_ptr(), idx, 0, 0))
+    }
+
+    /// Append up to `n` empty packets (length 0) to `out`, with one atomic
+    /// operation for the lot; returns how many (fewer when the pool runs dry).
+    pub fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> usize {
+        let shared = self.pool.shared();
+        shared.acquire(n);
+        let ptr = self.pool.as_ptr();
+        let mut got = 0;
+        while got < n {
+            let Some(idx) = self.get() else { break };
+            out.push(Packet::from_parts(ptr, idx, 0, 0));
+            got += 1;
+        }
+        if got < n {
+            self.pool.shared().release_not_last(n - got);
+        }
+        got
+    }
+
+    /// Return every packet in `pkts` (leaves it empty): this pool's to the
+    /// cache with one atomic operation for the lot, others' to their pools.
+    /// DPDK's `rte_pktmbuf_free_bulk`.
+    pub fn free_bulk(&mut self, pkts: &mut Vec<Packet>) {
+        for p in pkts.drain(..) {
+            self.recycle(p);
+        }
+        self.settle();
+    }
+}
+
+impl Drop for PoolCache {
+    fn drop(&mut self) {
+        self.settle();
+        for &i in &self.bufs[..self.len] {
+            self.pool.shared().free_one(i);
+        }
+        self.len = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dma::{IdentityMapper, PageSize};
+    use std::sync::Arc;
+
+    fn pool(n: u32) -> Mempool {
+        Mempool::new(n, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap()
+    }
+
+    #[test]
+    fn refills_and_spills_in_halves_and_returns_everything() {
+        let p = pool(64);
+        let mut c = PoolCache::new(p.clone(), 16);
+        let mut held = Vec::new();
+        assert_eq!(c.alloc_burst(&mut held, 20), 20);
+        // Two refills of 8 and one of 8 more: 24 taken off the shared list.
+        assert_eq!(p.free_count(), 64 - 24);
+        assert_eq!(c.len(), 4);
+        c.free_bulk(&mut held);
+        assert!(held.is_empty());
+        assert!(c.len() <= 16);
+        assert_eq!(p.free_count() + c.len(), 64);
+        drop(c);
+        assert_eq!(p.free_count(), 64);
+    }
+
+    #[test]
+    fn foreign_packets_go_back_to_their_own_pool() {
+        let a = pool(8);
+        let b = pool(8);
+        let mut cb = PoolCache::new(b.clone(), 8);
+        let mut pkts = vec![a.alloc().unwrap(), a.alloc().unwrap()];
+        cb.free_bulk(&mut pkts);
+        assert_eq!(a.free_count(), 8);
+        assert_eq!(cb.len(), 0);
+    }
+
+    #[test]
+    fn alloc_burst_stops_when_dry_and_keeps_the_count_right() {
+        let p = pool(4);
+        let mut c = PoolCache::new(p.clone(), 4);
+        let mut out = Vec::new();
+        assert_eq!(c.alloc_burst(&mut out, 10), 4);
+        assert!(c.alloc().is_none());
+        drop(out);
+        drop(c);
+        assert_eq!(p.free_count(), 4);
+        assert_eq!(
+            p.shared().refs.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+    }
+}

@@ -1,0 +1,351 @@
+//! A mempool of fixed-size DMA buffers, the zero-copy [`Packet`] that owns one
+//! of them, and the per-queue [`PoolCache`] that keeps the hot path off the
+//! shared free list.
+//!
+//! One [`DmaRegion`] is carved into `count` buffers of `buf_size` bytes (2048 is
+//! the field's default data room: it holds any standard frame up to 1518 bytes
+//! plus CRC). Buffers are named by index; identity always comes from pollnic's
+//! bookkeeping, never from an index the device wrote.
+//!
+//! Two levels, as in DPDK (`rte_mempool` over an `rte_ring`, with a per-lcore
+//! cache):
+//! - the **shared free list**, a lock-free bounded MPMC ring of indices
+//!   (crossbeam's `ArrayQueue`): [`Mempool::alloc`] and dropping a [`Packet`]
+//!   on any thread use it, one index at a time;
+//! - a **[`PoolCache`]** per queue, a plain stack owned by one thread: RX
+//!   refill takes from it and TX reclaim returns to it, with no atomic
+//!   operation per buffer. It touches the shared list only in bulk, when it
+//!   runs dry or overflows.
+//!
+//! # Lifetime and soundness
+//! The pool's memory lives until the last [`Mempool`] handle *and* the last
+//! [`Packet`] are gone, whichever thread drops them, even after the `Device`
+//! that created it is closed (its DMA mapping is removed only then). Each
+//! handle and each packet holds one reference in the pool's own count, as an
+//! `Arc` would; the RX and TX rings add and remove the references of a whole
+//! burst with one atomic operation instead of one per packet.
+
+mod cache;
+mod packet;
+
+pub use cache::PoolCache;
+pub(crate) use packet::take_front;
+pub use packet::{Packet, PacketTooLong};
+
+use crate::dma::{DmaError, DmaMapper, DmaRegion, PageSize};
+use crossbeam_queue::ArrayQueue;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// What handles and packets point at: the region, the free list and the count
+/// of references (handles + packets + caches) that keeps them alive.
+pub(crate) struct Shared {
+    refs: AtomicUsize,
+    region: DmaRegion,
+    buf_size: u32,
+    count: u32,
+    free: ArrayQueue<u32>,
+}
+
+/// Beyond this many references the count is treated as corrupt (as `Arc` does).
+const MAX_REFS: usize = isize::MAX as usize;
+
+impl Shared {
+    /// Add `n` references; the caller already holds one, so the pool is alive.
+    #[inline]
+    pub(crate) fn acquire(&self, n: usize) {
+        if self.refs.fetch_add(n, Ordering::Relaxed) > MAX_REFS {
+            std::process::abort();
+        }
+    }
+
+    /// Give back `n` references while the caller still holds at least one
+    /// more (a cache or ring handle), so the count cannot reach zero here.
+    #[inline]
+    pub(crate) fn release_not_last(&self, n: usize) {
+        let before = self.refs.fetch_sub(n, Ordering::Release);
+        debug_assert!(before > n, "mempool reference count underflow");
+    }
+
+    /// IOVA of buffer `idx` (`idx < count`).
+    #[inline]
+    pub(crate) fn buf_iova(&self, idx: u32) -> u64 {
+        debug_assert!(idx < self.count);
+        self.region.iova() + idx as u64 * self.buf_size as u64
+    }
+
+    /// Address of buffer `idx` in this process.
+    ///
+    /// # Panics
+    /// If `idx` is not a buffer of this pool.
+    #[inline]
+    pub(crate) fn buf_ptr(&self, idx: u32) -> *mut u8 {
+        assert!(idx < self.count, "buffer index out of range");
+        // `idx * buf_size + buf_size <= region.len()` by construction in `new`.
+        self.region
+            .va()
+            .wrapping_add(idx as usize * self.buf_size as usize)
+    }
+
+    /// Return one index to the shared free list.
+    #[inline]
+    pub(crate) fn free_one(&self, idx: u32) {
+        debug_assert!(idx < self.count);
+        // Capacity equals the buffer count and every index is free at most
+        // once, so the ring can never be full here.
+        let pushed = self.free.push(idx);
+        debug_assert!(pushed.is_ok(), "buffer {idx} returned twice");
+    }
+
+    /// IOVA of buffer 0; buffer `i` is at `iova_base + i * buf_size`.
+    #[inline]
+    pub(crate) fn iova_base(&self) -> u64 {
+        self.region.iova()
+    }
+
+    #[inline]
+    pub(crate) fn buf_size(&self) -> u32 {
+        self.buf_size
+    }
+}
+
+/// Give back one reference to the pool at `ptr`, freeing it (region unmapped
+/// from the IOMMU and unmapped from the process) when it was the last.
+///
+/// # Safety
+/// The caller owns one reference to `ptr` and does not use `ptr` afterwards.
+pub(crate) unsafe fn release_one(ptr: NonNull<Shared>) {
+    // SAFETY: the caller's reference keeps the pool alive until this decrement.
+    let before = unsafe { ptr.as_ref() }.refs.fetch_sub(1, Ordering::Release);
+    if before == 1 {
+        // Every other reference was given up with Release: see their writes
+        // (the last free-list pushes) before freeing, as `Arc` does.
+        fence(Ordering::Acquire);
+        // SAFETY: the count reached zero, so no handle, cache, ring or packet
+        // refers to the pool any more; it was made by `Box::leak` in `new`.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }
+}
+
+/// A handle to a pool of `count` DMA buffers of `buf_size` bytes each. Cheap
+/// to clone (one more reference); `Send + Sync`.
+pub struct Mempool {
+    ptr: NonNull<Shared>,
+}
+
+// SAFETY: `Shared` is only reached through `&Shared` (its fields are a
+// thread-safe free list, an atomic count, and immutable data), and the count
+// is atomic, so handles may move between and be shared across threads.
+unsafe impl Send for Mempool {}
+// SAFETY: as above.
+unsafe impl Sync for Mempool {}
+
+impl fmt::Debug for Mempool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mempool")
+            .field("count", &self.capacity())
+            .field("buf_size", &self.buf_size())
+            .field("free", &self.free_count())
+            .finish()
+    }
+}
+
+impl Mempool {
+    /// Default buffer size in bytes (DPDK's `RTE_MBUF_DEFAULT_DATAROOM`).
+    pub const DEFAULT_BUF_SIZE: usize = 2048;
+
+    /// Allocate a pool of `count` buffers of `buf_size` bytes in one DMA region.
+    ///
+    /// `buf_size` is rounded up to a multiple of 128 bytes (RX buffer addresses
+    /// must be at least 2-byte aligned; 128 keeps buffers cache-line aligned).
+    ///
+    /// # Errors
+    /// Those of [`DmaRegion::new`], e.g. [`DmaError::NoHugepages`].
+    pub fn new(
+        count: u32,
+        buf_size: usize,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+    ) -> Result<Mempool, DmaError> {
+        let buf_size = buf_size.max(128).div_ceil(128) * 128;
+        let region = DmaRegion::new(count as usize * buf_size, page, mapper)?;
+        let free = ArrayQueue::new(count.max(1) as usize);
+        for i in 0..count {
+            let _ = free.push(i);
+        }
+        let shared = Box::new(Shared {
+            refs: AtomicUsize::new(1),
+            region,
+            buf_size: buf_size as u32,
+            count,
+            free,
+        });
+        Ok(Mempool {
+            ptr: NonNull::from(Box::leak(shared)),
+        })
+    }
+
+    #[inline]
+    pub(crate) fn shared(&self) -> &Shared {
+        // SAFETY: this handle holds a reference, so the pool is alive.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    #[inline]
+    pub(crate) fn as_ptr(&self) -> NonNull<Shared> {
+        self.ptr
+    }
+
+    /// Take one buffer from the shared free list as an empty [`Packet`]
+    /// (length 0), or `None` when the list is empty. Callable from any thread;
+    /// a queue's own thread allocates faster from its [`PoolCache`].
+    pub fn alloc(&self) -> Option<Packet> {
+        let idx = self.shared().free.pop()?;
+        self.shared().acquire(1);
+        Some(Packet::from_parts(self.ptr, idx, 0, 0))
+    }
+
+    /// Buffers on the shared free list now. Buffers parked in a queue's
+    /// [`PoolCache`] are free too but not counted here; they return to the
+    /// list when the cache (its ring) is dropped.
+    pub fn free_count(&self) -> usize {
+        self.shared().free.len()
+    }
+    /// Number of buffers in the pool.
+    pub fn capacity(&self) -> u32 {
+        self.shared().count
+    }
+    /// Size of each buffer in bytes.
+    pub fn buf_size(&self) -> usize {
+        self.shared().buf_size as usize
+    }
+    /// The DMA region the buffers live in.
+    pub fn region(&self) -> &DmaRegion {
+        &self.shared().region
+    }
+    /// Whether two handles name the same pool.
+    pub fn same_pool(&self, other: &Mempool) -> bool {
+        self.ptr == other.ptr
+    }
+
+    /// Move up to `n` free buffer indices from the shared list into `dst`;
+    /// returns how many.
+    pub(crate) fn alloc_bulk(&self, dst: &mut Vec<u32>, n: usize) -> usize {
+        let free = &self.shared().free;
+        let mut got = 0;
+        while got < n {
+            let Some(i) = free.pop() else { break };
+            dst.push(i);
+            got += 1;
+        }
+        got
+    }
+
+    /// Return every index in `src` to the shared list (leaves `src` empty).
+    pub(crate) fn free_bulk(&self, src: &mut Vec<u32>) {
+        for i in src.drain(..) {
+            self.shared().free_one(i);
+        }
+    }
+
+    /// IOVA of buffer `idx` (`idx < capacity()`).
+    pub(crate) fn buf_iova(&self, idx: u32) -> u64 {
+        self.shared().buf_iova(idx)
+    }
+}
+
+impl Clone for Mempool {
+    fn clone(&self) -> Self {
+        self.shared().acquire(1);
+        Mempool { ptr: self.ptr }
+    }
+}
+
+impl Drop for Mempool {
+    fn drop(&mut self) {
+        // SAFETY: this handle owns one reference and is never used again.
+        unsafe { release_one(self.ptr) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dma::IdentityMapper;
+
+    fn pool(n: u32) -> Mempool {
+        Mempool::new(n, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap()
+    }
+
+    #[test]
+    fn alloc_until_empty_then_drop_returns_everything() {
+        let p = pool(8);
+        let mut held: Vec<Packet> = (0..8).map(|_| p.alloc().unwrap()).collect();
+        assert!(p.alloc().is_none());
+        assert_eq!(p.free_count(), 0);
+        let ivas: std::collections::HashSet<u64> = held.iter().map(|b| b.iova()).collect();
+        assert_eq!(ivas.len(), 8, "every buffer distinct");
+        held.truncate(3);
+        assert_eq!(p.free_count(), 5);
+        drop(held);
+        assert_eq!(p.free_count(), 8);
+    }
+
+    #[test]
+    fn data_round_trips_and_length_is_bounded() {
+        let p = pool(2);
+        let mut a = p.alloc().unwrap();
+        a.set_len(60).unwrap();
+        a.data_mut().copy_from_slice(&[0xab; 60]);
+        assert_eq!(a.data(), &[0xab; 60][..]);
+        assert_eq!(
+            a.set_len(2049),
+            Err(PacketTooLong {
+                len: 2049,
+                capacity: 2048
+            })
+        );
+        assert_eq!(a.len(), 60);
+    }
+
+    #[test]
+    fn bulk_ops() {
+        let p = pool(16);
+        let mut v = Vec::new();
+        assert_eq!(p.alloc_bulk(&mut v, 10), 10);
+        assert_eq!(p.alloc_bulk(&mut v, 10), 6);
+        assert_eq!(p.free_count(), 0);
+        p.free_bulk(&mut v);
+        assert!(v.is_empty());
+        assert_eq!(p.free_count(), 16);
+    }
+
+    #[test]
+    fn references_count_handles_and_packets() {
+        let p = pool(4);
+        let refs = |p: &Mempool| p.shared().refs.load(Ordering::Relaxed);
+        assert_eq!(refs(&p), 1);
+        let q = p.clone();
+        let a = p.alloc().unwrap();
+        assert_eq!(refs(&p), 3);
+        drop(q);
+        drop(a);
+        assert_eq!(refs(&p), 1);
+    }
+
+    #[test]
+    fn packets_outlive_every_handle_and_cross_threads() {
+        let p = pool(4);
+        let mut a = p.alloc().unwrap();
+        a.set_len(4).unwrap();
+        a.data_mut().copy_from_slice(b"live");
+        drop(p); // the packet alone keeps the region mapped
+        let t = std::thread::spawn(move || {
+            assert_eq!(a.data(), b"live");
+            drop(a); // last reference: frees the pool on this thread
+        });
+        t.join().unwrap();
+    }
+}

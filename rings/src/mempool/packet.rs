@@ -1,0 +1,187 @@
+//! [`Packet`]: one frame in a DMA buffer, owned exclusively.
+
+use super::{release_one, Shared};
+use std::fmt;
+use std::ptr::NonNull;
+
+/// `set_len` was asked for more bytes than the buffer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("packet length {len} exceeds the buffer size of {capacity} bytes")]
+pub struct PacketTooLong {
+    /// Requested length in bytes.
+    pub len: usize,
+    /// Buffer size in bytes.
+    pub capacity: usize,
+}
+
+/// One frame in a DMA buffer, owned exclusively: zero copy from the NIC to the
+/// application and back. 24 bytes.
+///
+/// Dropping it returns the buffer to its mempool's shared free list, on any
+/// thread, even after the `Device` is closed: the packet holds a reference
+/// that keeps the pool's memory (and its DMA mapping) alive. A `Packet` handed
+/// to `tx_burst` is returned once the NIC has sent it; returning packets
+/// through a queue's [`super::PoolCache`] (`free_bulk`) is cheaper than
+/// dropping them one by one.
+pub struct Packet {
+    pool: NonNull<Shared>,
+    idx: u32,
+    len: u32,
+    rss_hash: u32,
+}
+
+// SAFETY: a Packet owns its buffer exclusively (no ring has it armed, no other
+// Packet names it) and one reference to the pool, whose shared parts are
+// thread-safe (atomic count, lock-free free list); so it may move to and be
+// read from other threads.
+unsafe impl Send for Packet {}
+// SAFETY: `&Packet` only reads the buffer and immutable pool data.
+unsafe impl Sync for Packet {}
+
+impl fmt::Debug for Packet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Packet")
+            .field("idx", &self.idx)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl Packet {
+    /// Wrap buffer `idx` of the pool at `pool`.
+    ///
+    /// The caller must own buffer `idx` (taken off a free list or out of a
+    /// completed RX descriptor whose slot now holds another buffer) and have
+    /// acquired one pool reference for this packet; `len <= buf_size`.
+    #[inline]
+    pub(crate) fn from_parts(pool: NonNull<Shared>, idx: u32, len: u32, rss_hash: u32) -> Packet {
+        Packet {
+            pool,
+            idx,
+            len,
+            rss_hash,
+        }
+    }
+
+    /// Rebuild a packet (length 0) from [`Packet::into_parts`].
+    ///
+    /// # Safety
+    /// The caller owns buffer `idx` of the pool at `pool` and one reference to
+    /// that pool (as `into_parts` handed them out), and gives both to the packet.
+    #[inline]
+    pub(crate) unsafe fn from_raw_parts(pool: NonNull<Shared>, idx: u32) -> Packet {
+        Packet::from_parts(pool, idx, 0, 0)
+    }
+
+    /// Take the packet apart without returning its buffer: the caller now owns
+    /// buffer `idx` and the packet's pool reference.
+    #[inline]
+    pub(crate) fn into_parts(self) -> (NonNull<Shared>, u32) {
+        let parts = (self.pool, self.idx);
+        std::mem::forget(self);
+        parts
+    }
+
+    #[inline]
+    fn shared(&self) -> &Shared {
+        // SAFETY: the packet holds a reference, so the pool is alive.
+        unsafe { self.pool.as_ref() }
+    }
+
+    /// The pool this buffer belongs to, as a pointer for identity checks.
+    #[inline]
+    pub(crate) fn pool_ptr(&self) -> NonNull<Shared> {
+        self.pool
+    }
+
+    /// The frame bytes (destination MAC first, no FCS), `len()` bytes.
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: this Packet owns buffer `idx` exclusively, so no ring has it
+        // armed and the device has no reason to write it; `len <= buf_size`
+        // is kept by every constructor and `set_len`; `buf_ptr` checks `idx`;
+        // the region outlives us through the packet's pool reference.
+        unsafe { std::slice::from_raw_parts(self.shared().buf_ptr(self.idx), self.len as usize) }
+    }
+
+    /// The frame bytes, writable.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `data`, and `&mut self` makes this the only reference.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.shared().buf_ptr(self.idx), self.len as usize)
+        }
+    }
+
+    /// Set the frame length in bytes (new bytes keep whatever the buffer held).
+    ///
+    /// # Errors
+    /// [`PacketTooLong`] when `len` exceeds [`Packet::capacity`].
+    pub fn set_len(&mut self, len: usize) -> Result<(), PacketTooLong> {
+        if len > self.capacity() {
+            return Err(PacketTooLong {
+                len,
+                capacity: self.capacity(),
+            });
+        }
+        self.len = len as u32;
+        Ok(())
+    }
+
+    /// Frame length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    /// True for a zero-length packet.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Buffer size in bytes.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.shared().buf_size() as usize
+    }
+    /// IOVA of the first byte (what a TX descriptor points at).
+    #[inline]
+    pub fn iova(&self) -> u64 {
+        self.shared().buf_iova(self.idx)
+    }
+    /// The Toeplitz RSS hash the NIC wrote back for this frame (0 when RSS is
+    /// off), 82576 datasheet §7.1.2.10.
+    #[inline]
+    pub fn rss_hash(&self) -> u32 {
+        self.rss_hash
+    }
+}
+
+/// Remove the first `n` packets of `pkts` (at most all), handing each to `f`
+/// in order; the rest keep their order. What `Vec::drain(..n)` does, without
+/// its per-item `Option` and out-of-line drop: the burst paths use it.
+#[inline]
+pub(crate) fn take_front(pkts: &mut Vec<Packet>, n: usize, mut f: impl FnMut(Packet)) {
+    let len = pkts.len();
+    let n = n.min(len);
+    let base = pkts.as_mut_ptr();
+    // SAFETY: from here the Vec owns none of its elements; each of the first
+    // `n` is read (moved out) exactly once below, and the other `len - n` are
+    // moved to the front and given back to the Vec at the end. If `f`
+    // panics, the packets not yet moved are leaked, never dropped twice.
+    unsafe {
+        pkts.set_len(0);
+        for k in 0..n {
+            f(base.add(k).read());
+        }
+        if n < len {
+            std::ptr::copy(base.add(n), base, len - n);
+        }
+        pkts.set_len(len - n);
+    }
+}
+
+impl Drop for Packet {
+    fn drop(&mut self) {
+        self.shared().free_one(self.idx);
+        // SAFETY: the packet owns one reference and is never used again.
+        unsafe { release_one(self.pool) }
+    }
+}
