@@ -171,7 +171,6 @@ impl<D: Doorbell> TxRing<D> {
 
     /// Return the buffers of every completed batch, oldest first, into
     /// `cache` (or their own pool); returns how many descriptors were freed.
-    #[inline(never)]
     pub fn reclaim(&mut self, cache: &mut PoolCache) -> usize {
         let mask = self.desc.mask();
         let own = cache.pool().as_ptr();
@@ -188,15 +187,19 @@ impl<D: Doorbell> TxRing<D> {
             let room = cache.room(batch as usize);
             let mut filled = 0;
             for _ in 0..batch {
-                let slot = &mut slots[(c & mask) as usize];
-                if let Some(pool) = slot.pool.take() {
+                // Slots `clean..tail` are the filled ones: this one is read
+                // once here and never again (the Drop impl looks at that
+                // range only), so it need not be emptied.
+                let slot = slots[(c & mask) as usize];
+                if let Some(pool) = slot.pool {
                     if pool == own && filled < room.len() {
                         room[filled] = slot.idx;
                         filled += 1;
                     } else {
                         // SAFETY: the slot owned buffer `idx` of `pool` and
                         // one reference (from `Packet::into_parts` in
-                        // `tx_burst`); emptied above, so handed over once.
+                        // `tx_burst`); `clean` moves past it below, so it is
+                        // never read again: handed over exactly once.
                         drop(unsafe { Packet::from_raw_parts(pool, slot.idx) });
                     }
                 }
@@ -233,7 +236,9 @@ impl<D: Doorbell> Drop for TxRing<D> {
     /// Give back the buffers still in flight (the driver has stopped the
     /// queue, so the device no longer reads them).
     fn drop(&mut self) {
-        for slot in self.slots.iter_mut() {
+        let mask = self.desc.mask();
+        for k in 0..self.in_flight {
+            let slot = &mut self.slots[(self.clean.wrapping_add(k) & mask) as usize];
             if let Some(pool) = slot.pool.take() {
                 // SAFETY: the slot owned buffer `idx` of `pool` and one
                 // reference to it, taken from a Packet in `tx_burst`; emptied
