@@ -171,51 +171,71 @@ impl<D: Doorbell> TxRing<D> {
 
     /// Return the buffers of every completed batch, oldest first, into
     /// `cache` (or their own pool); returns how many descriptors were freed.
+    ///
+    /// The device completes descriptors in order, so the batches done form a
+    /// prefix of those pending: the newest is checked first (when the device
+    /// is idle or ahead, everything is freed after one DD read), otherwise a
+    /// binary search finds the last done batch. Whatever the device writes,
+    /// only descriptors this ring queued are freed, each once.
     pub fn reclaim(&mut self, cache: &mut PoolCache) -> usize {
-        let mask = self.desc.mask();
-        let own = cache.pool().as_ptr();
-        let slots = &mut self.slots[..=mask as usize];
-        let (mut c, mut head, mut left) = (self.clean, self.rs_head, self.rs_len);
-        let mut freed = 0u16;
-        while left > 0 {
-            let end = self.rs[head as usize];
-            if !tx_done(self.desc.read_hi(end)) {
-                break;
-            }
-            // One batch: descriptors `c..=end`, all done.
-            let batch = (end.wrapping_sub(c) & mask) + 1;
-            let room = cache.room(batch as usize);
-            let mut filled = 0;
-            for _ in 0..batch {
-                // Slots `clean..tail` are the filled ones: this one is read
-                // once here and never again (the Drop impl looks at that
-                // range only), so it need not be emptied.
-                let slot = slots[(c & mask) as usize];
-                if let Some(pool) = slot.pool {
-                    if pool == own && filled < room.len() {
-                        room[filled] = slot.idx;
-                        filled += 1;
-                    } else {
-                        // SAFETY: the slot owned buffer `idx` of `pool` and
-                        // one reference (from `Packet::into_parts` in
-                        // `tx_burst`); `clean` moves past it below, so it is
-                        // never read again: handed over exactly once.
-                        drop(unsafe { Packet::from_raw_parts(pool, slot.idx) });
-                    }
-                }
-                c = (c + 1) & mask;
-            }
-            cache.commit(filled);
-            freed += batch;
-            head = (head + 1) & mask;
-            left -= 1;
+        let pending = self.rs_len;
+        if pending == 0 {
+            return 0;
         }
-        self.clean = c;
-        self.rs_head = head;
-        self.rs_len = left;
-        self.in_flight -= freed;
+        let mask = self.desc.mask();
+        let mark = |k: u16| self.rs[((self.rs_head + k) & mask) as usize];
+        let done = |k: u16| tx_done(self.desc.read_hi(mark(k)));
+        // Number of pending batches that are done (a prefix).
+        let batches = if done(pending - 1) {
+            pending
+        } else {
+            let (mut lo, mut hi) = (0u16, pending - 1); // done(hi) is false
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if done(mid) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        if batches == 0 {
+            return 0;
+        }
+        let end = mark(batches - 1);
+        let run = (end.wrapping_sub(self.clean) & mask) + 1;
+        self.rs_head = (self.rs_head + batches) & mask;
+        self.rs_len -= batches;
+
+        let own = cache.pool().as_ptr();
+        let slots = &self.slots[..=mask as usize];
+        let room = cache.room(run as usize);
+        let mut filled = 0;
+        let mut c = self.clean;
+        for _ in 0..run {
+            // Slots `clean..tail` are the filled ones: this one is read once
+            // here and never again (`clean` moves past it, and the Drop impl
+            // looks at the live range only), so it need not be emptied.
+            let slot = slots[(c & mask) as usize];
+            if let Some(pool) = slot.pool {
+                if pool == own && filled < room.len() {
+                    room[filled] = slot.idx;
+                    filled += 1;
+                } else {
+                    // SAFETY: the slot owned buffer `idx` of `pool` and one
+                    // reference (from `Packet::into_parts` in `tx_burst`);
+                    // never read again, so handed over exactly once.
+                    drop(unsafe { Packet::from_raw_parts(pool, slot.idx) });
+                }
+            }
+            c = (c + 1) & mask;
+        }
+        cache.commit(filled);
         cache.settle();
-        freed as usize
+        self.clean = c;
+        self.in_flight -= run;
+        run as usize
     }
 
     /// Frames queued and not yet reclaimed.
