@@ -26,8 +26,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-/// Frames per stream, offered at `RATE` packets/s each: modest, so that the
-/// debug builds of fwd and of this generator keep up under TCG.
+/// Frames per stream, offered at up to `RATE` packets/s each: modest, so that
+/// the debug build of fwd keeps up under TCG (this debug-built generator
+/// itself reaches only about 3000 packets/s there).
 const FRAMES: u64 = 2000;
 const RATE: u64 = 10_000;
 
@@ -210,6 +211,7 @@ fn num_after(line: &str, key: &str) -> u64 {
         .find(&format!("{key} "))
         .unwrap_or_else(|| panic!("no `{key}` in: {line}"));
     line[at + key.len() + 1..]
+        .trim_start()
         .chars()
         .take_while(char::is_ascii_digit)
         .collect::<String>()
