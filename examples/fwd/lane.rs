@@ -4,8 +4,9 @@
 //! Nothing is dropped in software while running: a lane receives only as many
 //! frames as its pending TX burst has room for, and what `tx_burst` could not
 //! take stays pending and goes first next loop. Back-pressure therefore lands
-//! in the RX ring, where a real NIC counts what it drops (`rx_missed_errors`,
-//! `rx_no_buffer_count`). The only software drops, counted as `tx_dropped`:
+//! in the RX ring, where the NIC drops what does not fit (an 82576 with one
+//! queue counts it in `rx_no_buffer_count`/`rx_missed_errors`; QEMU's igb
+//! counts nothing). The only software drops, counted as `tx_dropped`:
 //! frames still pending when the run ends and the flush time is over, and (two
 //! ports) frames for which the TX port's mempool had no buffer.
 //!
