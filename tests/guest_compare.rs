@@ -7,30 +7,12 @@
 mod common;
 
 use common::*;
-use std::path::PathBuf;
-
-fn compare_exe() -> PathBuf {
-    // target/<profile>/deps/guest_compare-<hash> -> target/<profile>/examples/compare
-    let me = std::env::current_exe().unwrap();
-    let exe = me
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/compare");
-    assert!(
-        exe.is_file(),
-        "{} not built (cargo test builds examples)",
-        exe.display()
-    );
-    exe
-}
 
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn every_path_reports_consistent_numbers() {
     let out = std::env::temp_dir().join(format!("pollnic-compare-{}", std::process::id()));
-    let run = std::process::Command::new(compare_exe())
+    let run = std::process::Command::new(example_exe("compare"))
         .args([
             "--tx",
             &port(0),

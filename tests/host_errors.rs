@@ -1,5 +1,7 @@
 //! Errors a user can hit without any NIC: they must be clear and never panic.
 
+mod common;
+
 use pollnic::{Device, DeviceConfig, Error};
 
 #[test]
@@ -41,4 +43,48 @@ fn invalid_ring_size_is_refused_before_touching_anything() {
         ),
         "{e}"
     );
+}
+
+/// The `fwd` example refuses bad arguments with a clear message before it
+/// touches any NIC.
+#[test]
+fn fwd_refuses_bad_arguments_clearly() {
+    let exe = common::example_exe("fwd");
+    for (args, want) in [
+        ("--ports 0000:00:08.0,00:08.0", "names 0000:00:08.0 twice"),
+        (
+            "--ports 0000:00:08.0,00:0a.0,00:0c.0",
+            "one PCI address or two",
+        ),
+        ("--ports eth0", "invalid PCI address \"eth0\""),
+        ("--ports 0000:7f:1f.7", "no such PCI device"),
+        ("--ports 00:08.0 --cores 0,x", "bad core `x`"),
+        (
+            "--ports 00:08.0 --cores 100000",
+            "core 100000 is not available",
+        ),
+        ("--ports 00:08.0 --batch 0", "--batch 0 is outside 1..=512"),
+        (
+            "--ports 00:08.0 --batch 513",
+            "--batch 513 is outside 1..=512",
+        ),
+        (
+            "--ports 00:08.0 --ring-size 100",
+            "multiple of 8 between 32 and 4096",
+        ),
+        ("--ports 00:08.0 --queues 17", "igb supports 1 to 16"),
+        (
+            "--ports 00:08.0 --mode swap",
+            "possible values: io, macswap",
+        ),
+    ] {
+        let out = std::process::Command::new(&exe)
+            .args(args.split(' '))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args}: succeeded");
+        assert!(err.contains(want), "{args}: {err}");
+        assert!(!err.contains("panicked"), "{args}: {err}");
+    }
 }

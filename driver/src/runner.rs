@@ -46,25 +46,12 @@ pub fn pin_current_thread(core: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: core })
 }
 
-/// Run `work(queue)` on every queue of `dev`, queue `i` in a thread pinned to
-/// `cores[i % cores.len()]`, and `report()` on the calling thread meanwhile;
-/// returns each queue's result in queue order once all have returned.
+/// Check that `cores` is not empty and names only cores this process may run
+/// on (its affinity mask: `taskset -p $$` shows it), before any thread starts.
 ///
 /// # Errors
-/// A message when `cores` is empty or names a core this process may not run
-/// on (checked against its affinity mask before any thread starts: `taskset -p $$`
-/// shows the mask). A pin that still fails at thread start is reported on stderr.
-pub fn run_pinned<R, F, G>(
-    dev: &mut Device,
-    cores: &[usize],
-    work: F,
-    report: G,
-) -> Result<Vec<R>, String>
-where
-    R: Send,
-    F: Fn(&mut Queue) -> R + Sync,
-    G: FnOnce(),
-{
+/// A message naming the first core that is not allowed, with the allowed list.
+pub fn check_cores(cores: &[usize]) -> Result<(), String> {
     if cores.is_empty() {
         return Err("no cores given".into());
     }
@@ -78,6 +65,29 @@ where
             "core {bad} is not available to this process (allowed: {allowed:?}; see `taskset -p $$`, cpusets, isolcpus)"
         ));
     }
+    Ok(())
+}
+
+/// Run `work(queue)` on every queue of `dev`, queue `i` in a thread pinned to
+/// `cores[i % cores.len()]`, and `report()` on the calling thread meanwhile;
+/// returns each queue's result in queue order once all have returned.
+///
+/// # Errors
+/// A message when `cores` is empty or names a core this process may not run
+/// on ([`check_cores`], before any thread starts). A pin that still fails at
+/// thread start is reported on stderr.
+pub fn run_pinned<R, F, G>(
+    dev: &mut Device,
+    cores: &[usize],
+    work: F,
+    report: G,
+) -> Result<Vec<R>, String>
+where
+    R: Send,
+    F: Fn(&mut Queue) -> R + Sync,
+    G: FnOnce(),
+{
+    check_cores(cores)?;
     let work = &work;
     std::thread::scope(|s| {
         let handles: Vec<_> = dev
@@ -115,5 +125,13 @@ mod tests {
         assert!(parse_cores("a").is_err());
         assert!(parse_cores("3-1").is_err());
         assert!(parse_cores("").is_err());
+    }
+    #[test]
+    fn core_check_uses_the_affinity_mask() {
+        assert!(check_cores(&[]).is_err());
+        let e = check_cores(&[100_000]).unwrap_err();
+        assert!(e.contains("core 100000 is not available"), "{e}");
+        let first = core_affinity::get_core_ids().unwrap()[0].id;
+        check_cores(&[first]).unwrap();
     }
 }

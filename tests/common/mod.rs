@@ -1,12 +1,14 @@
 //! Helpers for the tests that run inside the QEMU guest (`cargo xtask test`).
-//! The testbed exports the two igb ports as POLLNIC_PORT0/1 and the MACs given
-//! to QEMU as POLLNIC_PORT0_MAC/POLLNIC_PORT1_MAC; a missing variable fails
+//! The testbed exports the igb ports as POLLNIC_PORT0..3 (0 and 1 wired back
+//! to back through one QEMU hub, 2 and 3 through another) and the MACs given
+//! to QEMU as POLLNIC_PORT0_MAC..POLLNIC_PORT3_MAC; a missing variable fails
 //! the test (these tests never skip).
 
 #![allow(dead_code)]
 
 use pollnic::frame::{self, Flow};
 use pollnic::{Device, DeviceConfig, Packet};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// An environment variable the testbed must set.
@@ -16,9 +18,28 @@ pub fn env(name: &str) -> String {
     })
 }
 
-/// PCI address of testbed port `i` (0 or 1).
+/// PCI address of testbed port `i` (0..=3).
 pub fn port(i: usize) -> String {
     env(&format!("POLLNIC_PORT{i}"))
+}
+
+/// An example of the pollnic crate, built next to this test executable
+/// (`cargo test` builds the examples): target/<profile>/deps/<test>-<hash>
+/// -> target/<profile>/examples/<name>.
+pub fn example_exe(name: &str) -> PathBuf {
+    let me = std::env::current_exe().unwrap();
+    let exe = me
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        exe.is_file(),
+        "{} not built (`cargo test -p pollnic` builds the examples)",
+        exe.display()
+    );
+    exe
 }
 
 /// Small rings so tests wrap them many times.

@@ -1,6 +1,6 @@
 //! `cargo xtask`: the pollnic QEMU testbed.
 //!
-//! Boots Debian's kernel under QEMU (TCG) with two back-to-back emulated igb NICs behind an
+//! Boots Debian's kernel under QEMU (TCG) with two pairs of back-to-back emulated igb NICs behind an
 //! emulated Intel IOMMU, shares the host's root filesystem into the guest, and runs host-built
 //! binaries there. See `cargo xtask --help`.
 

@@ -12,7 +12,7 @@ use crate::console::{forward_console, forward_stderr, Event};
 use crate::guest::GuestImage;
 use crate::install::QEMU;
 use crate::layout::Layout;
-use crate::runscript::{full_script, nonce, PORTS};
+use crate::runscript::{full_script, hub_of, nonce, PORTS};
 use crate::{cmd, say};
 
 /// How long QEMU may take to exit after the guest reported its exit status.
@@ -27,7 +27,7 @@ pub struct VmOptions {
     pub mem_mib: u32,
     /// 2 MiB hugepages reserved in the guest.
     pub hugepages: u32,
-    /// Bind both NICs to vfio-pci (with the debug `pollnic` CLI) before the script runs.
+    /// Bind all NICs to vfio-pci (with the debug `pollnic` CLI) before the script runs.
     pub bind: bool,
     /// Kill the guest after this long, from QEMU start to power-off.
     pub timeout: Duration,
@@ -63,9 +63,9 @@ pub struct RunOutcome {
 ///
 /// The script runs as root inside `chroot /host` (the host's root, read-only, with the
 /// repository read-write at its own path), with cwd = the repository and the environment
-/// `POLLNIC_GUEST=1`, `POLLNIC_PORT{0,1}` (PCI addresses), `POLLNIC_PORT{0,1}_MAC`, plus the
+/// `POLLNIC_GUEST=1`, `POLLNIC_PORT{0..3}` (PCI addresses), `POLLNIC_PORT{0..3}_MAC`, plus the
 /// host's `PATH`, `HOME`, `RUST_BACKTRACE`, `RUST_LOG` and `POLLNIC_*`. Unless
-/// `opts.bind` is false, both NICs are first bound to vfio-pci with
+/// `opts.bind` is false, all NICs are first bound to vfio-pci with
 /// `target/debug/pollnic bind` (the caller must have built it).
 ///
 /// Errors (not an exit code) when QEMU cannot start, dies, the guest's init fails, the
@@ -161,7 +161,8 @@ fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmO
     }
     for (i, (pci, mac)) in PORTS.iter().enumerate() {
         let slot = &pci[8..10];
-        c.args(["-netdev", &format!("hubport,id=p{i},hubid=0")]);
+        let hub = hub_of(i);
+        c.args(["-netdev", &format!("hubport,id=p{i},hubid={hub}")]);
         c.args([
             "-device",
             &format!("igb,netdev=p{i},addr=0x{slot},mac={mac}"),

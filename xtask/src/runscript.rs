@@ -8,11 +8,25 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::cmd;
 use crate::layout::Layout;
 
-/// The two igb NICs: guest PCI address and MAC, in port order.
-pub const PORTS: [(&str, &str); 2] = [
+/// The igb NICs: guest PCI address and MAC, in port order. Ports 0 and 1 are
+/// wired back to back through QEMU hub 0, ports 2 and 3 through hub 1 ([`hub_of`]).
+///
+/// Each emulated igb reserves the slots of its 8 SR-IOV VFs at realize time:
+/// a PF in slot `s` takes slots `s + 16` and `s + 17` (VF offset 0x80, stride 2),
+/// so PFs need slots at least 2 apart, and slot 0xe would collide with q35's
+/// LPC bridge in slot 0x1f. Slot 6 keeps clear of the virtio-9p shares, which
+/// QEMU places in the first free slots (1..=3).
+pub const PORTS: [(&str, &str); 4] = [
     ("0000:00:08.0", "52:54:00:12:34:01"),
     ("0000:00:0a.0", "52:54:00:12:34:02"),
+    ("0000:00:0c.0", "52:54:00:12:34:03"),
+    ("0000:00:06.0", "52:54:00:12:34:04"),
 ];
+
+/// The QEMU hub that port `i` is on: ports 0 and 1 share hub 0, ports 2 and 3 hub 1.
+pub fn hub_of(port: usize) -> usize {
+    port / 2
+}
 
 /// Host variables that the guest command sees too (besides `POLLNIC_*`).
 const PASSTHROUGH: &[&str] = &["PATH", "HOME", "RUST_BACKTRACE", "RUST_LOG"];
@@ -94,10 +108,12 @@ mod tests {
         let s = full_script(&layout, "sh -c 'exit 3'", false);
         assert!(s.contains("export POLLNIC_PORT0=0000:00:08.0\n"));
         assert!(s.contains("export POLLNIC_PORT1_MAC=52:54:00:12:34:02\n"));
+        assert!(s.contains("export POLLNIC_PORT3=0000:00:06.0\n"));
+        assert_eq!((hub_of(0), hub_of(1), hub_of(2), hub_of(3)), (0, 0, 1, 1));
         assert!(s.contains("cd /work/main || exit 125\n"));
         assert!(!s.contains(" bind "));
         assert!(s.ends_with("sh -c 'exit 3'\n"));
         let bound = full_script(&layout, "true", true);
-        assert!(bound.contains("/work/main/target/debug/pollnic bind 0000:00:08.0 0000:00:0a.0 ||"));
+        assert!(bound.contains("/work/main/target/debug/pollnic bind 0000:00:08.0 0000:00:0a.0 0000:00:0c.0 0000:00:06.0 ||"));
     }
 }

@@ -1,0 +1,197 @@
+//! A forwarder in the manner of DPDK testpmd's `io` and `macswap` modes:
+//! frames received on a port's queue `i` leave by queue `i` of the same port
+//! (one port) or of the other port (two ports, both directions served by the
+//! same pinned thread, as testpmd does with two ports).
+//!
+//! ```text
+//! fwd --ports 0000:03:00.0 --mode macswap                 # bounce frames back where they came from
+//! fwd --ports 0000:03:00.0,0000:03:00.1 --queues 2 --cores 2,3 --seconds 30
+//! ```
+//!
+//! Prints a line per direction each second and a summary: frames received,
+//! forwarded and dropped, rates, per-queue shares, ring and NIC counters.
+//! Ctrl-C stops it cleanly.
+
+mod lane;
+mod report;
+
+use clap::Parser;
+use lane::Mode;
+use pollnic::pci::PciAddress;
+use pollnic::runner::{check_cores, parse_cores, pin_current_thread};
+use pollnic::{Device, DeviceConfig};
+use report::Dir;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Forward frames between pollnic ports like testpmd's io and macswap modes; report rates, drops and counters"
+)]
+struct Args {
+    /// One port (RX queue i -> TX queue i of that port) or two, comma-separated
+    /// (port A queue i <-> port B queue i, both directions); bound to vfio-pci.
+    #[arg(long)]
+    ports: String,
+    /// io: forward untouched; macswap: swap destination and source MAC first.
+    #[arg(long, value_enum, default_value_t = Mode::Io)]
+    mode: Mode,
+    /// Queues per port, spread by RSS; one thread per queue index.
+    #[arg(long, default_value_t = 1)]
+    queues: u16,
+    /// Cores for the queue threads, e.g. `0,1` or `0-3` (queue i runs on the i-th, wrapping).
+    #[arg(long, default_value = "0")]
+    cores: String,
+    /// Frames per burst (1..=512).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Descriptors per RX and TX ring (multiple of 8, 32..=4096); the mempools are sized to fit.
+    #[arg(long, default_value_t = 512)]
+    ring_size: u32,
+    /// How long to forward, in seconds (0 = until Ctrl-C).
+    #[arg(long, default_value_t = 0)]
+    seconds: u64,
+    /// Accept every destination MAC (the default, as testpmd); kept for explicitness.
+    #[arg(long, overrides_with = "no_promisc")]
+    promisc: bool,
+    /// Accept only frames for the port's own MAC, broadcast and multicast.
+    #[arg(long, overrides_with = "promisc")]
+    no_promisc: bool,
+}
+
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("fwd: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Parse `--ports`: one or two distinct PCI addresses.
+fn parse_ports(s: &str) -> Result<Vec<PciAddress>, String> {
+    let items: Vec<&str> = s.split(',').map(str::trim).collect();
+    if items.is_empty() || items.len() > 2 || items.iter().any(|i| i.is_empty()) {
+        return Err(format!(
+            "--ports `{s}`: give one PCI address or two separated by a comma"
+        ));
+    }
+    let ports = items
+        .iter()
+        .map(|i| i.parse::<PciAddress>().map_err(|e| format!("--ports: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if ports.len() == 2 && ports[0] == ports[1] {
+        return Err(format!(
+            "--ports names {} twice: give it once to forward back out of the same port",
+            ports[0]
+        ));
+    }
+    Ok(ports)
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let addrs = parse_ports(&args.ports)?;
+    let cores = parse_cores(&args.cores)?;
+    check_cores(&cores)?;
+    if !(1..=512).contains(&args.batch) {
+        return Err(format!("--batch {} is outside 1..=512", args.batch).into());
+    }
+    let promisc = !args.no_promisc;
+    let stop = pollnic::signal::stop_flag()?;
+    // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
+    let cfg = DeviceConfig {
+        rx_ring_size: args.ring_size,
+        tx_ring_size: args.ring_size,
+        mempool_size: (2 * args.ring_size + 1024).max(4096),
+        queues: args.queues,
+        promisc,
+        ..Default::default()
+    };
+    cfg.validate()?;
+    let mut devs = addrs
+        .iter()
+        .map(|a| {
+            Device::open(&a.to_string(), &cfg).map_err(|e| {
+                let e = e.to_string();
+                if e.contains(&a.to_string()) {
+                    e
+                } else {
+                    format!("port {a}: {e}")
+                }
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let ports: Vec<(PciAddress, String)> =
+        devs.iter().map(|d| (d.address(), d.mac_string())).collect();
+    let dirs: Vec<Dir> = if devs.len() == 1 {
+        vec![Dir { rx: 0, tx: 0 }]
+    } else {
+        vec![Dir { rx: 0, tx: 1 }, Dir { rx: 1, tx: 0 }]
+    };
+    let counters: Vec<_> = devs.iter().map(|d| d.counters()).collect();
+    println!(
+        "pollnic fwd: mode {}, {}, {} queue(s) per port on cores {cores:?}, burst {}, ring {}, promiscuous {}, {}",
+        match args.mode {
+            Mode::Io => "io",
+            Mode::Macswap => "macswap",
+        },
+        ports
+            .iter()
+            .map(|(a, m)| format!("{a} ({m})"))
+            .collect::<Vec<_>>()
+            .join(" <-> "),
+        args.queues,
+        args.batch,
+        args.ring_size,
+        if promisc { "on" } else { "off" },
+        if args.seconds == 0 {
+            "until Ctrl-C".to_string()
+        } else {
+            format!("{} s", args.seconds)
+        }
+    );
+
+    let done = AtomicBool::new(false);
+    let running = || !stop.load(Relaxed) && !done.load(Relaxed);
+    let (mode, batch) = (args.mode, args.batch);
+    let per_queue = std::thread::scope(|s| {
+        let (first, rest) = devs.split_at_mut(1);
+        let a = first[0].queues_mut().iter_mut();
+        let pairs: Vec<_> = match rest.first_mut() {
+            None => a.map(|qa| (qa, None)).collect(),
+            Some(b) => a.zip(b.queues_mut().iter_mut().map(Some)).collect(),
+        };
+        let handles: Vec<_> = pairs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (qa, qb))| {
+                let core = cores[i % cores.len()];
+                std::thread::Builder::new()
+                    .name(format!("fwd-q{i}"))
+                    .spawn_scoped(s, move || {
+                        if !pin_current_thread(core) {
+                            eprintln!(
+                                "fwd: queue {i}: could not pin to core {core}; running unpinned"
+                            );
+                        }
+                        lane::run_queue(qa, qb, mode, batch, running)
+                    })
+                    .expect("spawn queue thread")
+            })
+            .collect();
+        let addrs: Vec<PciAddress> = ports.iter().map(|p| p.0).collect();
+        report::live(&addrs, &dirs, &counters, args.seconds, &stop);
+        done.store(true, Relaxed);
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "a queue thread panicked"))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+
+    let hw: Vec<Vec<_>> = devs
+        .iter_mut()
+        .map(|d| d.stats().iter().collect())
+        .collect();
+    if stop.load(Relaxed) {
+        println!("(interrupted by Ctrl-C: the devices were shut down cleanly)");
+    }
+    report::summary(&ports, &dirs, mode, &per_queue, &hw);
+    Ok(())
+}

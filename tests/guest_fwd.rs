@@ -1,0 +1,345 @@
+//! The `fwd` example (testpmd-style io/macswap forwarder) in the QEMU testbed,
+//! run as a child process while this test generates traffic with the library:
+//!
+//! - one port, macswap: port 0 sends to fwd on port 1, which swaps the MACs
+//!   and sends the frames back out of port 1 to port 0;
+//! - two ports, io, both directions at once: port 0 → fwd port 1 → fwd port 2
+//!   → port 3, and port 3 → fwd port 2 → fwd port 1 → port 0 (ports 0/1 share
+//!   one QEMU hub, 2/3 another).
+//!
+//! Every frame that comes back must be byte-identical to what was sent (MACs
+//! swapped in macswap mode), none twice; fwd's summary must agree with what was
+//! sent and with the NICs' counters. Run inside the guest by `cargo xtask test`.
+//!
+//! The generator runs in this test, not in the `loopback` example: loopback
+//! opens its TX and RX ports as two devices, and one VFIO device cannot be
+//! opened twice, so it cannot send and receive on port 0 at once.
+
+mod common;
+
+use common::*;
+use pollnic::frame::{self, Flow};
+use pollnic::{Device, DeviceConfig, Packet};
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+/// Frames per stream, offered at up to `RATE` packets/s each: modest, so that
+/// the debug build of fwd keeps up under TCG (this debug-built generator
+/// itself reaches only about 3000 packets/s there).
+const FRAMES: u64 = 2000;
+const RATE: u64 = 10_000;
+
+/// Allowed loss in percent. QEMU's igb drops silently (no counter moves) when
+/// the receiving ring is full and the hub's queue overflows, and under TCG a
+/// descheduled vCPU can let that happen even at this rate; anything beyond a
+/// few percent is a real failure, and nothing forwarded fails outright.
+const MAX_LOSS_PERCENT: u64 = 3;
+
+/// A running `fwd` with its stdout lines arriving on a channel.
+struct Fwd {
+    child: Child,
+    lines: Receiver<String>,
+    out: Vec<String>,
+}
+
+impl Fwd {
+    /// Start fwd with `args` and wait until it forwards (its first line).
+    fn start(args: &[&str]) -> Fwd {
+        let mut child = Command::new(example_exe("fwd"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start fwd");
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                println!("fwd| {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut fwd = Fwd {
+            child,
+            lines,
+            out: Vec::new(),
+        };
+        let first = fwd
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("fwd {args:?} did not start within 60 s"));
+        assert!(first.starts_with("pollnic fwd: "), "fwd said: {first}");
+        fwd.out.push(first);
+        fwd
+    }
+
+    /// Wait up to `limit` for fwd to exit (it must succeed); returns all its output.
+    fn finish(mut self, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("fwd did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.out.push(l);
+        }
+        let text = self.out.join("\n");
+        assert!(status.success(), "fwd failed ({status}):\n{text}");
+        text
+    }
+
+    fn interrupt(&self) {
+        let rc = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(rc.success());
+    }
+}
+
+/// One stream of test frames: sent by device `tx`, expected back on device `rx`.
+struct Stream {
+    tx: usize,
+    rx: usize,
+    flow: Flow,
+    seq: u64,
+    pending: Vec<Packet>,
+    got: Vec<Vec<u8>>,
+}
+
+impl Stream {
+    fn new(tx: usize, rx: usize, flow: Flow) -> Stream {
+        Stream {
+            tx,
+            rx,
+            flow,
+            seq: 0,
+            pending: Vec::with_capacity(32),
+            got: Vec::new(),
+        }
+    }
+}
+
+/// Send `FRAMES` frames of every stream at `RATE` each (mixed lengths) while
+/// collecting what arrives on each stream's receiving device, until all is
+/// sent and nothing has arrived for 1.5 s. Each stream needs its own `rx`.
+fn run_streams(devs: &mut [Device], streams: &mut [Stream]) {
+    let gap_ns = 1_000_000_000 / RATE;
+    let t0 = Instant::now();
+    let mut last_rx = Instant::now();
+    let mut buf: Vec<Packet> = Vec::with_capacity(64);
+    loop {
+        let due = (t0.elapsed().as_nanos() as u64 / gap_ns + 1).min(FRAMES);
+        for s in streams.iter_mut() {
+            let dev = &mut devs[s.tx];
+            let flows = [s.flow];
+            frame::fill_burst(
+                dev.mempool(),
+                &mut s.pending,
+                32,
+                &flows,
+                &mut s.seq,
+                due,
+                frame::mixed_len,
+            );
+            dev.tx_burst(&mut s.pending);
+        }
+        for s in streams.iter_mut() {
+            if devs[s.rx].rx_burst(&mut buf, 64) > 0 {
+                last_rx = Instant::now();
+                s.got.extend(buf.drain(..).map(|p| p.data().to_vec()));
+            }
+        }
+        let all_sent = streams
+            .iter()
+            .all(|s| s.seq == FRAMES && s.pending.is_empty());
+        if all_sent && last_rx.elapsed() > Duration::from_millis(1500) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "generator stuck");
+    }
+    for d in devs.iter_mut() {
+        assert!(d.flush_tx(Duration::from_secs(5)), "TX ring did not drain");
+    }
+}
+
+/// Check every frame `s` got back: a test frame of this stream, sent once,
+/// byte-identical to what was sent (destination and source MAC swapped when
+/// `swapped`). Returns how many distinct frames came back.
+fn verify(s: &Stream, swapped: bool) -> u64 {
+    let mut seen = HashSet::new();
+    for f in &s.got {
+        let info = frame::parse(f).unwrap_or_else(|| panic!("not a test frame: {f:02x?}"));
+        assert!(
+            info.seq < FRAMES,
+            "frame {}: unknown sequence number",
+            info.seq
+        );
+        assert!(seen.insert(info.seq), "frame {} arrived twice", info.seq);
+        let mut want = frame::expected(frame::mixed_len(info.seq), &s.flow, info.seq, info.tx_ns);
+        if swapped {
+            let (dst, src) = want[..12].split_at_mut(6);
+            dst.swap_with_slice(src);
+        }
+        assert_eq!(f.len(), want.len(), "frame {}: length", info.seq);
+        assert!(
+            f == &want,
+            "frame {}: bytes differ (swapped MACs expected: {swapped})\n got {:02x?}\nwant {:02x?}",
+            info.seq,
+            &f[..f.len().min(48)],
+            &want[..want.len().min(48)]
+        );
+    }
+    seen.len() as u64
+}
+
+/// The number after `key ` in `line`.
+fn num_after(line: &str, key: &str) -> u64 {
+    let at = line
+        .find(&format!("{key} "))
+        .unwrap_or_else(|| panic!("no `{key}` in: {line}"));
+    line[at + key.len() + 1..]
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after `{key}` in: {line}"))
+}
+
+/// fwd's summary for direction `rx -> tx`: (received, forwarded, tx_dropped).
+fn direction(out: &str, rx: &str, tx: &str) -> (u64, u64, u64) {
+    let mut lines = out.lines();
+    let head = format!("{rx} -> {tx} (");
+    lines
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("no summary for {rx} -> {tx} in:\n{out}"));
+    let l = lines.next().unwrap();
+    (
+        num_after(l, "received"),
+        num_after(l, "forwarded"),
+        num_after(l, "tx_dropped"),
+    )
+}
+
+/// fwd's hardware counter `name` for port `addr`.
+fn hw(out: &str, addr: &str, name: &str) -> u64 {
+    let head = format!("port {addr} (");
+    let l = out
+        .lines()
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("no counters for port {addr} in:\n{out}"));
+    num_after(l, name)
+}
+
+/// Checks one direction of fwd against the generator: `back` distinct frames
+/// came back out of `FRAMES` sent.
+fn check_direction(out: &str, rx: &str, tx: &str, back: u64) {
+    let what = format!("{rx} -> {tx}: ");
+    let lost = FRAMES - back;
+    assert!(
+        lost * 100 <= MAX_LOSS_PERCENT * FRAMES,
+        "{what}only {back} of {FRAMES} frames came back through fwd:\n{out}"
+    );
+    let (received, forwarded, dropped) = direction(out, rx, tx);
+    assert!(
+        received <= FRAMES && received >= back,
+        "{what}fwd received {received}; sent {FRAMES}, came back {back}"
+    );
+    assert_eq!(dropped, 0, "{what}fwd dropped frames");
+    assert_eq!(forwarded, received, "{what}forwarded vs received");
+    // Each port receives only this direction's frames and sends only its output.
+    assert_eq!(
+        hw(out, rx, "rx_packets"),
+        received,
+        "{what}rx_packets of {rx}"
+    );
+    assert_eq!(
+        hw(out, tx, "tx_packets"),
+        forwarded,
+        "{what}tx_packets of {tx}"
+    );
+}
+
+fn open(i: usize, promisc: bool) -> Device {
+    let cfg = DeviceConfig {
+        rx_ring_size: 256,
+        tx_ring_size: 256,
+        mempool_size: 1024,
+        promisc,
+        ..Default::default()
+    };
+    Device::open(&port(i), &cfg).unwrap_or_else(|e| panic!("open port {i}: {e}"))
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn one_port_macswap_bounces_every_frame_back_with_swapped_macs() {
+    let mut devs = vec![open(0, false)];
+    let p1 = port(1);
+    let fwd = Fwd::start(&[
+        "--ports",
+        &p1,
+        "--mode",
+        "macswap",
+        "--seconds",
+        "6",
+        "--cores",
+        "1",
+    ]);
+    let p1_mac = parse_mac(&env("POLLNIC_PORT1_MAC"));
+    let mut streams = [Stream::new(0, 0, Flow::between(devs[0].mac(), p1_mac))];
+    run_streams(&mut devs, &mut streams);
+    let sent_hw = devs[0].stats().get("tx_packets").unwrap();
+    assert_eq!(sent_hw, FRAMES, "port 0 tx_packets");
+    // Frames to port 0's own MAC: port 0 is not promiscuous, so a frame whose
+    // MACs were not swapped would not even be accepted.
+    let back = verify(&streams[0], true);
+    let out = fwd.finish(Duration::from_secs(30));
+    check_direction(&out, &p1, &p1, back);
+    assert!(out.contains("[  1 s] "), "no live line:\n{out}");
+    assert!(!out.contains("interrupted"), "{out}");
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn two_ports_io_forwards_both_directions_untouched_until_ctrl_c() {
+    // Promiscuous receivers: in io mode the frames keep the MAC of the port
+    // they were first sent to (port 1 or 2), not the receiver's.
+    let mut devs = vec![open(0, true), open(3, true)];
+    let (p1, p2) = (port(1), port(2));
+    let ports = format!("{p1},{p2}");
+    let fwd = Fwd::start(&["--ports", &ports, "--mode", "io", "--cores", "1"]);
+    let mac = |i: usize| parse_mac(&env(&format!("POLLNIC_PORT{i}_MAC")));
+    let mut streams = [
+        Stream::new(0, 1, Flow::between(devs[0].mac(), mac(1))),
+        Stream::new(1, 0, Flow::nth(devs[1].mac(), mac(2), 7)),
+    ];
+    run_streams(&mut devs, &mut streams);
+    let back: Vec<u64> = streams.iter().map(|s| verify(s, false)).collect();
+    fwd.interrupt();
+    let out = fwd.finish(Duration::from_secs(30));
+    assert!(out.contains("interrupted by Ctrl-C"), "{out}");
+    check_direction(&out, &p1, &p2, back[0]);
+    check_direction(&out, &p2, &p1, back[1]);
+}
+
+fn parse_mac(s: &str) -> [u8; 6] {
+    let v: Vec<u8> = s
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect();
+    v.try_into().expect("six bytes")
+}
