@@ -155,6 +155,7 @@ impl Device {
             )?;
             let tx = TxRing::new(
                 tx_desc,
+                &pool,
                 MmioDoorbell {
                     bar: Arc::clone(&bar),
                     reg: tdt(q),

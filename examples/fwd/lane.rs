@@ -15,7 +15,6 @@
 //! read whatever B maps at that address). One port forwards zero copy.
 
 use pollnic::{Mempool, Packet, Queue};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// testpmd's forwarding modes that fwd implements.
@@ -56,7 +55,7 @@ pub struct Lane {
     mode: Mode,
     batch: usize,
     /// Two ports: the TX queue's mempool, which frames are copied into.
-    copy_to: Option<Arc<Mempool>>,
+    copy_to: Option<Mempool>,
     rx_buf: Vec<Packet>,
     pending: Vec<Packet>,
     res: LaneResult,
@@ -64,7 +63,7 @@ pub struct Lane {
 
 impl Lane {
     /// A lane forwarding in `mode` with bursts of `batch`; `copy_to` for two ports.
-    pub fn new(mode: Mode, batch: usize, copy_to: Option<Arc<Mempool>>) -> Lane {
+    pub fn new(mode: Mode, batch: usize, copy_to: Option<Mempool>) -> Lane {
         Lane {
             mode,
             batch,
@@ -89,16 +88,22 @@ impl Lane {
         let now = Instant::now();
         self.res.first_last = Some((self.res.first_last.map_or(now, |f| f.0), now));
         self.res.received += n as u64;
-        for mut p in self.rx_buf.drain(..) {
-            if self.mode == Mode::Macswap {
+        if self.mode == Mode::Macswap {
+            for p in &mut self.rx_buf {
                 macswap(p.data_mut());
             }
-            match &self.copy_to {
-                None => self.pending.push(p),
-                Some(pool) => match copy_into(pool, &p) {
-                    Some(c) => self.pending.push(c),
-                    None => self.res.dropped_nobuf += 1,
-                },
+        }
+        match &self.copy_to {
+            None => self.pending.append(&mut self.rx_buf),
+            Some(pool) => {
+                for p in &self.rx_buf {
+                    match copy_into(pool, p) {
+                        Some(c) => self.pending.push(c),
+                        None => self.res.dropped_nobuf += 1,
+                    }
+                }
+                // The originals go back to the RX queue's cache in one go.
+                rx.free_bulk(&mut self.rx_buf);
             }
         }
         n
@@ -141,7 +146,7 @@ pub fn macswap(frame: &mut [u8]) {
 
 /// A copy of `p` in a buffer from `pool`; `None` when the pool is empty.
 #[inline]
-fn copy_into(pool: &Arc<Mempool>, p: &Packet) -> Option<Packet> {
+fn copy_into(pool: &Mempool, p: &Packet) -> Option<Packet> {
     let mut c = pool.alloc()?;
     c.set_len(p.len()).ok()?;
     c.data_mut().copy_from_slice(p.data());
@@ -170,8 +175,8 @@ pub fn run_queue(
             vec![l.finish(a.rx_stats(), a, flush)]
         }
         Some(b) => {
-            let mut ab = Lane::new(mode, batch, Some(Arc::clone(b.mempool())));
-            let mut ba = Lane::new(mode, batch, Some(Arc::clone(a.mempool())));
+            let mut ab = Lane::new(mode, batch, Some(b.mempool().clone()));
+            let mut ba = Lane::new(mode, batch, Some(a.mempool().clone()));
             while running() {
                 let moved = ab.poll(a) + ab.send(b) + ba.poll(b) + ba.send(a);
                 if moved == 0 {

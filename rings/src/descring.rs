@@ -82,6 +82,10 @@ impl DescRing {
     pub fn iova(&self) -> u64 {
         self.region.iova()
     }
+    /// The DMA region the descriptors live in.
+    pub fn region(&self) -> &DmaRegion {
+        &self.region
+    }
     /// Ring length in bytes (what RDLEN/TDLEN get).
     pub fn len_bytes(&self) -> u32 {
         self.count as u32 * DESC_SIZE as u32
@@ -92,8 +96,11 @@ impl DescRing {
     }
 
     /// A copyable accessor for a burst loop: base and mask in registers.
+    /// Its stores go to DMA memory through a raw pointer (never through a
+    /// Rust reference), so a shared borrow suffices; the rings only write
+    /// descriptors software owns.
     #[inline]
-    pub fn view(&mut self) -> DescView<'_> {
+    pub(crate) fn view(&self) -> DescView<'_> {
         DescView {
             base: self.base,
             mask: self.mask,
@@ -202,9 +209,8 @@ impl DescView<'_> {
     pub fn write(self, i: u16, d: RawDesc) {
         let p = self.slot(i);
         // SAFETY: as in `read_hi`; software owns descriptor `i` at this point
-        // (the device is done with it or has not been given it). Views are
-        // only made from `&mut DescRing` for writing bursts, or from `&self`
-        // for loads.
+        // (the device is done with it or has not been given it); the memory is
+        // never behind a Rust reference, so the store aliases nothing.
         unsafe {
             std::ptr::addr_of_mut!((*p).lo).write_volatile(d.lo);
             std::ptr::addr_of_mut!((*p).hi).write_volatile(d.hi);

@@ -76,6 +76,13 @@ pub trait DmaMapper: Send + Sync + fmt::Debug {
     unsafe fn map(&self, va: *mut u8, len: usize) -> Result<u64, DmaError>;
     /// Remove the mapping made at `iova` (called before the memory is freed).
     fn unmap(&self, iova: u64, len: usize);
+
+    /// Which IO address space the IOVAs this mapper hands out belong to: two
+    /// regions whose mappers return the same value can be used by the same
+    /// device. By default each mapper is its own space (one VFIO container).
+    fn address_space(&self) -> usize {
+        (self as *const Self).cast::<()>() as usize
+    }
 }
 
 /// A mapper for memory no real device will see: IOVA = virtual address. The
@@ -88,6 +95,10 @@ impl DmaMapper for IdentityMapper {
         Ok(va as u64)
     }
     fn unmap(&self, _iova: u64, _len: usize) {}
+    /// Every identity mapping shares the process's address space.
+    fn address_space(&self) -> usize {
+        0
+    }
 }
 
 /// A page-locked, zero-filled region of DMA memory mapped into a device's IO
@@ -165,6 +176,11 @@ impl DmaRegion {
     /// Start of the region in the device's IO address space.
     pub fn iova(&self) -> u64 {
         self.iova
+    }
+    /// Whether a device that can reach `other` can reach this region too
+    /// (same IO address space: same VFIO container, or both identity-mapped).
+    pub fn same_address_space(&self, other: &DmaRegion) -> bool {
+        self.mapper.address_space() == other.mapper.address_space()
     }
     /// Length in bytes (a whole number of pages).
     pub fn len(&self) -> usize {

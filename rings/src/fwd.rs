@@ -42,7 +42,7 @@ impl FwdRig {
         let tdb = tx_nic.attach_tx(&tx_desc);
         let mut rx = RxRing::new(rx_desc, &pool, rdb).expect("rx ring");
         rx.start();
-        let tx = TxRing::new(tx_desc, tdb);
+        let tx = TxRing::new(tx_desc, &pool, tdb);
         FwdRig {
             rx_nic,
             tx_nic,

@@ -124,56 +124,71 @@ impl<D: Doorbell> RxRing<D> {
         // there are fresh buffers.
         let stock = self.cache.stock(max);
         let limit = stock.len();
-        let mut fresh_bufs = stock.iter().rev();
         out.reserve(limit);
-        let spare = &mut out.spare_capacity_mut()[..limit];
+        // One packet slot and one fresh buffer (off the top of the cache)
+        // per good frame, `limit` of each.
+        let mut next_out = out.spare_capacity_mut()[..limit]
+            .iter_mut()
+            .zip(stock.iter());
         let view = self.desc.view();
         let mask = view.mask();
         // Exactly `mask + 1` long, so a masked index needs no bounds check.
         let slots = &mut self.slots[..=mask as usize];
         let mut discarding = self.discarding;
-        let (mut got, mut seen, mut bytes) = (0usize, 0usize, 0u64);
-        while seen < limit {
-            let hi = view.read_hi(i);
-            let status = hi as u32;
-            if status & RXD_STAT_DD == 0 {
-                break;
-            }
-            seen += 1;
-            // The device is untrusted: check what it wrote before using it.
-            // A frame is good only as one whole EOP descriptor without RXE,
-            // not the tail of a chain, with 0 < len <= buffer size.
-            let len = (hi >> 32) as u16 as u32;
-            let slot = &mut slots[(i & mask) as usize];
-            if discarding
-                || status & (RXD_STAT_EOP | RXD_ERR_RXE) != RXD_STAT_EOP
-                || len.wrapping_sub(1) >= buf_size
-            {
+        let (mut bad, mut bytes) = (0usize, 0u64);
+        // Each turn hands up one good frame; bad descriptors on the way are
+        // re-armed in place. At most `limit` good and `limit` bad descriptors
+        // are looked at.
+        'burst: loop {
+            let (hi, slot) = loop {
+                let hi = view.read_hi(i);
+                let status = hi as u32;
+                if status & RXD_STAT_DD == 0 {
+                    break 'burst;
+                }
+                // The device is untrusted: check what it wrote before using
+                // it. A frame is good only as one whole EOP descriptor
+                // without RXE, not the tail of a chain, with 0 < len <=
+                // buffer size.
+                let slot = &mut slots[(i & mask) as usize];
+                if !discarding
+                    && status & (RXD_STAT_EOP | RXD_ERR_RXE) == RXD_STAT_EOP
+                    && ((hi >> 32) as u16 as u32).wrapping_sub(1) < buf_size
+                {
+                    break (hi, slot);
+                }
                 // Nothing to hand up: re-arm the descriptor with its own buffer.
                 discarding = status & RXD_STAT_EOP == 0;
                 view.write(i, rx_read(iova_base + *slot as u64 * buf_size as u64));
-            } else {
-                // Neither can fail: got < seen <= limit, the length of both.
-                let (Some(&fresh), Some(dst)) = (fresh_bufs.next(), spare.get_mut(got)) else {
-                    break;
-                };
-                let lo = view.read_lo_after_dd(i);
-                let done = std::mem::replace(slot, fresh);
-                view.write(i, rx_read(iova_base + fresh as u64 * buf_size as u64));
-                bytes += len as u64;
-                dst.write(Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32));
-                got += 1;
-            }
+                i = (i + 1) & mask;
+                bad += 1;
+                if bad >= limit {
+                    break 'burst;
+                }
+            };
+            // Taken only now that a good frame is there to fill it; when the
+            // burst is full the frame waits in its descriptor.
+            let Some((dst, &fresh)) = next_out.next() else {
+                break;
+            };
+            let len = (hi >> 32) as u16 as u32;
+            let lo = view.read_lo_after_dd(i);
+            let done = std::mem::replace(slot, fresh);
+            view.write(i, rx_read(iova_base + fresh as u64 * buf_size as u64));
+            bytes += len as u64;
+            dst.write(Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32));
             i = (i + 1) & mask;
         }
-        let errors = (seen - got) as u64;
-        // SAFETY: the loop initialised `spare[..got]` (one packet per good
-        // descriptor, `got <= seen <= limit = spare.len()`), in order, and
-        // nothing else touched `out` meanwhile.
+        // `next_out` yielded the first `got` packet slots, each written once.
+        let got = limit - next_out.len();
+        // SAFETY: the loop wrote a packet into every slot `next_out` yielded,
+        // which are `spare[..got]` in order, and nothing else touched `out`.
         unsafe { out.set_len(out.len() + got) };
-        self.cache.take(got);
+        self.cache.take(got, limit);
+        let seen = got + bad;
+        let errors = bad as u64;
         // A frame left in its descriptor for want of a buffer.
-        let nombuf = limit < max && seen == limit && view.read_hi(i) as u32 & RXD_STAT_DD != 0;
+        let nombuf = limit < max && got == limit && view.read_hi(i) as u32 & RXD_STAT_DD != 0;
         if got < max {
             self.cache.pool().shared().release_not_last(max - got);
         }

@@ -4,19 +4,27 @@
 //!
 //! Report status (RS) is set on the last descriptor of every burst and on
 //! every [`TX_RS_THRESH`]-th descriptor within one; the device writes DD back
-//! only there (82576 datasheet §7.2.3.1: DD is reported for descriptors with
-//! RS set; the ring is processed in order, so a done RS descriptor means every
-//! earlier one is done too). Reclaim checks one descriptor per batch and frees
-//! the whole batch, into the queue's [`PoolCache`]. DPDK's `tx_rs_thresh`;
-//! and as with DPDK's `tx_free_thresh`, `tx_burst` reclaims only when the
-//! ring runs short of free descriptors.
+//! only there (82576 datasheet §7.2, transmit descriptor write-back: DD is
+//! reported for descriptors with RS set, and descriptors complete in order, so
+//! a done RS descriptor means every earlier one is done too). Reclaim checks
+//! one descriptor per batch and frees every done batch at once, into the
+//! queue's [`PoolCache`]. DPDK's `tx_rs_thresh`; and as with DPDK's
+//! `tx_free_thresh`, `tx_burst` reclaims only when the ring runs short of
+//! free descriptors.
+//!
+//! The ring belongs to one mempool (its queue's): an in-flight buffer of that
+//! pool costs one `u32` (its index), and reclaiming a run of them is a copy
+//! of indices into the cache. Packets of other pools are accepted when the
+//! device can reach them (same IO address space) and are tracked with their
+//! pool on a slower path.
 //!
 //! `tx_burst` takes as many frames as fit and leaves the rest with the caller:
 //! it never drops a valid frame (the bug ixy.rs once had). Sources: 82576
 //! datasheet §7.2 (transmit functionality), DPDK `rte_eth_tx_burst` semantics.
 
 use crate::descring::{DescRing, Doorbell};
-use crate::mempool::{take_front, Packet, PoolCache, Shared};
+use crate::dma::DmaRegion;
+use crate::mempool::{take_front, Mempool, Packet, PoolCache, Shared};
 use pollnic_hw::desc::{tx_data, tx_done, tx_rs, TX_MAX_DATA_LEN};
 use std::ptr::NonNull;
 
@@ -39,31 +47,36 @@ pub struct TxStats {
     pub bursts: u64,
     /// `tx_burst` calls that had to leave frames behind because the ring was full.
     pub ring_full: u64,
-    /// Frames refused as unsendable (zero length or over 65535 bytes) and freed.
+    /// Frames refused as unsendable and freed: zero length, over 65535 bytes,
+    /// or in a mempool this device cannot reach (another port's, when each
+    /// port has its own VFIO container: copy such frames into this queue's
+    /// mempool first).
     pub tx_errors: u64,
 }
 
-/// The buffer behind one in-flight TX descriptor: a [`Packet`] taken apart
-/// (it owns the buffer and one pool reference until reclaimed). Plain data,
-/// so filling and emptying a slot costs two stores and no drop check.
+/// The pool of an in-flight buffer that is not the ring's own.
 #[derive(Clone, Copy)]
-struct TxSlot {
-    pool: Option<NonNull<Shared>>,
-    idx: u32,
-}
+struct Foreign(Option<NonNull<Shared>>);
 
-// SAFETY: a filled slot owns its buffer and one pool reference exactly as
-// the `Packet` it was taken from did, and `Packet` is `Send` and `Sync`.
-unsafe impl Send for TxSlot {}
+// SAFETY: a filled entry stands for the buffer and pool reference of the
+// `Packet` it was taken from, and `Packet` is `Send` and `Sync`.
+unsafe impl Send for Foreign {}
 // SAFETY: as above.
-unsafe impl Sync for TxSlot {}
-
-const EMPTY: TxSlot = TxSlot { pool: None, idx: 0 };
+unsafe impl Sync for Foreign {}
 
 /// One TX queue's ring. The driver must stop the queue before dropping it.
 pub struct TxRing<D: Doorbell> {
     desc: DescRing,
-    slots: Box<[TxSlot]>,
+    /// The ring's own mempool: in-flight buffers are of this pool unless
+    /// `foreign` says otherwise.
+    pool: Mempool,
+    /// Buffer index behind each descriptor in `clean..tail`.
+    idx: Box<[u32]>,
+    /// `Some(pool)` for each descriptor in `clean..tail` whose buffer is of
+    /// another pool, `None` everywhere else.
+    foreign: Box<[Foreign]>,
+    /// How many `foreign` entries are `Some`.
+    foreign_in_flight: u16,
     tail: u16,
     clean: u16,
     in_flight: u16,
@@ -77,17 +90,20 @@ pub struct TxRing<D: Doorbell> {
 }
 
 impl<D: Doorbell> TxRing<D> {
-    /// A ring over `desc` whose tail starts at 0 (the driver sets TDH = TDT = 0).
-    pub fn new(desc: DescRing, doorbell: D) -> Self {
-        let count = desc.count();
-        let slots = vec![EMPTY; count as usize].into_boxed_slice();
+    /// A ring over `desc` for buffers of `pool` (other pools' are accepted
+    /// too, more slowly), whose tail starts at 0 (the driver sets TDH = TDT = 0).
+    pub fn new(desc: DescRing, pool: &Mempool, doorbell: D) -> Self {
+        let count = desc.count() as usize;
         TxRing {
             desc,
-            slots,
+            pool: pool.clone(),
+            idx: vec![0; count].into_boxed_slice(),
+            foreign: vec![Foreign(None); count].into_boxed_slice(),
+            foreign_in_flight: 0,
             tail: 0,
             clean: 0,
             in_flight: 0,
-            rs: vec![0; count as usize].into_boxed_slice(),
+            rs: vec![0; count].into_boxed_slice(),
             rs_head: 0,
             rs_len: 0,
             doorbell,
@@ -110,23 +126,53 @@ impl<D: Doorbell> TxRing<D> {
         if n < pkts.len() {
             self.stats.ring_full += 1;
         }
+        // A packet of another pool must be mapped for this device too: with
+        // one VFIO container per device, another port's buffer IOVA would
+        // name some other memory of this one. Checked once per burst for the
+        // ring's own pool, per packet only for others.
+        let desc_region = self.desc.region();
+        let fast: *const Shared = if self.pool.region().same_address_space(desc_region) {
+            self.pool.as_ptr().as_ptr()
+        } else {
+            std::ptr::null()
+        };
+        let (own_base, own_size) = {
+            let s = self.pool.shared();
+            (s.iova_base(), s.buf_size() as u64)
+        };
         let view = self.desc.view();
         let mask = view.mask();
         // Exactly `mask + 1` long, so a masked index needs no bounds check.
-        let slots = &mut self.slots[..=mask as usize];
+        let idxs = &mut self.idx[..=mask as usize];
+        let foreign = &mut self.foreign[..=mask as usize];
         let rs = &mut self.rs[..=mask as usize];
         let (rs_head, mut rs_len) = (self.rs_head, self.rs_len);
+        let mut foreign_in_flight = self.foreign_in_flight;
         let (mut queued, mut bytes, mut since_rs, mut errors) = (0u16, 0u64, 0u16, 0u64);
         let mut t = self.tail;
-        take_front(pkts, n, |p| {
-            let len = p.len();
-            if len.wrapping_sub(1) >= TX_MAX_DATA_LEN {
-                // Zero length, or more than one descriptor can carry.
-                errors += 1;
-                cache.recycle(p);
-                return;
-            }
-            let mut d = tx_data(p.iova(), len as u16);
+        take_front(pkts, n, |pool, idx, len| {
+            // This closure owns buffer `idx` of `pool` and one reference.
+            let sendable = (len as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
+            let iova = if pool.as_ptr().cast_const() == fast && sendable {
+                own_base + idx as u64 * own_size
+            } else {
+                // SAFETY: the reference handed to this closure keeps `pool` alive.
+                match unsafe { other_iova(pool, idx, sendable, desc_region) } {
+                    Some(iova) => {
+                        if pool.as_ptr().cast_const() != fast {
+                            foreign[(t & mask) as usize] = Foreign(Some(pool));
+                            foreign_in_flight += 1;
+                        }
+                        iova
+                    }
+                    None => {
+                        errors += 1;
+                        refuse(cache, pool, idx);
+                        return;
+                    }
+                }
+            };
+            let mut d = tx_data(iova, len as u16);
             since_rs += 1;
             if since_rs == TX_RS_THRESH {
                 since_rs = 0;
@@ -136,11 +182,7 @@ impl<D: Doorbell> TxRing<D> {
             }
             view.write(t, d);
             bytes += len as u64;
-            let (pool, idx) = p.into_parts();
-            slots[(t & mask) as usize] = TxSlot {
-                pool: Some(pool),
-                idx,
-            };
+            idxs[(t & mask) as usize] = idx;
             t = (t + 1) & mask;
             queued += 1;
         });
@@ -153,6 +195,7 @@ impl<D: Doorbell> TxRing<D> {
             rs_len += 1;
         }
         self.rs_len = rs_len;
+        self.foreign_in_flight = foreign_in_flight;
         self.stats.tx_errors += errors;
         if errors > 0 {
             cache.settle();
@@ -207,35 +250,58 @@ impl<D: Doorbell> TxRing<D> {
         let run = (end.wrapping_sub(self.clean) & mask) + 1;
         self.rs_head = (self.rs_head + batches) & mask;
         self.rs_len -= batches;
-
-        let own = cache.pool().as_ptr();
-        let slots = &self.slots[..=mask as usize];
-        let room = cache.room(run as usize);
-        let mut filled = 0;
-        let mut c = self.clean;
-        for _ in 0..run {
-            // Slots `clean..tail` are the filled ones: this one is read once
-            // here and never again (`clean` moves past it, and the Drop impl
-            // looks at the live range only), so it need not be emptied.
-            let slot = slots[(c & mask) as usize];
-            if let Some(pool) = slot.pool {
-                if pool == own && filled < room.len() {
-                    room[filled] = slot.idx;
-                    filled += 1;
-                } else {
-                    // SAFETY: the slot owned buffer `idx` of `pool` and one
-                    // reference (from `Packet::into_parts` in `tx_burst`);
-                    // never read again, so handed over exactly once.
-                    drop(unsafe { Packet::from_raw_parts(pool, slot.idx) });
-                }
-            }
-            c = (c + 1) & mask;
+        if self.foreign_in_flight == 0 && cache.pool().same_pool(&self.pool) {
+            self.free_own_run(run, cache);
+        } else {
+            self.free_mixed_run(run, cache);
         }
-        cache.commit(filled);
         cache.settle();
-        self.clean = c;
+        self.clean = (self.clean + run) & mask;
         self.in_flight -= run;
         run as usize
+    }
+
+    /// Free `run` descriptors from `clean`, all of the ring's own pool, into
+    /// `cache` (of that pool): copies of indices, no per-buffer decision.
+    fn free_own_run(&mut self, run: u16, cache: &mut PoolCache) {
+        let (start, run) = (self.clean as usize, run as usize);
+        let count = self.idx.len();
+        let first = run.min(count - start);
+        let room = cache.room(run);
+        let fit = run.min(room.len());
+        let a = first.min(fit);
+        room[..a].copy_from_slice(&self.idx[start..start + a]);
+        room[a..fit].copy_from_slice(&self.idx[..fit - a]);
+        cache.commit(fit);
+        // What the cache could not take goes back to the shared list.
+        for k in fit..run {
+            let idx = self.idx[(start + k) % count];
+            // SAFETY: descriptor `start + k` is in the live range being
+            // freed: its buffer `idx` of the own pool and one reference are
+            // handed over once (`clean` moves past it after this).
+            drop(unsafe { Packet::from_raw_parts(self.pool.as_ptr(), idx) });
+        }
+    }
+
+    /// Free `run` descriptors from `clean` when some buffer may be of another
+    /// pool, or `cache` is not of the ring's own pool.
+    fn free_mixed_run(&mut self, run: u16, cache: &mut PoolCache) {
+        let mask = self.desc.mask();
+        let own = self.pool.as_ptr();
+        for k in 0..run {
+            let t = ((self.clean + k) & mask) as usize;
+            let pool = match self.foreign[t].0.take() {
+                Some(p) => {
+                    self.foreign_in_flight -= 1;
+                    p
+                }
+                None => own,
+            };
+            // SAFETY: descriptor `t` is in the live range being freed: its
+            // buffer and one reference of `pool` (recorded in `tx_burst`) are
+            // handed over once (`clean` moves past it, `foreign[t]` is emptied).
+            cache.recycle(unsafe { Packet::from_raw_parts(pool, self.idx[t]) });
+        }
     }
 
     /// Frames queued and not yet reclaimed.
@@ -252,19 +318,51 @@ impl<D: Doorbell> TxRing<D> {
     }
 }
 
+/// The IOVA of a buffer that is not from the ring's own pool (or of an
+/// unsendable frame): `None` when the frame is empty or too long, or the
+/// device cannot reach the buffer (another port's mempool, when each port has
+/// its own VFIO container).
+///
+/// # Safety
+/// The caller holds a reference to `pool`.
+#[cold]
+#[inline(never)]
+unsafe fn other_iova(
+    pool: NonNull<Shared>,
+    idx: u32,
+    sendable: bool,
+    desc_region: &DmaRegion,
+) -> Option<u64> {
+    if !sendable {
+        return None;
+    }
+    // SAFETY: the caller's reference keeps the pool alive.
+    unsafe { Shared::iova_for(pool, idx, desc_region) }
+}
+
+/// Free a refused packet's buffer, given as the parts `take_front` handed
+/// over (so the hot loop never moves a whole `Packet` through memory).
+#[cold]
+#[inline(never)]
+fn refuse(cache: &mut PoolCache, pool: NonNull<Shared>, idx: u32) {
+    // SAFETY: the caller owns buffer `idx` of `pool` and one reference (a
+    // packet's parts from `take_front`): rebuilding hands both back once.
+    cache.recycle(unsafe { Packet::from_raw_parts(pool, idx) });
+}
+
 impl<D: Doorbell> Drop for TxRing<D> {
     /// Give back the buffers still in flight (the driver has stopped the
     /// queue, so the device no longer reads them).
     fn drop(&mut self) {
         let mask = self.desc.mask();
+        let own = self.pool.as_ptr();
         for k in 0..self.in_flight {
-            let slot = &mut self.slots[(self.clean.wrapping_add(k) & mask) as usize];
-            if let Some(pool) = slot.pool.take() {
-                // SAFETY: the slot owned buffer `idx` of `pool` and one
-                // reference to it, taken from a Packet in `tx_burst`; emptied
-                // here, so both are given back exactly once.
-                drop(unsafe { Packet::from_raw_parts(pool, slot.idx) });
-            }
+            let t = ((self.clean + k) & mask) as usize;
+            let pool = self.foreign[t].0.take().unwrap_or(own);
+            // SAFETY: descriptor `t` is in the live range: its buffer and one
+            // reference of `pool` are handed over once (the ring is going).
+            drop(unsafe { Packet::from_raw_parts(pool, self.idx[t]) });
         }
+        self.in_flight = 0;
     }
 }

@@ -22,10 +22,10 @@ fn rx_setup(nic: &SoftNic, ring: u16, pool: &Mempool) -> RxRing<SoftDoorbell> {
     rx
 }
 
-fn tx_setup(nic: &SoftNic, ring: u16) -> TxRing<SoftDoorbell> {
+fn tx_setup(nic: &SoftNic, ring: u16, pool: &Mempool) -> TxRing<SoftDoorbell> {
     let desc = DescRing::new(ring, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
     let db = nic.attach_tx(&desc);
-    TxRing::new(desc, db)
+    TxRing::new(desc, pool, db)
 }
 
 /// A frame whose bytes encode its sequence number.
@@ -203,7 +203,7 @@ fn tx_burst_larger_than_ring_takes_what_fits_and_keeps_the_rest() {
     let nic = SoftNic::new(TxSink::Collect);
     let p = pool(128);
     nic.add_region(p.region());
-    let mut tx = tx_setup(&nic, 32);
+    let mut tx = tx_setup(&nic, 32, &p);
     let mut cache = PoolCache::new(p.clone(), 64);
     let mut pkts: Vec<Packet> = (0..100).map(|s| make(&p, s, 60 + s as usize)).collect();
     // The model completes synchronously, so each burst reclaims the last.
@@ -237,7 +237,7 @@ fn tx_ring_full_when_device_is_slow() {
         fn ring(&mut self, _t: u16) {}
     }
     let desc = DescRing::new(32, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
-    let mut tx = TxRing::new(desc, Mute);
+    let mut tx = TxRing::new(desc, &p, Mute);
     let mut cache = PoolCache::new(p.clone(), 64);
     let mut pkts: Vec<Packet> = (0..40).map(|s| make(&p, s, 60)).collect();
     assert_eq!(tx.tx_burst(&mut pkts, &mut cache), 31);
@@ -262,7 +262,7 @@ fn forward_rx_to_tx_zero_copy_many_wraps() {
     let p = pool(256);
     tx_nic.add_region(p.region());
     let mut rx = rx_setup(&rx_nic, 64, &p);
-    let mut tx = tx_setup(&tx_nic, 64);
+    let mut tx = tx_setup(&tx_nic, 64, &p);
     let mut buf = Vec::with_capacity(32);
     let mut total = 0;
     for round in 0..200u32 {
@@ -284,4 +284,34 @@ fn forward_rx_to_tx_zero_copy_many_wraps() {
     drop(rx);
     drop(tx);
     assert_eq!(p.free_count(), 256);
+}
+
+/// A mapper with its own IO address space, like a second device's VFIO container.
+#[derive(Debug)]
+struct OtherContainer;
+impl pollnic_rings::DmaMapper for OtherContainer {
+    unsafe fn map(&self, va: *mut u8, _len: usize) -> Result<u64, pollnic_rings::DmaError> {
+        Ok(va as u64)
+    }
+    fn unmap(&self, _iova: u64, _len: usize) {}
+}
+
+#[test]
+fn tx_refuses_buffers_the_device_cannot_reach() {
+    let nic = SoftNic::new(TxSink::Collect);
+    let p = pool(64);
+    let foreign = Mempool::new(8, 2048, PageSize::Small4K, Arc::new(OtherContainer)).unwrap();
+    nic.add_region(p.region());
+    let mut tx = tx_setup(&nic, 32, &p);
+    let mut cache = PoolCache::new(p.clone(), 64);
+    let mut pkts = vec![make(&p, 1, 60), make(&foreign, 2, 60), make(&p, 3, 60)];
+    assert_eq!(tx.tx_burst(&mut pkts, &mut cache), 3, "all three taken");
+    assert_eq!(tx.stats().tx_errors, 1, "the other container's buffer is refused");
+    assert_eq!(tx.stats().packets, 2);
+    let frames = nic.take_tx_frames();
+    assert_eq!(frames, vec![frame(1, 60), frame(3, 60)]);
+    assert_eq!(foreign.free_count(), 8, "the refused buffer went back to its pool");
+    tx.reclaim(&mut cache);
+    drop(cache);
+    assert_eq!(p.free_count(), 64);
 }

@@ -71,7 +71,7 @@ impl PoolCache {
 
     /// Refill (from the shared list, in bulk) so that up to `n` buffers are
     /// cached, and return the top `min(n, cached)` of them. Take them from
-    /// the end of the slice and then call [`PoolCache::take`] with how many.
+    /// the start of the slice and then call [`PoolCache::take`] with how many.
     #[inline]
     pub(crate) fn stock(&mut self, n: usize) -> &[u32] {
         if self.len < n {
@@ -93,12 +93,16 @@ impl PoolCache {
         }
     }
 
-    /// Remove the last `k` buffers of the cache (those taken from the end of
-    /// [`PoolCache::stock`]'s slice).
+    /// Remove the first `k` buffers of the last [`PoolCache::stock`] slice
+    /// of `stocked` buffers (those taken); the rest stay cached.
     #[inline]
-    pub(crate) fn take(&mut self, k: usize) {
-        debug_assert!(k <= self.len);
-        self.len -= k.min(self.len);
+    pub(crate) fn take(&mut self, k: usize, stocked: usize) {
+        let start = self.len - stocked.min(self.len);
+        let k = k.min(stocked);
+        if k < stocked {
+            self.bufs.copy_within(start + k..self.len, start);
+        }
+        self.len -= k;
     }
 
     /// Return a free buffer index of this pool.

@@ -99,6 +99,26 @@ impl Shared {
         debug_assert!(pushed.is_ok(), "buffer {idx} returned twice");
     }
 
+    /// Whether a device whose descriptors live in `region` can DMA to and
+    /// from this pool's buffers (same IO address space).
+    pub(crate) fn reachable_from(&self, region: &DmaRegion) -> bool {
+        self.region.same_address_space(region)
+    }
+
+    /// IOVA of buffer `idx` of the pool at `pool` if a device whose
+    /// descriptors live in `region` can reach it.
+    ///
+    /// # Safety
+    /// The caller holds a reference to `pool` (e.g. owns a packet's parts).
+    #[inline]
+    pub(crate) unsafe fn iova_for(pool: NonNull<Shared>, idx: u32, region: &DmaRegion) -> Option<u64> {
+        // SAFETY: the caller's reference keeps the pool alive.
+        let shared = unsafe { pool.as_ref() };
+        shared
+            .reachable_from(region)
+            .then(|| shared.buf_iova(idx))
+    }
+
     /// IOVA of buffer 0; buffer `i` is at `iova_base + i * buf_size`.
     #[inline]
     pub(crate) fn iova_base(&self) -> u64 {

@@ -83,7 +83,7 @@ impl Packet {
     }
 
     #[inline]
-    fn shared(&self) -> &Shared {
+    pub(crate) fn shared(&self) -> &Shared {
         // SAFETY: the packet holds a reference, so the pool is alive.
         unsafe { self.pool.as_ref() }
     }
@@ -155,21 +155,25 @@ impl Packet {
 }
 
 /// Remove the first `n` packets of `pkts` (at most all), handing each to `f`
-/// in order; the rest keep their order. What `Vec::drain(..n)` does, without
-/// its per-item `Option` and out-of-line drop: the burst paths use it.
+/// taken apart as (pool, buffer index, length): `f` owns the buffer and the
+/// packet's pool reference from then on (rebuild with
+/// [`Packet::from_raw_parts`] to give them back). The rest keep their order.
+/// What `Vec::drain(..n)` does, without moving whole packets through memory.
 #[inline]
-pub(crate) fn take_front(pkts: &mut Vec<Packet>, n: usize, mut f: impl FnMut(Packet)) {
+pub(crate) fn take_front(pkts: &mut Vec<Packet>, n: usize, mut f: impl FnMut(NonNull<Shared>, u32, u32)) {
     let len = pkts.len();
     let n = n.min(len);
     let base = pkts.as_mut_ptr();
     // SAFETY: from here the Vec owns none of its elements; each of the first
-    // `n` is read (moved out) exactly once below, and the other `len - n` are
-    // moved to the front and given back to the Vec at the end. If `f`
-    // panics, the packets not yet moved are leaked, never dropped twice.
+    // `n` is read once and handed to `f` (never dropped here), and the other
+    // `len - n` are moved to the front and given back to the Vec at the end.
+    // If `f` panics, the packets not yet handed over are leaked, never
+    // dropped twice.
     unsafe {
         pkts.set_len(0);
         for k in 0..n {
-            f(base.add(k).read());
+            let p = &*base.add(k);
+            f(p.pool, p.idx, p.len);
         }
         if n < len {
             std::ptr::copy(base.add(n), base, len - n);
