@@ -50,6 +50,9 @@ pub enum RingError {
 /// driver's; it must stop the queue before dropping the ring.
 pub struct RxRing<D: Doorbell> {
     desc: DescRing,
+    /// The pool's buffer 0 IOVA and buffer size (copies, for the burst loop).
+    iova_base: u64,
+    buf_size: u32,
     slots: Box<[u32]>,
     next: u16,
     cache: PoolCache,
@@ -82,6 +85,8 @@ impl<D: Doorbell> RxRing<D> {
         }
         Ok(RxRing {
             desc,
+            iova_base: pool.shared().iova_base(),
+            buf_size: pool.buf_size() as u32,
             slots: bufs.into_boxed_slice(),
             next: 0,
             cache: PoolCache::new(pool.clone(), (2 * n).max(64)),
@@ -110,10 +115,7 @@ impl<D: Doorbell> RxRing<D> {
         }
         let max = max.min(count as usize);
         let pool_ptr = self.cache.pool().as_ptr();
-        let (buf_size, iova_base) = {
-            let shared = self.cache.pool().shared();
-            (shared.buf_size(), shared.iova_base())
-        };
+        let (buf_size, iova_base) = (self.buf_size, self.iova_base);
         // References for every packet this burst may hand out, taken before
         // any exists (so a panic can never leave a packet without one); the
         // unused ones are given back at the end.
@@ -139,7 +141,7 @@ impl<D: Doorbell> RxRing<D> {
         // Each turn hands up one good frame; bad descriptors on the way are
         // re-armed in place. At most `limit` good and `limit` bad descriptors
         // are looked at.
-        'burst: loop {
+        'burst: while next_out.len() > 0 {
             let (hi, slot) = loop {
                 let hi = view.read_hi(i);
                 let status = hi as u32;
@@ -166,8 +168,7 @@ impl<D: Doorbell> RxRing<D> {
                     break 'burst;
                 }
             };
-            // Taken only now that a good frame is there to fill it; when the
-            // burst is full the frame waits in its descriptor.
+            // Cannot fail: `next_out` is not empty (loop condition).
             let Some((dst, &fresh)) = next_out.next() else {
                 break;
             };

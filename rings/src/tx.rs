@@ -64,6 +64,13 @@ unsafe impl Send for Foreign {}
 // SAFETY: as above.
 unsafe impl Sync for Foreign {}
 
+// SAFETY: the ring's raw pointer (`fast`) is only compared, never
+// dereferenced; every other field is `Send`/`Sync` on its own (`Foreign` as
+// argued above).
+unsafe impl<D: Doorbell + Send> Send for TxRing<D> {}
+// SAFETY: as above; `&TxRing` only reads counters.
+unsafe impl<D: Doorbell + Sync> Sync for TxRing<D> {}
+
 /// One TX queue's ring. The driver must stop the queue before dropping it.
 pub struct TxRing<D: Doorbell> {
     desc: DescRing,
@@ -77,6 +84,11 @@ pub struct TxRing<D: Doorbell> {
     foreign: Box<[Foreign]>,
     /// How many `foreign` entries are `Some`.
     foreign_in_flight: u16,
+    /// The own pool's shared part when the device can reach it (else null),
+    /// and its buffer 0 IOVA and buffer size: the per-packet fast path.
+    fast: *const Shared,
+    own_base: u64,
+    own_size: u64,
     tail: u16,
     clean: u16,
     in_flight: u16,
@@ -94,8 +106,17 @@ impl<D: Doorbell> TxRing<D> {
     /// too, more slowly), whose tail starts at 0 (the driver sets TDH = TDT = 0).
     pub fn new(desc: DescRing, pool: &Mempool, doorbell: D) -> Self {
         let count = desc.count() as usize;
+        let fast = if pool.region().same_address_space(desc.region()) {
+            pool.as_ptr().as_ptr().cast_const()
+        } else {
+            std::ptr::null()
+        };
+        let (own_base, own_size) = (pool.shared().iova_base(), pool.buf_size() as u64);
         TxRing {
             desc,
+            fast,
+            own_base,
+            own_size,
             pool: pool.clone(),
             idx: vec![0; count].into_boxed_slice(),
             foreign: vec![Foreign(None); count].into_boxed_slice(),
@@ -131,15 +152,7 @@ impl<D: Doorbell> TxRing<D> {
         // name some other memory of this one. Checked once per burst for the
         // ring's own pool, per packet only for others.
         let desc_region = self.desc.region();
-        let fast: *const Shared = if self.pool.region().same_address_space(desc_region) {
-            self.pool.as_ptr().as_ptr()
-        } else {
-            std::ptr::null()
-        };
-        let (own_base, own_size) = {
-            let s = self.pool.shared();
-            (s.iova_base(), s.buf_size() as u64)
-        };
+        let (fast, own_base, own_size) = (self.fast, self.own_base, self.own_size);
         let view = self.desc.view();
         let mask = view.mask();
         // Exactly `mask + 1` long, so a masked index needs no bounds check.

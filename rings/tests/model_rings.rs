@@ -306,11 +306,19 @@ fn tx_refuses_buffers_the_device_cannot_reach() {
     let mut cache = PoolCache::new(p.clone(), 64);
     let mut pkts = vec![make(&p, 1, 60), make(&foreign, 2, 60), make(&p, 3, 60)];
     assert_eq!(tx.tx_burst(&mut pkts, &mut cache), 3, "all three taken");
-    assert_eq!(tx.stats().tx_errors, 1, "the other container's buffer is refused");
+    assert_eq!(
+        tx.stats().tx_errors,
+        1,
+        "the other container's buffer is refused"
+    );
     assert_eq!(tx.stats().packets, 2);
     let frames = nic.take_tx_frames();
     assert_eq!(frames, vec![frame(1, 60), frame(3, 60)]);
-    assert_eq!(foreign.free_count(), 8, "the refused buffer went back to its pool");
+    assert_eq!(
+        foreign.free_count(),
+        8,
+        "the refused buffer went back to its pool"
+    );
     tx.reclaim(&mut cache);
     drop(cache);
     assert_eq!(p.free_count(), 64);

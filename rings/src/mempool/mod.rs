@@ -111,12 +111,14 @@ impl Shared {
     /// # Safety
     /// The caller holds a reference to `pool` (e.g. owns a packet's parts).
     #[inline]
-    pub(crate) unsafe fn iova_for(pool: NonNull<Shared>, idx: u32, region: &DmaRegion) -> Option<u64> {
+    pub(crate) unsafe fn iova_for(
+        pool: NonNull<Shared>,
+        idx: u32,
+        region: &DmaRegion,
+    ) -> Option<u64> {
         // SAFETY: the caller's reference keeps the pool alive.
         let shared = unsafe { pool.as_ref() };
-        shared
-            .reachable_from(region)
-            .then(|| shared.buf_iova(idx))
+        shared.reachable_from(region).then(|| shared.buf_iova(idx))
     }
 
     /// IOVA of buffer 0; buffer `i` is at `iova_base + i * buf_size`.

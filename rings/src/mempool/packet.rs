@@ -160,7 +160,11 @@ impl Packet {
 /// [`Packet::from_raw_parts`] to give them back). The rest keep their order.
 /// What `Vec::drain(..n)` does, without moving whole packets through memory.
 #[inline]
-pub(crate) fn take_front(pkts: &mut Vec<Packet>, n: usize, mut f: impl FnMut(NonNull<Shared>, u32, u32)) {
+pub(crate) fn take_front(
+    pkts: &mut Vec<Packet>,
+    n: usize,
+    mut f: impl FnMut(NonNull<Shared>, u32, u32),
+) {
     let len = pkts.len();
     let n = n.min(len);
     let base = pkts.as_mut_ptr();
