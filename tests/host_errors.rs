@@ -70,7 +70,7 @@ fn fwd_refuses_bad_arguments_clearly() {
         ),
         (
             "--ports 00:08.0 --ring-size 100",
-            "multiple of 8 between 32 and 4096",
+            "power of two between 32 and 4096",
         ),
         ("--ports 00:08.0 --queues 17", "igb supports 1 to 16"),
         (

@@ -44,7 +44,7 @@ struct Args {
     /// Frames per burst (1..=512).
     #[arg(long, default_value_t = 32)]
     batch: usize,
-    /// Descriptors per RX and TX ring (multiple of 8, 32..=4096); the mempools are sized to fit.
+    /// Descriptors per RX and TX ring (a power of two, 32..=4096); the mempools are sized to fit.
     #[arg(long, default_value_t = 512)]
     ring_size: u32,
     /// How long to forward, in seconds (0 = until Ctrl-C).
