@@ -106,6 +106,7 @@ impl<D: Doorbell> RxRing<D> {
     /// Never allocates if `out` has room for `max` more. Looks at no more
     /// than one ring's worth of descriptors per call, whatever the device
     /// writes.
+    #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let count = self.desc.count();
         let mut i = self.next;

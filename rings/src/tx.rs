@@ -136,6 +136,7 @@ impl<D: Doorbell> TxRing<D> {
     /// ones are removed from `pkts`, the rest stay in order. Returns how many
     /// were taken (including any refused as unsendable, see [`TxStats::tx_errors`]).
     /// Sent buffers of `cache`'s pool are reclaimed into `cache` first.
+    #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
         let count = self.desc.count();
         let free = (count - 1 - self.in_flight) as usize;
