@@ -15,7 +15,7 @@
 use clap::Parser;
 use pollnic::counters::DeviceCounters;
 use pollnic::frame::{self, Flow};
-use pollnic::metrics::{Latency, Throughput};
+use pollnic::metrics::{Latency, PollGaps, Throughput};
 use pollnic::runner::{parse_cores, run_pinned};
 use pollnic::{Device, DeviceConfig, Packet, Queue};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -74,6 +74,7 @@ struct QueueReport {
     out_of_order: u64,
     bad: u64,
     first_last: Option<(Instant, Instant)>,
+    gaps: PollGaps,
 }
 
 fn main() {
@@ -167,7 +168,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (mut txd, sent, tx_elapsed) = sender.join().map_err(|_| "sender thread panicked")??;
 
     let tx_hw = txd.stats().get("tx_packets").unwrap_or(0);
-    let rx_hw = rxd.stats().get("rx_packets").unwrap_or(0);
+    let rx_stats = rxd.stats();
+    let rx_hw = rx_stats.get("rx_packets").unwrap_or(0);
+    let rx_overrun = rx_stats.rx_overrun_reads() > 0;
     let received: u64 = reports.iter().map(|r| r.received).sum();
     let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
     let first = reports
@@ -195,14 +198,28 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("received   {received} frames (rx_packets counter: {rx_hw})");
     println!(
-        "lost       {lost} ({:.3} %); out of order {}, not test frames {}",
+        "lost       {lost} ({:.3} %); out of order {}, not test frames {}; RX ring overrun (ICR.RXO) seen: {}",
         if sent > 0 {
             lost as f64 * 100.0 / sent as f64
         } else {
             0.0
         },
         reports.iter().map(|r| r.out_of_order).sum::<u64>(),
-        reports.iter().map(|r| r.bad).sum::<u64>()
+        reports.iter().map(|r| r.bad).sum::<u64>(),
+        if rx_overrun { "yes" } else { "no" }
+    );
+    let mut gaps = PollGaps::default();
+    for r in &reports {
+        gaps.merge(&r.gaps);
+    }
+    // Why frames are lost: a receive loop that stops polling for longer than
+    // its free descriptors last at the offered rate overruns the ring.
+    println!(
+        "stalls     {}",
+        gaps.describe(
+            sent as f64 / tx_elapsed.as_secs_f64().max(1e-9) / reports.len().max(1) as f64,
+            args.ring_size - 1
+        )
     );
     println!(
         "rx rate    {}",
@@ -215,14 +232,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for (i, r) in reports.iter().enumerate() {
         let s = counters[i].snapshot();
         println!(
-            "  queue {i}  {:>10} frames ({:5.1} %), {:.0} pps; bursts {}, empty polls {}, rx_nombuf {}, rx_errors {}",
+            "  queue {i}  {:>10} frames ({:5.1} %), {:.0} pps; bursts {}, empty polls {}, rx_nombuf {}, rx_errors {}, max poll gap {:.1} ms",
             r.received,
             if received > 0 { r.received as f64 * 100.0 / received as f64 } else { 0.0 },
             r.received as f64 / rx_span.as_secs_f64().max(1e-9),
             s.rx_bursts,
             s.rx_empty_polls,
             s.rx_nombuf,
-            s.rx_errors
+            s.rx_errors,
+            r.gaps.max_ns as f64 / 1e6
         );
     }
     println!("latency    {lat}");
@@ -293,7 +311,10 @@ fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize)
     let mut buf: Vec<Packet> = Vec::with_capacity(batch);
     let mut idle_since = Instant::now();
     loop {
-        if q.rx_burst(&mut buf, batch) == 0 {
+        let polled = q.rx_burst(&mut buf, batch);
+        let now_ns = pollnic::clock::monotonic_ns();
+        r.gaps.tick(now_ns);
+        if polled == 0 {
             // After the sender is done, drain until the wire is quiet for 1 s.
             if stop.load(Relaxed)
                 || (tx_done.load(Relaxed) && idle_since.elapsed() > Duration::from_secs(1))
@@ -305,7 +326,6 @@ fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize)
         }
         let now = Instant::now();
         idle_since = now;
-        let now_ns = pollnic::clock::monotonic_ns();
         r.first_last = Some((r.first_last.map_or(now, |(a, _)| a), now));
         for p in &buf {
             let Some(info) = frame::parse(p.data()) else {

@@ -95,6 +95,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         p99_us: None,
         p999_us: None,
         max_us: None,
+        max_poll_gap_ms: None,
         note,
         valid: false,
     };
@@ -138,7 +139,22 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         p99_us: us(0.99),
         p999_us: us(0.999),
         max_us: has_lat.then(|| t.lat.max_ns() as f64 / 1000.0),
-        note: m.note,
+        max_poll_gap_ms: t.gaps.map(|g| g.max_ns as f64 / 1e6),
+        note: match t.gaps {
+            // Loss explained: frames arriving during the longest stall
+            // against the ring's free descriptors (DeviceConfig default 512).
+            Some(g) => {
+                let rate = m.offered.sent as f64 / m.offered.elapsed.as_secs_f64().max(1e-9);
+                let per_queue = rate / path_queues(path) as f64;
+                let gaps = g.describe(per_queue, 511);
+                if m.note.is_empty() {
+                    gaps
+                } else {
+                    format!("{}; {gaps}", m.note)
+                }
+            }
+            None => m.note,
+        },
         valid: true,
     }
 }
@@ -229,4 +245,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err("a pollnic row has no result".into());
     }
     Ok(())
+}
+
+/// RX queues a path receives on (the offered rate spreads over them).
+fn path_queues(path: &str) -> u32 {
+    if path == "pollnic-2q" {
+        2
+    } else {
+        1
+    }
 }

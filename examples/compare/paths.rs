@@ -69,12 +69,15 @@ pub fn pollnic_rx(
         |q| {
             let cpu0 = thread_cpu_ns();
             let mut t = Tally::default();
+            let mut gaps = pollnic::metrics::PollGaps::default();
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
             while !done.load(Relaxed) {
-                if q.rx_burst(&mut buf, 32) == 0 {
+                let polled = q.rx_burst(&mut buf, 32);
+                let now = monotonic_ns();
+                gaps.tick(now);
+                if polled == 0 {
                     continue;
                 }
-                let now = monotonic_ns();
                 for p in &buf {
                     if let Some(info) = frame::parse(p.data()) {
                         t.frame(p.len(), info.tx_ns, now);
@@ -83,6 +86,7 @@ pub fn pollnic_rx(
                 q.free_bulk(&mut buf);
             }
             t.cpu_ns = thread_cpu_ns() - cpu0;
+            t.gaps = Some(gaps);
             t
         },
         || {

@@ -37,6 +37,9 @@ pub struct Row {
     pub p999_us: Option<f64>,
     /// Max, µs.
     pub max_us: Option<f64>,
+    /// Longest gap between two RX polls, ms (paths that poll: pollnic).
+    #[serde(default)]
+    pub max_poll_gap_ms: Option<f64>,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).
@@ -52,7 +55,7 @@ pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<17} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "{:<17} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
         "path",
         "size",
         "offered",
@@ -66,7 +69,8 @@ pub fn table(rows: &[Row]) -> String {
         "P50 µs",
         "P99 µs",
         "P99.9 µs",
-        "max µs"
+        "max µs",
+        "gap ms"
     );
     for r in rows {
         if !r.valid {
@@ -79,7 +83,7 @@ pub fn table(rows: &[Row]) -> String {
         }
         let _ = writeln!(
             s,
-            "{:<17} {:>5} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9}",
+            "{:<17} {:>5} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
             r.path,
             r.frame_size,
             r.offered_pps,
@@ -93,7 +97,8 @@ pub fn table(rows: &[Row]) -> String {
             opt(r.p50_us, 0),
             opt(r.p99_us, 0),
             opt(r.p999_us, 0),
-            opt(r.max_us, 0)
+            opt(r.max_us, 0),
+            opt(r.max_poll_gap_ms, 1)
         );
     }
     for r in rows.iter().filter(|r| r.valid && !r.note.is_empty()) {

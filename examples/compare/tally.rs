@@ -16,6 +16,8 @@ pub struct Tally {
     pub first_last: Option<(u64, u64)>,
     /// CPU time spent receiving (threads, plus softirq for the kernel path), ns.
     pub cpu_ns: u64,
+    /// Gaps between RX polls, for the paths that poll (pollnic).
+    pub gaps: Option<pollnic::metrics::PollGaps>,
 }
 
 impl Tally {
@@ -34,6 +36,13 @@ impl Tally {
         self.bytes += o.bytes;
         self.lat.merge(&o.lat);
         self.cpu_ns += o.cpu_ns;
+        self.gaps = match (self.gaps, o.gaps) {
+            (Some(mut a), Some(b)) => {
+                a.merge(&b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
         self.first_last = match (self.first_last, o.first_last) {
             (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
             (a, b) => a.or(b),

@@ -37,6 +37,8 @@ pub struct LaneResult {
     pub dropped_at_stop: u64,
     /// First and last non-empty RX burst.
     pub first_last: Option<(Instant, Instant)>,
+    /// Gaps between RX polls (a stalled lane overruns its RX ring).
+    pub gaps: pollnic::metrics::PollGaps,
     /// The RX queue's ring counters at the end.
     pub rx: pollnic::RxStats,
     /// The TX queue's ring counters at the end (only this lane uses that TX queue).
@@ -82,6 +84,7 @@ impl Lane {
             return 0;
         }
         let n = rx.rx_burst(&mut self.rx_buf, room);
+        self.res.gaps.tick(pollnic::clock::monotonic_ns());
         if n == 0 {
             return 0;
         }

@@ -192,6 +192,6 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if stop.load(Relaxed) {
         println!("(interrupted by Ctrl-C: the devices were shut down cleanly)");
     }
-    report::summary(&ports, &dirs, mode, &per_queue, &hw);
+    report::summary(&ports, &dirs, mode, &per_queue, &hw, args.ring_size);
     Ok(())
 }

@@ -102,6 +102,7 @@ pub fn summary(
     mode: Mode,
     per_queue: &[Vec<LaneResult>],
     hw: &[Vec<(&'static str, u64)>],
+    ring_size: u32,
 ) {
     println!("--- summary (under QEMU/TCG these numbers include emulation cost) ---");
     for (k, d) in dirs.iter().enumerate() {
@@ -141,9 +142,17 @@ pub fn summary(
             "  rate       {rate} forwarded, over {:.2} s from first to last frame received",
             span.as_secs_f64()
         );
+        let mut gaps = pollnic::metrics::PollGaps::default();
+        for l in &lanes {
+            gaps.merge(&l.gaps);
+        }
+        println!(
+            "  stalls     {}",
+            gaps.describe(rate.pps() / lanes.len().max(1) as f64, ring_size - 1)
+        );
         for (i, l) in lanes.iter().enumerate() {
             println!(
-                "  queue {i}  {:>10} frames ({:5.1} %), {:.0} pps; bursts {}, empty polls {}, rx_nombuf {}, rx_errors {}, tx ring full {}",
+                "  queue {i}  {:>10} frames ({:5.1} %), {:.0} pps; bursts {}, empty polls {}, rx_nombuf {}, rx_errors {}, tx ring full {}, max poll gap {:.1} ms",
                 l.received,
                 percent(l.received, received),
                 l.received as f64 / span.as_secs_f64().max(1e-9),
@@ -151,7 +160,8 @@ pub fn summary(
                 l.rx.empty_polls,
                 l.rx.rx_nombuf,
                 l.rx.rx_errors,
-                l.tx.ring_full
+                l.tx.ring_full,
+                l.gaps.max_ns as f64 / 1e6
             );
         }
         if received == 0 {

@@ -128,6 +128,11 @@ pub const MRQC_FIELD_UDP_IPV6: u32 = 1 << 23;
 /// RAH: address valid.
 pub const RAH_AV: u32 = 1 << 31;
 
+/// ICR: receiver overrun, a frame arrived with no free RX descriptor (82576
+/// datasheet §8.8.1; Linux `E1000_ICR_RXO`). QEMU's igb sets it when it drops
+/// a frame for a full ring, and counts nothing else.
+pub const ICR_RXO: u32 = 1 << 6;
+
 /// Value for IMC/EIMC that masks every interrupt cause.
 pub const ALL_INTERRUPTS: u32 = 0xffff_ffff;
 
@@ -148,6 +153,7 @@ mod tests {
         assert_eq!(MDIC_READY, 0x1000_0000);
         assert_eq!(MDIC_OP_WRITE, 0x0400_0000);
         assert_eq!(MDIC_OP_READ, 0x0800_0000);
+        assert_eq!(ICR_RXO, 0x40);
         // Linux e1000_defines.h / QEMU igb_regs.h MRQC values.
         assert_eq!(MRQC_FIELD_TCP_IPV4, 0x0001_0000);
         assert_eq!(MRQC_FIELD_IPV4, 0x0002_0000);

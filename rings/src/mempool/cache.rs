@@ -115,14 +115,16 @@ impl PoolCache {
         self.len += 1;
     }
 
-    /// Move the top half of the cache back to the shared list.
+    /// Move what is above half the capacity back to the shared list.
     #[cold]
     fn spill(&mut self) {
         let keep = self.bufs.len() / 2;
-        for &i in &self.bufs[keep..self.len] {
-            self.pool.shared().free_one(i);
+        if self.len > keep {
+            for &i in &self.bufs[keep..self.len] {
+                self.pool.shared().free_one(i);
+            }
+            self.len = keep;
         }
-        self.len = keep.min(self.len);
     }
 
     /// Make room for `k` more buffers (spilling half to the shared list if
@@ -239,6 +241,21 @@ mod tests {
         assert!(held.is_empty());
         assert!(c.len() <= 16);
         assert_eq!(p.free_count() + c.len(), 64);
+        drop(c);
+        assert_eq!(p.free_count(), 64);
+    }
+
+    #[test]
+    fn room_for_more_than_the_capacity_gives_what_there_is() {
+        // A TX ring larger than the RX cache can reclaim a run longer than
+        // the cache holds (found by the guest overrun test).
+        let p = pool(64);
+        let mut c = PoolCache::new(p.clone(), 8);
+        assert_eq!(c.room(20).len(), 8, "empty cache: all its slots");
+        let mut held = Vec::new();
+        c.alloc_burst(&mut held, 6);
+        c.free_bulk(&mut held);
+        assert_eq!(c.room(20).len(), 8 - c.len());
         drop(c);
         assert_eq!(p.free_count(), 64);
     }
