@@ -96,3 +96,57 @@ fn every_path_reports_consistent_numbers() {
         "SVG chart labels every row"
     );
 }
+
+/// The short form of the capacity sweep (the long one is `cargo xtask compare
+/// -- --sweep`): two paths, one size, three trials each.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn sweep_finds_a_knee_per_path_and_writes_its_files() {
+    let out = std::env::temp_dir().join(format!("pollnic-sweep-{}", std::process::id()));
+    let run = std::process::Command::new(example_exe("compare"))
+        .args(["--tx", &port(0), "--rx", &port(1), "--sweep"])
+        .args(["--paths", "pollnic-1q,kernel-afpacket", "--sizes", "64"])
+        .args([
+            "--seconds",
+            "1",
+            "--sweep-min",
+            "5000",
+            "--sweep-max",
+            "400000",
+        ])
+        .args(["--sweep-steps", "3", "--loss-tolerance", "0.1"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
+    println!("{text}");
+    assert!(run.status.success(), "compare --sweep failed:\n{text}");
+    assert!(text.contains("zero-loss pps"), "{text}");
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    let knees = file["knees"].as_array().unwrap();
+    let trials = file["trials"].as_array().unwrap();
+    assert_eq!(knees.len(), 2, "one knee per path and size");
+    for k in knees {
+        let path = k["path"].as_str().unwrap();
+        let mine: Vec<&serde_json::Value> = trials.iter().filter(|t| t["path"] == path).collect();
+        let n = k["trials"].as_u64().unwrap() as usize;
+        assert!((1..=3).contains(&n) && mine.len() == n, "{path}: {k}");
+        // The knee is one of the passing trials' achieved rates.
+        if let Some(z) = k["zero_loss_pps"].as_f64() {
+            let passing = mine.iter().any(|t| {
+                let (sent, lost) = (t["sent"].as_f64().unwrap(), t["lost"].as_f64().unwrap());
+                (t["offered_pps"].as_f64().unwrap() - z).abs() < 1e-6 && lost <= sent * 0.001
+            });
+            assert!(passing, "{path}: knee {z} is no passing trial: {k}");
+        }
+    }
+    let pollnic = knees.iter().find(|k| k["path"] == "pollnic-1q").unwrap();
+    assert!(
+        pollnic["zero_loss_pps"].as_f64().is_some(),
+        "pollnic passed at no rate: {pollnic}"
+    );
+    assert!(out.join("sweep.svg").is_file() && out.join("sweep.csv").is_file());
+}

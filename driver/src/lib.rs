@@ -26,6 +26,7 @@ pub mod queue;
 pub mod rsstool;
 pub mod runner;
 pub mod signal;
+pub mod sweep;
 pub mod vfio;
 
 pub use config::DeviceConfig;

@@ -17,6 +17,7 @@ mod gen;
 mod paths;
 mod report;
 mod sock;
+mod sweep;
 mod tally;
 
 use clap::Parser;
@@ -70,6 +71,23 @@ struct Args {
     /// Chart title suffix (where and when it was measured).
     #[arg(long, default_value = "")]
     label: String,
+    /// Capacity sweep instead of one rate: per path and size, the highest
+    /// offered rate whose loss stays within --loss-tolerance (RFC 2544 §26.1
+    /// binary search); writes sweep.{json,csv,svg}.
+    #[arg(long)]
+    sweep: bool,
+    /// Loss allowed at a passing rate in a sweep, percent of frames sent.
+    #[arg(long, default_value_t = 0.1)]
+    loss_tolerance: f64,
+    /// Sweep: lowest offered rate, packets/s.
+    #[arg(long, default_value_t = 10_000)]
+    sweep_min: u64,
+    /// Sweep: highest offered rate (tried first), packets/s.
+    #[arg(long, default_value_t = 250_000)]
+    sweep_max: u64,
+    /// Sweep: trials per path and size.
+    #[arg(long, default_value_t = 6)]
+    sweep_steps: u32,
 }
 
 fn main() {
@@ -193,6 +211,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.seconds,
         args.sizes
     );
+    if args.sweep {
+        return run_sweep(&args, &mut gen, &flows, rx, &cores, &stop, &sysfs);
+    }
     let mut rows = Vec::new();
     for &size in &args.sizes {
         for path in &args.paths {
@@ -207,14 +228,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 secs: args.seconds,
                 stop: &stop,
             };
-            let m = match path.as_str() {
-                "pollnic-1q" => paths::pollnic_rx(load, rx, 1, &cores),
-                "pollnic-2q" => paths::pollnic_rx(load, rx, 2, &cores),
-                "kernel-afpacket" => paths::afpacket_rx(load, rx),
-                "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
-                "dpdk-testpmd" => paths::dpdk_rx(load, rx, *cores.last().unwrap_or(&0)),
-                other => Err(format!("unknown path `{other}`")),
-            };
+            let m = measure(path, load, rx, &cores);
             let r = row(path, size, args.rate, m);
             println!(
                 "  {:<16} {:>4} B: sent {:>8}  received {:>8}{}",
@@ -245,6 +259,119 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err("a pollnic row has no result".into());
     }
     Ok(())
+}
+
+/// `--sweep`: search each path's and size's highest rate within the loss
+/// tolerance; print every trial, then the knees and pollnic's ratios to the
+/// other paths at the knee.
+fn run_sweep(
+    args: &Args,
+    gen: &mut Device,
+    flows: &[Flow],
+    rx: PciAddress,
+    cores: &[usize],
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sysfs: &Sysfs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if !(0.0..100.0).contains(&args.loss_tolerance) {
+        return Err(format!(
+            "--loss-tolerance {} is outside 0..100 (percent)",
+            args.loss_tolerance
+        )
+        .into());
+    }
+    if args.sweep_min == 0 || args.sweep_min > args.sweep_max || args.sweep_steps == 0 {
+        return Err("need 0 < --sweep-min <= --sweep-max and --sweep-steps >= 1".into());
+    }
+    let cfg = pollnic::sweep::SweepCfg {
+        min_pps: args.sweep_min,
+        max_pps: args.sweep_max,
+        steps: args.sweep_steps,
+        tolerance_pct: args.loss_tolerance,
+    };
+    println!(
+        "sweep: {}..{} pps, {} trials per path and size, {} s each, loss tolerance {} % (RFC 2544 §26.1 binary search)",
+        cfg.min_pps, cfg.max_pps, cfg.steps, args.seconds, cfg.tolerance_pct
+    );
+    let (mut trials, mut knees) = (Vec::new(), Vec::new());
+    for &size in &args.sizes {
+        for path in &args.paths {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            let (rows, knee) = sweep::search(cfg, path, size, |rate| {
+                let load = Load {
+                    gen: &mut *gen,
+                    flows,
+                    size,
+                    rate,
+                    secs: args.seconds,
+                    stop,
+                };
+                let r = row(path, size, rate, measure(path, load, rx, cores));
+                println!(
+                    "  {:<16} {:>4} B: asked {:>7} pps, offered {:>7.0}, sent {:>8}, received {:>8}, lost {:.3} %{}",
+                    path,
+                    size,
+                    rate,
+                    r.offered_pps,
+                    r.sent,
+                    r.received,
+                    sweep::trial_of(&r).loss_pct(),
+                    if r.valid { String::new() } else { format!("  ({})", r.note) }
+                );
+                r
+            });
+            trials.extend(rows);
+            knees.push(knee);
+        }
+    }
+    let _ = pci::bind_vfio(sysfs, rx);
+    println!("--- sweep results (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
+    print!("{}", sweep::table(&knees));
+    for &size in &args.sizes {
+        let others = ["dpdk-testpmd", "kernel-afpacket", "kernel-recvmmsg"];
+        let ratios: Vec<String> = others
+            .iter()
+            .map(|o| {
+                format!(
+                    "pollnic-1q / {o} {}",
+                    sweep::ratio(&knees, "pollnic-1q", o, size)
+                )
+            })
+            .collect();
+        println!("  {size} B at the knee: {}", ratios.join(", "));
+    }
+    let title = format!(
+        "pollnic sweep: received vs offered, knee = highest rate within {} % loss {}",
+        cfg.tolerance_pct, args.label
+    );
+    sweep::write_all(&args.out, &trials, &knees, title.trim())?;
+    println!("wrote {}/sweep.{{json,csv,svg}}", args.out.display());
+    if knees
+        .iter()
+        .any(|k| k.path.starts_with("pollnic") && k.zero_loss_pps.is_none())
+    {
+        return Err("a pollnic path passed at no rate".into());
+    }
+    Ok(())
+}
+
+/// One row's measurement on `path` (a name from `--paths`).
+fn measure(
+    path: &str,
+    load: Load<'_>,
+    rx: PciAddress,
+    cores: &[usize],
+) -> Result<Measured, String> {
+    match path {
+        "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores),
+        "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores),
+        "kernel-afpacket" => paths::afpacket_rx(load, rx),
+        "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
+        "dpdk-testpmd" => paths::dpdk_rx(load, rx, *cores.last().unwrap_or(&0)),
+        other => Err(format!("unknown path `{other}`")),
+    }
 }
 
 /// RX queues a path receives on (the offered rate spreads over them).
