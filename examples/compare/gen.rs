@@ -3,8 +3,12 @@
 
 use pollnic::frame::{self, Flow};
 use pollnic::{Device, Packet};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
+
+/// The core the generator thread is pinned to (`--gen-core`), set once by
+/// `main`; `usize::MAX` leaves it unpinned.
+pub static GEN_CORE: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// What was offered.
 pub struct Offered {
@@ -15,8 +19,30 @@ pub struct Offered {
 }
 
 /// Send `size`-byte frames (wire size incl. FCS) over `flows` at `rate`
-/// packets/s for `secs` seconds (or until `stop`).
+/// packets/s for `secs` seconds (or until `stop`), from a thread pinned to
+/// [`GEN_CORE`] (only that thread: receivers and testpmd keep their cores).
 pub fn generate(
+    dev: &mut Device,
+    flows: &[Flow],
+    size: usize,
+    rate: u64,
+    secs: f64,
+    stop: &AtomicBool,
+) -> Offered {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let core = GEN_CORE.load(Relaxed);
+            if core != usize::MAX && !pollnic::runner::pin_current_thread(core) {
+                eprintln!("compare: could not pin the generator to core {core}");
+            }
+            send(dev, flows, size, rate, secs, stop)
+        })
+        .join()
+        .expect("generator thread panicked")
+    })
+}
+
+fn send(
     dev: &mut Device,
     flows: &[Flow],
     size: usize,

@@ -65,6 +65,10 @@ struct Args {
     /// Cores for receive threads (pollnic queues, testpmd uses the last).
     #[arg(long, default_value = "0,1")]
     cores: String,
+    /// Core the generator thread is pinned to (apart from the receivers where
+    /// the machine has room: pollnic-1q receives on the first of --cores).
+    #[arg(long, default_value_t = 1)]
+    gen_core: usize,
     /// Folder for compare.json / compare.csv / compare.svg.
     #[arg(long, default_value = "results/compare")]
     out: PathBuf,
@@ -190,6 +194,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.rx.expect("required by clap"),
     );
     let cores = parse_cores(&args.cores)?;
+    pollnic::runner::check_cores(&[args.gen_core])?;
+    gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
     if let Some(bad) = args.sizes.iter().find(|s| !(64..=1518).contains(*s)) {
         return Err(format!("frame size {bad} outside 64..=1518").into());
     }
@@ -210,6 +216,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.rate,
         args.seconds,
         args.sizes
+    );
+    println!(
+        "cores: generator on core {}; pollnic receives on {:?} (1q: the first), testpmd on {}; RX ring {} descriptors on every path",
+        args.gen_core,
+        cores,
+        cores.last().unwrap_or(&0),
+        paths::RX_RING
     );
     if args.sweep {
         return run_sweep(&args, &mut gen, &flows, rx, &cores, &stop, &sysfs);

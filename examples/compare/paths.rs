@@ -58,6 +58,7 @@ pub fn pollnic_rx(
     ensure_vfio(rx)?;
     let cfg = DeviceConfig {
         queues,
+        rx_ring_size: RX_RING,
         ..Default::default()
     };
     let mut dev = Device::open(&rx.to_string(), &cfg).map_err(|e| e.to_string())?;
@@ -111,6 +112,10 @@ pub fn pollnic_rx(
     })
 }
 
+/// RX descriptors per ring on every path: pollnic's `DeviceConfig` default,
+/// testpmd's `--rxd`, and the kernel's ring set like `ethtool -G rx`.
+pub const RX_RING: u32 = 512;
+
 /// Hand `rx` to the kernel igb driver and configure its interface: up,
 /// 198.19.0.1/15 (the flows' destination), carrier awaited.
 fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
@@ -139,6 +144,14 @@ fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
             Err(format!("`ip {}` failed", args.join(" ")))
         }
     };
+    // The same RX ring size as pollnic's and testpmd's rows (igb's default is 256).
+    let ring = crate::sock::set_rx_ring(&ifname, RX_RING)
+        .map_err(|e| format!("{ifname}: setting the RX ring to {RX_RING} (ethtool -G): {e}"))?;
+    if ring != RX_RING {
+        return Err(format!(
+            "{ifname}: RX ring is {ring} descriptors, wanted {RX_RING}"
+        ));
+    }
     run(&["addr", "flush", "dev", &ifname])?;
     run(&["addr", "add", "198.19.0.1/15", "dev", &ifname])?;
     run(&["link", "set", "dev", &ifname, "up"])?;
@@ -262,7 +275,7 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
             "--",
             "--forward-mode=rxonly",
             "--total-num-mbufs=16384",
-            "--rxd=512",
+            &format!("--rxd={RX_RING}"),
             "--auto-start",
         ])
         .stdin(std::process::Stdio::piped())

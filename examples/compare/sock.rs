@@ -279,3 +279,67 @@ impl UdpBatch {
         got as usize
     }
 }
+
+/// `struct ethtool_ringparam` (Linux `include/uapi/linux/ethtool.h`).
+#[repr(C)]
+#[derive(Default)]
+struct RingParam {
+    cmd: u32,
+    rx_max_pending: u32,
+    rx_mini_max_pending: u32,
+    rx_jumbo_max_pending: u32,
+    tx_max_pending: u32,
+    rx_pending: u32,
+    rx_mini_pending: u32,
+    rx_jumbo_pending: u32,
+    tx_pending: u32,
+}
+
+const ETHTOOL_GRINGPARAM: u32 = 0x10;
+const ETHTOOL_SRINGPARAM: u32 = 0x11;
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+
+/// One SIOCETHTOOL ringparam call on `ifname`.
+fn ringparam(ifname: &str, rp: &mut RingParam) -> io::Result<()> {
+    // SAFETY: plain socket(2); the fd is owned at once below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+    let raw = check(raw, "socket(AF_INET)")?;
+    // SAFETY: `raw` is a fresh fd nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: an all-zero ifreq is valid (name empty, union zero).
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    if ifname.len() >= ifr.ifr_name.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name too long",
+        ));
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (rp as *mut RingParam).cast();
+    // SAFETY: SIOCETHTOOL reads the ifreq (NUL-terminated name, data pointer)
+    // and reads/writes the RingParam it points at, which outlives the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
+    check(rc, "ioctl(SIOCETHTOOL ringparam)")?;
+    Ok(())
+}
+
+/// Set the RX ring of `ifname` to `n` descriptors, as `ethtool -G <if> rx <n>`
+/// does; returns the size the driver then reports (it may round).
+pub fn set_rx_ring(ifname: &str, n: u32) -> io::Result<u32> {
+    let mut rp = RingParam {
+        cmd: ETHTOOL_GRINGPARAM,
+        ..Default::default()
+    };
+    ringparam(ifname, &mut rp)?;
+    rp.cmd = ETHTOOL_SRINGPARAM;
+    rp.rx_pending = n.min(rp.rx_max_pending);
+    ringparam(ifname, &mut rp)?;
+    let mut now = RingParam {
+        cmd: ETHTOOL_GRINGPARAM,
+        ..Default::default()
+    };
+    ringparam(ifname, &mut now)?;
+    Ok(now.rx_pending)
+}
