@@ -63,6 +63,9 @@ struct Args {
     /// Descriptors per RX and TX ring (a power of two, 32..=4096); the mempool is sized to fit.
     #[arg(long, default_value_t = 512)]
     ring_size: u32,
+    /// At exit, print every hardware counter of both ports as `ethtool -S` does.
+    #[arg(long)]
+    stats: bool,
 }
 
 /// What one RX queue saw.
@@ -244,6 +247,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("latency    {lat}");
+    if args.stats {
+        println!("--- {} (sending port) ---", txd.address());
+        print!("{}", txd.stats().ethtool_text());
+        println!("--- {} (receiving port) ---", rxd.address());
+        print!("{}", rxd.stats().ethtool_text());
+    }
     if received == 0 {
         return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
     }

@@ -56,6 +56,9 @@ struct Args {
     /// Accept only frames for the port's own MAC, broadcast and multicast.
     #[arg(long, overrides_with = "promisc")]
     no_promisc: bool,
+    /// At exit, print every hardware counter of each port as `ethtool -S` does.
+    #[arg(long)]
+    stats: bool,
 }
 
 fn main() {
@@ -193,5 +196,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("(interrupted by Ctrl-C: the devices were shut down cleanly)");
     }
     report::summary(&ports, &dirs, mode, &per_queue, &hw, args.ring_size);
+    if args.stats {
+        for d in devs.iter_mut() {
+            println!("--- {} ---", d.address());
+            print!("{}", d.stats().ethtool_text());
+        }
+    }
     Ok(())
 }

@@ -66,6 +66,16 @@ impl Stats {
         pollnic_hw::igb::stats::index_of(name).map(|i| self.totals[i])
     }
 
+    /// Every counter in the layout `ethtool -S <if>` prints: a
+    /// `NIC statistics:` header, then one `     name: value` line each.
+    pub fn ethtool_text(&self) -> String {
+        let mut s = String::from("NIC statistics:\n");
+        for (name, v) in self.iter() {
+            s += &format!("     {name}: {v}\n");
+        }
+        s
+    }
+
     /// `(name, total)` pairs in `ethtool -S` order, then [`ICR_RXO_EVENTS`].
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         COUNTERS
@@ -136,6 +146,9 @@ mod tests {
         assert_eq!(s.get("rx_bytes"), Some(0x2_0000_0010));
         assert_eq!(s.get("no_such_counter"), None);
         assert_eq!(s.iter().count(), COUNTERS.len() + 1);
+        let text = s.ethtool_text();
+        assert!(text.starts_with("NIC statistics:\n     "), "{text}");
+        assert!(text.contains("\n     rx_packets: 15\n"), "{text}");
         // A receiver overrun is seen once and cleared.
         assert_eq!(s.get(ICR_RXO_EVENTS), Some(0));
         f.0.borrow_mut().insert(ICR, ICR_RXO); // the device sets the cause
