@@ -8,6 +8,7 @@
 //! section: no copy of the datasheet was at hand to check their numbers. The
 //! advanced RX/TX descriptors are shared with igb and live in [`crate::desc`].
 
+pub mod bits;
 pub mod regs;
 
 pub use crate::igb::VENDOR_INTEL;
@@ -162,6 +163,7 @@ mod tests {
     #[test]
     fn queue_counts() {
         assert_eq!(MAX_QUEUES_82599, 128);
+        assert_eq!(MAX_RSS_QUEUES as u32, bits::RETA_ENTRY_MASK + 1);
         assert!(regs::rdt(MAX_QUEUES_82599 - 1) < regs::BAR0_MIN_SIZE as u32);
     }
 }

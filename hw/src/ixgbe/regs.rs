@@ -12,7 +12,7 @@
 //!
 //! The RSS registers (MRQC 0x05818, RETA 0x05C00, RSSRK 0x05C80) are at the
 //! same offsets on the 82598 and the 82599 (one macro each in `ixgbe_type.h`);
-//! what differs is the RETA entry format (see `bits::RETA_ENTRY_MASK`).
+//! what differs is the RETA entry format (see [`super::bits::RETA_ENTRY_MASK`]).
 
 // ---- General -------------------------------------------------------------------
 
