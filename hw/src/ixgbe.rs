@@ -10,6 +10,7 @@
 
 pub mod bits;
 pub mod regs;
+pub mod stats;
 
 pub use crate::igb::VENDOR_INTEL;
 
