@@ -2,11 +2,88 @@
 //! counters.
 //!
 //! Sources: Linux `drivers/net/ethernet/intel/ixgbe/` (`ixgbe_type.h` for
-//! every offset and bit, each pinned by a unit test to the macro it names),
-//! cross-checked with ixy's C driver (`src/driver/ixgbe.c`). Register
-//! descriptions (datasheet chapter 8) are cited by Linux macro instead of
-//! section: no copy of the datasheet was at hand to check their numbers. The
-//! advanced RX/TX descriptors are shared with igb and live in [`crate::desc`].
+//! every offset and bit, each pinned by a unit test to the macro it names;
+//! `ixgbe_82599.c`, `ixgbe_common.c` and `ixgbe_main.c` for the order of
+//! operations), cross-checked with ixy's C driver (`src/driver/ixgbe.c`),
+//! whose comments give the 82599 datasheet's chapter 4 section numbers used
+//! below. Register descriptions (datasheet chapter 8) are cited by Linux
+//! macro instead of section: no copy of the datasheet was at hand to check
+//! their numbers. The advanced RX/TX descriptors are shared with igb and live
+//! in [`crate::desc`]; the 82599's meanings of the RX error bits are in
+//! [`bits`].
+//!
+//! # Bring-up sequence
+//!
+//! What the driver follows, after the 82599 datasheet §4.6 as ixy and Linux
+//! implement it. "Poll" always means with a bound and a timeout error.
+//!
+//! 1. **Mask interrupts** (§4.6.3.1): write [`bits::ALL_INTERRUPTS`] to
+//!    `EIMC`. pollnic never unmasks them.
+//! 2. **Stop PCIe mastering** (Linux, before every reset): set
+//!    `CTRL.GIO_DIS`, poll until `STATUS.GIO` reads 0. If it never clears,
+//!    Intel's 82599 specification update recommends two software resets in
+//!    a row, more than 1 µs apart.
+//! 3. **Global reset** (§4.6.3.2): set `CTRL.RST` (ixy also sets
+//!    `CTRL.LNK_RST`, which resets the link as well); poll until neither bit
+//!    of [`bits::CTRL_RST_MASK`] reads back set, then wait at least 10 ms
+//!    before touching the device (ixy waits 10 ms, Linux 50 to 100 ms).
+//! 4. **Mask interrupts again** (§4.6.3.1): the reset restored `EIMS`.
+//! 5. **Wait for the EEPROM** (§4.6.3): poll `EEC.ARD` (auto-read done). The
+//!    EEPROM is what loads the MAC address into `RAL(0)`/`RAH(0)` and the
+//!    board's link mode into `AUTOC`/`AUTOC2`.
+//! 6. **Wait for the DMA** (§4.6.3): poll `RDRXCTL.DMAIDONE`.
+//! 7. **Start the link** (§4.6.4): read `AUTOC`, keep the link mode the EEPROM
+//!    chose (on an SFP+ X520 `AUTOC.LMS` = [`bits::AUTOC_LMS_10G_SERIAL`]
+//!    with `AUTOC2` 10G serial PMA/PMD = SFI; ixy forces LMS to 10G serial
+//!    and the parallel PMA/PMD to XAUI), set `AUTOC.AN_RESTART` and write it
+//!    back. Do not wait here; step 14 does. (Linux takes a SW/FW semaphore
+//!    around `AUTOC` writes when the "LESM" firmware is active; a board with
+//!    such firmware is not covered by this sequence.)
+//! 8. **Clear the statistics** (§4.6.5): read every register of
+//!    [`stats::COUNTERS`] once; they clear on read.
+//! 9. **Receive path, with `RXCTRL.RXEN` = 0** (§4.6.7):
+//!    1. clear `RXCTRL.RXEN`;
+//!    2. one packet buffer, no DCB (§4.6.11.3.4): `RXPBSIZE(0)` =
+//!       [`bits::RXPBSIZE_MAX`] (all 512 KiB; Linux gives it all when flow
+//!       director is off, ixy 128 KiB), `RXPBSIZE(1..8)` = 0;
+//!    3. CRC strip in both places: `HLREG0.RXCRCSTRP` and
+//!       `RDRXCTL.CRCSTRIP`; in the same `RDRXCTL` write set `RSCACKC` and
+//!       `FCOE_WRFIX` and clear `RSCFRSTSIZE` (Linux: "required by hardware");
+//!    4. filters: `FCTRL.BAM` (broadcasts), plus `UPE`/`MPE` for promiscuous
+//!       mode; `MAXFRS` only for jumbo frames (with `HLREG0.JUMBOEN`);
+//!    5. each queue q: `SRRCTL(q)` = buffer size >> 10 |
+//!       `DESCTYPE_ADV_ONEBUF` | `DROP_EN`; `RDBAL(q)`/`RDBAH(q)` = ring
+//!       IOVA; `RDLEN(q)` = descriptors × 16; `RDH(q)` = `RDT(q)` = 0; clear
+//!       bit 12 of `DCA_RXCTRL(q)` (ixy, see [`bits::DCA_RXCTRL_BIT12`]);
+//!    6. set `CTRL_EXT.NS_DIS` (ixy's reading of the end of §4.6.7);
+//!    7. with more than one queue, RSS: `RSSRK(0..10)`, `RETA(0..32)` (both
+//!       as [`crate::rss`] packs them), `RXCSUM.PCSD`, then `MRQC` =
+//!       [`bits::MRQC_MRQE_RSS`] | hash fields; Linux also writes
+//!       `PSRTYPE(0)`.
+//! 10. **Transmit path** (§4.6.8):
+//!     1. `HLREG0.TXCRCEN` | `HLREG0.TXPADEN` (the MAC appends the FCS and
+//!        pads short frames);
+//!     2. one packet buffer: `TXPBSIZE(0)` = [`bits::TXPBSIZE_MAX`] (160 KiB;
+//!        ixy writes 40 KiB), `TXPBSIZE(1..8)` = 0, and per Linux
+//!        `TXPBTHRESH(0)` = 160 − [`bits::TXPKT_SIZE_MAX_KB`];
+//!     3. no DCB/VT: `DTXMXSZRQ` = 0xFFFF (ixy); set `RTTDCS.ARBDIS`, write
+//!        `MTQC` = [`bits::MTQC_64Q_1PB`], clear `RTTDCS.ARBDIS` (Linux);
+//!     4. each queue q: `TDBAL(q)`/`TDBAH(q)`, `TDLEN(q)` = descriptors × 16,
+//!        `TDH(q)` = `TDT(q)` = 0, thresholds in `TXDCTL(q)` (Linux: PTHRESH
+//!        32, HTHRESH 1, WTHRESH 1; keep PTHRESH + WTHRESH ≤ 40);
+//!     5. set `DMATXCTL.TE`. It must come before any `TXDCTL.ENABLE`.
+//! 11. **Enable the RX queues**: for each q set `RXDCTL(q).ENABLE`, poll
+//!     until it reads back 1 (Linux: 10 tries, 1 to 2 ms apart), then write
+//!     `RDT(q)` = descriptors − 1 once the ring holds buffers.
+//! 12. **Enable the TX queues**: for each q set `TXDCTL(q).ENABLE` and poll
+//!     until it reads back 1. `TDT(q)` stays 0 until the first send.
+//! 13. **Start receiving** (82599 erratum workaround, Linux
+//!     `ixgbe_enable_rx_dma_82599`): set `SECRXCTRL.RX_DIS`, poll
+//!     `SECRXSTAT.SECRX_RDY` (Linux tries 30 × 10 µs and carries on anyway),
+//!     set `RXCTRL.RXEN`, clear `SECRXCTRL.RX_DIS`.
+//! 14. **Wait for the link**: poll `LINKS` until [`bits::LINKS_UP`] (Linux
+//!     allows 9 s, `IXGBE_LINK_UP_TIME`; ixy 10 s); the speed is
+//!     [`bits::links_speed_mbps`] of the same read.
 
 pub mod bits;
 pub mod regs;
