@@ -13,7 +13,8 @@
 /// CTRL: PCIe master disable; STATUS.GIO reads 0 once no master request is
 /// pending (`IXGBE_CTRL_GIO_DIS`). Linux sets it before a reset.
 pub const CTRL_GIO_DIS: u32 = 1 << 2;
-/// CTRL: link reset, resets the MAC and link too (`IXGBE_CTRL_LNK_RST`).
+/// CTRL: link reset, which also resets the link ("resets everything" in
+/// Linux's comment; `IXGBE_CTRL_LNK_RST`).
 pub const CTRL_LNK_RST: u32 = 1 << 3;
 /// CTRL: software (device) reset, self-clearing (`IXGBE_CTRL_RST`).
 pub const CTRL_RST: u32 = 1 << 26;
@@ -92,7 +93,7 @@ pub const AUTOC_LMS_MASK: u32 = 0x7 << AUTOC_LMS_SHIFT;
 pub const AUTOC_LMS_1G_LINK_NO_AN: u32 = 0x0 << AUTOC_LMS_SHIFT;
 /// AUTOC.LMS 001b: 10 Gb/s parallel link, no auto-negotiation (`IXGBE_AUTOC_LMS_10G_LINK_NO_AN`).
 pub const AUTOC_LMS_10G_LINK_NO_AN: u32 = 0x1 << AUTOC_LMS_SHIFT;
-/// AUTOC.LMS 010b: 1 Gb/s with clause 37 auto-negotiation (`IXGBE_AUTOC_LMS_1G_AN`).
+/// AUTOC.LMS 010b: 1 Gb/s with auto-negotiation (`IXGBE_AUTOC_LMS_1G_AN`).
 pub const AUTOC_LMS_1G_AN: u32 = 0x2 << AUTOC_LMS_SHIFT;
 /// AUTOC.LMS 011b: 10 Gb/s serial link, no auto-negotiation: the SFI mode of
 /// SFP+ boards such as the X520 (`IXGBE_AUTOC_LMS_10G_SERIAL`).
@@ -303,8 +304,9 @@ pub const RAH_AV: u32 = 1 << 31;
 // ---- Transmit -------------------------------------------------------------------
 
 /// DMATXCTL: transmit enable (`IXGBE_DMATXCTL_TE`). Must be set before any
-/// TXDCTL.ENABLE (82599 datasheet §4.6.8; Linux sets it before configuring
-/// the TX rings).
+/// TXDCTL.ENABLE (Linux `ixgbe_configure_tx`: "DMATXCTL.EN must be before Tx
+/// queues are enabled"; ixy sets it at the end of its §4.6.8 step, before it
+/// starts the queues).
 pub const DMATXCTL_TE: u32 = 1 << 0;
 
 /// RTTDCS: DCB TX arbiter disable (`IXGBE_RTTDCS_ARBDIS`); Linux sets it
