@@ -7,8 +7,15 @@
 //!
 //! Sources: 82576 datasheet §7.1.5 (advanced receive descriptors, read and
 //! write-back formats) and §7.2.2.3 (advanced transmit data descriptor); the
-//! 82599 uses the same layouts (82599 datasheet §7.1.6, §7.2.3.2.4), and so
-//! does QEMU's igb model (`hw/net/igb_regs.h`, `union e1000_adv_rx_desc`).
+//! 82599 uses the same layouts (82599 datasheet §7.1.6, §7.2.3.2.4; Linux
+//! `ixgbe_type.h` `union ixgbe_adv_rx_desc` / `union ixgbe_adv_tx_desc`), and
+//! so does QEMU's igb model (`hw/net/igb_regs.h`, `union e1000_adv_rx_desc`).
+//!
+//! One thing differs: the meaning of the extended error bits of the RX
+//! write-back. The `RXD_ERR_*` values here are igb's; on the 82599 bit 31 is
+//! the IPv4 checksum error and bit 30 the TCP/UDP one, and the frame errors
+//! are bits 24..=29 (`crate::ixgbe::bits::RXDADV_ERR_*`). So
+//! [`RxCompletion::rx_error`] is an igb test.
 
 /// One 16-byte descriptor as two little-endian 64-bit words, `lo` at byte 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,6 +39,7 @@ pub const RXD_STAT_EOP: u32 = 1 << 1;
 /// RX write-back: VLAN tag stripped into `vlan`.
 pub const RXD_STAT_VP: u32 = 1 << 3;
 /// RX write-back extended error: RX data error (CRC, symbol, ...); 82576 §7.1.5.
+/// igb only: on the 82599 this bit is the IPv4 checksum error.
 pub const RXD_ERR_RXE: u32 = 1 << 31;
 /// RX write-back extended error: IPv4 header checksum error.
 pub const RXD_ERR_IPE: u32 = 1 << 30;
@@ -239,6 +247,47 @@ mod tests {
         assert_eq!(RXD_ERR_IPE, 0x4000_0000);
         assert_eq!(RXD_ERR_L4E, 0x2000_0000);
         assert_eq!(RXD_STAT_EOP, 0x2);
+    }
+
+    #[test]
+    fn the_82599_uses_the_same_layouts() {
+        // Linux ixgbe_type.h: IXGBE_RXD_STAT_DD 0x01, _EOP 0x02, _VP 0x08;
+        // IXGBE_ADVTXD_DTYP_DATA 0x00300000; IXGBE_TXD_CMD_EOP 0x01000000,
+        // _IFCS 0x02000000, _RS 0x08000000, _DEXT 0x20000000;
+        // IXGBE_ADVTXD_PAYLEN_SHIFT 14; IXGBE_TXD_STAT_DD 0x1.
+        assert_eq!((RXD_STAT_DD, RXD_STAT_EOP, RXD_STAT_VP), (0x01, 0x02, 0x08));
+        assert_eq!(TXD_DTYP_DATA, 0x0030_0000);
+        assert_eq!(TXD_DCMD_EOP, 0x0100_0000);
+        assert_eq!(TXD_DCMD_IFCS, 0x0200_0000);
+        assert_eq!(TXD_DCMD_RS, 0x0800_0000);
+        assert_eq!(TXD_DCMD_DEXT, 0x2000_0000);
+        assert_eq!(TXD_PAYLEN_SHIFT, 14);
+        assert_eq!(TXD_STAT_DD, 0x1);
+        // union ixgbe_adv_rx_desc write-back: pkt_info (bytes 0..2), hdr_info
+        // (2..4), rss (4..8), status_error (8..12), length (12..14), vlan
+        // (14..16). A UDP/IPv4 frame (RSS type 7) of 60 bytes, DD | EOP.
+        let bytes: [u8; 16] = [
+            0x07, 0x00, 0x00, 0x00, 0xef, 0xbe, 0xad, 0xde, 0x03, 0x00, 0x00, 0x00, 0x3c, 0x00,
+            0x00, 0x00,
+        ];
+        let d = RawDesc {
+            lo: u64::from_le_bytes(bytes[0..8].try_into().unwrap()),
+            hi: u64::from_le_bytes(bytes[8..16].try_into().unwrap()),
+        };
+        let c = RxCompletion::decode(d);
+        assert!(rx_done(d.hi) && c.eop());
+        assert_eq!((c.len, c.rss_hash), (60, 0xdead_beef));
+        assert_eq!(
+            c.pkt_info & crate::ixgbe::bits::RXDADV_RSSTYPE_MASK,
+            crate::ixgbe::bits::RSSTYPE_UDP_IPV4
+        );
+        // The error bits do not carry over: an 82599 IPv4 checksum error
+        // (IXGBE_RXDADV_ERR_IPE, bit 31) is what igb calls RXE.
+        let ipe = RxCompletion {
+            status_error: c.status_error | crate::ixgbe::bits::RXDADV_ERR_IPE,
+            ..c
+        };
+        assert!(ipe.rx_error());
     }
 
     #[test]
