@@ -221,7 +221,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "cores: generator on core {}; pollnic receives on {:?} (1q: the first), testpmd on {}; RX ring {} descriptors on every path",
         args.gen_core,
         cores,
-        cores.last().unwrap_or(&0),
+        testpmd_core(&cores),
         paths::RX_RING
     );
     if args.sweep {
@@ -382,9 +382,15 @@ fn measure(
         "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
-        "dpdk-testpmd" => paths::dpdk_rx(load, rx, *cores.last().unwrap_or(&0)),
+        "dpdk-testpmd" => paths::dpdk_rx(load, rx, testpmd_core(cores)),
         other => Err(format!("unknown path `{other}`")),
     }
+}
+
+/// The core testpmd forwards on: the first receive core, which the default
+/// `--gen-core 1` leaves to the receivers (as pollnic-1q's queue).
+fn testpmd_core(cores: &[usize]) -> usize {
+    *cores.first().unwrap_or(&0)
 }
 
 /// RX queues a path receives on (the offered rate spreads over them).

@@ -262,10 +262,14 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
         .find(|p| std::path::Path::new(p).exists())
         .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk-dev librte-net-e1000-23 librte-mempool-ring23, or run via `cargo xtask compare`)")?;
     ensure_vfio(rx)?;
+    // testpmd forwards on `core`; its main lcore (which only supervises) is the other.
+    let other = if core == 0 { 1 } else { 0 };
     let mut child = std::process::Command::new(bin)
         .args([
             "-l",
-            &format!("{},{core}", if core == 0 { 1 } else { 0 }),
+            &format!("{other},{core}"),
+            "--main-lcore",
+            &other.to_string(),
             "-n",
             "1",
             "-a",

@@ -100,8 +100,19 @@ pub fn ratio(knees: &[Knee], a: &str, b: &str, size: usize) -> String {
             .find(|k| k.path == p && k.frame_size == size)
             .and_then(|k| k.zero_loss_pps)
     };
+    let limited = knees
+        .iter()
+        .any(|k| (k.path == a || k.path == b) && k.frame_size == size && k.generator_limited);
     match (get(a), get(b)) {
-        (Some(x), Some(y)) if y > 0.0 => format!("{:.2}", x / y),
+        (Some(x), Some(y)) if y > 0.0 => format!(
+            "{:.2}{}",
+            x / y,
+            if limited {
+                " (a knee is the generator's limit, not the path's)"
+            } else {
+                ""
+            }
+        ),
         _ => "-".into(),
     }
 }
