@@ -96,7 +96,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     let cores = parse_cores(&args.cores)?;
-    if args.tx == args.rx {
+    // Before any device is opened: cores this process may run on.
+    pollnic::runner::check_cores(&cores)?;
+    let same = match (
+        args.tx.parse::<pollnic::pci::PciAddress>(),
+        args.rx.parse::<pollnic::pci::PciAddress>(),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => args.tx == args.rx,
+    };
+    if same {
         return Err(
             "--tx and --rx are the same port: loopback needs two ports cabled back to back".into(),
         );
@@ -107,7 +116,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let batch = args.batch;
     let stop = pollnic::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
-    let mempool_size = (2 * args.ring_size + 1024).max(4096);
+    let mempool_size = (2 * args.ring_size + 2048).max(4096);
     let base = DeviceConfig {
         rx_ring_size: args.ring_size,
         tx_ring_size: args.ring_size,
@@ -276,7 +285,11 @@ fn send(
     let mut seq = 0u64;
     let mut pending: Vec<Packet> = Vec::with_capacity(batch);
     let t0 = Instant::now();
-    while !stop.load(Relaxed) && Instant::now() < deadline && (count == 0 || seq < count) {
+    // With --count, go on until every counted frame has been handed to the NIC.
+    while !stop.load(Relaxed)
+        && Instant::now() < deadline
+        && (count == 0 || seq < count || !pending.is_empty())
+    {
         // With --rate, release frames one by one on schedule (never a whole burst early).
         let due = match 1_000_000_000u64.checked_div(rate) {
             Some(gap_ns) => t0.elapsed().as_nanos() as u64 / gap_ns + 1,

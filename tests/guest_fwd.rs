@@ -277,7 +277,7 @@ fn open(i: usize, promisc: bool) -> Device {
     let cfg = DeviceConfig {
         rx_ring_size: 256,
         tx_ring_size: 256,
-        mempool_size: 1024,
+        mempool_size: 2048,
         promisc,
         ..Default::default()
     };

@@ -13,7 +13,8 @@ pub struct DeviceConfig {
     pub rx_ring_size: u32,
     /// TX descriptors per queue: a power of two in 32..=4096 (default 512).
     pub tx_ring_size: u32,
-    /// Buffers in each queue's mempool (default 4096); must exceed the RX ring size.
+    /// Buffers in each queue's mempool (default 4096); at least
+    /// [`DeviceConfig::min_mempool_size`].
     pub mempool_size: u32,
     /// Bytes per buffer (default 2048; SRRCTL.BSIZEPKT takes 1 KiB units).
     pub buf_size: usize,
@@ -67,10 +68,15 @@ impl DeviceConfig {
                 size: self.tx_ring_size,
             });
         }
-        if self.mempool_size <= self.rx_ring_size {
+        let needed = self.min_mempool_size();
+        if self.mempool_size < needed {
             return Err(Error::Config(format!(
-                "mempool size {} must exceed the rx ring size {} (buffers are needed for refill and TX)",
-                self.mempool_size, self.rx_ring_size
+                "mempool size {} is too small: each queue needs at least {needed} buffers \
+                 (rx ring {} + tx ring {} + the queue's buffer cache {} + one burst of 32)",
+                self.mempool_size,
+                self.rx_ring_size,
+                self.tx_ring_size,
+                pollnic_rings::rx_cache_size(self.rx_ring_size as usize)
             )));
         }
         if !(1024..=16 * 1024).contains(&self.buf_size) || self.buf_size % 1024 != 0 {
@@ -103,6 +109,19 @@ impl DeviceConfig {
         self.reta
             .clone()
             .unwrap_or_else(|| Reta::round_robin(self.queues))
+    }
+}
+
+impl DeviceConfig {
+    /// Fewest buffers a queue's mempool may have: every RX descriptor armed,
+    /// every TX descriptor in flight, the queue's buffer cache full, and one
+    /// burst held by the application; with fewer, a queue could wait for a
+    /// buffer that only sits in a cache.
+    pub fn min_mempool_size(&self) -> u32 {
+        self.rx_ring_size
+            + self.tx_ring_size
+            + pollnic_rings::rx_cache_size(self.rx_ring_size as usize) as u32
+            + 32
     }
 }
 
@@ -142,6 +161,19 @@ mod tests {
             ..Default::default()
         };
         assert!(c.validate().is_err());
+        // 512 + 512 + cache 1024 + 32: one less is refused, with the sum shown.
+        let c = DeviceConfig {
+            mempool_size: 2079,
+            ..Default::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("at least 2080 buffers"), "{e}");
+        assert!(DeviceConfig {
+            mempool_size: 2080,
+            ..Default::default()
+        }
+        .validate()
+        .is_ok());
         for q in [0, 17] {
             assert!(DeviceConfig {
                 queues: q,

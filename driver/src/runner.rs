@@ -6,6 +6,9 @@
 use crate::device::Device;
 use crate::queue::Queue;
 
+/// Core numbers are below this (Linux's largest NR_CPUS is 8192).
+const MAX_CORE: usize = 8192;
+
 /// Parse a core list like `0,1` or `0-3,6`.
 ///
 /// # Errors
@@ -24,6 +27,11 @@ pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
             );
             if a > b {
                 return Err(format!("bad core range `{item}` in `{s}`"));
+            }
+            if b >= MAX_CORE {
+                return Err(format!(
+                    "core {b} in `{s}` is beyond any machine (cores are numbered below {MAX_CORE})"
+                ));
             }
             out.extend(a..=b);
         } else {
@@ -125,6 +133,8 @@ mod tests {
         assert!(parse_cores("a").is_err());
         assert!(parse_cores("3-1").is_err());
         assert!(parse_cores("").is_err());
+        assert!(parse_cores("0-10000000000").is_err());
+        assert!(parse_cores("0-18446744073709551615").is_err());
     }
     #[test]
     fn core_check_uses_the_affinity_mask() {

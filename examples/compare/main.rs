@@ -196,6 +196,21 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let cores = parse_cores(&args.cores)?;
     pollnic::runner::check_cores(&[args.gen_core])?;
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
+    const PATHS: [&str; 5] = [
+        "pollnic-1q",
+        "pollnic-2q",
+        "kernel-afpacket",
+        "kernel-recvmmsg",
+        "dpdk-testpmd",
+    ];
+    if let Some(bad) = args.paths.iter().find(|p| !PATHS.contains(&p.as_str())) {
+        return Err(format!("unknown path `{bad}` (known: {})", PATHS.join(", ")).into());
+    }
+    if args.rate == 0 && !args.sweep {
+        return Err(
+            "--rate 0: give the offered rate in packets/s (or --sweep to search it)".into(),
+        );
+    }
     if let Some(bad) = args.sizes.iter().find(|s| !(64..=1518).contains(*s)) {
         return Err(format!("frame size {bad} outside 64..=1518").into());
     }

@@ -102,7 +102,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let cfg = DeviceConfig {
         rx_ring_size: args.ring_size,
         tx_ring_size: args.ring_size,
-        mempool_size: (2 * args.ring_size + 1024).max(4096),
+        mempool_size: (2 * args.ring_size + 2048).max(4096),
         queues: args.queues,
         promisc,
         ..Default::default()

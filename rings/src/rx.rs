@@ -36,6 +36,10 @@ pub struct RxStats {
 /// Errors creating a ring.
 #[derive(Debug, thiserror::Error)]
 pub enum RingError {
+    /// The device could not reach the pool's buffers (another IO address
+    /// space, e.g. another port's VFIO container).
+    #[error("the mempool is mapped in another IO address space than the descriptor ring: use a mempool of this device")]
+    Unreachable,
     /// The mempool cannot arm every descriptor.
     #[error("mempool has {free} free buffers but the ring needs {needed}: make the pool larger than the ring")]
     PoolTooSmall {
@@ -46,10 +50,28 @@ pub enum RingError {
     },
 }
 
+/// Buffers an RX ring's cache holds at most for a ring of `ring`
+/// descriptors: twice the ring (so a whole TX reclaim run fits), at least 64,
+/// at most 1024. Bounded so that a queue whose cache is filled by TX reclaim
+/// but never emptied by RX spills back to the shared list long before the
+/// mempool runs dry (`DeviceConfig::validate` sizes the mempool for it).
+pub const fn rx_cache_size(ring: usize) -> usize {
+    let c = 2 * ring;
+    if c < 64 {
+        64
+    } else if c > 1024 {
+        1024
+    } else {
+        c
+    }
+}
+
 /// One RX queue's ring. The device side (register setup, RXDCTL) is the
 /// driver's; it must stop the queue before dropping the ring.
 pub struct RxRing<D: Doorbell> {
     desc: DescRing,
+    /// The pool the slots' buffers belong to (the cache must serve it).
+    pool: Mempool,
     /// The pool's buffer 0 IOVA and buffer size (copies, for the burst loop).
     iova_base: u64,
     buf_size: u32,
@@ -70,6 +92,9 @@ impl<D: Doorbell> RxRing<D> {
     /// # Errors
     /// [`RingError::PoolTooSmall`] when the pool has fewer free buffers than descriptors.
     pub fn new(mut desc: DescRing, pool: &Mempool, doorbell: D) -> Result<Self, RingError> {
+        if !pool.region().same_address_space(desc.region()) {
+            return Err(RingError::Unreachable);
+        }
         let n = desc.count() as usize;
         let mut bufs = Vec::with_capacity(n);
         if pool.alloc_bulk(&mut bufs, n) < n {
@@ -89,7 +114,8 @@ impl<D: Doorbell> RxRing<D> {
             buf_size: pool.buf_size() as u32,
             slots: bufs.into_boxed_slice(),
             next: 0,
-            cache: PoolCache::new(pool.clone(), (2 * n).max(64)),
+            pool: pool.clone(),
+            cache: PoolCache::new(pool.clone(), rx_cache_size(n)),
             doorbell,
             discarding: false,
             stats: RxStats::default(),
@@ -109,6 +135,12 @@ impl<D: Doorbell> RxRing<D> {
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let count = self.desc.count();
+        // The cache is handed out by `cache_mut`: make sure it still serves
+        // this ring's pool, whose buffer indices the slots hold.
+        assert!(
+            self.cache.pool().same_pool(&self.pool),
+            "RxRing: its PoolCache was replaced by one of another mempool"
+        );
         let mut i = self.next;
         if max == 0 || self.desc.read_hi(i) as u32 & RXD_STAT_DD == 0 {
             self.stats.empty_polls += 1;
@@ -230,7 +262,7 @@ impl<D: Doorbell> RxRing<D> {
     }
     /// The mempool buffers come from.
     pub fn pool(&self) -> &Mempool {
-        self.cache.pool()
+        &self.pool
     }
     /// Index of the next descriptor to check.
     pub fn next_index(&self) -> u16 {
@@ -241,7 +273,7 @@ impl<D: Doorbell> RxRing<D> {
 impl<D: Doorbell> Drop for RxRing<D> {
     fn drop(&mut self) {
         let mut all: Vec<u32> = self.slots.to_vec();
-        self.cache.pool().free_bulk(&mut all);
+        self.pool.free_bulk(&mut all);
         // The cache returns its own buffers when it is dropped.
     }
 }

@@ -323,3 +323,56 @@ fn tx_refuses_buffers_the_device_cannot_reach() {
     drop(cache);
     assert_eq!(p.free_count(), 64);
 }
+
+#[test]
+#[should_panic(expected = "PoolCache was replaced")]
+fn rx_refuses_a_cache_of_another_pool() {
+    let nic = SoftNic::default();
+    let a = pool(64);
+    let b = pool(64);
+    let mut rx = rx_setup(&nic, 32, &a);
+    assert!(nic.receive(&frame(1, 60), 0));
+    // Safe code can swap the cache out; the ring must notice before it hands
+    // up an index of pool `a` as a packet of pool `b`.
+    std::mem::swap(rx.cache_mut(), &mut PoolCache::new(b.clone(), 64));
+    let mut out = Vec::new();
+    rx.rx_burst(&mut out, 32);
+}
+
+/// A sending port whose RX ring is idle: TX reclaim fills the RX ring's cache,
+/// which nothing empties; the generator allocates from the shared list. The
+/// cache must spill back long before the pool runs dry (found by review: with
+/// a cache of 2 x ring and ring 2048 or 4096 the sender stopped for good).
+#[test]
+fn tx_reclaim_into_an_idle_rx_cache_never_starves_the_shared_list() {
+    for ring in [512u16, 2048, 4096] {
+        let rx_nic = SoftNic::default();
+        let tx_nic = SoftNic::new(TxSink::Discard);
+        let size = 2 * ring as u32 + 2048; // what the examples give a port
+        let p = Mempool::new(size, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+        tx_nic.add_region(p.region());
+        let mut rx = rx_setup(&rx_nic, ring, &p);
+        let mut tx = tx_setup(&tx_nic, ring, &p);
+        let mut sent = 0u64;
+        let mut burst = Vec::with_capacity(32);
+        while sent < 20 * size as u64 {
+            while burst.len() < 32 {
+                let mut pkt = p.alloc().unwrap_or_else(|| {
+                    panic!("ring {ring}: shared list empty after {sent} frames")
+                });
+                pkt.set_len(60).unwrap();
+                burst.push(pkt);
+            }
+            sent += tx.tx_burst(&mut burst, rx.cache_mut()) as u64;
+        }
+        drop(burst);
+        tx.reclaim(rx.cache_mut());
+        drop(tx);
+        drop(rx);
+        assert_eq!(
+            p.free_count(),
+            size as usize,
+            "ring {ring}: every buffer back"
+        );
+    }
+}

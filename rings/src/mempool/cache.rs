@@ -182,6 +182,9 @@ impl PoolCache {
     /// Append up to `n` empty packets (length 0) to `out`, with one atomic
     /// operation for the lot; returns how many (fewer when the pool runs dry).
     pub fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> usize {
+        // Never more than the pool holds (keeps the reference count sane
+        // whatever `n` the caller asks for, e.g. usize::MAX).
+        let n = n.min(self.pool.capacity() as usize);
         let shared = self.pool.shared();
         shared.acquire(n);
         let ptr = self.pool.as_ptr();
@@ -258,6 +261,26 @@ mod tests {
         assert_eq!(c.room(20).len(), 8 - c.len());
         drop(c);
         assert_eq!(p.free_count(), 64);
+    }
+
+    #[test]
+    fn alloc_burst_of_any_size_keeps_the_reference_count_exact() {
+        let p = pool(8);
+        let mut c = PoolCache::new(p.clone(), 8);
+        let mut out = Vec::new();
+        assert_eq!(c.alloc_burst(&mut out, usize::MAX), 8);
+        // 1 (p) + 1 (cache) + 8 packets.
+        assert_eq!(
+            p.shared().refs.load(std::sync::atomic::Ordering::Relaxed),
+            10
+        );
+        drop(out);
+        drop(c);
+        assert_eq!(
+            p.shared().refs.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        assert_eq!(p.free_count(), 8);
     }
 
     #[test]

@@ -54,9 +54,12 @@ const MAX_REFS: usize = isize::MAX as usize;
 
 impl Shared {
     /// Add `n` references; the caller already holds one, so the pool is alive.
+    /// `n` must not exceed the pool's buffer count (callers clamp it), so
+    /// with the count below `MAX_REFS` the sum cannot wrap.
     #[inline]
     pub(crate) fn acquire(&self, n: usize) {
-        if self.refs.fetch_add(n, Ordering::Relaxed) > MAX_REFS {
+        debug_assert!(n <= self.count as usize + 1);
+        if self.refs.fetch_add(n, Ordering::Relaxed) > MAX_REFS - n.min(MAX_REFS) {
             std::process::abort();
         }
     }
