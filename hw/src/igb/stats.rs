@@ -31,14 +31,16 @@ pub struct Counter {
     pub width: Width,
 }
 
-const fn c32(name: &'static str, register: &'static str, off: u32) -> Counter {
+/// A 32-bit clear-on-read counter at `off` (shared by the families' tables).
+pub(crate) const fn c32(name: &'static str, register: &'static str, off: u32) -> Counter {
     Counter {
         name,
         register,
         width: Width::Bits32(off),
     }
 }
-const fn c64(name: &'static str, register: &'static str, lo: u32) -> Counter {
+/// A 64-bit low/high counter pair starting at `lo` (shared by the families' tables).
+pub(crate) const fn c64(name: &'static str, register: &'static str, lo: u32) -> Counter {
     Counter {
         name,
         register,

@@ -37,22 +37,8 @@
 //! ("work around hardware counting issue"); and on the 82598 only, MPRC
 //! includes broadcasts.
 
+use crate::igb::stats::{c32, c64};
 pub use crate::igb::stats::{Counter, Width};
-
-const fn c32(name: &'static str, register: &'static str, off: u32) -> Counter {
-    Counter {
-        name,
-        register,
-        width: Width::Bits32(off),
-    }
-}
-const fn c64(name: &'static str, register: &'static str, lo: u32) -> Counter {
-    Counter {
-        name,
-        register,
-        width: Width::Bits64 { lo, hi: lo + 4 },
-    }
-}
 
 /// Good packets received, frames that passed filtering (`IXGBE_GPRC`);
 /// Linux `rx_pkts_nic`.
