@@ -33,7 +33,7 @@ struct Args {
     /// PCI address of the receiving port (bound to vfio-pci).
     #[arg(long)]
     rx: String,
-    /// How long to send, in seconds.
+    /// How long to send, in seconds (0 = until Ctrl-C or --count, as fwd's 0).
     #[arg(long, default_value_t = 10)]
     seconds: u64,
     /// Stop after this many frames (0 = no limit).
@@ -304,7 +304,13 @@ fn send(
     live: &AtomicU64,
     stop: &AtomicBool,
 ) -> Result<(Device, u64, Duration), String> {
-    let deadline = epoch + Duration::from_secs(seconds);
+    // --seconds 0: no time limit (Ctrl-C or --count ends the run).
+    let deadline = epoch
+        + Duration::from_secs(if seconds == 0 {
+            100 * 365 * 86_400
+        } else {
+            seconds
+        });
     let mut seq = 0u64;
     let mut pending: Vec<Packet> = Vec::with_capacity(batch);
     let t0 = Instant::now();

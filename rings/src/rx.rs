@@ -210,7 +210,11 @@ impl<D: Doorbell> RxRing<D> {
             let done = std::mem::replace(slot, fresh);
             view.write(i, rx_read(iova_base + fresh as u64 * buf_size as u64));
             bytes += len as u64;
-            dst.write(Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32));
+            // SAFETY: `done` was this slot's armed buffer of the ring's pool,
+            // now replaced by `fresh` (so the ring no longer owns it); this
+            // burst acquired one reference per packet up front; `len <=
+            // buf_size` was checked above.
+            dst.write(unsafe { Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32) });
             i = (i + 1) & mask;
         }
         // `next_out` yielded the first `got` packet slots, each written once.

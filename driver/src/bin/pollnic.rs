@@ -126,8 +126,13 @@ fn rss(
     reta: Option<&str>,
 ) -> Result<String, String> {
     use pollnic::rsstool;
-    if queues == 0 || queues > 128 {
-        return Err(format!("--queues {queues}: must be 1 to 128"));
+    // RETA entries hold a 4-bit queue number on the 82576 (and the 82599):
+    // RSS spreads over at most 16 queues.
+    if queues == 0 || queues > pollnic_hw::igb::MAX_QUEUES_82576 {
+        return Err(format!(
+            "--queues {queues}: RSS spreads over 1 to {} queues",
+            pollnic_hw::igb::MAX_QUEUES_82576
+        ));
     }
     let flow = rsstool::flow(src, dst, sport, dport, proto)?;
     let key = rsstool::parse_key(key)?;

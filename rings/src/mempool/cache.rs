@@ -176,7 +176,9 @@ impl PoolCache {
     pub fn alloc(&mut self) -> Option<Packet> {
         let idx = self.get()?;
         self.pool.shared().acquire(1);
-        Some(Packet::from_parts(self.pool.as_ptr(), idx, 0, 0))
+        // SAFETY: `idx` came off this cache (owned, free) and one reference
+        // was acquired above for the packet.
+        Some(unsafe { Packet::from_parts(self.pool.as_ptr(), idx, 0, 0) })
     }
 
     /// Append up to `n` empty packets (length 0) to `out`, with one atomic
@@ -191,7 +193,9 @@ impl PoolCache {
         let mut got = 0;
         while got < n {
             let Some(idx) = self.get() else { break };
-            out.push(Packet::from_parts(ptr, idx, 0, 0));
+            // SAFETY: `idx` came off this cache (owned, free); the
+            // references for up to `n` packets were acquired above.
+            out.push(unsafe { Packet::from_parts(ptr, idx, 0, 0) });
             got += 1;
         }
         if got < n {

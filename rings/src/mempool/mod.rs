@@ -229,7 +229,9 @@ impl Mempool {
     pub fn alloc(&self) -> Option<Packet> {
         let idx = self.shared().free.pop()?;
         self.shared().acquire(1);
-        Some(Packet::from_parts(self.ptr, idx, 0, 0))
+        // SAFETY: `idx` came off the shared free list (owned, free) and one
+        // reference was acquired above for the packet.
+        Some(unsafe { Packet::from_parts(self.ptr, idx, 0, 0) })
     }
 
     /// Buffers on the shared free list now. Buffers parked in a queue's

@@ -50,11 +50,17 @@ impl fmt::Debug for Packet {
 impl Packet {
     /// Wrap buffer `idx` of the pool at `pool`.
     ///
-    /// The caller must own buffer `idx` (taken off a free list or out of a
-    /// completed RX descriptor whose slot now holds another buffer) and have
-    /// acquired one pool reference for this packet; `len <= buf_size`.
+    /// # Safety
+    /// The caller owns buffer `idx` of that pool (taken off a free list or out
+    /// of a completed RX descriptor whose slot now holds another buffer) and
+    /// one pool reference, and gives both to the packet; `len <= buf_size`.
     #[inline]
-    pub(crate) fn from_parts(pool: NonNull<Shared>, idx: u32, len: u32, rss_hash: u32) -> Packet {
+    pub(crate) unsafe fn from_parts(
+        pool: NonNull<Shared>,
+        idx: u32,
+        len: u32,
+        rss_hash: u32,
+    ) -> Packet {
         Packet {
             pool,
             idx,
@@ -70,7 +76,8 @@ impl Packet {
     /// that pool (as `into_parts` handed them out), and gives both to the packet.
     #[inline]
     pub(crate) unsafe fn from_raw_parts(pool: NonNull<Shared>, idx: u32) -> Packet {
-        Packet::from_parts(pool, idx, 0, 0)
+        // SAFETY: the caller's guarantee is `from_parts`'s.
+        unsafe { Packet::from_parts(pool, idx, 0, 0) }
     }
 
     /// Take the packet apart without returning its buffer: the caller now owns
