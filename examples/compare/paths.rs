@@ -328,7 +328,18 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
             Err(_) if std::time::Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("dpdk-testpmd did not start forwarding within 90 s".into());
+                let mut err = String::new();
+                child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+                return Err(format!(
+                    "dpdk-testpmd did not start forwarding within 90 s: {} | {}",
+                    seen.iter()
+                        .rev()
+                        .take(4)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(" | "),
+                    err.lines().rev().take(4).collect::<Vec<_>>().join(" | ")
+                ));
             }
             Err(_) => {}
         }

@@ -299,8 +299,9 @@ const ETHTOOL_GRINGPARAM: u32 = 0x10;
 const ETHTOOL_SRINGPARAM: u32 = 0x11;
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 
-/// One SIOCETHTOOL ringparam call on `ifname`.
-fn ringparam(ifname: &str, rp: &mut RingParam) -> io::Result<()> {
+/// One SIOCETHTOOL call on `ifname` with the command structure `data`
+/// (its first field is the ETHTOOL_* command).
+fn ethtool<T>(ifname: &str, data: &mut T) -> io::Result<()> {
     // SAFETY: plain socket(2); the fd is owned at once below.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
     let raw = check(raw, "socket(AF_INET)")?;
@@ -317,11 +318,12 @@ fn ringparam(ifname: &str, rp: &mut RingParam) -> io::Result<()> {
     for (d, s) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
         *d = s as libc::c_char;
     }
-    ifr.ifr_ifru.ifru_data = (rp as *mut RingParam).cast();
+    ifr.ifr_ifru.ifru_data = (data as *mut T).cast();
     // SAFETY: SIOCETHTOOL reads the ifreq (NUL-terminated name, data pointer)
-    // and reads/writes the RingParam it points at, which outlives the call.
+    // and reads/writes the command structure it points at, a live `T` of the
+    // layout its command expects (callers pass the matching repr(C) struct).
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
-    check(rc, "ioctl(SIOCETHTOOL ringparam)")?;
+    check(rc, "ioctl(SIOCETHTOOL)")?;
     Ok(())
 }
 
@@ -332,14 +334,14 @@ pub fn set_rx_ring(ifname: &str, n: u32) -> io::Result<u32> {
         cmd: ETHTOOL_GRINGPARAM,
         ..Default::default()
     };
-    ringparam(ifname, &mut rp)?;
+    ethtool(ifname, &mut rp)?;
     rp.cmd = ETHTOOL_SRINGPARAM;
     rp.rx_pending = n.min(rp.rx_max_pending);
-    ringparam(ifname, &mut rp)?;
+    ethtool(ifname, &mut rp)?;
     let mut now = RingParam {
         cmd: ETHTOOL_GRINGPARAM,
         ..Default::default()
     };
-    ringparam(ifname, &mut now)?;
+    ethtool(ifname, &mut now)?;
     Ok(now.rx_pending)
 }
