@@ -93,13 +93,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let addrs = parse_ports(&args.ports)?;
     let cores = parse_cores(&args.cores)?;
     check_cores(&cores)?;
-    if !pollnic::config::usable_ring_size(args.ring_size) {
-        return Err(format!(
-            "--ring-size {}: must be a power of two between 32 and 4096 descriptors (e.g. 512)",
-            args.ring_size
-        )
-        .into());
-    }
+    pollnic::config::check_ring_size_arg(args.ring_size)?;
     if !(1..=512).contains(&args.batch) {
         return Err(format!("--batch {} is outside 1..=512", args.batch).into());
     }
