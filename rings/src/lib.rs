@@ -8,7 +8,9 @@
 //!
 //! `unsafe` lives only in [`dma`] (mapping and raw buffer access), [`descring`]
 //! (volatile descriptor access), [`mempool`] (the pool's reference count and
-//! packet buffer access) and [`model`] (the software device's DMA).
+//! packet buffer access), [`rx`] and [`tx`] (handing buffer ownership between
+//! rings and packets: the burst's `set_len`, packets rebuilt from their parts)
+//! and [`model`] (the software device's DMA).
 
 pub mod descring;
 pub mod dma;
