@@ -76,6 +76,7 @@ pub fn run_in_guest(
     script: &str,
     opts: &VmOptions,
 ) -> Result<RunOutcome> {
+    let _testbed = testbed_lock()?;
     let shares = layout.rw_shares()?;
     if opts.bind && !layout.pollnic_debug_bin().is_file() {
         bail!(
@@ -94,6 +95,36 @@ pub fn run_in_guest(
     let result = boot(image, &shares, &script_path, &nonce, opts);
     let _ = std::fs::remove_file(&script_path);
     result
+}
+
+/// The machine-wide lock file that keeps two testbeds from running at once.
+///
+/// On a 2-core machine two TCG guests starve each other (stalled vCPUs, flaky timing
+/// tests, meaningless measurements), also when they come from two clones of the
+/// repository; so the lock lives in `/tmp`, not in the clone.
+pub const TESTBED_LOCK: &str = "/tmp/pollnic-testbed.lock";
+
+/// Takes [`TESTBED_LOCK`] exclusively, waiting (and saying so) while another testbed runs.
+/// The lock is released when the returned file is dropped, or when this process dies.
+fn testbed_lock() -> Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(TESTBED_LOCK)
+        .with_context(|| format!("opening the testbed lock {TESTBED_LOCK}"))?;
+    match f.try_lock() {
+        Ok(()) => return Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            eprintln!("[xtask] another testbed is running (lock {TESTBED_LOCK} held); waiting for it to finish");
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {TESTBED_LOCK}"));
+        }
+    }
+    f.lock().with_context(|| format!("locking {TESTBED_LOCK}"))?;
+    eprintln!("[xtask] testbed lock taken");
+    Ok(f)
 }
 
 /// The kernel command line (the init script reads its `pollnic_*` words from it).
