@@ -204,6 +204,14 @@ impl DescView<'_> {
         unsafe { p.read_volatile() }
     }
 
+    /// Volatile store of descriptor `i`'s `hi` word alone (software owns it).
+    #[inline]
+    pub fn write_hi(self, i: u16, hi: u64) {
+        let p = self.slot(i);
+        // SAFETY: as in `write`.
+        unsafe { std::ptr::addr_of_mut!((*p).hi).write_volatile(hi) }
+    }
+
     /// Volatile store of a whole descriptor, `lo` first.
     #[inline]
     pub fn write(self, i: u16, d: RawDesc) {

@@ -47,6 +47,14 @@ struct Ring {
 }
 
 impl Ring {
+    /// The tail register as the device reads it. A tail beyond the ring is
+    /// a driver bug, caught here (on the device side, as the register write
+    /// itself is one store).
+    fn tail(&self) -> u16 {
+        let t = self.tail.get();
+        assert!(t < self.count, "tail register beyond the ring");
+        t
+    }
     fn read(&self, i: u16) -> RawDesc {
         assert!(i < self.count);
         // SAFETY: `base` points at a live DescRing of `count` descriptors (the
@@ -98,7 +106,7 @@ impl State {
         let Some(mut ring) = self.tx.take() else {
             return;
         };
-        while ring.head != ring.tail.get() {
+        while ring.head != ring.tail() {
             let d = ring.read(ring.head);
             let req = TxRequest::decode(d);
             if req.is_adv_data && req.len > 0 {
@@ -145,7 +153,6 @@ impl Default for SoftNic {
 /// igb does inside the TDT write).
 pub struct SoftDoorbell {
     tail: Rc<Cell<u16>>,
-    count: u16,
     /// Set for the TX doorbell of a model that sends inside the tail write.
     process_tx: Option<Rc<RefCell<State>>>,
 }
@@ -153,7 +160,6 @@ pub struct SoftDoorbell {
 impl Doorbell for SoftDoorbell {
     #[inline]
     fn ring(&mut self, tail: u16) {
-        assert!(tail < self.count, "tail register beyond the ring");
         self.tail.set(tail);
         if let Some(s) = &self.process_tx {
             s.borrow_mut().process_tx();
@@ -215,7 +221,6 @@ impl SoftNic {
         s.rx_buf_size = buf_size;
         SoftDoorbell {
             tail,
-            count: desc.count(),
             process_tx: None,
         }
     }
@@ -232,7 +237,6 @@ impl SoftNic {
         });
         SoftDoorbell {
             tail,
-            count: desc.count(),
             // Like QEMU's igb: TX is processed synchronously in the TDT
             // write, unless deferred (benches time the driver alone).
             process_tx: (!s.deferred_tx).then(|| Rc::clone(&self.state)),
@@ -248,7 +252,7 @@ impl SoftNic {
         let needed = frame.len().div_ceil(buf).max(1);
         let free = {
             let r = s.rx.as_ref().expect("rx ring attached");
-            (r.tail.get() as usize + r.count as usize - r.head as usize) % r.count as usize
+            (r.tail() as usize + r.count as usize - r.head as usize) % r.count as usize
         };
         if free < needed {
             s.stats.rnbc += 1;
@@ -291,7 +295,7 @@ impl SoftNic {
     pub fn inject_rx_writeback(&self, wb: RxCompletion) -> bool {
         let mut s = self.state.borrow_mut();
         let r = s.rx.as_mut().expect("rx ring attached");
-        if r.head == r.tail.get() {
+        if r.head == r.tail() {
             return false;
         }
         r.write(r.head, wb.encode());
@@ -313,6 +317,6 @@ impl SoftNic {
     pub fn rx_free_descriptors(&self) -> usize {
         let s = self.state.borrow();
         let r = s.rx.as_ref().expect("rx ring attached");
-        (r.tail.get() as usize + r.count as usize - r.head as usize) % r.count as usize
+        (r.tail() as usize + r.count as usize - r.head as usize) % r.count as usize
     }
 }

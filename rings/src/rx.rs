@@ -134,119 +134,142 @@ impl<D: Doorbell> RxRing<D> {
     /// writes.
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        let count = self.desc.count();
         // The cache is handed out by `cache_mut`: make sure it still serves
         // this ring's pool, whose buffer indices the slots hold.
         assert!(
             self.cache.pool().same_pool(&self.pool),
             "RxRing: its PoolCache was replaced by one of another mempool"
         );
+        let view = self.desc.view();
+        let mask = view.mask();
         let mut i = self.next;
-        if max == 0 || self.desc.read_hi(i) as u32 & RXD_STAT_DD == 0 {
+        let mut hi = view.read_hi(i);
+        if max == 0 || hi as u32 & RXD_STAT_DD == 0 {
             self.stats.empty_polls += 1;
             return 0;
         }
-        let max = max.min(count as usize);
+        let max = max.min(mask as usize + 1);
         let pool_ptr = self.cache.pool().as_ptr();
         let (buf_size, iova_base) = (self.buf_size, self.iova_base);
-        // References for every packet this burst may hand out, taken before
-        // any exists (so a panic can never leave a packet without one); the
-        // unused ones are given back at the end.
-        self.cache.pool().shared().acquire(max);
+        // References for every packet this burst may hand out, taken (from
+        // the cache's reserve) before any exists, so a panic can never leave
+        // a packet without one; the unused ones go back at the end.
+        self.cache.take_refs(max);
 
-        // Fresh buffers come off the top of the cache, last first; at most
-        // one per descriptor, so the burst looks at no more descriptors than
-        // there are fresh buffers.
+        // Fresh buffers come off the top of the cache; at most one per
+        // descriptor, so the burst looks at no more descriptors than there
+        // are fresh buffers.
         let stock = self.cache.stock(max);
         let limit = stock.len();
+        if limit == 0 {
+            return self.no_buffer(max);
+        }
         out.reserve(limit);
-        // One packet slot and one fresh buffer (off the top of the cache)
-        // per good frame, `limit` of each.
-        let mut next_out = out.spare_capacity_mut()[..limit]
-            .iter_mut()
-            .zip(stock.iter());
-        let view = self.desc.view();
-        let mask = view.mask();
+        // Packets go into the Vec's spare capacity (room for `limit`), and
+        // become its elements with one `set_len` at the end.
+        let dst = out.spare_capacity_mut().as_mut_ptr();
         // Exactly `mask + 1` long, so a masked index needs no bounds check.
         let slots = &mut self.slots[..=mask as usize];
         let mut discarding = self.discarding;
-        let (mut bad, mut bytes) = (0usize, 0u64);
-        // Each turn hands up one good frame; bad descriptors on the way are
-        // re-armed in place. At most `limit` good and `limit` bad descriptors
-        // are looked at.
-        'burst: while next_out.len() > 0 {
-            let (hi, slot) = loop {
-                let hi = view.read_hi(i);
-                let status = hi as u32;
-                if status & RXD_STAT_DD == 0 {
-                    break 'burst;
+        let (mut got, mut bad, mut bytes) = (0usize, 0usize, 0u64);
+        // Each turn looks at one descriptor whose `hi` shows DD: a good frame
+        // is handed up, a bad descriptor is re-armed in place. At most
+        // `limit` good and `limit` bad descriptors are looked at.
+        loop {
+            let status = hi as u32;
+            let slot = &mut slots[(i & mask) as usize];
+            let len = (hi >> 32) as u16 as u32;
+            // The device is untrusted: check what it wrote before using it.
+            // A frame is good only as one whole EOP descriptor without RXE,
+            // not the tail of a chain, with 0 < len <= buffer size.
+            if !discarding
+                && status & (RXD_STAT_EOP | RXD_ERR_RXE) == RXD_STAT_EOP
+                && len.wrapping_sub(1) < buf_size
+            {
+                let fresh = stock[got];
+                let lo = view.read_lo_after_dd(i);
+                let done = std::mem::replace(slot, fresh);
+                view.write(i, rx_read(iova_base + fresh as u64 * buf_size as u64));
+                bytes += len as u64;
+                // SAFETY: `got < limit`, and `out` has room for `limit` more
+                // packets from `dst` on (reserved above); slot `got` is
+                // written once. `done` was this slot's armed buffer of the
+                // ring's pool, now replaced by `fresh` (so the ring no longer
+                // owns it); this burst acquired one reference per packet up
+                // front; `len <= buf_size` was checked above.
+                unsafe {
+                    (*dst.add(got))
+                        .write(Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32));
                 }
-                // The device is untrusted: check what it wrote before using
-                // it. A frame is good only as one whole EOP descriptor
-                // without RXE, not the tail of a chain, with 0 < len <=
-                // buffer size.
-                let slot = &mut slots[(i & mask) as usize];
-                if !discarding
-                    && status & (RXD_STAT_EOP | RXD_ERR_RXE) == RXD_STAT_EOP
-                    && ((hi >> 32) as u16 as u32).wrapping_sub(1) < buf_size
-                {
-                    break (hi, slot);
+                got += 1;
+                i = (i + 1) & mask;
+                if got == limit {
+                    break;
                 }
+            } else {
                 // Nothing to hand up: re-arm the descriptor with its own buffer.
                 discarding = status & RXD_STAT_EOP == 0;
                 view.write(i, rx_read(iova_base + *slot as u64 * buf_size as u64));
-                i = (i + 1) & mask;
                 bad += 1;
-                if bad >= limit {
-                    break 'burst;
+                i = (i + 1) & mask;
+                if bad == limit {
+                    break;
                 }
-            };
-            // Cannot fail: `next_out` is not empty (loop condition).
-            let Some((dst, &fresh)) = next_out.next() else {
+            }
+            hi = view.read_hi(i);
+            if hi as u32 & RXD_STAT_DD == 0 {
                 break;
-            };
-            let len = (hi >> 32) as u16 as u32;
-            let lo = view.read_lo_after_dd(i);
-            let done = std::mem::replace(slot, fresh);
-            view.write(i, rx_read(iova_base + fresh as u64 * buf_size as u64));
-            bytes += len as u64;
-            // SAFETY: `done` was this slot's armed buffer of the ring's pool,
-            // now replaced by `fresh` (so the ring no longer owns it); this
-            // burst acquired one reference per packet up front; `len <=
-            // buf_size` was checked above.
-            dst.write(unsafe { Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32) });
-            i = (i + 1) & mask;
+            }
         }
-        // `next_out` yielded the first `got` packet slots, each written once.
-        let got = limit - next_out.len();
-        // SAFETY: the loop wrote a packet into every slot `next_out` yielded,
-        // which are `spare[..got]` in order, and nothing else touched `out`.
+        // SAFETY: the loop wrote a packet into each of the first `got` spare
+        // slots, in order, and nothing else touched `out`.
         unsafe { out.set_len(out.len() + got) };
         self.cache.take(got, limit);
-        let seen = got + bad;
-        let errors = bad as u64;
-        // A frame left in its descriptor for want of a buffer.
-        let nombuf = limit < max && got == limit && view.read_hi(i) as u32 & RXD_STAT_DD != 0;
-        if got < max {
-            self.cache.pool().shared().release_not_last(max - got);
+        self.cache.put_refs(max - got);
+        if limit < max && got == limit {
+            // A frame may be left in its descriptor for want of a buffer.
+            self.count_nombuf(view.read_hi(i));
         }
         self.discarding = discarding;
         self.next = i;
-        if seen > 0 {
-            self.desc.publish();
-            self.doorbell.ring(i.wrapping_sub(1) & mask);
-        }
+        // At least one descriptor was looked at and re-armed.
+        self.desc.publish();
+        self.doorbell.ring(i.wrapping_sub(1) & mask);
         let s = &mut self.stats;
         s.packets += got as u64;
         s.bytes += bytes;
-        s.rx_errors += errors;
-        s.rx_nombuf += nombuf as u64;
+        if bad > 0 {
+            s.rx_errors += bad as u64;
+        }
         if got > 0 {
             s.bursts += 1;
         } else {
             s.empty_polls += 1;
         }
         got
+    }
+
+    /// The burst found a frame but neither the cache nor the shared list had
+    /// a buffer to re-arm its descriptor with: give back the burst's `max`
+    /// references, count `rx_nombuf`, hand up nothing (the frame stays in
+    /// its descriptor).
+    #[cold]
+    #[inline(never)]
+    fn no_buffer(&mut self, max: usize) -> usize {
+        self.cache.put_refs(max);
+        self.stats.rx_nombuf += 1;
+        self.stats.empty_polls += 1;
+        0
+    }
+
+    /// Count `rx_nombuf` when `hi` (the next descriptor's) shows a frame that
+    /// the burst left for want of a buffer.
+    #[cold]
+    #[inline(never)]
+    fn count_nombuf(&mut self, hi: u64) {
+        if hi as u32 & RXD_STAT_DD != 0 {
+            self.stats.rx_nombuf += 1;
+        }
     }
 
     /// The ring's buffer cache: TX reclaim and [`PoolCache::free_bulk`] on

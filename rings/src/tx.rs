@@ -2,15 +2,17 @@
 //! burst, write-back requested once per batch, reclaim per batch, ring-full
 //! back-pressure.
 //!
-//! Report status (RS) is set on the last descriptor of every burst and on
-//! every [`TX_RS_THRESH`]-th descriptor within one; the device writes DD back
-//! only there (82576 datasheet §7.2, transmit descriptor write-back: DD is
-//! reported for descriptors with RS set, and descriptors complete in order, so
-//! a done RS descriptor means every earlier one is done too). Reclaim checks
-//! one descriptor per batch and frees every done batch at once, into the
-//! queue's [`PoolCache`]. DPDK's `tx_rs_thresh`; and as with DPDK's
-//! `tx_free_thresh`, `tx_burst` reclaims only when the ring runs short of
-//! free descriptors.
+//! Report status (RS) is set on every descriptor whose ring index is
+//! `TX_RS_THRESH - 1` modulo [`TX_RS_THRESH`] (fixed batch ends, as DPDK's
+//! `tx_rs_thresh`), and on the last descriptor of every burst; the device
+//! writes DD back only there (82576 datasheet §7.2, transmit descriptor
+//! write-back: DD is reported for descriptors with RS set, and descriptors
+//! complete in order, so a done RS descriptor means every earlier one is done
+//! too). Reclaim needs no list of RS descriptors: it checks the newest
+//! descriptor (done means everything is), else the fixed batch ends oldest
+//! first, one DD read per batch, and frees every done batch at once into the
+//! queue's [`PoolCache`]. As with DPDK's `tx_free_thresh`, `tx_burst`
+//! reclaims only when the ring runs short of free descriptors.
 //!
 //! The ring belongs to one mempool (its queue's): an in-flight buffer of that
 //! pool costs one `u32` (its index), and reclaiming a run of them is a copy
@@ -25,10 +27,12 @@
 use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
 use crate::mempool::{take_front, Mempool, Packet, PoolCache, Shared};
-use pollnic_hw::desc::{tx_data, tx_done, tx_rs, TX_MAX_DATA_LEN};
+use pollnic_hw::desc::{tx_data, tx_done, TXD_DCMD_RS, TX_MAX_DATA_LEN};
 use std::ptr::NonNull;
 
-/// Most descriptors between two that request a write-back (RS).
+/// Most descriptors between two that request a write-back (RS): every
+/// descriptor whose index is `TX_RS_THRESH - 1` modulo this has RS set. A
+/// power of two that divides every ring size (32..4096).
 pub const TX_RS_THRESH: u16 = 32;
 
 /// `tx_burst` reclaims sent descriptors only when fewer than this many are
@@ -92,11 +96,6 @@ pub struct TxRing<D: Doorbell> {
     tail: u16,
     clean: u16,
     in_flight: u16,
-    /// Descriptors with RS set that are not reclaimed yet, oldest first
-    /// (a ring of `count` entries: `rs_len` of them from `rs_head`).
-    rs: Box<[u16]>,
-    rs_head: u16,
-    rs_len: u16,
     doorbell: D,
     stats: TxStats,
 }
@@ -124,9 +123,6 @@ impl<D: Doorbell> TxRing<D> {
             tail: 0,
             clean: 0,
             in_flight: 0,
-            rs: vec![0; count].into_boxed_slice(),
-            rs_head: 0,
-            rs_len: 0,
             doorbell,
             stats: TxStats::default(),
         }
@@ -140,7 +136,7 @@ impl<D: Doorbell> TxRing<D> {
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
         let count = self.desc.count();
         let free = (count - 1 - self.in_flight) as usize;
-        if self.rs_len > 0 && (free < TX_FREE_THRESH || free < pkts.len()) {
+        if free < TX_FREE_THRESH || free < pkts.len() {
             self.reclaim(cache);
         }
         let room = (count - 1 - self.in_flight) as usize;
@@ -158,11 +154,12 @@ impl<D: Doorbell> TxRing<D> {
         let mask = view.mask();
         // Exactly `mask + 1` long, so a masked index needs no bounds check.
         let idxs = &mut self.idx[..=mask as usize];
-        let foreign = &mut self.foreign[..=mask as usize];
-        let rs = &mut self.rs[..=mask as usize];
-        let (rs_head, mut rs_len) = (self.rs_head, self.rs_len);
+        // Only the slow path (another pool's packet) indexes this one.
+        let foreign = &mut *self.foreign;
         let mut foreign_in_flight = self.foreign_in_flight;
-        let (mut queued, mut bytes, mut since_rs, mut errors) = (0u16, 0u64, 0u16, 0u64);
+        let (mut queued, mut bytes, mut errors) = (0u16, 0u64, 0u64);
+        // The last descriptor written, to request its write-back too.
+        let mut last_hi = 0u64;
         let mut t = self.tail;
         take_front(pkts, n, |pool, idx, len| {
             // This closure owns buffer `idx` of `pool` and one reference.
@@ -187,34 +184,26 @@ impl<D: Doorbell> TxRing<D> {
                 }
             };
             let mut d = tx_data(iova, len as u16);
-            since_rs += 1;
-            if since_rs == TX_RS_THRESH {
-                since_rs = 0;
-                d = tx_rs(d);
-                rs[((rs_head + rs_len) & mask) as usize] = t;
-                rs_len += 1;
-            }
+            // RS at the fixed batch ends (the burst's last gets it below).
+            let rs = (t & (TX_RS_THRESH - 1)) == TX_RS_THRESH - 1;
+            d.hi |= (rs as u64) * TXD_DCMD_RS as u64;
             view.write(t, d);
+            last_hi = d.hi;
             bytes += len as u64;
             idxs[(t & mask) as usize] = idx;
             t = (t + 1) & mask;
             queued += 1;
         });
-        if queued > 0 && since_rs != 0 {
-            // The burst's last descriptor reports too, so that everything
-            // sent becomes reclaimable.
-            let last = t.wrapping_sub(1) & mask;
-            view.write(last, tx_rs(view.read_sw(last)));
-            rs[((rs_head + rs_len) & mask) as usize] = last;
-            rs_len += 1;
-        }
-        self.rs_len = rs_len;
         self.foreign_in_flight = foreign_in_flight;
-        self.stats.tx_errors += errors;
         if errors > 0 {
+            self.stats.tx_errors += errors;
             cache.settle();
         }
         if queued > 0 {
+            // The burst's last descriptor reports too, so that everything
+            // sent becomes reclaimable (it is not the device's yet: the tail
+            // write below hands it over).
+            view.write_hi(t.wrapping_sub(1), last_hi | TXD_DCMD_RS as u64);
             self.tail = t;
             self.in_flight += queued;
             self.stats.packets += queued as u64;
@@ -230,47 +219,44 @@ impl<D: Doorbell> TxRing<D> {
     /// `cache` (or their own pool); returns how many descriptors were freed.
     ///
     /// The device completes descriptors in order, so the batches done form a
-    /// prefix of those pending: the newest is checked first (when the device
-    /// is idle or ahead, everything is freed after one DD read), otherwise a
-    /// binary search finds the last done batch. Whatever the device writes,
-    /// only descriptors this ring queued are freed, each once.
+    /// prefix of those in flight. The newest descriptor is checked first (it
+    /// has RS: when it is done, everything in flight is freed after one DD
+    /// read); otherwise the fixed batch ends are checked oldest first, one DD
+    /// read each, up to the first not done. Whatever the device writes, only
+    /// descriptors this ring queued are freed, each once.
     pub fn reclaim(&mut self, cache: &mut PoolCache) -> usize {
-        let pending = self.rs_len;
-        if pending == 0 {
+        let in_flight = self.in_flight;
+        if in_flight == 0 {
             return 0;
         }
         let mask = self.desc.mask();
-        let mark = |k: u16| self.rs[((self.rs_head + k) & mask) as usize];
-        let done = |k: u16| tx_done(self.desc.read_hi(mark(k)));
-        // Number of pending batches that are done (a prefix).
-        let batches = if done(pending - 1) {
-            pending
+        let (clean, last) = (self.clean, self.tail.wrapping_sub(1) & mask);
+        let run = if tx_done(self.desc.read_hi(last)) {
+            in_flight
         } else {
-            let (mut lo, mut hi) = (0u16, pending - 1); // done(hi) is false
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if done(mid) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
+            // Descriptors `clean..clean + run` are done; the next batch ends
+            // at the next index that is `TX_RS_THRESH - 1` modulo it. The
+            // batch that ends at `last` or beyond is not done (`last` is not).
+            let mut run = 0u16;
+            loop {
+                let pos = (clean + run) & mask;
+                let end = run + (TX_RS_THRESH - 1 - (pos & (TX_RS_THRESH - 1))) + 1;
+                if end >= in_flight || !tx_done(self.desc.read_hi((clean + end - 1) & mask)) {
+                    break run;
                 }
+                run = end;
             }
-            lo
         };
-        if batches == 0 {
+        if run == 0 {
             return 0;
         }
-        let end = mark(batches - 1);
-        let run = (end.wrapping_sub(self.clean) & mask) + 1;
-        self.rs_head = (self.rs_head + batches) & mask;
-        self.rs_len -= batches;
         if self.foreign_in_flight == 0 && cache.pool().same_pool(&self.pool) {
             self.free_own_run(run, cache);
         } else {
             self.free_mixed_run(run, cache);
         }
         cache.settle();
-        self.clean = (self.clean + run) & mask;
+        self.clean = (clean + run) & mask;
         self.in_flight -= run;
         run as usize
     }
@@ -378,5 +364,74 @@ impl<D: Doorbell> Drop for TxRing<D> {
             drop(unsafe { Packet::from_raw_parts(pool, self.idx[t]) });
         }
         self.in_flight = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dma::{IdentityMapper, PageSize};
+    use crate::model::{SoftNic, TxSink};
+    use pollnic_hw::desc::TXD_STAT_DD;
+    use std::sync::Arc;
+
+    /// A TX ring of `ring` descriptors on a model that sends only when told
+    /// (so the test plays the device's write-backs itself), and `n` packets.
+    fn rig(ring: u16, n: usize) -> (TxRing<crate::model::SoftDoorbell>, PoolCache, Vec<Packet>) {
+        let p = Mempool::new(256, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+        let nic = SoftNic::deferred(TxSink::Discard);
+        nic.add_region(p.region());
+        let desc = DescRing::new(ring, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+        let db = nic.attach_tx(&desc);
+        let tx = TxRing::new(desc, &p, db);
+        let mut cache = PoolCache::new(p.clone(), 64);
+        let mut pkts = Vec::new();
+        cache.alloc_burst(&mut pkts, n);
+        for pkt in &mut pkts {
+            pkt.set_len(60).unwrap();
+        }
+        (tx, cache, pkts)
+    }
+
+    fn rs(tx: &TxRing<crate::model::SoftDoorbell>, i: u16) -> bool {
+        tx.desc.read_sw(i).hi as u32 & TXD_DCMD_RS != 0
+    }
+
+    fn write_back(tx: &TxRing<crate::model::SoftDoorbell>, i: u16) {
+        let hi = tx.desc.read_sw(i).hi;
+        tx.desc.view().write_hi(i, hi | (TXD_STAT_DD as u64) << 32);
+    }
+
+    #[test]
+    fn rs_sits_on_the_fixed_batch_ends_and_on_each_bursts_last() {
+        let (mut tx, mut cache, mut pkts) = rig(128, 100);
+        let mut first = pkts.drain(..40).collect::<Vec<_>>();
+        assert_eq!(tx.tx_burst(&mut first, &mut cache), 40);
+        assert_eq!(tx.tx_burst(&mut pkts, &mut cache), 60);
+        let with_rs: Vec<u16> = (0..100).filter(|&i| rs(&tx, i)).collect();
+        assert_eq!(with_rs, vec![31, 39, 63, 95, 99]);
+    }
+
+    #[test]
+    fn reclaim_frees_done_batches_only_in_order() {
+        let (mut tx, mut cache, mut pkts) = rig(128, 100);
+        assert_eq!(tx.tx_burst(&mut pkts, &mut cache), 100);
+        // Nothing written back: nothing freed.
+        assert_eq!(tx.reclaim(&mut cache), 0);
+        // A later batch end done before an earlier one (a device that lies
+        // about order) frees nothing beyond the first batch not done.
+        write_back(&tx, 63);
+        assert_eq!(tx.reclaim(&mut cache), 0);
+        write_back(&tx, 31);
+        assert_eq!(tx.reclaim(&mut cache), 64);
+        assert_eq!(tx.in_flight(), 36);
+        // Batch end 95 done, the last (99) not: up to 95.
+        write_back(&tx, 95);
+        assert_eq!(tx.reclaim(&mut cache), 32);
+        // The burst's last done: everything.
+        write_back(&tx, 99);
+        assert_eq!(tx.reclaim(&mut cache), 4);
+        assert_eq!(tx.in_flight(), 0);
+        assert_eq!(tx.reclaim(&mut cache), 0);
     }
 }

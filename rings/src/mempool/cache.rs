@@ -11,13 +11,22 @@ use super::{Mempool, Packet};
 /// The RX ring takes from it to re-arm descriptors; TX reclaim and
 /// [`PoolCache::free_bulk`] return this pool's packets to it (other pools'
 /// packets go back to their own shared lists).
+///
+/// It also keeps a reserve of pool references (the pool stays alive while
+/// any [`Packet`], handle or cache holds one): a packet that comes back
+/// leaves its reference in the reserve, and a packet handed out takes one
+/// from it, so a queue that forwards (RX, then TX reclaim) touches the
+/// pool's atomic reference count only when the reserve runs dry or
+/// overflows. The reserve stays between 0 and twice the capacity and is
+/// given back when the cache is dropped.
 pub struct PoolCache {
     pool: Mempool,
     /// `bufs[..len]` are free buffer indices; `bufs.len()` is the capacity.
     bufs: Box<[u32]>,
     len: usize,
-    /// References of recycled packets not yet given back to the pool's count.
-    owed: usize,
+    /// Pool references held in reserve for packets to hand out (beyond the
+    /// one `pool` holds).
+    refs: usize,
 }
 
 impl std::fmt::Debug for PoolCache {
@@ -37,7 +46,7 @@ impl PoolCache {
             pool,
             bufs: vec![0; cap.max(2)].into_boxed_slice(),
             len: 0,
-            owed: 0,
+            refs: 0,
         }
     }
 
@@ -97,12 +106,11 @@ impl PoolCache {
     /// of `stocked` buffers (those taken); the rest stay cached.
     #[inline]
     pub(crate) fn take(&mut self, k: usize, stocked: usize) {
-        let start = self.len - stocked.min(self.len);
-        let k = k.min(stocked);
         if k < stocked {
+            let start = self.len - stocked.min(self.len);
             self.bufs.copy_within(start + k..self.len, start);
         }
-        self.len -= k;
+        self.len -= k.min(stocked);
     }
 
     /// Return a free buffer index of this pool.
@@ -139,11 +147,39 @@ impl PoolCache {
     }
 
     /// Add the `filled` buffers written at the start of [`PoolCache::room`]'s
-    /// slice, which came from `filled` packets whose references are now owed.
+    /// slice, which came from `filled` packets whose references go to the
+    /// reserve.
     #[inline]
     pub(crate) fn commit(&mut self, filled: usize) {
         self.len = (self.len + filled).min(self.bufs.len());
-        self.owed += filled;
+        self.refs += filled;
+    }
+
+    /// Take `n` references out of the reserve for packets about to be
+    /// handed out (acquiring more from the pool when it runs short).
+    #[inline]
+    pub(crate) fn take_refs(&mut self, n: usize) {
+        if self.refs < n {
+            self.top_up_refs(n);
+        }
+        self.refs -= n;
+    }
+
+    /// Put back `n` references taken by [`PoolCache::take_refs`] and not
+    /// used, or those of packets that came back.
+    #[inline]
+    pub(crate) fn put_refs(&mut self, n: usize) {
+        self.refs += n;
+    }
+
+    /// Acquire enough references for `n` plus half the capacity in one
+    /// atomic operation.
+    #[cold]
+    #[inline(never)]
+    fn top_up_refs(&mut self, n: usize) {
+        let want = n + self.bufs.len() / 2;
+        self.pool.shared().acquire(want - self.refs);
+        self.refs = want;
     }
 
     /// Return a packet's buffer: to this cache when it is from this pool (its
@@ -154,20 +190,29 @@ impl PoolCache {
         if p.pool_ptr() == self.pool.as_ptr() {
             let (_, idx) = p.into_parts();
             self.put(idx);
-            self.owed += 1;
+            self.refs += 1;
         } else {
             drop(p);
         }
     }
 
-    /// Give back the references of every packet recycled since the last
-    /// call, with one atomic operation.
+    /// Bound the reserve of references: above twice the capacity, give the
+    /// excess back (down to the capacity) with one atomic operation.
     #[inline]
     pub(crate) fn settle(&mut self) {
-        if self.owed > 0 {
+        if self.refs > 2 * self.bufs.len() {
+            self.release_refs(self.bufs.len());
+        }
+    }
+
+    /// Give back the reserve's references beyond `keep`.
+    #[cold]
+    #[inline(never)]
+    fn release_refs(&mut self, keep: usize) {
+        if self.refs > keep {
             // The cache's own handle still holds a reference.
-            self.pool.shared().release_not_last(self.owed);
-            self.owed = 0;
+            self.pool.shared().release_not_last(self.refs - keep);
+            self.refs = keep;
         }
     }
 
@@ -175,9 +220,9 @@ impl PoolCache {
     /// cache and the shared list are both empty.
     pub fn alloc(&mut self) -> Option<Packet> {
         let idx = self.get()?;
-        self.pool.shared().acquire(1);
+        self.take_refs(1);
         // SAFETY: `idx` came off this cache (owned, free) and one reference
-        // was acquired above for the packet.
+        // was taken from the reserve above for the packet.
         Some(unsafe { Packet::from_parts(self.pool.as_ptr(), idx, 0, 0) })
     }
 
@@ -187,20 +232,17 @@ impl PoolCache {
         // Never more than the pool holds (keeps the reference count sane
         // whatever `n` the caller asks for, e.g. usize::MAX).
         let n = n.min(self.pool.capacity() as usize);
-        let shared = self.pool.shared();
-        shared.acquire(n);
+        self.take_refs(n);
         let ptr = self.pool.as_ptr();
         let mut got = 0;
         while got < n {
             let Some(idx) = self.get() else { break };
             // SAFETY: `idx` came off this cache (owned, free); the
-            // references for up to `n` packets were acquired above.
+            // references for up to `n` packets were taken above.
             out.push(unsafe { Packet::from_parts(ptr, idx, 0, 0) });
             got += 1;
         }
-        if got < n {
-            self.pool.shared().release_not_last(n - got);
-        }
+        self.put_refs(n - got);
         got
     }
 
@@ -217,7 +259,7 @@ impl PoolCache {
 
 impl Drop for PoolCache {
     fn drop(&mut self) {
-        self.settle();
+        self.release_refs(0);
         for &i in &self.bufs[..self.len] {
             self.pool.shared().free_one(i);
         }
@@ -273,11 +315,12 @@ mod tests {
         let mut c = PoolCache::new(p.clone(), 8);
         let mut out = Vec::new();
         assert_eq!(c.alloc_burst(&mut out, usize::MAX), 8);
-        // 1 (p) + 1 (cache) + 8 packets.
+        // 1 (p) + 1 (cache) + 8 packets + the cache's reserve.
         assert_eq!(
             p.shared().refs.load(std::sync::atomic::Ordering::Relaxed),
-            10
+            10 + c.refs
         );
+        assert!(c.refs <= 2 * c.capacity(), "the reserve stays bounded");
         drop(out);
         drop(c);
         assert_eq!(

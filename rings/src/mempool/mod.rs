@@ -54,12 +54,14 @@ const MAX_REFS: usize = isize::MAX as usize;
 
 impl Shared {
     /// Add `n` references; the caller already holds one, so the pool is alive.
-    /// `n` must not exceed the pool's buffer count (callers clamp it), so
-    /// with the count below `MAX_REFS` the sum cannot wrap.
+    /// `n` must not exceed 2³³ (callers clamp it to a few times the pool's
+    /// buffer count). The count before the add is checked against
+    /// `MAX_REFS` (`isize::MAX`), so the count never exceeds `MAX_REFS` +
+    /// 2³³ and cannot wrap: one comparison, as `Arc` does.
     #[inline]
     pub(crate) fn acquire(&self, n: usize) {
-        debug_assert!(n <= self.count as usize + 1);
-        if self.refs.fetch_add(n, Ordering::Relaxed) > MAX_REFS - n.min(MAX_REFS) {
+        debug_assert!(n as u64 <= 1 << 33);
+        if self.refs.fetch_add(n, Ordering::Relaxed) > MAX_REFS {
             std::process::abort();
         }
     }
