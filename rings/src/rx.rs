@@ -105,6 +105,9 @@ impl<D: Doorbell> RxRing<D> {
                 free: got,
             });
         }
+        // Each armed buffer holds a pool reference (as every buffer outside
+        // the shared free list does), handed to its packet on receive.
+        pool.shared().acquire(n);
         for (i, &b) in bufs.iter().enumerate() {
             desc.write(i as u16, rx_read(pool.buf_iova(b)));
         }
@@ -151,30 +154,21 @@ impl<D: Doorbell> RxRing<D> {
         let max = max.min(mask as usize + 1);
         let pool_ptr = self.cache.pool().as_ptr();
         let (buf_size, iova_base) = (self.buf_size, self.iova_base);
-        // References for every packet this burst may hand out, taken (from
-        // the cache's reserve) before any exists, so a panic can never leave
-        // a packet without one; the unused ones go back at the end.
-        self.cache.take_refs(max);
 
-        // Fresh buffers come off the top of the cache; at most one per
-        // descriptor, so the burst looks at no more descriptors than there
-        // are fresh buffers.
-        let stock = self.cache.stock(max);
-        let limit = stock.len();
-        if limit == 0 {
-            return self.no_buffer(max);
-        }
-        out.reserve(limit);
-        // Packets go into the Vec's spare capacity (room for `limit`), and
+        out.reserve(max);
+        // Packets go into the Vec's spare capacity (room for `max`), and
         // become its elements with one `set_len` at the end.
         let dst = out.spare_capacity_mut().as_mut_ptr();
+        // Fresh buffers come off the top of the cache, one per good frame.
+        let cache = &mut self.cache;
+        let mut nombuf = false;
         // Exactly `mask + 1` long, so a masked index needs no bounds check.
         let slots = &mut self.slots[..=mask as usize];
         let mut discarding = self.discarding;
         let (mut got, mut bad, mut bytes) = (0usize, 0usize, 0u64);
         // Each turn looks at one descriptor whose `hi` shows DD: a good frame
-        // is handed up, a bad descriptor is re-armed in place. At most
-        // `limit` good and `limit` bad descriptors are looked at.
+        // is handed up, a bad descriptor is re-armed in place. At most `max`
+        // good and `max` bad descriptors are looked at.
         loop {
             let status = hi as u32;
             let slot = &mut slots[(i & mask) as usize];
@@ -186,24 +180,29 @@ impl<D: Doorbell> RxRing<D> {
                 && status & (RXD_STAT_EOP | RXD_ERR_RXE) == RXD_STAT_EOP
                 && len.wrapping_sub(1) < buf_size
             {
-                let fresh = stock[got];
+                let Some(fresh) = cache.get() else {
+                    // The frame stays in its descriptor for want of a buffer.
+                    nombuf = true;
+                    break;
+                };
                 let lo = view.read_lo_after_dd(i);
                 let done = std::mem::replace(slot, fresh);
                 view.write(i, rx_read(iova_base + fresh as u64 * buf_size as u64));
                 bytes += len as u64;
-                // SAFETY: `got < limit`, and `out` has room for `limit` more
+                // SAFETY: `got < max`, and `out` has room for `max` more
                 // packets from `dst` on (reserved above); slot `got` is
                 // written once. `done` was this slot's armed buffer of the
                 // ring's pool, now replaced by `fresh` (so the ring no longer
-                // owns it); this burst acquired one reference per packet up
-                // front; `len <= buf_size` was checked above.
+                // owns it), with the pool reference every armed buffer
+                // holds (`fresh` brought its own from the cache); `len <=
+                // buf_size` was checked above.
                 unsafe {
                     (*dst.add(got))
                         .write(Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32));
                 }
                 got += 1;
                 i = (i + 1) & mask;
-                if got == limit {
+                if got == max {
                     break;
                 }
             } else {
@@ -212,7 +211,7 @@ impl<D: Doorbell> RxRing<D> {
                 view.write(i, rx_read(iova_base + *slot as u64 * buf_size as u64));
                 bad += 1;
                 i = (i + 1) & mask;
-                if bad == limit {
+                if bad == max {
                     break;
                 }
             }
@@ -224,12 +223,6 @@ impl<D: Doorbell> RxRing<D> {
         // SAFETY: the loop wrote a packet into each of the first `got` spare
         // slots, in order, and nothing else touched `out`.
         unsafe { out.set_len(out.len() + got) };
-        self.cache.take(got, limit);
-        self.cache.put_refs(max - got);
-        if limit < max && got == limit {
-            // A frame may be left in its descriptor for want of a buffer.
-            self.count_nombuf(view.read_hi(i));
-        }
         self.discarding = discarding;
         self.next = i;
         // At least one descriptor was looked at and re-armed.
@@ -238,8 +231,9 @@ impl<D: Doorbell> RxRing<D> {
         let s = &mut self.stats;
         s.packets += got as u64;
         s.bytes += bytes;
-        if bad > 0 {
+        if bad > 0 || nombuf {
             s.rx_errors += bad as u64;
+            s.rx_nombuf += nombuf as u64;
         }
         if got > 0 {
             s.bursts += 1;
@@ -247,29 +241,6 @@ impl<D: Doorbell> RxRing<D> {
             s.empty_polls += 1;
         }
         got
-    }
-
-    /// The burst found a frame but neither the cache nor the shared list had
-    /// a buffer to re-arm its descriptor with: give back the burst's `max`
-    /// references, count `rx_nombuf`, hand up nothing (the frame stays in
-    /// its descriptor).
-    #[cold]
-    #[inline(never)]
-    fn no_buffer(&mut self, max: usize) -> usize {
-        self.cache.put_refs(max);
-        self.stats.rx_nombuf += 1;
-        self.stats.empty_polls += 1;
-        0
-    }
-
-    /// Count `rx_nombuf` when `hi` (the next descriptor's) shows a frame that
-    /// the burst left for want of a buffer.
-    #[cold]
-    #[inline(never)]
-    fn count_nombuf(&mut self, hi: u64) {
-        if hi as u32 & RXD_STAT_DD != 0 {
-            self.stats.rx_nombuf += 1;
-        }
     }
 
     /// The ring's buffer cache: TX reclaim and [`PoolCache::free_bulk`] on
@@ -300,7 +271,10 @@ impl<D: Doorbell> RxRing<D> {
 impl<D: Doorbell> Drop for RxRing<D> {
     fn drop(&mut self) {
         let mut all: Vec<u32> = self.slots.to_vec();
+        let n = all.len();
         self.pool.free_bulk(&mut all);
+        // The armed buffers' references; the ring's own handle holds one more.
+        self.pool.shared().release_not_last(n);
         // The cache returns its own buffers when it is dropped.
     }
 }

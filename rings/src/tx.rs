@@ -156,10 +156,8 @@ impl<D: Doorbell> TxRing<D> {
         let idxs = &mut self.idx[..=mask as usize];
         // Only the slow path (another pool's packet) indexes this one.
         let foreign = &mut *self.foreign;
-        let mut foreign_in_flight = self.foreign_in_flight;
-        let (mut queued, mut bytes, mut errors) = (0u16, 0u64, 0u64);
-        // The last descriptor written, to request its write-back too.
-        let mut last_hi = 0u64;
+        let foreign_in_flight = &mut self.foreign_in_flight;
+        let (mut bytes, mut errors) = (0u64, 0usize);
         let mut t = self.tail;
         take_front(pkts, n, |pool, idx, len| {
             // This closure owns buffer `idx` of `pool` and one reference.
@@ -172,7 +170,7 @@ impl<D: Doorbell> TxRing<D> {
                     Some(iova) => {
                         if pool.as_ptr().cast_const() != fast {
                             foreign[(t & mask) as usize] = Foreign(Some(pool));
-                            foreign_in_flight += 1;
+                            *foreign_in_flight += 1;
                         }
                         iova
                     }
@@ -188,22 +186,20 @@ impl<D: Doorbell> TxRing<D> {
             let rs = (t & (TX_RS_THRESH - 1)) == TX_RS_THRESH - 1;
             d.hi |= (rs as u64) * TXD_DCMD_RS as u64;
             view.write(t, d);
-            last_hi = d.hi;
             bytes += len as u64;
             idxs[(t & mask) as usize] = idx;
             t = (t + 1) & mask;
-            queued += 1;
         });
-        self.foreign_in_flight = foreign_in_flight;
         if errors > 0 {
-            self.stats.tx_errors += errors;
-            cache.settle();
+            self.stats.tx_errors += errors as u64;
         }
+        let queued = (n - errors) as u16;
         if queued > 0 {
             // The burst's last descriptor reports too, so that everything
             // sent becomes reclaimable (it is not the device's yet: the tail
             // write below hands it over).
-            view.write_hi(t.wrapping_sub(1), last_hi | TXD_DCMD_RS as u64);
+            let last = t.wrapping_sub(1);
+            view.write_hi(last, view.read_hi(last) | TXD_DCMD_RS as u64);
             self.tail = t;
             self.in_flight += queued;
             self.stats.packets += queued as u64;
@@ -255,7 +251,6 @@ impl<D: Doorbell> TxRing<D> {
         } else {
             self.free_mixed_run(run, cache);
         }
-        cache.settle();
         self.clean = (clean + run) & mask;
         self.in_flight -= run;
         run as usize

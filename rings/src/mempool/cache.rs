@@ -12,21 +12,17 @@ use super::{Mempool, Packet};
 /// [`PoolCache::free_bulk`] return this pool's packets to it (other pools'
 /// packets go back to their own shared lists).
 ///
-/// It also keeps a reserve of pool references (the pool stays alive while
-/// any [`Packet`], handle or cache holds one): a packet that comes back
-/// leaves its reference in the reserve, and a packet handed out takes one
-/// from it, so a queue that forwards (RX, then TX reclaim) touches the
-/// pool's atomic reference count only when the reserve runs dry or
-/// overflows. The reserve stays between 0 and twice the capacity and is
-/// given back when the cache is dropped.
+/// Every buffer in the cache holds one pool reference (as every buffer
+/// outside the shared free list does, see the module docs): a packet that
+/// comes back leaves its reference with its buffer, and a packet handed out
+/// takes its buffer's. So a queue that forwards (RX, then TX reclaim) never
+/// touches the pool's atomic reference count; a refill or a spill moves the
+/// references of half the cache with one atomic operation.
 pub struct PoolCache {
     pool: Mempool,
     /// `bufs[..len]` are free buffer indices; `bufs.len()` is the capacity.
     bufs: Box<[u32]>,
     len: usize,
-    /// Pool references held in reserve for packets to hand out (beyond the
-    /// one `pool` holds).
-    refs: usize,
 }
 
 impl std::fmt::Debug for PoolCache {
@@ -46,7 +42,6 @@ impl PoolCache {
             pool,
             bufs: vec![0; cap.max(2)].into_boxed_slice(),
             len: 0,
-            refs: 0,
         }
     }
 
@@ -72,45 +67,29 @@ impl PoolCache {
     pub(crate) fn get(&mut self) -> Option<u32> {
         if self.len == 0 {
             self.refill_to(1);
+            if self.len == 0 {
+                return None;
+            }
         }
-        let i = self.len.checked_sub(1)?;
-        self.len = i;
-        self.bufs.get(i).copied()
-    }
-
-    /// Refill (from the shared list, in bulk) so that up to `n` buffers are
-    /// cached, and return the top `min(n, cached)` of them. Take them from
-    /// the start of the slice and then call [`PoolCache::take`] with how many.
-    #[inline]
-    pub(crate) fn stock(&mut self, n: usize) -> &[u32] {
-        if self.len < n {
-            self.refill_to(n);
-        }
-        let cached = &self.bufs[..self.len];
-        &cached[cached.len() - n.min(cached.len())..]
+        self.len -= 1;
+        self.bufs.get(self.len).copied()
     }
 
     /// Fill from the shared list up to half the capacity, or to `n` if more.
     #[cold]
     fn refill_to(&mut self, n: usize) {
         let target = (self.bufs.len() / 2).max(n).min(self.bufs.len());
-        let free = &self.pool.shared().free;
+        let shared = self.pool.shared();
+        let before = self.len;
         while self.len < target {
-            let Some(i) = free.pop() else { break };
+            let Some(i) = shared.free.pop() else { break };
             self.bufs[self.len] = i;
             self.len += 1;
         }
-    }
-
-    /// Remove the first `k` buffers of the last [`PoolCache::stock`] slice
-    /// of `stocked` buffers (those taken); the rest stay cached.
-    #[inline]
-    pub(crate) fn take(&mut self, k: usize, stocked: usize) {
-        if k < stocked {
-            let start = self.len - stocked.min(self.len);
-            self.bufs.copy_within(start + k..self.len, start);
+        // Each buffer now outside the shared list holds a reference.
+        if self.len > before {
+            shared.acquire(self.len - before);
         }
-        self.len -= k.min(stocked);
     }
 
     /// Return a free buffer index of this pool.
@@ -128,9 +107,12 @@ impl PoolCache {
     fn spill(&mut self) {
         let keep = self.bufs.len() / 2;
         if self.len > keep {
+            let shared = self.pool.shared();
             for &i in &self.bufs[keep..self.len] {
-                self.pool.shared().free_one(i);
+                shared.free_one(i);
             }
+            // Their references; the cache's own handle still holds one.
+            shared.release_not_last(self.len - keep);
             self.len = keep;
         }
     }
@@ -147,72 +129,23 @@ impl PoolCache {
     }
 
     /// Add the `filled` buffers written at the start of [`PoolCache::room`]'s
-    /// slice, which came from `filled` packets whose references go to the
-    /// reserve.
+    /// slice, which came from `filled` packets (their references stay with
+    /// the buffers).
     #[inline]
     pub(crate) fn commit(&mut self, filled: usize) {
         self.len = (self.len + filled).min(self.bufs.len());
-        self.refs += filled;
-    }
-
-    /// Take `n` references out of the reserve for packets about to be
-    /// handed out (acquiring more from the pool when it runs short).
-    #[inline]
-    pub(crate) fn take_refs(&mut self, n: usize) {
-        if self.refs < n {
-            self.top_up_refs(n);
-        }
-        self.refs -= n;
-    }
-
-    /// Put back `n` references taken by [`PoolCache::take_refs`] and not
-    /// used, or those of packets that came back.
-    #[inline]
-    pub(crate) fn put_refs(&mut self, n: usize) {
-        self.refs += n;
-    }
-
-    /// Acquire enough references for `n` plus half the capacity in one
-    /// atomic operation.
-    #[cold]
-    #[inline(never)]
-    fn top_up_refs(&mut self, n: usize) {
-        let want = n + self.bufs.len() / 2;
-        self.pool.shared().acquire(want - self.refs);
-        self.refs = want;
     }
 
     /// Return a packet's buffer: to this cache when it is from this pool (its
-    /// reference is given back later, in bulk, by [`PoolCache::settle`]),
-    /// otherwise to its own pool's shared list.
+    /// reference stays with the buffer), otherwise to its own pool's shared
+    /// list.
     #[inline]
     pub(crate) fn recycle(&mut self, p: Packet) {
         if p.pool_ptr() == self.pool.as_ptr() {
             let (_, idx) = p.into_parts();
             self.put(idx);
-            self.refs += 1;
         } else {
             drop(p);
-        }
-    }
-
-    /// Bound the reserve of references: above twice the capacity, give the
-    /// excess back (down to the capacity) with one atomic operation.
-    #[inline]
-    pub(crate) fn settle(&mut self) {
-        if self.refs > 2 * self.bufs.len() {
-            self.release_refs(self.bufs.len());
-        }
-    }
-
-    /// Give back the reserve's references beyond `keep`.
-    #[cold]
-    #[inline(never)]
-    fn release_refs(&mut self, keep: usize) {
-        if self.refs > keep {
-            // The cache's own handle still holds a reference.
-            self.pool.shared().release_not_last(self.refs - keep);
-            self.refs = keep;
         }
     }
 
@@ -220,48 +153,46 @@ impl PoolCache {
     /// cache and the shared list are both empty.
     pub fn alloc(&mut self) -> Option<Packet> {
         let idx = self.get()?;
-        self.take_refs(1);
-        // SAFETY: `idx` came off this cache (owned, free) and one reference
-        // was taken from the reserve above for the packet.
+        // SAFETY: `idx` came off this cache (owned, free) with its reference.
         Some(unsafe { Packet::from_parts(self.pool.as_ptr(), idx, 0, 0) })
     }
 
-    /// Append up to `n` empty packets (length 0) to `out`, with one atomic
-    /// operation for the lot; returns how many (fewer when the pool runs dry).
+    /// Append up to `n` empty packets (length 0) to `out`, with no atomic
+    /// operation unless the cache refills; returns how many (fewer when the
+    /// pool runs dry).
     pub fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> usize {
-        // Never more than the pool holds (keeps the reference count sane
-        // whatever `n` the caller asks for, e.g. usize::MAX).
         let n = n.min(self.pool.capacity() as usize);
-        self.take_refs(n);
         let ptr = self.pool.as_ptr();
         let mut got = 0;
         while got < n {
             let Some(idx) = self.get() else { break };
-            // SAFETY: `idx` came off this cache (owned, free); the
-            // references for up to `n` packets were taken above.
+            // SAFETY: `idx` came off this cache (owned, free) with its
+            // reference.
             out.push(unsafe { Packet::from_parts(ptr, idx, 0, 0) });
             got += 1;
         }
-        self.put_refs(n - got);
         got
     }
 
     /// Return every packet in `pkts` (leaves it empty): this pool's to the
-    /// cache with one atomic operation for the lot, others' to their pools.
-    /// DPDK's `rte_pktmbuf_free_bulk`.
+    /// cache with no atomic operation unless it spills, others' to their
+    /// pools. DPDK's `rte_pktmbuf_free_bulk`.
     pub fn free_bulk(&mut self, pkts: &mut Vec<Packet>) {
         for p in pkts.drain(..) {
             self.recycle(p);
         }
-        self.settle();
     }
 }
 
 impl Drop for PoolCache {
     fn drop(&mut self) {
-        self.release_refs(0);
+        let shared = self.pool.shared();
         for &i in &self.bufs[..self.len] {
-            self.pool.shared().free_one(i);
+            shared.free_one(i);
+        }
+        // The buffers' references; the cache's own handle still holds one.
+        if self.len > 0 {
+            shared.release_not_last(self.len);
         }
         self.len = 0;
     }
@@ -315,12 +246,18 @@ mod tests {
         let mut c = PoolCache::new(p.clone(), 8);
         let mut out = Vec::new();
         assert_eq!(c.alloc_burst(&mut out, usize::MAX), 8);
-        // 1 (p) + 1 (cache) + 8 packets + the cache's reserve.
+        // 1 (p) + 1 (cache) + 8 packets.
         assert_eq!(
             p.shared().refs.load(std::sync::atomic::Ordering::Relaxed),
-            10 + c.refs
+            10
         );
-        assert!(c.refs <= 2 * c.capacity(), "the reserve stays bounded");
+        // Back into the cache: the references stay with the buffers.
+        c.free_bulk(&mut out);
+        assert_eq!(
+            p.shared().refs.load(std::sync::atomic::Ordering::Relaxed),
+            10
+        );
+        assert_eq!(c.alloc_burst(&mut out, 3), 3);
         drop(out);
         drop(c);
         assert_eq!(

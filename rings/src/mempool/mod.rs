@@ -20,10 +20,16 @@
 //! # Lifetime and soundness
 //! The pool's memory lives until the last [`Mempool`] handle *and* the last
 //! [`Packet`] are gone, whichever thread drops them, even after the `Device`
-//! that created it is closed (its DMA mapping is removed only then). Each
-//! handle and each packet holds one reference in the pool's own count, as an
-//! `Arc` would; the RX and TX rings add and remove the references of a whole
-//! burst with one atomic operation instead of one per packet.
+//! that created it is closed (its DMA mapping is removed only then). The
+//! pool's own count, as an `Arc`'s, holds one reference per handle
+//! ([`Mempool`], and the one each ring and cache keeps) and **one per buffer
+//! outside the shared free list**: armed in an RX descriptor, in flight on a
+//! TX ring, in a [`PoolCache`], or owned by a [`Packet`]. A buffer's
+//! reference moves with it, so RX (an armed buffer becomes a packet, a
+//! cached one is armed in its place) and TX reclaim (a packet's buffer goes
+//! back to the cache) never touch the count; only the shared list's edges do
+//! (a cache refill or spill, one atomic operation for half a cache;
+//! [`Mempool::alloc`]; dropping a [`Packet`]).
 
 mod cache;
 mod packet;
@@ -42,7 +48,7 @@ use std::sync::Arc;
 /// What handles and packets point at: the region, the free list and the count
 /// of references (handles + packets + caches) that keeps them alive.
 pub(crate) struct Shared {
-    refs: AtomicUsize,
+    pub(crate) refs: AtomicUsize,
     region: DmaRegion,
     buf_size: u32,
     count: u32,
