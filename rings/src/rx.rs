@@ -152,6 +152,9 @@ impl<D: Doorbell> RxRing<D> {
             return 0;
         }
         let max = max.min(mask as usize + 1);
+        if self.discarding {
+            return self.finish_chain(out, max);
+        }
         let pool_ptr = self.cache.pool().as_ptr();
         let (buf_size, iova_base) = (self.buf_size, self.iova_base);
 
@@ -162,22 +165,24 @@ impl<D: Doorbell> RxRing<D> {
         // Fresh buffers come off the top of the cache, one per good frame.
         let cache = &mut self.cache;
         let mut nombuf = false;
-        // Exactly `mask + 1` long, so a masked index needs no bounds check.
-        let slots = &mut self.slots[..=mask as usize];
-        let mut discarding = self.discarding;
+        // `slots` is exactly `mask + 1` long (one per descriptor, made so
+        // in `new`), so a masked index is in bounds.
+        debug_assert_eq!(self.slots.len(), mask as usize + 1);
+        let slots = self.slots.as_mut_ptr();
         let (mut got, mut bad, mut bytes) = (0usize, 0usize, 0u64);
         // Each turn looks at one descriptor whose `hi` shows DD: a good frame
         // is handed up, a bad descriptor is re-armed in place. At most `max`
         // good and `max` bad descriptors are looked at.
         loop {
             let status = hi as u32;
-            let slot = &mut slots[(i & mask) as usize];
+            // SAFETY: `i & mask < slots.len()` (above); `slots` points into
+            // `self.slots`, which nothing else touches during the burst.
+            let slot = unsafe { &mut *slots.add((i & mask) as usize) };
             let len = (hi >> 32) as u16 as u32;
             // The device is untrusted: check what it wrote before using it.
             // A frame is good only as one whole EOP descriptor without RXE,
             // not the tail of a chain, with 0 < len <= buffer size.
-            if !discarding
-                && status & (RXD_STAT_EOP | RXD_ERR_RXE) == RXD_STAT_EOP
+            if status & (RXD_STAT_EOP | RXD_ERR_RXE) == RXD_STAT_EOP
                 && len.wrapping_sub(1) < buf_size
             {
                 let Some(fresh) = cache.get() else {
@@ -207,11 +212,24 @@ impl<D: Doorbell> RxRing<D> {
                 }
             } else {
                 // Nothing to hand up: re-arm the descriptor with its own buffer.
-                discarding = status & RXD_STAT_EOP == 0;
                 view.write(i, rx_read(iova_base + *slot as u64 * buf_size as u64));
                 bad += 1;
                 i = (i + 1) & mask;
-                if bad == max {
+                if status & RXD_STAT_EOP == 0 {
+                    // The head of a frame longer than one buffer: the rest of
+                    // its chain, up to its EOP, is dropped too.
+                    // SAFETY: `slots` is `self.slots`' pointer, `mask + 1`
+                    // long, untouched elsewhere during the burst.
+                    let (next, n, done) =
+                        unsafe { drop_chain(view, slots, iova_base, buf_size, i, max - bad) };
+                    i = next;
+                    bad += n;
+                    if !done {
+                        self.discarding = true;
+                        break;
+                    }
+                }
+                if bad >= max {
                     break;
                 }
             }
@@ -223,7 +241,6 @@ impl<D: Doorbell> RxRing<D> {
         // SAFETY: the loop wrote a packet into each of the first `got` spare
         // slots, in order, and nothing else touched `out`.
         unsafe { out.set_len(out.len() + got) };
-        self.discarding = discarding;
         self.next = i;
         // At least one descriptor was looked at and re-armed.
         self.desc.publish();
@@ -231,16 +248,49 @@ impl<D: Doorbell> RxRing<D> {
         let s = &mut self.stats;
         s.packets += got as u64;
         s.bytes += bytes;
-        if bad > 0 || nombuf {
-            s.rx_errors += bad as u64;
-            s.rx_nombuf += nombuf as u64;
-        }
-        if got > 0 {
-            s.bursts += 1;
+        s.rx_errors += bad as u64;
+        if got == 0 || nombuf {
+            count_rare(s, got, nombuf);
         } else {
-            s.empty_polls += 1;
+            s.bursts += 1;
         }
         got
+    }
+
+    /// The previous burst stopped inside a chain whose head it dropped (a
+    /// frame longer than one buffer): drop the rest of it, through its EOP
+    /// descriptor (re-armed with their own buffers, counted in `rx_errors`),
+    /// then receive as usual if the chain is complete.
+    #[cold]
+    #[inline(never)]
+    fn finish_chain(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        let view = self.desc.view();
+        let mask = view.mask();
+        // SAFETY: `self.slots` is `mask + 1` long (made so in `new`) and
+        // nothing else touches it during the call.
+        let (next, n, done) = unsafe {
+            drop_chain(
+                view,
+                self.slots.as_mut_ptr(),
+                self.iova_base,
+                self.buf_size,
+                self.next,
+                max,
+            )
+        };
+        self.stats.rx_errors += n as u64;
+        if n > 0 {
+            self.next = next;
+            self.desc.publish();
+            self.doorbell.ring(next.wrapping_sub(1) & mask);
+        }
+        if done {
+            self.discarding = false;
+            self.rx_burst(out, max)
+        } else {
+            self.stats.empty_polls += 1;
+            0
+        }
     }
 
     /// The ring's buffer cache: TX reclaim and [`PoolCache::free_bulk`] on
@@ -266,6 +316,56 @@ impl<D: Doorbell> RxRing<D> {
     pub fn next_index(&self) -> u16 {
         self.next
     }
+}
+
+/// The counters of a burst that handed up nothing (only bad descriptors, or
+/// no buffer for the first frame) or ran out of buffers.
+#[cold]
+#[inline(never)]
+fn count_rare(s: &mut RxStats, got: usize, nombuf: bool) {
+    s.rx_nombuf += nombuf as u64;
+    if got > 0 {
+        s.bursts += 1;
+    } else {
+        s.empty_polls += 1;
+    }
+}
+
+/// Re-arm, each with its own buffer, the written-back descriptors from `i`
+/// on that continue a dropped chain, through the chain's EOP descriptor, at
+/// most `budget` of them. Returns the next index, how many were re-armed,
+/// and whether the EOP descriptor was reached.
+///
+/// # Safety
+/// `slots` points at `mask + 1` buffer indices (one per descriptor of the
+/// ring `view` shows) that nothing else accesses during the call.
+#[cold]
+#[inline(never)]
+unsafe fn drop_chain(
+    view: crate::descring::DescView<'_>,
+    slots: *mut u32,
+    iova_base: u64,
+    buf_size: u32,
+    mut i: u16,
+    budget: usize,
+) -> (u16, usize, bool) {
+    let mask = view.mask();
+    let mut n = 0;
+    while n < budget {
+        let hi = view.read_hi(i);
+        if hi as u32 & RXD_STAT_DD == 0 {
+            return (i, n, false);
+        }
+        // SAFETY: `i & mask` is in bounds of `slots` (the caller's promise).
+        let own = unsafe { *slots.add((i & mask) as usize) };
+        view.write(i, rx_read(iova_base + own as u64 * buf_size as u64));
+        n += 1;
+        i = (i + 1) & mask;
+        if hi as u32 & RXD_STAT_EOP != 0 {
+            return (i, n, true);
+        }
+    }
+    (i, n, false)
 }
 
 impl<D: Doorbell> Drop for RxRing<D> {

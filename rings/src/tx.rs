@@ -135,15 +135,18 @@ impl<D: Doorbell> TxRing<D> {
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
         let count = self.desc.count();
+        let len = pkts.len();
         let free = (count - 1 - self.in_flight) as usize;
-        if free < TX_FREE_THRESH || free < pkts.len() {
+        if free < len.max(TX_FREE_THRESH) {
             self.reclaim(cache);
         }
         let room = (count - 1 - self.in_flight) as usize;
-        let n = room.min(pkts.len());
-        if n < pkts.len() {
+        let n = if len > room {
             self.stats.ring_full += 1;
-        }
+            room
+        } else {
+            len
+        };
         // A packet of another pool must be mapped for this device too: with
         // one VFIO container per device, another port's buffer IOVA would
         // name some other memory of this one. Checked once per burst for the
@@ -152,8 +155,10 @@ impl<D: Doorbell> TxRing<D> {
         let (fast, own_base, own_size) = (self.fast, self.own_base, self.own_size);
         let view = self.desc.view();
         let mask = view.mask();
-        // Exactly `mask + 1` long, so a masked index needs no bounds check.
-        let idxs = &mut self.idx[..=mask as usize];
+        // `idx` is exactly `mask + 1` long (one per descriptor, made so in
+        // `new`), so a masked index is in bounds.
+        debug_assert_eq!(self.idx.len(), mask as usize + 1);
+        let idxs = self.idx.as_mut_ptr();
         // Only the slow path (another pool's packet) indexes this one.
         let foreign = &mut *self.foreign;
         let foreign_in_flight = &mut self.foreign_in_flight;
@@ -183,16 +188,18 @@ impl<D: Doorbell> TxRing<D> {
             };
             let mut d = tx_data(iova, len as u16);
             // RS at the fixed batch ends (the burst's last gets it below).
-            let rs = (t & (TX_RS_THRESH - 1)) == TX_RS_THRESH - 1;
-            d.hi |= (rs as u64) * TXD_DCMD_RS as u64;
+            // (`(t mod THRESH) + 1` reaches THRESH only at a batch end, so
+            // shifted down it is that bit, with no compare.)
+            let rs = ((t as u64 & (TX_RS_THRESH as u64 - 1)) + 1) >> TX_RS_THRESH.trailing_zeros();
+            d.hi |= rs * TXD_DCMD_RS as u64;
             view.write(t, d);
             bytes += len as u64;
-            idxs[(t & mask) as usize] = idx;
+            // SAFETY: `t & mask < idx.len()` (above); `idxs` points into
+            // `self.idx`, which nothing else touches during the burst.
+            unsafe { idxs.add((t & mask) as usize).write(idx) };
             t = (t + 1) & mask;
         });
-        if errors > 0 {
-            self.stats.tx_errors += errors as u64;
-        }
+        self.stats.tx_errors += errors as u64;
         let queued = (n - errors) as u16;
         if queued > 0 {
             // The burst's last descriptor reports too, so that everything

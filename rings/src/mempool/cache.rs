@@ -72,7 +72,10 @@ impl PoolCache {
             }
         }
         self.len -= 1;
-        self.bufs.get(self.len).copied()
+        // SAFETY: `len <= bufs.len()` always holds (`put` spills before it
+        // would pass it, `commit` and `refill_to` clamp to it), so the
+        // decremented `len` is in bounds.
+        Some(unsafe { *self.bufs.get_unchecked(self.len) })
     }
 
     /// Fill from the shared list up to half the capacity, or to `n` if more.
