@@ -164,7 +164,6 @@ impl<D: Doorbell> RxRing<D> {
         let dst = out.spare_capacity_mut().as_mut_ptr();
         // Fresh buffers come off the top of the cache, one per good frame.
         let cache = &mut self.cache;
-        let mut nombuf = false;
         // `slots` is exactly `mask + 1` long (one per descriptor, made so
         // in `new`), so a masked index is in bounds.
         debug_assert_eq!(self.slots.len(), mask as usize + 1);
@@ -187,7 +186,7 @@ impl<D: Doorbell> RxRing<D> {
             {
                 let Some(fresh) = cache.get() else {
                     // The frame stays in its descriptor for want of a buffer.
-                    nombuf = true;
+                    self.stats.rx_nombuf += 1;
                     break;
                 };
                 let lo = view.read_lo_after_dd(i);
@@ -249,8 +248,8 @@ impl<D: Doorbell> RxRing<D> {
         s.packets += got as u64;
         s.bytes += bytes;
         s.rx_errors += bad as u64;
-        if got == 0 || nombuf {
-            count_rare(s, got, nombuf);
+        if got == 0 {
+            count_empty(s);
         } else {
             s.bursts += 1;
         }
@@ -318,17 +317,12 @@ impl<D: Doorbell> RxRing<D> {
     }
 }
 
-/// The counters of a burst that handed up nothing (only bad descriptors, or
-/// no buffer for the first frame) or ran out of buffers.
+/// Count a burst that found descriptors but handed up nothing (only bad
+/// ones, or no buffer for the first frame).
 #[cold]
 #[inline(never)]
-fn count_rare(s: &mut RxStats, got: usize, nombuf: bool) {
-    s.rx_nombuf += nombuf as u64;
-    if got > 0 {
-        s.bursts += 1;
-    } else {
-        s.empty_polls += 1;
-    }
+fn count_empty(s: &mut RxStats) {
+    s.empty_polls += 1;
 }
 
 /// Re-arm, each with its own buffer, the written-back descriptors from `i`
