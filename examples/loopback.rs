@@ -392,7 +392,7 @@ fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize)
             r.received += 1;
             r.bytes += p.len() as u64;
         }
-        q.free_bulk(&mut buf); // back to the queue's cache, one atomic for the burst
+        q.free_bulk(&mut buf); // back to the queue's cache, no atomic operation
     }
 }
 

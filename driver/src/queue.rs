@@ -84,8 +84,8 @@ impl Queue {
     }
 
     /// Return every packet in `pkts` (leaves it empty): this queue's buffers
-    /// go to its cache with one atomic operation for the lot, cheaper than
-    /// dropping them one by one (DPDK `rte_pktmbuf_free_bulk`).
+    /// go to its cache with no atomic operation (unless it spills), cheaper
+    /// than dropping them one by one (DPDK `rte_pktmbuf_free_bulk`).
     pub fn free_bulk(&mut self, pkts: &mut Vec<Packet>) {
         self.rx.cache_mut().free_bulk(pkts)
     }
