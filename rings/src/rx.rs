@@ -201,8 +201,12 @@ impl<D: Doorbell> RxRing<D> {
                 // holds (`fresh` brought its own from the cache); `len <=
                 // buf_size` was checked above.
                 unsafe {
-                    (*dst.add(got))
-                        .write(Packet::from_parts(pool_ptr, done, len, (lo >> 32) as u32));
+                    (*dst.add(got)).write(Packet::from_parts(
+                        pool_ptr,
+                        done,
+                        len,
+                        (lo >> 32) as u32,
+                    ));
                 }
                 got += 1;
                 i = (i + 1) & mask;
