@@ -78,7 +78,8 @@ impl Queue {
 
     /// Append up to `n` empty packets (length 0) from this queue's buffer
     /// cache to `out`; returns how many (fewer when the mempool runs dry).
-    /// One atomic operation for the lot (DPDK `rte_pktmbuf_alloc_bulk`).
+    /// No atomic operation unless the cache refills (DPDK
+    /// `rte_pktmbuf_alloc_bulk`).
     pub fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> usize {
         self.rx.cache_mut().alloc_burst(out, n)
     }
