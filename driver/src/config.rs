@@ -1,7 +1,7 @@
 //! Device configuration with the field's defaults.
 
 use crate::error::{Error, Result};
-use crate::igb::rss::HashTypes;
+use crate::family::HashTypes;
 use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
 use pollnic_hw::rss::{Reta, KEY_LEN, MICROSOFT_KEY};
 use std::time::Duration;

@@ -80,6 +80,8 @@ pub struct RxRing<D: Doorbell> {
     cache: PoolCache,
     doorbell: D,
     discarding: bool,
+    /// Write-back error bits that make a frame bad (per family).
+    err_mask: u32,
     stats: RxStats,
 }
 
@@ -118,8 +120,18 @@ impl<D: Doorbell> RxRing<D> {
             cache: PoolCache::new(pool.clone(), rx_cache_size(n)),
             doorbell,
             discarding: false,
+            err_mask: RXD_ERR_RXE,
             stats: RxStats::default(),
         })
+    }
+
+    /// Which bits of the write-back's `status_error` mark a bad frame; the
+    /// default is igb's RXE (bit 31, 82576 datasheet §7.1.5). The 82599 puts
+    /// its IPv4 checksum error there and its frame errors in bits 24..=29
+    /// (`pollnic_hw::ixgbe::bits::RXDADV_ERR_FRAME_ERR_MASK`), so each family
+    /// sets its own mask before traffic starts.
+    pub fn set_error_mask(&mut self, mask: u32) {
+        self.err_mask = mask;
     }
 
     /// Give the device every descriptor but one: tail = ring size − 1.
@@ -170,6 +182,7 @@ impl<D: Doorbell> RxRing<D> {
         // Exactly `mask + 1` long, so a masked index needs no bounds check.
         let slots = &mut self.slots[..=mask as usize];
         let mut discarding = self.discarding;
+        let bad_bits = RXD_STAT_EOP | self.err_mask;
         let (mut bad, mut bytes) = (0usize, 0u64);
         // Each turn hands up one good frame; bad descriptors on the way are
         // re-armed in place. At most `limit` good and `limit` bad descriptors
@@ -183,11 +196,11 @@ impl<D: Doorbell> RxRing<D> {
                 }
                 // The device is untrusted: check what it wrote before using
                 // it. A frame is good only as one whole EOP descriptor
-                // without RXE, not the tail of a chain, with 0 < len <=
+                // without an error bit of the family's mask, not the tail of a chain, with 0 < len <=
                 // buffer size.
                 let slot = &mut slots[(i & mask) as usize];
                 if !discarding
-                    && status & (RXD_STAT_EOP | RXD_ERR_RXE) == RXD_STAT_EOP
+                    && status & bad_bits == RXD_STAT_EOP
                     && ((hi >> 32) as u16 as u32).wrapping_sub(1) < buf_size
                 {
                     break (hi, slot);

@@ -122,7 +122,8 @@ fn testbed_lock() -> Result<std::fs::File> {
             return Err(e).with_context(|| format!("locking {TESTBED_LOCK}"));
         }
     }
-    f.lock().with_context(|| format!("locking {TESTBED_LOCK}"))?;
+    f.lock()
+        .with_context(|| format!("locking {TESTBED_LOCK}"))?;
     eprintln!("[xtask] testbed lock taken");
     Ok(f)
 }
