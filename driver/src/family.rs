@@ -31,7 +31,7 @@ use pollnic_hw::rss::{Reta, KEY_LEN};
 
 /// Every family pollnic drives, asked in order by [`lookup`]. A new family
 /// is one line here.
-pub static FAMILIES: &[&dyn Family] = &[&crate::igb::Igb];
+pub static FAMILIES: &[&dyn Family] = &[&crate::igb::Igb, &crate::ixgbe::Ixgbe];
 
 /// The back end that drives PCI `vendor:device`, if any.
 pub fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {

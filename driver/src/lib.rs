@@ -21,6 +21,7 @@ pub mod family;
 pub mod frame;
 pub mod igb;
 pub mod io;
+pub mod ixgbe;
 pub mod metrics;
 pub mod mmio;
 pub mod pci;
