@@ -1,5 +1,8 @@
-//! pollnic: a userspace poll-mode driver for Intel igb (82576, I350) NICs over
-//! VFIO, with zero-copy receive from hugepage mempools.
+//! pollnic: a userspace poll-mode driver for Intel igb (82576, I350) and
+//! ixgbe (82599/X520) NICs over VFIO, with zero-copy receive from hugepage
+//! mempools. The family-specific part is behind [`family::Family`]; the
+//! 82599 back end is tested against a software 82599 ([`ixgbe::model`]) and
+//! has not yet run on hardware.
 //!
 //! ```no_run
 //! let mut dev = pollnic::Device::open("0000:00:08.0", &pollnic::DeviceConfig::default())?;
@@ -10,7 +13,8 @@
 //! ```
 //!
 //! `unsafe` is confined to [`mmio`] (BAR access), [`vfio`] (DMA mapping),
-//! [`clock`] (`clock_gettime`) and the read-only PCI link probe in `pci`.
+//! [`clock`] (`clock_gettime`), the read-only PCI link probe in `pci`, and
+//! the software 82599's IOMMU (`ixgbe::model::iommu`).
 
 pub mod clock;
 pub mod config;
