@@ -14,7 +14,7 @@
 //!
 //! `unsafe` is confined to [`mmio`] (BAR access), [`vfio`] (DMA mapping),
 //! [`clock`] (`clock_gettime`), the read-only PCI link probe in `pci`, and
-//! the software 82599's IOMMU (`ixgbe::model::iommu`).
+//! the software device models' IOMMU (`softnic::iommu`).
 
 pub mod clock;
 pub mod config;
@@ -33,6 +33,7 @@ pub mod queue;
 pub mod rsstool;
 pub mod runner;
 pub mod signal;
+pub mod softnic;
 pub mod stats;
 pub mod sweep;
 pub mod vfio;

@@ -2,6 +2,7 @@
 //! counters and shutdown, behind [`crate::family::Family`].
 
 pub mod init;
+pub mod model;
 pub mod queue;
 pub mod rss;
 pub mod stats;

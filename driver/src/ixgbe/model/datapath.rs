@@ -4,15 +4,15 @@
 //! the 82599 keeps them (octet counters include the 4-byte FCS).
 
 use super::state::State;
-use super::RxOutcome;
+use crate::softnic::wire::{fcs, mac_of, rss_flow};
+use crate::softnic::RxOutcome;
 use pollnic_hw::ixgbe::stats::Width;
 use pollnic_hw::ixgbe::stats::{mpc, qprdc, RX_BYTES, RX_PACKETS, TX_BYTES, TX_PACKETS};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
-use pollnic_hw::rss::{FlowKey, Toeplitz, KEY_LEN, L4};
+use pollnic_hw::rss::{Toeplitz, KEY_LEN};
 use pollnic_rings::model::{deliver, transmit as ring_transmit, Delivery};
 
-/// FCS bytes the MAC counts in the octet counters and strips or appends.
-const FCS_LEN: u64 = 4;
+use crate::softnic::wire::FCS_LEN;
 
 fn bump(s: &mut State, w: Width, n: u64) {
     let off = match w {
@@ -24,97 +24,6 @@ fn bump(s: &mut State, w: Width, n: u64) {
 
 fn bump32(s: &mut State, off: u32) {
     *s.counters.entry(off).or_insert(0) += 1;
-}
-
-/// Ethernet CRC-32 (IEEE 802.3), appended little-endian when the MAC does
-/// not strip it.
-fn fcs(frame: &[u8]) -> [u8; 4] {
-    let mut crc = 0xFFFF_FFFFu32;
-    for &b in frame {
-        crc ^= b as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    (!crc).to_le_bytes()
-}
-
-/// The RSS type and hash input of `frame` under the MRQC field bits, or None
-/// (hash 0, queue 0) when no enabled type matches (§7.1.2.8.1).
-fn rss_flow(frame: &[u8], mrqc: u32) -> Option<(u16, FlowKey)> {
-    let ethertype = u16::from_be_bytes(frame.get(12..14)?.try_into().ok()?);
-    let l3 = frame.get(14..)?;
-    let (proto, l4_off, key) = match ethertype {
-        0x0800 => {
-            let ihl = (*l3.first()? & 0x0f) as usize * 4;
-            let frag = u16::from_be_bytes(l3.get(6..8)?.try_into().ok()?) & 0x3fff != 0;
-            let src: [u8; 4] = l3.get(12..16)?.try_into().ok()?;
-            let dst: [u8; 4] = l3.get(16..20)?.try_into().ok()?;
-            let proto = if frag { 0 } else { l3[9] };
-            (proto, ihl, (Some((src, dst)), None))
-        }
-        0x86DD => {
-            let src: [u8; 16] = l3.get(8..24)?.try_into().ok()?;
-            let dst: [u8; 16] = l3.get(24..40)?.try_into().ok()?;
-            (l3[6], 40, (None, Some((src, dst))))
-        }
-        _ => return None,
-    };
-    let ports = l3.get(l4_off..l4_off + 4).map(|p| {
-        (
-            u16::from_be_bytes([p[0], p[1]]),
-            u16::from_be_bytes([p[2], p[3]]),
-        )
-    });
-    let l4 = match (proto, ports) {
-        (6, Some(_)) => L4::Tcp,
-        (17, Some(_)) => L4::Udp,
-        _ => L4::Other,
-    };
-    let (sport, dport) = ports.unwrap_or((0, 0));
-    match key {
-        (Some((src, dst)), _) => {
-            let (ty, l4) = match l4 {
-                L4::Tcp if mrqc & MRQC_FIELD_TCP_IPV4 != 0 => (RSSTYPE_TCP_IPV4, L4::Tcp),
-                L4::Udp if mrqc & MRQC_FIELD_UDP_IPV4 != 0 => (RSSTYPE_UDP_IPV4, L4::Udp),
-                _ if mrqc & MRQC_FIELD_IPV4 != 0 => (RSSTYPE_IPV4, L4::Other),
-                _ => return None,
-            };
-            Some((
-                ty,
-                FlowKey::V4 {
-                    src: src.into(),
-                    dst: dst.into(),
-                    sport,
-                    dport,
-                    l4,
-                },
-            ))
-        }
-        (_, Some((src, dst))) => {
-            let (ty, l4) = match l4 {
-                L4::Tcp if mrqc & MRQC_FIELD_TCP_IPV6 != 0 => (RSSTYPE_TCP_IPV6, L4::Tcp),
-                L4::Udp if mrqc & MRQC_FIELD_UDP_IPV6 != 0 => (RSSTYPE_UDP_IPV6, L4::Udp),
-                _ if mrqc & MRQC_FIELD_IPV6 != 0 => (RSSTYPE_IPV6, L4::Other),
-                _ => return None,
-            };
-            Some((
-                ty,
-                FlowKey::V6 {
-                    src: src.into(),
-                    dst: dst.into(),
-                    sport,
-                    dport,
-                    l4,
-                },
-            ))
-        }
-        _ => None,
-    }
 }
 
 /// The key as RSSRK(0..10) holds it (byte 4n in bits 7:0 of register n).
@@ -139,12 +48,7 @@ fn accepted(s: &State, dst: &[u8]) -> bool {
     if fctrl & FCTRL_UPE != 0 {
         return true;
     }
-    (0..128).any(|n| {
-        let (l, h) = (s.reg(ral(n)), s.reg(rah(n)));
-        let a = l.to_le_bytes();
-        let b = h.to_le_bytes();
-        h & RAH_AV != 0 && dst == [a[0], a[1], a[2], a[3], b[0], b[1]]
-    })
+    (0..128).any(|n| mac_of(s.reg(ral(n)), s.reg(rah(n))).is_some_and(|m| dst == m))
 }
 
 /// A frame arrives from the wire.
@@ -246,15 +150,5 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
         s.violation(format!(
             "TX DMA of queue {q} from IOVA {iova:#x}, which is not mapped (an IOMMU fault)"
         ));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn fcs_matches_the_ethernet_check_value() {
-        // CRC-32/IEEE of "123456789" is 0xCBF43926.
-        assert_eq!(u32::from_le_bytes(fcs(b"123456789")), 0xCBF4_3926);
     }
 }

@@ -1,6 +1,6 @@
 //! A software 82599: a register-level model of the device's side, for host
 //! tests of the ixgbe back end with no NIC. `Device` runs over it through
-//! the same [`DeviceIo`] / [`DeviceBar`] seam as over VFIO: the same
+//! the same [`DeviceIo`] / [`crate::io::DeviceBar`] seam as over VFIO: the same
 //! bring-up, rings, tail writes and shutdown.
 //!
 //! What it models:
@@ -39,85 +39,23 @@
 //! descriptor is dropped at once).
 
 mod datapath;
-mod iommu;
 mod regs;
 mod state;
 
-pub use state::Event;
+pub use crate::softnic::{Event, ModelConfig, RxOutcome, SoftBar};
 
 use crate::config::DeviceConfig;
 use crate::device::{Device, DeviceIdent};
 use crate::error::Result;
-use crate::io::{DeviceBar, DeviceIo, TailDoorbell};
-use crate::mmio::Regs;
-use iommu::ModelDma;
-use pollnic_rings::{DmaMapper, PageSize};
-use state::{lock, Shared, State};
+use crate::io::DeviceIo;
+use crate::softnic::{lock, SharedModel, SoftIo};
+use state::State;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// How the model behaves.
-#[derive(Clone, Debug)]
-pub struct ModelConfig {
-    /// The MAC the "EEPROM" loads into RAL(0)/RAH(0).
-    pub mac: [u8; 6],
-    /// How long CTRL.RST stays set after it is written; `None`: forever (a
-    /// wedged device).
-    pub reset_time: Option<Duration>,
-    /// From the end of reset to EEC.ARD.
-    pub eeprom_time: Duration,
-    /// From EEC.ARD to RDRXCTL.DMAIDONE.
-    pub dma_init_time: Duration,
-    /// From AUTOC.AN_RESTART to LINKS.UP; `None`: the link never comes up.
-    pub link_time: Option<Duration>,
-    /// Reads of RXDCTL/TXDCTL before a changed ENABLE bit reads back.
-    pub latch_reads: u32,
-    /// Panic at the first violation (default) rather than only record it.
-    pub strict: bool,
-}
-
-impl Default for ModelConfig {
-    fn default() -> Self {
-        ModelConfig {
-            mac: [0x00, 0x1b, 0x21, 0x0a, 0x0b, 0x0c],
-            reset_time: Some(Duration::from_millis(1)),
-            eeprom_time: Duration::from_millis(2),
-            dma_init_time: Duration::from_millis(1),
-            link_time: Some(Duration::from_millis(20)),
-            latch_reads: 3,
-            strict: true,
-        }
-    }
-}
-
-/// What became of a frame given to [`Soft82599::receive`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RxOutcome {
-    /// Written to RX queue `queue`, with this RSS hash in the descriptor.
-    Delivered {
-        /// The queue RSS chose.
-        queue: u16,
-        /// The hash written back (0 without RSS or RXCSUM.PCSD).
-        hash: u32,
-    },
-    /// The destination MAC did not pass the filter.
-    Filtered,
-    /// Link down or in reset: nothing received.
-    LinkDown,
-    /// RXCTRL.RXEN off or bus mastering off.
-    ReceiverOff,
-    /// The chosen queue is not enabled (counted in MPC(0)).
-    QueueOff(u16),
-    /// The chosen queue had no free descriptor (counted in QPRDC or MPC).
-    NoDescriptor(u16),
-    /// A buffer address was not mapped (also a violation).
-    Fault(u64),
-}
 
 /// A software 82599 port. Cheap to clone; every clone is the same device.
 #[derive(Clone)]
 pub struct Soft82599 {
-    shared: Arc<Shared>,
+    shared: Arc<Mutex<State>>,
 }
 
 impl Default for Soft82599 {
@@ -149,15 +87,11 @@ impl Soft82599 {
 
     /// What `Device` runs over: the model's BAR0 and IOMMU.
     pub fn io(&self) -> Box<dyn DeviceIo> {
-        Box::new(SoftIo {
-            bar: Arc::new(SoftBar {
-                shared: Arc::clone(&self.shared),
-            }),
-            dma: Arc::new(ModelDma {
-                shared: Arc::clone(&self.shared),
-            }),
-            shared: Arc::clone(&self.shared),
-        })
+        Box::new(SoftIo::new(self.dyn_shared()))
+    }
+
+    fn dyn_shared(&self) -> SharedModel {
+        self.shared.clone()
     }
 
     /// Open a [`Device`] on this model (`Device::open_on` with [`Self::io`]
@@ -207,54 +141,7 @@ impl Soft82599 {
     /// Registers as the driver sees them (for tests that drive the model by hand).
     pub fn regs(&self) -> SoftBar {
         SoftBar {
-            shared: Arc::clone(&self.shared),
+            shared: self.dyn_shared(),
         }
-    }
-}
-
-/// The model's BAR0.
-pub struct SoftBar {
-    shared: Arc<Shared>,
-}
-
-impl Regs for SoftBar {
-    fn read32(&self, off: u32) -> u32 {
-        regs::read(&mut lock(&self.shared), off)
-    }
-    fn write32(&self, off: u32, val: u32) {
-        regs::write(&mut lock(&self.shared), off, val)
-    }
-}
-
-impl DeviceBar for SoftBar {
-    fn regs(&self) -> &dyn Regs {
-        self
-    }
-    fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
-        TailDoorbell::Other { bar: self, reg }
-    }
-}
-
-struct SoftIo {
-    bar: Arc<SoftBar>,
-    dma: Arc<ModelDma>,
-    shared: Arc<Shared>,
-}
-
-impl DeviceIo for SoftIo {
-    fn bar0(&self) -> Arc<dyn DeviceBar> {
-        self.bar.clone()
-    }
-    fn dma(&self) -> Arc<dyn DmaMapper> {
-        self.dma.clone()
-    }
-    /// The model needs no physically contiguous memory.
-    fn page_size(&self) -> PageSize {
-        PageSize::Small4K
-    }
-    fn disable_bus_master(&self) {
-        let mut s = lock(&self.shared);
-        s.bus_master = false;
-        s.log(Event::BusMasterOff);
     }
 }

@@ -2,7 +2,8 @@
 //! each one does, and the rules a driver must keep (each broken rule is a
 //! violation naming the register and the rule).
 
-use super::state::{Event, State, QUEUES};
+use super::state::{State, QUEUES};
+use crate::softnic::{Event, RegisterModel};
 use pollnic_hw::ixgbe::stats::{Width, COUNTERS};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use std::collections::HashMap;
@@ -391,7 +392,7 @@ fn tail_check(s: &mut State, off: u32, val: u32, q: u16, rx: bool) {
     let count = st.ring.as_ref().map(|r| r.count() as u32);
     // Software may give descriptors to a queue only once it has seen the
     // enable latch (its reads used up the latch delay).
-    let enabled = st.enabled && st.latch_reads == 0;
+    let enabled = st.latched_on();
     if !enabled && val != 0 {
         s.violation(format!(
             "tail {off:#x} of queue {q} set to {val} before the queue's enable latched \
@@ -409,7 +410,7 @@ fn rxctrl(s: &mut State, val: u32) {
     let was = s.reg(RXCTRL) & RXCTRL_RXEN != 0;
     let on = val & RXCTRL_RXEN != 0;
     if on && !was {
-        if !s.rx.iter().any(|q| q.enabled && q.latch_reads == 0) {
+        if !s.rx.iter().any(|q| q.latched_on()) {
             s.violation(
                 "RXCTRL.RXEN set before any RX queue was configured and enabled (82599 §4.6.7: \
                  the receive enable comes last)"

@@ -2,62 +2,14 @@
 //! DMA init and autonegotiation started, the queues, the IOMMU, counters,
 //! the wire, and what the driver did wrong.
 
-use super::iommu::Mappings;
-use super::ModelConfig;
-use pollnic_rings::model::DeviceRing;
+use crate::softnic::iommu::Mappings;
+use crate::softnic::ModelConfig;
+use crate::softnic::{Event, QueueState, RegisterModel};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// Queues the model implements (the 82599's 128).
 pub(crate) const QUEUES: usize = 128;
-
-/// What the model saw, in order (for tests of the shutdown order).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// CTRL.RST (or LNK_RST) written: a global reset started.
-    Reset,
-    /// RXCTRL.RXEN changed to the value.
-    RxEnable(bool),
-    /// DMATXCTL.TE changed to the value.
-    TxDmaEnable(bool),
-    /// RXDCTL(q).ENABLE changed.
-    RxQueue(u16, bool),
-    /// TXDCTL(q).ENABLE changed.
-    TxQueue(u16, bool),
-    /// PCI bus mastering turned off.
-    BusMasterOff,
-    /// A DMA mapping was removed (the memory is freed right after).
-    Unmap {
-        /// Its IOVA.
-        iova: u64,
-        /// Its length in bytes.
-        len: usize,
-    },
-}
-
-/// One queue's enable state as software sees it through RXDCTL/TXDCTL.
-#[derive(Default)]
-pub(crate) struct QueueState {
-    /// The queue runs (the device owns its ring).
-    pub enabled: bool,
-    /// Reads of RXDCTL/TXDCTL left before ENABLE reads back `enabled`.
-    pub latch_reads: u32,
-    /// The device side of the ring while enabled.
-    pub ring: Option<DeviceRing>,
-}
-
-impl QueueState {
-    /// The ENABLE bit as a register read shows it now (and count the read).
-    pub fn read_enable(&mut self) -> bool {
-        if self.latch_reads > 0 {
-            self.latch_reads -= 1;
-            !self.enabled
-        } else {
-            self.enabled
-        }
-    }
-}
 
 pub(crate) struct State {
     pub cfg: ModelConfig,
@@ -78,15 +30,6 @@ pub(crate) struct State {
     pub partial: Vec<u8>,
     pub violations: Vec<String>,
     pub events: Vec<Event>,
-}
-
-/// The state behind the model's handles.
-pub(crate) type Shared = Mutex<State>;
-
-/// Lock the state. A violation panics with the lock held (strict mode);
-/// later users still get the state, so the first panic is the one reported.
-pub(crate) fn lock(s: &Arc<Shared>) -> MutexGuard<'_, State> {
-    s.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl State {
@@ -118,10 +61,6 @@ impl State {
         if self.cfg.strict {
             panic!("{msg}");
         }
-    }
-
-    pub fn log(&mut self, e: Event) {
-        self.events.push(e);
     }
 
     /// Register values after reset (and at power-on): everything 0 except
@@ -266,4 +205,25 @@ pub(crate) fn tx_base(regs: &HashMap<u32, u32>, q: u16) -> u64 {
     use pollnic_hw::ixgbe::regs::{tdbah, tdbal};
     let g = |o| regs.get(&o).copied().unwrap_or(0) as u64;
     g(tdbal(q)) | g(tdbah(q)) << 32
+}
+
+impl RegisterModel for State {
+    fn read(&mut self, off: u32) -> u32 {
+        super::regs::read(self, off)
+    }
+    fn write(&mut self, off: u32, val: u32) {
+        super::regs::write(self, off, val)
+    }
+    fn mappings(&mut self) -> &mut Mappings {
+        &mut self.iommu
+    }
+    fn unmapping(&mut self, iova: u64, len: usize) {
+        State::unmapping(self, iova, len)
+    }
+    fn log(&mut self, e: Event) {
+        self.events.push(e);
+    }
+    fn bus_master_off(&mut self) {
+        self.bus_master = false;
+    }
 }

@@ -1,16 +1,15 @@
-//! The model's IOMMU: the DMA mapper `Device` maps its memory through (it
+//! The models' IOMMU: the DMA mapper `Device` maps its memory through (it
 //! hands out IOVAs above 4 GiB, unrelated to virtual addresses, as VFIO does),
-//! and the translation the model's DMA goes through. A DMA outside every
+//! and the translation the models' DMA goes through. A DMA outside every
 //! mapping is an IOMMU fault, reported as a violation, never a memory access.
 //!
-//! The only `unsafe` of the model is here: the translation contract
+//! The only `unsafe` of the models is here: the translation contract
 //! ([`DmaSpace`]) and turning a mapped ring address into a [`DeviceRing`].
 
-use super::state::{lock, Event, Shared};
+use super::{lock, Event, SharedModel};
 use pollnic_hw::desc::{RawDesc, DESC_SIZE};
 use pollnic_rings::model::{DeviceRing, DmaSpace};
 use pollnic_rings::{DmaError, DmaMapper};
-use std::sync::Arc;
 
 /// First IOVA handed out, as `VfioDma` does.
 const IOVA_BASE: u64 = 1 << 32;
@@ -75,7 +74,7 @@ unsafe impl DmaSpace for Mappings {
 
 /// The mapper `Device` allocates its rings and mempools through.
 pub(crate) struct ModelDma {
-    pub shared: Arc<Shared>,
+    pub shared: SharedModel,
 }
 
 impl std::fmt::Debug for ModelDma {
@@ -87,13 +86,13 @@ impl std::fmt::Debug for ModelDma {
 impl DmaMapper for ModelDma {
     unsafe fn map(&self, va: *mut u8, len: usize) -> Result<u64, DmaError> {
         let mut s = lock(&self.shared);
-        Ok(s.iommu.add(va, len))
+        Ok(s.mappings().add(va, len))
     }
 
     fn unmap(&self, iova: u64, len: usize) {
         let mut s = lock(&self.shared);
         s.unmapping(iova, len);
-        s.iommu.list.retain(|m| m.iova != iova);
+        s.mappings().list.retain(|m| m.iova != iova);
         s.log(Event::Unmap { iova, len });
     }
 }
