@@ -22,7 +22,9 @@
 //!
 //! It is strict: a write the part would reject or a step out of order (a
 //! register written during reset or before DMA init, RX queue registers
-//! written with the receiver on, RXEN before any queue is enabled,
+//! written with the receiver on (the part allows that for a disabled queue,
+//! §4.6.7.1, but the §4.6.7 sequence never does it), RXEN before any queue
+//! is enabled,
 //! TXDCTL.ENABLE before DMATXCTL.TE, a tail written before the enable
 //! latched or beyond the ring, MTQC changed with the arbiter on, an MRQC
 //! mode other than RSS, reserved RETA bits, a read-only register written, an
