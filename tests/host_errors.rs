@@ -72,7 +72,7 @@ fn fwd_refuses_bad_arguments_clearly() {
             "--ports 00:08.0 --ring-size 100",
             "power of two between 32 and 4096",
         ),
-        ("--ports 00:08.0 --queues 17", "igb supports 1 to 16"),
+        ("--ports 00:08.0 --queues 17", "RSS spreads over 1 to 16"),
         (
             "--ports 00:08.0 --mode swap",
             "possible values: io, macswap",

@@ -1,7 +1,7 @@
 //! Device configuration with the field's defaults.
 
 use crate::error::{Error, Result};
-use crate::igb::rss::HashTypes;
+use crate::family::HashTypes;
 use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
 use pollnic_hw::rss::{Reta, KEY_LEN, MICROSOFT_KEY};
 use std::time::Duration;
@@ -9,9 +9,11 @@ use std::time::Duration;
 /// How to bring a device up. `Default` gives DPDK-like defaults.
 #[derive(Clone, Debug)]
 pub struct DeviceConfig {
-    /// RX descriptors per queue: a power of two in 32..=4096 (default 512).
+    /// RX descriptors per queue: a power of two in 32..=4096, at least 64 on
+    /// the 82599 (default 512).
     pub rx_ring_size: u32,
-    /// TX descriptors per queue: a power of two in 32..=4096 (default 512).
+    /// TX descriptors per queue: a power of two in 32..=4096, at least 64 on
+    /// the 82599 (default 512).
     pub tx_ring_size: u32,
     /// Buffers in each queue's mempool (default 4096); at least
     /// [`DeviceConfig::min_mempool_size`].
@@ -22,7 +24,8 @@ pub struct DeviceConfig {
     pub promisc: bool,
     /// How long to wait for link up after autonegotiation restarts (default 10 s).
     pub link_timeout: Duration,
-    /// RX/TX queue pairs, one per core (default 1; 82576: up to 16, I350: 8).
+    /// RX/TX queue pairs, one per core (default 1; 82576 and 82599: up to 16
+    /// (RSS spreads over 16), I350: 8).
     pub queues: u16,
     /// The 40-byte RSS key (default [`MICROSOFT_KEY`], as DPDK's igb PMD;
     /// [`pollnic_hw::rss::SYMMETRIC_KEY`] keeps both directions of a flow on one queue).
@@ -87,7 +90,7 @@ impl DeviceConfig {
         }
         if self.queues == 0 || self.queues > MAX_QUEUES_82576 {
             return Err(Error::Config(format!(
-                "{} queues requested: igb supports 1 to {MAX_QUEUES_82576} (I350: 8)",
+                "{} queues requested: RSS spreads over 1 to {MAX_QUEUES_82576} (I350: 8)",
                 self.queues
             )));
         }

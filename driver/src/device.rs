@@ -1,32 +1,50 @@
-//! The device API: open an igb NIC bound to vfio-pci, move bursts of packets
-//! on its queue, read link, MAC and counters, and shut it down in the right
-//! order (DMA stopped and the device reset before any DMA memory is released),
-//! also on panic (Drop runs while unwinding) and on Ctrl-C when the program
-//! uses [`crate::signal::stop_flag`].
+//! The device API: open an igb or ixgbe NIC bound to vfio-pci, move bursts of
+//! packets on its queues, read link, MAC and counters, and shut it down in the
+//! right order (DMA stopped and the device reset before any DMA memory is
+//! released), also on panic (Drop runs while unwinding) and on Ctrl-C when the
+//! program uses [`crate::signal::stop_flag`].
+//!
+//! The family-specific register work goes through [`crate::family::Family`],
+//! picked from the PCI ID; the device underneath is reached through
+//! [`crate::io::DeviceIo`] (VFIO for a real NIC, a software model in host tests).
 
 use crate::config::DeviceConfig;
 use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
-use crate::igb::init::{self, LinkStatus, TimedOut};
-use crate::igb::queue;
-use crate::igb::rss;
-use crate::igb::stats::Stats;
-use crate::pci::{NicFamily, PciAddress, PciDevice, Sysfs, VFIO_PCI};
-use crate::queue::{MmioDoorbell, Queue};
+use crate::family::{self, Family, LinkStatus, RingRegs};
+use crate::io::{DeviceBar, DeviceIo};
+use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
+use crate::queue::Queue;
+use crate::stats::Stats;
 use crate::vfio::Vfio;
+use crate::wait::{wait_for, TimedOut};
 use crossbeam_utils::CachePadded;
-use pollnic_hw::igb::regs::{rdt, tdt};
 use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
 use pollnic_rings::{DescRing, Mempool, Packet, PageSize, RxRing, RxStats, TxRing, TxStats};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// An igb NIC driven by pollnic: `cfg.queues` RX/TX queue pairs with RSS
+/// Which device [`Device::open_on`] drives: its PCI address (for messages)
+/// and PCI IDs (to pick the family).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceIdent {
+    /// PCI address, as errors name it.
+    pub addr: PciAddress,
+    /// PCI vendor ID.
+    pub vendor: u16,
+    /// PCI device ID.
+    pub device: u16,
+    /// Marketing name.
+    pub name: String,
+}
+
+/// A NIC driven by pollnic: `cfg.queues` RX/TX queue pairs with RSS
 /// spreading flows over them. The `*_burst` methods on `Device` use queue 0;
 /// use [`Device::queues_mut`] or [`crate::runner::run_pinned`] for the others.
 pub struct Device {
     addr: PciAddress,
     name: String,
+    family: &'static dyn Family,
     mac: [u8; 6],
     queues: Vec<Queue>,
     counters: DeviceCounters,
@@ -35,13 +53,15 @@ pub struct Device {
     /// Queues the hardware may have enabled (all are disabled at shutdown).
     hw_queues: u16,
     stats: Stats,
+    bar: Arc<dyn DeviceBar>,
     // Dropped last: BAR unmapped, VFIO device and container closed.
-    vfio: Vfio,
+    io: Box<dyn DeviceIo>,
 }
 
 impl Device {
     /// Open the NIC at `addr` (e.g. `0000:00:08.0`), reset it and bring it up
-    /// with `cfg`; returns once the link is up.
+    /// with `cfg`; returns once the link is up. The back end (igb or ixgbe)
+    /// is chosen from the PCI ID.
     ///
     /// # Errors
     /// - [`Error::InvalidRingSize`] / [`Error::Config`]: bad `cfg` (checked first, device untouched);
@@ -57,34 +77,13 @@ impl Device {
         let addr: PciAddress = addr.parse().map_err(crate::pci::Error::from)?;
         let sysfs = Sysfs::default();
         let info = PciDevice::read(&sysfs, addr)?;
-        match info.family() {
-            Some(NicFamily::Igb) => {}
-            Some(NicFamily::Ixgbe) => {
-                return Err(Error::IxgbeNotImplemented {
-                    addr,
-                    name: info.name(),
-                })
-            }
-            None => {
-                return Err(crate::pci::Error::Unsupported {
-                    addr,
-                    vendor: info.vendor,
-                    device: info.device,
-                }
-                .into())
-            }
-        }
-        if let Some(max) = info
-            .model
-            .map(|m| m.max_queues())
-            .filter(|&m| cfg.queues > m)
-        {
-            return Err(Error::Config(format!(
-                "{} queues requested but {} has {max}",
-                cfg.queues,
-                info.name()
-            )));
-        }
+        let ident = DeviceIdent {
+            addr,
+            vendor: info.vendor,
+            device: info.device,
+            name: info.name(),
+        };
+        check_family(&ident, cfg)?;
         if info.driver.as_deref() != Some(VFIO_PCI) {
             return Err(Error::NotBoundToVfio {
                 addr,
@@ -95,20 +94,39 @@ impl Device {
             .iommu_group
             .ok_or(crate::pci::Error::NoIommuGroup { addr })?;
         let vfio = Vfio::open(&sysfs, addr, group)?;
+        Device::open_on(Box::new(vfio), ident, cfg)
+    }
+
+    /// Bring up the device behind `io` (its registers and DMA mapper) as
+    /// [`Device::open`] does once VFIO is open: the same code, over any
+    /// [`DeviceIo`], e.g. the software 82599 of [`crate::ixgbe::model`].
+    ///
+    /// # Errors
+    /// As [`Device::open`] from the configuration check on. On error the
+    /// device is shut down and all DMA memory released.
+    pub fn open_on(
+        io: Box<dyn DeviceIo>,
+        ident: DeviceIdent,
+        cfg: &DeviceConfig,
+    ) -> Result<Device> {
+        cfg.validate()?;
+        let family = check_family(&ident, cfg)?;
         let counters: DeviceCounters = (0..cfg.queues)
             .map(|_| CachePadded::new(QueueCounters::default()))
             .collect();
         let mut dev = Device {
-            addr,
-            name: info.name(),
+            addr: ident.addr,
+            name: ident.name,
+            family,
             mac: [0; 6],
             queues: Vec::new(),
             counters,
             rss_key: cfg.rss_key,
             reta: cfg.effective_reta(),
             hw_queues: cfg.queues,
-            stats: Stats::default(),
-            vfio,
+            stats: Stats::new(family.stats_layout()),
+            bar: io.bar0(),
+            io,
         };
         // On error `dev` is dropped here, which resets the device and frees everything.
         dev.bring_up(cfg)?;
@@ -122,45 +140,32 @@ impl Device {
             what: t.what,
             waited_ms: t.waited_ms,
         };
-        let bar = Arc::clone(self.vfio.bar0());
-        init::reset(&*bar).map_err(timeout)?;
-        init::wait_eeprom_auto_read(&*bar);
-        self.mac = init::read_mac(&*bar).map_err(timeout)?;
-        init::link_setup(&*bar).map_err(timeout)?;
-        init::clear_counters(&*bar);
+        let fam = self.family;
+        let bar = Arc::clone(&self.bar);
+        let r = bar.regs();
+        self.mac = fam.init(r).map_err(timeout)?;
 
-        check_hugepages(cfg)?;
-        let dma = self.vfio.dma();
+        let page = self.io.page_size();
+        if page == PageSize::Huge2M {
+            check_hugepages(cfg)?;
+        }
+        let dma = self.io.dma();
         // RSS always on: with one queue it still writes the hash back.
-        rss::enable(&*bar, &self.rss_key, &self.reta, &cfg.hash_types);
+        fam.setup_rss(r, &self.rss_key, &self.reta, &cfg.hash_types);
         let drop_en = cfg.queues > 1; // one full queue must not stall the others
         for q in 0..cfg.queues {
-            let pool = Mempool::new(
-                cfg.mempool_size,
-                cfg.buf_size,
-                PageSize::Huge2M,
-                dma.clone(),
-            )?;
-            let rx_desc = DescRing::new(cfg.rx_ring_size as u16, PageSize::Huge2M, dma.clone())?;
-            let tx_desc = DescRing::new(cfg.tx_ring_size as u16, PageSize::Huge2M, dma.clone())?;
-            queue::setup_rx(&*bar, q, &rx_desc, pool.buf_size(), drop_en).map_err(timeout)?;
-            queue::setup_tx(&*bar, q, &tx_desc).map_err(timeout)?;
-            let rx = RxRing::new(
-                rx_desc,
-                &pool,
-                MmioDoorbell {
-                    bar: Arc::clone(&bar),
-                    reg: rdt(q),
-                },
-            )?;
-            let tx = TxRing::new(
-                tx_desc,
-                &pool,
-                MmioDoorbell {
-                    bar: Arc::clone(&bar),
-                    reg: tdt(q),
-                },
-            );
+            let pool = Mempool::new(cfg.mempool_size, cfg.buf_size, page, dma.clone())?;
+            let rx_desc = DescRing::new(cfg.rx_ring_size as u16, page, dma.clone())?;
+            let tx_desc = DescRing::new(cfg.tx_ring_size as u16, page, dma.clone())?;
+            let ring = |d: &DescRing| RingRegs {
+                iova: d.iova(),
+                len_bytes: d.len_bytes(),
+            };
+            fam.configure_rx(r, q, ring(&rx_desc), pool.buf_size(), drop_en);
+            fam.configure_tx(r, q, ring(&tx_desc));
+            let mut rx = RxRing::new(rx_desc, &pool, Arc::clone(&bar).doorbell(fam.rdt(q)))?;
+            rx.set_error_mask(fam.rx_error_mask());
+            let tx = TxRing::new(tx_desc, &pool, Arc::clone(&bar).doorbell(fam.tdt(q)));
             self.queues.push(Queue {
                 id: q,
                 rx,
@@ -168,18 +173,25 @@ impl Device {
                 counters: Arc::clone(&self.counters),
             });
         }
+        fam.start_tx(r);
         for q in &mut self.queues {
+            fam.enable_rx_queue(r, q.id).map_err(timeout)?;
             q.rx.start();
+            fam.enable_tx_queue(r, q.id).map_err(timeout)?;
         }
-        queue::enable_rx(&*bar, cfg.promisc);
-        queue::enable_tx(&*bar);
+        fam.start_rx(r, cfg.promisc).map_err(timeout)?;
 
-        init::wait_for("link up", cfg.link_timeout, || init::link_status(&*bar).up).map_err(|t| {
+        wait_for("link up", cfg.link_timeout, || fam.link_status(r).up).map_err(|t| {
             Error::LinkDown {
                 addr,
                 waited_ms: t.waited_ms,
             }
         })
+    }
+
+    /// The back end driving this device ("igb", "ixgbe").
+    pub fn family(&self) -> &'static str {
+        self.family.name()
     }
 
     fn q(&mut self) -> &mut Queue {
@@ -226,7 +238,7 @@ impl Device {
     }
 
     /// Replace the redirection table while traffic flows (82576 datasheet
-    /// §8.10.22: RETA may be written at any time).
+    /// §8.10.22, and the 82599 alike: RETA may be written at any time).
     ///
     /// # Errors
     /// [`Error::Config`] when the table names a queue that does not exist.
@@ -237,7 +249,7 @@ impl Device {
                 self.queue_count()
             )));
         }
-        rss::write_reta(&**self.vfio.bar0(), &reta);
+        self.family.write_reta(self.bar.regs(), &reta);
         self.reta = reta;
         Ok(())
     }
@@ -291,15 +303,15 @@ impl Device {
         &self.name
     }
 
-    /// Current link state (STATUS register).
+    /// Current link state (igb STATUS, 82599 LINKS).
     pub fn link(&self) -> LinkStatus {
-        init::link_status(&**self.vfio.bar0())
+        self.family.link_status(self.bar.regs())
     }
 
     /// Read the hardware counters (adding to the totals since open) and return
     /// the totals under their `ethtool -S` names.
     pub fn stats(&mut self) -> &Stats {
-        self.stats.update(&**self.vfio.bar0());
+        self.family.update_stats(self.bar.regs(), &mut self.stats);
         &self.stats
     }
 
@@ -318,6 +330,36 @@ impl Device {
             .map(|q| q.tx_stats())
             .unwrap_or_default()
     }
+}
+
+/// The family that drives `ident`, once `cfg` fits it (queue count, ring
+/// sizes); nothing is touched yet.
+fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'static dyn Family> {
+    let family =
+        family::lookup(ident.vendor, ident.device).ok_or(crate::pci::Error::Unsupported {
+            addr: ident.addr,
+            vendor: ident.vendor,
+            device: ident.device,
+        })?;
+    let max = family.max_queues(ident.device);
+    if cfg.queues > max {
+        return Err(Error::Config(format!(
+            "{} queues requested but {} has {max}",
+            cfg.queues, ident.name
+        )));
+    }
+    let min = family.min_ring_size();
+    for (which, size) in [("rx", cfg.rx_ring_size), ("tx", cfg.tx_ring_size)] {
+        if size < min {
+            return Err(Error::Config(format!(
+                "{which} ring size {size} is below the {min} descriptors {} ({}) accepts: \
+                 use a power of two from {min} to 4096",
+                ident.name,
+                family.name()
+            )));
+        }
+    }
+    Ok(family)
 }
 
 /// Refuse up front, with the total, when the hugepage pool cannot hold every
@@ -341,8 +383,8 @@ impl Drop for Device {
     fn drop(&mut self) {
         // 1. stop DMA and reset; 2. no more bus mastering; 3. only then free
         //    rings and buffers (unmap from the IOMMU, munmap); 4. close VFIO.
-        init::shutdown(&**self.vfio.bar0(), self.hw_queues);
-        self.vfio.disable_bus_master();
+        self.family.shutdown(self.bar.regs(), self.hw_queues);
+        self.io.disable_bus_master();
         self.queues.clear();
     }
 }

@@ -77,18 +77,6 @@ pub enum Error {
     #[error(transparent)]
     Ring(#[from] pollnic_rings::rx::RingError),
 
-    /// An ixgbe (82599/X520) port: recognized, but its data path is not implemented yet.
-    #[error(
-        "{addr}: {name} is an ixgbe (82599/X520) part; pollnic's ixgbe data path is not implemented yet \
-         (only igb: 82576, I350). `pollnic unbind {addr}` gives it back to the kernel"
-    )]
-    IxgbeNotImplemented {
-        /// The device.
-        addr: PciAddress,
-        /// Its name.
-        name: String,
-    },
-
     /// A ring size pollnic cannot use: the 82576 takes multiples of
     /// 8 descriptors up to 4096 (82576 datasheet, RDLEN/TDLEN registers), and
     /// pollnic's rings index with a mask, so the size must be a power of two.

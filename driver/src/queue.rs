@@ -3,29 +3,15 @@
 //! device to its own thread; the hot path takes no lock and allocates nothing.
 
 use crate::counters::DeviceCounters;
-use crate::mmio::{Bar, Regs};
-use pollnic_rings::{Doorbell, Mempool, Packet, RxRing, RxStats, TxRing, TxStats};
-use std::sync::Arc;
+use crate::io::TailDoorbell;
+use pollnic_rings::{Mempool, Packet, RxRing, RxStats, TxRing, TxStats};
 use std::time::{Duration, Instant};
-
-/// The tail register of one ring, written through BAR0.
-pub struct MmioDoorbell {
-    pub(crate) bar: Arc<Bar>,
-    pub(crate) reg: u32,
-}
-
-impl Doorbell for MmioDoorbell {
-    #[inline]
-    fn ring(&mut self, tail: u16) {
-        self.bar.write32(self.reg, tail as u32);
-    }
-}
 
 /// RX queue `id`, TX queue `id`, and the mempool both use.
 pub struct Queue {
     pub(crate) id: u16,
-    pub(crate) rx: RxRing<MmioDoorbell>,
-    pub(crate) tx: TxRing<MmioDoorbell>,
+    pub(crate) rx: RxRing<TailDoorbell>,
+    pub(crate) tx: TxRing<TailDoorbell>,
     pub(crate) counters: DeviceCounters,
 }
 

@@ -6,9 +6,10 @@
 //! `vfio-ioctls`, wrapped here because its region accessors only log errors.
 
 use crate::error::Error;
+use crate::io::{DeviceBar, DeviceIo};
 use crate::mmio::Bar;
 use crate::pci::{PciAddress, Sysfs};
-use pollnic_rings::{DmaError, DmaMapper};
+use pollnic_rings::{DmaError, DmaMapper, PageSize};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -140,20 +141,6 @@ impl Vfio {
         Ok(vfio)
     }
 
-    /// BAR0, the register space.
-    pub fn bar0(&self) -> &Arc<Bar> {
-        &self.bar0
-    }
-    /// The DMA mapper for this device's container.
-    pub fn dma(&self) -> Arc<dyn DmaMapper> {
-        self.dma.clone()
-    }
-
-    /// Turn PCI bus mastering off: the device can no longer DMA.
-    pub fn disable_bus_master(&self) {
-        self.set_command(PCI_COMMAND_MASTER, false);
-    }
-
     fn set_command(&self, bits: u16, on: bool) {
         let mut b = [0u8; 2];
         self.device
@@ -165,6 +152,25 @@ impl Vfio {
             &cmd.to_le_bytes(),
             PCI_COMMAND,
         );
+    }
+}
+
+impl DeviceIo for Vfio {
+    /// BAR0, mapped.
+    fn bar0(&self) -> Arc<dyn DeviceBar> {
+        self.bar0.clone()
+    }
+    /// The container, mapping whole regions at IOVAs above 4 GiB.
+    fn dma(&self) -> Arc<dyn DmaMapper> {
+        self.dma.clone()
+    }
+    /// 2 MiB hugepages.
+    fn page_size(&self) -> PageSize {
+        PageSize::Huge2M
+    }
+    /// Clear the PCI command register's bus-master bit.
+    fn disable_bus_master(&self) {
+        self.set_command(PCI_COMMAND_MASTER, false);
     }
 }
 

@@ -5,6 +5,9 @@
 //! each frame and writes back DD where RS asked for it.
 //!
 //! Used by the ring unit tests and the criterion benches; no hardware needed.
+//! Its device side of a ring ([`DeviceRing`], [`deliver`], [`transmit`]) is
+//! public so that register-level models (the driver's software 82599) reuse
+//! it over their own IOMMU ([`DmaSpace`]).
 //! It translates IOVAs only inside regions registered with [`SoftNic::add_region`]
 //! and panics on any other address, as an IOMMU would fault.
 
@@ -38,27 +41,51 @@ pub struct ModelStats {
     pub tx_writebacks: u64,
 }
 
-struct Ring {
+/// The device's side of one descriptor ring: where it is, how many
+/// descriptors, and the head (the next descriptor the device uses). The tail
+/// is the driver's register and is passed in by the caller.
+pub struct DeviceRing {
     base: *mut RawDesc,
     count: u16,
     head: u16,
-    /// The tail register, written by the driver's [`SoftDoorbell`].
-    tail: Rc<Cell<u16>>,
 }
 
-impl Ring {
-    /// The tail register as the device reads it. A tail beyond the ring is
-    /// a driver bug, caught here (on the device side, as the register write
-    /// itself is one store).
-    fn tail(&self) -> u16 {
-        let t = self.tail.get();
-        assert!(t < self.count, "tail register beyond the ring");
-        t
+// SAFETY: a DeviceRing is a pointer into DMA memory that its creator promised
+// stays valid (`DeviceRing::new`); all access is volatile, and the models
+// keep each ring behind their own lock or RefCell, so moving it to another
+// thread is no different from the device touching the memory from elsewhere.
+unsafe impl Send for DeviceRing {}
+
+impl DeviceRing {
+    /// The ring of `count` descriptors at `base`, head 0.
+    ///
+    /// # Safety
+    /// `base..base + count` descriptors must stay valid for reads and writes
+    /// for as long as this `DeviceRing` is used (the driver may access them
+    /// concurrently; only volatile accesses are made).
+    pub unsafe fn new(base: *mut RawDesc, count: u16) -> Self {
+        assert!(count > 0, "empty ring");
+        DeviceRing {
+            base,
+            count,
+            head: 0,
+        }
+    }
+    /// Next descriptor the device will use (the head register, RDH/TDH).
+    pub fn head(&self) -> u16 {
+        self.head
+    }
+    /// Number of descriptors.
+    pub fn count(&self) -> u16 {
+        self.count
+    }
+    /// Descriptors the device owns, `[head, tail)`.
+    pub fn owned(&self, tail: u16) -> usize {
+        (tail as usize + self.count as usize - self.head as usize) % self.count as usize
     }
     fn read(&self, i: u16) -> RawDesc {
         assert!(i < self.count);
-        // SAFETY: `base` points at a live DescRing of `count` descriptors (the
-        // ring that was attached; tests keep it alive while the model runs)
+        // SAFETY: `base` covers `count` live descriptors (the `new` contract)
         // and i < count; volatile because the driver side writes it too.
         unsafe { self.base.add(i as usize).read_volatile() }
     }
@@ -80,6 +107,164 @@ impl Ring {
     }
 }
 
+/// The IO address space a model's DMA goes through: an IOMMU.
+///
+/// # Safety
+/// `translate` may return `Some(p)` only when `p..p + len` is memory of this
+/// process valid for reads and writes for as long as the `&self` borrow
+/// that produced it lasts.
+pub unsafe trait DmaSpace {
+    /// The process address of `iova..iova + len`, or `None` (an IOMMU fault).
+    fn translate(&self, iova: u64, len: usize) -> Option<*mut u8>;
+}
+
+/// What [`deliver`] did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Written into this many descriptors.
+    Done(usize),
+    /// Too few free descriptors: nothing written.
+    NoDescriptor,
+    /// A buffer address did not translate (IOMMU fault): nothing more written.
+    Fault(u64),
+}
+
+/// Write `frame` into the ring from its head, as the 82576 and 82599 do
+/// with advanced one-buffer descriptors: as many `buf_size`-byte chunks as
+/// it needs, EOP on the last, each written back with DD, its length,
+/// `rss_hash` and `pkt_info`.
+pub fn deliver(
+    ring: &mut DeviceRing,
+    tail: u16,
+    dma: &dyn DmaSpace,
+    buf_size: usize,
+    frame: &[u8],
+    rss_hash: u32,
+    pkt_info: u16,
+) -> Delivery {
+    let needed = frame.len().div_ceil(buf_size).max(1);
+    if ring.owned(tail) < needed {
+        return Delivery::NoDescriptor;
+    }
+    let chunks: Vec<&[u8]> = if frame.is_empty() {
+        vec![frame]
+    } else {
+        frame.chunks(buf_size).collect()
+    };
+    let last = chunks.len() - 1;
+    for (k, chunk) in chunks.into_iter().enumerate() {
+        let d = ring.read(ring.head);
+        let Some(dst) = dma.translate(d.lo, chunk.len()) else {
+            return Delivery::Fault(d.lo);
+        };
+        // SAFETY: `dst..dst+len` is valid memory (the `DmaSpace` contract,
+        // `dma` still borrowed), and the descriptor at head is owned by the
+        // device side, so the driver does not touch its buffer until DD is set.
+        unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), dst, chunk.len()) };
+        let status = RXD_STAT_DD | if k == last { RXD_STAT_EOP } else { 0 };
+        let wb = RxCompletion {
+            len: chunk.len() as u16,
+            status_error: status,
+            rss_hash,
+            pkt_info,
+            vlan: 0,
+        };
+        ring.write(ring.head, wb.encode());
+        ring.advance();
+    }
+    Delivery::Done(needed)
+}
+
+/// What [`transmit`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxWork {
+    /// Frames completed (EOP seen).
+    pub frames: u64,
+    /// Data bytes read.
+    pub bytes: u64,
+    /// Descriptors written back with DD (RS was set).
+    pub writebacks: u64,
+    /// The IOVA of a buffer that did not translate; the walk stopped there.
+    pub fault: Option<u64>,
+}
+
+/// Walk `[head, tail)` as the device's transmit DMA does: gather each data
+/// descriptor's bytes into `partial` (when `collect`), hand each finished
+/// frame (EOP) to `sent`, and write back DD where RS asked for it.
+pub fn transmit(
+    ring: &mut DeviceRing,
+    tail: u16,
+    dma: &dyn DmaSpace,
+    collect: bool,
+    partial: &mut Vec<u8>,
+    sent: &mut dyn FnMut(Vec<u8>),
+) -> TxWork {
+    let mut w = TxWork::default();
+    while ring.head != tail {
+        let d = ring.read(ring.head);
+        let req = TxRequest::decode(d);
+        if req.is_adv_data && req.len > 0 {
+            let Some(src) = dma.translate(req.buf_iova, req.len as usize) else {
+                w.fault = Some(req.buf_iova);
+                return w;
+            };
+            if collect {
+                // SAFETY: `src..src+len` is valid memory (the `DmaSpace`
+                // contract); the driver handed this buffer to the device and
+                // will not touch it until DD.
+                let bytes = unsafe { std::slice::from_raw_parts(src, req.len as usize) };
+                partial.extend_from_slice(bytes);
+            }
+            w.bytes += req.len as u64;
+        }
+        if req.eop {
+            w.frames += 1;
+            sent(std::mem::take(partial));
+        }
+        if req.rs {
+            ring.write(ring.head, tx_writeback(d));
+            w.writebacks += 1;
+        }
+        ring.advance();
+    }
+    w
+}
+
+/// A ring of the [`SoftNic`]: the device side and the tail register.
+struct Ring {
+    dev: DeviceRing,
+    /// The tail register, written by the driver's [`SoftDoorbell`].
+    tail: Rc<Cell<u16>>,
+}
+
+impl Ring {
+    /// The tail register as the device reads it. A tail beyond the ring is
+    /// a driver bug, caught here (on the device side: the register write
+    /// itself is one store, as an MMIO write is).
+    fn tail(&self) -> u16 {
+        let t = self.tail.get();
+        assert!(t < self.dev.count(), "tail register beyond the ring");
+        t
+    }
+}
+
+/// The SoftNic's regions, as an IOMMU that faults loudly.
+struct Regions<'a>(&'a [(u64, *mut u8, usize)]);
+
+// SAFETY: a region is registered from a live `DmaRegion` that the tests keep
+// alive while the model runs (`SoftNic::add_region`), so a translated range
+// inside it is valid memory.
+unsafe impl DmaSpace for Regions<'_> {
+    fn translate(&self, iova: u64, len: usize) -> Option<*mut u8> {
+        for &(base, va, size) in self.0 {
+            if iova >= base && iova + len as u64 <= base + size as u64 {
+                return Some(va.wrapping_add((iova - base) as usize));
+            }
+        }
+        panic!("device model: DMA to unmapped IOVA {iova:#x}+{len} (an IOMMU fault)");
+    }
+}
+
 struct State {
     deferred_tx: bool,
     rx: Option<Ring>,
@@ -93,45 +278,28 @@ struct State {
 }
 
 impl State {
-    fn translate(&self, iova: u64, len: usize) -> *mut u8 {
-        for &(base, va, size) in &self.regions {
-            if iova >= base && iova + len as u64 <= base + size as u64 {
-                return va.wrapping_add((iova - base) as usize);
-            }
-        }
-        panic!("device model: DMA to unmapped IOVA {iova:#x}+{len} (an IOMMU fault)");
-    }
-
     fn process_tx(&mut self) {
         let Some(mut ring) = self.tx.take() else {
             return;
         };
-        while ring.head != ring.tail() {
-            let d = ring.read(ring.head);
-            let req = TxRequest::decode(d);
-            if req.is_adv_data && req.len > 0 {
-                let src = self.translate(req.buf_iova, req.len as usize);
-                if self.sink == TxSink::Collect {
-                    // SAFETY: `src..src+len` lies inside a registered, live DMA
-                    // region (checked by `translate`); the driver handed this
-                    // buffer to the device and will not touch it until DD.
-                    let bytes = unsafe { std::slice::from_raw_parts(src, req.len as usize) };
-                    self.partial.extend_from_slice(bytes);
+        let collect = self.sink == TxSink::Collect;
+        let frames = &mut self.tx_frames;
+        let tail = ring.tail();
+        let w = transmit(
+            &mut ring.dev,
+            tail,
+            &Regions(&self.regions),
+            collect,
+            &mut self.partial,
+            &mut |f| {
+                if collect {
+                    frames.push(f)
                 }
-                self.stats.tx_bytes += req.len as u64;
-            }
-            if req.eop {
-                self.stats.gptc += 1;
-                if self.sink == TxSink::Collect {
-                    self.tx_frames.push(std::mem::take(&mut self.partial));
-                }
-            }
-            if req.rs {
-                ring.write(ring.head, tx_writeback(d));
-                self.stats.tx_writebacks += 1;
-            }
-            ring.advance();
-        }
+            },
+        );
+        self.stats.gptc += w.frames;
+        self.stats.tx_bytes += w.bytes;
+        self.stats.tx_writebacks += w.writebacks;
         self.tx = Some(ring);
     }
 }
@@ -213,9 +381,9 @@ impl SoftNic {
         let tail = Rc::new(Cell::new(0));
         let mut s = self.state.borrow_mut();
         s.rx = Some(Ring {
-            base: desc.as_ptr(),
-            count: desc.count(),
-            head: 0,
+            // SAFETY: the ring must outlive its use through the model (this
+            // method's documented contract; tests keep it alive).
+            dev: unsafe { DeviceRing::new(desc.as_ptr(), desc.count()) },
             tail: Rc::clone(&tail),
         });
         s.rx_buf_size = buf_size;
@@ -230,9 +398,8 @@ impl SoftNic {
         let tail = Rc::new(Cell::new(0));
         let mut s = self.state.borrow_mut();
         s.tx = Some(Ring {
-            base: desc.as_ptr(),
-            count: desc.count(),
-            head: 0,
+            // SAFETY: as in `attach_rx`.
+            dev: unsafe { DeviceRing::new(desc.as_ptr(), desc.count()) },
             tail: Rc::clone(&tail),
         });
         SoftDoorbell {
@@ -248,44 +415,29 @@ impl SoftNic {
     /// false (and counts RNBC) when the ring has too few free descriptors.
     pub fn receive(&self, frame: &[u8], rss_hash: u32) -> bool {
         let mut s = self.state.borrow_mut();
+        let s = &mut *s;
         let buf = s.rx_buf_size;
-        let needed = frame.len().div_ceil(buf).max(1);
-        let free = {
-            let r = s.rx.as_ref().expect("rx ring attached");
-            (r.tail() as usize + r.count as usize - r.head as usize) % r.count as usize
-        };
-        if free < needed {
-            s.stats.rnbc += 1;
-            return false;
+        let r = s.rx.as_mut().expect("rx ring attached");
+        let tail = r.tail();
+        match deliver(
+            &mut r.dev,
+            tail,
+            &Regions(&s.regions),
+            buf,
+            frame,
+            rss_hash,
+            0,
+        ) {
+            Delivery::Done(_) => {
+                s.stats.gprc += 1;
+                true
+            }
+            Delivery::NoDescriptor => {
+                s.stats.rnbc += 1;
+                false
+            }
+            Delivery::Fault(iova) => unreachable!("Regions panics on fault {iova:#x}"),
         }
-        let chunks: Vec<&[u8]> = if frame.is_empty() {
-            vec![frame]
-        } else {
-            frame.chunks(buf).collect()
-        };
-        let last = chunks.len() - 1;
-        for (k, chunk) in chunks.into_iter().enumerate() {
-            let head = s.rx.as_ref().unwrap().head;
-            let d = s.rx.as_ref().unwrap().read(head);
-            let dst = s.translate(d.lo, chunk.len());
-            // SAFETY: `dst..dst+len` is inside a registered live region
-            // (`translate`), and the descriptor at head is owned by the device
-            // side, so the driver does not touch its buffer until DD is set.
-            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), dst, chunk.len()) };
-            let status = RXD_STAT_DD | if k == last { RXD_STAT_EOP } else { 0 };
-            let wb = RxCompletion {
-                len: chunk.len() as u16,
-                status_error: status,
-                rss_hash,
-                pkt_info: 0,
-                vlan: 0,
-            };
-            let r = s.rx.as_mut().unwrap();
-            r.write(head, wb.encode());
-            r.advance();
-        }
-        s.stats.gprc += 1;
-        true
     }
 
     /// Write back an arbitrary (possibly hostile) completion into the next RX
@@ -295,11 +447,11 @@ impl SoftNic {
     pub fn inject_rx_writeback(&self, wb: RxCompletion) -> bool {
         let mut s = self.state.borrow_mut();
         let r = s.rx.as_mut().expect("rx ring attached");
-        if r.head == r.tail() {
+        if r.dev.owned(r.tail()) == 0 {
             return false;
         }
-        r.write(r.head, wb.encode());
-        r.advance();
+        r.dev.write(r.dev.head, wb.encode());
+        r.dev.advance();
         true
     }
 
@@ -317,6 +469,6 @@ impl SoftNic {
     pub fn rx_free_descriptors(&self) -> usize {
         let s = self.state.borrow();
         let r = s.rx.as_ref().expect("rx ring attached");
-        (r.tail() as usize + r.count as usize - r.head as usize) % r.count as usize
+        r.dev.owned(r.tail())
     }
 }

@@ -80,6 +80,9 @@ pub struct RxRing<D: Doorbell> {
     cache: PoolCache,
     doorbell: D,
     discarding: bool,
+    /// EOP plus the write-back error bits that make a frame bad (per
+    /// family): a good frame shows exactly EOP among these.
+    check_bits: u32,
     stats: RxStats,
 }
 
@@ -121,8 +124,18 @@ impl<D: Doorbell> RxRing<D> {
             cache: PoolCache::new(pool.clone(), rx_cache_size(n)),
             doorbell,
             discarding: false,
+            check_bits: RXD_STAT_EOP | RXD_ERR_RXE,
             stats: RxStats::default(),
         })
+    }
+
+    /// Which bits of the write-back's `status_error` mark a bad frame; the
+    /// default is igb's RXE (bit 31, 82576 datasheet §7.1.5). The 82599 puts
+    /// its IPv4 checksum error there and its frame errors in bits 24..=29
+    /// (`pollnic_hw::ixgbe::bits::RXDADV_ERR_FRAME_ERR_MASK`), so each family
+    /// sets its own mask before traffic starts.
+    pub fn set_error_mask(&mut self, mask: u32) {
+        self.check_bits = RXD_STAT_EOP | mask;
     }
 
     /// Give the device every descriptor but one: tail = ring size − 1.
@@ -168,6 +181,7 @@ impl<D: Doorbell> RxRing<D> {
         // in `new`), so a masked index is in bounds.
         debug_assert_eq!(self.slots.len(), mask as usize + 1);
         let slots = self.slots.as_mut_ptr();
+        let check_bits = self.check_bits;
         let (mut got, mut bad, mut bytes) = (0usize, 0usize, 0u64);
         // Each turn looks at one descriptor whose `hi` shows DD: a good frame
         // is handed up, a bad descriptor is re-armed in place. At most `max`
@@ -179,11 +193,10 @@ impl<D: Doorbell> RxRing<D> {
             let slot = unsafe { &mut *slots.add((i & mask) as usize) };
             let len = (hi >> 32) as u16 as u32;
             // The device is untrusted: check what it wrote before using it.
-            // A frame is good only as one whole EOP descriptor without RXE,
-            // not the tail of a chain, with 0 < len <= buffer size.
-            if status & (RXD_STAT_EOP | RXD_ERR_RXE) == RXD_STAT_EOP
-                && len.wrapping_sub(1) < buf_size
-            {
+            // A frame is good only as one whole EOP descriptor without an
+            // error bit of the family's mask, not the tail of a chain, with
+            // 0 < len <= buffer size.
+            if status & check_bits == RXD_STAT_EOP && len.wrapping_sub(1) < buf_size {
                 let Some(fresh) = cache.get() else {
                     // The frame stays in its descriptor for want of a buffer.
                     self.stats.rx_nombuf += 1;

@@ -376,3 +376,37 @@ fn tx_reclaim_into_an_idle_rx_cache_never_starves_the_shared_list() {
         );
     }
 }
+
+/// Which write-back error bits drop a frame is the family's: igb's RXE is
+/// bit 31, where the 82599 reports an IPv4 checksum error (IPE), a frame to
+/// hand up; the 82599's frame errors (CE, LE, PE, OSE, USE) are bits 24..=29.
+#[test]
+fn rx_error_bits_are_per_family() {
+    use pollnic_hw::ixgbe::bits::{RXDADV_ERR_CE, RXDADV_ERR_FRAME_ERR_MASK, RXDADV_ERR_IPE};
+    // The hash field tells the two frames apart.
+    let wb = |err: u32, tag: u32| RxCompletion {
+        len: 60,
+        status_error: RXD_STAT_DD | RXD_STAT_EOP | err,
+        rss_hash: tag,
+        pkt_info: 0,
+        vlan: 0,
+    };
+    for (mask, kept) in [
+        (None, 24),                            // igb (the default): RXE drops
+        (Some(RXDADV_ERR_FRAME_ERR_MASK), 31), // 82599: IPE kept, CE drops
+    ] {
+        let nic = SoftNic::default();
+        let p = pool(64);
+        let mut rx = rx_setup(&nic, 32, &p);
+        if let Some(m) = mask {
+            rx.set_error_mask(m);
+        }
+        assert!(nic.inject_rx_writeback(wb(RXDADV_ERR_IPE, 31)));
+        assert!(nic.inject_rx_writeback(wb(RXDADV_ERR_CE, 24)));
+        let mut out = Vec::new();
+        assert_eq!(rx.rx_burst(&mut out, 8), 1, "mask {mask:x?}");
+        assert_eq!(out[0].rss_hash(), kept, "mask {mask:x?}");
+        assert_eq!(rx.stats().rx_errors, 1);
+        assert_eq!(RXDADV_ERR_IPE, RXD_ERR_RXE, "the same bit, two meanings");
+    }
+}

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use pollnic::pci::{self, PciAddress, Sysfs};
 
-/// Userspace poll-mode driver for Intel igb NICs (82576/I350) over VFIO. `status`, `bind` and `unbind` also handle ixgbe (82599/X520) ports, whose data path is not implemented yet.
+/// Userspace poll-mode driver for Intel igb (82576/I350) and ixgbe (82599/X520) NICs over VFIO. The 82599 back end is tested against a software model only, not yet on hardware.
 #[derive(Debug, Parser)]
 #[command(name = "pollnic", version)]
 struct Cli {

@@ -8,42 +8,14 @@
 //! never set (bounded wait, then carry on), and link comes up only after a
 //! PHY autonegotiation restart through MDIC.
 
+use crate::family::LinkStatus;
 use crate::mmio::Regs;
-use pollnic_hw::igb::{bits::*, phy, regs::*, stats::COUNTERS};
-use std::time::{Duration, Instant};
-
-/// Why a bounded wait gave up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimedOut {
-    /// What was awaited.
-    pub what: &'static str,
-    /// How long, in ms.
-    pub waited_ms: u64,
-}
-
-/// Poll `cond` every 100 µs until it holds or `limit` passes.
-pub fn wait_for(
-    what: &'static str,
-    limit: Duration,
-    mut cond: impl FnMut() -> bool,
-) -> Result<(), TimedOut> {
-    let start = Instant::now();
-    loop {
-        if cond() {
-            return Ok(());
-        }
-        if start.elapsed() >= limit {
-            return Err(TimedOut {
-                what,
-                waited_ms: limit.as_millis() as u64,
-            });
-        }
-        std::thread::sleep(Duration::from_micros(100));
-    }
-}
+pub use crate::wait::{wait_for, TimedOut};
+use pollnic_hw::igb::{bits::*, phy, regs::*};
+use std::time::Duration;
 
 /// Mask every interrupt cause (IMC, EIMC) and clear pending ones; pollnic polls.
-pub fn mask_interrupts(r: &impl Regs) {
+pub fn mask_interrupts(r: &dyn Regs) {
     r.write32(IMC, ALL_INTERRUPTS);
     r.write32(EIMC, ALL_INTERRUPTS);
     r.read32(ICR);
@@ -52,7 +24,7 @@ pub fn mask_interrupts(r: &impl Regs) {
 
 /// Global device reset (CTRL.RST), then wait for the bit to self-clear.
 /// 82576 datasheet §4.3.1: wait at least 1 ms before polling.
-pub fn reset(r: &impl Regs) -> Result<(), TimedOut> {
+pub fn reset(r: &dyn Regs) -> Result<(), TimedOut> {
     mask_interrupts(r);
     r.write32(CTRL, r.read32(CTRL) | CTRL_RST);
     std::thread::sleep(Duration::from_millis(2));
@@ -65,7 +37,7 @@ pub fn reset(r: &impl Regs) -> Result<(), TimedOut> {
 
 /// Wait up to 10 ms for EECD.AUTO_RD. Real parts set it within a few ms of
 /// reset; QEMU never does, so a timeout here is not an error. Returns whether it was seen.
-pub fn wait_eeprom_auto_read(r: &impl Regs) -> bool {
+pub fn wait_eeprom_auto_read(r: &dyn Regs) -> bool {
     wait_for("EEPROM auto-read", Duration::from_millis(10), || {
         r.read32(EECD) & EECD_AUTO_RD != 0
     })
@@ -73,7 +45,7 @@ pub fn wait_eeprom_auto_read(r: &impl Regs) -> bool {
 }
 
 /// Read one 16-bit EEPROM word through EERD (bounded wait for EERD.DONE).
-pub fn eeprom_read(r: &impl Regs, word: u32) -> Result<u16, TimedOut> {
+pub fn eeprom_read(r: &dyn Regs, word: u32) -> Result<u16, TimedOut> {
     r.write32(EERD, (word << EERD_ADDR_SHIFT) | EERD_START);
     let mut v = 0;
     wait_for("EEPROM read (EERD.DONE)", Duration::from_millis(50), || {
@@ -85,7 +57,7 @@ pub fn eeprom_read(r: &impl Regs, word: u32) -> Result<u16, TimedOut> {
 
 /// The station MAC address: RAL0/RAH0 as loaded from the EEPROM at reset,
 /// or the EEPROM words 0..3 when RAH0.AV is clear.
-pub fn read_mac(r: &impl Regs) -> Result<[u8; 6], TimedOut> {
+pub fn read_mac(r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
     let (ral, rah) = (r.read32(RAL0), r.read32(RAH0));
     if rah & RAH_AV != 0 {
         let l = ral.to_le_bytes();
@@ -105,7 +77,7 @@ pub fn read_mac(r: &impl Regs) -> Result<[u8; 6], TimedOut> {
 }
 
 /// Write a PHY register through MDIC and wait for MDIC.READY.
-pub fn phy_write(r: &impl Regs, reg: u32, data: u16) -> Result<(), TimedOut> {
+pub fn phy_write(r: &dyn Regs, reg: u32, data: u16) -> Result<(), TimedOut> {
     r.write32(MDIC, phy::mdic_write(reg, data));
     let mut v = 0;
     wait_for("PHY write (MDIC.READY)", Duration::from_millis(100), || {
@@ -115,7 +87,7 @@ pub fn phy_write(r: &impl Regs, reg: u32, data: u16) -> Result<(), TimedOut> {
 }
 
 /// Read a PHY register through MDIC.
-pub fn phy_read(r: &impl Regs, reg: u32) -> Result<u16, TimedOut> {
+pub fn phy_read(r: &dyn Regs, reg: u32) -> Result<u16, TimedOut> {
     r.write32(MDIC, phy::mdic_read(reg));
     let mut v = 0;
     wait_for("PHY read (MDIC.READY)", Duration::from_millis(100), || {
@@ -127,7 +99,7 @@ pub fn phy_read(r: &impl Regs, reg: u32) -> Result<u16, TimedOut> {
 
 /// Ask for link: CTRL.SLU set, link reset and PHY reset cleared, then
 /// restart PHY autonegotiation (BMCR.AUTOEN | BMCR.RESTART_AN, power-down off).
-pub fn link_setup(r: &impl Regs) -> Result<(), TimedOut> {
+pub fn link_setup(r: &dyn Regs) -> Result<(), TimedOut> {
     let ctrl = r.read32(CTRL);
     r.write32(CTRL, (ctrl | CTRL_SLU) & !(CTRL_LRST | CTRL_PHY_RST));
     let bmcr = phy_read(r, phy::PHY_CTRL)?;
@@ -138,19 +110,8 @@ pub fn link_setup(r: &impl Regs) -> Result<(), TimedOut> {
     )
 }
 
-/// Link state from STATUS.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LinkStatus {
-    /// STATUS.LU.
-    pub up: bool,
-    /// Speed in Mb/s (meaningful when up).
-    pub speed_mbps: u32,
-    /// STATUS.FD.
-    pub full_duplex: bool,
-}
-
 /// Read the link state (STATUS.LU, speed bits, FD).
-pub fn link_status(r: &impl Regs) -> LinkStatus {
+pub fn link_status(r: &dyn Regs) -> LinkStatus {
     let s = r.read32(STATUS);
     LinkStatus {
         up: s & STATUS_LU != 0,
@@ -159,25 +120,10 @@ pub fn link_status(r: &impl Regs) -> LinkStatus {
     }
 }
 
-/// Read every statistics register once to clear it (they are clear-on-read).
-pub fn clear_counters(r: &impl Regs) {
-    for c in COUNTERS {
-        match c.width {
-            pollnic_hw::igb::stats::Width::Bits32(o) => {
-                r.read32(o);
-            }
-            pollnic_hw::igb::stats::Width::Bits64 { lo, hi } => {
-                r.read32(lo);
-                r.read32(hi);
-            }
-        }
-    }
-}
-
 /// Stop all DMA: receiver and transmitter off, every queue disabled (bounded
 /// wait for RXDCTL/TXDCTL.ENABLE to read back 0), then a global reset.
 /// Safe to call on a device in any state.
-pub fn shutdown(r: &impl Regs, queues: u16) {
+pub fn shutdown(r: &dyn Regs, queues: u16) {
     mask_interrupts(r);
     r.clear_bits(RCTL, RCTL_EN);
     for q in 0..queues {

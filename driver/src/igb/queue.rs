@@ -1,26 +1,20 @@
 //! Per-queue RX and TX register setup (82576 datasheet §4.5.9 receive
 //! initialization, §4.5.10 transmit initialization).
 
-use super::init::{wait_for, TimedOut};
+use crate::family::RingRegs;
 use crate::mmio::Regs;
+use crate::wait::{wait_for, TimedOut};
 use pollnic_hw::igb::{bits::*, regs::*};
-use pollnic_rings::DescRing;
 use std::time::Duration;
 
 /// Program RX queue `q` on `ring` with `buf_size`-byte buffers (advanced
-/// one-buffer descriptors), enable it, and wait for RXDCTL.ENABLE to read
-/// back 1. The receiver itself (RCTL.EN) is enabled by [`enable_rx`].
-pub fn setup_rx(
-    r: &impl Regs,
-    q: u16,
-    ring: &DescRing,
-    buf_size: usize,
-    drop_en: bool,
-) -> Result<(), TimedOut> {
+/// one-buffer descriptors), queue still disabled. The queue is enabled by
+/// [`enable_rx_queue`], the receiver (RCTL.EN) by [`enable_rx`].
+pub fn configure_rx(r: &dyn Regs, q: u16, ring: RingRegs, buf_size: usize, drop_en: bool) {
     r.clear_bits(rxdctl(q), XDCTL_ENABLE);
-    r.write32(rdbal(q), ring.iova() as u32);
-    r.write32(rdbah(q), (ring.iova() >> 32) as u32);
-    r.write32(rdlen(q), ring.len_bytes());
+    r.write32(rdbal(q), ring.iova as u32);
+    r.write32(rdbah(q), (ring.iova >> 32) as u32);
+    r.write32(rdlen(q), ring.len_bytes);
     let bsize = (buf_size as u32 / SRRCTL_BSIZEPKT_UNIT) & SRRCTL_BSIZEPKT_MASK;
     r.write32(
         srrctl(q),
@@ -28,7 +22,11 @@ pub fn setup_rx(
     );
     r.write32(rdh(q), 0);
     r.write32(rdt(q), 0);
-    // PTHRESH 8, HTHRESH 8, WTHRESH 1: Linux igb's defaults for 82576.
+}
+
+/// Enable RX queue `q` and wait for RXDCTL.ENABLE to read back 1.
+/// PTHRESH 8, HTHRESH 8, WTHRESH 1: Linux igb's defaults for the 82576.
+pub fn enable_rx_queue(r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
     let thresh =
         (8 << XDCTL_PTHRESH_SHIFT) | (8 << XDCTL_HTHRESH_SHIFT) | (1 << XDCTL_WTHRESH_SHIFT);
     r.write32(rxdctl(q), thresh | XDCTL_ENABLE);
@@ -40,7 +38,7 @@ pub fn setup_rx(
 }
 
 /// Turn the receiver on: CRC stripped, broadcast accepted, promiscuous on request.
-pub fn enable_rx(r: &impl Regs, promisc: bool) {
+pub fn enable_rx(r: &dyn Regs, promisc: bool) {
     let mut rctl = RCTL_EN | RCTL_BAM | RCTL_SECRC;
     if promisc {
         rctl |= RCTL_UPE | RCTL_MPE;
@@ -48,15 +46,19 @@ pub fn enable_rx(r: &impl Regs, promisc: bool) {
     r.write32(RCTL, rctl);
 }
 
-/// Program TX queue `q` on `ring`, enable it and wait for TXDCTL.ENABLE.
-pub fn setup_tx(r: &impl Regs, q: u16, ring: &DescRing) -> Result<(), TimedOut> {
+/// Program TX queue `q` on `ring`, queue still disabled.
+pub fn configure_tx(r: &dyn Regs, q: u16, ring: RingRegs) {
     r.clear_bits(txdctl(q), XDCTL_ENABLE);
-    r.write32(tdbal(q), ring.iova() as u32);
-    r.write32(tdbah(q), (ring.iova() >> 32) as u32);
-    r.write32(tdlen(q), ring.len_bytes());
+    r.write32(tdbal(q), ring.iova as u32);
+    r.write32(tdbah(q), (ring.iova >> 32) as u32);
+    r.write32(tdlen(q), ring.len_bytes);
     r.write32(tdh(q), 0);
     r.write32(tdt(q), 0);
-    // WTHRESH 1: every RS descriptor is written back promptly (Linux igb for 82576 with MSI-X).
+}
+
+/// Enable TX queue `q` and wait for TXDCTL.ENABLE. WTHRESH 1: every RS
+/// descriptor is written back promptly (Linux igb for 82576 with MSI-X).
+pub fn enable_tx_queue(r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
     let thresh =
         (8 << XDCTL_PTHRESH_SHIFT) | (1 << XDCTL_HTHRESH_SHIFT) | (1 << XDCTL_WTHRESH_SHIFT);
     r.write32(txdctl(q), thresh | XDCTL_ENABLE);
@@ -68,8 +70,10 @@ pub fn setup_tx(r: &impl Regs, q: u16, ring: &DescRing) -> Result<(), TimedOut> 
 }
 
 /// Turn the transmitter on: pad short frames, collision threshold 15 and
-/// distance 63 (the datasheet's full-duplex recommendation), retransmit on late collision.
-pub fn enable_tx(r: &impl Regs) {
+/// distance 63 (the datasheet's full-duplex recommendation), retransmit on
+/// late collision. Linux igb (`igb_setup_tctl`) sets TCTL.EN before it
+/// enables the queues, as pollnic does.
+pub fn enable_tx(r: &dyn Regs) {
     r.write32(
         TCTL,
         TCTL_EN | TCTL_PSP | (0x0f << TCTL_CT_SHIFT) | (0x3f << TCTL_COLD_SHIFT) | TCTL_RTLC,

@@ -3,78 +3,46 @@
 //! the IP checksum instead of the hash, and QEMU's igb does not do RSS at all),
 //! the redirection table and the key.
 
+use crate::family::HashTypes;
 use crate::mmio::Regs;
 use pollnic_hw::igb::{bits::*, regs::*};
 use pollnic_hw::rss::{key_registers, Reta, KEY_LEN};
 
-/// Which packet types are hashed (the rest go to queue 0 with hash 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HashTypes {
-    /// IPv4 addresses.
-    pub ipv4: bool,
-    /// TCP/IPv4 addresses and ports.
-    pub tcp_ipv4: bool,
-    /// UDP/IPv4 addresses and ports.
-    pub udp_ipv4: bool,
-    /// IPv6 addresses.
-    pub ipv6: bool,
-    /// TCP/IPv6 addresses and ports.
-    pub tcp_ipv6: bool,
-    /// UDP/IPv6 addresses and ports.
-    pub udp_ipv6: bool,
-}
-
-impl Default for HashTypes {
-    /// All six on.
-    fn default() -> Self {
-        HashTypes {
-            ipv4: true,
-            tcp_ipv4: true,
-            udp_ipv4: true,
-            ipv6: true,
-            tcp_ipv6: true,
-            udp_ipv6: true,
+/// The MRQC value: RSS mode plus the field bits. TCP/IPv6 sets both the
+/// plain and the "Ex" bit, because QEMU's igb only looks at the latter.
+pub fn mrqc(t: &HashTypes) -> u32 {
+    let mut v = MRQC_MODE_RSS;
+    let bits = [
+        (t.ipv4, MRQC_FIELD_IPV4),
+        (t.tcp_ipv4, MRQC_FIELD_TCP_IPV4),
+        (t.udp_ipv4, MRQC_FIELD_UDP_IPV4),
+        (t.ipv6, MRQC_FIELD_IPV6),
+        (t.tcp_ipv6, MRQC_FIELD_TCP_IPV6 | MRQC_FIELD_TCP_IPV6_EX),
+        (t.udp_ipv6, MRQC_FIELD_UDP_IPV6),
+    ];
+    for (on, b) in bits {
+        if on {
+            v |= b;
         }
     }
-}
-
-impl HashTypes {
-    /// The MRQC value: RSS mode plus the field bits. TCP/IPv6 sets both the
-    /// plain and the "Ex" bit, because QEMU's igb only looks at the latter.
-    pub fn mrqc(&self) -> u32 {
-        let mut v = MRQC_MODE_RSS;
-        let bits = [
-            (self.ipv4, MRQC_FIELD_IPV4),
-            (self.tcp_ipv4, MRQC_FIELD_TCP_IPV4),
-            (self.udp_ipv4, MRQC_FIELD_UDP_IPV4),
-            (self.ipv6, MRQC_FIELD_IPV6),
-            (self.tcp_ipv6, MRQC_FIELD_TCP_IPV6 | MRQC_FIELD_TCP_IPV6_EX),
-            (self.udp_ipv6, MRQC_FIELD_UDP_IPV6),
-        ];
-        for (on, b) in bits {
-            if on {
-                v |= b;
-            }
-        }
-        v
-    }
+    v
 }
 
 /// Write the 128-entry redirection table (safe while traffic flows).
-pub fn write_reta(r: &impl Regs, reta: &Reta) {
+pub fn write_reta(r: &dyn Regs, reta: &Reta) {
     for (n, v) in reta.registers().iter().enumerate() {
         r.write32(RETA + 4 * n as u32, *v);
     }
 }
 
 /// Program key, table, RXCSUM.PCSD and MRQC (in that order: MRQC last turns it on).
-pub fn enable(r: &impl Regs, key: &[u8; KEY_LEN], reta: &Reta, types: &HashTypes) {
+pub fn enable(r: &dyn Regs, key: &[u8; KEY_LEN], reta: &Reta, types: &HashTypes) {
     for (n, v) in key_registers(key).iter().enumerate() {
         r.write32(RSSRK + 4 * n as u32, *v);
     }
     write_reta(r, reta);
     r.set_bits(RXCSUM, RXCSUM_PCSD);
-    r.write32(MRQC, types.mrqc());
+    r.write32(MRQC, mrqc(types));
 }
 
 #[cfg(test)]
@@ -82,7 +50,7 @@ mod tests {
     use super::*;
     #[test]
     fn mrqc_values() {
-        assert_eq!(HashTypes::default().mrqc(), 0x00ff_0002 & !(1 << 19));
+        assert_eq!(mrqc(&HashTypes::default()), 0x00ff_0002 & !(1 << 19));
         let only_v4 = HashTypes {
             ipv4: true,
             tcp_ipv4: false,
@@ -91,6 +59,6 @@ mod tests {
             tcp_ipv6: false,
             udp_ipv6: false,
         };
-        assert_eq!(only_v4.mrqc(), 0x0002_0002);
+        assert_eq!(mrqc(&only_v4), 0x0002_0002);
     }
 }

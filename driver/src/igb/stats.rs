@@ -1,94 +1,47 @@
-//! Hardware counters read into 64-bit running totals under their `ethtool -S`
-//! names (the registers are clear-on-read, so every read adds to the totals).
+//! igb counters: the 82576 table of `pollnic_hw::igb::stats`, plus ICR.RXO,
+//! which on QEMU's igb is the only trace of a frame dropped at a full ring.
 
 use crate::mmio::Regs;
+use crate::stats::{Stats, StatsLayout};
 use pollnic_hw::igb::bits::ICR_RXO;
 use pollnic_hw::igb::regs::ICR;
-use pollnic_hw::igb::stats::{Width, COUNTERS};
-
-/// Running totals of every counter in [`COUNTERS`], since the device was
-/// opened, and how many reads found the receiver-overrun cause set.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stats {
-    totals: Vec<u64>,
-    rxo_events: u64,
-}
+use pollnic_hw::igb::stats::COUNTERS;
 
 /// Name under which [`Stats`] reports the overrun reads (not an `ethtool -S`
 /// counter: the 82576 has no register counting ICR.RXO).
 pub const ICR_RXO_EVENTS: &str = "icr_rxo_events";
 
-impl Default for Stats {
-    fn default() -> Self {
-        Stats {
-            totals: vec![0; COUNTERS.len()],
-            rxo_events: 0,
-        }
+/// The igb layout: the 82576 registers, then [`ICR_RXO_EVENTS`].
+pub static LAYOUT: StatsLayout = StatsLayout {
+    counters: COUNTERS,
+    sums: &[],
+    aliases: &[],
+    extra: &[ICR_RXO_EVENTS],
+};
+
+/// Read every counter once into `s` (82576 datasheet §8.19: clear on read,
+/// 64-bit pairs low then high), and count one overrun event when ICR.RXO
+/// is set: a frame found no free RX descriptor since the last read. On
+/// QEMU's igb this is the only trace of such a drop (it counts nothing in
+/// MPC or RNBC). Cleared by writing the bit back (ICR is write-1-to-clear,
+/// whether or not the read already cleared it).
+pub fn update(r: &dyn Regs, s: &mut Stats) {
+    s.read_registers(r);
+    if r.read32(ICR) & ICR_RXO != 0 {
+        s.bump_extra(ICR_RXO_EVENTS, 1);
+        r.write32(ICR, ICR_RXO);
     }
 }
 
-impl Stats {
-    /// Read every counter once and add it to the totals. 64-bit pairs are read
-    /// low then high (reading high clears both; 82576 datasheet §8.19).
-    pub fn update(&mut self, r: &impl Regs) {
-        for (t, c) in self.totals.iter_mut().zip(COUNTERS) {
-            let v = match c.width {
-                Width::Bits32(o) => r.read32(o) as u64,
-                Width::Bits64 { lo, hi } => {
-                    let l = r.read32(lo) as u64;
-                    l | (r.read32(hi) as u64) << 32
-                }
-            };
-            *t = t.wrapping_add(v);
-        }
-        // ICR.RXO: a frame found no free RX descriptor since the last read.
-        // On QEMU's igb this is the only trace of such a drop (it counts
-        // nothing in MPC or RNBC). Cleared by writing the bit back (ICR is
-        // write-1-to-clear, whether or not the read already cleared it).
-        if r.read32(ICR) & ICR_RXO != 0 {
-            self.rxo_events += 1;
-            r.write32(ICR, ICR_RXO);
-        }
-    }
-
-    /// Reads by [`Stats::update`] that found ICR.RXO set: a lower bound on
-    /// the intervals in which the NIC overran its RX ring (0 = never seen).
-    pub fn rx_overrun_reads(&self) -> u64 {
-        self.rxo_events
-    }
-
-    /// Total of the counter named `name` (an `ethtool -S` name such as
-    /// `rx_packets`); `None` for an unknown name.
-    pub fn get(&self, name: &str) -> Option<u64> {
-        if name == ICR_RXO_EVENTS {
-            return Some(self.rxo_events);
-        }
-        pollnic_hw::igb::stats::index_of(name).map(|i| self.totals[i])
-    }
-
-    /// Every counter in the layout `ethtool -S <if>` prints: a
-    /// `NIC statistics:` header, then one `     name: value` line each.
-    pub fn ethtool_text(&self) -> String {
-        let mut s = String::from("NIC statistics:\n");
-        for (name, v) in self.iter() {
-            s += &format!("     {name}: {v}\n");
-        }
-        s
-    }
-
-    /// `(name, total)` pairs in `ethtool -S` order, then [`ICR_RXO_EVENTS`].
-    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        COUNTERS
-            .iter()
-            .map(|c| c.name)
-            .zip(self.totals.iter().copied())
-            .chain(std::iter::once((ICR_RXO_EVENTS, self.rxo_events)))
-    }
+/// Read every statistics register once to clear it.
+pub fn clear(r: &dyn Regs) {
+    Stats::new(&LAYOUT).read_registers(r);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pollnic_hw::igb::stats::Width;
     use std::cell::RefCell;
     use std::collections::HashMap;
 
@@ -128,20 +81,20 @@ mod tests {
     #[test]
     fn clear_on_read_and_64_bit_pairs_accumulate() {
         let f = CounterFile(RefCell::new(HashMap::new()));
-        let mut s = Stats::default();
+        let mut s = Stats::new(&LAYOUT);
         f.write32(0x4074, 10); // GPRC
         f.write32(0x4088, 0xffff_fff0); // GORCL
         f.write32(0x408c, 1); // GORCH
-        s.update(&f);
+        update(&f, &mut s);
         assert_eq!(s.get("rx_packets"), Some(10));
         assert_eq!(s.get("rx_bytes"), Some(0x1_ffff_fff0));
         // Cleared by the read: a second read adds nothing...
-        s.update(&f);
+        update(&f, &mut s);
         assert_eq!(s.get("rx_packets"), Some(10));
         // ...and new traffic adds on top.
         f.write32(0x4074, 5);
         f.write32(0x4088, 0x20);
-        s.update(&f);
+        update(&f, &mut s);
         assert_eq!(s.get("rx_packets"), Some(15));
         assert_eq!(s.get("rx_bytes"), Some(0x2_0000_0010));
         assert_eq!(s.get("no_such_counter"), None);
@@ -152,9 +105,9 @@ mod tests {
         // A receiver overrun is seen once and cleared.
         assert_eq!(s.get(ICR_RXO_EVENTS), Some(0));
         f.0.borrow_mut().insert(ICR, ICR_RXO); // the device sets the cause
-        s.update(&f);
+        update(&f, &mut s);
         assert_eq!(s.rx_overrun_reads(), 1);
-        s.update(&f);
+        update(&f, &mut s);
         assert_eq!(s.get(ICR_RXO_EVENTS), Some(1));
     }
 }

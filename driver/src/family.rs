@@ -1,0 +1,157 @@
+//! The seam between the shared driver and one NIC family's registers.
+//!
+//! # Why a trait object
+//!
+//! A family is a [`Family`] trait object (`&'static dyn Family`), picked
+//! once by PCI ID from [`FAMILIES`] when the device is opened; the Linux
+//! e1000/igb `mac.ops` tables and DPDK's per-driver `eth_dev_ops` are the same
+//! shape. An enum would put a `match` over every family into each method, so
+//! a third family would mean edits across the driver; with the trait it is a
+//! new folder (`driver/src/<family>/` implementing [`Family`]) and one line in
+//! [`FAMILIES`]. The cost of the indirection is paid only on the control path
+//! (bring-up, RSS, link, counters, shutdown): `rx_burst`/`tx_burst` run on the
+//! shared rings, which differ per family only in the RX error mask (a value,
+//! [`Family::rx_error_mask`]), and write tails through a
+//! [`crate::io::TailDoorbell`], not through this trait.
+//!
+//! # The order `Device` calls it in
+//!
+//! [`Family::init`] (reset, EEPROM, DMA init, MAC, link start, counters
+//! cleared) → [`Family::setup_rss`] → per queue [`Family::configure_rx`] and
+//! [`Family::configure_tx`] (queues and receiver still off) →
+//! [`Family::start_tx`] → per queue [`Family::enable_rx_queue`], then the RX
+//! tail, and [`Family::enable_tx_queue`] → [`Family::start_rx`] → link wait
+//! with [`Family::link_status`]. [`Family::shutdown`] on every exit path,
+//! before any DMA memory is freed.
+
+use crate::mmio::Regs;
+use crate::stats::{Stats, StatsLayout};
+use crate::wait::TimedOut;
+use pollnic_hw::rss::{Reta, KEY_LEN};
+
+/// Every family pollnic drives, asked in order by [`lookup`]. A new family
+/// is one line here.
+pub static FAMILIES: &[&dyn Family] = &[&crate::igb::Igb, &crate::ixgbe::Ixgbe];
+
+/// The back end that drives PCI `vendor:device`, if any.
+pub fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
+    FAMILIES.iter().copied().find(|f| f.drives(vendor, device))
+}
+
+/// Where one queue's descriptor ring lives, for its base/length registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingRegs {
+    /// IOVA of descriptor 0 (RDBAL/RDBAH, TDBAL/TDBAH).
+    pub iova: u64,
+    /// Ring length in bytes (RDLEN, TDLEN).
+    pub len_bytes: u32,
+}
+
+/// Link state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// Link up (igb STATUS.LU, 82599 LINKS.UP).
+    pub up: bool,
+    /// Speed in Mb/s (meaningful when up).
+    pub speed_mbps: u32,
+    /// Full duplex (always true on the 82599).
+    pub full_duplex: bool,
+}
+
+/// Which packet types RSS hashes (the rest go to queue 0 with hash 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashTypes {
+    /// IPv4 addresses.
+    pub ipv4: bool,
+    /// TCP/IPv4 addresses and ports.
+    pub tcp_ipv4: bool,
+    /// UDP/IPv4 addresses and ports.
+    pub udp_ipv4: bool,
+    /// IPv6 addresses.
+    pub ipv6: bool,
+    /// TCP/IPv6 addresses and ports.
+    pub tcp_ipv6: bool,
+    /// UDP/IPv6 addresses and ports.
+    pub udp_ipv6: bool,
+}
+
+impl Default for HashTypes {
+    /// All six on.
+    fn default() -> Self {
+        HashTypes {
+            ipv4: true,
+            tcp_ipv4: true,
+            udp_ipv4: true,
+            ipv6: true,
+            tcp_ipv6: true,
+            udp_ipv6: true,
+        }
+    }
+}
+
+/// One NIC family's register-level behaviour. Every method gets the
+/// device's registers; none keeps state (the `Device` does).
+pub trait Family: Send + Sync + 'static {
+    /// Short name, as the Linux driver's: "igb", "ixgbe".
+    fn name(&self) -> &'static str;
+    /// Whether this back end drives PCI `vendor:device`.
+    fn drives(&self, vendor: u16, device: u16) -> bool;
+    /// Queue pairs RSS can spread over on this part (`device` is the PCI device ID).
+    fn max_queues(&self, device: u16) -> u16;
+    /// Smallest ring, in descriptors, the part accepts.
+    fn min_ring_size(&self) -> u32;
+    /// RX write-back error bits (in `status_error`) that make a frame bad.
+    fn rx_error_mask(&self) -> u32;
+    /// The counters behind [`crate::Device::stats`].
+    fn stats_layout(&self) -> &'static StatsLayout;
+
+    /// Reset the device and bring it to the point where queues can be
+    /// configured: interrupts masked, reset done, EEPROM and DMA init
+    /// awaited, link negotiation started (not awaited), counters cleared.
+    /// Returns the station MAC address.
+    ///
+    /// # Errors
+    /// [`TimedOut`] naming the step the device did not complete.
+    fn init(&self, r: &dyn Regs) -> Result<[u8; 6], TimedOut>;
+    /// Program the RSS key, the 128-entry table and the hash types, RSS on.
+    fn setup_rss(&self, r: &dyn Regs, key: &[u8; KEY_LEN], reta: &Reta, types: &HashTypes);
+    /// Rewrite the redirection table (safe while traffic flows).
+    fn write_reta(&self, r: &dyn Regs, reta: &Reta);
+    /// Program RX queue `q` (base, length, buffer size, head/tail 0, drop
+    /// when full if `drop_en`); the queue and the receiver stay off.
+    fn configure_rx(&self, r: &dyn Regs, q: u16, ring: RingRegs, buf_size: usize, drop_en: bool);
+    /// Program TX queue `q`; the queue stays off.
+    fn configure_tx(&self, r: &dyn Regs, q: u16, ring: RingRegs);
+    /// Turn the transmit DMA on (before any TX queue is enabled).
+    fn start_tx(&self, r: &dyn Regs);
+    /// Enable RX queue `q` and wait for the enable to latch; the driver
+    /// writes the tail afterwards.
+    ///
+    /// # Errors
+    /// [`TimedOut`] when the enable bit never reads back set.
+    fn enable_rx_queue(&self, r: &dyn Regs, q: u16) -> Result<(), TimedOut>;
+    /// Enable TX queue `q` and wait for the enable to latch.
+    ///
+    /// # Errors
+    /// [`TimedOut`] when the enable bit never reads back set.
+    fn enable_tx_queue(&self, r: &dyn Regs, q: u16) -> Result<(), TimedOut>;
+    /// Turn the receiver on (after every RX queue is enabled and armed),
+    /// broadcast accepted, promiscuous on request, CRC stripped.
+    ///
+    /// # Errors
+    /// [`TimedOut`] for a step the device did not complete.
+    fn start_rx(&self, r: &dyn Regs, promisc: bool) -> Result<(), TimedOut>;
+    /// Byte offset of RX queue `q`'s tail register (RDT).
+    fn rdt(&self, q: u16) -> u32;
+    /// Byte offset of TX queue `q`'s tail register (TDT).
+    fn tdt(&self, q: u16) -> u32;
+    /// Current link state.
+    fn link_status(&self, r: &dyn Regs) -> LinkStatus;
+    /// Add the clear-on-read counters to `s`.
+    fn update_stats(&self, r: &dyn Regs, s: &mut Stats) {
+        s.read_registers(r);
+    }
+    /// Stop all DMA (receiver, transmitter, the first `queues` queues, each
+    /// awaited with a bound) and reset. Safe on a device in any state.
+    fn shutdown(&self, r: &dyn Regs, queues: u16);
+}

@@ -1,0 +1,73 @@
+//! What a [`crate::Device`] needs from whatever sits under it: a register
+//! space ([`DeviceBar`]), a DMA mapper that hands out IOVAs
+//! ([`pollnic_rings::DmaMapper`]), the page size of DMA memory, and a way to
+//! stop bus mastering. [`crate::vfio::Vfio`] provides them for a real NIC; the
+//! software 82599 ([`crate::ixgbe::model`]) provides them in host tests. The
+//! driver runs the same code over both: bring-up, rings, tails, shutdown.
+//!
+//! The hot path stays free of dynamic dispatch: a tail write goes through a
+//! [`TailDoorbell`], which for a mapped BAR is one volatile store behind a
+//! well-predicted branch, not a virtual call.
+
+use crate::mmio::{Bar, Regs};
+use pollnic_rings::{DmaMapper, Doorbell, PageSize};
+use std::sync::Arc;
+
+/// A device's register space (BAR0): 32-bit register reads and writes by
+/// byte offset, from any thread.
+pub trait DeviceBar: Send + Sync {
+    /// The registers, for the family code (bring-up, RSS, stats).
+    fn regs(&self) -> &dyn Regs;
+    /// The tail register at byte offset `reg` as a doorbell for a ring.
+    fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell;
+}
+
+impl DeviceBar for Bar {
+    fn regs(&self) -> &dyn Regs {
+        self
+    }
+    fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
+        TailDoorbell::Mmio { bar: self, reg }
+    }
+}
+
+/// The tail register (RDT/TDT) of one ring.
+pub enum TailDoorbell {
+    /// In a memory-mapped BAR: one volatile store.
+    Mmio {
+        /// The mapping.
+        bar: Arc<Bar>,
+        /// Byte offset of the tail register.
+        reg: u32,
+    },
+    /// In any other register space (the software device models).
+    Other {
+        /// The register space.
+        bar: Arc<dyn DeviceBar>,
+        /// Byte offset of the tail register.
+        reg: u32,
+    },
+}
+
+impl Doorbell for TailDoorbell {
+    #[inline]
+    fn ring(&mut self, tail: u16) {
+        match self {
+            TailDoorbell::Mmio { bar, reg } => bar.write32(*reg, tail as u32),
+            TailDoorbell::Other { bar, reg } => bar.regs().write32(*reg, tail as u32),
+        }
+    }
+}
+
+/// Everything under a device: registers, DMA mapping, bus mastering.
+pub trait DeviceIo: Send + Sync {
+    /// BAR0.
+    fn bar0(&self) -> Arc<dyn DeviceBar>;
+    /// The mapper that puts DMA memory into the device's IO address space.
+    fn dma(&self) -> Arc<dyn DmaMapper>;
+    /// Page size for DMA memory: 2 MiB hugepages for a real device;
+    /// 4 KiB pages for a software model, which needs no physical contiguity.
+    fn page_size(&self) -> PageSize;
+    /// Stop PCI bus mastering: after this the device can no longer DMA.
+    fn disable_bus_master(&self);
+}

@@ -1,0 +1,398 @@
+//! The ixgbe back end on the software 82599 (`pollnic::ixgbe::model`): the
+//! same `Device` code that drives a real NIC over VFIO, run over the model's
+//! BAR and IOMMU. Host tests: no NIC, no VM, no hugepages.
+
+use pollnic::frame::{self, Flow};
+use pollnic::ixgbe::model::{Event, ModelConfig, RxOutcome, Soft82599, MODEL_ADDR};
+use pollnic::{Device, DeviceConfig, Error, Packet};
+use pollnic_hw::ixgbe::{bits::*, regs::*};
+use pollnic_hw::rss::{queue_for, Reta};
+use std::time::{Duration, Instant};
+
+fn small(queues: u16) -> DeviceConfig {
+    DeviceConfig {
+        rx_ring_size: 64,
+        tx_ring_size: 64,
+        mempool_size: 512,
+        queues,
+        link_timeout: Duration::from_secs(2),
+        ..Default::default()
+    }
+}
+
+fn model(mac_last: u8) -> Soft82599 {
+    Soft82599::new(ModelConfig {
+        mac: [0x00, 0x1b, 0x21, 0x0a, 0x0b, mac_last],
+        ..Default::default()
+    })
+}
+
+/// Send `n` test frames from `tx` (on model `a`) over a wire to model `b`
+/// and receive them on `rx`, in bursts of up to 32; every frame must arrive
+/// byte-identical and in order. Returns the bytes sent (no FCS).
+fn send_over_wire(tx: &mut Device, a: &Soft82599, rx: &mut Device, b: &Soft82599, n: u64) -> u64 {
+    let flow = Flow::between(tx.mac(), rx.mac());
+    let len_of = |seq: u64| frame::mixed_len(seq);
+    let (mut seq, mut next_rx, mut bytes) = (0u64, 0u64, 0u64);
+    let mut pending: Vec<Packet> = Vec::new();
+    let mut got: Vec<Packet> = Vec::new();
+    while next_rx < n {
+        while pending.len() < 32 && seq < n {
+            let mut p = tx.mempool().alloc().expect("tx mempool has buffers");
+            p.set_len(len_of(seq)).unwrap();
+            assert!(frame::write(p.data_mut(), &flow, seq, seq));
+            bytes += len_of(seq) as u64;
+            pending.push(p);
+            seq += 1;
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !pending.is_empty() {
+            tx.tx_burst(&mut pending);
+            assert!(Instant::now() < deadline, "TX ring stuck");
+        }
+        for f in a.take_tx_frames() {
+            let out = b.receive(&f);
+            assert!(
+                matches!(out, RxOutcome::Delivered { queue: 0, .. }),
+                "{out:?}"
+            );
+        }
+        while next_rx < seq {
+            assert!(Instant::now() < deadline, "frame {next_rx} never arrived");
+            rx.rx_burst(&mut got, 64);
+            for p in got.drain(..) {
+                let want = frame::expected(len_of(next_rx), &flow, next_rx, next_rx);
+                assert!(p.data() == &want[..], "frame {next_rx}: bytes differ");
+                next_rx += 1;
+            }
+        }
+    }
+    assert!(tx.flush_tx(Duration::from_secs(1)), "TX ring did not drain");
+    assert_eq!(rx.rx_burst(&mut got, 64), 0, "unexpected extra frames");
+    bytes
+}
+
+#[test]
+fn device_opens_on_the_model_with_the_ixgbe_back_end() {
+    let m = model(1);
+    let dev = m.open(&small(1)).expect("bring-up on the model");
+    assert_eq!(dev.family(), "ixgbe");
+    assert_eq!(dev.mac(), [0x00, 0x1b, 0x21, 0x0a, 0x0b, 1]);
+    let link = dev.link();
+    assert!(link.up && link.speed_mbps == 10_000, "{link:?}");
+    assert_eq!(dev.address().to_string(), MODEL_ADDR);
+    // The §4.6 order as the device saw it.
+    let ev = m.events();
+    let at = |e: &Event| {
+        ev.iter()
+            .position(|x| x == e)
+            .unwrap_or_else(|| panic!("{e:?} in {ev:?}"))
+    };
+    assert_eq!(ev[0], Event::Reset);
+    assert!(at(&Event::RxQueue(0, true)) < at(&Event::RxEnable(true)));
+    assert!(at(&Event::TxDmaEnable(true)) < at(&Event::TxQueue(0, true)));
+    // RSS and CRC strip as the 82599 wants them.
+    assert_eq!(m.peek(MRQC) & MRQC_MRQE_MASK, MRQC_MRQE_RSS);
+    assert_ne!(m.peek(RXCSUM) & RXCSUM_PCSD, 0);
+    assert_ne!(m.peek(HLREG0) & HLREG0_RXCRCSTRP, 0);
+    assert_ne!(m.peek(RDRXCTL) & RDRXCTL_CRCSTRIP, 0);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn traffic_both_ways_is_byte_identical_and_counters_agree() {
+    let (a, b) = (model(1), model(2));
+    let mut da = a.open(&small(1)).unwrap();
+    let mut db = b.open(&small(1)).unwrap();
+    // 300 frames each way: the 64-descriptor rings wrap several times.
+    let ab = send_over_wire(&mut da, &a, &mut db, &b, 300);
+    let ba = send_over_wire(&mut db, &b, &mut da, &a, 300);
+    let (sa, sb) = (da.stats().clone(), db.stats().clone());
+    // Octet counters include the 4-byte FCS (GORC/GOTC).
+    for (s, sent, recv) in [(&sa, ab, ba), (&sb, ba, ab)] {
+        assert_eq!(s.get("tx_packets"), Some(300));
+        assert_eq!(s.get("tx_bytes"), Some(sent + 300 * 4));
+        assert_eq!(s.get("rx_packets"), Some(300));
+        assert_eq!(s.get("rx_bytes"), Some(recv + 300 * 4));
+        // Linux ixgbe's names for the same registers, and its sums.
+        assert_eq!(s.get("rx_pkts_nic"), Some(300));
+        assert_eq!(s.get("tx_bytes_nic"), Some(sent + 300 * 4));
+        assert_eq!(s.get("rx_missed_errors"), Some(0));
+        assert_eq!(s.get("rx_no_dma_resources"), Some(0));
+    }
+    assert_eq!(da.rx_stats().packets, 300);
+    assert!(a.violations().is_empty() && b.violations().is_empty());
+}
+
+#[test]
+fn a_full_ring_counts_rx_no_dma_resources_or_rx_missed_errors() {
+    // Two queues: DROP_EN, drops in QPRDC. Nobody polls, so the 63 armed
+    // descriptors of the queue fill and the rest are dropped.
+    let m = model(1);
+    let mut dev = m.open(&small(2)).unwrap();
+    let reta = Reta([0; 128]);
+    dev.set_reta(reta).unwrap();
+    let flow = Flow::between([2, 0, 0, 0, 0, 1], dev.mac());
+    let frame = frame::expected(60, &flow, 0, 0);
+    let outs: Vec<RxOutcome> = (0..100).map(|_| m.receive(&frame)).collect();
+    assert_eq!(
+        outs.iter()
+            .filter(|o| matches!(o, RxOutcome::Delivered { .. }))
+            .count(),
+        63
+    );
+    assert_eq!(dev.stats().get("rx_no_dma_resources"), Some(37));
+    assert_eq!(dev.stats().get("rx_no_dma_resources_q0"), Some(37));
+    assert_eq!(dev.stats().get("rx_packets"), Some(63));
+    drop(dev);
+    // One queue: no DROP_EN, the packet buffer overflows: MPC.
+    let m = model(1);
+    let mut dev = m.open(&small(1)).unwrap();
+    for _ in 0..70 {
+        m.receive(&frame);
+    }
+    assert_eq!(dev.stats().get("rx_missed_errors"), Some(7));
+    assert!(m.violations().is_empty());
+}
+
+#[test]
+fn rss_spreads_flows_as_toeplitz_and_reta_predict_and_set_reta_moves_them() {
+    let m = model(1);
+    let mut dev = m.open(&small(4)).unwrap();
+    let hasher = dev.rss_hasher();
+    let flows: Vec<Flow> = (0..96)
+        .map(|i| Flow::nth([2, 0, 0, 0, 0, 9], dev.mac(), i))
+        .collect();
+    let mut got: Vec<Packet> = Vec::new();
+    let mut check = |dev: &mut Device, reta: &Reta, seq0: u64| {
+        let mut per_queue = [0usize; 4];
+        for (i, flow) in flows.iter().enumerate() {
+            let (hash, want_q) = queue_for(&hasher, reta, &flow.rss_key());
+            let seq = seq0 + i as u64;
+            let f = frame::expected(60, flow, seq, seq);
+            assert_eq!(
+                m.receive(&f),
+                RxOutcome::Delivered {
+                    queue: want_q,
+                    hash
+                }
+            );
+            assert_eq!(
+                dev.queue(want_q).rx_burst(&mut got, 8),
+                1,
+                "flow {i} on queue {want_q}"
+            );
+            let p = got.pop().unwrap();
+            assert_eq!(p.rss_hash(), hash, "flow {i}: descriptor hash");
+            assert!(p.data() == &f[..]);
+            per_queue[want_q as usize] += 1;
+        }
+        per_queue
+    };
+    let rr = dev.reta().clone();
+    let spread = check(&mut dev, &rr, 0);
+    assert!(
+        spread.iter().all(|&n| n > 0),
+        "every queue gets flows: {spread:?}"
+    );
+    // Reverse the table at runtime: each flow moves to queue 3 - q.
+    let mut rev = rr.clone();
+    for e in rev.0.iter_mut() {
+        *e = 3 - *e;
+    }
+    dev.set_reta(rev.clone()).unwrap();
+    let moved = check(&mut dev, &rev, 1000);
+    assert_eq!(moved, [spread[3], spread[2], spread[1], spread[0]]);
+    assert!(m.violations().is_empty());
+}
+
+#[test]
+fn shutdown_stops_dma_and_resets_before_memory_is_freed() {
+    let m = model(1);
+    let dev = m.open(&small(2)).unwrap();
+    assert!(!m.mappings().is_empty());
+    let before = m.events().len();
+    drop(dev);
+    assert!(m.mappings().is_empty(), "every DMA mapping removed");
+    let ev = m.events()[before..].to_vec();
+    let first_unmap = ev
+        .iter()
+        .position(|e| matches!(e, Event::Unmap { .. }))
+        .expect("memory unmapped");
+    let before_unmap = &ev[..first_unmap];
+    for e in [
+        Event::RxEnable(false),
+        Event::RxQueue(0, false),
+        Event::RxQueue(1, false),
+        Event::TxQueue(0, false),
+        Event::TxQueue(1, false),
+        Event::Reset,
+        Event::BusMasterOff,
+    ] {
+        assert!(
+            before_unmap.contains(&e),
+            "{e:?} before the first unmap: {ev:?}"
+        );
+    }
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn a_device_that_never_finishes_reset_gives_the_timeout_error() {
+    // Not strict: the shutdown after the failure writes to the wedged device.
+    let m = Soft82599::new(ModelConfig {
+        reset_time: None,
+        strict: false,
+        ..Default::default()
+    });
+    let t = Instant::now();
+    let e = m.open(&small(1)).err().expect("must time out");
+    assert!(
+        matches!(
+            e,
+            Error::Timeout {
+                what: "device reset (CTRL.RST)",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains(MODEL_ADDR) && msg.contains("did not complete within"),
+        "{msg}"
+    );
+    assert!(msg.contains("pollnic bind"), "says what to run: {msg}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(m.mappings().is_empty(), "nothing left mapped");
+}
+
+#[test]
+fn a_link_that_never_comes_up_gives_link_down() {
+    let m = Soft82599::new(ModelConfig {
+        link_time: None,
+        ..Default::default()
+    });
+    let cfg = DeviceConfig {
+        link_timeout: Duration::from_millis(200),
+        ..small(1)
+    };
+    let e = m.open(&cfg).err().expect("link stays down");
+    assert!(matches!(e, Error::LinkDown { waited_ms: 200, .. }), "{e}");
+    assert!(m.mappings().is_empty(), "nothing left mapped");
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn igb_sized_rings_are_refused_with_the_82599_minimum() {
+    let m = model(1);
+    let cfg = DeviceConfig {
+        rx_ring_size: 32,
+        ..small(1)
+    };
+    let e = m
+        .open(&cfg)
+        .err()
+        .expect("32 descriptors is below the 82599's 64");
+    assert!(e.to_string().contains("below the 64 descriptors"), "{e}");
+    assert!(m.events().is_empty(), "the device was not touched");
+}
+
+/// The model catches a driver that breaks the §4.6 rules: every rule below
+/// is one a wrong driver would break.
+#[test]
+fn the_model_reports_out_of_order_and_rejected_writes() {
+    use pollnic::mmio::Regs;
+    let m = Soft82599::new(ModelConfig {
+        strict: false,
+        ..Default::default()
+    });
+    let r = m.regs();
+    let expect = |what: &str| {
+        let v = m.violations();
+        assert!(
+            v.last().is_some_and(|l| l.contains(what)),
+            "want {what:?}, got {v:?}"
+        );
+    };
+    r.write32(CTRL, CTRL_RST);
+    r.write32(FCTRL, FCTRL_BAM);
+    expect("while the device is in reset");
+    std::thread::sleep(Duration::from_millis(10));
+    r.write32(RXCTRL, RXCTRL_RXEN);
+    expect("RXCTRL.RXEN set before any RX queue");
+    r.write32(RXCTRL, 0);
+    r.write32(rdlen(0), 1024);
+    r.write32(RXCTRL, RXCTRL_RXEN);
+    r.write32(rdlen(0), 2048);
+    expect("written while the queue or the receiver is enabled");
+    r.write32(tdlen(0), 1024);
+    r.write32(txdctl(0), XDCTL_ENABLE);
+    expect("TXDCTL(0).ENABLE set before DMATXCTL.TE");
+    r.write32(MRQC, 0x2);
+    expect("MRQC.MRQE = 0x2");
+    r.write32(reta(0), 0x10);
+    expect("reserved");
+    r.write32(MTQC, 0);
+    expect("TX arbiter");
+    r.write32(LINKS, 0);
+    expect("read-only");
+    r.write32(0x1234, 0);
+    expect("does not implement");
+    r.write32(rdt(1), 5);
+    expect("before the queue's enable latched");
+}
+
+#[test]
+#[should_panic(expected = "RXCTRL.RXEN set before any RX queue")]
+fn a_strict_model_panics_at_the_culprit() {
+    use pollnic::mmio::Regs;
+    let m = Soft82599::default();
+    let r = m.regs();
+    r.write32(RXCTRL, RXCTRL_RXEN);
+}
+
+/// Queues on their own threads (the pinned-core runner), the model fed from
+/// the calling thread: each queue gets exactly the flows RSS sends it and
+/// sends them back out on its own TX queue.
+#[test]
+fn queues_run_on_pinned_threads_over_the_model() {
+    let m = model(1);
+    let mut dev = m.open(&small(4)).unwrap();
+    let flows: Vec<Flow> = (0..64)
+        .map(|i| Flow::nth([2, 0, 0, 0, 0, 9], dev.mac(), i))
+        .collect();
+    let hasher = dev.rss_hasher();
+    let mut want = [0usize; 4];
+    for f in &flows {
+        want[queue_for(&hasher, dev.reta(), &f.rss_key()).1 as usize] += 1;
+    }
+    let core = core_affinity::get_core_ids().unwrap()[0].id;
+    let feeder = m.clone();
+    let got = pollnic::runner::run_pinned(
+        &mut dev,
+        &[core],
+        |q| {
+            let mut burst = Vec::new();
+            let mut n = 0;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while n < want[q.id() as usize] && Instant::now() < deadline {
+                n += q.rx_burst(&mut burst, 32);
+                q.tx_burst(&mut burst);
+            }
+            assert!(burst.is_empty(), "TX ring took every frame");
+            assert!(q.flush_tx(Duration::from_secs(1)));
+            n
+        },
+        || {
+            for (i, f) in flows.iter().enumerate() {
+                let out = feeder.receive(&frame::expected(60, f, i as u64, 0));
+                assert!(matches!(out, RxOutcome::Delivered { .. }), "{out:?}");
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(got, want.to_vec());
+    assert_eq!(m.take_tx_frames().len(), 64);
+    assert_eq!(dev.stats().get("tx_packets"), Some(64));
+}
