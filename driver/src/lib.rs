@@ -16,6 +16,7 @@ pub mod clock;
 pub mod config;
 pub mod counters;
 pub mod device;
+pub mod doctor;
 pub mod error;
 pub mod frame;
 pub mod igb;
@@ -28,6 +29,7 @@ pub mod runner;
 pub mod signal;
 pub mod sweep;
 pub mod vfio;
+pub mod vfio_owner;
 
 pub use config::DeviceConfig;
 pub use device::Device;

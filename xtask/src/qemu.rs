@@ -12,7 +12,7 @@ use crate::console::{forward_console, forward_stderr, Event};
 use crate::guest::GuestImage;
 use crate::install::QEMU;
 use crate::layout::Layout;
-use crate::runscript::{full_script, hub_of, nonce, PORTS};
+use crate::runscript::{full_script, hub_of, nonce, PORTS, SHARED_GROUP};
 use crate::{cmd, say};
 
 /// How long QEMU may take to exit after the guest reported its exit status.
@@ -122,7 +122,8 @@ fn testbed_lock() -> Result<std::fs::File> {
             return Err(e).with_context(|| format!("locking {TESTBED_LOCK}"));
         }
     }
-    f.lock().with_context(|| format!("locking {TESTBED_LOCK}"))?;
+    f.lock()
+        .with_context(|| format!("locking {TESTBED_LOCK}"))?;
     eprintln!("[xtask] testbed lock taken");
     Ok(f)
 }
@@ -197,6 +198,13 @@ fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmO
         c.args([
             "-device",
             &format!("igb,netdev=p{i},addr=0x{slot},mac={mac}"),
+        ]);
+    }
+    for (f, pci) in SHARED_GROUP.iter().enumerate() {
+        let slot = &pci[8..10];
+        c.args([
+            "-device",
+            &format!("igb,addr=0x{slot}.{f},multifunction=on,mac=52:54:00:12:35:0{f}"),
         ]);
     }
     c

@@ -23,6 +23,15 @@ pub const PORTS: [(&str, &str); 4] = [
     ("0000:00:06.0", "52:54:00:12:34:04"),
 ];
 
+/// Two more igb functions in one multi-function slot (4.0 and 4.1, no network
+/// behind them), for the doctor test of a shared IOMMU group: the functions of
+/// a multi-function device without ACS (QEMU's igb has none) share one IOMMU
+/// group (`drivers/iommu/iommu.c`, `pci_device_group`), provided every
+/// function sets the multi-function header bit (`multifunction=on` on each). The guest's kernel igb
+/// driver takes both at boot; the testbed does not bind them to vfio-pci. Their
+/// VFs take slots 0x14 and 0x15 (even and odd functions).
+pub const SHARED_GROUP: [&str; 2] = ["0000:00:04.0", "0000:00:04.1"];
+
 /// The QEMU hub that port `i` is on: ports 0 and 1 share hub 0, ports 2 and 3 hub 1.
 pub fn hub_of(port: usize) -> usize {
     port / 2
@@ -58,6 +67,7 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool) -> String {
         export(&format!("POLLNIC_PORT{i}"), pci);
         export(&format!("POLLNIC_PORT{i}_MAC"), mac);
     }
+    export("POLLNIC_SHARED_GROUP", &SHARED_GROUP.join(","));
     let _ = writeln!(s, "cd {} || exit 125", cmd::shell_quote(&layout.repo));
     let pcis: Vec<&str> = PORTS.iter().map(|p| p.0).collect();
     let _ = writeln!(
