@@ -200,11 +200,20 @@ fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmO
             &format!("igb,netdev=p{i},addr=0x{slot},mac={mac}"),
         ]);
     }
-    for (f, pci) in SHARED_GROUP.iter().enumerate() {
-        let slot = &pci[8..10];
+    // Two root ports as functions of one slot, without ACS, each with an igb
+    // behind it: all four share one IOMMU group (see SHARED_GROUP).
+    for f in 0..SHARED_GROUP.len() {
         c.args([
             "-device",
-            &format!("igb,addr=0x{slot}.{f},multifunction=on,mac=52:54:00:12:35:0{f}"),
+            &format!(
+                "pcie-root-port,id=pollnic_rp{f},bus=pcie.0,addr=0x4.{f},multifunction=on,\
+                 chassis={},disable-acs=on",
+                10 + f
+            ),
+        ]);
+        c.args([
+            "-device",
+            &format!("igb,bus=pollnic_rp{f},addr=0.0,mac=52:54:00:12:35:0{f}"),
         ]);
     }
     c

@@ -23,14 +23,15 @@ pub const PORTS: [(&str, &str); 4] = [
     ("0000:00:06.0", "52:54:00:12:34:04"),
 ];
 
-/// Two more igb functions in one multi-function slot (4.0 and 4.1, no network
-/// behind them), for the doctor test of a shared IOMMU group: the functions of
-/// a multi-function device without ACS (QEMU's igb has none) share one IOMMU
-/// group (`drivers/iommu/iommu.c`, `pci_device_group`), provided every
-/// function sets the multi-function header bit (`multifunction=on` on each). The guest's kernel igb
-/// driver takes both at boot; the testbed does not bind them to vfio-pci. Their
-/// VFs take slots 0x14 and 0x15 (even and odd functions).
-pub const SHARED_GROUP: [&str; 2] = ["0000:00:04.0", "0000:00:04.1"];
+/// Two more igb NICs that share one IOMMU group, for the doctor test of a
+/// group that is not viable. Linux keeps the functions of a multi-function
+/// 82576 apart (an ACS quirk in `drivers/pci/quirks.c`), so the group comes
+/// from the topology instead: two PCIe root ports as functions 0 and 1 of slot
+/// 4, with ACS off (`disable-acs=on`), one igb behind each (buses 1 and 2).
+/// Without ACS on the path both root ports and both NICs form one group
+/// (`drivers/iommu/iommu.c`, `pci_device_group`). No network is attached; the
+/// guest's kernel igb driver takes both at boot and the testbed leaves them there.
+pub const SHARED_GROUP: [&str; 2] = ["0000:01:00.0", "0000:02:00.0"];
 
 /// The QEMU hub that port `i` is on: ports 0 and 1 share hub 0, ports 2 and 3 hub 1.
 pub fn hub_of(port: usize) -> usize {
