@@ -21,6 +21,7 @@ pub mod error;
 pub mod frame;
 pub mod gen;
 pub mod igb;
+pub mod jsonout;
 pub mod metrics;
 pub mod mmio;
 pub mod pcapout;

@@ -29,6 +29,10 @@ impl Reporter {
         seconds: u64,
     ) {
         if self.json {
+            pollnic::jsonout::emit(&serde_json::json!({
+                "type": "start", "port": dev.address().to_string(), "frame_size": size.describe(),
+                "vlan": vlan, "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
+            }));
             return;
         }
         println!(
