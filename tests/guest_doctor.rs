@@ -117,6 +117,23 @@ fn group_of(addr: &str) -> String {
         .into_owned()
 }
 
+/// Gives both NICs of the shared group back to the kernel's igb when
+/// dropped, also when the test fails.
+struct BackToIgb<'a>(&'a str, &'a str);
+
+impl Drop for BackToIgb<'_> {
+    fn drop(&mut self) {
+        if driver_of(self.0).as_deref() == Some("vfio-pci") {
+            let _ = Command::new(POLLNIC).args(["unbind", self.0]).status();
+        }
+        for a in [self.0, self.1] {
+            if driver_of(a).is_none() {
+                let _ = std::fs::write("/sys/bus/pci/drivers/igb/bind", a);
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn doctor_names_the_other_member_of_a_non_viable_group() {
@@ -129,17 +146,33 @@ fn doctor_names_the_other_member_of_a_non_viable_group() {
         Some("igb"),
         "the kernel's igb holds {b}"
     );
+    let _restore = BackToIgb(a, b);
 
     let (ok, text) = pollnic(&["bind", a]);
     assert!(ok, "{text}");
     let (ok, text) = pollnic(&["doctor", a]);
     assert!(!ok, "a non-viable group is a fail:\n{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("fail  port {a} ")))
+        .unwrap_or_else(|| panic!("no fail line for {a}:\n{text}"));
     assert!(
-        text.contains(&format!(
-            "IOMMU group {g} is not viable: {b} (igb) bound to a host driver (other members: {b} (igb))"
+        line.contains(&format!(
+            "IOMMU group {g} is not viable: {b} (igb) bound to a host driver (other members: "
         )),
-        "{text}"
+        "{line}"
     );
+    // Every other member is named with its driver: the two root ports too.
+    for member in std::fs::read_dir(format!("/sys/kernel/iommu_groups/{g}/devices")).unwrap() {
+        let m = member.unwrap().file_name().to_string_lossy().into_owned();
+        if m != a {
+            let d = driver_of(&m).unwrap_or_else(|| "no driver".into());
+            assert!(
+                line.contains(&format!("{m} ({d})")),
+                "{m} ({d}) not named: {line}"
+            );
+        }
+    }
     assert!(
         text.contains(&format!("fix: sudo pollnic bind {b}")),
         "{text}"
@@ -160,9 +193,8 @@ fn doctor_names_the_other_member_of_a_non_viable_group() {
     assert!(
         text.lines()
             .any(|l| l.starts_with(&format!("ok    port {a} "))
-                && l.contains(&format!(
-                    "IOMMU group {g} is viable; other members: {b} (no driver)"
-                ))),
+                && l.contains(&format!("IOMMU group {g} is viable; other members: "))
+                && l.contains(&format!("{b} (no driver)"))),
         "{text}"
     );
     assert!(!text.contains("not viable"), "{text}");

@@ -96,7 +96,10 @@ fn loopback_runs_as_nobody_with_memlock_raised() {
 
     // Before the hand-over, nobody cannot open the group.
     let (ok, text) = as_nobody(Some(64 << 20), &cmd);
-    assert!(!ok && text.contains("Permission denied"), "{text}");
+    assert!(
+        !ok && text.contains("permission denied") && text.contains("pollnic bind --user"),
+        "{text}"
+    );
 
     let out = Command::new(POLLNIC)
         .args(["bind", "--user", "nobody", &p0, &p1])

@@ -211,9 +211,11 @@ fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmO
                 10 + f
             ),
         ]);
+        // On a hub of their own (no traffic), so QEMU does not warn "no peer".
+        c.args(["-netdev", &format!("hubport,id=pg{f},hubid=2")]);
         c.args([
             "-device",
-            &format!("igb,bus=pollnic_rp{f},addr=0.0,mac=52:54:00:12:35:0{f}"),
+            &format!("igb,netdev=pg{f},bus=pollnic_rp{f},addr=0.0,mac=52:54:00:12:35:0{f}"),
         ]);
     }
     c
