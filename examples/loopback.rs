@@ -66,6 +66,9 @@ struct Args {
     /// At exit, print every hardware counter of both ports as `ethtool -S` does.
     #[arg(long)]
     stats: bool,
+    /// One JSON object per second and a summary object (one per line), instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// What one RX queue saw.
@@ -135,7 +138,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ..base
     };
     let mut rxd = Device::open(&args.rx, &rx_cfg)?;
-    println!(
+    if args.json {
+        pollnic::jsonout::emit(&serde_json::json!({
+            "type": "start", "tx_port": txd.address().to_string(), "rx_port": rxd.address().to_string(),
+            "seconds": args.seconds, "count": args.count, "frame_size": args.frame_size,
+            "flows": args.flows.max(1), "queues": args.queues, "cores": cores, "rate_pps": args.rate,
+        }));
+    } else {
+        println!(
         "pollnic loopback: {} ({}) -> {} ({}), {} s, {}, {} flow(s), {} RX queue(s) on cores {:?}",
         txd.address(),
         txd.mac_string(),
@@ -151,6 +161,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.queues,
         cores
     );
+    }
 
     let epoch = Instant::now();
     let tx_live = Arc::new(AtomicU64::new(0));
@@ -176,7 +187,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         &mut rxd,
         &cores,
         |q| receive(q, &stop, &tx_done, batch),
-        || report_every_second(&tx_live, &counters, &tx_done),
+        || report_every_second(&tx_live, &counters, &tx_done, args.json),
     )?;
     let (mut txd, sent, tx_elapsed) = sender.join().map_err(|_| "sender thread panicked")??;
 
@@ -200,6 +211,51 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         lat.merge(&r.lat);
     }
     let lost = sent.saturating_sub(received);
+    if args.json {
+        let mut gaps = PollGaps::default();
+        for r in &reports {
+            gaps.merge(&r.gaps);
+        }
+        let per_queue: Vec<u64> = reports.iter().map(|r| r.received).collect();
+        let shares = pollnic::jsonout::shares(&per_queue);
+        let queues: Vec<_> = reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let s = counters[i].snapshot();
+                serde_json::json!({
+                    "queue": i, "frames": r.received, "share": shares[i],
+                    "rx_bursts": s.rx_bursts, "rx_empty_polls": s.rx_empty_polls,
+                    "rx_nombuf": s.rx_nombuf, "rx_errors": s.rx_errors,
+                    "max_poll_gap_ns": r.gaps.max_ns,
+                })
+            })
+            .collect();
+        pollnic::jsonout::emit(&serde_json::json!({
+            "type": "summary",
+            "interrupted": stop.load(Relaxed),
+            "sent": sent,
+            "tx_seconds": tx_elapsed.as_secs_f64(),
+            "offered_pps": sent as f64 / tx_elapsed.as_secs_f64().max(1e-9),
+            "tx_packets_counter": tx_hw,
+            "received": received,
+            "rx_packets_counter": rx_hw,
+            "lost": lost,
+            "out_of_order": reports.iter().map(|r| r.out_of_order).sum::<u64>(),
+            "not_test_frames": reports.iter().map(|r| r.bad).sum::<u64>(),
+            "rx_overrun_seen": rx_overrun,
+            "rx": pollnic::jsonout::throughput(&Throughput { packets: received, bytes, elapsed: rx_span }),
+            "queues": queues,
+            "max_poll_gap_ns": gaps.max_ns,
+            "latency": pollnic::jsonout::latency(&lat),
+            "tx_port_counters": txd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
+            "rx_port_counters": rxd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
+        }));
+        if received == 0 {
+            return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
+        }
+        return Ok(());
+    }
     if stop.load(Relaxed) {
         println!("(interrupted by Ctrl-C: the device was shut down cleanly)");
     }
@@ -396,7 +452,12 @@ fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize)
     }
 }
 
-fn report_every_second(tx: &AtomicU64, counters: &DeviceCounters, tx_done: &AtomicBool) {
+fn report_every_second(
+    tx: &AtomicU64,
+    counters: &DeviceCounters,
+    tx_done: &AtomicBool,
+    json: bool,
+) {
     let start = Instant::now();
     let mut last_tx = 0;
     let mut last: Vec<(u64, u64)> = vec![(0, 0); counters.len()];
@@ -435,11 +496,20 @@ fn report_every_second(tx: &AtomicU64, counters: &DeviceCounters, tx_done: &Atom
                 )
             })
             .collect();
-        println!(
-            "[{tick:>3} s] tx {:>8} pps | rx {total} | {}",
-            now_tx - last_tx,
-            shares.join(" ")
-        );
+        if json {
+            let per_queue: Vec<u64> = d.iter().map(|x| x.0).collect();
+            pollnic::jsonout::emit(&serde_json::json!({
+                "type": "second", "second": tick, "tx_pps": now_tx - last_tx,
+                "rx": pollnic::jsonout::throughput(&total),
+                "queue_pps": per_queue, "queue_shares": pollnic::jsonout::shares(&per_queue),
+            }));
+        } else {
+            println!(
+                "[{tick:>3} s] tx {:>8} pps | rx {total} | {}",
+                now_tx - last_tx,
+                shares.join(" ")
+            );
+        }
         last_tx = now_tx;
         last = snaps.iter().map(|s| (s.rx_packets, s.rx_bytes)).collect();
     }

@@ -126,6 +126,20 @@ impl DeviceConfig {
             + pollnic_rings::rx_cache_size(self.rx_ring_size as usize) as u32
             + 32
     }
+
+    /// 2 MiB hugepages one queue pins: `(mempool, rings)`, i.e. the mempool's
+    /// buffers (`mempool_size` × `buf_size` rounded up to 128 bytes) and one
+    /// page each for the RX and TX descriptor rings (16-byte descriptors).
+    /// The defaults need (4, 2): 12 MiB per queue.
+    pub fn hugepages_per_queue(&self) -> (usize, usize) {
+        use pollnic_rings::dma::HUGEPAGE_SIZE;
+        let pages = |bytes: usize| bytes.div_ceil(HUGEPAGE_SIZE);
+        let buf = self.buf_size.div_ceil(128) * 128;
+        (
+            pages(self.mempool_size as usize * buf),
+            pages(self.rx_ring_size as usize * 16) + pages(self.tx_ring_size as usize * 16),
+        )
+    }
 }
 
 /// The check behind the examples' `--ring-size` option (one size for RX and

@@ -365,12 +365,9 @@ fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'static dyn 
 /// Refuse up front, with the total, when the hugepage pool cannot hold every
 /// queue's mempool and two rings (each region is rounded up to 2 MiB pages).
 fn check_hugepages(cfg: &DeviceConfig) -> Result<()> {
-    use pollnic_rings::dma::{free_hugepages, HUGEPAGE_SIZE};
-    let pages = |bytes: usize| bytes.div_ceil(HUGEPAGE_SIZE);
-    let buf = cfg.buf_size.div_ceil(128) * 128;
-    let per_queue = pages(cfg.mempool_size as usize * buf)
-        + pages(cfg.rx_ring_size as usize * 16)
-        + pages(cfg.tx_ring_size as usize * 16);
+    use pollnic_rings::dma::free_hugepages;
+    let (mempool, rings) = cfg.hugepages_per_queue();
+    let per_queue = mempool + rings;
     let needed = per_queue * cfg.queues as usize;
     let free = free_hugepages();
     if free < needed {

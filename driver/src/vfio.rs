@@ -104,6 +104,17 @@ impl Vfio {
             VfioError::OpenGroup(ref io, _) if io.raw_os_error() == Some(libc::EBUSY) => {
                 Error::DeviceBusy { addr }
             }
+            VfioError::OpenGroup(ref io, ref g) if io.raw_os_error() == Some(libc::EACCES) => {
+                Error::Vfio {
+                    addr,
+                    what: "opening its VFIO group".into(),
+                    detail: format!(
+                        "/dev/vfio/{g}: permission denied: run as root, or hand the group to this \
+                         user with `sudo pollnic bind --user $(id -un) {addr}` (`pollnic doctor` \
+                         checks the rest)"
+                    ),
+                }
+            }
             other => Error::Vfio {
                 addr,
                 what: "opening the device".into(),

@@ -12,6 +12,7 @@
 //! forwarded and dropped, rates, per-queue shares, ring and NIC counters.
 //! Ctrl-C stops it cleanly.
 
+mod json;
 mod lane;
 mod report;
 
@@ -59,6 +60,9 @@ struct Args {
     /// At exit, print every hardware counter of each port as `ethtool -S` does.
     #[arg(long)]
     stats: bool,
+    /// One JSON object per second and direction and a summary object (one per line), instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() {
@@ -130,7 +134,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         vec![Dir { rx: 0, tx: 1 }, Dir { rx: 1, tx: 0 }]
     };
     let counters: Vec<_> = devs.iter().map(|d| d.counters()).collect();
-    println!(
+    if args.json {
+        pollnic::jsonout::emit(&serde_json::json!({
+            "type": "start",
+            "ports": ports.iter().map(|p| p.0.to_string()).collect::<Vec<_>>(),
+            "queues": args.queues, "cores": cores, "seconds": args.seconds,
+        }));
+    } else {
+        println!(
         "pollnic fwd: mode {}, {}, {} queue(s) per port on cores {cores:?}, burst {}, ring {}, promiscuous {}, {}",
         match args.mode {
             Mode::Io => "io",
@@ -151,6 +162,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             format!("{} s", args.seconds)
         }
     );
+    }
 
     let done = AtomicBool::new(false);
     let running = || !stop.load(Relaxed) && !done.load(Relaxed);
@@ -181,7 +193,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             })
             .collect();
         let addrs: Vec<PciAddress> = ports.iter().map(|p| p.0).collect();
-        report::live(&addrs, &dirs, &counters, args.seconds, &stop);
+        report::live(&addrs, &dirs, &counters, args.seconds, &stop, args.json);
         done.store(true, Relaxed);
         handles
             .into_iter()
@@ -193,6 +205,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .iter_mut()
         .map(|d| d.stats().iter().collect())
         .collect();
+    if args.json {
+        json::summary(&ports, &dirs, mode, &per_queue, &hw, stop.load(Relaxed));
+        return Ok(());
+    }
     if stop.load(Relaxed) {
         println!("(interrupted by Ctrl-C: the devices were shut down cleanly)");
     }

@@ -39,6 +39,7 @@ pub fn live(
     counters: &[DeviceCounters],
     seconds: u64,
     stop: &AtomicBool,
+    json: bool,
 ) {
     let start = Instant::now();
     let end = (seconds > 0).then(|| start + Duration::from_secs(seconds));
@@ -84,6 +85,11 @@ pub fn live(
                 .enumerate()
                 .map(|(i, x)| format!("q{i} {} ({:.0} %)", x.0, percent(x.0, total.packets)))
                 .collect();
+            if json {
+                crate::json::second(tick, ports[d.rx], ports[d.tx], &per_q, tx - last[k].1);
+                last[k] = (rx, tx);
+                continue;
+            }
             println!(
                 "[{tick:>3} s] {} -> {} rx {total} | tx {:>8} pps | {}",
                 short(ports[d.rx]),

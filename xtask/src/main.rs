@@ -21,6 +21,7 @@ mod layout;
 mod qemu;
 mod runscript;
 mod tests;
+mod testtools;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

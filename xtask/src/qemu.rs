@@ -12,7 +12,7 @@ use crate::console::{forward_console, forward_stderr, Event};
 use crate::guest::GuestImage;
 use crate::install::QEMU;
 use crate::layout::Layout;
-use crate::runscript::{full_script, hub_of, nonce, PORTS};
+use crate::runscript::{full_script, hub_of, nonce, PORTS, SHARED_GROUP};
 use crate::{cmd, say};
 
 /// How long QEMU may take to exit after the guest reported its exit status.
@@ -198,6 +198,24 @@ fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmO
         c.args([
             "-device",
             &format!("igb,netdev=p{i},addr=0x{slot},mac={mac}"),
+        ]);
+    }
+    // Two root ports as functions of one slot, without ACS, each with an igb
+    // behind it: all four share one IOMMU group (see SHARED_GROUP).
+    for f in 0..SHARED_GROUP.len() {
+        c.args([
+            "-device",
+            &format!(
+                "pcie-root-port,id=pollnic_rp{f},bus=pcie.0,addr=0x4.{f},multifunction=on,\
+                 chassis={},disable-acs=on",
+                10 + f
+            ),
+        ]);
+        // On a hub of their own (no traffic), so QEMU does not warn "no peer".
+        c.args(["-netdev", &format!("hubport,id=pg{f},hubid=2")]);
+        c.args([
+            "-device",
+            &format!("igb,netdev=pg{f},bus=pollnic_rp{f},addr=0.0,mac=52:54:00:12:35:0{f}"),
         ]);
     }
     c

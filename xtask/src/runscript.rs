@@ -23,6 +23,16 @@ pub const PORTS: [(&str, &str); 4] = [
     ("0000:00:06.0", "52:54:00:12:34:04"),
 ];
 
+/// Two more igb NICs that share one IOMMU group, for the doctor test of a
+/// group that is not viable. Linux keeps the functions of a multi-function
+/// 82576 apart (an ACS quirk in `drivers/pci/quirks.c`), so the group comes
+/// from the topology instead: two PCIe root ports as functions 0 and 1 of slot
+/// 4, with ACS off (`disable-acs=on`), one igb behind each (buses 1 and 2).
+/// Without ACS on the path both root ports and both NICs form one group
+/// (`drivers/iommu/iommu.c`, `pci_device_group`). No network is attached; the
+/// guest's kernel igb driver takes both at boot and the testbed leaves them there.
+pub const SHARED_GROUP: [&str; 2] = ["0000:01:00.0", "0000:02:00.0"];
+
 /// The QEMU hub that port `i` is on: ports 0 and 1 share hub 0, ports 2 and 3 hub 1.
 pub fn hub_of(port: usize) -> usize {
     port / 2
@@ -58,6 +68,7 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool) -> String {
         export(&format!("POLLNIC_PORT{i}"), pci);
         export(&format!("POLLNIC_PORT{i}_MAC"), mac);
     }
+    export("POLLNIC_SHARED_GROUP", &SHARED_GROUP.join(","));
     let _ = writeln!(s, "cd {} || exit 125", cmd::shell_quote(&layout.repo));
     let pcis: Vec<&str> = PORTS.iter().map(|p| p.0).collect();
     let _ = writeln!(

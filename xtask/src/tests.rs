@@ -46,6 +46,8 @@ pub fn run(layout: &Layout, opts: &VmOptions, per_binary: Duration) -> Result<bo
     let image = guest::prepare(layout)?;
     // The guest_compare test needs dpdk-testpmd for its DPDK row.
     crate::compare::ensure_dpdk();
+    // tcpdump reads back guest_pcap's capture.
+    crate::testtools::ensure()?;
     let setup = t.elapsed();
 
     let t = Instant::now();

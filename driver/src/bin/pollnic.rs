@@ -27,6 +27,30 @@ enum Command {
         /// PCI addresses, e.g. 0000:01:00.0 or 01:00.0 (see `pollnic status`).
         #[arg(required = true, value_name = "ADDR")]
         addrs: Vec<PciAddress>,
+        /// Hand each port's /dev/vfio/<group> to this user (name or UID, mode 0600), so
+        /// pollnic runs without root; that user also needs RLIMIT_MEMLOCK raised (`pollnic doctor`).
+        #[arg(long, value_name = "NAME")]
+        user: Option<String>,
+        /// Hand each port's /dev/vfio/<group> to this group (name or GID, mode 0660).
+        #[arg(long, value_name = "NAME")]
+        group: Option<String>,
+    },
+    /// Check this host for pollnic: IOMMU, vfio-pci, hugepages, memlock, /dev/vfio, each port
+    /// (driver, IOMMU group, link, NUMA node) and the cores; every finding is ok, warn or fail
+    /// with the command that fixes it. Exits non-zero on any fail.
+    Doctor {
+        /// Ports to check (default: every supported NIC bound to vfio-pci).
+        #[arg(value_name = "PORT")]
+        ports: Vec<PciAddress>,
+        /// Cores the poll loops will run on, e.g. 0,1 or 2-5.
+        #[arg(long, default_value = "0")]
+        cores: String,
+        /// Queues per port (default: one per core in --cores).
+        #[arg(long)]
+        queues: Option<u16>,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Give NICs back from vfio-pci to their previous kernel driver. Needs root.
     Unbind {
@@ -70,14 +94,42 @@ fn main() -> ExitCode {
     let sysfs = Sysfs::new(cli.sysfs);
     match cli.command {
         Command::Status => status(&sysfs),
-        Command::Bind { addrs } => for_each(&addrs, |a| {
-            pci::bind_vfio(&sysfs, a).map(|r| {
-                println!("{r}");
-                for w in &r.warnings {
-                    eprintln!("pollnic: warning: {}: {w}", r.addr);
-                }
-            })
-        }),
+        Command::Bind { addrs, user, group } => {
+            let owner = pollnic::vfio_owner::Owner { user, group };
+            if let Err(e) = owner.resolve() {
+                eprintln!("pollnic: {e}");
+                return ExitCode::FAILURE;
+            }
+            let mut handed = true;
+            let code = for_each(&addrs, |a| {
+                pci::bind_vfio(&sysfs, a).map(|r| {
+                    println!("{r}");
+                    for w in &r.warnings {
+                        eprintln!("pollnic: warning: {}: {w}", r.addr);
+                    }
+                    if !owner.is_empty() {
+                        match owner.apply(&r.vfio_node) {
+                            Ok(line) => println!("{}: {line}", r.addr),
+                            Err(e) => {
+                                eprintln!("pollnic: {}: {e}", r.addr);
+                                handed = false;
+                            }
+                        }
+                    }
+                })
+            });
+            if handed {
+                code
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Command::Doctor {
+            ports,
+            cores,
+            queues,
+            json,
+        } => doctor(sysfs, &ports, &cores, queues, json),
         Command::Unbind { addrs } => for_each(&addrs, |a| {
             pci::unbind_vfio(&sysfs, a).map(|r| println!("{r}"))
         }),
@@ -173,5 +225,46 @@ fn for_each(addrs: &[PciAddress], mut op: impl FnMut(PciAddress) -> pci::Result<
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+fn doctor(
+    sysfs: Sysfs,
+    ports: &[PciAddress],
+    cores: &str,
+    queues: Option<u16>,
+    json: bool,
+) -> ExitCode {
+    use pollnic::doctor;
+    let cores = match pollnic::runner::parse_cores(cores) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pollnic: --cores: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cfg = pollnic::DeviceConfig {
+        queues: queues.unwrap_or(cores.len().min(usize::from(u16::MAX)) as u16),
+        ..Default::default()
+    };
+    if let Err(e) = cfg.validate() {
+        eprintln!("pollnic: --queues: {e}");
+        return ExitCode::FAILURE;
+    }
+    let roots = doctor::Roots {
+        sysfs,
+        ..Default::default()
+    };
+    let facts = doctor::gather(&roots, ports, &cores, &cfg);
+    let findings = doctor::run(&facts);
+    if json {
+        println!("{}", doctor::report::json(&findings, &facts.need));
+    } else {
+        print!("{}", doctor::report::text(&findings));
+    }
+    if doctor::checks::any_failed(&findings) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }

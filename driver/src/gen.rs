@@ -1,0 +1,140 @@
+//! What `pktgen` sends: frame sizes (fixed, mixed, IMIX) and the optional
+//! 802.1Q tag, over the test frames of [`crate::frame`].
+//!
+//! Sizes are on the wire, FCS included (64..=1518 bytes untagged), as
+//! `--frame-size` everywhere in pollnic; the NIC appends the 4-byte FCS, so a
+//! frame of size N is N − 4 bytes in the buffer. A VLAN tag (IEEE 802.1Q,
+//! TPID 0x8100) adds 4 bytes: 1518 becomes 1522.
+
+use crate::frame::{self, Flow, MAX_FRAME_LEN, MIN_FRAME_LEN};
+
+/// Bytes of an 802.1Q tag (TPID + TCI).
+pub const VLAN_TAG_LEN: usize = 4;
+/// IEEE 802.1Q TPID.
+pub const TPID_8021Q: u16 = 0x8100;
+
+/// Simple IMIX: 7 frames of 64 bytes, 4 of 594, 1 of 1518 (wire sizes, FCS
+/// included), sent in the order of this table, repeated.
+pub const IMIX: [usize; 12] = [64, 64, 594, 64, 64, 594, 64, 64, 594, 64, 594, 1518];
+
+/// How frame sizes are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameSize {
+    /// Every frame this many bytes on the wire (64..=1518, FCS included).
+    Fixed(usize),
+    /// [`frame::mixed_len`]: 64..=1518 spread by the sequence number.
+    Mixed,
+    /// [`IMIX`].
+    Imix,
+}
+
+impl std::str::FromStr for FrameSize {
+    type Err = String;
+    /// `64`..`1518`, `0` (mixed) or `imix`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("imix") {
+            return Ok(FrameSize::Imix);
+        }
+        match s.parse::<usize>() {
+            Ok(0) => Ok(FrameSize::Mixed),
+            Ok(n) if (MIN_FRAME_LEN + 4..=MAX_FRAME_LEN + 4).contains(&n) => Ok(FrameSize::Fixed(n)),
+            _ => Err(format!(
+                "--frame-size {s}: give a size from 64 to 1518 bytes (FCS included), 0 for mixed sizes, or imix"
+            )),
+        }
+    }
+}
+
+impl FrameSize {
+    /// Buffer length (no FCS, no VLAN tag) of frame `seq`.
+    pub fn untagged_len(&self, seq: u64) -> usize {
+        match *self {
+            FrameSize::Fixed(n) => n - 4,
+            FrameSize::Mixed => frame::mixed_len(seq),
+            FrameSize::Imix => IMIX[(seq % IMIX.len() as u64) as usize] - 4,
+        }
+    }
+
+    /// Buffer length of frame `seq` with `vlan` applied.
+    pub fn len(&self, seq: u64, vlan: Option<u16>) -> usize {
+        self.untagged_len(seq) + if vlan.is_some() { VLAN_TAG_LEN } else { 0 }
+    }
+
+    /// For the start line: `64-byte`, `mixed 64..1518-byte`, `IMIX 7:4:1 64/594/1518-byte`.
+    pub fn describe(&self) -> String {
+        match self {
+            FrameSize::Fixed(n) => format!("{n}-byte"),
+            FrameSize::Mixed => "mixed 64..1518-byte".into(),
+            FrameSize::Imix => "IMIX 7:4:1 64/594/1518-byte".into(),
+        }
+    }
+}
+
+/// Checks a `--vlan` ID: 1..=4094 (0 means priority-tagged only and 4095 is
+/// reserved, IEEE 802.1Q).
+///
+/// # Errors
+/// The message for `--vlan` when out of range.
+pub fn check_vlan(id: u16) -> Result<u16, String> {
+    if (1..=4094).contains(&id) {
+        Ok(id)
+    } else {
+        Err(format!("--vlan {id}: a VLAN ID is 1 to 4094"))
+    }
+}
+
+/// Writes test frame `seq` of `flow` into `buf` (its whole length), with an
+/// 802.1Q tag (priority 0) after the MAC addresses when `vlan` is given.
+/// Returns false (nothing sensible written) when the length does not fit
+/// a test frame.
+pub fn write(buf: &mut [u8], flow: &Flow, seq: u64, tx_ns: u64, vlan: Option<u16>) -> bool {
+    let Some(id) = vlan else {
+        return frame::write(buf, flow, seq, tx_ns);
+    };
+    if buf.len() < VLAN_TAG_LEN || !frame::write(&mut buf[VLAN_TAG_LEN..], flow, seq, tx_ns) {
+        return false;
+    }
+    buf.copy_within(VLAN_TAG_LEN..VLAN_TAG_LEN + 12, 0);
+    buf[12..14].copy_from_slice(&TPID_8021Q.to_be_bytes());
+    buf[14..16].copy_from_slice(&(id & 0x0fff).to_be_bytes());
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_and_repeat() {
+        assert_eq!("64".parse::<FrameSize>(), Ok(FrameSize::Fixed(64)));
+        assert_eq!("0".parse::<FrameSize>(), Ok(FrameSize::Mixed));
+        assert_eq!("IMIX".parse::<FrameSize>(), Ok(FrameSize::Imix));
+        for bad in ["63", "1519", "x", "-1"] {
+            assert!(bad.parse::<FrameSize>().unwrap_err().contains("64 to 1518"));
+        }
+        let imix: Vec<usize> = (0..12)
+            .map(|s| FrameSize::Imix.untagged_len(s) + 4)
+            .collect();
+        assert_eq!(imix.iter().filter(|&&n| n == 64).count(), 7);
+        assert_eq!(imix.iter().filter(|&&n| n == 594).count(), 4);
+        assert_eq!(imix.iter().filter(|&&n| n == 1518).count(), 1);
+        assert_eq!(FrameSize::Imix.untagged_len(12), 60);
+        assert_eq!(FrameSize::Fixed(1518).len(0, Some(7)), 1518);
+        assert!((0..64).all(|s| (60..=1514).contains(&FrameSize::Mixed.untagged_len(s))));
+    }
+
+    #[test]
+    fn vlan_tag_sits_after_the_macs() {
+        let flow = Flow::between([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let plain = frame::expected(100, &flow, 5, 9);
+        let mut tagged = vec![0; 104];
+        assert!(write(&mut tagged, &flow, 5, 9, Some(100)));
+        assert_eq!(&tagged[..12], &plain[..12]);
+        assert_eq!(&tagged[12..16], &[0x81, 0x00, 0x00, 100]);
+        assert_eq!(&tagged[16..], &plain[12..]);
+        assert!(check_vlan(0).is_err() && check_vlan(4095).is_err());
+        assert_eq!(check_vlan(4094), Ok(4094));
+        let mut short = vec![0; 50];
+        assert!(!write(&mut short, &flow, 0, 0, Some(1)));
+    }
+}

@@ -1,0 +1,333 @@
+//! capture: receive on one pollnic port, from every RX queue, into a pcap
+//! (or pcapng) file with nanosecond timestamps that tcpdump and Wireshark read.
+//!
+//! ```text
+//! capture --port 0000:00:0a.0 --out rx.pcap --count 1000
+//! capture --port 0000:00:0a.0 --out rx.pcapng --seconds 10 --queues 2 --cores 0,1 --snaplen 128
+//! ```
+//!
+//! The port is opened promiscuous (RCTL.UPE | RCTL.MPE). Each queue runs on
+//! its own pinned core and hands copies of its frames (at most `--snaplen`
+//! bytes, stamped with CLOCK_REALTIME when its burst was read) to the writer,
+//! which is the main thread. The file appears under its name only once it is
+//! complete (see `pollnic::pcapout`); on an error nothing is left behind.
+
+use clap::Parser;
+use pollnic::pcapout::{Format, PcapOut};
+use pollnic::runner::{parse_cores, run_pinned};
+use pollnic::{Device, DeviceConfig, Packet, Queue};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Receive on one pollnic port (every queue) into a pcap/pcapng file with nanosecond timestamps"
+)]
+struct Args {
+    /// PCI address of the port (bound to vfio-pci).
+    #[arg(long)]
+    port: String,
+    /// Output file: pcap (nanosecond), or pcapng when the name ends in .pcapng.
+    #[arg(long)]
+    out: std::path::PathBuf,
+    /// Stop after this many frames (0 = no limit).
+    #[arg(long, default_value_t = 0)]
+    count: u64,
+    /// Stop after this many seconds (0 = until --count or Ctrl-C).
+    #[arg(long, default_value_t = 0)]
+    seconds: u64,
+    /// Bytes kept of each frame (1..=262144); the full length is recorded too.
+    #[arg(long, default_value_t = 65535)]
+    snaplen: u32,
+    /// RX queues, spread by RSS.
+    #[arg(long, default_value_t = 1)]
+    queues: u16,
+    /// Cores for the queue threads, e.g. `0,1` (queue i on the i-th, wrapping).
+    #[arg(long, default_value = "0")]
+    cores: String,
+    /// Descriptors in each RX ring (a power of two, 32..=4096).
+    #[arg(long, default_value_t = 1024)]
+    ring_size: u32,
+    /// One JSON object per second and a summary object, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One received frame on its way to the file.
+struct Frame {
+    ts: Duration,
+    data: Vec<u8>,
+    len: usize,
+}
+
+/// What one queue saw.
+#[derive(Default, Clone, Copy)]
+struct QueueReport {
+    frames: u64,
+    bytes: u64,
+}
+
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("capture: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let cores = parse_cores(&args.cores)?;
+    pollnic::runner::check_cores(&cores)?;
+    pollnic::config::check_ring_size_arg(args.ring_size)?;
+    // The file first: an unwritable path fails before the NIC is touched.
+    let mut out = PcapOut::create(&args.out, Format::for_path(&args.out), args.snaplen)?;
+    let stop = pollnic::signal::stop_flag()?;
+    let cfg = DeviceConfig {
+        rx_ring_size: args.ring_size,
+        tx_ring_size: 32,
+        mempool_size: (args.ring_size * 3 + 2048).max(4096),
+        queues: args.queues,
+        promisc: true,
+        ..Default::default()
+    };
+    let mut dev = Device::open(&args.port, &cfg)?;
+    if !args.json {
+        println!(
+            "pollnic capture: {} ({}), {} queue(s) on cores {:?}, to {} ({}), {}, {}, snaplen {}; capturing",
+            dev.address(),
+            dev.mac_string(),
+            args.queues,
+            cores,
+            args.out.display(),
+            match Format::for_path(&args.out) {
+                Format::Pcap => "pcap, ns timestamps",
+                Format::PcapNg => "pcapng, ns timestamps",
+            },
+            if args.count == 0 { "no count limit".to_string() } else { format!("{} frames", args.count) },
+            if args.seconds == 0 { "no time limit".to_string() } else { format!("{} s", args.seconds) },
+            args.snaplen
+        );
+    } else {
+        println!(
+            "{}",
+            serde_json::json!({"type": "start", "port": dev.address().to_string(), "queues": args.queues, "out": args.out.display().to_string()})
+        );
+    }
+    let t0 = Instant::now();
+    let deadline = (args.seconds > 0).then(|| t0 + Duration::from_secs(args.seconds));
+    let claimed = AtomicU64::new(0); // frames taken towards --count
+    let done = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(u16, Frame)>();
+    let snap = args.snaplen as usize;
+    let counters = dev.counters();
+    let mut write_err = None;
+    let mut per_queue = vec![QueueReport::default(); args.queues as usize];
+    let stopping = AtomicBool::new(false);
+    let results = run_pinned(
+        &mut dev,
+        &cores,
+        |q| {
+            let r = receive(
+                q, &tx, snap, args.count, &claimed, deadline, &stop, &stopping,
+            );
+            done.fetch_add(1, Relaxed);
+            r
+        },
+        || {
+            // The writer: drain frames into the file, a line per second.
+            let mut next = t0 + Duration::from_secs(1);
+            let mut last: Vec<u64> = vec![0; counters.len()];
+            let mut last_written = 0u64;
+            let mut tick = 0u64;
+            loop {
+                match rx.recv_timeout(Duration::from_millis(50)) {
+                    Ok((q, f)) => {
+                        if write_err.is_none() {
+                            if let Err(e) = out.write(f.ts, &f.data) {
+                                write_err = Some(e);
+                                stopping.store(true, Relaxed);
+                            }
+                        }
+                        let r = &mut per_queue[q as usize];
+                        r.frames += 1;
+                        r.bytes += f.len as u64;
+                    }
+                    Err(_) if done.load(Relaxed) == counters.len() => {
+                        // Every queue has returned; take what is still queued.
+                        while let Ok((q, f)) = rx.try_recv() {
+                            if write_err.is_none() {
+                                if let Err(e) = out.write(f.ts, &f.data) {
+                                    write_err = Some(e);
+                                }
+                            }
+                            per_queue[q as usize].frames += 1;
+                            per_queue[q as usize].bytes += f.len as u64;
+                        }
+                        return;
+                    }
+                    Err(_) => {}
+                }
+                if Instant::now() >= next {
+                    tick += 1;
+                    next += Duration::from_secs(1);
+                    let snaps: Vec<u64> =
+                        counters.iter().map(|c| c.snapshot().rx_packets).collect();
+                    let d: Vec<u64> = snaps.iter().zip(&last).map(|(a, b)| a - b).collect();
+                    let total: u64 = d.iter().sum();
+                    let written = out.frames() - last_written;
+                    last_written = out.frames();
+                    if args.json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"type": "second", "second": tick, "rx_pps": total, "written": written, "per_queue_pps": d})
+                        );
+                    } else {
+                        let shares: Vec<String> = d
+                            .iter()
+                            .enumerate()
+                            .map(|(i, x)| {
+                                format!(
+                                    "q{i} {x} ({:.0} %)",
+                                    if total > 0 {
+                                        *x as f64 * 100.0 / total as f64
+                                    } else {
+                                        0.0
+                                    }
+                                )
+                            })
+                            .collect();
+                        println!(
+                            "[{tick:>3} s] rx {total} pps, written {written} | {}",
+                            shares.join(" ")
+                        );
+                    }
+                    last = snaps;
+                }
+            }
+        },
+    )?;
+    let elapsed = t0.elapsed();
+    drop(results);
+    let stats = dev.stats().clone();
+    let rx_stats = dev.rx_stats();
+    if let Some(e) = write_err {
+        // `out` is dropped unfinished: its temporary file is removed.
+        return Err(e.into());
+    }
+    let frames = out.frames();
+    let path = out.finish()?;
+    let total: u64 = per_queue.iter().map(|q| q.frames).sum();
+    let bytes: u64 = per_queue.iter().map(|q| q.bytes).sum();
+    let t = pollnic::metrics::Throughput {
+        packets: total,
+        bytes,
+        elapsed,
+    };
+    let rx_hw = stats.get("rx_packets").unwrap_or(0);
+    if args.json {
+        let queues: Vec<_> = per_queue
+            .iter()
+            .enumerate()
+            .map(|(i, q)| serde_json::json!({"queue": i, "frames": q.frames, "share": if total > 0 { q.frames as f64 / total as f64 } else { 0.0 }}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "type": "summary", "port": dev.address().to_string(), "file": path.display().to_string(),
+                "frames": frames, "bytes": bytes, "seconds": elapsed.as_secs_f64(),
+                "rx_pps": t.pps(), "rx_mbps_l2": t.payload_mbps(), "rx_mbps_l1": t.l1_mbps(),
+                "rx_packets_counter": rx_hw, "rx_nombuf": rx_stats.rx_nombuf,
+                "icr_rxo_events": stats.rx_overrun_reads(), "queues": queues,
+                "interrupted": stop.load(Relaxed),
+            })
+        );
+    } else {
+        if stop.load(Relaxed) {
+            println!("(interrupted by Ctrl-C: the device was shut down cleanly)");
+        }
+        println!("--- summary ---");
+        println!("written    {frames} frames to {}", path.display());
+        println!(
+            "received   {total} frames, {bytes} bytes in {:.2} s: {t} (rx_packets counter: {rx_hw})",
+            elapsed.as_secs_f64()
+        );
+        for (i, q) in per_queue.iter().enumerate() {
+            println!(
+                "  queue {i:<3} {:>10} frames ({:.1} %)",
+                q.frames,
+                if total > 0 {
+                    q.frames as f64 * 100.0 / total as f64
+                } else {
+                    0.0
+                }
+            );
+        }
+        println!(
+            "drops      rx_nombuf {}, RX ring overrun (ICR.RXO) seen: {}",
+            rx_stats.rx_nombuf,
+            if stats.rx_overrun_reads() > 0 {
+                "yes"
+            } else {
+                "no"
+            }
+        );
+    }
+    Ok(())
+}
+
+/// One queue's loop: copy each frame (up to `snap` bytes) to the writer
+/// until `--count` frames are claimed across all queues, the deadline, Ctrl-C,
+/// or a write error.
+#[allow(clippy::too_many_arguments)]
+fn receive(
+    q: &mut Queue,
+    tx: &mpsc::Sender<(u16, Frame)>,
+    snap: usize,
+    count: u64,
+    claimed: &AtomicU64,
+    deadline: Option<Instant>,
+    stop: &AtomicBool,
+    stopping: &AtomicBool,
+) -> QueueReport {
+    let tx = tx.clone();
+    let id = q.id();
+    let mut r = QueueReport::default();
+    let mut buf: Vec<Packet> = Vec::with_capacity(32);
+    let mut polls = 0u32;
+    loop {
+        if stop.load(Relaxed)
+            || stopping.load(Relaxed)
+            || (count > 0 && claimed.load(Relaxed) >= count)
+        {
+            return r;
+        }
+        polls = polls.wrapping_add(1);
+        if polls % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            return r;
+        }
+        if q.rx_burst(&mut buf, 32) == 0 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let ts = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        for p in &buf {
+            if count > 0 && claimed.fetch_add(1, Relaxed) >= count {
+                break; // past --count: not captured
+            }
+            let data = p.data();
+            r.frames += 1;
+            r.bytes += data.len() as u64;
+            let _ = tx.send((
+                id,
+                Frame {
+                    ts,
+                    data: data[..data.len().min(snap)].to_vec(),
+                    len: data.len(),
+                },
+            ));
+        }
+        q.free_bulk(&mut buf);
+    }
+}

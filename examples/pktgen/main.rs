@@ -1,0 +1,220 @@
+//! pktgen: send test frames from one pollnic port, nothing else.
+//!
+//! ```text
+//! pktgen --port 0000:00:08.0 --rate 100000 --seconds 10 --frame-size imix --flows 64
+//! pktgen --port 0000:00:08.0 --count 1000 --frame-size 0 --write sent.pcap   # and keep a copy of each frame
+//! ```
+//!
+//! Frames are pollnic's test frames (Ethernet/IPv4/UDP with a sequence
+//! number, a CLOCK_MONOTONIC send time and a byte pattern; see
+//! `pollnic::frame`), optionally 802.1Q-tagged. Prints a line per second and
+//! a summary (or, with `--json`, one JSON object per second and a summary
+//! object). `--write FILE` records every frame the NIC accepted, as sent, in
+//! a pcap with nanosecond timestamps. Ctrl-C stops it cleanly.
+
+mod report;
+
+use clap::Parser;
+use pollnic::frame::Flow;
+use pollnic::gen::{self, FrameSize};
+use pollnic::pcapout::{Format, PcapOut};
+use pollnic::{Device, DeviceConfig, Packet};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Send test frames from one pollnic port (rate, count, sizes, flows, VLAN); live line per second"
+)]
+struct Args {
+    /// PCI address of the sending port (bound to vfio-pci).
+    #[arg(long)]
+    port: String,
+    /// Offered rate in packets/s (0 = as fast as the port takes them).
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// Stop after this many frames (0 = no limit).
+    #[arg(long, default_value_t = 0)]
+    count: u64,
+    /// Stop after this many seconds (0 = until --count or Ctrl-C).
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Frame size on the wire incl. FCS (64..=1518), 0 for mixed sizes, or imix (7:4:1 of 64/594/1518).
+    #[arg(long, default_value = "64")]
+    frame_size: FrameSize,
+    /// Distinct flows (source address and UDP port vary), for RSS on the receiver.
+    #[arg(long, default_value_t = 1)]
+    flows: u32,
+    /// Tag every frame with this 802.1Q VLAN ID (1..=4094; the frame grows by 4 bytes).
+    #[arg(long)]
+    vlan: Option<u16>,
+    /// Destination MAC (default: broadcast ff:ff:ff:ff:ff:ff).
+    #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
+    dst: String,
+    /// Frames per burst (1..=512).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Descriptors in the TX ring (a power of two, 32..=4096).
+    #[arg(long, default_value_t = 512)]
+    ring_size: u32,
+    /// Also write every frame the NIC accepted to this pcap (.pcapng: pcapng), nanosecond timestamps.
+    #[arg(long)]
+    write: Option<std::path::PathBuf>,
+    /// One JSON object per second and a summary object, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("pktgen: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff` to bytes.
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let mut mac = [0u8; 6];
+    if parts.len() != 6 {
+        return Err(format!("--dst {s}: expected a MAC like 52:54:00:12:34:02"));
+    }
+    for (b, p) in mac.iter_mut().zip(&parts) {
+        *b = u8::from_str_radix(p, 16)
+            .map_err(|_| format!("--dst {s}: expected a MAC like 52:54:00:12:34:02"))?;
+    }
+    Ok(mac)
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let vlan = args.vlan.map(gen::check_vlan).transpose()?;
+    let dst = parse_mac(&args.dst)?;
+    pollnic::config::check_ring_size_arg(args.ring_size)?;
+    if !(1..=512).contains(&args.batch) {
+        return Err(format!("--batch {} is outside 1..=512", args.batch).into());
+    }
+    if args.flows == 0 {
+        return Err("--flows 0: give at least one flow".into());
+    }
+    // The output file first: an unwritable path fails before the NIC is touched.
+    let mut out = match &args.write {
+        Some(p) => Some(PcapOut::create(p, Format::for_path(p), 65535)?),
+        None => None,
+    };
+    let stop = pollnic::signal::stop_flag()?;
+    let cfg = DeviceConfig {
+        rx_ring_size: 32,
+        tx_ring_size: args.ring_size,
+        mempool_size: (args.ring_size * 2 + 2048).max(4096),
+        ..Default::default()
+    };
+    let mut dev = Device::open(&args.port, &cfg)?;
+    let flows: Vec<Flow> = (0..args.flows)
+        .map(|i| Flow::nth(dev.mac(), dst, i))
+        .collect();
+    let mut rep = report::Reporter::new(args.json);
+    rep.start(
+        &dev,
+        &args.frame_size,
+        vlan,
+        args.flows,
+        args.rate,
+        args.count,
+        args.seconds,
+    );
+
+    let deadline = (args.seconds > 0).then(|| Instant::now() + Duration::from_secs(args.seconds));
+    let mut pending: Vec<Packet> = Vec::with_capacity(args.batch);
+    // Copies of the pending frames, oldest first, when --write records them.
+    let mut copies: VecDeque<Vec<u8>> = VecDeque::new();
+    let (mut seq, mut sent, mut bytes) = (0u64, 0u64, 0u64);
+    let t0 = Instant::now();
+    let mut next_tick = t0 + Duration::from_secs(1);
+    let (mut tick_sent, mut tick_bytes) = (0u64, 0u64);
+    let mut full_events = 0u64;
+    while !stop.load(Relaxed)
+        && deadline.is_none_or(|d| Instant::now() < d)
+        && (args.count == 0 || sent < args.count)
+    {
+        let now = Instant::now();
+        if now >= next_tick {
+            rep.second(&dev, sent - tick_sent, bytes - tick_bytes);
+            (tick_sent, tick_bytes) = (sent, bytes);
+            next_tick += Duration::from_secs(1);
+        }
+        // With --rate, release frames one by one on schedule.
+        let due = match 1_000_000_000u64.checked_div(args.rate) {
+            Some(gap) => now.duration_since(t0).as_nanos() as u64 / gap + 1,
+            None => u64::MAX,
+        };
+        let limit = if args.count == 0 {
+            due
+        } else {
+            due.min(args.count)
+        };
+        while pending.len() < args.batch && seq < limit {
+            let Some(mut p) = dev.mempool().alloc() else {
+                break;
+            };
+            let len = args.frame_size.len(seq, vlan);
+            if p.set_len(len).is_err()
+                || !gen::write(
+                    p.data_mut(),
+                    &flows[(seq % flows.len() as u64) as usize],
+                    seq,
+                    pollnic::clock::monotonic_ns(),
+                    vlan,
+                )
+            {
+                return Err(format!("frame {seq}: {len} bytes do not fit a buffer").into());
+            }
+            if out.is_some() {
+                copies.push_back(p.data().to_vec());
+            }
+            pending.push(p);
+            seq += 1;
+        }
+        if pending.is_empty() {
+            std::hint::spin_loop();
+            continue;
+        }
+        let before: u64 = pending.iter().map(|p| p.len() as u64).sum();
+        let n = dev.tx_burst(&mut pending) as u64;
+        let after: u64 = pending.iter().map(|p| p.len() as u64).sum();
+        if !pending.is_empty() {
+            full_events += 1;
+        }
+        sent += n;
+        bytes += before - after;
+        if let Some(o) = out.as_mut() {
+            let ts = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            for f in copies.drain(..n as usize) {
+                o.write(ts, &f)?;
+            }
+        }
+    }
+    // Frames still pending were never offered to the NIC: not sent.
+    drop(pending);
+    let elapsed = t0.elapsed();
+    dev.flush_tx(Duration::from_secs(2));
+    let written = match out {
+        Some(o) => {
+            let n = o.frames();
+            Some((o.finish()?, n))
+        }
+        None => None,
+    };
+    rep.summary(
+        &mut dev,
+        sent,
+        bytes,
+        elapsed,
+        full_events,
+        stop.load(Relaxed),
+        written,
+    );
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! pktgen's output: a text line per second and a summary, or the same as
+//! JSON objects (one per line) for monitoring.
+
+use pollnic::gen::FrameSize;
+use pollnic::metrics::Throughput;
+use pollnic::Device;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub struct Reporter {
+    json: bool,
+    tick: u64,
+}
+
+impl Reporter {
+    pub fn new(json: bool) -> Reporter {
+        Reporter { json, tick: 0 }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        &mut self,
+        dev: &Device,
+        size: &FrameSize,
+        vlan: Option<u16>,
+        flows: u32,
+        rate: u64,
+        count: u64,
+        seconds: u64,
+    ) {
+        if self.json {
+            pollnic::jsonout::emit(&serde_json::json!({
+                "type": "start", "port": dev.address().to_string(), "frame_size": size.describe(),
+                "vlan": vlan, "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
+            }));
+            return;
+        }
+        println!(
+            "pollnic pktgen: {} ({}), {} frames{}, {} flow(s), {}, {}, {}",
+            dev.address(),
+            dev.mac_string(),
+            size.describe(),
+            vlan.map(|v| format!(" tagged VLAN {v}"))
+                .unwrap_or_default(),
+            flows,
+            if rate == 0 {
+                "as fast as possible".into()
+            } else {
+                format!("{rate} pps")
+            },
+            if count == 0 {
+                "no count limit".into()
+            } else {
+                format!("{count} frames")
+            },
+            if seconds == 0 {
+                "no time limit".into()
+            } else {
+                format!("{seconds} s")
+            },
+        );
+    }
+
+    /// One second: `frames` and `bytes` (no FCS) handed to the NIC in it.
+    pub fn second(&mut self, dev: &Device, frames: u64, bytes: u64) {
+        self.tick += 1;
+        let t = Throughput {
+            packets: frames,
+            bytes,
+            elapsed: Duration::from_secs(1),
+        };
+        if self.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "type": "second",
+                    "second": self.tick,
+                    "port": dev.address().to_string(),
+                    "tx_pps": frames,
+                    "tx_mbps_l2": t.payload_mbps(),
+                    "tx_mbps_l1": t.l1_mbps(),
+                })
+            );
+        } else {
+            println!("[{:>3} s] tx {t}", self.tick);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn summary(
+        &mut self,
+        dev: &mut Device,
+        sent: u64,
+        bytes: u64,
+        elapsed: Duration,
+        full_events: u64,
+        interrupted: bool,
+        written: Option<(PathBuf, u64)>,
+    ) {
+        let t = Throughput {
+            packets: sent,
+            bytes,
+            elapsed,
+        };
+        let stats = dev.stats();
+        let hw = stats.get("tx_packets").unwrap_or(0);
+        if self.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "type": "summary",
+                    "port": dev.address().to_string(),
+                    "sent": sent,
+                    "bytes": bytes,
+                    "seconds": elapsed.as_secs_f64(),
+                    "tx_pps": t.pps(),
+                    "tx_mbps_l2": t.payload_mbps(),
+                    "tx_mbps_l1": t.l1_mbps(),
+                    "tx_packets_counter": hw,
+                    "tx_ring_full_events": full_events,
+                    "interrupted": interrupted,
+                    "written": written.as_ref().map(|(p, n)| serde_json::json!({"file": p.display().to_string(), "frames": n})),
+                })
+            );
+            return;
+        }
+        if interrupted {
+            println!("(interrupted by Ctrl-C: the device was shut down cleanly)");
+        }
+        println!("--- summary ---");
+        println!(
+            "sent       {sent} frames, {bytes} bytes in {:.2} s (tx_packets counter: {hw})",
+            elapsed.as_secs_f64()
+        );
+        println!("tx rate    {t}");
+        println!("ring full  {full_events} bursts found the TX ring full");
+        if let Some((p, n)) = written {
+            println!("written    {n} frames to {}", p.display());
+        }
+    }
+}

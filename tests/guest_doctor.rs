@@ -1,0 +1,208 @@
+//! `pollnic doctor` in the testbed: it passes on the prepared guest, fails
+//! with the hugepage fix when no hugepages are reserved, and names the other
+//! member (and its driver) of an IOMMU group that is not viable.
+//!
+//! The shared group is the testbed's multi-function igb in slot 4
+//! (`POLLNIC_SHARED_GROUP`, both functions without ACS, so one IOMMU group):
+//! function 0 goes to vfio-pci while the kernel's igb keeps function 1.
+
+mod common;
+
+use common::env;
+use std::process::{Command, Output};
+
+const POLLNIC: &str = env!("CARGO_BIN_EXE_pollnic");
+const NR_HUGEPAGES: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+
+fn pollnic(args: &[&str]) -> (bool, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(POLLNIC)
+        .args(args)
+        .output()
+        .expect("run pollnic");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    println!("$ pollnic {}\n{text}", args.join(" "));
+    (status.success(), text)
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
+fn doctor_passes_on_the_prepared_testbed() {
+    let (p0, p1) = (common::port(0), common::port(1));
+    let (ok, text) = pollnic(&["doctor", &p0, &p1, "--cores", "0,1"]);
+    assert!(ok, "doctor failed on the testbed:\n{text}");
+    assert!(text.contains(", 0 fail\n"), "{text}");
+    for line in [
+        "ok    iommu ",
+        "ok    vfio-pci ",
+        "ok    hugepages ",
+        "ok    memlock ",
+        "ok    /dev/vfio ",
+    ] {
+        assert!(text.contains(line), "no `{line}` line:\n{text}");
+    }
+    assert!(
+        text.contains(&format!(
+            "port {p0}  82576 Gigabit Network Connection: driver vfio-pci"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("needs 6 per queue"), "{text}");
+    assert!(text.contains("24 for 2 port(s) x 2 queue(s)"), "{text}");
+    // The same as JSON.
+    let (ok, json) = pollnic(&["doctor", &p0, "--json"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
+    assert_eq!(v["fail"], 0);
+    assert!(v["ok"].as_u64().unwrap() >= 8);
+}
+
+/// Puts `nr_hugepages` back when dropped, also when the test fails.
+struct RestoreHugepages(String);
+
+impl Drop for RestoreHugepages {
+    fn drop(&mut self) {
+        std::fs::write(NR_HUGEPAGES, &self.0).expect("restore nr_hugepages");
+        let now = std::fs::read_to_string(NR_HUGEPAGES).unwrap();
+        assert_eq!(now.trim(), self.0.trim(), "nr_hugepages not restored");
+    }
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
+fn doctor_fails_with_the_hugepage_fix_when_none_are_reserved() {
+    let before = std::fs::read_to_string(NR_HUGEPAGES).unwrap();
+    assert_ne!(before.trim(), "0", "the testbed reserves hugepages");
+    let restore = RestoreHugepages(before);
+    std::fs::write(NR_HUGEPAGES, "0").unwrap();
+    let p0 = common::port(0);
+    let (ok, text) = pollnic(&["doctor", &p0]);
+    assert!(!ok, "doctor must exit non-zero without hugepages:\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("fail  hugepages ")
+                && l.contains("2 MiB hugepages: 0 total, 0 free")),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "fix: echo 6 | sudo tee /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+        ),
+        "{text}"
+    );
+    drop(restore);
+    let (ok, text) = pollnic(&["doctor", &p0]);
+    assert!(ok, "doctor passes again once restored:\n{text}");
+}
+
+fn driver_of(addr: &str) -> Option<String> {
+    std::fs::read_link(format!("/sys/bus/pci/devices/{addr}/driver"))
+        .ok()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+}
+
+fn group_of(addr: &str) -> String {
+    std::fs::read_link(format!("/sys/bus/pci/devices/{addr}/iommu_group"))
+        .expect("IOMMU group link")
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Gives both NICs of the shared group back to the kernel's igb when
+/// dropped, also when the test fails.
+struct BackToIgb<'a>(&'a str, &'a str);
+
+impl Drop for BackToIgb<'_> {
+    fn drop(&mut self) {
+        if driver_of(self.0).as_deref() == Some("vfio-pci") {
+            let _ = Command::new(POLLNIC).args(["unbind", self.0]).status();
+        }
+        for a in [self.0, self.1] {
+            if driver_of(a).is_none() {
+                let _ = std::fs::write("/sys/bus/pci/drivers/igb/bind", a);
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
+fn doctor_names_the_other_member_of_a_non_viable_group() {
+    let shared = env("POLLNIC_SHARED_GROUP");
+    let (a, b) = shared.split_once(',').expect("two addresses");
+    let g = group_of(a);
+    assert_eq!(g, group_of(b), "{a} and {b} must share an IOMMU group");
+    assert_eq!(
+        driver_of(b).as_deref(),
+        Some("igb"),
+        "the kernel's igb holds {b}"
+    );
+    let _restore = BackToIgb(a, b);
+
+    let (ok, text) = pollnic(&["bind", a]);
+    assert!(ok, "{text}");
+    let (ok, text) = pollnic(&["doctor", a]);
+    assert!(!ok, "a non-viable group is a fail:\n{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("fail  port {a} ")))
+        .unwrap_or_else(|| panic!("no fail line for {a}:\n{text}"));
+    assert!(
+        line.contains(&format!(
+            "IOMMU group {g} is not viable: {b} (igb) bound to a host driver (other members: "
+        )),
+        "{line}"
+    );
+    // Every other member is named with its driver: the two root ports too.
+    for member in std::fs::read_dir(format!("/sys/kernel/iommu_groups/{g}/devices")).unwrap() {
+        let m = member.unwrap().file_name().to_string_lossy().into_owned();
+        if m != a {
+            let d = driver_of(&m).unwrap_or_else(|| "no driver".into());
+            assert!(
+                line.contains(&format!("{m} ({d})")),
+                "{m} ({d}) not named: {line}"
+            );
+        }
+    }
+    assert!(
+        text.contains(&format!("fix: sudo pollnic bind {b}")),
+        "{text}"
+    );
+    // pollnic itself refuses the port, naming the same member.
+    let err = pollnic::Device::open(a, &pollnic::DeviceConfig::default())
+        .err()
+        .expect("open must fail")
+        .to_string();
+    assert!(
+        err.contains(&format!("still bound elsewhere: {b} (igb)")),
+        "{err}"
+    );
+
+    // Without a driver the member no longer blocks, and is still named.
+    std::fs::write(format!("/sys/bus/pci/devices/{b}/driver/unbind"), b).unwrap();
+    let (_, text) = pollnic(&["doctor", a]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!("ok    port {a} "))
+                && l.contains(&format!("IOMMU group {g} is viable; other members: "))
+                && l.contains(&format!("{b} (no driver)"))),
+        "{text}"
+    );
+    assert!(!text.contains("not viable"), "{text}");
+
+    // Give both functions back to the kernel's igb.
+    let (ok, text) = pollnic(&["unbind", a]);
+    assert!(ok, "{text}");
+    std::fs::write("/sys/bus/pci/drivers/igb/bind", b).unwrap();
+    assert_eq!(driver_of(a).as_deref(), Some("igb"));
+    assert_eq!(driver_of(b).as_deref(), Some("igb"));
+}

@@ -1,0 +1,108 @@
+//! pktgen, capture and `pollnic doctor`/`bind --user` refuse bad arguments
+//! with a clear message before touching any NIC (no hardware needed), and an
+//! unwritable capture file leaves nothing behind.
+
+mod common;
+
+use std::process::Command;
+
+fn refuses(exe: &std::path::Path, cases: &[(&str, &str)]) {
+    for (args, want) in cases {
+        let out = Command::new(exe).args(args.split(' ')).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args}: succeeded");
+        assert!(err.contains(want), "{args}: {err}");
+        assert!(!err.contains("panicked"), "{args}: {err}");
+    }
+}
+
+#[test]
+fn pktgen_refuses_bad_arguments_clearly() {
+    refuses(
+        &common::example_exe("pktgen"),
+        &[
+            (
+                "--port 00:08.0 --frame-size 1519",
+                "give a size from 64 to 1518 bytes",
+            ),
+            (
+                "--port 00:08.0 --frame-size 63",
+                "0 for mixed sizes, or imix",
+            ),
+            (
+                "--port 00:08.0 --vlan 4095",
+                "--vlan 4095: a VLAN ID is 1 to 4094",
+            ),
+            ("--port 00:08.0 --vlan 0", "a VLAN ID is 1 to 4094"),
+            (
+                "--port 00:08.0 --dst 52:54:00",
+                "--dst 52:54:00: expected a MAC",
+            ),
+            ("--port 00:08.0 --batch 0", "--batch 0 is outside 1..=512"),
+            ("--port 00:08.0 --flows 0", "--flows 0"),
+            (
+                "--port 00:08.0 --ring-size 100",
+                "power of two between 32 and 4096",
+            ),
+            (
+                "--port 00:08.0 --write /nonexistent-dir/x.pcap",
+                "cannot write /nonexistent-dir/x.pcap",
+            ),
+            ("--port 0000:7f:1f.7", "no such PCI device"),
+        ],
+    );
+}
+
+#[test]
+fn capture_refuses_bad_arguments_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.pcap");
+    let out = out.to_str().unwrap();
+    refuses(
+        &common::example_exe("capture"),
+        &[
+            (
+                "--port 00:0a.0 --out /nonexistent-dir/x.pcap",
+                "cannot write /nonexistent-dir/x.pcap",
+            ),
+            (
+                &format!("--port 00:0a.0 --out {out} --snaplen 0"),
+                "--snaplen 0: give 1 to 262144 bytes",
+            ),
+            (
+                &format!("--port 00:0a.0 --out {out} --cores x"),
+                "bad core `x`",
+            ),
+            (
+                &format!("--port 00:0a.0 --out {out} --ring-size 100"),
+                "power of two between 32 and 4096",
+            ),
+            (
+                &format!("--port 0000:7f:1f.7 --out {out}"),
+                "no such PCI device",
+            ),
+        ],
+    );
+    // A failed run leaves no file, partial or otherwise.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn pollnic_cli_refuses_bad_doctor_and_owner_arguments() {
+    let exe = env!("CARGO_BIN_EXE_pollnic");
+    refuses(
+        std::path::Path::new(exe),
+        &[
+            ("doctor --cores x", "--cores: bad core `x`"),
+            ("doctor --queues 17", "RSS spreads over 1 to 16"),
+            (
+                "bind --user no-such-user-pollnic 00:08.0",
+                "no user `no-such-user-pollnic`",
+            ),
+            (
+                "bind --group no-such-group-pollnic 00:08.0",
+                "no group `no-such-group-pollnic`",
+            ),
+        ],
+    );
+}
