@@ -19,6 +19,7 @@ mod report;
 mod sock;
 mod sweep;
 mod tally;
+mod xsk;
 
 use clap::Parser;
 use paths::{Load, Measured};
@@ -58,7 +59,7 @@ struct Args {
     /// Paths to run, comma-separated.
     #[arg(
         long,
-        default_value = "pollnic-1q,pollnic-2q,kernel-afpacket,kernel-recvmmsg,dpdk-testpmd",
+        default_value = "pollnic-1q,pollnic-2q,kernel-afpacket,kernel-recvmmsg,kernel-afxdp,dpdk-testpmd",
         value_delimiter = ','
     )]
     paths: Vec<String>,
@@ -118,6 +119,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         p999_us: None,
         max_us: None,
         max_poll_gap_ms: None,
+        mode: String::new(),
         note,
         valid: false,
     };
@@ -162,6 +164,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         p999_us: us(0.999),
         max_us: has_lat.then(|| t.lat.max_ns() as f64 / 1000.0),
         max_poll_gap_ms: t.gaps.map(|g| g.max_ns as f64 / 1e6),
+        mode: m.mode.clone(),
         note: match t.gaps {
             // Loss explained: frames arriving during the longest stall
             // against the ring's free descriptors (DeviceConfig default 512).
@@ -196,11 +199,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let cores = parse_cores(&args.cores)?;
     pollnic::runner::check_cores(&[args.gen_core])?;
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
-    const PATHS: [&str; 5] = [
+    const PATHS: [&str; 6] = [
         "pollnic-1q",
         "pollnic-2q",
         "kernel-afpacket",
         "kernel-recvmmsg",
+        "kernel-afxdp",
         "dpdk-testpmd",
     ];
     if let Some(bad) = args.paths.iter().find(|p| !PATHS.contains(&p.as_str())) {
@@ -358,7 +362,12 @@ fn run_sweep(
     println!("--- sweep results (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
     print!("{}", sweep::table(&knees));
     for &size in &args.sizes {
-        let others = ["dpdk-testpmd", "kernel-afpacket", "kernel-recvmmsg"];
+        let others = [
+            "dpdk-testpmd",
+            "kernel-afxdp",
+            "kernel-afpacket",
+            "kernel-recvmmsg",
+        ];
         let ratios: Vec<String> = others
             .iter()
             .map(|o| {
@@ -397,6 +406,7 @@ fn measure(
         "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
+        "kernel-afxdp" => paths::afxdp_rx(load, rx),
         "dpdk-testpmd" => paths::dpdk_rx(load, rx, testpmd_core(cores)),
         other => Err(format!("unknown path `{other}`")),
     }

@@ -38,6 +38,8 @@ pub struct Measured {
     pub tally: Tally,
     /// Anything the reader should know (e.g. kernel-reported drops).
     pub note: String,
+    /// How the path receives (e.g. `busy-poll`, `irq/NAPI`, `xdp-drv copy`).
+    pub mode: String,
 }
 
 const DRAIN: Duration = Duration::from_millis(1500);
@@ -109,6 +111,7 @@ pub fn pollnic_rx(
         offered: offered.expect("generator ran"),
         tally,
         note: format!("per queue: {}", rs.join(", ")),
+        mode: "busy-poll".into(),
     })
 }
 
@@ -155,21 +158,31 @@ fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
     run(&["addr", "flush", "dev", &ifname])?;
     run(&["addr", "add", "198.19.0.1/15", "dev", &ifname])?;
     run(&["link", "set", "dev", &ifname, "up"])?;
+    wait_carrier(&ifname, Duration::from_secs(10))?;
+    let idx = std::fs::read_to_string(format!("/sys/class/net/{ifname}/ifindex"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or("no ifindex")?;
+    Ok((ifname, idx))
+}
+
+/// Wait until `ifname` reports carrier; returns how long that took.
+fn wait_carrier(ifname: &str, timeout: Duration) -> Result<Duration, String> {
     let carrier = format!("/sys/class/net/{ifname}/carrier");
-    for _ in 0..200 {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < timeout {
         if std::fs::read_to_string(&carrier)
             .map(|s| s.trim() == "1")
             .unwrap_or(false)
         {
-            let idx = std::fs::read_to_string(format!("/sys/class/net/{ifname}/ifindex"))
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .ok_or("no ifindex")?;
-            return Ok((ifname, idx));
+            return Ok(t0.elapsed());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
-    Err(format!("{ifname}: no carrier after 10 s"))
+    Err(format!(
+        "{ifname}: no carrier after {} s",
+        timeout.as_secs()
+    ))
 }
 
 /// Run `recv` in a thread until the generator is done and drained; CPU is
@@ -208,6 +221,7 @@ fn kernel_row(
         offered,
         tally,
         note,
+        mode: "irq/NAPI".into(),
     })
 }
 
@@ -250,6 +264,96 @@ pub fn recvmmsg_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
         }
     })?;
     m.note = format!("{ifname}; {}", m.note);
+    Ok(m)
+}
+
+/// Kernel igb + an AF_XDP socket (libxdp) on queue 0, the port set to one
+/// queue pair (`ethtool -L combined 1`, restored after) so that every flow
+/// reaches the socket, as every flow reaches pollnic-1q's one queue.
+///
+/// Attaching (and detaching) the XDP program makes igb close and reopen the
+/// port: the link drops for 1.5–5 s in the testbed. So the row waits for
+/// carrier, then sends probe frames until one arrives, and counts only
+/// frames stamped after the probes.
+pub fn afxdp_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
+    use crate::xsk::{ensure_bpffs, Attach, XskRx, XSK_RX_RING};
+    let (ifname, _) = kernel_iface(rx)?;
+    let mounted = ensure_bpffs()?;
+    let before = crate::sock::set_combined_channels(&ifname, 1)
+        .map_err(|e| format!("{ifname}: setting one queue pair (ethtool -L combined 1): {e}"))?;
+    let restore = |what: String| {
+        if before > 1 {
+            let _ = crate::sock::set_combined_channels(&ifname, before);
+        }
+        what
+    };
+    wait_carrier(&ifname, Duration::from_secs(10)).map_err(&restore)?;
+    let mut xsk = XskRx::open(&ifname, 0).map_err(|e| restore(format!("{ifname}: {e}")))?;
+    let mode = format!(
+        "xdp-{} {}",
+        match xsk.attach() {
+            Attach::Native => "drv",
+            Attach::Generic => "skb",
+        },
+        if xsk.zero_copy() { "zero-copy" } else { "copy" }
+    );
+    let link_back = wait_carrier(&ifname, Duration::from_secs(15)).map_err(&restore)?;
+    // Carrier can come back before frames flow: probe with a few frames.
+    let probe_t0 = std::time::Instant::now();
+    let mut ready = false;
+    while !ready && probe_t0.elapsed() < Duration::from_secs(15) && !load.stop.load(Relaxed) {
+        generate(load.gen, load.flows, load.size, 2000, 0.02, load.stop);
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(300) {
+            if xsk.recv(50, |_| {}) > 0 {
+                ready = true;
+            }
+        }
+    }
+    if !ready {
+        drop(xsk);
+        return Err(restore(format!(
+            "{ifname}: the AF_XDP socket ({mode}) received none of the probe frames within 15 s of the XDP attach"
+        )));
+    }
+    // Let the probes' stragglers arrive, then count only later frames.
+    let mut quiet = std::time::Instant::now();
+    while quiet.elapsed() < Duration::from_millis(200) {
+        if xsk.recv(20, |_| {}) > 0 {
+            quiet = std::time::Instant::now();
+        }
+    }
+    let ready_after = probe_t0.elapsed() + link_back;
+    let t0 = monotonic_ns();
+    let xsk_ref = &mut xsk;
+    let mut m = kernel_row(load, move |t, done| {
+        while !done.load(Relaxed) {
+            // The time the application has the frames: once per batch, after poll(2).
+            let mut now = None;
+            xsk_ref.recv(100, |f| {
+                let now = *now.get_or_insert_with(monotonic_ns);
+                if let Some(info) = frame::parse(f) {
+                    if info.tx_ns >= t0 {
+                        t.frame(f.len(), info.tx_ns, now);
+                    }
+                }
+            });
+        }
+    })
+    .map_err(&restore)?;
+    let st = xsk.stats();
+    drop(xsk);
+    restore(String::new());
+    m.note = format!(
+        "{ifname} queue 0 of 1, {mode}, socket RX ring {XSK_RX_RING}; frames flowed {:.1} s after the XDP attach{}; socket drops: rx_dropped {}, rx_ring_full {}, fill_ring_empty {}; {}",
+        ready_after.as_secs_f64(),
+        if mounted { " (mounted bpffs on /sys/fs/bpf)" } else { "" },
+        st.rx_dropped,
+        st.rx_ring_full,
+        st.rx_fill_ring_empty_descs,
+        m.note
+    );
+    m.mode = mode;
     Ok(m)
 }
 
@@ -379,5 +483,6 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
         offered,
         tally,
         note: "testpmd counts only: no latency; rate over the send window".into(),
+        mode: "busy-poll".into(),
     })
 }

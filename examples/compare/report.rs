@@ -40,6 +40,10 @@ pub struct Row {
     /// Longest gap between two RX polls, ms (paths that poll: pollnic).
     #[serde(default)]
     pub max_poll_gap_ms: Option<f64>,
+    /// How the path receives: `busy-poll`, `irq/NAPI`, or for AF_XDP the
+    /// XDP attach and the socket's mode (`xdp-drv copy`, `xdp-drv zero-copy`).
+    #[serde(default)]
+    pub mode: String,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).
@@ -55,7 +59,7 @@ pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<17} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+        "{:<17} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  mode",
         "path",
         "size",
         "offered",
@@ -83,7 +87,7 @@ pub fn table(rows: &[Row]) -> String {
         }
         let _ = writeln!(
             s,
-            "{:<17} {:>5} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+            "{:<17} {:>5} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  {}",
             r.path,
             r.frame_size,
             r.offered_pps,
@@ -98,7 +102,8 @@ pub fn table(rows: &[Row]) -> String {
             opt(r.p99_us, 0),
             opt(r.p999_us, 0),
             opt(r.max_us, 0),
-            opt(r.max_poll_gap_ms, 1)
+            opt(r.max_poll_gap_ms, 1),
+            if r.mode.is_empty() { "-" } else { &r.mode }
         );
     }
     for r in rows.iter().filter(|r| r.valid && !r.note.is_empty()) {
@@ -149,6 +154,7 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
             "pollnic-2q" => "pn-2q",
             "kernel-afpacket" => "afpkt",
             "kernel-recvmmsg" => "mmsg",
+            "kernel-afxdp" => "afxdp",
             "dpdk-testpmd" => "dpdk",
             other => other,
         }
@@ -187,7 +193,7 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
         .disable_x_mesh()
         .x_labels(n)
         .x_label_formatter(&label_at)
-        .x_desc("pn = pollnic (1 or 2 RSS queues), afpkt = kernel AF_PACKET TPACKET_V3, mmsg = kernel recvmmsg (UDP), dpdk = testpmd rxonly")
+        .x_desc("pn = pollnic (1 or 2 RSS queues), afpkt = kernel AF_PACKET TPACKET_V3, mmsg = kernel recvmmsg (UDP), afxdp = kernel AF_XDP, dpdk = testpmd rxonly")
         .y_desc("kpps")
         .draw()
         .map_err(err)?;
