@@ -6,7 +6,7 @@
 use crate::gen::{generate, Offered};
 use crate::sock::{PacketRing, UdpBatch};
 use crate::tally::Tally;
-use pollnic::clock::{monotonic_ns, net_rx_softirqs, process_cpu_ns, softirq_ns, thread_cpu_ns};
+use pollnic::clock::{monotonic_ns, net_rx_softirqs, softirq_ns, thread_cpu_ns};
 use pollnic::frame::{self, Flow};
 use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
 use pollnic::runner::run_pinned;
@@ -40,9 +40,22 @@ pub struct Measured {
     pub note: String,
     /// How the path receives (e.g. `busy-poll`, `irq/NAPI`, `xdp-drv copy`).
     pub mode: String,
+    /// Forwarding rows: what the forwarder counted.
+    pub fwd: Option<FwdCounts>,
 }
 
-const DRAIN: Duration = Duration::from_millis(1500);
+/// A forwarding row's counts at the forwarder and of the frames returned.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FwdCounts {
+    /// Frames the forwarder received on port 1.
+    pub received: u64,
+    /// Frames it sent back out of port 1.
+    pub sent: u64,
+    /// Returned frames whose MACs the mode should not have produced.
+    pub wrong_macs: u64,
+}
+
+pub const DRAIN: Duration = Duration::from_millis(1500);
 
 fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
     pci::bind_vfio(&Sysfs::default(), addr)
@@ -112,6 +125,7 @@ pub fn pollnic_rx(
         tally,
         note: format!("per queue: {}", rs.join(", ")),
         mode: "busy-poll".into(),
+        fwd: None,
     })
 }
 
@@ -222,6 +236,7 @@ fn kernel_row(
         tally,
         note,
         mode: "irq/NAPI".into(),
+        fwd: None,
     })
 }
 
@@ -360,123 +375,16 @@ pub fn afxdp_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
 /// DPDK `dpdk-testpmd --forward-mode=rxonly` on `rx` (bound to vfio-pci), pinned
 /// to `core`. testpmd reports only a count: no latency, CPU from /proc.
 pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, String> {
-    use std::io::{Read, Write};
-    let bin = ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk-dev librte-net-e1000-23 librte-mempool-ring23, or run via `cargo xtask compare`)")?;
-    ensure_vfio(rx)?;
-    // testpmd forwards on `core`; its main lcore (which only supervises) is the other.
-    let other = if core == 0 { 1 } else { 0 };
-    let mut child = std::process::Command::new(bin)
-        .args([
-            "-l",
-            &format!("{other},{core}"),
-            "--main-lcore",
-            &other.to_string(),
-            "-n",
-            "1",
-            "-a",
-            &rx.to_string(),
-            "--file-prefix",
-            "pollnic-compare",
-            "--",
-            "--forward-mode=rxonly",
-            "--total-num-mbufs=16384",
-            &format!("--rxd={RX_RING}"),
-            "--auto-start",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting {bin}: {e}"))?;
-    // Collect testpmd's output on a thread; traffic starts only once it says it
-    // is forwarding ("Press enter to exit"), which under TCG can take many seconds.
-    let stdout = child.stdout.take().ok_or("no stdout from testpmd")?;
-    let (tx, rx_lines) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut all = String::new();
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line.clone());
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    let mut seen = Vec::new();
-    loop {
-        match rx_lines.recv_timeout(Duration::from_millis(200)) {
-            Ok(line) if line.contains("Press enter to exit") => break,
-            Ok(line) => seen.push(line),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                let _ = child.wait();
-                let mut err = String::new();
-                child.stderr.take().map(|mut e| e.read_to_string(&mut err));
-                return Err(format!(
-                    "dpdk-testpmd exited before forwarding: {} | {}",
-                    seen.iter()
-                        .rev()
-                        .take(3)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                    err.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
-                ));
-            }
-            Err(_) if std::time::Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let mut err = String::new();
-                child.stderr.take().map(|mut e| e.read_to_string(&mut err));
-                return Err(format!(
-                    "dpdk-testpmd did not start forwarding within 90 s: {} | {}",
-                    seen.iter()
-                        .rev()
-                        .take(4)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                    err.lines().rev().take(4).collect::<Vec<_>>().join(" | ")
-                ));
-            }
-            Err(_) => {}
-        }
-    }
-    let cpu0 = process_cpu_ns(child.id());
+    let tp = crate::testpmd::Testpmd::start(rx, core, "rxonly")?;
     let offered = generate(
         load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
     );
     std::thread::sleep(DRAIN);
-    let cpu = process_cpu_ns(child.id()) - cpu0;
-    let _ = child.stdin.take().map(|mut i| i.write_all(b"\n"));
-    let _ = child.wait();
-    let out = reader.join().unwrap_or_default();
-    // "Accumulated forward statistics for all ports" ... "RX-packets: N"
-    let acc = out
-        .rfind("Accumulated forward statistics")
-        .map(|i| &out[i..])
-        .unwrap_or(&out);
-    let received = acc
-        .split("RX-packets:")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| {
-            format!(
-                "could not read RX-packets from testpmd's output:\n{}",
-                out.lines().rev().take(15).collect::<Vec<_>>().join("\n")
-            )
-        })?;
+    let c = tp.stop()?;
     let tally = Tally {
-        received,
-        bytes: received * (load.size as u64 - 4),
-        cpu_ns: cpu,
+        received: c.rx,
+        bytes: c.rx * (load.size as u64 - 4),
+        cpu_ns: c.cpu_ns,
         ..Default::default()
     };
     Ok(Measured {
@@ -484,5 +392,6 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
         tally,
         note: "testpmd counts only: no latency; rate over the send window".into(),
         mode: "busy-poll".into(),
+        fwd: None,
     })
 }

@@ -79,6 +79,9 @@ pub fn run(
             "pollnic",
             "--example",
             "compare",
+            // The pollnic-fwd-* rows of `--forward` run the fwd example.
+            "--example",
+            "fwd",
         ],
     )?;
     cargo::build_pollnic_cli(layout)?;
