@@ -61,7 +61,8 @@ struct Args {
     /// Paths to run, comma-separated. Default: pollnic-1q, pollnic-2q,
     /// kernel-afpacket, kernel-recvmmsg, kernel-afxdp, dpdk-testpmd; with
     /// --forward: pollnic-fwd-io, pollnic-fwd-macswap, dpdk-testpmd-io,
-    /// dpdk-testpmd-macswap.
+    /// dpdk-testpmd-macswap. Also: pollnic-1q-rxonly (pollnic-1q counting
+    /// frames only, no clock reads or timestamp parsing, as testpmd rxonly).
     #[arg(long, value_delimiter = ',')]
     paths: Option<Vec<String>>,
     /// Forwarding instead of receiving: the path under test sends every frame
@@ -215,10 +216,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     pollnic::runner::check_cores(&[args.gen_core])?;
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
     let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
-    let paths: Vec<String> = args
-        .paths
-        .clone()
-        .unwrap_or_else(|| known.iter().map(|p| p.to_string()).collect());
+    let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {
+        let n = if args.forward {
+            known.len()
+        } else {
+            known.len() - 1
+        };
+        known[..n].iter().map(|p| p.to_string()).collect()
+    });
     if let Some(bad) = paths.iter().find(|p| !known.contains(&p.as_str())) {
         return Err(format!(
             "unknown path `{bad}`{} (known: {})",
@@ -443,14 +448,16 @@ fn run_sweep(
     Ok(())
 }
 
-/// Receive paths (`--paths` without `--forward`).
-const RX_PATHS: [&str; 6] = [
+/// Receive paths (`--paths` without `--forward`); all but the last, which
+/// isolates the cost of pollnic-1q's timestamps, run by default.
+const RX_PATHS: [&str; 7] = [
     "pollnic-1q",
     "pollnic-2q",
     "kernel-afpacket",
     "kernel-recvmmsg",
     "kernel-afxdp",
     "dpdk-testpmd",
+    "pollnic-1q-rxonly",
 ];
 
 /// Forwarding paths (`--forward`).
@@ -472,8 +479,9 @@ fn measure(
 ) -> Result<Measured, String> {
     let core = testpmd_core(cores);
     match path {
-        "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores),
-        "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores),
+        "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores, true),
+        "pollnic-1q-rxonly" => paths::pollnic_rx(load, rx, 1, cores, false),
+        "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores, true),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
         "kernel-afxdp" => paths::afxdp_rx(load, rx),

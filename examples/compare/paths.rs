@@ -63,12 +63,16 @@ fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// pollnic with `queues` RSS queues on `cores`.
+/// pollnic with `queues` RSS queues on `cores`. `timed`: read the clock once
+/// per poll (poll gaps) and parse every frame for its send timestamp
+/// (latency histogram); otherwise only count frames and bytes and free them,
+/// the work testpmd's rxonly mode does (the `pollnic-1q-rxonly` row).
 pub fn pollnic_rx(
     load: Load<'_>,
     rx: PciAddress,
     queues: u16,
     cores: &[usize],
+    timed: bool,
 ) -> Result<Measured, String> {
     ensure_vfio(rx)?;
     let cfg = DeviceConfig {
@@ -87,7 +91,15 @@ pub fn pollnic_rx(
             let mut t = Tally::default();
             let mut gaps = pollnic::metrics::PollGaps::default();
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
-            while !done.load(Relaxed) {
+            while !timed && !done.load(Relaxed) {
+                if q.rx_burst(&mut buf, 32) == 0 {
+                    continue;
+                }
+                t.received += buf.len() as u64;
+                t.bytes += buf.iter().map(|p| p.len() as u64).sum::<u64>();
+                q.free_bulk(&mut buf);
+            }
+            while timed && !done.load(Relaxed) {
                 let polled = q.rx_burst(&mut buf, 32);
                 let now = monotonic_ns();
                 gaps.tick(now);
@@ -102,7 +114,7 @@ pub fn pollnic_rx(
                 q.free_bulk(&mut buf);
             }
             t.cpu_ns = thread_cpu_ns() - cpu0;
-            t.gaps = Some(gaps);
+            t.gaps = timed.then_some(gaps);
             t
         },
         || {

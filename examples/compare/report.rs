@@ -163,6 +163,7 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     let short = |p: &str| {
         match p {
             "pollnic-1q" => "pn-1q",
+            "pollnic-1q-rxonly" => "pn-1q-ro",
             "pollnic-2q" => "pn-2q",
             "kernel-afpacket" => "afpkt",
             "kernel-recvmmsg" => "mmsg",
