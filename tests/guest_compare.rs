@@ -1,8 +1,9 @@
 //! The receive-path comparison runs end to end in the guest: every row
-//! (pollnic 1 and 2 queues, kernel AF_PACKET and recvmmsg, DPDK testpmd) is
-//! present with received packets and internally consistent numbers, and the
-//! JSON, CSV and SVG outputs exist. Run inside the guest by `cargo xtask test`
-//! (which installs Debian's DPDK packages for the testpmd row).
+//! (pollnic 1 and 2 queues, kernel AF_PACKET, recvmmsg and AF_XDP, DPDK
+//! testpmd) is present with received packets and internally consistent
+//! numbers, and the JSON, CSV and SVG outputs exist. Run inside the guest by
+//! `cargo xtask test` (which installs Debian's DPDK and libxdp packages for the
+//! testpmd and AF_XDP rows).
 
 mod common;
 
@@ -41,6 +42,7 @@ fn every_path_reports_consistent_numbers() {
         "pollnic-2q",
         "kernel-afpacket",
         "kernel-recvmmsg",
+        "kernel-afxdp",
         "dpdk-testpmd",
     ];
     assert_eq!(
@@ -65,6 +67,16 @@ fn every_path_reports_consistent_numbers() {
                 "{what}"
             );
             assert!(r["rx_pps"].as_f64().unwrap() > 0.0, "{what}");
+            let mode = r["mode"].as_str().unwrap();
+            if path == "kernel-afxdp" {
+                // The emulated igb has no zero-copy AF_XDP; the row says which mode ran.
+                assert!(
+                    mode == "xdp-drv copy" || mode == "xdp-skb copy",
+                    "AF_XDP mode recorded: {what}"
+                );
+            } else {
+                assert!(!mode.is_empty() && !mode.starts_with("xdp"), "{what}");
+            }
             assert!(
                 r["l1_mbps"].as_f64().unwrap() > r["payload_mbps"].as_f64().unwrap(),
                 "{what}"
@@ -92,7 +104,10 @@ fn every_path_reports_consistent_numbers() {
     );
     let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
     assert!(
-        svg.starts_with("<svg") && svg.contains("pn-2q/64B") && svg.contains("mmsg/1518B"),
+        svg.starts_with("<svg")
+            && svg.contains("pn-2q/64B")
+            && svg.contains("mmsg/1518B")
+            && svg.contains("afxdp/64B"),
         "SVG chart labels every row"
     );
 }

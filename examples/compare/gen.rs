@@ -1,7 +1,10 @@
 //! The generator every row shares: pollnic on the sending port, test frames
 //! over many flows at a fixed offered rate, each carrying CLOCK_MONOTONIC.
 
+use crate::tally::Tally;
+use pollnic::clock::monotonic_ns;
 use pollnic::frame::{self, Flow};
+use pollnic::metrics::PollGaps;
 use pollnic::{Device, Packet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -35,13 +38,82 @@ pub fn generate(
             if core != usize::MAX && !pollnic::runner::pin_current_thread(core) {
                 eprintln!("compare: could not pin the generator to core {core}");
             }
-            send(dev, flows, size, rate, secs, stop)
+            send(dev, flows, size, rate, secs, stop, |_| {})
         })
         .join()
         .expect("generator thread panicked")
     })
 }
 
+/// What came back to the generator's port in a forwarding row.
+#[derive(Default)]
+pub struct Returned {
+    /// Test frames of this row, with round-trip latency.
+    pub tally: Tally,
+    /// Returned test frames whose MACs were not what the forwarding mode
+    /// makes of them (io: untouched; macswap: swapped).
+    pub wrong_macs: u64,
+}
+
+/// [`generate`], and receive on the same port in the same pinned thread what
+/// the path under test sends back, between bursts and for `drain` after the
+/// send window. Counts only frames stamped from this call on (a previous
+/// row's stragglers are not this row's); `expect` is the (destination,
+/// source) MAC pair a returned frame must carry.
+#[allow(clippy::too_many_arguments)]
+pub fn round_trip(
+    dev: &mut Device,
+    flows: &[Flow],
+    size: usize,
+    rate: u64,
+    secs: f64,
+    stop: &AtomicBool,
+    drain: Duration,
+    expect: ([u8; 6], [u8; 6]),
+) -> (Offered, Returned) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let core = GEN_CORE.load(Relaxed);
+            if core != usize::MAX && !pollnic::runner::pin_current_thread(core) {
+                eprintln!("compare: could not pin the generator to core {core}");
+            }
+            let t0 = monotonic_ns();
+            let mut back = Returned::default();
+            let mut gaps = PollGaps::default();
+            let mut buf: Vec<Packet> = Vec::with_capacity(32);
+            let mut poll = |dev: &mut Device| {
+                let n = dev.rx_burst(&mut buf, 32);
+                let now = monotonic_ns();
+                gaps.tick(now);
+                if n == 0 {
+                    return;
+                }
+                for p in &buf {
+                    if let Some(info) = frame::parse(p.data()) {
+                        if info.tx_ns >= t0 {
+                            back.tally.frame(p.len(), info.tx_ns, now);
+                            if (info.flow.dst_mac, info.flow.src_mac) != expect {
+                                back.wrong_macs += 1;
+                            }
+                        }
+                    }
+                }
+                dev.queue(0).free_bulk(&mut buf);
+            };
+            let offered = send(dev, flows, size, rate, secs, stop, &mut poll);
+            let end = Instant::now() + drain;
+            while Instant::now() < end {
+                poll(dev);
+            }
+            back.tally.gaps = Some(gaps);
+            (offered, back)
+        })
+        .join()
+        .expect("generator thread panicked")
+    })
+}
+
+/// The send loop; `poll(dev)` runs after every TX burst and while waiting.
 fn send(
     dev: &mut Device,
     flows: &[Flow],
@@ -49,6 +121,7 @@ fn send(
     rate: u64,
     secs: f64,
     stop: &AtomicBool,
+    mut poll: impl FnMut(&mut Device),
 ) -> Offered {
     let len = size - 4;
     let gap = Duration::from_nanos(1_000_000_000 / rate.max(1));
@@ -69,10 +142,12 @@ fn send(
             |_| len,
         );
         if pending.is_empty() {
+            poll(dev);
             std::hint::spin_loop();
             continue;
         }
         dev.tx_burst(&mut pending);
+        poll(dev);
     }
     let sent = seq - pending.len() as u64;
     let elapsed = t0.elapsed();

@@ -13,12 +13,15 @@
 //! `--out`. Under emulation the numbers include the emulator's cost: compare
 //! rows of one run only.
 
+mod bounce;
 mod gen;
 mod paths;
 mod report;
 mod sock;
 mod sweep;
 mod tally;
+mod testpmd;
+mod xsk;
 
 use clap::Parser;
 use paths::{Load, Measured};
@@ -55,13 +58,19 @@ struct Args {
     /// Distinct flows (so RSS has something to spread).
     #[arg(long, default_value_t = 64)]
     flows: u32,
-    /// Paths to run, comma-separated.
-    #[arg(
-        long,
-        default_value = "pollnic-1q,pollnic-2q,kernel-afpacket,kernel-recvmmsg,dpdk-testpmd",
-        value_delimiter = ','
-    )]
-    paths: Vec<String>,
+    /// Paths to run, comma-separated. Default: pollnic-1q, pollnic-2q,
+    /// kernel-afpacket, kernel-recvmmsg, kernel-afxdp, dpdk-testpmd; with
+    /// --forward: pollnic-fwd-io, pollnic-fwd-macswap, dpdk-testpmd-io,
+    /// dpdk-testpmd-macswap. Also: pollnic-1q-rxonly (pollnic-1q counting
+    /// frames only, no clock reads or timestamp parsing, as testpmd rxonly).
+    #[arg(long, value_delimiter = ',')]
+    paths: Option<Vec<String>>,
+    /// Forwarding instead of receiving: the path under test sends every frame
+    /// back out of port 1 (pollnic's fwd example, or testpmd, in io or macswap
+    /// mode) and the generator's port receives it: round-trip loss and latency.
+    /// Writes forward.{json,csv,svg} (forward-sweep.* with --sweep).
+    #[arg(long)]
+    forward: bool,
     /// Cores for receive threads (pollnic queues, testpmd uses the last).
     #[arg(long, default_value = "0,1")]
     cores: String,
@@ -118,6 +127,10 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         p999_us: None,
         max_us: None,
         max_poll_gap_ms: None,
+        mode: String::new(),
+        fwd_received: None,
+        fwd_sent: None,
+        wrong_macs: None,
         note,
         valid: false,
     };
@@ -162,6 +175,10 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         p999_us: us(0.999),
         max_us: has_lat.then(|| t.lat.max_ns() as f64 / 1000.0),
         max_poll_gap_ms: t.gaps.map(|g| g.max_ns as f64 / 1e6),
+        mode: m.mode.clone(),
+        fwd_received: m.fwd.map(|f| f.received),
+        fwd_sent: m.fwd.map(|f| f.sent),
+        wrong_macs: m.fwd.map(|f| f.wrong_macs),
         note: match t.gaps {
             // Loss explained: frames arriving during the longest stall
             // against the ring's free descriptors (DeviceConfig default 512).
@@ -171,6 +188,8 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
                 let gaps = g.describe(per_queue, 511);
                 if m.note.is_empty() {
                     gaps
+                } else if m.note.ends_with(':') {
+                    format!("{} {gaps}", m.note)
                 } else {
                     format!("{}; {gaps}", m.note)
                 }
@@ -196,15 +215,22 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let cores = parse_cores(&args.cores)?;
     pollnic::runner::check_cores(&[args.gen_core])?;
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
-    const PATHS: [&str; 5] = [
-        "pollnic-1q",
-        "pollnic-2q",
-        "kernel-afpacket",
-        "kernel-recvmmsg",
-        "dpdk-testpmd",
-    ];
-    if let Some(bad) = args.paths.iter().find(|p| !PATHS.contains(&p.as_str())) {
-        return Err(format!("unknown path `{bad}` (known: {})", PATHS.join(", ")).into());
+    let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
+    let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {
+        let n = if args.forward {
+            known.len()
+        } else {
+            known.len() - 1
+        };
+        known[..n].iter().map(|p| p.to_string()).collect()
+    });
+    if let Some(bad) = paths.iter().find(|p| !known.contains(&p.as_str())) {
+        return Err(format!(
+            "unknown path `{bad}`{} (known: {})",
+            if args.forward { " with --forward" } else { "" },
+            known.join(", ")
+        )
+        .into());
     }
     if args.rate == 0 && !args.sweep {
         return Err(
@@ -215,7 +241,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("frame size {bad} outside 64..=1518").into());
     }
     let stop = pollnic::signal::stop_flag()?;
-    let mut gen = Device::open(&tx.to_string(), &DeviceConfig::default())?;
+    // Forwarding rows receive on the generator's port what port 1 sends back;
+    // in io mode that is still addressed to port 1: promiscuous.
+    let gen_cfg = DeviceConfig {
+        promisc: args.forward,
+        ..Default::default()
+    };
+    let mut gen = Device::open(&tx.to_string(), &gen_cfg)?;
     let sysfs = Sysfs::default();
     // The receiver's MAC, read by pollnic (binding the port to vfio-pci if needed).
     pci::bind_vfio(&sysfs, rx)?;
@@ -239,12 +271,22 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         testpmd_core(&cores),
         paths::RX_RING
     );
+    let macs = (gen.mac(), dst_mac);
+    if args.forward {
+        println!(
+            "forwarding: generator on port 0 ({tx}) -> port 1 ({rx}), forwarded back out of port 1 by the path under test on core {} -> port 0: round trip",
+            testpmd_core(&cores)
+        );
+    }
+    let stem = if args.forward { "forward" } else { "compare" };
     if args.sweep {
-        return run_sweep(&args, &mut gen, &flows, rx, &cores, &stop, &sysfs);
+        return run_sweep(
+            &args, &paths, &mut gen, &flows, rx, &cores, macs, &stop, &sysfs,
+        );
     }
     let mut rows = Vec::new();
     for &size in &args.sizes {
-        for path in &args.paths {
+        for path in &paths {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break;
             }
@@ -256,10 +298,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 secs: args.seconds,
                 stop: &stop,
             };
-            let m = measure(path, load, rx, &cores);
+            let m = measure(path, load, rx, &cores, macs);
             let r = row(path, size, args.rate, m);
             println!(
-                "  {:<16} {:>4} B: sent {:>8}  received {:>8}{}",
+                "  {:<20} {:>4} B: sent {:>8}  received {:>8}{}",
                 r.path,
                 size,
                 r.sent,
@@ -277,8 +319,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let _ = pci::bind_vfio(&sysfs, rx);
     println!("--- results (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
     print!("{}", report::table(&rows));
-    report::write_all(&args.out, &rows, title.trim())?;
-    println!("wrote {}/compare.{{json,csv,svg}}", args.out.display());
+    report::write_all(&args.out, stem, &rows, title.trim())?;
+    println!("wrote {}/{stem}.{{json,csv,svg}}", args.out.display());
     if rows
         .iter()
         .filter(|r| r.path.starts_with("pollnic"))
@@ -292,12 +334,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
 /// `--sweep`: search each path's and size's highest rate within the loss
 /// tolerance; print every trial, then the knees and pollnic's ratios to the
 /// other paths at the knee.
+#[allow(clippy::too_many_arguments)]
 fn run_sweep(
     args: &Args,
+    paths: &[String],
     gen: &mut Device,
     flows: &[Flow],
     rx: PciAddress,
     cores: &[usize],
+    macs: ([u8; 6], [u8; 6]),
     stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
     sysfs: &Sysfs,
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -323,7 +368,7 @@ fn run_sweep(
     );
     let (mut trials, mut knees) = (Vec::new(), Vec::new());
     for &size in &args.sizes {
-        for path in &args.paths {
+        for path in paths {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break;
             }
@@ -336,9 +381,9 @@ fn run_sweep(
                     secs: args.seconds,
                     stop,
                 };
-                let r = row(path, size, rate, measure(path, load, rx, cores));
+                let r = row(path, size, rate, measure(path, load, rx, cores, macs));
                 println!(
-                    "  {:<16} {:>4} B: asked {:>7} pps, offered {:>7.0}, sent {:>8}, received {:>8}, lost {:.3} %{}",
+                    "  {:<20} {:>4} B: asked {:>7} pps, offered {:>7.0}, sent {:>8}, received {:>8}, lost {:.3} %{}",
                     path,
                     size,
                     rate,
@@ -358,15 +403,28 @@ fn run_sweep(
     println!("--- sweep results (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
     print!("{}", sweep::table(&knees));
     for &size in &args.sizes {
-        let others = ["dpdk-testpmd", "kernel-afpacket", "kernel-recvmmsg"];
-        let ratios: Vec<String> = others
+        let pairs: Vec<(&str, &str)> = if args.forward {
+            bounce::MODES
+                .iter()
+                .map(|m| match *m {
+                    "io" => ("pollnic-fwd-io", "dpdk-testpmd-io"),
+                    _ => ("pollnic-fwd-macswap", "dpdk-testpmd-macswap"),
+                })
+                .collect()
+        } else {
+            [
+                "dpdk-testpmd",
+                "kernel-afxdp",
+                "kernel-afpacket",
+                "kernel-recvmmsg",
+            ]
             .iter()
-            .map(|o| {
-                format!(
-                    "pollnic-1q / {o} {}",
-                    sweep::ratio(&knees, "pollnic-1q", o, size)
-                )
-            })
+            .map(|o| ("pollnic-1q", *o))
+            .collect()
+        };
+        let ratios: Vec<String> = pairs
+            .iter()
+            .map(|(a, o)| format!("{a} / {o} {}", sweep::ratio(&knees, a, o, size)))
             .collect();
         println!("  {size} B at the knee: {}", ratios.join(", "));
     }
@@ -374,8 +432,13 @@ fn run_sweep(
         "pollnic sweep: received vs offered, knee = highest rate within {} % loss {}",
         cfg.tolerance_pct, args.label
     );
-    sweep::write_all(&args.out, &trials, &knees, title.trim())?;
-    println!("wrote {}/sweep.{{json,csv,svg}}", args.out.display());
+    let stem = if args.forward {
+        "forward-sweep"
+    } else {
+        "sweep"
+    };
+    sweep::write_all(&args.out, stem, &trials, &knees, title.trim())?;
+    println!("wrote {}/{stem}.{{json,csv,svg}}", args.out.display());
     if knees
         .iter()
         .any(|k| k.path.starts_with("pollnic") && k.zero_loss_pps.is_none())
@@ -385,20 +448,56 @@ fn run_sweep(
     Ok(())
 }
 
-/// One row's measurement on `path` (a name from `--paths`).
+/// Receive paths (`--paths` without `--forward`); all but the last, which
+/// isolates the cost of pollnic-1q's timestamps, run by default.
+const RX_PATHS: [&str; 7] = [
+    "pollnic-1q",
+    "pollnic-2q",
+    "kernel-afpacket",
+    "kernel-recvmmsg",
+    "kernel-afxdp",
+    "dpdk-testpmd",
+    "pollnic-1q-rxonly",
+];
+
+/// Forwarding paths (`--forward`).
+const FWD_PATHS: [&str; 4] = [
+    "pollnic-fwd-io",
+    "pollnic-fwd-macswap",
+    "dpdk-testpmd-io",
+    "dpdk-testpmd-macswap",
+];
+
+/// One row's measurement on `path` (a name from `--paths`); `macs` are the
+/// generator's and port 1's MACs.
 fn measure(
     path: &str,
     load: Load<'_>,
     rx: PciAddress,
     cores: &[usize],
+    macs: ([u8; 6], [u8; 6]),
 ) -> Result<Measured, String> {
+    let core = testpmd_core(cores);
     match path {
-        "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores),
-        "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores),
+        "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores, true),
+        "pollnic-1q-rxonly" => paths::pollnic_rx(load, rx, 1, cores, false),
+        "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores, true),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
-        "dpdk-testpmd" => paths::dpdk_rx(load, rx, testpmd_core(cores)),
-        other => Err(format!("unknown path `{other}`")),
+        "kernel-afxdp" => paths::afxdp_rx(load, rx),
+        "dpdk-testpmd" => paths::dpdk_rx(load, rx, core),
+        fwd => {
+            let (who, mode) = fwd
+                .rsplit_once('-')
+                .filter(|(_, m)| bounce::MODES.contains(m))
+                .ok_or_else(|| format!("unknown path `{fwd}`"))?;
+            let expect = bounce::expected_macs(mode, macs.0, macs.1);
+            match who {
+                "pollnic-fwd" => bounce::pollnic_fwd(load, rx, mode, core, expect),
+                "dpdk-testpmd" => bounce::testpmd_fwd(load, rx, mode, core, expect),
+                _ => Err(format!("unknown path `{fwd}`")),
+            }
+        }
     }
 }
 

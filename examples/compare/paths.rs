@@ -6,7 +6,7 @@
 use crate::gen::{generate, Offered};
 use crate::sock::{PacketRing, UdpBatch};
 use crate::tally::Tally;
-use pollnic::clock::{monotonic_ns, net_rx_softirqs, process_cpu_ns, softirq_ns, thread_cpu_ns};
+use pollnic::clock::{monotonic_ns, net_rx_softirqs, softirq_ns, thread_cpu_ns};
 use pollnic::frame::{self, Flow};
 use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
 use pollnic::runner::run_pinned;
@@ -38,9 +38,24 @@ pub struct Measured {
     pub tally: Tally,
     /// Anything the reader should know (e.g. kernel-reported drops).
     pub note: String,
+    /// How the path receives (e.g. `busy-poll`, `irq/NAPI`, `xdp-drv copy`).
+    pub mode: String,
+    /// Forwarding rows: what the forwarder counted.
+    pub fwd: Option<FwdCounts>,
 }
 
-const DRAIN: Duration = Duration::from_millis(1500);
+/// A forwarding row's counts at the forwarder and of the frames returned.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FwdCounts {
+    /// Frames the forwarder received on port 1.
+    pub received: u64,
+    /// Frames it sent back out of port 1.
+    pub sent: u64,
+    /// Returned frames whose MACs the mode should not have produced.
+    pub wrong_macs: u64,
+}
+
+pub const DRAIN: Duration = Duration::from_millis(1500);
 
 fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
     pci::bind_vfio(&Sysfs::default(), addr)
@@ -48,12 +63,16 @@ fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// pollnic with `queues` RSS queues on `cores`.
+/// pollnic with `queues` RSS queues on `cores`. `timed`: read the clock once
+/// per poll (poll gaps) and parse every frame for its send timestamp
+/// (latency histogram); otherwise only count frames and bytes and free them,
+/// the work testpmd's rxonly mode does (the `pollnic-1q-rxonly` row).
 pub fn pollnic_rx(
     load: Load<'_>,
     rx: PciAddress,
     queues: u16,
     cores: &[usize],
+    timed: bool,
 ) -> Result<Measured, String> {
     ensure_vfio(rx)?;
     let cfg = DeviceConfig {
@@ -72,7 +91,15 @@ pub fn pollnic_rx(
             let mut t = Tally::default();
             let mut gaps = pollnic::metrics::PollGaps::default();
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
-            while !done.load(Relaxed) {
+            while !timed && !done.load(Relaxed) {
+                if q.rx_burst(&mut buf, 32) == 0 {
+                    continue;
+                }
+                t.received += buf.len() as u64;
+                t.bytes += buf.iter().map(|p| p.len() as u64).sum::<u64>();
+                q.free_bulk(&mut buf);
+            }
+            while timed && !done.load(Relaxed) {
                 let polled = q.rx_burst(&mut buf, 32);
                 let now = monotonic_ns();
                 gaps.tick(now);
@@ -87,7 +114,7 @@ pub fn pollnic_rx(
                 q.free_bulk(&mut buf);
             }
             t.cpu_ns = thread_cpu_ns() - cpu0;
-            t.gaps = Some(gaps);
+            t.gaps = timed.then_some(gaps);
             t
         },
         || {
@@ -109,6 +136,8 @@ pub fn pollnic_rx(
         offered: offered.expect("generator ran"),
         tally,
         note: format!("per queue: {}", rs.join(", ")),
+        mode: "busy-poll".into(),
+        fwd: None,
     })
 }
 
@@ -155,21 +184,31 @@ fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
     run(&["addr", "flush", "dev", &ifname])?;
     run(&["addr", "add", "198.19.0.1/15", "dev", &ifname])?;
     run(&["link", "set", "dev", &ifname, "up"])?;
+    wait_carrier(&ifname, Duration::from_secs(10))?;
+    let idx = std::fs::read_to_string(format!("/sys/class/net/{ifname}/ifindex"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or("no ifindex")?;
+    Ok((ifname, idx))
+}
+
+/// Wait until `ifname` reports carrier; returns how long that took.
+fn wait_carrier(ifname: &str, timeout: Duration) -> Result<Duration, String> {
     let carrier = format!("/sys/class/net/{ifname}/carrier");
-    for _ in 0..200 {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < timeout {
         if std::fs::read_to_string(&carrier)
             .map(|s| s.trim() == "1")
             .unwrap_or(false)
         {
-            let idx = std::fs::read_to_string(format!("/sys/class/net/{ifname}/ifindex"))
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .ok_or("no ifindex")?;
-            return Ok((ifname, idx));
+            return Ok(t0.elapsed());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
-    Err(format!("{ifname}: no carrier after 10 s"))
+    Err(format!(
+        "{ifname}: no carrier after {} s",
+        timeout.as_secs()
+    ))
 }
 
 /// Run `recv` in a thread until the generator is done and drained; CPU is
@@ -208,6 +247,8 @@ fn kernel_row(
         offered,
         tally,
         note,
+        mode: "irq/NAPI".into(),
+        fwd: None,
     })
 }
 
@@ -253,131 +294,116 @@ pub fn recvmmsg_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
     Ok(m)
 }
 
+/// Kernel igb + an AF_XDP socket (libxdp) on queue 0, the port set to one
+/// queue pair (`ethtool -L combined 1`, restored after) so that every flow
+/// reaches the socket, as every flow reaches pollnic-1q's one queue.
+///
+/// Attaching (and detaching) the XDP program makes igb close and reopen the
+/// port: the link drops for 1.5–5 s in the testbed. So the row waits for
+/// carrier, then sends probe frames until one arrives, and counts only
+/// frames stamped after the probes.
+pub fn afxdp_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
+    use crate::xsk::{ensure_bpffs, Attach, XskRx, XSK_RX_RING};
+    let (ifname, _) = kernel_iface(rx)?;
+    let mounted = ensure_bpffs()?;
+    let before = crate::sock::set_combined_channels(&ifname, 1)
+        .map_err(|e| format!("{ifname}: setting one queue pair (ethtool -L combined 1): {e}"))?;
+    let restore = |what: String| {
+        if before > 1 {
+            let _ = crate::sock::set_combined_channels(&ifname, before);
+        }
+        what
+    };
+    wait_carrier(&ifname, Duration::from_secs(10)).map_err(&restore)?;
+    let mut xsk = XskRx::open(&ifname, 0).map_err(|e| restore(format!("{ifname}: {e}")))?;
+    let mode = format!(
+        "xdp-{} {}",
+        match xsk.attach() {
+            Attach::Native => "drv",
+            Attach::Generic => "skb",
+        },
+        if xsk.zero_copy() { "zero-copy" } else { "copy" }
+    );
+    let link_back = wait_carrier(&ifname, Duration::from_secs(15)).map_err(&restore)?;
+    // Carrier can come back before frames flow: probe with a few frames.
+    let probe_t0 = std::time::Instant::now();
+    let mut ready = false;
+    while !ready && probe_t0.elapsed() < Duration::from_secs(15) && !load.stop.load(Relaxed) {
+        generate(load.gen, load.flows, load.size, 2000, 0.02, load.stop);
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(300) {
+            if xsk.recv(50, |_| {}) > 0 {
+                ready = true;
+            }
+        }
+    }
+    if !ready {
+        drop(xsk);
+        return Err(restore(format!(
+            "{ifname}: the AF_XDP socket ({mode}) received none of the probe frames within 15 s of the XDP attach"
+        )));
+    }
+    // Let the probes' stragglers arrive, then count only later frames.
+    let mut quiet = std::time::Instant::now();
+    while quiet.elapsed() < Duration::from_millis(200) {
+        if xsk.recv(20, |_| {}) > 0 {
+            quiet = std::time::Instant::now();
+        }
+    }
+    let ready_after = probe_t0.elapsed() + link_back;
+    let t0 = monotonic_ns();
+    let xsk_ref = &mut xsk;
+    let mut m = kernel_row(load, move |t, done| {
+        while !done.load(Relaxed) {
+            // The time the application has the frames: once per batch, after poll(2).
+            let mut now = None;
+            xsk_ref.recv(100, |f| {
+                let now = *now.get_or_insert_with(monotonic_ns);
+                if let Some(info) = frame::parse(f) {
+                    if info.tx_ns >= t0 {
+                        t.frame(f.len(), info.tx_ns, now);
+                    }
+                }
+            });
+        }
+    })
+    .map_err(&restore)?;
+    let st = xsk.stats();
+    drop(xsk);
+    restore(String::new());
+    m.note = format!(
+        "{ifname} queue 0 of 1, {mode}, socket RX ring {XSK_RX_RING}; frames flowed {:.1} s after the XDP attach{}; socket drops: rx_dropped {}, rx_ring_full {}, fill_ring_empty {}; {}",
+        ready_after.as_secs_f64(),
+        if mounted { " (mounted bpffs on /sys/fs/bpf)" } else { "" },
+        st.rx_dropped,
+        st.rx_ring_full,
+        st.rx_fill_ring_empty_descs,
+        m.note
+    );
+    m.mode = mode;
+    Ok(m)
+}
+
 /// DPDK `dpdk-testpmd --forward-mode=rxonly` on `rx` (bound to vfio-pci), pinned
 /// to `core`. testpmd reports only a count: no latency, CPU from /proc.
 pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, String> {
-    use std::io::{Read, Write};
-    let bin = ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk-dev librte-net-e1000-23 librte-mempool-ring23, or run via `cargo xtask compare`)")?;
-    ensure_vfio(rx)?;
-    // testpmd forwards on `core`; its main lcore (which only supervises) is the other.
-    let other = if core == 0 { 1 } else { 0 };
-    let mut child = std::process::Command::new(bin)
-        .args([
-            "-l",
-            &format!("{other},{core}"),
-            "--main-lcore",
-            &other.to_string(),
-            "-n",
-            "1",
-            "-a",
-            &rx.to_string(),
-            "--file-prefix",
-            "pollnic-compare",
-            "--",
-            "--forward-mode=rxonly",
-            "--total-num-mbufs=16384",
-            &format!("--rxd={RX_RING}"),
-            "--auto-start",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting {bin}: {e}"))?;
-    // Collect testpmd's output on a thread; traffic starts only once it says it
-    // is forwarding ("Press enter to exit"), which under TCG can take many seconds.
-    let stdout = child.stdout.take().ok_or("no stdout from testpmd")?;
-    let (tx, rx_lines) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut all = String::new();
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line.clone());
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    let mut seen = Vec::new();
-    loop {
-        match rx_lines.recv_timeout(Duration::from_millis(200)) {
-            Ok(line) if line.contains("Press enter to exit") => break,
-            Ok(line) => seen.push(line),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                let _ = child.wait();
-                let mut err = String::new();
-                child.stderr.take().map(|mut e| e.read_to_string(&mut err));
-                return Err(format!(
-                    "dpdk-testpmd exited before forwarding: {} | {}",
-                    seen.iter()
-                        .rev()
-                        .take(3)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                    err.lines().rev().take(3).collect::<Vec<_>>().join(" | ")
-                ));
-            }
-            Err(_) if std::time::Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let mut err = String::new();
-                child.stderr.take().map(|mut e| e.read_to_string(&mut err));
-                return Err(format!(
-                    "dpdk-testpmd did not start forwarding within 90 s: {} | {}",
-                    seen.iter()
-                        .rev()
-                        .take(4)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                    err.lines().rev().take(4).collect::<Vec<_>>().join(" | ")
-                ));
-            }
-            Err(_) => {}
-        }
-    }
-    let cpu0 = process_cpu_ns(child.id());
+    let tp = crate::testpmd::Testpmd::start(rx, core, "rxonly")?;
     let offered = generate(
         load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
     );
     std::thread::sleep(DRAIN);
-    let cpu = process_cpu_ns(child.id()) - cpu0;
-    let _ = child.stdin.take().map(|mut i| i.write_all(b"\n"));
-    let _ = child.wait();
-    let out = reader.join().unwrap_or_default();
-    // "Accumulated forward statistics for all ports" ... "RX-packets: N"
-    let acc = out
-        .rfind("Accumulated forward statistics")
-        .map(|i| &out[i..])
-        .unwrap_or(&out);
-    let received = acc
-        .split("RX-packets:")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| {
-            format!(
-                "could not read RX-packets from testpmd's output:\n{}",
-                out.lines().rev().take(15).collect::<Vec<_>>().join("\n")
-            )
-        })?;
+    let c = tp.stop()?;
     let tally = Tally {
-        received,
-        bytes: received * (load.size as u64 - 4),
-        cpu_ns: cpu,
+        received: c.rx,
+        bytes: c.rx * (load.size as u64 - 4),
+        cpu_ns: c.cpu_ns,
         ..Default::default()
     };
     Ok(Measured {
         offered,
         tally,
         note: "testpmd counts only: no latency; rate over the send window".into(),
+        mode: "busy-poll".into(),
+        fwd: None,
     })
 }

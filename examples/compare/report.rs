@@ -40,6 +40,20 @@ pub struct Row {
     /// Longest gap between two RX polls, ms (paths that poll: pollnic).
     #[serde(default)]
     pub max_poll_gap_ms: Option<f64>,
+    /// How the path receives: `busy-poll`, `irq/NAPI`, or for AF_XDP the
+    /// XDP attach and the socket's mode (`xdp-drv copy`, `xdp-drv zero-copy`).
+    #[serde(default)]
+    pub mode: String,
+    /// Forwarding rows: frames the forwarder received on port 1.
+    #[serde(default)]
+    pub fwd_received: Option<u64>,
+    /// Forwarding rows: frames the forwarder sent back out of port 1.
+    #[serde(default)]
+    pub fwd_sent: Option<u64>,
+    /// Forwarding rows: returned frames whose MACs the mode should not have
+    /// produced (io: untouched; macswap: swapped); should be 0.
+    #[serde(default)]
+    pub wrong_macs: Option<u64>,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).
@@ -55,7 +69,7 @@ pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<17} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+        "{:<20} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  mode",
         "path",
         "size",
         "offered",
@@ -76,14 +90,14 @@ pub fn table(rows: &[Row]) -> String {
         if !r.valid {
             let _ = writeln!(
                 s,
-                "{:<17} {:>5}  no result: {}",
+                "{:<20} {:>5}  no result: {}",
                 r.path, r.frame_size, r.note
             );
             continue;
         }
         let _ = writeln!(
             s,
-            "{:<17} {:>5} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+            "{:<20} {:>5} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  {}",
             r.path,
             r.frame_size,
             r.offered_pps,
@@ -98,7 +112,8 @@ pub fn table(rows: &[Row]) -> String {
             opt(r.p99_us, 0),
             opt(r.p999_us, 0),
             opt(r.max_us, 0),
-            opt(r.max_poll_gap_ms, 1)
+            opt(r.max_poll_gap_ms, 1),
+            if r.mode.is_empty() { "-" } else { &r.mode }
         );
     }
     for r in rows.iter().filter(|r| r.valid && !r.note.is_empty()) {
@@ -107,20 +122,22 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-/// Write `compare.json`, `compare.csv` and `compare.svg` into `dir`.
+/// Write `<stem>.json`, `<stem>.csv` and `<stem>.svg` into `dir` (stem
+/// `compare`, or `forward` for forwarding rows).
 ///
 /// # Errors
 /// File or encoding errors, as text.
-pub fn write_all(dir: &Path, rows: &[Row], title: &str) -> Result<(), String> {
+pub fn write_all(dir: &Path, stem: &str, rows: &[Row], title: &str) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("compare.json"), json).map_err(|e| e.to_string())?;
-    let mut w = csv::Writer::from_path(dir.join("compare.csv")).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("{stem}.json")), json).map_err(|e| e.to_string())?;
+    let mut w =
+        csv::Writer::from_path(dir.join(format!("{stem}.csv"))).map_err(|e| e.to_string())?;
     for r in rows {
         w.serialize(r).map_err(|e| e.to_string())?;
     }
     w.flush().map_err(|e| e.to_string())?;
-    plot(&dir.join("compare.svg"), rows, title)
+    plot(&dir.join(format!("{stem}.svg")), rows, title)
 }
 
 /// Re-draw `compare.svg` in `dir` from its `compare.json`.
@@ -146,9 +163,15 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     let short = |p: &str| {
         match p {
             "pollnic-1q" => "pn-1q",
+            "pollnic-1q-rxonly" => "pn-1q-ro",
             "pollnic-2q" => "pn-2q",
             "kernel-afpacket" => "afpkt",
             "kernel-recvmmsg" => "mmsg",
+            "kernel-afxdp" => "afxdp",
+            "pollnic-fwd-io" => "pn-io",
+            "pollnic-fwd-macswap" => "pn-mswap",
+            "dpdk-testpmd-io" => "dpdk-io",
+            "dpdk-testpmd-macswap" => "dpdk-mswap",
             "dpdk-testpmd" => "dpdk",
             other => other,
         }
@@ -187,7 +210,7 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
         .disable_x_mesh()
         .x_labels(n)
         .x_label_formatter(&label_at)
-        .x_desc("pn = pollnic (1 or 2 RSS queues), afpkt = kernel AF_PACKET TPACKET_V3, mmsg = kernel recvmmsg (UDP), dpdk = testpmd rxonly")
+        .x_desc("pn = pollnic (1 or 2 RSS queues), afpkt = kernel AF_PACKET TPACKET_V3, mmsg = kernel recvmmsg (UDP), afxdp = kernel AF_XDP, dpdk = testpmd rxonly; -io/-mswap: forwarded back, round trip")
         .y_desc("kpps")
         .draw()
         .map_err(err)?;

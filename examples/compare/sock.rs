@@ -345,3 +345,39 @@ pub fn set_rx_ring(ifname: &str, n: u32) -> io::Result<u32> {
     ethtool(ifname, &mut now)?;
     Ok(now.rx_pending)
 }
+
+/// `struct ethtool_channels` (Linux `include/uapi/linux/ethtool.h`).
+#[repr(C)]
+#[derive(Default)]
+struct Channels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_SCHANNELS: u32 = 0x3d;
+
+/// Set the combined RX/TX channels (queue pairs) of `ifname` to `n`, as
+/// `ethtool -L <if> combined <n>` does; returns the count before. The driver
+/// resets the port when the count changes.
+pub fn set_combined_channels(ifname: &str, n: u32) -> io::Result<u32> {
+    let mut ch = Channels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    ethtool(ifname, &mut ch)?;
+    let before = ch.combined_count;
+    if before != n {
+        ch.cmd = ETHTOOL_SCHANNELS;
+        ch.combined_count = n;
+        ethtool(ifname, &mut ch)?;
+    }
+    Ok(before)
+}

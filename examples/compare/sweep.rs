@@ -28,6 +28,9 @@ pub struct Knee {
     pub trials: u32,
     /// The generator could not offer the rate asked for: the path may take more.
     pub generator_limited: bool,
+    /// How the path received (the trials' `mode`, e.g. `xdp-drv copy`).
+    #[serde(default)]
+    pub mode: String,
 }
 
 /// What the search needs to know of a row.
@@ -60,6 +63,12 @@ pub fn search(
         tolerance_pct: cfg.tolerance_pct,
         trials: r.trials,
         generator_limited: r.generator_limited,
+        mode: rows
+            .iter()
+            .rev()
+            .find(|r| r.valid)
+            .map(|r| r.mode.clone())
+            .unwrap_or_default(),
     };
     (rows, knee)
 }
@@ -69,19 +78,20 @@ pub fn table(knees: &[Knee]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<17} {:>5} {:>16} {:>7} {:>10}  note",
-        "path", "size", "zero-loss pps", "trials", "tolerance"
+        "{:<20} {:>5} {:>16} {:>7} {:>10}  {:<14} note",
+        "path", "size", "zero-loss pps", "trials", "tolerance", "mode"
     );
     for k in knees {
         let _ = writeln!(
             s,
-            "{:<17} {:>5} {:>16} {:>7} {:>9}%  {}",
+            "{:<20} {:>5} {:>16} {:>7} {:>9}%  {:<14} {}",
             k.path,
             k.frame_size,
             k.zero_loss_pps
                 .map_or("none passed".into(), |p| format!("{p:.0}")),
             k.trials,
             k.tolerance_pct,
+            if k.mode.is_empty() { "-" } else { &k.mode },
             if k.generator_limited {
                 "generator limit reached: the path may take more"
             } else {
@@ -123,22 +133,29 @@ struct SweepFile<'a> {
     trials: &'a [Row],
 }
 
-/// Write `sweep.json` (knees and trials), `sweep.csv` (trials) and
-/// `sweep.svg` into `dir`.
+/// Write `<stem>.json` (knees and trials), `<stem>.csv` (trials) and
+/// `<stem>.svg` into `dir` (stem `sweep`, or `forward-sweep`).
 ///
 /// # Errors
 /// File or encoding errors, as text.
-pub fn write_all(dir: &Path, trials: &[Row], knees: &[Knee], title: &str) -> Result<(), String> {
+pub fn write_all(
+    dir: &Path,
+    stem: &str,
+    trials: &[Row],
+    knees: &[Knee],
+    title: &str,
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json =
         serde_json::to_string_pretty(&SweepFile { knees, trials }).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("sweep.json"), json).map_err(|e| e.to_string())?;
-    let mut w = csv::Writer::from_path(dir.join("sweep.csv")).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("{stem}.json")), json).map_err(|e| e.to_string())?;
+    let mut w =
+        csv::Writer::from_path(dir.join(format!("{stem}.csv"))).map_err(|e| e.to_string())?;
     for r in trials {
         w.serialize(r).map_err(|e| e.to_string())?;
     }
     w.flush().map_err(|e| e.to_string())?;
-    plot(&dir.join("sweep.svg"), trials, knees, title)
+    plot(&dir.join(format!("{stem}.svg")), trials, knees, title)
 }
 
 /// Received against offered kpps, one line per path and size, the knee

@@ -1,5 +1,6 @@
 //! `cargo xtask compare`: the receive-path comparison in the testbed. Installs
-//! Debian's DPDK packages if missing (for the dpdk-testpmd row), builds the
+//! Debian's DPDK and libxdp packages if missing (for the dpdk-testpmd and
+//! kernel-afxdp rows), builds the
 //! release `compare` example, boots the guest and runs it between the two
 //! igb ports; results land in `results/compare-<UTC date>/` in the repo.
 
@@ -14,18 +15,47 @@ use crate::{apt, cargo, guest, say};
 /// Debian packages that give a working `dpdk-testpmd` for the igb PMD.
 pub const DPDK_PACKAGES: &[&str] = &["dpdk-dev", "librte-net-e1000-23", "librte-mempool-ring23"];
 
-/// Install the DPDK packages unless testpmd is already there; a failure is
+/// Debian package with libxdp (`libxdp.so.1`, and libxdp's XSK and dispatcher
+/// BPF objects under `/usr/lib/<triplet>/bpf/`) for the kernel-afxdp row,
+/// which loads it at run time; it pulls in libbpf1. No compiler or headers
+/// are needed: the BPF program ships compiled in the package.
+pub const AFXDP_PACKAGES: &[&str] = &["libxdp1"];
+
+/// Whether `libxdp.so.1` is where the dynamic loader finds it.
+fn libxdp_installed() -> bool {
+    [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+        "/usr/local/lib",
+    ]
+    .iter()
+    .any(|d| Path::new(d).join("libxdp.so.1").exists())
+}
+
+/// Install what the comparison's peer rows need, unless already there:
+/// DPDK (dpdk-testpmd row) and libxdp (kernel-afxdp row). A failure is
 /// reported and the row will say why it is missing.
-pub fn ensure_dpdk() {
-    if Path::new("/usr/bin/dpdk-testpmd").exists() {
+pub fn ensure_peers() {
+    let mut want: Vec<&str> = Vec::new();
+    if !Path::new("/usr/bin/dpdk-testpmd").exists() {
+        want.extend(DPDK_PACKAGES);
+    }
+    if !libxdp_installed() {
+        want.extend(AFXDP_PACKAGES);
+    }
+    if want.is_empty() {
         return;
     }
     say!(
-        "compare: installing DPDK for the dpdk-testpmd row: {}",
-        DPDK_PACKAGES.join(" ")
+        "compare: installing for the dpdk-testpmd and kernel-afxdp rows: {}",
+        want.join(" ")
     );
-    if let Err(e) = apt::update().and_then(|_| apt::install(DPDK_PACKAGES, None)) {
-        say!("compare: could not install DPDK ({e:#}); the dpdk-testpmd row will be missing");
+    if let Err(e) = apt::update().and_then(|_| apt::install(&want, None)) {
+        say!(
+            "compare: could not install {} ({e:#}); the rows that need them will say so",
+            want.join(" ")
+        );
     }
 }
 
@@ -37,7 +67,7 @@ pub fn run(
     extra: &[String],
 ) -> Result<RunOutcome> {
     if !no_dpdk {
-        ensure_dpdk();
+        ensure_peers();
     }
     let image = guest::prepare(layout)?;
     cargo::run(
@@ -49,6 +79,9 @@ pub fn run(
             "pollnic",
             "--example",
             "compare",
+            // The pollnic-fwd-* rows of `--forward` run the fwd example.
+            "--example",
+            "fwd",
         ],
     )?;
     cargo::build_pollnic_cli(layout)?;

@@ -99,14 +99,14 @@ enum Command {
         #[arg(last = true, value_name = "ARGS")]
         extra: Vec<String>,
     },
-    /// Compare receive paths (pollnic 1/2 queues, kernel AF_PACKET and recvmmsg,
-    /// DPDK testpmd) under the same traffic; writes results/compare-<date>/.
+    /// Compare receive paths (pollnic 1/2 queues, kernel AF_PACKET, recvmmsg and
+    /// AF_XDP, DPDK testpmd) under the same traffic; writes results/compare-<date>/.
     ///
     /// Example: cargo xtask compare -- --seconds 5 --rate 30000
     Compare {
         #[command(flatten)]
         vm: VmArgs,
-        /// Do not install DPDK (its row then says why it is missing).
+        /// Do not install DPDK or libxdp (their rows then say why they are missing).
         #[arg(long)]
         no_dpdk: bool,
         /// Extra arguments for the compare example.

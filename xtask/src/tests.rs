@@ -44,8 +44,8 @@ pub fn run(layout: &Layout, opts: &VmOptions, per_binary: Duration) -> Result<bo
 
     let t = Instant::now();
     let image = guest::prepare(layout)?;
-    // The guest_compare test needs dpdk-testpmd for its DPDK row.
-    crate::compare::ensure_dpdk();
+    // The guest_compare tests need dpdk-testpmd (DPDK row) and libxdp (AF_XDP row).
+    crate::compare::ensure_peers();
     // tcpdump reads back guest_pcap's capture.
     crate::testtools::ensure()?;
     let setup = t.elapsed();

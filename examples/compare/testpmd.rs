@@ -1,0 +1,175 @@
+//! DPDK's `dpdk-testpmd` as a peer: started on the port under test (bound to
+//! vfio-pci, `net_e1000_igb`), pinned, in rxonly, io or macswap forwarding;
+//! stopped with Enter, its accumulated counters read from its output.
+
+use crate::paths::RX_RING;
+use pollnic::clock::process_cpu_ns;
+use pollnic::pci::PciAddress;
+use std::io::{Read, Write};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running testpmd, forwarding.
+pub struct Testpmd {
+    child: Child,
+    reader: std::thread::JoinHandle<String>,
+    cpu0: u64,
+}
+
+/// What testpmd counted, and its CPU time while forwarding.
+pub struct Counts {
+    /// Accumulated RX-packets over its ports.
+    pub rx: u64,
+    /// Accumulated TX-packets.
+    pub tx: u64,
+    /// CPU time of the whole process from [`Testpmd::start`]'s return to the stop, ns.
+    pub cpu_ns: u64,
+}
+
+fn last(lines: &[String], n: usize) -> String {
+    lines
+        .iter()
+        .rev()
+        .take(n)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+impl Testpmd {
+    /// Start `dpdk-testpmd --forward-mode=<mode>` on `port` (one port,
+    /// `--port-topology=loop`: what it receives leaves by the same port),
+    /// forwarding on `core`, with `--rxd`/`--txd` [`RX_RING`]; returns once it
+    /// says it is forwarding ("Press enter to exit"), which under TCG can take
+    /// many seconds.
+    ///
+    /// # Errors
+    /// testpmd missing (with what to install), exiting early, or not
+    /// forwarding within 90 s, with its last output lines.
+    pub fn start(port: PciAddress, core: usize, mode: &str) -> Result<Testpmd, String> {
+        let bin = ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk-dev librte-net-e1000-23 librte-mempool-ring23, or run via `cargo xtask compare`)")?;
+        pollnic::pci::bind_vfio(&pollnic::pci::Sysfs::default(), port)
+            .map_err(|e| e.to_string())?;
+        // testpmd forwards on `core`; its main lcore (which only supervises) is the other.
+        let other = if core == 0 { 1 } else { 0 };
+        let mut child = std::process::Command::new(bin)
+            .args([
+                "-l",
+                &format!("{other},{core}"),
+                "--main-lcore",
+                &other.to_string(),
+                "-n",
+                "1",
+                "-a",
+                &port.to_string(),
+                "--file-prefix",
+                "pollnic-compare",
+                "--",
+                &format!("--forward-mode={mode}"),
+                "--port-topology=loop",
+                "--total-num-mbufs=16384",
+                &format!("--rxd={RX_RING}"),
+                &format!("--txd={RX_RING}"),
+                "--auto-start",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting {bin}: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout from testpmd")?;
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut all = String::new();
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = tx.send(line.clone());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let mut seen = Vec::new();
+        let stderr_tail = |child: &mut Child| {
+            let mut err = String::new();
+            child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            err.lines().rev().take(4).collect::<Vec<_>>().join(" | ")
+        };
+        loop {
+            match lines.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) if line.contains("Press enter to exit") => break,
+                Ok(line) => seen.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = child.wait();
+                    return Err(format!(
+                        "dpdk-testpmd exited before forwarding: {} | {}",
+                        last(&seen, 3),
+                        stderr_tail(&mut child)
+                    ));
+                }
+                Err(_) if Instant::now() > deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "dpdk-testpmd did not start forwarding within 90 s: {} | {}",
+                        last(&seen, 4),
+                        stderr_tail(&mut child)
+                    ));
+                }
+                Err(_) => {}
+            }
+        }
+        let cpu0 = process_cpu_ns(child.id());
+        Ok(Testpmd {
+            child,
+            reader,
+            cpu0,
+        })
+    }
+
+    /// The process id (for its CPU time).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stop forwarding (Enter), wait for the exit, read the accumulated
+    /// RX-packets and TX-packets.
+    ///
+    /// # Errors
+    /// The counters are not in its output (its last lines are quoted).
+    pub fn stop(mut self) -> Result<Counts, String> {
+        let cpu_ns = process_cpu_ns(self.child.id()).saturating_sub(self.cpu0);
+        let _ = self.child.stdin.take().map(|mut i| i.write_all(b"\n"));
+        let _ = self.child.wait();
+        let out = self.reader.join().unwrap_or_default();
+        // "Accumulated forward statistics for all ports" ... "RX-packets: N" ... "TX-packets: N"
+        let acc = out
+            .rfind("Accumulated forward statistics")
+            .map(|i| &out[i..])
+            .unwrap_or(&out);
+        let field = |name: &str| {
+            acc.split(name)
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "could not read {name} from testpmd's output:\n{}",
+                        out.lines().rev().take(15).collect::<Vec<_>>().join("\n")
+                    )
+                })
+        };
+        Ok(Counts {
+            rx: field("RX-packets:")?,
+            tx: field("TX-packets:")?,
+            cpu_ns,
+        })
+    }
+}

@@ -1,0 +1,482 @@
+//! The AF_XDP receive socket of the `kernel-afxdp` row, over libxdp (the
+//! xdp-project's AF_XDP library, Debian `libxdp1`), loaded at run time so that
+//! building `compare` needs no libxdp headers and a machine without it still
+//! runs every other row (this row then says what to install).
+//!
+//! libxdp does the setup: `xsk_umem__create` registers the UMEM and maps its
+//! fill and completion rings, `xsk_socket__create` loads libxdp's default XSK
+//! program (an XDP program that redirects the queue's frames into an XSKMAP),
+//! attaches it and binds the socket. The rings' fast-path accessors are
+//! `static inline` in `<xdp/xsk.h>`, so they are written here against the
+//! ring layout that header defines (`struct xsk_ring_prod`/`xsk_ring_cons`)
+//! and the barriers it documents (acquire on the peer's index, release on
+//! ours; Linux `net/xdp/xsk_queue.h`). Sources: Linux
+//! `Documentation/networking/af_xdp.rst`, libxdp `xsk.h` 1.3.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The ring bookkeeping libxdp fills in (`DEFINE_XSK_RING` in `<xdp/xsk.h>`).
+#[repr(C)]
+struct XskRing {
+    cached_prod: u32,
+    cached_cons: u32,
+    mask: u32,
+    size: u32,
+    producer: *mut u32,
+    consumer: *mut u32,
+    ring: *mut c_void,
+    flags: *mut u32,
+}
+
+impl XskRing {
+    fn empty() -> Box<XskRing> {
+        Box::new(XskRing {
+            cached_prod: 0,
+            cached_cons: 0,
+            mask: 0,
+            size: 0,
+            producer: std::ptr::null_mut(),
+            consumer: std::ptr::null_mut(),
+            ring: std::ptr::null_mut(),
+            flags: std::ptr::null_mut(),
+        })
+    }
+}
+
+/// `struct xsk_socket_config` (`<xdp/xsk.h>`).
+#[repr(C)]
+struct XskSocketConfig {
+    rx_size: u32,
+    tx_size: u32,
+    libxdp_flags: u32,
+    xdp_flags: u32,
+    bind_flags: u16,
+}
+
+type UmemCreate = unsafe extern "C" fn(
+    *mut *mut c_void,
+    *mut c_void,
+    u64,
+    *mut XskRing,
+    *mut XskRing,
+    *const c_void,
+) -> c_int;
+type SocketCreate = unsafe extern "C" fn(
+    *mut *mut c_void,
+    *const c_char,
+    u32,
+    *mut c_void,
+    *mut XskRing,
+    *mut XskRing,
+    *const XskSocketConfig,
+) -> c_int;
+type SocketFd = unsafe extern "C" fn(*const c_void) -> c_int;
+type SocketDelete = unsafe extern "C" fn(*mut c_void);
+type UmemDelete = unsafe extern "C" fn(*mut c_void) -> c_int;
+type SetPrint = unsafe extern "C" fn(*const c_void) -> *const c_void;
+
+/// The libxdp functions used, resolved from `libxdp.so.1`.
+struct Libxdp {
+    umem_create: UmemCreate,
+    socket_create: SocketCreate,
+    socket_fd: SocketFd,
+    socket_delete: SocketDelete,
+    umem_delete: UmemDelete,
+}
+
+/// The shared object's name (Debian `libxdp1`).
+pub const LIBXDP: &str = "libxdp.so.1";
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl* call.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated (above).
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+impl Libxdp {
+    /// Load libxdp once per process (never unloaded: the XDP program it
+    /// attached is detached by `xsk_socket__delete`, which must stay callable).
+    fn get() -> Result<&'static Libxdp, String> {
+        static LIB: std::sync::OnceLock<Result<Libxdp, String>> = std::sync::OnceLock::new();
+        LIB.get_or_init(Libxdp::load).as_ref().map_err(Clone::clone)
+    }
+
+    fn load() -> Result<Libxdp, String> {
+        let name = CString::new(LIBXDP).expect("no NUL");
+        // SAFETY: dlopen with a valid C string; the handle is kept for the process's life.
+        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if h.is_null() {
+            return Err(format!(
+                "{LIBXDP} could not be loaded ({}): install Debian's libxdp1 (`apt-get install libxdp1`), or run via `cargo xtask compare`, which installs it",
+                dlerror()
+            ));
+        }
+        let sym = |s: &str| -> Result<*mut c_void, String> {
+            let c = CString::new(s).expect("no NUL");
+            // SAFETY: `h` is a live handle, `c` a valid C string.
+            let p = unsafe { libc::dlsym(h, c.as_ptr()) };
+            if p.is_null() {
+                Err(format!("{LIBXDP} has no `{s}`: {}", dlerror()))
+            } else {
+                Ok(p)
+            }
+        };
+        // libbpf (libxdp's dependency) prints warnings about sections of
+        // libxdp's own BPF objects it does not know; errors come back as codes.
+        if let Ok(p) = sym("libbpf_set_print") {
+            // SAFETY: `libbpf_set_print(libbpf_print_fn_t)` from <bpf/libbpf.h>;
+            // NULL turns printing off.
+            unsafe { std::mem::transmute::<*mut c_void, SetPrint>(p)(std::ptr::null()) };
+        }
+        // SAFETY: each symbol is the libxdp function of that name, whose C
+        // prototype in <xdp/xsk.h> the matching type above mirrors.
+        unsafe {
+            Ok(Libxdp {
+                umem_create: std::mem::transmute::<*mut c_void, UmemCreate>(sym(
+                    "xsk_umem__create",
+                )?),
+                socket_create: std::mem::transmute::<*mut c_void, SocketCreate>(sym(
+                    "xsk_socket__create",
+                )?),
+                socket_fd: std::mem::transmute::<*mut c_void, SocketFd>(sym("xsk_socket__fd")?),
+                socket_delete: std::mem::transmute::<*mut c_void, SocketDelete>(sym(
+                    "xsk_socket__delete",
+                )?),
+                umem_delete: std::mem::transmute::<*mut c_void, UmemDelete>(sym(
+                    "xsk_umem__delete",
+                )?),
+            })
+        }
+    }
+}
+
+/// How the XDP program was attached.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Attach {
+    /// In the driver (XDP_FLAGS_DRV_MODE): igb runs it in its NAPI poll.
+    Native,
+    /// Generic XDP (XDP_FLAGS_SKB_MODE), after the skb is built.
+    Generic,
+}
+
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+/// UMEM chunk size (libxdp's default frame size), bytes.
+const FRAME: usize = 4096;
+/// Chunks in the UMEM, all handed to the fill ring at start (its default size).
+const FRAMES: usize = 2048;
+/// The socket's RX ring, descriptors (libxdp's default).
+pub const XSK_RX_RING: u32 = 2048;
+
+/// An AF_XDP socket receiving from one queue of one interface, with its UMEM.
+pub struct XskRx {
+    lib: &'static Libxdp,
+    umem: *mut c_void,
+    xsk: *mut c_void,
+    fill: Box<XskRing>,
+    // Never used (no TX), but libxdp writes it and keeps a pointer until delete.
+    _comp: Box<XskRing>,
+    rx: Box<XskRing>,
+    area: *mut u8,
+    fd: c_int,
+    attach: Attach,
+}
+
+// SAFETY: the UMEM, rings and socket belong to this value alone; libxdp keeps
+// no thread-bound state for them, so the receiving thread may own it.
+unsafe impl Send for XskRx {}
+
+impl XskRx {
+    /// Create a UMEM of 2048 × 4 KiB chunks, attach libxdp's XSK program to
+    /// `ifname` (native XDP, else generic) and bind a socket to `queue`,
+    /// letting the kernel choose zero-copy or copy (see [`XskRx::zero_copy`]).
+    ///
+    /// # Errors
+    /// libxdp missing, or what libxdp/the kernel refused, as text.
+    pub fn open(ifname: &str, queue: u32) -> Result<XskRx, String> {
+        let lib = Libxdp::get()?;
+        let len = FRAME * FRAMES;
+        // SAFETY: a fresh private anonymous mapping, owned by the XskRx below.
+        let area = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if area == libc::MAP_FAILED {
+            return Err(format!("UMEM mmap: {}", io::Error::last_os_error()));
+        }
+        let mut s = XskRx {
+            lib,
+            umem: std::ptr::null_mut(),
+            xsk: std::ptr::null_mut(),
+            fill: XskRing::empty(),
+            _comp: XskRing::empty(),
+            rx: XskRing::empty(),
+            area: area.cast(),
+            fd: -1,
+            attach: Attach::Native,
+        };
+        // SAFETY: `area` is `len` bytes we own, page aligned; the ring structs
+        // are boxed, so the pointers libxdp keeps stay valid until delete.
+        let rc = unsafe {
+            (lib.umem_create)(
+                &mut s.umem,
+                area,
+                len as u64,
+                &mut *s.fill,
+                &mut *s._comp,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(format!(
+                "xsk_umem__create: {}",
+                io::Error::from_raw_os_error(-rc)
+            ));
+        }
+        let name = CString::new(ifname).map_err(|_| "interface name with NUL".to_string())?;
+        let mut errors = Vec::new();
+        for (attach, flags) in [
+            (Attach::Native, XDP_FLAGS_DRV_MODE),
+            (Attach::Generic, XDP_FLAGS_SKB_MODE),
+        ] {
+            let cfg = XskSocketConfig {
+                rx_size: XSK_RX_RING,
+                tx_size: 0,
+                libxdp_flags: 0,
+                xdp_flags: flags,
+                bind_flags: 0,
+            };
+            // SAFETY: valid C string, our UMEM, a boxed RX ring struct, no TX
+            // ring (NULL, tx_size 0), a config of the layout xsk.h declares.
+            let rc = unsafe {
+                (lib.socket_create)(
+                    &mut s.xsk,
+                    name.as_ptr(),
+                    queue,
+                    s.umem,
+                    &mut *s.rx,
+                    std::ptr::null_mut(),
+                    &cfg,
+                )
+            };
+            if rc == 0 {
+                s.attach = attach;
+                break;
+            }
+            s.xsk = std::ptr::null_mut();
+            errors.push(format!(
+                "{attach:?} XDP: {}",
+                io::Error::from_raw_os_error(-rc)
+            ));
+        }
+        if s.xsk.is_null() {
+            return Err(format!(
+                "xsk_socket__create({ifname}, queue {queue}): {}",
+                errors.join("; ")
+            ));
+        }
+        // SAFETY: a live socket.
+        s.fd = unsafe { (lib.socket_fd)(s.xsk) };
+        // Hand every chunk to the kernel.
+        let n = s.fill_reserve(FRAMES as u32);
+        for i in 0..n {
+            s.fill_set(i, (i as usize * FRAME) as u64);
+        }
+        s.fill_submit(n);
+        Ok(s)
+    }
+
+    /// How the XDP program runs.
+    pub fn attach(&self) -> Attach {
+        self.attach
+    }
+
+    /// True when the kernel bound the socket in zero-copy mode (XDP_OPTIONS).
+    pub fn zero_copy(&self) -> bool {
+        let mut o = libc::xdp_options { flags: 0 };
+        let mut l = std::mem::size_of::<libc::xdp_options>() as u32;
+        // SAFETY: `o`/`l` valid for writing; the kernel writes at most `l` bytes.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_XDP,
+                libc::XDP_OPTIONS,
+                (&mut o as *mut libc::xdp_options).cast(),
+                &mut l,
+            )
+        };
+        rc == 0 && o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0
+    }
+
+    /// The socket's drop counters (XDP_STATISTICS).
+    pub fn stats(&self) -> libc::xdp_statistics {
+        // SAFETY: plain data; zero is valid.
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut l = std::mem::size_of::<libc::xdp_statistics>() as u32;
+        // SAFETY: as in `zero_copy`.
+        unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut l,
+            )
+        };
+        st
+    }
+
+    /// Hand up to 64 received frames to `f`, waiting up to `timeout_ms` in
+    /// poll(2) when none is ready; their chunks go straight back to the fill
+    /// ring. Returns the frames handed over.
+    pub fn recv(&mut self, timeout_ms: i32, mut f: impl FnMut(&[u8])) -> usize {
+        let mut n = self.rx_peek(64);
+        if n == 0 {
+            let mut p = libc::pollfd {
+                fd: self.fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut p, 1, timeout_ms) };
+            n = self.rx_peek(64);
+            if n == 0 {
+                return 0;
+            }
+        }
+        let first = self.rx.cached_cons.wrapping_sub(n);
+        let got = self.fill_reserve(n);
+        for i in 0..n {
+            // SAFETY: entry `first + i` was published by the kernel (peeked
+            // under acquire) and is ours until the consumer index moves.
+            let d = unsafe {
+                self.rx
+                    .ring
+                    .cast::<libc::xdp_desc>()
+                    .add((first.wrapping_add(i) & self.rx.mask) as usize)
+                    .read()
+            };
+            let (addr, len) = (d.addr as usize, d.len as usize);
+            // The kernel's offsets are checked anyway: a frame must lie in the UMEM.
+            if addr.checked_add(len).is_some_and(|e| e <= FRAME * FRAMES) {
+                // SAFETY: inside our UMEM (checked), written by the kernel
+                // before it published the descriptor.
+                f(unsafe { std::slice::from_raw_parts(self.area.add(addr), len) });
+            }
+            if i < got {
+                self.fill_set(i, (addr & !(FRAME - 1)) as u64);
+            }
+        }
+        self.fill_submit(got);
+        self.rx_release();
+        n as usize
+    }
+
+    fn rx_peek(&mut self, max: u32) -> u32 {
+        let r = &mut *self.rx;
+        let mut avail = r.cached_prod.wrapping_sub(r.cached_cons);
+        if avail == 0 {
+            // SAFETY: `producer` points into the kernel-mapped ring, u32-aligned.
+            r.cached_prod = unsafe { AtomicU32::from_ptr(r.producer) }.load(Ordering::Acquire);
+            avail = r.cached_prod.wrapping_sub(r.cached_cons);
+        }
+        let n = avail.min(max);
+        r.cached_cons = r.cached_cons.wrapping_add(n);
+        n
+    }
+
+    fn rx_release(&mut self) {
+        let r = &*self.rx;
+        // SAFETY: as in `rx_peek`; release orders our reads of the entries before.
+        unsafe { AtomicU32::from_ptr(r.consumer) }.store(r.cached_cons, Ordering::Release);
+    }
+
+    /// Reserve up to `n` fill slots (starting at `cached_prod`); returns how many.
+    fn fill_reserve(&mut self, n: u32) -> u32 {
+        let r = &mut *self.fill;
+        let mut free = r.cached_cons.wrapping_sub(r.cached_prod);
+        if free < n {
+            // SAFETY: `consumer` points into the kernel-mapped fill ring.
+            let c = unsafe { AtomicU32::from_ptr(r.consumer) }.load(Ordering::Acquire);
+            r.cached_cons = c.wrapping_add(r.size);
+            free = r.cached_cons.wrapping_sub(r.cached_prod);
+        }
+        free.min(n)
+    }
+
+    fn fill_set(&mut self, i: u32, addr: u64) {
+        let r = &*self.fill;
+        // SAFETY: slot `cached_prod + i` was reserved (free per the kernel's
+        // consumer index), masked into the ring of `size` u64 entries.
+        unsafe {
+            r.ring
+                .cast::<u64>()
+                .add((r.cached_prod.wrapping_add(i) & r.mask) as usize)
+                .write(addr)
+        };
+    }
+
+    fn fill_submit(&mut self, n: u32) {
+        let r = &mut *self.fill;
+        r.cached_prod = r.cached_prod.wrapping_add(n);
+        // SAFETY: as in `fill_reserve`; release publishes the entries written.
+        unsafe { AtomicU32::from_ptr(r.producer) }.store(r.cached_prod, Ordering::Release);
+    }
+}
+
+impl Drop for XskRx {
+    fn drop(&mut self) {
+        // SAFETY: socket then UMEM, each created by this value and deleted
+        // once (libxdp detaches its XDP program with the last socket); the
+        // UMEM area is unmapped only after the kernel let go of it.
+        unsafe {
+            if !self.xsk.is_null() {
+                (self.lib.socket_delete)(self.xsk);
+            }
+            if !self.umem.is_null() {
+                (self.lib.umem_delete)(self.umem);
+            }
+            libc::munmap(self.area.cast(), FRAME * FRAMES);
+        }
+    }
+}
+
+/// Mount bpffs on /sys/fs/bpf unless one is there (libxdp pins its XDP
+/// dispatcher there; the testbed's guest does not mount it). Returns whether
+/// it mounted one.
+///
+/// # Errors
+/// The mount(2) error, as text.
+pub fn ensure_bpffs() -> Result<bool, String> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    if mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some("/sys/fs/bpf") && l.contains(" bpf "))
+    {
+        return Ok(false);
+    }
+    let c = |s: &str| CString::new(s).expect("no NUL");
+    let (src, dir, fs) = (c("bpf"), c("/sys/fs/bpf"), c("bpf"));
+    // SAFETY: valid C strings; no data argument.
+    let rc = unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    if rc != 0 {
+        return Err(format!(
+            "mount -t bpf bpf /sys/fs/bpf: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(true)
+}
