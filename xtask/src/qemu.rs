@@ -106,7 +106,7 @@ pub const TESTBED_LOCK: &str = "/tmp/pollnic-testbed.lock";
 
 /// Takes [`TESTBED_LOCK`] exclusively, waiting (and saying so) while another testbed runs.
 /// The lock is released when the returned file is dropped, or when this process dies.
-fn testbed_lock() -> Result<std::fs::File> {
+pub fn testbed_lock() -> Result<std::fs::File> {
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -122,7 +122,8 @@ fn testbed_lock() -> Result<std::fs::File> {
             return Err(e).with_context(|| format!("locking {TESTBED_LOCK}"));
         }
     }
-    f.lock().with_context(|| format!("locking {TESTBED_LOCK}"))?;
+    f.lock()
+        .with_context(|| format!("locking {TESTBED_LOCK}"))?;
     eprintln!("[xtask] testbed lock taken");
     Ok(f)
 }
