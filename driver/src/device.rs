@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::igb::init::{self, LinkStatus, TimedOut};
 use crate::igb::queue;
 use crate::igb::rss;
-use crate::igb::stats::Stats;
+use crate::igb::stats::{SharedStats, Stats, StatsRefresher, STATS_REFRESH};
 use crate::pci::{NicFamily, PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::{MmioDoorbell, Queue};
 use crate::vfio::Vfio;
@@ -34,7 +34,10 @@ pub struct Device {
     reta: Reta,
     /// Queues the hardware may have enabled (all are disabled at shutdown).
     hw_queues: u16,
-    stats: Stats,
+    /// Counter totals, read every [`STATS_REFRESH`] by `refresher` (the
+    /// clear-on-read registers' horizon, see [`crate::igb::stats`]).
+    stats: SharedStats,
+    refresher: Option<StatsRefresher>,
     // Dropped last: BAR unmapped, VFIO device and container closed.
     vfio: Vfio,
 }
@@ -107,11 +110,19 @@ impl Device {
             rss_key: cfg.rss_key,
             reta: cfg.effective_reta(),
             hw_queues: cfg.queues,
-            stats: Stats::default(),
+            stats: SharedStats::default(),
+            refresher: None,
             vfio,
         };
         // On error `dev` is dropped here, which resets the device and frees everything.
         dev.bring_up(cfg)?;
+        let refresher = StatsRefresher::start(
+            Arc::clone(dev.vfio.bar0()),
+            Arc::clone(&dev.stats),
+            STATS_REFRESH,
+        )
+        .map_err(|e| Error::Config(format!("cannot start the counter refresh thread: {e}")))?;
+        dev.refresher = Some(refresher);
         Ok(dev)
     }
 
@@ -297,10 +308,13 @@ impl Device {
     }
 
     /// Read the hardware counters (adding to the totals since open) and return
-    /// the totals under their `ethtool -S` names.
-    pub fn stats(&mut self) -> &Stats {
-        self.stats.update(&**self.vfio.bar0());
-        &self.stats
+    /// the totals under their `ethtool -S` names. The device also reads them
+    /// every [`STATS_REFRESH`] on its own thread, so no count is lost however
+    /// rarely this is called ([`crate::igb::stats`] gives the horizon).
+    pub fn stats(&mut self) -> Stats {
+        let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.update(&**self.vfio.bar0());
+        s.clone()
     }
 
     /// Software counters of RX queue 0.
@@ -341,6 +355,10 @@ impl Drop for Device {
     fn drop(&mut self) {
         // 1. stop DMA and reset; 2. no more bus mastering; 3. only then free
         //    rings and buffers (unmap from the IOMMU, munmap); 4. close VFIO.
+        // 0. no more counter reads (a read during reset may return all ones).
+        if let Some(mut r) = self.refresher.take() {
+            r.stop();
+        }
         init::shutdown(&**self.vfio.bar0(), self.hw_queues);
         self.vfio.disable_bus_master();
         self.queues.clear();
