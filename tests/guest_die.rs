@@ -197,6 +197,13 @@ fn ctrl_c_during_tx_then_unbind_gives_the_kernel_interface_back() {
                 .collect()
         })
         .unwrap_or_default();
+    // The interface is there for `ip` too (before it goes away again).
+    let link = ifaces.first().map(|i| {
+        Command::new("ip")
+            .args(["link", "show", i])
+            .output()
+            .unwrap()
+    });
     // Give it back to vfio-pci before asserting, so the testbed stays usable.
     let rebind = Command::new(&cli)
         .args(["bind", &port(0)])
@@ -211,11 +218,13 @@ fn ctrl_c_during_tx_then_unbind_gives_the_kernel_interface_back() {
         1,
         "kernel interface of port 0: {ifaces:?} ({text})"
     );
-    let link = Command::new("ip")
-        .args(["link", "show", &ifaces[0]])
-        .output()
-        .unwrap();
-    assert!(link.status.success(), "ip link show {}", ifaces[0]);
+    let link = link.unwrap();
+    assert!(
+        link.status.success() && String::from_utf8_lossy(&link.stdout).contains(&ifaces[0]),
+        "ip link show {}: {}",
+        ifaces[0],
+        String::from_utf8_lossy(&link.stderr)
+    );
     assert!(
         rebind.status.success(),
         "pollnic bind: {}",
