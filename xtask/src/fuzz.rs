@@ -6,7 +6,7 @@
 //! it for the given time on `<target>/fuzz-corpus/rings` (kept between runs) plus the committed
 //! seeds in `fuzz/seeds/rings`, holding the machine-wide testbed lock (it keeps the CPUs busy).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -93,8 +93,8 @@ fn fuzz_args(layout: &Layout) -> Vec<String> {
     ]
 }
 
-/// Installs and builds as needed, then fuzzes for `seconds` with `jobs` processes
-/// (libFuzzer's `-fork`), holding the testbed lock while fuzzing.
+/// Installs and builds as needed, then fuzzes for `seconds` with `jobs` libFuzzer processes
+/// sharing one corpus, holding the testbed lock while fuzzing.
 pub fn run(layout: &Layout, seconds: u64, jobs: u32) -> Result<FuzzOutcome> {
     let t = Instant::now();
     ensure_tools()?;
@@ -117,57 +117,76 @@ pub fn run(layout: &Layout, seconds: u64, jobs: u32) -> Result<FuzzOutcome> {
     let seeds = layout.repo.join("fuzz").join("seeds").join(TARGET);
     let log = logs.join(format!("{TARGET}-{}.log", crate::runscript::nonce()));
 
-    let mut c = nightly_cargo();
-    c.current_dir(&layout.repo)
-        .args(["fuzz", "run"])
-        .args(fuzz_args(layout))
-        .arg(TARGET)
-        .arg(&corpus)
-        .arg(&seeds)
-        .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
-        .arg(format!("-max_len={MAX_LEN}"))
-        .arg(format!("-artifact_prefix={}/", artifacts.display()))
-        .arg("-print_final_stats=1");
-    if jobs > 1 {
-        c.arg(format!("-fork={jobs}"));
-    }
-    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let command = |job: u32| {
+        let mut c = nightly_cargo();
+        c.current_dir(&layout.repo)
+            .args(["fuzz", "run"])
+            .args(fuzz_args(layout))
+            .arg(TARGET)
+            .arg(&corpus)
+            .arg(&seeds)
+            .arg("--")
+            .arg(format!("-max_total_time={seconds}"))
+            .arg(format!("-max_len={MAX_LEN}"))
+            .arg(format!("-artifact_prefix={}/", artifacts.display()))
+            .arg(format!("-seed={}", 1 + job))
+            .arg("-print_final_stats=1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
     let _lock = crate::qemu::testbed_lock()?;
-    say!("{}", cmd::describe(&c));
-    say!("fuzz: output in {}", log.display());
     let t = Instant::now();
-    let mut child = c
-        .spawn()
-        .with_context(|| format!("cannot start `{}`", cmd::describe(&c)))?;
-    // libFuzzer reports on stderr; stdout is merged in after it.
-    let stderr = child.stderr.take().context("no stderr pipe")?;
-    let mut out =
-        std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let mut execs = 0u64;
-    for line in BufReader::new(stderr).lines() {
-        let line = line.unwrap_or_default();
-        let _ = writeln!(out, "{line}");
-        if let Some(n) = executions(&line) {
-            execs = execs.max(n);
-        }
-        // Progress lines are many; show the milestones and anything else.
-        if !line.starts_with('#') || line.contains("DONE") || line.contains("pulse") {
-            eprintln!("{line}");
-        }
+    // `jobs` independent libFuzzer processes on one corpus directory (each
+    // reloads what the others add); their executions add up.
+    let mut children = Vec::new();
+    for job in 0..jobs.max(1) {
+        let mut c = command(job);
+        say!("{}", cmd::describe(&c));
+        let path = if jobs > 1 {
+            log.with_extension(format!("{job}.log"))
+        } else {
+            log.clone()
+        };
+        say!("fuzz: output in {}", path.display());
+        let mut child = c
+            .spawn()
+            .with_context(|| format!("cannot start `{}`", cmd::describe(&c)))?;
+        let stderr = child.stderr.take().context("no stderr pipe")?;
+        let mut out =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let show = job == 0;
+        let reader = std::thread::spawn(move || {
+            let mut execs = 0u64;
+            for line in BufReader::new(stderr).lines() {
+                let line = line.unwrap_or_default();
+                let _ = writeln!(out, "{line}");
+                if let Some(n) = executions(&line) {
+                    execs = execs.max(n);
+                }
+                // Progress lines are many; show job 0's milestones and anything else.
+                let progress = line.starts_with('#') && !line.contains("DONE");
+                if !progress || (show && line.contains("pulse")) {
+                    eprintln!("{line}");
+                }
+            }
+            execs
+        });
+        children.push((child, reader));
     }
-    let status = child.wait().context("waiting for cargo fuzz")?;
-    if let Some(mut so) = child.stdout.take() {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut so, &mut rest);
-        let _ = out.write_all(rest.as_bytes());
+    let mut execs = 0u64;
+    let mut clean = true;
+    for (mut child, reader) in children {
+        let status = child.wait().context("waiting for cargo fuzz")?;
+        clean &= status.success();
+        execs += reader.join().unwrap_or(0);
     }
     let run = t.elapsed();
     Ok(FuzzOutcome {
         execs,
         run,
         prepare,
-        clean: status.success(),
+        clean,
         log,
     })
 }

@@ -100,7 +100,7 @@ enum Command {
         /// How long to fuzz.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
-        /// Fuzzing processes (libFuzzer -fork); the machine-wide testbed lock is held meanwhile.
+        /// Fuzzing processes sharing one corpus; the machine-wide testbed lock is held meanwhile.
         #[arg(long, default_value_t = 1)]
         jobs: u32,
     },
