@@ -15,13 +15,14 @@ use crate::family::{self, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo};
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::Queue;
+use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
 use crate::stats::Stats;
 use crate::vfio::Vfio;
 use crate::wait::{wait_for, TimedOut};
 use crossbeam_utils::CachePadded;
 use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
 use pollnic_rings::{DescRing, Mempool, Packet, PageSize, RxRing, RxStats, TxRing, TxStats};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Which device [`Device::open_on`] drives: its PCI address (for messages)
@@ -52,7 +53,10 @@ pub struct Device {
     reta: Reta,
     /// Queues the hardware may have enabled (all are disabled at shutdown).
     hw_queues: u16,
-    stats: Stats,
+    /// Counter totals, read every [`STATS_REFRESH`] by `refresher` (the
+    /// clear-on-read registers' horizon, see [`crate::refresh`]).
+    stats: SharedStats,
+    refresher: Option<StatsRefresher>,
     bar: Arc<dyn DeviceBar>,
     // Dropped last: BAR unmapped, VFIO device and container closed.
     io: Box<dyn DeviceIo>,
@@ -124,12 +128,20 @@ impl Device {
             rss_key: cfg.rss_key,
             reta: cfg.effective_reta(),
             hw_queues: cfg.queues,
-            stats: Stats::new(family.stats_layout()),
+            stats: Arc::new(Mutex::new(Stats::new(family.stats_layout()))),
+            refresher: None,
             bar: io.bar0(),
             io,
         };
         // On error `dev` is dropped here, which resets the device and frees everything.
         dev.bring_up(cfg)?;
+        let (bar, stats) = (Arc::clone(&dev.bar), Arc::clone(&dev.stats));
+        let refresher = StatsRefresher::start(STATS_REFRESH, move || {
+            let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
+            family.update_stats(bar.regs(), &mut s);
+        })
+        .map_err(|e| Error::Config(format!("cannot start the counter refresh thread: {e}")))?;
+        dev.refresher = Some(refresher);
         Ok(dev)
     }
 
@@ -309,10 +321,13 @@ impl Device {
     }
 
     /// Read the hardware counters (adding to the totals since open) and return
-    /// the totals under their `ethtool -S` names.
-    pub fn stats(&mut self) -> &Stats {
-        self.family.update_stats(self.bar.regs(), &mut self.stats);
-        &self.stats
+    /// the totals under their `ethtool -S` names. The device also reads them
+    /// every [`STATS_REFRESH`] on its own thread, so no count is lost however
+    /// rarely this is called ([`crate::refresh`] gives the horizon).
+    pub fn stats(&mut self) -> Stats {
+        let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        self.family.update_stats(self.bar.regs(), &mut s);
+        s.clone()
     }
 
     /// Software counters of RX queue 0.
@@ -380,6 +395,10 @@ impl Drop for Device {
     fn drop(&mut self) {
         // 1. stop DMA and reset; 2. no more bus mastering; 3. only then free
         //    rings and buffers (unmap from the IOMMU, munmap); 4. close VFIO.
+        // 0. no more counter reads (a read during reset may return all ones).
+        if let Some(mut r) = self.refresher.take() {
+            r.stop();
+        }
         self.family.shutdown(self.bar.regs(), self.hw_queues);
         self.io.disable_bus_master();
         self.queues.clear();

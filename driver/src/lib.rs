@@ -34,6 +34,7 @@ pub mod mmio;
 pub mod pcapout;
 pub mod pci;
 pub mod queue;
+pub mod refresh;
 pub mod rsstool;
 pub mod runner;
 pub mod signal;

@@ -2,6 +2,13 @@
 //! names, for any family: each family gives a [`StatsLayout`] (its counter
 //! table from `pollnic_hw`, sums of register arrays, alternative names, and
 //! software-only counters) and the same clear-on-read accumulation runs over it.
+//!
+//! How often the registers must be read so that none fills up (the horizon
+//! at line rate on the 82576 and the 82599), and the thread that guarantees
+//! it, are in [`crate::refresh`]. A 32-bit register that reads 0xFFFF_FFFF
+//! went unread past its horizon (QEMU's igb sticks there,
+//! `e1000x_inc_reg_if_not_full` in `hw/net/e1000x_common.h`): its total is
+//! then a lower bound, and [`Stats::saturated`] names it.
 
 use crate::mmio::Regs;
 use pollnic_hw::igb::stats::{Counter, Width};
@@ -29,11 +36,16 @@ pub struct Stats {
     layout: &'static StatsLayout,
     totals: Vec<u64>,
     extra: Vec<u64>,
+    /// Per register counter: a read found it saturated (0xFFFF_FFFF).
+    saturated: Vec<bool>,
 }
 
 impl PartialEq for Stats {
     fn eq(&self, o: &Self) -> bool {
-        std::ptr::eq(self.layout, o.layout) && self.totals == o.totals && self.extra == o.extra
+        std::ptr::eq(self.layout, o.layout)
+            && self.totals == o.totals
+            && self.extra == o.extra
+            && self.saturated == o.saturated
     }
 }
 impl Eq for Stats {}
@@ -58,14 +70,36 @@ impl Stats {
             layout,
             totals: vec![0; layout.counters.len()],
             extra: vec![0; layout.extra.len()],
+            saturated: vec![false; layout.counters.len()],
         }
     }
 
-    /// Read every register once and add it to the totals (they clear on read).
+    /// Read every register once and add it to the totals (they clear on
+    /// read). A 32-bit counter that reads 0xFFFF_FFFF is marked saturated
+    /// ([`Stats::saturated`]): it went unread past its horizon.
     pub fn read_registers(&mut self, r: &dyn Regs) {
-        for (t, c) in self.totals.iter_mut().zip(self.layout.counters) {
-            *t = t.wrapping_add(read_counter(r, c));
+        for ((t, c), sat) in self
+            .totals
+            .iter_mut()
+            .zip(self.layout.counters)
+            .zip(self.saturated.iter_mut())
+        {
+            let v = read_counter(r, c);
+            *sat |= matches!(c.width, Width::Bits32(_)) && v == u32::MAX as u64;
+            *t = t.wrapping_add(v);
         }
+    }
+
+    /// The `ethtool -S` names of the 32-bit counters some read found
+    /// saturated (0xFFFF_FFFF: left unread past the horizon, see
+    /// [`crate::refresh`]). Their totals are lower bounds: counts were lost.
+    pub fn saturated(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.layout
+            .counters
+            .iter()
+            .zip(&self.saturated)
+            .filter(|(_, &s)| s)
+            .map(|(c, _)| c.name)
     }
 
     /// Add `n` to the software counter `name` of [`StatsLayout::extra`].

@@ -328,6 +328,11 @@ impl<D: Doorbell> RxRing<D> {
     pub fn pool(&self) -> &Mempool {
         &self.pool
     }
+    /// Accounting for tests and the fuzz harness: the buffer index armed in
+    /// each descriptor, by descriptor index.
+    pub fn armed_indices(&self) -> &[u32] {
+        &self.slots
+    }
     /// Index of the next descriptor to check.
     pub fn next_index(&self) -> u16 {
         self.next

@@ -310,6 +310,15 @@ impl<D: Doorbell> TxRing<D> {
     pub fn in_flight(&self) -> usize {
         self.in_flight as usize
     }
+    /// Accounting for tests and the fuzz harness: the buffer of each
+    /// descriptor in flight, oldest first, as `(index, of the ring's own pool)`.
+    pub fn in_flight_buffers(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
+        let mask = self.desc.mask();
+        (0..self.in_flight).map(move |k| {
+            let t = ((self.clean + k) & mask) as usize;
+            (self.idx[t], self.foreign[t].0.is_none())
+        })
+    }
     /// Counters since creation.
     pub fn stats(&self) -> TxStats {
         self.stats

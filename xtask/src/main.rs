@@ -14,6 +14,7 @@ mod console;
 mod cpio;
 mod demo;
 mod elf;
+mod fuzz;
 mod guest;
 mod install;
 mod kmod;
@@ -85,6 +86,24 @@ enum Command {
         /// Limit in seconds for each guest test executable (then it counts as failed).
         #[arg(long, default_value_t = 300)]
         test_timeout: u64,
+        /// Seconds of fuzzing the rings (`cargo xtask fuzz`) after the host tests; 0 skips it
+        /// (the summary says so).
+        #[arg(long, default_value_t = 60)]
+        fuzz_seconds: u64,
+    },
+    /// Fuzz the RX/TX rings, mempool and packets against a hostile device model
+    /// (cargo-fuzz, libFuzzer + AddressSanitizer, nightly toolchain). Installs cargo-fuzz when
+    /// missing; keeps its corpus in target/fuzz-corpus/rings; a finding is saved in
+    /// target/fuzz-artifacts/rings/ and fails the run.
+    ///
+    /// Example: cargo xtask fuzz --seconds 600 --jobs 2
+    Fuzz {
+        /// How long to fuzz.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Fuzzing processes sharing one corpus; the machine-wide testbed lock is held meanwhile.
+        #[arg(long, default_value_t = 1)]
+        jobs: u32,
     },
     /// Run the loopback example between the guest's two igb ports.
     ///
@@ -192,13 +211,27 @@ fn run(command: Command) -> Result<ExitCode> {
             let outcome = qemu::run_in_guest(&layout, &image, &script, &opts)?;
             Ok(status(outcome.code))
         }
-        Command::Test { vm, test_timeout } => {
+        Command::Test {
+            vm,
+            test_timeout,
+            fuzz_seconds,
+        } => {
             let passed = tests::run(
                 &layout,
                 &vm.options(true),
                 Duration::from_secs(test_timeout),
+                fuzz_seconds,
             )?;
             Ok(if passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Fuzz { seconds, jobs } => {
+            let outcome = fuzz::run(&layout, seconds, jobs)?;
+            say!("fuzz: {}", fuzz::describe(&outcome));
+            Ok(if outcome.clean {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

@@ -106,7 +106,7 @@ pub const TESTBED_LOCK: &str = "/tmp/pollnic-testbed.lock";
 
 /// Takes [`TESTBED_LOCK`] exclusively, waiting (and saying so) while another testbed runs.
 /// The lock is released when the returned file is dropped, or when this process dies.
-fn testbed_lock() -> Result<std::fs::File> {
+pub fn testbed_lock() -> Result<std::fs::File> {
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

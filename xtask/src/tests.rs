@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the project's full test run.
 //!
 //! 1. setup + guest image;
-//! 2. `cargo test --workspace` on the host (guest tests are `#[ignore]`d there);
+//! 2. `cargo test --workspace` on the host (guest tests are `#[ignore]`d there), then a
+//!    `fuzz_seconds` pass of the rings fuzz target (`cargo xtask fuzz`);
 //! 3. build the `pollnic` CLI and the `guest_*` integration tests of the `pollnic` crate
 //!    (none found is a failure: guest tests must never be skipped silently);
 //! 4. boot one guest and run each `guest_*` executable with `--ignored --test-threads=1`,
@@ -39,7 +40,12 @@ struct GuestResult {
 ///
 /// `per_binary` limits each guest test executable (it is killed and counted as failed, and
 /// the next one runs); `opts.timeout` still bounds the whole guest run.
-pub fn run(layout: &Layout, opts: &VmOptions, per_binary: Duration) -> Result<bool> {
+pub fn run(
+    layout: &Layout,
+    opts: &VmOptions,
+    per_binary: Duration,
+    fuzz_seconds: u64,
+) -> Result<bool> {
     let started = Instant::now();
 
     let t = Instant::now();
@@ -59,6 +65,23 @@ pub fn run(layout: &Layout, opts: &VmOptions, per_binary: Duration) -> Result<bo
         }
     };
     let host = t.elapsed();
+
+    let t = Instant::now();
+    let fuzz = (fuzz_seconds > 0).then(|| crate::fuzz::run(layout, fuzz_seconds, 1));
+    let fuzz_time = t.elapsed();
+    let fuzz_note = match &fuzz {
+        None => "SKIPPED (--fuzz-seconds 0)".to_owned(),
+        Some(Ok(o)) => crate::fuzz::describe(o),
+        Some(Err(e)) => format!("FAILED: {e:#}"),
+    };
+    let fuzz_ok = match &fuzz {
+        None => true,
+        Some(Ok(o)) => o.clean,
+        Some(Err(_)) => false,
+    };
+    if !fuzz_ok {
+        say!("test: fuzzing failed: {fuzz_note}");
+    }
 
     let t = Instant::now();
     if opts.bind {
@@ -97,7 +120,7 @@ pub fn run(layout: &Layout, opts: &VmOptions, per_binary: Duration) -> Result<bo
     let results = read_results(&results_path);
 
     // Summary.
-    let mut all_ok = host_ok;
+    let mut all_ok = host_ok && fuzz_ok;
     let mut out = String::from("\n---- xtask test summary ----\n");
     let line = |out: &mut String, what: &str, d: Duration, note: &str| {
         let _ = writeln!(out, "{what:<22}{:>8.1}s  {note}", d.as_secs_f64());
@@ -109,10 +132,14 @@ pub fn run(layout: &Layout, opts: &VmOptions, per_binary: Duration) -> Result<bo
         host,
         if host_ok { "ok" } else { "FAILED" },
     );
+    line(&mut out, "fuzz (rings)", fuzz_time, &fuzz_note);
     line(&mut out, "build (guest tests)", build, "");
     let mut failures: Vec<String> = Vec::new();
     if !host_ok {
         failures.push("host tests".into());
+    }
+    if !fuzz_ok {
+        failures.push("fuzz".into());
     }
     match &outcome {
         Ok(run) => {

@@ -62,6 +62,12 @@ impl PoolCache {
         self.bufs.len()
     }
 
+    /// Accounting for tests and the fuzz harness: the free buffer indices
+    /// the cache holds now.
+    pub fn cached_indices(&self) -> &[u32] {
+        &self.bufs[..self.len]
+    }
+
     /// Take a free buffer index, refilling from the shared list when empty.
     #[inline]
     pub(crate) fn get(&mut self) -> Option<u32> {

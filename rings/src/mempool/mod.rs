@@ -265,6 +265,30 @@ impl Mempool {
         self.ptr == other.ptr
     }
 
+    /// Accounting for tests and the fuzz harness (not for the data path): the
+    /// buffer indices on the shared free list, oldest first. It takes every
+    /// index off the list and puts it back in the same order, so call it only
+    /// while no other thread allocates from or frees into this pool.
+    pub fn free_indices(&self) -> Vec<u32> {
+        let free = &self.shared().free;
+        let mut out = Vec::with_capacity(free.len());
+        while let Some(i) = free.pop() {
+            out.push(i);
+        }
+        for &i in &out {
+            self.shared().free_one(i);
+        }
+        out
+    }
+
+    /// Accounting for tests and the fuzz harness: the pool's reference count,
+    /// i.e. live [`Mempool`] handles (each ring and [`PoolCache`] holds one),
+    /// plus live [`Packet`]s, plus TX descriptors in flight, once every burst
+    /// call has returned.
+    pub fn references(&self) -> usize {
+        self.shared().refs.load(Ordering::Acquire)
+    }
+
     /// Move up to `n` free buffer indices from the shared list into `dst`;
     /// returns how many.
     pub(crate) fn alloc_bulk(&self, dst: &mut Vec<u32>, n: usize) -> usize {

@@ -148,6 +148,12 @@ impl Packet {
     pub fn capacity(&self) -> usize {
         self.shared().buf_size() as usize
     }
+    /// Index of this packet's buffer in its mempool (buffer `i` starts at
+    /// byte `i × buf_size` of the pool's region), for accounting.
+    #[inline]
+    pub fn buf_index(&self) -> u32 {
+        self.idx
+    }
     /// IOVA of the first byte (what a TX descriptor points at).
     #[inline]
     pub fn iova(&self) -> u64 {
