@@ -25,17 +25,29 @@
 //! before any DMA memory is freed.
 
 use crate::mmio::Regs;
+use crate::pci::{LinkState, NicModel, INTEL_VENDOR_ID};
 use crate::stats::{Stats, StatsLayout};
 use crate::wait::TimedOut;
 use pollnic_hw::rss::{Reta, KEY_LEN};
 
-/// Every family pollnic drives, asked in order by [`lookup`]. A new family
-/// is one line here.
+/// Every family pollnic drives, asked in order by [`lookup`] and by the PCI
+/// ID look-ups of `pollnic status`/`bind`/`doctor` ([`crate::pci::lookup`]).
+/// A new family is one line here.
 pub static FAMILIES: &[&dyn Family] = &[&crate::igb::Igb, &crate::ixgbe::Ixgbe];
 
 /// The back end that drives PCI `vendor:device`, if any.
 pub fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
-    FAMILIES.iter().copied().find(|f| f.drives(vendor, device))
+    lookup_in(FAMILIES, vendor, device)
+}
+
+/// The first of `families` that drives PCI `vendor:device` ([`lookup`] is
+/// this over [`FAMILIES`]; tests pass their own list).
+pub fn lookup_in(
+    families: &[&'static dyn Family],
+    vendor: u16,
+    device: u16,
+) -> Option<&'static dyn Family> {
+    families.iter().copied().find(|f| f.drives(vendor, device))
 }
 
 /// Where one queue's descriptor ring lives, for its base/length registers.
@@ -56,6 +68,17 @@ pub struct LinkStatus {
     pub speed_mbps: u32,
     /// Full duplex (always true on the 82599).
     pub full_duplex: bool,
+}
+
+/// What `pollnic doctor` warns about a family's ports: "`<device>` is an
+/// `<family>` part: `what`", fixed by "`instead` (`pollnic status`); `pollnic
+/// unbind <addr>` gives this one back".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caveat {
+    /// What is missing, e.g. "its data path is not implemented yet".
+    pub what: &'static str,
+    /// What to use instead, e.g. "use an igb port".
+    pub instead: &'static str,
 }
 
 /// Which packet types RSS hashes (the rest go to queue 0 with hash 0).
@@ -94,10 +117,35 @@ impl Default for HashTypes {
 pub trait Family: Send + Sync + 'static {
     /// Short name, as the Linux driver's: "igb", "ixgbe".
     fn name(&self) -> &'static str;
-    /// Whether this back end drives PCI `vendor:device`.
-    fn drives(&self, vendor: u16, device: u16) -> bool;
+    /// Name of the Linux kernel driver for these parts, the one `pollnic
+    /// unbind` gives a port back to (`/sys/bus/pci/drivers/<name>`). Default:
+    /// [`Family::name`].
+    fn kernel_driver(&self) -> &'static str {
+        self.name()
+    }
+    /// The PCI device IDs (vendor [`INTEL_VENDOR_ID`]) `pollnic
+    /// status`/`bind`/`doctor` know as this family, with their `lspci` names
+    /// and queue counts; each entry's `family` is this family. Conventionally
+    /// `driver/src/<family>/ids.rs`.
+    fn models(&self) -> &'static [NicModel];
+    /// Whether this back end drives PCI `vendor:device`. Default: it is one
+    /// of [`Family::models`].
+    fn drives(&self, vendor: u16, device: u16) -> bool {
+        vendor == INTEL_VENDOR_ID && self.models().iter().any(|m| m.device_id == device)
+    }
     /// Queue pairs RSS can spread over on this part (`device` is the PCI device ID).
     fn max_queues(&self, device: u16) -> u16;
+    /// Byte offset in BAR 0 of the register `pollnic status` reads, once and
+    /// read-only, for the link of a port no kernel network driver owns
+    /// (igb `STATUS`, 82599 `LINKS`); decoded by [`Family::decode_link_register`].
+    fn link_register(&self) -> u32;
+    /// The link a value of [`Family::link_register`] shows.
+    fn decode_link_register(&self, value: u32) -> LinkState;
+    /// A warning `pollnic doctor` gives for every port of this family (a back
+    /// end not ready for use), or `None`.
+    fn caveat(&self) -> Option<Caveat> {
+        None
+    }
     /// Smallest ring, in descriptors, the part accepts.
     fn min_ring_size(&self) -> u32;
     /// RX write-back error bits (in `status_error`) that make a frame bad.

@@ -11,7 +11,7 @@
 
 use super::facts::{Facts, Member, NodeStat, PortFacts, User};
 use super::{Finding, Status};
-use crate::pci::{LinkState, NicFamily, VFIO_PCI};
+use crate::pci::{LinkState, VFIO_PCI};
 use pollnic_rings::dma::NR_HUGEPAGES;
 
 /// Drivers that may share an IOMMU group with a VFIO device.
@@ -323,18 +323,18 @@ pub fn port(f: &Facts, p: &PortFacts) -> Vec<Finding> {
             ));
             return out;
         }
-        Some(NicFamily::Ixgbe) => out.push(Finding::warn(
-            &area,
-            format!(
-                "{} is an ixgbe part: its data path is not implemented yet",
-                d.name()
-            ),
-            format!(
-                "use an igb port (`pollnic status`); `pollnic unbind {}` gives this one back",
-                p.addr
-            ),
-        )),
-        Some(NicFamily::Igb) => {}
+        Some(family) => {
+            if let Some(c) = family.caveat() {
+                out.push(Finding::warn(
+                    &area,
+                    format!("{} is an {} part: {}", d.name(), family.name(), c.what),
+                    format!(
+                        "{} (`pollnic status`); `pollnic unbind {}` gives this one back",
+                        c.instead, p.addr
+                    ),
+                ));
+            }
+        }
     }
     if d.is_vfio_bound() {
         out.push(Finding::ok(&area, format!("{}: driver vfio-pci", d.name())));

@@ -451,3 +451,46 @@ fn gathers_hugepages_and_cap_eff_from_a_fake_tree() {
     assert_eq!(parse_cpulist("0-2,5\n"), vec![0, 1, 2, 5]);
     assert!(parse_cpulist("\n").is_empty());
 }
+
+#[test]
+fn a_family_caveat_is_a_warning_in_the_families_words() {
+    // ixgbe: the text `pollnic doctor` has always printed.
+    let mut f = healthy();
+    let d = f.ports[0].device.as_mut().unwrap();
+    d.device = 0x10fb;
+    d.model = crate::pci::lookup(0x8086, 0x10fb);
+    let fs = checks::port(&f, &f.ports[0]);
+    let w = find(&fs, "port 0000:00:08.0", Status::Warn);
+    assert_eq!(
+        w.detail,
+        "82599ES 10-Gigabit SFI/SFP+ Network Connection is an ixgbe part: \
+         its data path is not implemented yet"
+    );
+    assert_eq!(
+        w.fix.as_deref(),
+        Some(
+            "use an igb port (`pollnic status`); `pollnic unbind 0000:00:08.0` gives this one back"
+        )
+    );
+    // A third family (defined only in its test module) is named by itself.
+    use crate::pci::tests::third_family::{with_third, TEST_DEVICE_ID};
+    let d = f.ports[0].device.as_mut().unwrap();
+    d.device = TEST_DEVICE_ID;
+    d.model = crate::pci::lookup_in(&with_third(), 0x8086, TEST_DEVICE_ID);
+    let fs = checks::port(&f, &f.ports[0]);
+    assert!(!fs.iter().any(|x| x.status == Status::Fail), "{fs:#?}");
+    let w = find(&fs, "port 0000:00:08.0", Status::Warn);
+    assert_eq!(
+        w.detail,
+        "Test-only Third Family Connection is an e1000e part: a test-only family"
+    );
+    assert!(w
+        .fix
+        .as_deref()
+        .unwrap()
+        .starts_with("use a real port (`pollnic status`)"));
+    // igb has none.
+    let f = healthy();
+    let fs = checks::port(&f, &f.ports[0]);
+    assert!(fs.iter().all(|x| x.status == Status::Ok), "{fs:#?}");
+}

@@ -1,14 +1,17 @@
 //! Intel igb (82576, I350) back end: bring-up, queue setup, RSS, link,
 //! counters and shutdown, behind [`crate::family::Family`].
 
+pub mod ids;
 pub mod init;
 pub mod model;
 pub mod queue;
 pub mod rss;
 pub mod stats;
+pub mod status_link;
 
 use crate::family::{Family, HashTypes, LinkStatus, RingRegs};
 use crate::mmio::Regs;
+use crate::pci::{LinkState, NicModel};
 use crate::stats::{Stats, StatsLayout};
 use crate::wait::TimedOut;
 use pollnic_hw::desc::RXD_ERR_RXE;
@@ -22,12 +25,21 @@ impl Family for Igb {
     fn name(&self) -> &'static str {
         "igb"
     }
-    fn drives(&self, vendor: u16, device: u16) -> bool {
-        crate::pci::identify(vendor, device).is_some_and(|(f, _)| f == crate::pci::NicFamily::Igb)
+    fn models(&self) -> &'static [NicModel] {
+        ids::MODELS
     }
+    /// The part's queue pairs from [`ids::MODELS`] (82576 16, I350 8).
     fn max_queues(&self, device: u16) -> u16 {
-        crate::pci::lookup(crate::pci::INTEL_VENDOR_ID, device)
+        ids::MODELS
+            .iter()
+            .find(|m| m.device_id == device)
             .map_or(pollnic_hw::igb::MAX_QUEUES_82576, |m| m.max_queues())
+    }
+    fn link_register(&self) -> u32 {
+        status_link::STATUS
+    }
+    fn decode_link_register(&self, value: u32) -> LinkState {
+        status_link::decode_status(value)
     }
     fn min_ring_size(&self) -> u32 {
         pollnic_hw::igb::MIN_RING_SIZE as u32

@@ -3,14 +3,17 @@
 //! `pollnic_hw::ixgbe`), RSS, link, counters and shutdown. Implemented and
 //! tested against the software 82599 in [`model`]; not yet run on hardware.
 
+pub mod ids;
 pub mod init;
 pub mod model;
 pub mod queue;
 pub mod rss;
 pub mod stats;
+pub mod status_link;
 
-use crate::family::{Family, HashTypes, LinkStatus, RingRegs};
+use crate::family::{Caveat, Family, HashTypes, LinkStatus, RingRegs};
 use crate::mmio::Regs;
+use crate::pci::{LinkState, NicModel};
 use crate::stats::StatsLayout;
 use crate::wait::TimedOut;
 use pollnic_hw::ixgbe::bits::RXDADV_ERR_FRAME_ERR_MASK;
@@ -24,12 +27,29 @@ impl Family for Ixgbe {
     fn name(&self) -> &'static str {
         "ixgbe"
     }
+    fn models(&self) -> &'static [NicModel] {
+        ids::MODELS
+    }
+    /// Every 82599 physical function of `pollnic_hw::ixgbe::DEV_IDS_82599`,
+    /// a superset of [`ids::MODELS`] (it adds `82599_LS`, 0x154F).
     fn drives(&self, vendor: u16, device: u16) -> bool {
         vendor == pollnic_hw::ixgbe::VENDOR_INTEL && pollnic_hw::ixgbe::is_82599(device)
     }
     /// RSS spreads over at most 16 queues (4-bit RETA entries).
     fn max_queues(&self, _device: u16) -> u16 {
         pollnic_hw::ixgbe::MAX_RSS_QUEUES
+    }
+    fn link_register(&self) -> u32 {
+        status_link::LINKS
+    }
+    fn decode_link_register(&self, value: u32) -> LinkState {
+        status_link::decode_links(value)
+    }
+    fn caveat(&self) -> Option<Caveat> {
+        Some(Caveat {
+            what: "its data path is not implemented yet",
+            instead: "use an igb port",
+        })
     }
     /// 64 descriptors (Linux `IXGBE_MIN_RXD`/`IXGBE_MIN_TXD`).
     fn min_ring_size(&self) -> u32 {

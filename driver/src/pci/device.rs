@@ -9,8 +9,9 @@ use std::io;
 
 use super::address::PciAddress;
 use super::error::{Error, Result};
-use super::ids::{self, NicFamily, NicModel, INTEL_VENDOR_ID};
+use super::ids::{self, NicModel, INTEL_VENDOR_ID};
 use super::sysfs::{self, Sysfs, READ_HINT};
+use crate::family::{Family, FAMILIES};
 
 /// Name of the VFIO PCI driver, as in `/sys/bus/pci/drivers/vfio-pci`.
 pub const VFIO_PCI: &str = "vfio-pci";
@@ -52,6 +53,19 @@ impl PciDevice {
     /// [`Error::NoSuchDevice`] if `/sys/bus/pci/devices/<addr>` is missing;
     /// [`Error::Io`] if one of its attributes cannot be read.
     pub fn read(sysfs: &Sysfs, addr: PciAddress) -> Result<Self> {
+        Self::read_in(sysfs, addr, FAMILIES)
+    }
+
+    /// [`PciDevice::read`], with the device's model looked up among
+    /// `families` instead of [`FAMILIES`].
+    ///
+    /// # Errors
+    /// As [`PciDevice::read`].
+    pub fn read_in(
+        sysfs: &Sysfs,
+        addr: PciAddress,
+        families: &[&'static dyn Family],
+    ) -> Result<Self> {
         let dir = sysfs.device_dir(addr);
         if !dir.exists() {
             return Err(Error::NoSuchDevice { addr });
@@ -85,7 +99,7 @@ impl PciDevice {
             vendor,
             device,
             class,
-            model: ids::lookup(vendor, device),
+            model: ids::lookup_in(families, vendor, device),
             driver,
             driver_override,
             iommu_group,
@@ -95,7 +109,7 @@ impl PciDevice {
     }
 
     /// The pollnic back end for it, `None` if unsupported.
-    pub fn family(&self) -> Option<NicFamily> {
+    pub fn family(&self) -> Option<&'static dyn Family> {
         self.model.map(|m| m.family)
     }
 
@@ -135,6 +149,18 @@ impl PciDevice {
 /// or a device's attributes cannot be read. Devices that disappear during
 /// the scan (hot-unplug) are skipped.
 pub fn list_intel_nics(sysfs: &Sysfs) -> Result<Vec<PciDevice>> {
+    list_intel_nics_in(sysfs, FAMILIES)
+}
+
+/// [`list_intel_nics`], with models looked up among `families` instead of
+/// [`FAMILIES`].
+///
+/// # Errors
+/// As [`list_intel_nics`].
+pub fn list_intel_nics_in(
+    sysfs: &Sysfs,
+    families: &[&'static dyn Family],
+) -> Result<Vec<PciDevice>> {
     let dir = sysfs.devices_dir();
     if !dir.exists() {
         return Err(Error::io(
@@ -159,7 +185,7 @@ pub fn list_intel_nics(sysfs: &Sysfs) -> Result<Vec<PciDevice>> {
         if vendor != u32::from(INTEL_VENDOR_ID) {
             continue;
         }
-        match PciDevice::read(sysfs, addr) {
+        match PciDevice::read_in(sysfs, addr, families) {
             Ok(d) if d.is_intel_ethernet() => found.push(d),
             Ok(_) => {}
             Err(e) if vanished(&e) => {}

@@ -227,7 +227,10 @@ impl FakeSys {
     fn probe(&self, addr: PciAddress) {
         let over = self.override_of(addr);
         let candidates: Vec<&str> = if over == "(null)" {
-            vec!["igb", "ixgbe"]
+            crate::family::FAMILIES
+                .iter()
+                .map(|f| f.kernel_driver())
+                .collect()
         } else {
             vec![over.as_str()]
         };

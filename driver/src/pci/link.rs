@@ -5,31 +5,20 @@
 //! (`Documentation/ABI/testing/sysfs-class-net`). Otherwise (vfio-pci or no
 //! driver) the MAC's link register is read through BAR 0, read-only, and only
 //! when the PCI command register has memory decode enabled and the device is
-//! in D0:
-//! igb `STATUS` (0x0008; 82576/I350 datasheets §8.2.2) and ixgbe `LINKS`
-//! (0x042A4; 82599 datasheet §8.2.3.22.20).
+//! in D0. Which register and how to decode it is the family's
+//! ([`Family::link_register`], [`Family::decode_link_register`]): igb `STATUS`
+//! (0x0008; 82576/I350 datasheets §8.2.2), ixgbe `LINKS` (0x042A4; 82599
+//! datasheet §8.2.3.22.20).
 
 use std::fmt;
 use std::io;
 
+use crate::family::Family;
+
 use super::config::ConfigHeader;
 use super::device::{PciDevice, VFIO_PCI};
-use super::ids::NicFamily;
 use super::mmio;
 use super::sysfs::{self, Sysfs};
-
-/// igb `STATUS` register offset in BAR 0, bytes.
-pub const IGB_STATUS: u64 = 0x0008;
-/// igb `STATUS.LU`: link up.
-pub const IGB_STATUS_LU: u32 = 1 << 1;
-/// igb `STATUS.SPEED` (bits 7:6): 00 = 10, 01 = 100, 10/11 = 1000 Mb/s.
-pub const IGB_STATUS_SPEED_SHIFT: u32 = 6;
-/// ixgbe `LINKS` register offset in BAR 0, bytes.
-pub const IXGBE_LINKS: u64 = 0x042A4;
-/// ixgbe `LINKS.LINK_UP` (bit 30).
-pub const IXGBE_LINKS_UP: u32 = 1 << 30;
-/// ixgbe `LINKS.LINK_SPEED` (bits 29:28): 01 = 100 Mb/s, 10 = 1 Gb/s, 11 = 10 Gb/s.
-pub const IXGBE_LINKS_SPEED_SHIFT: u32 = 28;
 
 /// A NIC port's link, as far as can be told without touching the device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,35 +45,6 @@ impl fmt::Display for LinkState {
             LinkState::Unknown(why) => write!(f, "unknown ({why})"),
         }
     }
-}
-
-/// Decodes an igb `STATUS` register value.
-pub fn decode_igb_status(status: u32) -> LinkState {
-    if status & IGB_STATUS_LU == 0 {
-        return LinkState::Down;
-    }
-    let speed = match (status >> IGB_STATUS_SPEED_SHIFT) & 0b11 {
-        0b00 => 10,
-        0b01 => 100,
-        _ => 1000,
-    };
-    LinkState::Up {
-        speed_mbps: Some(speed),
-    }
-}
-
-/// Decodes an ixgbe (82599) `LINKS` register value.
-pub fn decode_ixgbe_links(links: u32) -> LinkState {
-    if links & IXGBE_LINKS_UP == 0 {
-        return LinkState::Down;
-    }
-    let speed = match (links >> IXGBE_LINKS_SPEED_SHIFT) & 0b11 {
-        0b01 => Some(100),
-        0b10 => Some(1000),
-        0b11 => Some(10_000),
-        _ => None,
-    };
-    LinkState::Up { speed_mbps: speed }
 }
 
 /// The link state of `dev`: from its kernel interface if it has one, else from
@@ -124,7 +84,7 @@ fn kernel_link(sysfs: &Sysfs, ifname: &str) -> LinkState {
     }
 }
 
-fn register_link(sysfs: &Sysfs, dev: &PciDevice, family: NicFamily) -> LinkState {
+fn register_link(sysfs: &Sysfs, dev: &PciDevice, family: &dyn Family) -> LinkState {
     let dir = sysfs.device_dir(dev.address);
     let header = match ConfigHeader::read(&dir.join("config")) {
         Ok(h) => h,
@@ -146,13 +106,10 @@ fn register_link(sysfs: &Sysfs, dev: &PciDevice, family: NicFamily) -> LinkState
         };
         return LinkState::Unknown(format!("device asleep in {state}{why}"));
     }
-    let (offset, decode): (u64, fn(u32) -> LinkState) = match family {
-        NicFamily::Igb => (IGB_STATUS, decode_igb_status),
-        NicFamily::Ixgbe => (IXGBE_LINKS, decode_ixgbe_links),
-    };
+    let offset = u64::from(family.link_register());
     match mmio::read_u32(&dir.join("resource0"), offset) {
         Ok(u32::MAX) => LinkState::Unknown("registers read all-ones: device asleep or gone".into()),
-        Ok(v) => decode(v),
+        Ok(v) => family.decode_link_register(v),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
             LinkState::Unknown("run as root to read the link register".into())
         }
@@ -166,63 +123,6 @@ fn register_link(sysfs: &Sysfs, dev: &PciDevice, family: NicFamily) -> LinkState
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decodes_igb_status() {
-        assert_eq!(decode_igb_status(0), LinkState::Down);
-        assert_eq!(decode_igb_status(0x80), LinkState::Down);
-        assert_eq!(
-            decode_igb_status(0x2),
-            LinkState::Up {
-                speed_mbps: Some(10)
-            }
-        );
-        assert_eq!(
-            decode_igb_status(0x42),
-            LinkState::Up {
-                speed_mbps: Some(100)
-            }
-        );
-        assert_eq!(
-            decode_igb_status(0x83),
-            LinkState::Up {
-                speed_mbps: Some(1000)
-            }
-        );
-        assert_eq!(
-            decode_igb_status(0xC2),
-            LinkState::Up {
-                speed_mbps: Some(1000)
-            }
-        );
-    }
-
-    #[test]
-    fn decodes_ixgbe_links() {
-        assert_eq!(decode_ixgbe_links(0x3000_0000), LinkState::Down);
-        assert_eq!(
-            decode_ixgbe_links(0x7000_0000),
-            LinkState::Up {
-                speed_mbps: Some(10_000)
-            }
-        );
-        assert_eq!(
-            decode_ixgbe_links(0x6000_0000),
-            LinkState::Up {
-                speed_mbps: Some(1000)
-            }
-        );
-        assert_eq!(
-            decode_ixgbe_links(0x5000_0000),
-            LinkState::Up {
-                speed_mbps: Some(100)
-            }
-        );
-        assert_eq!(
-            decode_ixgbe_links(0x4000_0000),
-            LinkState::Up { speed_mbps: None }
-        );
-    }
 
     #[test]
     fn displays() {

@@ -27,18 +27,18 @@ mod unbind;
 #[cfg(test)]
 mod fake;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use address::{ParseAddressError, PciAddress};
 pub use bind::BindReport;
 pub use binder::{BindOptions, Binder};
-pub use device::{list_intel_nics, PciDevice, CLASS_ETHERNET, VFIO_PCI};
+pub use device::{list_intel_nics, list_intel_nics_in, PciDevice, CLASS_ETHERNET, VFIO_PCI};
 pub use error::{Error, Result};
-pub use ids::{identify, lookup, NicFamily, NicModel, INTEL_VENDOR_ID, SUPPORTED_NICS};
+pub use ids::{identify, lookup, lookup_in, supported_nics, NicModel, INTEL_VENDOR_ID};
 pub use kernel::{Kernel, LinuxKernel};
-pub use link::{decode_igb_status, decode_ixgbe_links, link_state, LinkState};
+pub use link::{link_state, LinkState};
 pub use state::StateDir;
-pub use status::{format_status, status, NicStatus, NO_NICS_MESSAGE};
+pub use status::{format_status, status, status_in, NicStatus, NO_NICS_MESSAGE};
 pub use sysfs::Sysfs;
 pub use unbind::UnbindReport;
 

@@ -1,9 +1,10 @@
 //! `pollnic status`: one line per Intel Ethernet function.
 
-use super::device::{list_intel_nics, PciDevice};
+use super::device::{list_intel_nics_in, PciDevice};
 use super::error::Result;
 use super::link::{link_state, LinkState};
 use super::sysfs::Sysfs;
+use crate::family::{Family, FAMILIES};
 
 /// One Intel Ethernet function and its link.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,9 +18,17 @@ pub struct NicStatus {
 /// Every Intel Ethernet function with its link state, sorted by address.
 ///
 /// # Errors
-/// As [`list_intel_nics`].
+/// As [`super::list_intel_nics`].
 pub fn status(sysfs: &Sysfs) -> Result<Vec<NicStatus>> {
-    Ok(list_intel_nics(sysfs)?
+    status_in(sysfs, FAMILIES)
+}
+
+/// [`status`], with models looked up among `families` instead of [`FAMILIES`].
+///
+/// # Errors
+/// As [`super::list_intel_nics`].
+pub fn status_in(sysfs: &Sysfs, families: &[&'static dyn Family]) -> Result<Vec<NicStatus>> {
+    Ok(list_intel_nics_in(sysfs, families)?
         .into_iter()
         .map(|device| NicStatus {
             link: link_state(sysfs, &device),

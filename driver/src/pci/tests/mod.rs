@@ -2,6 +2,7 @@
 
 mod bind;
 mod status;
+pub(crate) mod third_family;
 mod unbind;
 
 use std::fs;
