@@ -75,7 +75,7 @@ pub struct LinkStatus {
 /// unbind <addr>` gives this one back".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caveat {
-    /// What is missing, e.g. "its data path is not implemented yet".
+    /// What the user should know, e.g. "its back end is tested only against a software model".
     pub what: &'static str,
     /// What to use instead, e.g. "use an igb port".
     pub instead: &'static str,

@@ -464,12 +464,12 @@ fn a_family_caveat_is_a_warning_in_the_families_words() {
     assert_eq!(
         w.detail,
         "82599ES 10-Gigabit SFI/SFP+ Network Connection is an ixgbe part: \
-         its data path is not implemented yet"
+         its back end is tested only against pollnic's software 82599, never on hardware"
     );
     assert_eq!(
         w.fix.as_deref(),
         Some(
-            "use an igb port (`pollnic status`); `pollnic unbind 0000:00:08.0` gives this one back"
+            "an igb port is the tested path (`pollnic status`); `pollnic unbind 0000:00:08.0` gives this one back"
         )
     );
     // A third family (defined only in its test module) is named by itself.

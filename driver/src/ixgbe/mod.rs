@@ -47,8 +47,8 @@ impl Family for Ixgbe {
     }
     fn caveat(&self) -> Option<Caveat> {
         Some(Caveat {
-            what: "its data path is not implemented yet",
-            instead: "use an igb port",
+            what: "its back end is tested only against pollnic's software 82599, never on hardware",
+            instead: "an igb port is the tested path",
         })
     }
     /// 64 descriptors (Linux `IXGBE_MIN_RXD`/`IXGBE_MIN_TXD`).
