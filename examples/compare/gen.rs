@@ -19,7 +19,17 @@ pub struct Offered {
     pub sent: u64,
     /// How long sending took.
     pub elapsed: Duration,
+    /// Send slots skipped because the generator had fallen more than
+    /// [`MAX_LAG`] frames behind its schedule (its thread did not run).
+    pub skipped: u64,
 }
+
+/// How far (frames) the generator may fall behind its schedule before it
+/// skips the missed send slots instead of sending them: a backlog sent at
+/// once would arrive as one line-rate burst, which a receiver's ring can
+/// overflow however fast it polls; the offered rate must stay the rate asked
+/// for (RFC 2544 §26.1 offers a constant rate).
+pub const MAX_LAG: u64 = 64;
 
 /// Send `size`-byte frames (wire size incl. FCS) over `flows` at `rate`
 /// packets/s for `secs` seconds (or until `stop`), from a thread pinned to
@@ -129,9 +139,17 @@ fn send(
     let end = t0 + Duration::from_secs_f64(secs);
     let mut seq = 0u64;
     let mut pending: Vec<Packet> = Vec::with_capacity(32);
+    // The schedule: frame `origin_seq + k` is due at `origin + k × gap`.
+    let (mut origin, mut origin_seq, mut skipped) = (t0, 0u64, 0u64);
     while Instant::now() < end && !stop.load(Relaxed) {
         // Top up to what the schedule allows now, at most a burst of 32.
-        let due = (t0.elapsed().as_nanos() / gap.as_nanos().max(1)) as u64 + 1;
+        let mut due = origin_seq + (origin.elapsed().as_nanos() / gap.as_nanos().max(1)) as u64 + 1;
+        if due > seq + MAX_LAG {
+            // Fallen behind: restart the schedule now rather than catch up.
+            skipped += due - seq - 1;
+            (origin, origin_seq) = (Instant::now(), seq);
+            due = seq + 1;
+        }
         frame::fill_burst(
             dev.mempool(),
             &mut pending,
@@ -153,5 +171,9 @@ fn send(
     let elapsed = t0.elapsed();
     drop(pending);
     dev.flush_tx(Duration::from_secs(2));
-    Offered { sent, elapsed }
+    Offered {
+        sent,
+        elapsed,
+        skipped,
+    }
 }

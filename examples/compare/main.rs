@@ -138,6 +138,13 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         Ok(m) => m,
         Err(e) => return missing(e),
     };
+    let mut m = m;
+    if m.offered.skipped > 0 {
+        m.note = format!(
+            "generator fell behind: {} send slots skipped, not sent as a burst; {}",
+            m.offered.skipped, m.note
+        );
+    }
     let t = &m.tally;
     if t.received == 0 {
         // Honesty check: never print rates for a receiver that saw nothing.
