@@ -7,9 +7,9 @@
 //! descriptors). A completed descriptor is re-armed with a fresh buffer
 //! *before* its frame is handed up; when the mempool is empty the burst stops
 //! and counts `rx_nombuf` instead of dropping (DPDK igb PMD behaviour).
-//! Fresh buffers come from the ring's own [`PoolCache`], so the per-packet
-//! path has no atomic operation; the packets of one burst take their pool
-//! references with one.
+//! Fresh buffers come from the ring's own [`PoolCache`], and the pool
+//! reference every armed buffer holds passes to its packet, so a burst does
+//! no atomic operation (see `crate::mempool` for the invariant).
 
 use crate::descring::{DescRing, Doorbell};
 use crate::mempool::{Mempool, Packet, PoolCache};
