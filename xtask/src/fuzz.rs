@@ -38,7 +38,18 @@ pub struct FuzzOutcome {
 
 /// A `cargo` command on the nightly toolchain (through rustup's `cargo +nightly`).
 fn nightly_cargo() -> Command {
-    let mut c = Command::new("cargo");
+    nightly_cargo_niced(false)
+}
+
+/// [`nightly_cargo`], run through `nice -n 19` when `niced`.
+fn nightly_cargo_niced(niced: bool) -> Command {
+    let mut c = if niced {
+        let mut n = Command::new("nice");
+        n.args(["-n", "19", "cargo"]);
+        n
+    } else {
+        Command::new("cargo")
+    };
     c.arg("+nightly");
     // xtask runs under stable cargo, which exports RUSTC/RUSTDOC pointing at stable tools.
     for var in ["RUSTC", "RUSTDOC", "RUSTC_WRAPPER", "CARGO"] {
@@ -93,9 +104,31 @@ fn fuzz_args(layout: &Layout) -> Vec<String> {
     ]
 }
 
-/// Installs and builds as needed, then fuzzes for `seconds` with `jobs` libFuzzer processes
-/// sharing one corpus, holding the testbed lock while fuzzing.
-pub fn run(layout: &Layout, seconds: u64, jobs: u32) -> Result<FuzzOutcome> {
+/// How long one fuzzing run goes on, and how it shares the machine.
+#[derive(Clone, Copy)]
+pub struct Budget {
+    /// Time limit in seconds (libFuzzer `-max_total_time`); 0 means none.
+    pub seconds: u64,
+    /// Execution limit per process (libFuzzer `-runs`); 0 means none.
+    pub runs: u64,
+    /// Run at nice 19 without the testbed lock.
+    pub background: bool,
+}
+
+impl Budget {
+    /// A time-limited run holding the testbed lock (what `cargo xtask test` does).
+    pub fn seconds(seconds: u64) -> Self {
+        Self {
+            seconds,
+            runs: 0,
+            background: false,
+        }
+    }
+}
+
+/// Installs and builds as needed, then fuzzes within `budget` with `jobs` libFuzzer processes
+/// sharing one corpus, holding the testbed lock while fuzzing unless `budget.background`.
+pub fn run(layout: &Layout, budget: Budget, jobs: u32) -> Result<FuzzOutcome> {
     let t = Instant::now();
     ensure_tools()?;
     let mut build = nightly_cargo();
@@ -118,7 +151,7 @@ pub fn run(layout: &Layout, seconds: u64, jobs: u32) -> Result<FuzzOutcome> {
     let log = logs.join(format!("{TARGET}-{}.log", crate::runscript::nonce()));
 
     let command = |job: u32| {
-        let mut c = nightly_cargo();
+        let mut c = nightly_cargo_niced(budget.background);
         c.current_dir(&layout.repo)
             .args(["fuzz", "run"])
             .args(fuzz_args(layout))
@@ -126,7 +159,15 @@ pub fn run(layout: &Layout, seconds: u64, jobs: u32) -> Result<FuzzOutcome> {
             .arg(&corpus)
             .arg(&seeds)
             .arg("--")
-            .arg(format!("-max_total_time={seconds}"))
+            .arg(format!("-max_total_time={}", budget.seconds))
+            .arg(format!(
+                "-runs={}",
+                if budget.runs == 0 {
+                    -1
+                } else {
+                    budget.runs as i64
+                }
+            ))
             .arg(format!("-max_len={MAX_LEN}"))
             .arg(format!("-artifact_prefix={}/", artifacts.display()))
             .arg(format!("-seed={}", 1 + job))
@@ -135,7 +176,12 @@ pub fn run(layout: &Layout, seconds: u64, jobs: u32) -> Result<FuzzOutcome> {
             .stderr(Stdio::piped());
         c
     };
-    let _lock = crate::qemu::testbed_lock()?;
+    let _lock = if budget.background {
+        say!("fuzz: --background: nice 19, not taking the testbed lock");
+        None
+    } else {
+        Some(crate::qemu::testbed_lock()?)
+    };
     let t = Instant::now();
     // `jobs` independent libFuzzer processes on one corpus directory (each
     // reloads what the others add); their executions add up.

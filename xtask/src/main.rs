@@ -97,13 +97,22 @@ enum Command {
     /// target/fuzz-artifacts/rings/ and fails the run.
     ///
     /// Example: cargo xtask fuzz --seconds 600 --jobs 2
+    ///
+    /// Example (the long run the README quotes): cargo xtask fuzz --runs 10000000 --seconds 0 --background
     Fuzz {
-        /// How long to fuzz.
+        /// How long to fuzz, in seconds; 0 means no time limit (then give --runs).
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Stop after this many executions per process (libFuzzer's -runs); 0 means no limit.
+        #[arg(long, default_value_t = 0)]
+        runs: u64,
         /// Fuzzing processes sharing one corpus; the machine-wide testbed lock is held meanwhile.
         #[arg(long, default_value_t = 1)]
         jobs: u32,
+        /// Run at nice 19 without taking the testbed lock, so a long run can go on while
+        /// guests boot (the guest gets the CPU first; the run just takes longer).
+        #[arg(long)]
+        background: bool,
     },
     /// Run the loopback example between the guest's two igb ports.
     ///
@@ -228,8 +237,23 @@ fn run(command: Command) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        Command::Fuzz { seconds, jobs } => {
-            let outcome = fuzz::run(&layout, seconds, jobs)?;
+        Command::Fuzz {
+            seconds,
+            runs,
+            jobs,
+            background,
+        } => {
+            if seconds == 0 && runs == 0 {
+                anyhow::bail!(
+                    "`--seconds 0` needs a `--runs N` limit (or give a positive --seconds)"
+                );
+            }
+            let budget = fuzz::Budget {
+                seconds,
+                runs,
+                background,
+            };
+            let outcome = fuzz::run(&layout, budget, jobs)?;
             say!("fuzz: {}", fuzz::describe(&outcome));
             Ok(if outcome.clean {
                 ExitCode::SUCCESS

@@ -67,7 +67,8 @@ pub fn run(
     let host = t.elapsed();
 
     let t = Instant::now();
-    let fuzz = (fuzz_seconds > 0).then(|| crate::fuzz::run(layout, fuzz_seconds, 1));
+    let fuzz = (fuzz_seconds > 0)
+        .then(|| crate::fuzz::run(layout, crate::fuzz::Budget::seconds(fuzz_seconds), 1));
     let fuzz_time = t.elapsed();
     let fuzz_note = match &fuzz {
         None => "SKIPPED (--fuzz-seconds 0)".to_owned(),
