@@ -166,8 +166,38 @@ fn doctor_names_the_other_member_of_a_non_viable_group() {
     );
     let _restore = BackToIgb(a, b);
 
+    // `pollnic bind` refuses the port while the other member is in use by
+    // igb, names it and says what to run; nothing is changed.
     let (ok, text) = pollnic(&["bind", a]);
+    assert!(
+        !ok,
+        "bind must refuse a group with a member on igb:\n{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{a}: refusing to bind: IOMMU group {g} also holds {b}, in use by the kernel driver igb"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("sudo pollnic bind {a} {b}")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("pollnic bind --force {a}")),
+        "{text}"
+    );
+    assert!(text.contains("nothing was bound"), "{text}");
+    assert_eq!(driver_of(a).as_deref(), Some("igb"), "{a} left as it was");
+    // --force binds it anyway (warning, naming the member), for doctor to judge.
+    let (ok, text) = pollnic(&["bind", "--force", a]);
     assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!(
+            "warning (--force): {a}: refusing to bind: IOMMU group {g} also holds {b}"
+        )),
+        "{text}"
+    );
     let (ok, text) = pollnic(&["doctor", a]);
     assert!(!ok, "a non-viable group is a fail:\n{text}");
     let line = text

@@ -193,3 +193,77 @@ fn the_model_rejects_the_82599_rss_mode_and_late_tails() {
     r.write32(STATUS, 0);
     assert!(m.violations().last().unwrap().contains("read-only"));
 }
+
+/// `Device::dma_mappings` against the model's IOMMU: the same (IOVA, length)
+/// set, one mempool and two rings per queue; all gone after close.
+#[test]
+fn dma_mappings_match_the_iommu_and_are_the_rings_and_mempools() {
+    use pollnic::DmaPurpose;
+    let m = model(1);
+    let dev = m.open(&small(2)).unwrap();
+    let listed = dev.dma_mappings();
+    let mut purposes: Vec<String> = listed.iter().map(|x| format!("{:?}", x.purpose)).collect();
+    purposes.sort();
+    let mut want: Vec<String> = (0..2u16)
+        .flat_map(|q| {
+            [
+                DmaPurpose::Mempool(q),
+                DmaPurpose::RxRing(q),
+                DmaPurpose::TxRing(q),
+            ]
+        })
+        .map(|p| format!("{p:?}"))
+        .collect();
+    want.sort();
+    assert_eq!(purposes, want);
+    let mut ours: Vec<(u64, usize)> = listed.iter().map(|x| (x.iova, x.len)).collect();
+    let mut iommu = m.mappings();
+    ours.sort_unstable();
+    iommu.sort_unstable();
+    assert_eq!(ours, iommu, "the list is what the IOMMU holds");
+    drop(dev);
+    assert!(m.mappings().is_empty());
+}
+
+/// The receive filter: broadcast always, multicast only with `allmulti` or
+/// `promisc`, a foreign unicast only with `promisc`.
+#[test]
+fn multicast_needs_allmulti_and_foreign_unicast_needs_promisc() {
+    let frame = |dst: [u8; 6]| {
+        let mut f = vec![0u8; 60];
+        f[..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&[0x52, 0x54, 0, 0x12, 0x34, 9]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f
+    };
+    let bcast = frame([0xff; 6]);
+    let mcast = frame([0x01, 0, 0x5e, 0, 0, 0xfb]);
+    let foreign = frame([0x52, 0x54, 0, 0x99, 0x99, 0x99]);
+    for (allmulti, promisc, m_in, f_in) in [
+        (false, false, false, false),
+        (true, false, true, false),
+        (false, true, true, true),
+    ] {
+        let m = model(1);
+        let _dev = m
+            .open(&DeviceConfig {
+                allmulti,
+                promisc,
+                ..small(1)
+            })
+            .unwrap();
+        let delivered = |f: &[u8]| matches!(m.receive(f), RxOutcome::Delivered { .. });
+        assert!(delivered(&bcast));
+        assert_eq!(
+            delivered(&mcast),
+            m_in,
+            "allmulti {allmulti} promisc {promisc}"
+        );
+        assert_eq!(
+            delivered(&foreign),
+            f_in,
+            "allmulti {allmulti} promisc {promisc}"
+        );
+        assert!(m.violations().is_empty(), "{:?}", m.violations());
+    }
+}

@@ -20,8 +20,14 @@ pub struct DeviceConfig {
     pub mempool_size: u32,
     /// Bytes per buffer (default 2048; SRRCTL.BSIZEPKT takes 1 KiB units).
     pub buf_size: usize,
-    /// Accept every unicast and multicast frame (RCTL.UPE | RCTL.MPE).
+    /// Accept every unicast and multicast frame (RCTL.UPE | RCTL.MPE; default
+    /// off: frames to another unicast MAC are dropped by the NIC's filter and
+    /// counted nowhere).
     pub promisc: bool,
+    /// Accept every multicast frame (RCTL.MPE), as DPDK's allmulticast mode
+    /// (default off: the multicast table is left empty, so multicast frames
+    /// are dropped by the filter, as in DPDK without allmulticast).
+    pub allmulti: bool,
     /// How long to wait for link up after autonegotiation restarts (default 10 s).
     pub link_timeout: Duration,
     /// RX/TX queue pairs, one per core (default 1; 82576 and 82599: up to 16
@@ -44,6 +50,7 @@ impl Default for DeviceConfig {
             mempool_size: 4096,
             buf_size: 2048,
             promisc: false,
+            allmulti: false,
             link_timeout: Duration::from_secs(10),
             queues: 1,
             rss_key: MICROSOFT_KEY,
@@ -116,6 +123,14 @@ impl DeviceConfig {
 }
 
 impl DeviceConfig {
+    /// The receive filter `promisc` and `allmulti` ask for.
+    pub fn rx_filter(&self) -> crate::family::RxFilter {
+        crate::family::RxFilter {
+            promisc: self.promisc,
+            allmulti: self.allmulti,
+        }
+    }
+
     /// Fewest buffers a queue's mempool may have: every RX descriptor armed,
     /// every TX descriptor in flight, the queue's buffer cache full, and one
     /// burst held by the application; with fewer, a queue could wait for a

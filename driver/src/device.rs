@@ -10,6 +10,7 @@
 
 use crate::config::DeviceConfig;
 use crate::counters::{DeviceCounters, QueueCounters};
+use crate::dmamap::{DmaMapping, DmaPurpose, MappingLog, Recording};
 use crate::error::{Error, Result};
 use crate::family::{self, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo};
@@ -58,6 +59,8 @@ pub struct Device {
     stats: SharedStats,
     refresher: Option<StatsRefresher>,
     bar: Arc<dyn DeviceBar>,
+    /// The live DMA mappings, kept by the [`Recording`] mappers of each region.
+    mappings: MappingLog,
     // Dropped last: BAR unmapped, VFIO device and container closed.
     io: Box<dyn DeviceIo>,
 }
@@ -131,6 +134,7 @@ impl Device {
             stats: Arc::new(Mutex::new(Stats::new(family.stats_layout()))),
             refresher: None,
             bar: io.bar0(),
+            mappings: MappingLog::default(),
             io,
         };
         // On error `dev` is dropped here, which resets the device and frees everything.
@@ -165,10 +169,20 @@ impl Device {
         // RSS always on: with one queue it still writes the hash back.
         fam.setup_rss(r, &self.rss_key, &self.reta, &cfg.hash_types);
         let drop_en = cfg.queues > 1; // one full queue must not stall the others
+        let mapper = |purpose| -> Arc<dyn pollnic_rings::DmaMapper> {
+            Recording::new(dma.clone(), purpose, Arc::clone(&self.mappings))
+        };
         for q in 0..cfg.queues {
-            let pool = Mempool::new(cfg.mempool_size, cfg.buf_size, page, dma.clone())?;
-            let rx_desc = DescRing::new(cfg.rx_ring_size as u16, page, dma.clone())?;
-            let tx_desc = DescRing::new(cfg.tx_ring_size as u16, page, dma.clone())?;
+            let pool = Mempool::new(
+                cfg.mempool_size,
+                cfg.buf_size,
+                page,
+                mapper(DmaPurpose::Mempool(q)),
+            )?;
+            let rx_desc =
+                DescRing::new(cfg.rx_ring_size as u16, page, mapper(DmaPurpose::RxRing(q)))?;
+            let tx_desc =
+                DescRing::new(cfg.tx_ring_size as u16, page, mapper(DmaPurpose::TxRing(q)))?;
             let ring = |d: &DescRing| RingRegs {
                 iova: d.iova(),
                 len_bytes: d.len_bytes(),
@@ -191,7 +205,7 @@ impl Device {
             q.rx.start();
             fam.enable_tx_queue(r, q.id).map_err(timeout)?;
         }
-        fam.start_rx(r, cfg.promisc).map_err(timeout)?;
+        fam.start_rx(r, cfg.rx_filter()).map_err(timeout)?;
 
         wait_for("link up", cfg.link_timeout, || fam.link_status(r).up).map_err(|t| {
             Error::LinkDown {
@@ -199,6 +213,21 @@ impl Device {
                 waited_ms: t.waited_ms,
             }
         })
+    }
+
+    /// Every IOMMU mapping this device has now (`VFIO_IOMMU_MAP_DMA` on a
+    /// real NIC), sorted by IOVA: per queue one mempool and one RX and one TX
+    /// descriptor ring, nothing else. Recorded as the mapper is called, and
+    /// removed when a region is unmapped; a mempool stays mapped while
+    /// packets of it are alive (also after the `Device` is dropped).
+    pub fn dma_mappings(&self) -> Vec<DmaMapping> {
+        let mut v = self
+            .mappings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        v.sort_by_key(|m| m.iova);
+        v
     }
 
     /// The back end driving this device ("igb", "ixgbe").

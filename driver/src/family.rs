@@ -112,6 +112,30 @@ impl Default for HashTypes {
     }
 }
 
+/// Which frames the receive filter lets in besides those to the port's own
+/// MAC and broadcast (82576 datasheet §7.1.1.1 "Unicast/Multicast
+/// Filtering"; RCTL.UPE/MPE on igb, FCTRL.UPE/MPE on the 82599).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxFilter {
+    /// Every unicast and every multicast frame (UPE | MPE).
+    pub promisc: bool,
+    /// Every multicast frame (MPE), as DPDK's `rte_eth_allmulticast_enable`.
+    /// Off, multicast passes only through the multicast table (MTA), which
+    /// pollnic leaves empty: no multicast frame is delivered.
+    pub allmulti: bool,
+}
+
+impl RxFilter {
+    /// Unicast promiscuous (UPE).
+    pub fn unicast_promisc(&self) -> bool {
+        self.promisc
+    }
+    /// Multicast promiscuous (MPE): with `promisc` or `allmulti`.
+    pub fn multicast_promisc(&self) -> bool {
+        self.promisc || self.allmulti
+    }
+}
+
 /// One NIC family's register-level behaviour. Every method gets the
 /// device's registers; none keeps state (the `Device` does).
 pub trait Family: Send + Sync + 'static {
@@ -184,11 +208,12 @@ pub trait Family: Send + Sync + 'static {
     /// [`TimedOut`] when the enable bit never reads back set.
     fn enable_tx_queue(&self, r: &dyn Regs, q: u16) -> Result<(), TimedOut>;
     /// Turn the receiver on (after every RX queue is enabled and armed),
-    /// broadcast accepted, promiscuous on request, CRC stripped.
+    /// broadcast accepted, the multicast table emptied, unicast/multicast
+    /// promiscuous as `filter` asks, CRC stripped.
     ///
     /// # Errors
     /// [`TimedOut`] for a step the device did not complete.
-    fn start_rx(&self, r: &dyn Regs, promisc: bool) -> Result<(), TimedOut>;
+    fn start_rx(&self, r: &dyn Regs, filter: RxFilter) -> Result<(), TimedOut>;
     /// Byte offset of RX queue `q`'s tail register (RDT).
     fn rdt(&self, q: u16) -> u32;
     /// Byte offset of TX queue `q`'s tail register (TDT).

@@ -13,6 +13,7 @@
 //! ```
 //!
 //! `unsafe` is confined to [`mmio`] (BAR access), [`vfio`] (DMA mapping),
+//! [`dmamap`] (forwarding a DMA map call),
 //! [`clock`] (`clock_gettime`), the read-only PCI link probe in `pci`, and
 //! the software device models' IOMMU (`softnic::iommu`).
 
@@ -20,6 +21,7 @@ pub mod clock;
 pub mod config;
 pub mod counters;
 pub mod device;
+pub mod dmamap;
 pub mod doctor;
 pub mod error;
 pub mod family;
@@ -47,6 +49,7 @@ pub mod wait;
 
 pub use config::DeviceConfig;
 pub use device::{Device, DeviceIdent};
+pub use dmamap::{DmaMapping, DmaPurpose};
 pub use error::{Error, Result};
 pub use family::{HashTypes, LinkStatus};
 pub use pollnic_rings::{Mempool, Packet, RxStats, TxStats};

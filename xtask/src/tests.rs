@@ -231,17 +231,19 @@ fn guest_script(
     for (i, exe) in exes.iter().enumerate() {
         let _ = writeln!(s, "echo '==== guest test: {} ===='", exe.name);
         if bind && i > 0 {
-            // Tests may hand a NIC back to the kernel: start each binary from a clean bind.
+            // Tests may hand a NIC back to the kernel, and leave its interface up with an
+            // address (the kernel-path comparison, the bind guard's test): start each binary
+            // from a clean bind, forced past `pollnic bind`'s active-interface guard.
             let _ = writeln!(
                 s,
-                "{} bind {} >/dev/null || echo 'pollnic-testbed: re-binding the NICs failed' >&2",
+                "{} bind --force {} >/dev/null || echo 'pollnic-testbed: re-binding the NICs failed' >&2",
                 shell_quote(layout.pollnic_debug_bin()),
                 pcis.join(" ")
             );
         }
         let rebind = if bind {
             format!(
-                "{} bind {} >/dev/null\n",
+                "{} bind --force {} >/dev/null\n",
                 shell_quote(layout.pollnic_debug_bin()),
                 pcis.join(" ")
             )

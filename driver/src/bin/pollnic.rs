@@ -34,6 +34,10 @@ enum Command {
         /// Hand each port's /dev/vfio/<group> to this group (name or GID, mode 0660).
         #[arg(long, value_name = "NAME")]
         group: Option<String>,
+        /// Bind even a port whose kernel interface is up with an address or route, or whose
+        /// IOMMU group holds a device in use by another kernel driver (refused otherwise).
+        #[arg(long)]
+        force: bool,
     },
     /// Check this host for pollnic: IOMMU, vfio-pci, hugepages, memlock, /dev/vfio, each port
     /// (driver, IOMMU group, link, NUMA node) and the cores; every finding is ok, warn or fail
@@ -94,11 +98,31 @@ fn main() -> ExitCode {
     let sysfs = Sysfs::new(cli.sysfs);
     match cli.command {
         Command::Status => status(&sysfs),
-        Command::Bind { addrs, user, group } => {
+        Command::Bind {
+            addrs,
+            user,
+            group,
+            force,
+        } => {
             let owner = pollnic::vfio_owner::Owner { user, group };
             if let Err(e) = owner.resolve() {
                 eprintln!("pollnic: {e}");
                 return ExitCode::FAILURE;
+            }
+            // Checked for every port before any is bound: nothing half-done.
+            let refusals = pci::bind_refusals(&sysfs, &addrs);
+            if !refusals.is_empty() {
+                for r in &refusals {
+                    if force {
+                        eprintln!("pollnic: warning (--force): {r}");
+                    } else {
+                        eprintln!("pollnic: {r}");
+                    }
+                }
+                if !force {
+                    eprintln!("pollnic: nothing was bound");
+                    return ExitCode::FAILURE;
+                }
             }
             let mut handed = true;
             let code = for_each(&addrs, |a| {

@@ -1,7 +1,7 @@
 //! Per-queue RX and TX register setup (82576 datasheet §4.5.9 receive
 //! initialization, §4.5.10 transmit initialization).
 
-use crate::family::RingRegs;
+use crate::family::{RingRegs, RxFilter};
 use crate::mmio::Regs;
 use crate::wait::{wait_for, TimedOut};
 use pollnic_hw::igb::{bits::*, regs::*};
@@ -37,11 +37,24 @@ pub fn enable_rx_queue(r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
     )
 }
 
-/// Turn the receiver on: CRC stripped, broadcast accepted, promiscuous on request.
-pub fn enable_rx(r: &dyn Regs, promisc: bool) {
+/// Multicast Table Array registers (82576 datasheet §8.10.16: 128 × 32 bits,
+/// a 4096-bit hash filter; not cleared by reset on silicon).
+pub const MTA_REGS: u32 = 128;
+
+/// Turn the receiver on: CRC stripped, broadcast accepted (BAM), unicast and
+/// multicast promiscuous (UPE, MPE) as `filter` asks. The multicast table is
+/// zeroed first, as Linux igb does at init (`igb_init_hw_82575`), so with
+/// MPE off no multicast frame passes the filter.
+pub fn enable_rx(r: &dyn Regs, filter: RxFilter) {
+    for n in 0..MTA_REGS {
+        r.write32(MTA + 4 * n, 0);
+    }
     let mut rctl = RCTL_EN | RCTL_BAM | RCTL_SECRC;
-    if promisc {
-        rctl |= RCTL_UPE | RCTL_MPE;
+    if filter.unicast_promisc() {
+        rctl |= RCTL_UPE;
+    }
+    if filter.multicast_promisc() {
+        rctl |= RCTL_MPE;
     }
     r.write32(RCTL, rctl);
 }

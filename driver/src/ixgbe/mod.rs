@@ -11,7 +11,7 @@ pub mod rss;
 pub mod stats;
 pub mod status_link;
 
-use crate::family::{Caveat, Family, HashTypes, LinkStatus, RingRegs};
+use crate::family::{Caveat, Family, HashTypes, LinkStatus, RingRegs, RxFilter};
 use crate::mmio::Regs;
 use crate::pci::{LinkState, NicModel};
 use crate::stats::StatsLayout;
@@ -92,8 +92,8 @@ impl Family for Ixgbe {
     fn enable_tx_queue(&self, r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
         queue::enable_tx_queue(r, q)
     }
-    fn start_rx(&self, r: &dyn Regs, promisc: bool) -> Result<(), TimedOut> {
-        queue::start_rx(r, promisc);
+    fn start_rx(&self, r: &dyn Regs, filter: RxFilter) -> Result<(), TimedOut> {
+        queue::start_rx(r, filter);
         Ok(())
     }
     fn rdt(&self, q: u16) -> u32 {

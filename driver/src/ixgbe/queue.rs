@@ -3,7 +3,7 @@
 //! filters, per-queue rings, DMATXCTL.TE before any TX queue, the enable
 //! latches, and the receive enable last.
 
-use crate::family::RingRegs;
+use crate::family::{RingRegs, RxFilter};
 use crate::mmio::Regs;
 use crate::wait::{wait_for, TimedOut};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
@@ -127,12 +127,13 @@ pub fn enable_tx_queue(r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
 /// `ixgbe_enable_rx_dma_82599`: set SECRXCTRL.RX_DIS, poll SECRXSTAT.SECRX_RDY
 /// — Linux carries on when it does not come, so does pollnic — set RXEN,
 /// clear RX_DIS).
-pub fn start_rx(r: &dyn Regs, promisc: bool) {
-    let mut fctrl = r.read32(FCTRL) | FCTRL_BAM;
-    if promisc {
-        fctrl |= FCTRL_UPE | FCTRL_MPE;
-    } else {
-        fctrl &= !(FCTRL_UPE | FCTRL_MPE);
+pub fn start_rx(r: &dyn Regs, filter: RxFilter) {
+    let mut fctrl = (r.read32(FCTRL) | FCTRL_BAM) & !(FCTRL_UPE | FCTRL_MPE);
+    if filter.unicast_promisc() {
+        fctrl |= FCTRL_UPE;
+    }
+    if filter.multicast_promisc() {
+        fctrl |= FCTRL_MPE;
     }
     r.write32(FCTRL, fctrl);
     r.set_bits(SECRXCTRL, SECRXCTRL_RX_DIS);

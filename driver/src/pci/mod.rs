@@ -15,6 +15,7 @@ mod binder;
 mod config;
 mod device;
 mod error;
+pub mod guard;
 mod ids;
 mod kernel;
 mod link;
@@ -49,6 +50,17 @@ pub use unbind::UnbindReport;
 /// As [`Binder::bind`].
 pub fn bind_vfio(sysfs: &Sysfs, addr: PciAddress) -> Result<BindReport> {
     Binder::new(sysfs, &LinuxKernel, BindOptions::default()).bind(addr)
+}
+
+/// Why `pollnic bind` would refuse each of `addrs` (bound together in one
+/// command) on the running system: see [`guard`]. A port that cannot be read
+/// is left to [`bind_vfio`] to report.
+pub fn bind_refusals(sysfs: &Sysfs, addrs: &[PciAddress]) -> Vec<guard::Refusal> {
+    addrs
+        .iter()
+        .filter_map(|&a| PciDevice::read(sysfs, a).ok())
+        .flat_map(|dev| guard::check(&guard::gather(sysfs, &dev), addrs))
+        .collect()
 }
 
 /// Returns `addr` from vfio-pci to its previous kernel driver on the running

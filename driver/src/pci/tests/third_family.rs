@@ -106,7 +106,7 @@ impl Family for E1000eForTest {
     fn enable_tx_queue(&self, _: &dyn Regs, _: u16) -> Result<(), TimedOut> {
         unreachable!("{NOT_OPENED}")
     }
-    fn start_rx(&self, _: &dyn Regs, _: bool) -> Result<(), TimedOut> {
+    fn start_rx(&self, _: &dyn Regs, _: crate::family::RxFilter) -> Result<(), TimedOut> {
         unreachable!("{NOT_OPENED}")
     }
     fn rdt(&self, _: u16) -> u32 {
