@@ -53,7 +53,12 @@ fn double_tagged(flow: &Flow, seq: u64, wire: usize) -> Vec<u8> {
 
 /// Send `frame` from `tx` and return what `rx` receives within `wait`
 /// (polling all the while).
-fn send_and_collect(tx: &mut Device, rx: &mut Device, frame: &[u8], wait: Duration) -> Vec<Vec<u8>> {
+fn send_and_collect(
+    tx: &mut Device,
+    rx: &mut Device,
+    frame: &[u8],
+    wait: Duration,
+) -> Vec<Vec<u8>> {
     let mut p = tx.mempool().alloc().expect("tx buffer");
     p.set_len(frame.len()).expect("frame fits the TX buffer");
     p.data_mut().copy_from_slice(frame);
@@ -77,15 +82,29 @@ fn send_and_collect(tx: &mut Device, rx: &mut Device, frame: &[u8], wait: Durati
 /// `frame` arrives alone and byte-identical.
 fn arrives(tx: &mut Device, rx: &mut Device, frame: &[u8], what: &str) {
     let got = send_and_collect(tx, rx, frame, Duration::from_millis(300));
-    assert_eq!(got.len(), 1, "{what}: expected exactly one frame, got {}", got.len());
-    assert!(got[0] == frame, "{what}: not byte-identical ({} bytes received)", got[0].len());
+    assert_eq!(
+        got.len(),
+        1,
+        "{what}: expected exactly one frame, got {}",
+        got.len()
+    );
+    assert!(
+        got[0] == frame,
+        "{what}: not byte-identical ({} bytes received)",
+        got[0].len()
+    );
 }
 
 /// `frame` never arrives, not whole and not in part, and the receiver is
 /// not stuck: a 64-byte frame sent right after arrives.
 fn dropped(tx: &mut Device, rx: &mut Device, frame: &[u8], flow: &Flow, what: &str) {
     let got = send_and_collect(tx, rx, frame, Duration::from_millis(300));
-    assert!(got.is_empty(), "{what}: {} frame(s) handed up: {:?}", got.len(), got.iter().map(Vec::len).collect::<Vec<_>>());
+    assert!(
+        got.is_empty(),
+        "{what}: {} frame(s) handed up: {:?}",
+        got.len(),
+        got.iter().map(Vec::len).collect::<Vec<_>>()
+    );
     let marker = sized_frame(flow, 999, 64, false);
     arrives(tx, rx, &marker, &format!("the 64-byte frame after {what}"));
 }
@@ -107,7 +126,13 @@ fn frames_of_1519_4000_and_9018_bytes_arrive_byte_identical_at_mtu_9000() {
     // One byte over RLPML (9018): QEMU drops it (size + FCS > RLPML).
     let mut over = sized_frame(&flow, 50, 9018, false);
     over.push(0xa5);
-    dropped(&mut tx, &mut rx, &over, &flow, "a 9019-byte frame at MTU 9000");
+    dropped(
+        &mut tx,
+        &mut rx,
+        &over,
+        &flow,
+        "a 9019-byte frame at MTU 9000",
+    );
     let st = rx.stats();
     let rs = rx.rx_stats();
     println!(
@@ -120,8 +145,16 @@ fn frames_of_1519_4000_and_9018_bytes_arrive_byte_identical_at_mtu_9000() {
         rs.rx_errors
     );
     let expected_bytes: u64 = 3 * sizes.iter().map(|&s| s as u64).sum::<u64>() + 64;
-    assert_eq!(st.get("rx_packets"), Some(10), "9 jumbo frames and the marker");
-    assert_eq!(st.get("rx_bytes"), Some(expected_bytes), "GORC counts the FCS");
+    assert_eq!(
+        st.get("rx_packets"),
+        Some(10),
+        "9 jumbo frames and the marker"
+    );
+    assert_eq!(
+        st.get("rx_bytes"),
+        Some(expected_bytes),
+        "GORC counts the FCS"
+    );
     assert_eq!(rs.rx_errors, 0, "no descriptor chain, no bad descriptor");
     assert_eq!(
         st.get("rx_length_errors"),
@@ -140,17 +173,50 @@ fn at_mtu_1500_1519_bytes_are_dropped_and_a_tagged_1522_arrives() {
     let mut rx = Device::open(&port(1), &cfg(1500)).expect("open port 1");
     assert_eq!(rx.mempool().buf_size(), 2048);
     let flow = Flow::between(tx.mac(), rx.mac());
-    arrives(&mut tx, &mut rx, &sized_frame(&flow, 1, 1518, false), "1518 untagged");
-    dropped(&mut tx, &mut rx, &sized_frame(&flow, 2, 1519, false), &flow, "1519 untagged");
-    arrives(&mut tx, &mut rx, &sized_frame(&flow, 3, 1522, true), "1522 with one 802.1Q tag");
+    arrives(
+        &mut tx,
+        &mut rx,
+        &sized_frame(&flow, 1, 1518, false),
+        "1518 untagged",
+    );
+    dropped(
+        &mut tx,
+        &mut rx,
+        &sized_frame(&flow, 2, 1519, false),
+        &flow,
+        "1519 untagged",
+    );
+    arrives(
+        &mut tx,
+        &mut rx,
+        &sized_frame(&flow, 3, 1522, true),
+        "1522 with one 802.1Q tag",
+    );
     let mut over = sized_frame(&flow, 4, 1522, true);
     over.push(0xa5);
     dropped(&mut tx, &mut rx, &over, &flow, "1523 with one 802.1Q tag");
     // QinQ: QEMU recognizes no tag when the outer EtherType is 0x88a8 (VET's
     // low half is 0x8100, CTRL_EXT.EXT_VLAN clear), so the limit is 1518.
-    dropped(&mut tx, &mut rx, &double_tagged(&flow, 5, 1526), &flow, "1526 double-tagged (0x88a8 + 0x8100)");
-    dropped(&mut tx, &mut rx, &double_tagged(&flow, 6, 1522), &flow, "1522 double-tagged (0x88a8 + 0x8100)");
-    arrives(&mut tx, &mut rx, &double_tagged(&flow, 7, 1518), "1518 double-tagged (0x88a8 + 0x8100)");
+    dropped(
+        &mut tx,
+        &mut rx,
+        &double_tagged(&flow, 5, 1526),
+        &flow,
+        "1526 double-tagged (0x88a8 + 0x8100)",
+    );
+    dropped(
+        &mut tx,
+        &mut rx,
+        &double_tagged(&flow, 6, 1522),
+        &flow,
+        "1522 double-tagged (0x88a8 + 0x8100)",
+    );
+    arrives(
+        &mut tx,
+        &mut rx,
+        &double_tagged(&flow, 7, 1518),
+        "1518 double-tagged (0x88a8 + 0x8100)",
+    );
     let st = rx.stats();
     println!(
         "observed at MTU 1500: rx_packets {:?}, rx_length_errors {:?}, rx_long_length_errors {:?}, \
