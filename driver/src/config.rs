@@ -24,7 +24,8 @@ pub struct DeviceConfig {
     /// size in use is [`DeviceConfig::rx_buf_size`].
     pub buf_size: usize,
     /// Largest L3 payload in bytes, as Linux's MTU (default 1500; 1500..=9000).
-    /// The NIC drops longer frames and counts them in `rx_length_errors`:
+    /// The NIC drops longer frames and counts them in `rx_length_errors`
+    /// (silicon and the software models; QEMU's igb drops them uncounted):
     /// an untagged frame may be `mtu + 18` bytes with its FCS (9018 at MTU
     /// 9000), 4 more per VLAN tag. Above 1500 the 82576 gets RCTL.LPE and
     /// RLPML = `mtu + 18` (datasheet §8.10.1, RLPML); the 82599 always gets
