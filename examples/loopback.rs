@@ -39,9 +39,14 @@ struct Args {
     /// Stop after this many frames (0 = no limit).
     #[arg(long, default_value_t = 0)]
     count: u64,
-    /// Frame size on the wire in bytes including FCS (64..=1518); 0 = mixed sizes.
+    /// Frame size on the wire in bytes including FCS (64..=1518, up to 9018
+    /// with --mtu 9000); 0 = mixed sizes (64..=1518).
     #[arg(long, default_value_t = 64)]
     frame_size: usize,
+    /// MTU of both ports in bytes (L3 payload, as Linux; 1500..=9000): frames
+    /// up to MTU + 18 bytes on the wire; 9000 takes 9018-byte frames.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
     /// Distinct flows (source address and port vary), for RSS.
     #[arg(long, default_value_t = 1)]
     flows: u32,
@@ -91,12 +96,16 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    if args.frame_size != 0 && !(64..=1518).contains(&args.frame_size) {
-        return Err(format!(
-            "--frame-size {} is outside 64..=1518 (0 = mixed)",
-            args.frame_size
-        )
-        .into());
+    pollnic::gen::check_mtu(args.mtu)?;
+    if args.frame_size != 0 {
+        if args.frame_size < 64 {
+            return Err(format!(
+                "--frame-size {} is below 64 bytes, the smallest Ethernet frame (0 = mixed sizes)",
+                args.frame_size
+            )
+            .into());
+        }
+        pollnic::gen::check_frame_size(args.frame_size, args.mtu, false)?;
     }
     let cores = parse_cores(&args.cores)?;
     // Before any device is opened: cores this process may run on.
@@ -125,6 +134,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         rx_ring_size: args.ring_size,
         tx_ring_size: args.ring_size,
         mempool_size,
+        mtu: args.mtu,
         ..Default::default()
     };
     let txd = Device::open(&args.tx, &base)?;
@@ -142,11 +152,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         pollnic::jsonout::emit(&serde_json::json!({
             "type": "start", "tx_port": txd.address().to_string(), "rx_port": rxd.address().to_string(),
             "seconds": args.seconds, "count": args.count, "frame_size": args.frame_size,
-            "flows": args.flows.max(1), "queues": args.queues, "cores": cores, "rate_pps": args.rate,
+            "mtu": args.mtu, "flows": args.flows.max(1), "queues": args.queues, "cores": cores, "rate_pps": args.rate,
         }));
     } else {
         println!(
-        "pollnic loopback: {} ({}) -> {} ({}), {} s, {}, {} flow(s), {} RX queue(s) on cores {:?}",
+        "pollnic loopback: {} ({}) -> {} ({}), {} s, {}{}, {} flow(s), {} RX queue(s) on cores {:?}",
         txd.address(),
         txd.mac_string(),
         rxd.address(),
@@ -156,6 +166,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "mixed 64..1518-byte frames".to_string()
         } else {
             format!("{}-byte frames", args.frame_size)
+        },
+        if args.mtu == 1500 {
+            String::new()
+        } else {
+            format!(" at MTU {}", args.mtu)
         },
         args.flows.max(1),
         args.queues,

@@ -267,3 +267,98 @@ fn multicast_needs_allmulti_and_foreign_unicast_needs_promisc() {
         assert!(m.violations().is_empty(), "{:?}", m.violations());
     }
 }
+
+/// A test frame of `wire` bytes on the wire (FCS included, so `wire - 4` in
+/// the buffer), with an 802.1Q tag when `vlan`.
+fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
+    let mut f = vec![0u8; wire - 4];
+    assert!(pollnic::gen::write(&mut f, flow, seq, 0, vlan.then_some(7)));
+    f
+}
+
+#[test]
+fn jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_counted() {
+    let (a, b) = (model(1), model(2));
+    let cfg = DeviceConfig {
+        mtu: 9000,
+        ..small(1)
+    };
+    let mut tx = a.open(&cfg).unwrap();
+    let mut rx = b.open(&cfg).unwrap();
+    assert_eq!(rx.mtu(), 9000);
+    // 82576: LPE with RLPML = 9018, 9 KiB buffers (one descriptor per frame).
+    assert_ne!(b.peek(RCTL) & RCTL_LPE, 0);
+    assert_eq!(b.peek(RLPML), 9018);
+    assert_eq!(b.peek(srrctl(0)) & SRRCTL_BSIZEPKT_MASK, 9);
+    assert_eq!(rx.mempool().buf_size(), 9216);
+    let flow = Flow::between(tx.mac(), rx.mac());
+    let mut got: Vec<Packet> = Vec::new();
+    for (seq, wire) in [1519usize, 4000, 9018].into_iter().enumerate() {
+        let f = sized_frame(&flow, seq as u64, wire, false);
+        let mut p = tx.mempool().alloc().unwrap();
+        p.set_len(f.len()).unwrap();
+        p.data_mut().copy_from_slice(&f);
+        assert_eq!(tx.tx_burst(&mut vec![p]), 1);
+        for w in a.take_tx_frames() {
+            assert!(
+                matches!(b.receive(&w), RxOutcome::Delivered { .. }),
+                "{wire}"
+            );
+        }
+        assert_eq!(rx.rx_burst(&mut got, 8), 1, "{wire}-byte frame");
+        assert!(
+            got.pop().unwrap().data() == &f[..],
+            "{wire} bytes identical"
+        );
+    }
+    // One byte over: dropped by the NIC, never seen, counted as Linux igb does.
+    let mut over = sized_frame(&flow, 9, 9018, false);
+    over.push(0);
+    assert_eq!(b.receive(&over), RxOutcome::Oversized, "9019 untagged");
+    // A tagged 9022-byte frame fits (the 82576 allows 4 bytes per VLAN tag).
+    let tagged = sized_frame(&flow, 10, 9022, true);
+    assert!(matches!(b.receive(&tagged), RxOutcome::Delivered { .. }));
+    let mut over = tagged.clone();
+    over.push(0);
+    assert_eq!(b.receive(&over), RxOutcome::Oversized, "9023 tagged");
+    assert_eq!(rx.rx_burst(&mut got, 8), 1);
+    assert!(got.pop().unwrap().data() == &tagged[..]);
+    let st = rx.stats();
+    assert_eq!(st.get("rx_long_length_errors"), Some(2));
+    assert_eq!(st.get("rx_length_errors"), Some(2));
+    assert_eq!(st.get("rx_packets"), Some(4));
+    assert!(b.violations().is_empty(), "{:?}", b.violations());
+}
+
+#[test]
+fn at_mtu_1500_a_1519_byte_frame_is_dropped_and_counted_and_a_tagged_1522_arrives() {
+    let (a, b) = (model(1), model(2));
+    let mut rx = b.open(&small(1)).unwrap();
+    let _ = a;
+    assert_eq!(b.peek(RCTL) & RCTL_LPE, 0, "the MAC's own 1518/1522 limit");
+    assert_eq!(rx.mempool().buf_size(), 2048);
+    let flow = Flow::between([2, 0, 0, 0, 0, 9], rx.mac());
+    assert_eq!(
+        b.receive(&sized_frame(&flow, 0, 1519, false)),
+        RxOutcome::Oversized
+    );
+    let tagged = sized_frame(&flow, 1, 1522, true);
+    assert!(matches!(b.receive(&tagged), RxOutcome::Delivered { .. }));
+    let mut got = Vec::new();
+    assert_eq!(rx.rx_burst(&mut got, 8), 1);
+    assert!(got[0].data() == &tagged[..]);
+    assert_eq!(rx.stats().get("rx_length_errors"), Some(1));
+    // Out of range: a clear error before the device is touched.
+    let e = b
+        .open(&DeviceConfig {
+            mtu: 9001,
+            ..small(1)
+        })
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("MTU 9001 is out of range") && e.contains("1500 to 9000"),
+        "{e}"
+    );
+}

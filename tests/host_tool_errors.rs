@@ -1,4 +1,4 @@
-//! pktgen, capture and `pollnic doctor`/`bind --user` refuse bad arguments
+//! pktgen, capture, loopback (sizes and MTU) and `pollnic doctor`/`bind --user` refuse bad arguments
 //! with a clear message before touching any NIC (no hardware needed), and an
 //! unwritable capture file leaves nothing behind.
 
@@ -23,7 +23,19 @@ fn pktgen_refuses_bad_arguments_clearly() {
         &[
             (
                 "--port 00:08.0 --frame-size 1519",
-                "give a size from 64 to 1518 bytes",
+                "--frame-size 1519 is above the largest frame at MTU 1500: 1518 bytes",
+            ),
+            (
+                "--port 00:08.0 --frame-size 9018 --mtu 4000",
+                "pass --mtu 9000 or more",
+            ),
+            (
+                "--port 00:08.0 --frame-size 9019 --mtu 9000",
+                "give a size from 64 to 1518 bytes (FCS included; up to 9018 with --mtu 9000)",
+            ),
+            (
+                "--port 00:08.0 --mtu 9001",
+                "--mtu 9001: give an MTU from 1500 to 9000",
             ),
             (
                 "--port 00:08.0 --frame-size 63",
@@ -78,6 +90,10 @@ fn capture_refuses_bad_arguments_clearly() {
                 "power of two between 32 and 4096",
             ),
             (
+                &format!("--port 00:0a.0 --out {out} --mtu 100"),
+                "--mtu 100: give an MTU from 1500 to 9000",
+            ),
+            (
                 &format!("--port 0000:7f:1f.7 --out {out}"),
                 "no such PCI device",
             ),
@@ -85,6 +101,31 @@ fn capture_refuses_bad_arguments_clearly() {
     );
     // A failed run leaves no file, partial or otherwise.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn loopback_refuses_frames_above_the_mtu_clearly() {
+    refuses(
+        &common::example_exe("loopback"),
+        &[
+            (
+                "--tx 00:08.0 --rx 00:0a.0 --frame-size 9018",
+                "--frame-size 9018 is above the largest frame at MTU 1500: 1518 bytes with the FCS; pass --mtu 9000",
+            ),
+            (
+                "--tx 00:08.0 --rx 00:0a.0 --frame-size 9019 --mtu 9000",
+                "the largest MTU is 9000 (9018 bytes)",
+            ),
+            (
+                "--tx 00:08.0 --rx 00:0a.0 --mtu 9200",
+                "--mtu 9200: give an MTU from 1500 to 9000",
+            ),
+            (
+                "--tx 00:08.0 --rx 00:0a.0 --frame-size 63",
+                "below 64 bytes",
+            ),
+        ],
+    );
 }
 
 #[test]

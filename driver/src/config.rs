@@ -18,8 +18,20 @@ pub struct DeviceConfig {
     /// Buffers in each queue's mempool (default 4096); at least
     /// [`DeviceConfig::min_mempool_size`].
     pub mempool_size: u32,
-    /// Bytes per buffer (default 2048; SRRCTL.BSIZEPKT takes 1 KiB units).
+    /// Bytes per buffer, at least (default 2048; SRRCTL.BSIZEPKT takes 1 KiB
+    /// units). Raised to [`pollnic_hw::mtu::rx_buf_size`] of `mtu` when
+    /// smaller, so that every frame the NIC accepts fits one buffer: the
+    /// size in use is [`DeviceConfig::rx_buf_size`].
     pub buf_size: usize,
+    /// Largest L3 payload in bytes, as Linux's MTU (default 1500; 1500..=9000).
+    /// The NIC drops longer frames and counts them in `rx_length_errors`
+    /// (silicon and the software models; QEMU's igb drops them uncounted):
+    /// an untagged frame may be `mtu + 18` bytes with its FCS (9018 at MTU
+    /// 9000), 4 more per VLAN tag. Above 1500 the 82576 gets RCTL.LPE and
+    /// RLPML = `mtu + 18` (datasheet §8.10.1, RLPML); the 82599 always gets
+    /// HLREG0.JUMBOEN and MAXFRS.MFS = `mtu + 18`, as Linux ixgbe sets them
+    /// (`ixgbe_set_rx_buffer_len`).
+    pub mtu: u32,
     /// Accept every unicast and multicast frame (RCTL.UPE | RCTL.MPE; default
     /// off: frames to another unicast MAC are dropped by the NIC's filter and
     /// counted nowhere).
@@ -49,6 +61,7 @@ impl Default for DeviceConfig {
             tx_ring_size: 512,
             mempool_size: 4096,
             buf_size: 2048,
+            mtu: pollnic_hw::mtu::DEFAULT_MTU,
             promisc: false,
             allmulti: false,
             link_timeout: Duration::from_secs(10),
@@ -95,6 +108,17 @@ impl DeviceConfig {
                 self.buf_size
             )));
         }
+        if !pollnic_hw::mtu::valid_mtu(self.mtu) {
+            return Err(Error::Config(format!(
+                "MTU {} is out of range: pollnic takes an MTU of {} to {} bytes \
+                 (frames of {} to {} bytes with the FCS, 4 more per VLAN tag)",
+                self.mtu,
+                pollnic_hw::mtu::MIN_MTU,
+                pollnic_hw::mtu::MAX_MTU,
+                pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MIN_MTU),
+                pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MAX_MTU)
+            )));
+        }
         if self.queues == 0 || self.queues > MAX_QUEUES_82576 {
             return Err(Error::Config(format!(
                 "{} queues requested: RSS spreads over 1 to {MAX_QUEUES_82576} (I350: 8)",
@@ -112,6 +136,14 @@ impl DeviceConfig {
             )));
         }
         Ok(())
+    }
+
+    /// Bytes per RX/TX buffer in use: `buf_size`, raised to
+    /// [`pollnic_hw::mtu::rx_buf_size`]`(mtu)` if smaller (2048 at MTU 1500,
+    /// 9216 at MTU 9000), so a frame is always one buffer, one descriptor.
+    pub fn rx_buf_size(&self) -> usize {
+        self.buf_size
+            .max(pollnic_hw::mtu::rx_buf_size(self.mtu) as usize)
     }
 
     /// The redirection table in effect: the configured one or round robin.
@@ -143,13 +175,13 @@ impl DeviceConfig {
     }
 
     /// 2 MiB hugepages one queue pins: `(mempool, rings)`, i.e. the mempool's
-    /// buffers (`mempool_size` × `buf_size` rounded up to 128 bytes) and one
+    /// buffers (`mempool_size` × [`DeviceConfig::rx_buf_size`] rounded up to 128 bytes) and one
     /// page each for the RX and TX descriptor rings (16-byte descriptors).
     /// The defaults need (4, 2): 12 MiB per queue.
     pub fn hugepages_per_queue(&self) -> (usize, usize) {
         use pollnic_rings::dma::HUGEPAGE_SIZE;
         let pages = |bytes: usize| bytes.div_ceil(HUGEPAGE_SIZE);
-        let buf = self.buf_size.div_ceil(128) * 128;
+        let buf = self.rx_buf_size().div_ceil(128) * 128;
         (
             pages(self.mempool_size as usize * buf),
             pages(self.rx_ring_size as usize * 16) + pages(self.tx_ring_size as usize * 16),
@@ -229,6 +261,28 @@ mod tests {
             .validate()
             .is_err());
         }
+        for bad in [0, 68, 1499, 9001, 16000] {
+            let e = DeviceConfig {
+                mtu: bad,
+                ..Default::default()
+            }
+            .validate()
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains(&format!("MTU {bad} is out of range")) && e.contains("1500 to 9000"),
+                "{e}"
+            );
+        }
+        let jumbo = DeviceConfig {
+            mtu: 9000,
+            ..Default::default()
+        };
+        jumbo.validate().unwrap();
+        assert_eq!(jumbo.rx_buf_size(), 9216);
+        assert_eq!(DeviceConfig::default().rx_buf_size(), 2048);
+        // 4096 buffers of 9216 bytes: 18 hugepages.
+        assert_eq!(jumbo.hugepages_per_queue(), (18, 2));
         let c = DeviceConfig {
             queues: 2,
             reta: Some(Reta::round_robin(4)),

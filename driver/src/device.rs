@@ -52,6 +52,7 @@ pub struct Device {
     counters: DeviceCounters,
     rss_key: [u8; KEY_LEN],
     reta: Reta,
+    mtu: u32,
     /// Queues the hardware may have enabled (all are disabled at shutdown).
     hw_queues: u16,
     /// Counter totals, read every [`STATS_REFRESH`] by `refresher` (the
@@ -130,6 +131,7 @@ impl Device {
             counters,
             rss_key: cfg.rss_key,
             reta: cfg.effective_reta(),
+            mtu: cfg.mtu,
             hw_queues: cfg.queues,
             stats: Arc::new(Mutex::new(Stats::new(family.stats_layout()))),
             refresher: None,
@@ -160,6 +162,7 @@ impl Device {
         let bar = Arc::clone(&self.bar);
         let r = bar.regs();
         self.mac = fam.init(r).map_err(timeout)?;
+        fam.set_max_frame(r, cfg.mtu);
 
         let page = self.io.page_size();
         if page == PageSize::Huge2M {
@@ -175,7 +178,7 @@ impl Device {
         for q in 0..cfg.queues {
             let pool = Mempool::new(
                 cfg.mempool_size,
-                cfg.buf_size,
+                cfg.rx_buf_size(),
                 page,
                 mapper(DmaPurpose::Mempool(q)),
             )?;
@@ -260,6 +263,12 @@ impl Device {
     /// Live per-queue counters, readable from another thread while the queues run.
     pub fn counters(&self) -> DeviceCounters {
         Arc::clone(&self.counters)
+    }
+
+    /// The MTU the receiver was set up for (bytes, L3 payload): frames up to
+    /// `mtu + 18` bytes with their FCS arrive, 4 more per VLAN tag.
+    pub fn mtu(&self) -> u32 {
+        self.mtu
     }
 
     /// The RSS key in use.
@@ -390,6 +399,15 @@ fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'static dyn 
         return Err(Error::Config(format!(
             "{} queues requested but {} has {max}",
             cfg.queues, ident.name
+        )));
+    }
+    if cfg.mtu > family.max_mtu() {
+        return Err(Error::Config(format!(
+            "MTU {} is above the {} bytes the {} back end supports ({})",
+            cfg.mtu,
+            family.max_mtu(),
+            family.name(),
+            ident.name
         )));
     }
     let min = family.min_ring_size();

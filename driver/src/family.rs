@@ -17,7 +17,7 @@
 //! # The order `Device` calls it in
 //!
 //! [`Family::init`] (reset, EEPROM, DMA init, MAC, link start, counters
-//! cleared) → [`Family::setup_rss`] → per queue [`Family::configure_rx`] and
+//! cleared) → [`Family::set_max_frame`] → [`Family::setup_rss`] → per queue [`Family::configure_rx`] and
 //! [`Family::configure_tx`] (queues and receiver still off) →
 //! [`Family::start_tx`] → per queue [`Family::enable_rx_queue`], then the RX
 //! tail, and [`Family::enable_tx_queue`] → [`Family::start_rx`] → link wait
@@ -172,6 +172,17 @@ pub trait Family: Send + Sync + 'static {
     }
     /// Smallest ring, in descriptors, the part accepts.
     fn min_ring_size(&self) -> u32;
+    /// Largest MTU the back end configures (bytes); the default, for a family
+    /// without jumbo support, is the standard 1500.
+    fn max_mtu(&self) -> u32 {
+        pollnic_hw::mtu::DEFAULT_MTU
+    }
+    /// Program the largest frame the receiver accepts for `mtu` (in
+    /// 1500..=[`Family::max_mtu`]); called after [`Family::init`], before
+    /// any queue is configured, receiver off. Longer frames are dropped by
+    /// the NIC and counted in `rx_length_errors`. Default: nothing (the
+    /// part's 1518/1522-byte limit).
+    fn set_max_frame(&self, _r: &dyn Regs, _mtu: u32) {}
     /// RX write-back error bits (in `status_error`) that make a frame bad.
     fn rx_error_mask(&self) -> u32;
     /// The counters behind [`crate::Device::stats`].

@@ -18,6 +18,10 @@ pub const HEADERS_LEN: usize = 14 + 20 + 8;
 pub const MIN_FRAME_LEN: usize = 60;
 /// Largest standard frame in bytes, without FCS (1518 on the wire).
 pub const MAX_FRAME_LEN: usize = 1514;
+/// Largest test frame [`write`] makes, in bytes without FCS: the largest
+/// untagged frame at MTU 9000 (9018 on the wire).
+pub const MAX_JUMBO_FRAME_LEN: usize =
+    pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MAX_MTU) as usize - 4;
 const MAGIC: u16 = 0x4e50;
 const META_LEN: usize = 2 + 8 + 8;
 
@@ -100,12 +104,12 @@ pub struct FrameInfo {
     pub flow: Flow,
 }
 
-/// Fill `buf` (whose length is the frame length, `MIN_FRAME_LEN..=MAX_FRAME_LEN`
+/// Fill `buf` (whose length is the frame length, `MIN_FRAME_LEN..=MAX_JUMBO_FRAME_LEN`
 /// bytes) with a test frame. Returns false (and writes nothing) for a length
 /// outside that range.
 pub fn write(buf: &mut [u8], flow: &Flow, seq: u64, tx_ns: u64) -> bool {
     let len = buf.len();
-    if !(MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(&len) {
+    if !(MIN_FRAME_LEN..=MAX_JUMBO_FRAME_LEN).contains(&len) {
         return false;
     }
     let udp_payload = len - HEADERS_LEN;
@@ -115,7 +119,7 @@ pub fn write(buf: &mut [u8], flow: &Flow, seq: u64, tx_ns: u64) -> bool {
         ether_type: EtherType::IPV4,
     };
     let udp = UdpHeader::without_ipv4_checksum(flow.src_port, flow.dst_port, udp_payload)
-        .expect("payload fits: len <= 1514");
+        .expect("payload fits: len <= 9014");
     let mut ip = Ipv4Header::new(
         (8 + udp_payload) as u16,
         64,
@@ -123,7 +127,7 @@ pub fn write(buf: &mut [u8], flow: &Flow, seq: u64, tx_ns: u64) -> bool {
         flow.src_ip,
         flow.dst_ip,
     )
-    .expect("payload fits: len <= 1514");
+    .expect("payload fits: len <= 9014");
     ip.header_checksum = ip.calc_header_checksum();
     buf[..14].copy_from_slice(&eth.to_bytes());
     buf[14..34].copy_from_slice(&ip.to_bytes());
@@ -146,7 +150,7 @@ fn fill_pattern(rest: &mut [u8], seq: u64) {
 /// The generators' inner step: allocate test frames from `pool` into `pending`
 /// until it holds `burst` frames, the pool runs dry, or `*seq` reaches `limit`.
 /// Frame `seq` goes to flow `seq % flows.len()`, is `len_of(seq)` bytes long
-/// (`MIN_FRAME_LEN..=MAX_FRAME_LEN`, else it stops) and carries CLOCK_MONOTONIC
+/// (`MIN_FRAME_LEN..=MAX_JUMBO_FRAME_LEN`, else it stops) and carries CLOCK_MONOTONIC
 /// now as its send time. Advances `*seq`; returns how many frames were added.
 pub fn fill_burst(
     pool: &crate::Mempool,
@@ -257,7 +261,16 @@ mod tests {
     #[test]
     fn round_trip_every_size() {
         let flow = Flow::between([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
-        for len in [MIN_FRAME_LEN, 61, 64, 128, 1000, MAX_FRAME_LEN] {
+        for len in [
+            MIN_FRAME_LEN,
+            61,
+            64,
+            128,
+            1000,
+            MAX_FRAME_LEN,
+            3996,
+            MAX_JUMBO_FRAME_LEN,
+        ] {
             let f = expected(len, &flow, 77, 123_456);
             let info = parse(&f).expect("parses");
             assert_eq!(parse_udp_payload(&f[HEADERS_LEN..]), Some((77, 123_456)));
@@ -273,7 +286,11 @@ mod tests {
     fn rejects_bad_lengths_and_foreign_frames() {
         let flow = Flow::between([0; 6], [0xff; 6]);
         assert!(!write(&mut [0u8; 59], &flow, 0, 0));
-        assert!(!write(&mut vec![0u8; 1515], &flow, 0, 0));
+        assert!(
+            write(&mut vec![0u8; 1515], &flow, 0, 0),
+            "jumbo test frames"
+        );
+        assert!(!write(&mut vec![0u8; 9015], &flow, 0, 0));
         assert!(parse(&[0u8; 60]).is_none());
     }
 

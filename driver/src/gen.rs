@@ -1,12 +1,13 @@
 //! What `pktgen` sends: frame sizes (fixed, mixed, IMIX) and the optional
 //! 802.1Q tag, over the test frames of [`crate::frame`].
 //!
-//! Sizes are on the wire, FCS included (64..=1518 bytes untagged), as
+//! Sizes are on the wire, FCS included (64..=1518 bytes untagged at the
+//! default MTU, up to 9018 at MTU 9000: [`check_frame_size`]), as
 //! `--frame-size` everywhere in pollnic; the NIC appends the 4-byte FCS, so a
 //! frame of size N is N − 4 bytes in the buffer. A VLAN tag (IEEE 802.1Q,
 //! TPID 0x8100) adds 4 bytes: 1518 becomes 1522.
 
-use crate::frame::{self, Flow, MAX_FRAME_LEN, MIN_FRAME_LEN};
+use crate::frame::{self, Flow, MAX_JUMBO_FRAME_LEN, MIN_FRAME_LEN};
 
 /// Bytes of an 802.1Q tag (TPID + TCI).
 pub const VLAN_TAG_LEN: usize = 4;
@@ -20,7 +21,8 @@ pub const IMIX: [usize; 12] = [64, 64, 594, 64, 64, 594, 64, 64, 594, 64, 594, 1
 /// How frame sizes are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameSize {
-    /// Every frame this many bytes on the wire (64..=1518, FCS included).
+    /// Every frame this many bytes on the wire (64..=9018, FCS included;
+    /// above 1518 only with an MTU that allows it, [`check_frame_size`]).
     Fixed(usize),
     /// [`frame::mixed_len`]: 64..=1518 spread by the sequence number.
     Mixed,
@@ -30,22 +32,35 @@ pub enum FrameSize {
 
 impl std::str::FromStr for FrameSize {
     type Err = String;
-    /// `64`..`1518`, `0` (mixed) or `imix`.
+    /// `64`..`9018`, `0` (mixed) or `imix`; whether the size fits the MTU
+    /// is [`check_frame_size`]'s to say.
     fn from_str(s: &str) -> Result<Self, String> {
         if s.eq_ignore_ascii_case("imix") {
             return Ok(FrameSize::Imix);
         }
         match s.parse::<usize>() {
             Ok(0) => Ok(FrameSize::Mixed),
-            Ok(n) if (MIN_FRAME_LEN + 4..=MAX_FRAME_LEN + 4).contains(&n) => Ok(FrameSize::Fixed(n)),
+            Ok(n) if (MIN_FRAME_LEN + 4..=MAX_JUMBO_FRAME_LEN + 4).contains(&n) => {
+                Ok(FrameSize::Fixed(n))
+            }
             _ => Err(format!(
-                "--frame-size {s}: give a size from 64 to 1518 bytes (FCS included), 0 for mixed sizes, or imix"
+                "--frame-size {s}: give a size from 64 to 1518 bytes (FCS included; up to 9018 with --mtu 9000), 0 for mixed sizes, or imix"
             )),
         }
     }
 }
 
 impl FrameSize {
+    /// The largest frame this choice sends, on the wire (bytes, FCS
+    /// included, without a VLAN tag).
+    pub fn max_wire_len(&self) -> usize {
+        match *self {
+            FrameSize::Fixed(n) => n,
+            FrameSize::Mixed => frame::MAX_FRAME_LEN + 4,
+            FrameSize::Imix => 1518,
+        }
+    }
+
     /// Buffer length (no FCS, no VLAN tag) of frame `seq`.
     pub fn untagged_len(&self, seq: u64) -> usize {
         match *self {
@@ -67,6 +82,55 @@ impl FrameSize {
             FrameSize::Mixed => "mixed 64..1518-byte".into(),
             FrameSize::Imix => "IMIX 7:4:1 64/594/1518-byte".into(),
         }
+    }
+}
+
+/// Checks that frames of up to `size` bytes on the wire (FCS included,
+/// without the 4 bytes of a tag, added when `vlan`) fit the MTU `mtu`: at
+/// most `mtu + 18` bytes untagged, `mtu + 22` tagged (Linux's arithmetic,
+/// [`pollnic_hw::mtu::max_frame`]).
+///
+/// # Errors
+/// The message for `--frame-size`, naming the limit and the `--mtu` that
+/// would take the size.
+pub fn check_frame_size(size: usize, mtu: u32, vlan: bool) -> Result<(), String> {
+    use pollnic_hw::mtu::{max_frame, MAX_MTU, VLAN_HLEN};
+    let tag = if vlan { VLAN_HLEN as usize } else { 0 };
+    let max = max_frame(mtu) as usize;
+    if size <= max {
+        return Ok(());
+    }
+    let needed = size - (max_frame(0) as usize);
+    let fix = if needed <= MAX_MTU as usize {
+        format!("pass --mtu {needed} or more (up to {MAX_MTU}), or a smaller --frame-size")
+    } else {
+        format!(
+            "the largest MTU is {MAX_MTU} ({} bytes): pass a smaller --frame-size",
+            max_frame(MAX_MTU)
+        )
+    };
+    Err(format!(
+        "--frame-size {size} is above the largest frame at MTU {mtu}: {max} bytes with the FCS{}; {fix}",
+        if vlan {
+            format!(" ({} with the VLAN tag)", max + tag)
+        } else {
+            String::new()
+        }
+    ))
+}
+
+/// Checks an `--mtu` option: 1500..=9000 bytes.
+///
+/// # Errors
+/// The message naming the range.
+pub fn check_mtu(mtu: u32) -> Result<u32, String> {
+    use pollnic_hw::mtu::{MAX_MTU, MIN_MTU};
+    if pollnic_hw::mtu::valid_mtu(mtu) {
+        Ok(mtu)
+    } else {
+        Err(format!(
+            "--mtu {mtu}: give an MTU from {MIN_MTU} to {MAX_MTU} bytes (L3 payload, as Linux; 9000 means 9018-byte frames)"
+        ))
     }
 }
 
@@ -109,8 +173,9 @@ mod tests {
         assert_eq!("64".parse::<FrameSize>(), Ok(FrameSize::Fixed(64)));
         assert_eq!("0".parse::<FrameSize>(), Ok(FrameSize::Mixed));
         assert_eq!("IMIX".parse::<FrameSize>(), Ok(FrameSize::Imix));
-        for bad in ["63", "1519", "x", "-1"] {
+        for bad in ["63", "9019", "x", "-1"] {
             assert!(bad.parse::<FrameSize>().unwrap_err().contains("64 to 1518"));
+            assert!(bad.parse::<FrameSize>().unwrap_err().contains("--mtu 9000"));
         }
         let imix: Vec<usize> = (0..12)
             .map(|s| FrameSize::Imix.untagged_len(s) + 4)
@@ -121,6 +186,26 @@ mod tests {
         assert_eq!(FrameSize::Imix.untagged_len(12), 60);
         assert_eq!(FrameSize::Fixed(1518).len(0, Some(7)), 1518);
         assert!((0..64).all(|s| (60..=1514).contains(&FrameSize::Mixed.untagged_len(s))));
+    }
+
+    #[test]
+    fn frame_sizes_are_checked_against_the_mtu() {
+        assert!(check_frame_size(1518, 1500, false).is_ok());
+        assert!(check_frame_size(1518, 1500, true).is_ok(), "1522 tagged");
+        let e = check_frame_size(1519, 1500, false).unwrap_err();
+        assert!(
+            e.contains("above the largest frame at MTU 1500: 1518 bytes"),
+            "{e}"
+        );
+        assert!(e.contains("--mtu 1501"), "{e}");
+        assert!(check_frame_size(9018, 9000, true).is_ok());
+        let e = check_frame_size(9018, 1500, false).unwrap_err();
+        assert!(e.contains("--mtu 9000"), "{e}");
+        assert_eq!("9018".parse::<FrameSize>(), Ok(FrameSize::Fixed(9018)));
+        assert!("9019".parse::<FrameSize>().is_err());
+        assert_eq!(FrameSize::Imix.max_wire_len(), 1518);
+        assert!(check_mtu(9000).is_ok());
+        assert!(check_mtu(9001).unwrap_err().contains("1500 to 9000"));
     }
 
     #[test]

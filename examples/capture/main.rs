@@ -49,6 +49,10 @@ struct Args {
     /// Descriptors in each RX ring (a power of two, 32..=4096).
     #[arg(long, default_value_t = 1024)]
     ring_size: u32,
+    /// MTU of the port in bytes (L3 payload, as Linux; 1500..=9000): frames
+    /// longer than MTU + 18 bytes (4 more with a VLAN tag) are dropped by the NIC.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
     /// One JSON object per second and a summary object, instead of text.
     #[arg(long)]
     json: bool,
@@ -88,6 +92,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         mempool_size: (args.ring_size * 3 + 2048).max(4096),
         queues: args.queues,
         promisc: true,
+        mtu: pollnic::gen::check_mtu(args.mtu)?,
         ..Default::default()
     };
     let mut dev = Device::open(&args.port, &cfg)?;

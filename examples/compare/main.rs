@@ -245,7 +245,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     if let Some(bad) = args.sizes.iter().find(|s| !(64..=1518).contains(*s)) {
-        return Err(format!("frame size {bad} outside 64..=1518").into());
+        return Err(format!(
+            "frame size {bad} outside 64..=1518: compare runs every path at the standard MTU 1500 \
+             (jumbo frames: loopback --mtu 9000 --frame-size 9018)"
+        )
+        .into());
     }
     let stop = pollnic::signal::stop_flag()?;
     // Forwarding rows receive on the generator's port what port 1 sends back;

@@ -40,9 +40,13 @@ struct Args {
     /// Stop after this many seconds (0 = until --count or Ctrl-C).
     #[arg(long, default_value_t = 10)]
     seconds: u64,
-    /// Frame size on the wire incl. FCS (64..=1518), 0 for mixed sizes, or imix (7:4:1 of 64/594/1518).
+    /// Frame size on the wire incl. FCS (64..=1518; up to 9018 with --mtu 9000), 0 for mixed sizes, or imix (7:4:1 of 64/594/1518).
     #[arg(long, default_value = "64")]
     frame_size: FrameSize,
+    /// MTU of the port in bytes (L3 payload, as Linux; 1500..=9000): frames up
+    /// to MTU + 18 bytes on the wire (4 more with --vlan).
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
     /// Distinct flows (source address and UDP port vary), for RSS on the receiver.
     #[arg(long, default_value_t = 1)]
     flows: u32,
@@ -89,6 +93,8 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let vlan = args.vlan.map(gen::check_vlan).transpose()?;
+    gen::check_mtu(args.mtu)?;
+    gen::check_frame_size(args.frame_size.max_wire_len(), args.mtu, vlan.is_some())?;
     let dst = parse_mac(&args.dst)?;
     pollnic::config::check_ring_size_arg(args.ring_size)?;
     if !(1..=512).contains(&args.batch) {
@@ -107,6 +113,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         rx_ring_size: 32,
         tx_ring_size: args.ring_size,
         mempool_size: (args.ring_size * 2 + 2048).max(4096),
+        mtu: args.mtu,
         ..Default::default()
     };
     let mut dev = Device::open(&args.port, &cfg)?;

@@ -50,7 +50,8 @@
 //!       `RDRXCTL.CRCSTRIP`; in the same `RDRXCTL` write set `RSCACKC` and
 //!       `FCOE_WRFIX` and clear `RSCFRSTSIZE` (Linux: "required by hardware");
 //!    4. filters: `FCTRL.BAM` (broadcasts), plus `UPE`/`MPE` for promiscuous
-//!       mode; `MAXFRS` only for jumbo frames (with `HLREG0.JUMBOEN`);
+//!       mode; `MAXFRS.MFS` = MTU + 18 with `HLREG0.JUMBOEN` set (Linux
+//!       `ixgbe_set_rx_buffer_len`; pollnic writes them right after step 8);
 //!    5. each queue q: `SRRCTL(q)` = buffer size >> 10 |
 //!       `DESCTYPE_ADV_ONEBUF` | `DROP_EN`; `RDBAL(q)`/`RDBAH(q)` = ring
 //!       IOVA; `RDLEN(q)` = descriptors × 16; `RDH(q)` = `RDT(q)` = 0; clear

@@ -14,6 +14,7 @@
 pub mod desc;
 pub mod igb;
 pub mod ixgbe;
+pub mod mtu;
 pub mod rss;
 
 pub use desc::{RawDesc, RxCompletion};

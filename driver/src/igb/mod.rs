@@ -51,6 +51,14 @@ impl Family for Igb {
     fn stats_layout(&self) -> &'static StatsLayout {
         &stats::LAYOUT
     }
+    /// 9000: RLPML takes 14 bits; the 82576 buffers 9.5 KiB frames (Linux
+    /// igb allows up to 9216).
+    fn max_mtu(&self) -> u32 {
+        pollnic_hw::mtu::MAX_MTU
+    }
+    fn set_max_frame(&self, r: &dyn Regs, mtu: u32) {
+        queue::set_max_frame(r, mtu)
+    }
     fn init(&self, r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
         init::reset(r)?;
         init::wait_eeprom_auto_read(r);

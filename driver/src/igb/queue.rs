@@ -41,15 +41,33 @@ pub fn enable_rx_queue(r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
 /// a 4096-bit hash filter; not cleared by reset on silicon).
 pub const MTA_REGS: u32 = 128;
 
+/// The largest frame for `mtu` (82576 datasheet §8.10.1 RCTL.LPE, and the
+/// RLPML register). At 1500 LPE stays clear: the MAC's own limit, 1518 bytes (1522
+/// with a VLAN tag), is the MTU's. Above, RLPML = `mtu + 18` with LPE set;
+/// the 82576 adds 4 bytes per VLAN tag it recognizes, as Linux igb relies on
+/// (commit d3836f8e2517). Longer frames are dropped and counted in ROC
+/// (`rx_long_length_errors`, part of `rx_length_errors`). QEMU's igb applies
+/// RLPML without the VLAN allowance and counts nothing (see README, "Jumbo
+/// frames"). Receiver off; [`enable_rx`] keeps LPE.
+pub fn set_max_frame(r: &dyn Regs, mtu: u32) {
+    if mtu > pollnic_hw::mtu::DEFAULT_MTU {
+        r.write32(RLPML, pollnic_hw::mtu::max_frame(mtu) & RLPML_MASK);
+        r.set_bits(RCTL, RCTL_LPE);
+    } else {
+        r.clear_bits(RCTL, RCTL_LPE);
+    }
+}
+
 /// Turn the receiver on: CRC stripped, broadcast accepted (BAM), unicast and
-/// multicast promiscuous (UPE, MPE) as `filter` asks. The multicast table is
-/// zeroed first, as Linux igb does at init (`igb_init_hw_82575`), so with
-/// MPE off no multicast frame passes the filter.
+/// multicast promiscuous (UPE, MPE) as `filter` asks, long packets as
+/// [`set_max_frame`] left RCTL.LPE. The multicast table is zeroed first, as
+/// Linux igb does at init (`igb_init_hw_82575`), so with MPE off no multicast
+/// frame passes the filter.
 pub fn enable_rx(r: &dyn Regs, filter: RxFilter) {
     for n in 0..MTA_REGS {
         r.write32(MTA + 4 * n, 0);
     }
-    let mut rctl = RCTL_EN | RCTL_BAM | RCTL_SECRC;
+    let mut rctl = RCTL_EN | RCTL_BAM | RCTL_SECRC | (r.read32(RCTL) & RCTL_LPE);
     if filter.unicast_promisc() {
         rctl |= RCTL_UPE;
     }

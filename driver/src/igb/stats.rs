@@ -5,16 +5,17 @@ use crate::mmio::Regs;
 use crate::stats::{Stats, StatsLayout};
 use pollnic_hw::igb::bits::ICR_RXO;
 use pollnic_hw::igb::regs::ICR;
-use pollnic_hw::igb::stats::COUNTERS;
+use pollnic_hw::igb::stats::{COUNTERS, SUMS};
 
 /// Name under which [`Stats`] reports the overrun reads (not an `ethtool -S`
 /// counter: the 82576 has no register counting ICR.RXO).
 pub const ICR_RXO_EVENTS: &str = "icr_rxo_events";
 
-/// The igb layout: the 82576 registers, then [`ICR_RXO_EVENTS`].
+/// The igb layout: the 82576 registers, Linux igb's `rx_length_errors`
+/// (RUC + ROC), then [`ICR_RXO_EVENTS`].
 pub static LAYOUT: StatsLayout = StatsLayout {
     counters: COUNTERS,
-    sums: &[],
+    sums: SUMS,
     aliases: &[],
     extra: &[ICR_RXO_EVENTS],
 };
@@ -98,7 +99,14 @@ mod tests {
         assert_eq!(s.get("rx_packets"), Some(15));
         assert_eq!(s.get("rx_bytes"), Some(0x2_0000_0010));
         assert_eq!(s.get("no_such_counter"), None);
-        assert_eq!(s.iter().count(), COUNTERS.len() + 1);
+        assert_eq!(s.iter().count(), COUNTERS.len() + SUMS.len() + 1);
+        // rx_length_errors is RUC + ROC, as Linux igb sums it.
+        f.write32(0x40a4, 2);
+        f.write32(0x40ac, 3);
+        update(&f, &mut s);
+        assert_eq!(s.get("rx_short_length_errors"), Some(2));
+        assert_eq!(s.get("rx_long_length_errors"), Some(3));
+        assert_eq!(s.get("rx_length_errors"), Some(5));
         let text = s.ethtool_text();
         assert!(text.starts_with("NIC statistics:\n     "), "{text}");
         assert!(text.contains("\n     rx_packets: 15\n"), "{text}");

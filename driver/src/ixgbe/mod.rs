@@ -63,6 +63,13 @@ impl Family for Ixgbe {
     fn stats_layout(&self) -> &'static StatsLayout {
         &stats::LAYOUT
     }
+    /// 9000, pollnic's ceiling (the 82599 takes MFS up to 15.5 KiB).
+    fn max_mtu(&self) -> u32 {
+        pollnic_hw::mtu::MAX_MTU
+    }
+    fn set_max_frame(&self, r: &dyn Regs, mtu: u32) {
+        queue::set_max_frame(r, mtu)
+    }
     fn init(&self, r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
         init::reset(r)?;
         init::wait_eeprom_and_dma(r)?;

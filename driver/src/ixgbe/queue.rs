@@ -31,6 +31,17 @@ pub fn setup_rx_global(r: &dyn Regs) {
     r.set_bits(CTRL_EXT, CTRL_EXT_NS_DIS);
 }
 
+/// The largest frame for `mtu`, as Linux ixgbe sets it on the 82599
+/// (`ixgbe_set_rx_buffer_len`): MAXFRS.MFS = `mtu + 18` (FCS included; the
+/// MAC allows 4 more bytes for a VLAN-tagged frame) and HLREG0.JUMBOEN set,
+/// so MFS is the limit at every MTU. Longer frames are dropped and counted
+/// in ROC and RLEC (`rx_long_length_errors`, `rx_length_errors`). Receiver off.
+pub fn set_max_frame(r: &dyn Regs, mtu: u32) {
+    let mfs = pollnic_hw::mtu::max_frame(mtu) << MAXFRS_MFS_SHIFT;
+    r.write32(MAXFRS, (r.read32(MAXFRS) & !MAXFRS_MFS_MASK) | mfs);
+    r.set_bits(HLREG0, HLREG0_JUMBOEN);
+}
+
 /// Program RX queue `q` (§4.6.7): SRRCTL buffer size in 1 KiB units,
 /// advanced one-buffer descriptors, DROP_EN; ring base and length; head and
 /// tail 0; DCA_RXCTRL bit 12 cleared (ixy); its drops counted in QPRDC(q)

@@ -89,6 +89,10 @@ pub enum RxOutcome {
     },
     /// The destination MAC did not pass the filter.
     Filtered,
+    /// Longer than the receiver's maximum frame (igb: 1518, or RLPML with
+    /// RCTL.LPE; 82599: MAXFRS.MFS with HLREG0.JUMBOEN), plus 4 bytes for a
+    /// VLAN tag: dropped, counted in ROC (and RLEC on the 82599).
+    Oversized,
     /// Link down or in reset: nothing received.
     LinkDown,
     /// The receiver (82599 RXCTRL.RXEN, igb RCTL.EN) or bus mastering off.

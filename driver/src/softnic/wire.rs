@@ -27,6 +27,16 @@ mod rsstype {
     pub const UDP_IPV6: u16 = 0x8;
 }
 
+/// Whether a received `frame` (no FCS) is longer than `max_frame` bytes with
+/// its FCS, allowing 4 more bytes when it carries an 802.1Q tag (EtherType
+/// 0x8100 after the MACs: the VLAN EtherType both parts recognize by
+/// default; an outer 802.1ad 0x88a8 tag is not one).
+pub(crate) fn oversized(frame: &[u8], max_frame: u32) -> bool {
+    let tagged = frame.get(12..14) == Some(&[0x81, 0x00][..]);
+    let limit = max_frame as usize + if tagged { 4 } else { 0 };
+    frame.len() + FCS_LEN as usize > limit
+}
+
 /// The station address in a RAL/RAH pair, if RAH.AV is set.
 pub(crate) fn mac_of(ral: u32, rah: u32) -> Option<[u8; 6]> {
     let (a, b) = (ral.to_le_bytes(), rah.to_le_bytes());
@@ -127,6 +137,24 @@ pub(crate) fn rss_flow(frame: &[u8], mrqc: u32) -> Option<(u16, FlowKey)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn oversized_allows_one_8021q_tag() {
+        let mut f = vec![0u8; 1514];
+        assert!(!oversized(&f, 1518));
+        f.push(0);
+        assert!(oversized(&f, 1518), "1519 bytes with the FCS, untagged");
+        f[12..14].copy_from_slice(&[0x81, 0x00]);
+        f.resize(1518, 0);
+        assert!(!oversized(&f, 1518), "1522 with one tag");
+        f.push(0);
+        assert!(oversized(&f, 1518));
+        f[12..14].copy_from_slice(&[0x88, 0xa8]);
+        f.resize(1518, 0);
+        assert!(
+            oversized(&f, 1518),
+            "an 802.1ad outer tag is not recognized"
+        );
+    }
     #[test]
     fn fcs_matches_the_ethernet_check_value() {
         // CRC-32/IEEE of "123456789" is 0xCBF43926.

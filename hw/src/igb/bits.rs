@@ -65,12 +65,16 @@ pub const RCTL_SBP: u32 = 1 << 2;
 pub const RCTL_UPE: u32 = 1 << 3;
 /// RCTL: multicast promiscuous.
 pub const RCTL_MPE: u32 = 1 << 4;
-/// RCTL: long packet enable (frames above 1522 bytes).
+/// RCTL: long packet enable: frames up to RLPML bytes instead of 1518 (1522
+/// with a VLAN tag) (§8.10.1).
 pub const RCTL_LPE: u32 = 1 << 5;
 /// RCTL: broadcast accept mode.
 pub const RCTL_BAM: u32 = 1 << 15;
 /// RCTL: strip Ethernet CRC from received frames.
 pub const RCTL_SECRC: u32 = 1 << 26;
+
+/// RLPML: the length field, bits 13:0, in bytes (§8.10.3).
+pub const RLPML_MASK: u32 = 0x3fff;
 
 /// TCTL: transmit enable.
 pub const TCTL_EN: u32 = 1 << 1;

@@ -37,6 +37,11 @@ pub const EIMS: u32 = 0x1524;
 pub const EIMC: u32 = 0x1528;
 /// Extended Interrupt Auto Clear (§8.8.11).
 pub const EIAC: u32 = 0x152c;
+/// Receive Long Packet Maximum Length (82576 datasheet, RLPML): with RCTL.LPE set, frames
+/// longer than this many bytes (FCS included) are dropped and counted in ROC;
+/// the 82576 adds 4 bytes for each VLAN tag it recognizes (Linux commit
+/// d3836f8e2517 "igb: Do not factor VLANs into RLPML calculation").
+pub const RLPML: u32 = 0x5004;
 /// Receive Checksum Control (§8.10.9).
 pub const RXCSUM: u32 = 0x5000;
 /// Multicast Table Array, 128 entries (§8.10.13).
@@ -126,7 +131,7 @@ mod tests {
     #[test]
     fn global_register_offsets() {
         assert_eq!((CTRL, STATUS, EECD, EERD, MDIC), (0, 8, 0x10, 0x14, 0x20));
-        assert_eq!((RCTL, TCTL), (0x100, 0x400));
+        assert_eq!((RCTL, TCTL, RLPML), (0x100, 0x400, 0x5004));
         assert_eq!(
             (RAL0, RAH0, MRQC, RETA, RSSRK),
             (0x5400, 0x5404, 0x5818, 0x5c00, 0x5c80)

@@ -94,6 +94,16 @@ pub const COUNTERS: &[Counter] = &[
     c32("tx_total_packets", "TPT", 0x40d4),
 ];
 
+/// Counters Linux igb reports as sums of registers of [`COUNTERS`]:
+/// `rx_length_errors` = RUC + ROC (`igb_update_stats`: "RLEC on some newer
+/// hardware can be incorrect so build our own version based on RUC and ROC"),
+/// frames dropped for being shorter than 64 bytes or longer than the
+/// maximum (1518/1522 bytes, or RLPML with RCTL.LPE).
+pub const SUMS: &[crate::ixgbe::stats::Sum] = &[crate::ixgbe::stats::Sum {
+    name: "rx_length_errors",
+    parts: &["rx_short_length_errors", "rx_long_length_errors"],
+}];
+
 /// Index of a counter in [`COUNTERS`] by its `ethtool -S` name.
 pub fn index_of(name: &str) -> Option<usize> {
     COUNTERS.iter().position(|c| c.name == name)
@@ -134,5 +144,10 @@ mod tests {
         assert_eq!(RX_MISSED_ERRORS.width, Width::Bits32(0x4010));
         assert_eq!(RX_NO_BUFFER_COUNT.width, Width::Bits32(0x40a0));
         assert_eq!(index_of("rx_packets"), Some(0));
+        for s in SUMS {
+            for p in s.parts {
+                assert!(index_of(p).is_some(), "{p}");
+            }
+        }
     }
 }

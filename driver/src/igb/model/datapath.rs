@@ -2,7 +2,7 @@
 //! queue, TX on a TDT write, counters (octets include the FCS).
 
 use super::state::State;
-use crate::softnic::wire::{fcs, mac_of, rss_flow, FCS_LEN};
+use crate::softnic::wire::{fcs, mac_of, oversized, rss_flow, FCS_LEN};
 use crate::softnic::RxOutcome;
 use pollnic_hw::igb::stats::{Width, RX_MISSED_ERRORS, RX_NO_BUFFER_COUNT};
 use pollnic_hw::igb::stats::{RX_BYTES, RX_PACKETS, TX_BYTES, TX_PACKETS};
@@ -17,6 +17,9 @@ fn bump(s: &mut State, w: Width, n: u64) {
     };
     *s.counters.entry(off).or_insert(0) += n;
 }
+
+/// ROC, Receive Oversize Count (`rx_long_length_errors`).
+const ROC: Width = Width::Bits32(0x40ac);
 
 fn accepted(s: &State, dst: &[u8]) -> bool {
     let rctl = s.reg(RCTL);
@@ -40,6 +43,19 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
     }
     if frame.len() < 14 || !accepted(s, &frame[..6]) {
         return RxOutcome::Filtered;
+    }
+    // The 82576's size check: 1518 bytes, or RLPML with RCTL.LPE, 4 more
+    // with a VLAN tag; a longer frame is dropped and counted in ROC unless
+    // RCTL.SBP stores bad packets.
+    let rctl = s.reg(RCTL);
+    let max = if rctl & RCTL_LPE != 0 {
+        s.reg(RLPML) & RLPML_MASK
+    } else {
+        pollnic_hw::mtu::max_frame(pollnic_hw::mtu::DEFAULT_MTU)
+    };
+    if rctl & RCTL_SBP == 0 && oversized(frame, max) {
+        bump(s, ROC, 1);
+        return RxOutcome::Oversized;
     }
     let mrqc = s.reg(MRQC);
     let (q, hash, rsstype) = match (mrqc & MRQC_MODE_MASK == MRQC_MODE_RSS)

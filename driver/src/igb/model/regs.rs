@@ -55,6 +55,7 @@ fn kinds() -> &'static HashMap<u32, Kind> {
             (EIMC, Mask),
             (EIAC, Plain),
             (RCTL, Rctl),
+            (RLPML, Plain),
             (TCTL, Tctl),
             (TIPG, Plain),
             (RXCSUM, Plain),

@@ -4,9 +4,10 @@
 //! the 82599 keeps them (octet counters include the 4-byte FCS).
 
 use super::state::State;
-use crate::softnic::wire::{fcs, mac_of, rss_flow};
+use crate::softnic::wire::{fcs, mac_of, oversized, rss_flow};
 use crate::softnic::RxOutcome;
 use pollnic_hw::ixgbe::stats::Width;
+use pollnic_hw::ixgbe::stats::RX_LENGTH_ERRORS;
 use pollnic_hw::ixgbe::stats::{mpc, qprdc, RX_BYTES, RX_PACKETS, TX_BYTES, TX_PACKETS};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use pollnic_hw::rss::{Toeplitz, KEY_LEN};
@@ -61,6 +62,19 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
     }
     if frame.len() < 14 || !accepted(s, &frame[..6]) {
         return RxOutcome::Filtered;
+    }
+    // The 82599's size check: MAXFRS.MFS with HLREG0.JUMBOEN, else 1518
+    // bytes, 4 more with a VLAN tag; a longer frame is dropped and counted
+    // in ROC and RLEC.
+    let max = if s.reg(HLREG0) & HLREG0_JUMBOEN != 0 {
+        (s.reg(MAXFRS) & MAXFRS_MFS_MASK) >> MAXFRS_MFS_SHIFT
+    } else {
+        pollnic_hw::mtu::max_frame(pollnic_hw::mtu::DEFAULT_MTU)
+    };
+    if oversized(frame, max) {
+        bump32(s, 0x040AC); // ROC
+        bump(s, RX_LENGTH_ERRORS.width, 1); // RLEC
+        return RxOutcome::Oversized;
     }
     let mrqc = s.reg(MRQC);
     let (q, hash, rsstype) = if mrqc & MRQC_MRQE_MASK == MRQC_MRQE_RSS {

@@ -1,0 +1,238 @@
+//! Jumbo frames on QEMU's igb (`DeviceConfig::mtu`): what arrives, what is
+//! dropped, and what is counted, port 0 sending to port 1.
+//!
+//! What QEMU 10.0's igb does (`hw/net/igb_core.c`, `igb_receive_assign` and
+//! `igb_rx_is_oversized`; the same since QEMU 8.1): with RCTL.LPE it drops a
+//! frame when its length plus the 4-byte FCS exceeds RLPML, with no allowance
+//! for VLAN tags; without LPE when the frame (no FCS) exceeds 1514 bytes + 4
+//! per VLAN tag it recognizes. It recognizes one tag when the EtherType after
+//! the MACs equals VET's low half (0x8100 at reset), two only with
+//! CTRL_EXT bit 26 (EXT_VLAN, double VLAN) set, which pollnic leaves clear.
+//! The drop happens before any queue is chosen and, outside VMDq mode (MRQC
+//! bit 0 clear, as with pollnic's RSS), bumps no counter: ROC, RUC, MPC and
+//! the rest stay 0, where a real 82576 counts ROC (`rx_long_length_errors`,
+//! part of `rx_length_errors`). These tests assert what QEMU does, so they
+//! fail if QEMU or pollnic changes it.
+
+mod common;
+
+use common::*;
+use pollnic::frame::Flow;
+use pollnic::{Device, DeviceConfig, Packet};
+use std::time::{Duration, Instant};
+
+fn cfg(mtu: u32) -> DeviceConfig {
+    DeviceConfig {
+        rx_ring_size: 256,
+        tx_ring_size: 256,
+        mempool_size: 2048,
+        mtu,
+        ..Default::default()
+    }
+}
+
+/// A test frame of `wire` bytes on the wire (FCS included: `wire - 4` in the
+/// buffer), with an 802.1Q tag (VLAN 7) when `vlan`.
+fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
+    let mut f = vec![0u8; wire - 4];
+    assert!(pollnic::gen::write(&mut f, flow, seq, 0, vlan.then_some(7)));
+    f
+}
+
+/// `wire` bytes with an 802.1ad S-tag (0x88a8, VLAN 5) outside an 802.1Q
+/// C-tag (0x8100, VLAN 7): the test frame of `wire - 8` bytes, tags after the MACs.
+fn double_tagged(flow: &Flow, seq: u64, wire: usize) -> Vec<u8> {
+    let inner = sized_frame(flow, seq, wire - 8, false);
+    let mut f = Vec::with_capacity(wire - 4);
+    f.extend_from_slice(&inner[..12]);
+    f.extend_from_slice(&[0x88, 0xa8, 0x00, 0x05, 0x81, 0x00, 0x00, 0x07]);
+    f.extend_from_slice(&inner[12..]);
+    assert_eq!(f.len(), wire - 4);
+    f
+}
+
+/// Send `frame` from `tx` and return what `rx` receives within `wait`
+/// (polling all the while).
+fn send_and_collect(
+    tx: &mut Device,
+    rx: &mut Device,
+    frame: &[u8],
+    wait: Duration,
+) -> Vec<Vec<u8>> {
+    let mut p = tx.mempool().alloc().expect("tx buffer");
+    p.set_len(frame.len()).expect("frame fits the TX buffer");
+    p.data_mut().copy_from_slice(frame);
+    let mut burst = vec![p];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !burst.is_empty() {
+        tx.tx_burst(&mut burst);
+        assert!(Instant::now() < deadline, "TX ring stuck");
+    }
+    assert!(tx.flush_tx(Duration::from_secs(5)), "TX did not drain");
+    let mut got: Vec<Packet> = Vec::new();
+    let mut out = Vec::new();
+    let end = Instant::now() + wait;
+    while Instant::now() < end {
+        rx.rx_burst(&mut got, 32);
+        out.extend(got.drain(..).map(|p| p.data().to_vec()));
+    }
+    out
+}
+
+/// `frame` arrives alone and byte-identical.
+fn arrives(tx: &mut Device, rx: &mut Device, frame: &[u8], what: &str) {
+    let got = send_and_collect(tx, rx, frame, Duration::from_millis(300));
+    assert_eq!(
+        got.len(),
+        1,
+        "{what}: expected exactly one frame, got {}",
+        got.len()
+    );
+    assert!(
+        got[0] == frame,
+        "{what}: not byte-identical ({} bytes received)",
+        got[0].len()
+    );
+}
+
+/// `frame` never arrives, not whole and not in part, and the receiver is
+/// not stuck: a 64-byte frame sent right after arrives.
+fn dropped(tx: &mut Device, rx: &mut Device, frame: &[u8], flow: &Flow, what: &str) {
+    let got = send_and_collect(tx, rx, frame, Duration::from_millis(300));
+    assert!(
+        got.is_empty(),
+        "{what}: {} frame(s) handed up: {:?}",
+        got.len(),
+        got.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+    let marker = sized_frame(flow, 999, 64, false);
+    arrives(tx, rx, &marker, &format!("the 64-byte frame after {what}"));
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
+fn frames_of_1519_4000_and_9018_bytes_arrive_byte_identical_at_mtu_9000() {
+    let mut tx = Device::open(&port(0), &cfg(9000)).expect("open port 0");
+    let mut rx = Device::open(&port(1), &cfg(9000)).expect("open port 1");
+    assert_eq!(rx.mempool().buf_size(), 9216, "one 9 KiB buffer per frame");
+    let flow = Flow::between(tx.mac(), rx.mac());
+    let sizes = [1519usize, 4000, 9018];
+    for round in 0..3u64 {
+        for (i, &wire) in sizes.iter().enumerate() {
+            let f = sized_frame(&flow, round * 10 + i as u64, wire, false);
+            arrives(&mut tx, &mut rx, &f, &format!("{wire}-byte frame"));
+        }
+    }
+    // One byte over RLPML (9018): QEMU drops it (size + FCS > RLPML).
+    let mut over = sized_frame(&flow, 50, 9018, false);
+    over.push(0xa5);
+    dropped(
+        &mut tx,
+        &mut rx,
+        &over,
+        &flow,
+        "a 9019-byte frame at MTU 9000",
+    );
+    let st = rx.stats();
+    let rs = rx.rx_stats();
+    println!(
+        "observed at MTU 9000: rx_packets {:?}, rx_bytes {:?}, rx_length_errors {:?}, \
+         rx_long_length_errors {:?}; ring rx_errors {}",
+        st.get("rx_packets"),
+        st.get("rx_bytes"),
+        st.get("rx_length_errors"),
+        st.get("rx_long_length_errors"),
+        rs.rx_errors
+    );
+    let expected_bytes: u64 = 3 * sizes.iter().map(|&s| s as u64).sum::<u64>() + 64;
+    assert_eq!(
+        st.get("rx_packets"),
+        Some(10),
+        "9 jumbo frames and the marker"
+    );
+    assert_eq!(
+        st.get("rx_bytes"),
+        Some(expected_bytes),
+        "GORC counts the FCS"
+    );
+    assert_eq!(rs.rx_errors, 0, "no descriptor chain, no bad descriptor");
+    assert_eq!(
+        st.get("rx_length_errors"),
+        Some(0),
+        "QEMU's igb counts no ROC outside VMDq mode (a real 82576 would count 1)"
+    );
+    let txs = tx.stats();
+    assert_eq!(txs.get("tx_packets"), Some(11));
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
+fn at_mtu_1500_1519_bytes_are_dropped_and_a_tagged_1522_arrives() {
+    // The sender at MTU 9000 so that its buffers hold any test frame.
+    let mut tx = Device::open(&port(0), &cfg(9000)).expect("open port 0");
+    let mut rx = Device::open(&port(1), &cfg(1500)).expect("open port 1");
+    assert_eq!(rx.mempool().buf_size(), 2048);
+    let flow = Flow::between(tx.mac(), rx.mac());
+    arrives(
+        &mut tx,
+        &mut rx,
+        &sized_frame(&flow, 1, 1518, false),
+        "1518 untagged",
+    );
+    dropped(
+        &mut tx,
+        &mut rx,
+        &sized_frame(&flow, 2, 1519, false),
+        &flow,
+        "1519 untagged",
+    );
+    arrives(
+        &mut tx,
+        &mut rx,
+        &sized_frame(&flow, 3, 1522, true),
+        "1522 with one 802.1Q tag",
+    );
+    let mut over = sized_frame(&flow, 4, 1522, true);
+    over.push(0xa5);
+    dropped(&mut tx, &mut rx, &over, &flow, "1523 with one 802.1Q tag");
+    // QinQ: QEMU recognizes no tag when the outer EtherType is 0x88a8 (VET's
+    // low half is 0x8100, CTRL_EXT.EXT_VLAN clear), so the limit is 1518.
+    dropped(
+        &mut tx,
+        &mut rx,
+        &double_tagged(&flow, 5, 1526),
+        &flow,
+        "1526 double-tagged (0x88a8 + 0x8100)",
+    );
+    dropped(
+        &mut tx,
+        &mut rx,
+        &double_tagged(&flow, 6, 1522),
+        &flow,
+        "1522 double-tagged (0x88a8 + 0x8100)",
+    );
+    arrives(
+        &mut tx,
+        &mut rx,
+        &double_tagged(&flow, 7, 1518),
+        "1518 double-tagged (0x88a8 + 0x8100)",
+    );
+    let st = rx.stats();
+    println!(
+        "observed at MTU 1500: rx_packets {:?}, rx_length_errors {:?}, rx_long_length_errors {:?}, \
+         rx_short_length_errors {:?}; ring rx_errors {}",
+        st.get("rx_packets"),
+        st.get("rx_length_errors"),
+        st.get("rx_long_length_errors"),
+        st.get("rx_short_length_errors"),
+        rx.rx_stats().rx_errors
+    );
+    // Arrived: 1518, 1522 tagged, 1518 double-tagged, and 4 markers.
+    assert_eq!(st.get("rx_packets"), Some(7));
+    assert_eq!(rx.rx_stats().rx_errors, 0);
+    assert_eq!(
+        st.get("rx_length_errors"),
+        Some(0),
+        "QEMU's igb drops oversized frames without counting them (a real 82576 counts ROC)"
+    );
+}
