@@ -347,17 +347,20 @@ fn link_flap_during_traffic_is_seen_counted_and_survived() {
         r.tx_packets, sent,
         "tx_packets (GPTC) = frames handed to tx_burst"
     );
-    assert_eq!(
-        r.tx_bytes,
-        r.bytes + 4 * sent,
-        "tx_bytes (GOTC, FCS included)"
-    );
     assert_eq!(s.get("rx_packets"), Some(received), "rx_packets (GPRC)");
-    assert_eq!(
-        s.get("rx_bytes"),
-        Some(bytes + 4 * received),
-        "rx_bytes (GORC)"
-    );
+    // Octets (FCS included): QEMU's igb clears GOTCL/GORCL when the high half
+    // is read, so a frame counted between the two reads is lost to the total
+    // (see guest_soak.rs); never above, at most a few frames short.
+    let rx_octets = s.get("rx_bytes").unwrap();
+    for (what, counted, actual) in [
+        ("tx_bytes", r.tx_bytes, r.bytes + 4 * sent),
+        ("rx_bytes", rx_octets, bytes + 4 * received),
+    ] {
+        assert!(
+            counted <= actual && actual - counted <= 8 * 64,
+            "{what} {counted} vs {actual} octets"
+        );
+    }
     assert_eq!(
         sent,
         received + down + (recovering - got_recovering) + (straddling - got_straddling) + lost_up,

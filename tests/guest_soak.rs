@@ -18,8 +18,10 @@
 //!   one in 16) and arrived once, on
 //!   the queue the redirection table in force (or the one just replaced)
 //!   names for its RSS hash;
-//! - `tx_packets`/`tx_bytes` (GPTC/GOTC) equal what was sent,
-//!   `rx_packets`/`rx_bytes` (GPRC/GORC) what arrived (octets with FCS);
+//! - `tx_packets` (GPTC) equals what was sent, `rx_packets` (GPRC) what
+//!   arrived; `tx_bytes`/`rx_bytes` (GOTC/GORC, octets with FCS) agree too,
+//!   short by at most 0.01 % (see [`octets_agree`]: QEMU's igb loses the
+//!   octets counted between the low and the high register read);
 //! - sent − received is the loss, and a loss must be explained by the NIC:
 //!   `rx_missed_errors` (MPC), `rx_no_buffer_count` (RNBC) or, on QEMU's igb
 //!   that counts neither, `icr_rxo_events` (reads that found ICR.RXO set);
@@ -181,6 +183,34 @@ fn dropper(rx: Receiver<Vec<Packet>>) -> u64 {
     n
 }
 
+/// A 64-bit octet counter (FCS included) against the octets that really
+/// went by. QEMU's igb clears both halves of GORC/GOTC when the high register
+/// is read (`igb_mac_read_clr8` in hw/net/igb_core.c) and a low/high pair is
+/// two MMIO reads, so the octets of a frame counted between the two reads
+/// are lost to the total: the counter may fall short, never exceed. The first
+/// 10-minute soak fell 10,562 bytes short of 908,315,684 (0.0012 %, about 13
+/// frames in ~1,800 reads) with the frame counters exact. Allowed: 0.01 % or
+/// eight full-size frames, whichever is more.
+fn octets_agree(what: &str, counted: u64, actual: u64) {
+    assert!(
+        counted <= actual,
+        "{what}: counter {counted} above the {actual} octets sent"
+    );
+    let short = actual - counted;
+    let allowed = (actual / 10_000).max(8 * 1518);
+    assert!(
+        short <= allowed,
+        "{what}: counter {counted} is {short} octets short of {actual} (allowed {allowed})"
+    );
+    if short > 0 {
+        println!(
+            "soak: {what} {short} octets short of {actual} ({:.5} %): frames counted between the \
+             low and high register reads, which QEMU's igb clears together",
+            short as f64 * 100.0 / actual as f64
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test` or `cargo xtask soak`"]
 fn soak_traffic_reta_and_cross_thread_drops_leave_nothing_behind() {
@@ -339,20 +369,16 @@ fn soak_traffic_reta_and_cross_thread_drops_leave_nothing_behind() {
         "tx_packets (GPTC) = frames sent"
     );
     assert_eq!(
-        sent.tx_bytes,
-        sent.bytes + 4 * sent.frames,
-        "tx_bytes (GOTC, FCS included)"
-    );
-    assert_eq!(
         get("rx_packets"),
         received,
         "rx_packets (GPRC) = frames received"
     );
-    assert_eq!(
-        get("rx_bytes"),
-        rx_bytes + 4 * received,
-        "rx_bytes (GORC, FCS included)"
+    octets_agree(
+        "tx_bytes (GOTC)",
+        sent.tx_bytes,
+        sent.bytes + 4 * sent.frames,
     );
+    octets_agree("rx_bytes (GORC)", get("rx_bytes"), rx_bytes + 4 * received);
     if lost > 0 {
         assert!(
             mpc + rnbc + rxo > 0,
