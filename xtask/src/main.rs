@@ -20,7 +20,9 @@ mod install;
 mod kmod;
 mod layout;
 mod qemu;
+mod qmp;
 mod runscript;
+mod soak;
 mod tests;
 mod testtools;
 
@@ -126,6 +128,18 @@ enum Command {
         /// Extra arguments for the loopback example.
         #[arg(last = true, value_name = "ARGS")]
         extra: Vec<String>,
+    },
+    /// Soak: loopback traffic of mixed sizes over 2 RSS queues with RETA changes and packets
+    /// dropped on another thread, for N minutes; then checks that every mempool is full,
+    /// HugePages_Free is back, the ports re-open and the counters agree (tests/guest_soak.rs).
+    ///
+    /// Example: cargo xtask soak --minutes 10
+    Soak {
+        #[command(flatten)]
+        vm: VmArgs,
+        /// How long the traffic runs.
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
     },
     /// Compare receive paths (pollnic 1/2 queues, kernel AF_PACKET, recvmmsg and
     /// AF_XDP, DPDK testpmd) under the same traffic; writes results/compare-<date>/.
@@ -263,6 +277,10 @@ fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Demo { vm, seconds, extra } => {
             let outcome = demo::run(&layout, &vm.options(true), seconds, &extra)?;
+            Ok(status(outcome.code))
+        }
+        Command::Soak { vm, minutes } => {
+            let outcome = soak::run(&layout, &vm.options(true), minutes)?;
             Ok(status(outcome.code))
         }
         Command::Compare { vm, no_dpdk, extra } => {

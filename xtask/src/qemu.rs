@@ -12,7 +12,8 @@ use crate::console::{forward_console, forward_stderr, Event};
 use crate::guest::GuestImage;
 use crate::install::QEMU;
 use crate::layout::Layout;
-use crate::runscript::{full_script, hub_of, nonce, PORTS, SHARED_GROUP};
+use crate::qmp::Relay;
+use crate::runscript::{full_script, hub_of, nic_id, nonce, PORTS, SHARED_GROUP};
 use crate::{cmd, say};
 
 /// How long QEMU may take to exit after the guest reported its exit status.
@@ -63,8 +64,10 @@ pub struct RunOutcome {
 ///
 /// The script runs as root inside `chroot /host` (the host's root, read-only, with the
 /// repository read-write at its own path), with cwd = the repository and the environment
-/// `POLLNIC_GUEST=1`, `POLLNIC_PORT{0..3}` (PCI addresses), `POLLNIC_PORT{0..3}_MAC`, plus the
-/// host's `PATH`, `HOME`, `RUST_BACKTRACE`, `RUST_LOG` and `POLLNIC_*`. Unless
+/// `POLLNIC_GUEST=1`, `POLLNIC_PORT{0..3}` (PCI addresses), `POLLNIC_PORT{0..3}_MAC`,
+/// `POLLNIC_QMP_RELAY` (the directory through which the guest asks for `set_link`, see
+/// [`crate::qmp`]), plus the host's `PATH`, `HOME`, `RUST_BACKTRACE`, `RUST_LOG` and
+/// `POLLNIC_*`. Unless
 /// `opts.bind` is false, all NICs are first bound to vfio-pci with
 /// `target/debug/pollnic bind` (the caller must have built it).
 ///
@@ -88,11 +91,23 @@ pub fn run_in_guest(
     let run_dir = layout.testbed.join("run");
     std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
     let script_path = run_dir.join(format!("run-{nonce}.sh"));
-    std::fs::write(&script_path, full_script(layout, script, opts.bind))
+    let relay_dir = run_dir.join(format!("qmp-{nonce}"));
+    crate::layout::check_plain_path(&relay_dir)?;
+    let script = format!(
+        "export POLLNIC_QMP_RELAY={}\n{script}",
+        cmd::shell_quote(&relay_dir)
+    );
+    std::fs::write(&script_path, full_script(layout, &script, opts.bind))
         .with_context(|| format!("writing {}", script_path.display()))?;
     crate::layout::check_plain_path(&script_path)?;
 
-    let result = boot(image, &shares, &script_path, &nonce, opts);
+    // QMP listens in /tmp: a unix socket path must stay under 108 bytes.
+    let qmp_socket = PathBuf::from(format!("/tmp/pollnic-qmp-{nonce}.sock"));
+    let nics = (0..PORTS.len()).map(nic_id).collect();
+    let relay = Relay::start(&relay_dir, &qmp_socket, nics)?;
+    let result = boot(image, &shares, &script_path, &nonce, &qmp_socket, opts);
+    relay.stop();
+    let _ = std::fs::remove_file(&qmp_socket);
     let _ = std::fs::remove_file(&script_path);
     result
 }
@@ -153,7 +168,15 @@ fn cmdline(shares: &[PathBuf], script: &Path, nonce: &str, opts: &VmOptions) -> 
     line
 }
 
-fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmOptions) -> Command {
+/// The QEMU command line. The igb ports get the device ids [`nic_id`] (what `set_link` names)
+/// and QMP listens on `qmp_socket` (server, not waiting for a client).
+fn qemu_command(
+    image: &GuestImage,
+    shares: &[PathBuf],
+    append: &str,
+    qmp_socket: &Path,
+    opts: &VmOptions,
+) -> Command {
     let mut c = Command::new(QEMU);
     c.args([
         "-machine",
@@ -181,6 +204,8 @@ fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmO
     .arg("-initrd")
     .arg(&image.initramfs)
     .args(["-append", append])
+    .arg("-qmp")
+    .arg(format!("unix:{},server=on,wait=off", qmp_socket.display()))
     .args([
         "-virtfs",
         "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
@@ -197,7 +222,7 @@ fn qemu_command(image: &GuestImage, shares: &[PathBuf], append: &str, opts: &VmO
         c.args(["-netdev", &format!("hubport,id=p{i},hubid={hub}")]);
         c.args([
             "-device",
-            &format!("igb,netdev=p{i},addr=0x{slot},mac={mac}"),
+            &format!("igb,netdev=p{i},addr=0x{slot},mac={mac},id={}", nic_id(i)),
         ]);
     }
     // Two root ports as functions of one slot, without ACS, each with an igb
@@ -226,10 +251,11 @@ fn boot(
     shares: &[PathBuf],
     script: &Path,
     nonce: &str,
+    qmp_socket: &Path,
     opts: &VmOptions,
 ) -> Result<RunOutcome> {
     let append = cmdline(shares, script, nonce, opts);
-    let mut qemu = qemu_command(image, shares, &append, opts);
+    let mut qemu = qemu_command(image, shares, &append, qmp_socket, opts);
     qemu.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -38,6 +38,11 @@ pub fn hub_of(port: usize) -> usize {
     port / 2
 }
 
+/// The QEMU device id of igb port `i` (`-device igb,id=...`), the name QMP's `set_link` takes.
+pub fn nic_id(port: usize) -> String {
+    format!("pollnic_port{port}")
+}
+
 /// Host variables that the guest command sees too (besides `POLLNIC_*`).
 const PASSTHROUGH: &[&str] = &["PATH", "HOME", "RUST_BACKTRACE", "RUST_LOG"];
 
