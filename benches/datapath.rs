@@ -25,7 +25,7 @@ fn forwarding(c: &mut Criterion) {
         g.throughput(Throughput::Elements(batch as u64));
         g.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, &batch| {
             let mut rig = FwdRig::new(RING, 60);
-            let per_round = (RING as usize - 1) / batch;
+            let per_round = rig.bursts_per_round(batch);
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 let mut left = iters;
@@ -56,7 +56,7 @@ fn rx_only(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             let mut left = iters;
             while left > 0 {
-                let k = (left as usize).min(15);
+                let k = (left as usize).min(rig.bursts_per_round(32));
                 rig.deliver(k * 32);
                 let t = Instant::now();
                 for _ in 0..k {

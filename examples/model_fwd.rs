@@ -22,7 +22,7 @@ fn main() {
         .unwrap_or(32)
         .clamp(1, 256);
     let mut rig = pollnic_rings::fwd::FwdRig::new(512, 60);
-    let per_round = 511 / batch;
+    let per_round = rig.bursts_per_round(batch);
     let mut done = 0u64;
     while done < packets {
         rig.deliver(per_round * batch);

@@ -471,6 +471,13 @@ impl World {
         let desc = self.rx.as_ref().expect("rx ring").desc();
         let d = dev_read(desc, i);
         self.tag = self.tag.wrapping_add(1);
+        // Read format has DD (bit 0 of the header address) clear: a set DD
+        // means the tail gave the device a descriptor software had not
+        // re-armed since the last write-back.
+        assert!(
+            self.hostile_rx || d.hi as u32 & RXD_STAT_DD == 0,
+            "RX descriptor {i} below the tail still holds a write-back (tail past the re-armed ones)"
+        );
         if let Some(dst) = self.translate(d.lo, len as usize) {
             // SAFETY: `dst..dst + len` lies inside a live pool region
             // (`translate`); it models the device's DMA write into the

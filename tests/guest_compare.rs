@@ -34,6 +34,12 @@ fn every_path_reports_consistent_numbers() {
         String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
     println!("{text}");
     assert!(run.status.success(), "compare failed:\n{text}");
+    // testpmd runs with --in-memory: nothing of it is left in hugetlbfs.
+    let left = hugetlbfs_files();
+    assert!(
+        left.is_empty(),
+        "files left in /dev/hugepages after compare: {left:?}"
+    );
 
     let rows: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
@@ -164,4 +170,13 @@ fn sweep_finds_a_knee_per_path_and_writes_its_files() {
         "pollnic passed at no rate: {pollnic}"
     );
     assert!(out.join("sweep.svg").is_file() && out.join("sweep.csv").is_file());
+}
+
+/// The files in the guest's hugetlbfs mount.
+fn hugetlbfs_files() -> Vec<String> {
+    std::fs::read_dir("/dev/hugepages")
+        .expect("/dev/hugepages is mounted in the testbed")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
 }

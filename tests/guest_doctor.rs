@@ -82,23 +82,25 @@ fn doctor_fails_with_the_hugepage_fix_when_none_are_reserved() {
     assert_ne!(before.trim(), "0", "the testbed reserves hugepages");
     let restore = RestoreHugepages(before);
     std::fs::write(NR_HUGEPAGES, "0").unwrap();
-    // Pages still in use by someone (e.g. a DPDK run that left its files in
-    // hugetlbfs) stay reserved: the kernel keeps them, free is 0 either way.
+    // Nothing holds hugepages between tests (testpmd runs with --in-memory,
+    // pollnic maps anonymous hugepages): the kernel frees them all.
     let in_use: u64 = std::fs::read_to_string(NR_HUGEPAGES)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    if in_use > 0 {
-        let files: Vec<String> = std::fs::read_dir("/dev/hugepages")
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        println!("{in_use} hugepages still in use; files in /dev/hugepages: {files:?}");
-    }
+    let files: Vec<String> = std::fs::read_dir("/dev/hugepages")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        (in_use, files.as_slice()),
+        (0, &[][..]),
+        "hugepages still in use after an earlier test, files in /dev/hugepages"
+    );
     let p0 = common::port(0);
     let (ok, text) = pollnic(&["doctor", &p0]);
     assert!(!ok, "doctor must exit non-zero without hugepages:\n{text}");

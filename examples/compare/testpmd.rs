@@ -65,6 +65,11 @@ impl Testpmd {
                 "1",
                 "-a",
                 &port.to_string(),
+                // No files in hugetlbfs or /var/run/dpdk: DPDK's EAL maps its
+                // hugepages from memfds that go away with the process
+                // (without this, rtemap files were left in /dev/hugepages
+                // after every run, holding their pages).
+                "--in-memory",
                 "--file-prefix",
                 "pollnic-compare",
                 "--",

@@ -5,7 +5,7 @@
 
 use crate::dma::{IdentityMapper, PageSize};
 use crate::model::{SoftDoorbell, SoftNic, TxSink};
-use crate::{DescRing, Mempool, Packet, RxRing, TxRing};
+use crate::{rx_free_thresh, DescRing, Mempool, Packet, RxRing, TxRing};
 use std::sync::Arc;
 
 /// Two model ports and the rings the driver side owns.
@@ -52,6 +52,16 @@ impl FwdRig {
             burst: Vec::with_capacity(512),
             frame: vec![0x5a; frame_len],
         }
+    }
+
+    /// How many full bursts of `batch` frames the device can always take
+    /// after the driver drained the ring: `ring − rx_free_thresh` frames,
+    /// since up to `rx_free_thresh − 1` re-armed descriptors may wait behind
+    /// the tail, plus the one held back (`crate::rx`). Harnesses deliver that
+    /// many bursts per round so that no `forward_burst` finds the ring empty.
+    pub fn bursts_per_round(&self, batch: usize) -> usize {
+        let ring = self.rx.desc().count();
+        (ring - rx_free_thresh(ring)) as usize / batch.max(1)
     }
 
     /// The model delivers `n` frames (device work, not the driver's).

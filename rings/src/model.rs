@@ -127,6 +127,13 @@ pub enum Delivery {
     NoDescriptor,
     /// A buffer address did not translate (IOMMU fault): nothing more written.
     Fault(u64),
+    /// The descriptor at this index, which the tail gave the device, still
+    /// holds a write-back (DD set in its `hi` word, where read format has
+    /// the header buffer address with bit 0 clear): the driver moved the
+    /// tail past the descriptors it had re-armed. A real NIC would DMA to
+    /// whatever the write-back left in the address field (an IOMMU fault
+    /// at best); the model writes nothing more.
+    NotArmed(u16),
 }
 
 /// Write `frame` into the ring from its head, as the 82576 and 82599 do
@@ -154,6 +161,9 @@ pub fn deliver(
     let last = chunks.len() - 1;
     for (k, chunk) in chunks.into_iter().enumerate() {
         let d = ring.read(ring.head);
+        if d.hi as u32 & RXD_STAT_DD != 0 {
+            return Delivery::NotArmed(ring.head);
+        }
         let Some(dst) = dma.translate(d.lo, chunk.len()) else {
             return Delivery::Fault(d.lo);
         };
@@ -437,6 +447,10 @@ impl SoftNic {
                 false
             }
             Delivery::Fault(iova) => unreachable!("Regions panics on fault {iova:#x}"),
+            Delivery::NotArmed(i) => panic!(
+                "device model: RX descriptor {i} was given to the device (tail {tail}) but still \
+                 holds a write-back (DD set): the driver moved RDT past the descriptors it re-armed"
+            ),
         }
     }
 
@@ -463,6 +477,29 @@ impl SoftNic {
     /// Counters.
     pub fn stats(&self) -> ModelStats {
         self.state.borrow().stats
+    }
+
+    /// The first RX descriptor the device owns (in `[head, tail)`) that is
+    /// not in read format: DD still set from a write-back, or a buffer
+    /// address outside every registered region. `None` when the tail gave the
+    /// device only re-armed descriptors.
+    pub fn rx_owned_unarmed(&self) -> Option<u16> {
+        let s = self.state.borrow();
+        let r = s.rx.as_ref().expect("rx ring attached");
+        let (count, tail) = (r.dev.count(), r.tail());
+        let mut i = r.dev.head;
+        while i != tail {
+            let d = r.dev.read(i);
+            let mapped = s
+                .regions
+                .iter()
+                .any(|&(base, _, size)| d.lo >= base && d.lo < base + size as u64);
+            if d.hi as u32 & RXD_STAT_DD != 0 || !mapped {
+                return Some(i);
+            }
+            i = if i + 1 == count { 0 } else { i + 1 };
+        }
+        None
     }
 
     /// RX descriptors currently owned by the device side.

@@ -1,12 +1,20 @@
 //! RX descriptor ring bookkeeping: refill, DD check, validation of the
-//! write-back, one tail write per burst.
+//! write-back, and a tail write once per [`rx_free_thresh`] re-armed
+//! descriptors.
 //!
-//! Invariant: every descriptor always holds an armed buffer; the device owns
-//! `[RDH, RDT)` and the slot at RDT is held back, so `RDT = next - 1` after
-//! each burst (82576 datasheet §7.1.4: head == tail means no free
-//! descriptors). A completed descriptor is re-armed with a fresh buffer
-//! *before* its frame is handed up; when the mempool is empty the burst stops
-//! and counts `rx_nombuf` instead of dropping (DPDK igb PMD behaviour).
+//! Invariant: every descriptor software has looked at is re-armed (read
+//! format: a buffer address, DD clear) before the burst ends; the device owns
+//! `[RDH, RDT)`, and RDT only ever moves to `next - 1`, the newest re-armed
+//! descriptor, which is held back (82576 datasheet §7.1.4: head == tail means
+//! no free descriptors). So the device is never given a descriptor that
+//! still holds a write-back. The tail is written only once at least
+//! [`rx_free_thresh`] re-armed descriptors wait behind it, as DPDK's igb PMD
+//! does with `rx_free_thresh` (32): each RDT write is an MMIO write, i.e. a
+//! VM exit under emulation, and the device meanwhile still owns all but
+//! those few descriptors. A completed descriptor is re-armed with a fresh
+//! buffer *before* its frame is handed up; when the mempool is empty the
+//! burst stops and counts `rx_nombuf` instead of dropping (DPDK igb PMD
+//! behaviour).
 //! Fresh buffers come from the ring's own [`PoolCache`], and the pool
 //! reference every armed buffer holds passes to its packet, so a burst does
 //! no atomic operation (see `crate::mempool` for the invariant).
@@ -66,6 +74,21 @@ pub const fn rx_cache_size(ring: usize) -> usize {
     }
 }
 
+/// Re-armed descriptors that wait behind the tail before RDT is written, for
+/// a ring of `ring` descriptors: 32 (DPDK's igb `rx_free_thresh` default), at
+/// most a quarter of the ring, at least 1, so the device always owns at least
+/// three quarters of the ring minus one.
+pub const fn rx_free_thresh(ring: u16) -> u16 {
+    let q = ring / 4;
+    if q > 32 {
+        32
+    } else if q == 0 {
+        1
+    } else {
+        q
+    }
+}
+
 /// One RX queue's ring. The device side (register setup, RXDCTL) is the
 /// driver's; it must stop the queue before dropping the ring.
 pub struct RxRing<D: Doorbell> {
@@ -77,6 +100,10 @@ pub struct RxRing<D: Doorbell> {
     buf_size: u32,
     slots: Box<[u32]>,
     next: u16,
+    /// The value last written to the tail register (RDT).
+    tail: u16,
+    /// [`rx_free_thresh`] of the ring's size.
+    free_thresh: u16,
     cache: PoolCache,
     doorbell: D,
     discarding: bool,
@@ -120,6 +147,8 @@ impl<D: Doorbell> RxRing<D> {
             buf_size: pool.buf_size() as u32,
             slots: bufs.into_boxed_slice(),
             next: 0,
+            tail: 0,
+            free_thresh: rx_free_thresh(n as u16),
             pool: pool.clone(),
             cache: PoolCache::new(pool.clone(), rx_cache_size(n)),
             doorbell,
@@ -141,7 +170,23 @@ impl<D: Doorbell> RxRing<D> {
     /// Give the device every descriptor but one: tail = ring size − 1.
     pub fn start(&mut self) {
         self.desc.publish();
-        self.doorbell.ring(self.desc.count() - 1);
+        self.tail = self.desc.count() - 1;
+        self.doorbell.ring(self.tail);
+    }
+
+    /// Software has looked at (and re-armed) every descriptor before `next`:
+    /// move RDT to `next - 1` if at least `free_thresh` re-armed descriptors
+    /// wait behind it. Never past `next - 1`: the descriptors from `next` on
+    /// may hold write-backs software has not re-armed.
+    #[inline]
+    fn give_back(&mut self, next: u16) {
+        let mask = self.desc.mask();
+        let newest = next.wrapping_sub(1) & mask;
+        if newest.wrapping_sub(self.tail) & mask >= self.free_thresh {
+            self.desc.publish();
+            self.doorbell.ring(newest);
+            self.tail = newest;
+        }
     }
 
     /// Receive up to `max` frames, appending them to `out`; returns how many.
@@ -258,9 +303,8 @@ impl<D: Doorbell> RxRing<D> {
         // slots, in order, and nothing else touched `out`.
         unsafe { out.set_len(out.len() + got) };
         self.next = i;
-        // At least one descriptor was looked at and re-armed.
-        self.desc.publish();
-        self.doorbell.ring(i.wrapping_sub(1) & mask);
+        // Every descriptor before `i` is re-armed.
+        self.give_back(i);
         let s = &mut self.stats;
         s.packets += got as u64;
         s.bytes += bytes;
@@ -281,7 +325,6 @@ impl<D: Doorbell> RxRing<D> {
     #[inline(never)]
     fn finish_chain(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let view = self.desc.view();
-        let mask = view.mask();
         // SAFETY: `self.slots` is `mask + 1` long (made so in `new`) and
         // nothing else touches it during the call.
         let (next, n, done) = unsafe {
@@ -297,8 +340,7 @@ impl<D: Doorbell> RxRing<D> {
         self.stats.rx_errors += n as u64;
         if n > 0 {
             self.next = next;
-            self.desc.publish();
-            self.doorbell.ring(next.wrapping_sub(1) & mask);
+            self.give_back(next);
         }
         if done {
             self.discarding = false;
@@ -336,6 +378,11 @@ impl<D: Doorbell> RxRing<D> {
     /// Index of the next descriptor to check.
     pub fn next_index(&self) -> u16 {
         self.next
+    }
+    /// The value last written to the tail register (RDT): the device owns
+    /// the descriptors from its head up to, not including, this one.
+    pub fn tail_index(&self) -> u16 {
+        self.tail
     }
 }
 

@@ -103,6 +103,15 @@ pub enum RxOutcome {
     NoDescriptor(u16),
     /// A buffer address was not mapped (also a violation).
     Fault(u64),
+    /// Queue `queue`'s descriptor `index`, below RDT, still held a
+    /// write-back instead of a buffer address: the driver moved the tail past
+    /// what it had re-armed (also a violation).
+    NotArmed {
+        /// The queue.
+        queue: u16,
+        /// The descriptor.
+        index: u16,
+    },
 }
 
 /// One queue's enable state as software sees it through RXDCTL/TXDCTL.

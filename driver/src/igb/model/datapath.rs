@@ -100,6 +100,13 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
             bump(s, RX_NO_BUFFER_COUNT.width, 1);
             RxOutcome::NoDescriptor(q)
         }
+        Delivery::NotArmed(i) => {
+            s.violation(format!(
+                "RX queue {q}: descriptor {i}, below RDT {tail}, still holds a write-back \
+                 (DD set): the driver gave the device a descriptor it had not re-armed"
+            ));
+            RxOutcome::NotArmed { queue: q, index: i }
+        }
         Delivery::Fault(iova) => {
             s.violation(format!(
                 "RX DMA of queue {q} to unmapped IOVA {iova:#x} (an IOMMU fault)"

@@ -127,6 +127,13 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
             }
             RxOutcome::NoDescriptor(q)
         }
+        Delivery::NotArmed(i) => {
+            s.violation(format!(
+                "RX queue {q}: descriptor {i}, below RDT {tail}, still holds a write-back \
+                 (DD set): the driver gave the device a descriptor it had not re-armed"
+            ));
+            RxOutcome::NotArmed { queue: q, index: i }
+        }
         Delivery::Fault(iova) => {
             s.violation(format!(
                 "RX DMA of queue {q} to IOVA {iova:#x}, which is not mapped (an IOMMU fault)"
