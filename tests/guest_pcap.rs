@@ -127,17 +127,7 @@ fn pktgen_sends_1000_mixed_frames_and_capture_writes_them_all() {
     );
 
     // capture stops by itself after 1000 frames.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = capture.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            capture.kill().unwrap();
-            panic!("capture did not stop after {FRAMES} frames within 60 s (frames lost?)");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = wait_for_capture(&mut capture, FRAMES);
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     println!("{}", rest.join("\n"));
     assert!(status.success(), "capture failed");
@@ -258,17 +248,7 @@ fn capture_on_two_rss_queues_writes_every_frame_of_both() {
         String::from_utf8_lossy(&gen.stderr)
     );
     assert!(gen.status.success(), "pktgen failed");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = capture.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            capture.kill().unwrap();
-            panic!("capture did not stop after {N} frames within 60 s (frames lost?)");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = wait_for_capture(&mut capture, N);
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     println!("{}", rest.join("\n"));
     assert!(status.success(), "capture failed");
@@ -298,5 +278,21 @@ fn capture_on_two_rss_queues_writes_every_frame_of_both() {
             g == &sent[seq],
             "frame {seq}: bytes differ from what pktgen sent"
         );
+    }
+}
+
+/// Waits for `capture`, which stops by itself after `frames` frames; kills it
+/// and fails the test if it has not stopped within 60 s (frames lost).
+fn wait_for_capture(capture: &mut std::process::Child, frames: usize) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(s) = capture.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            capture.kill().unwrap();
+            panic!("capture did not stop after {frames} frames within 60 s (frames lost?)");
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
