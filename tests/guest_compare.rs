@@ -73,6 +73,23 @@ fn every_path_reports_consistent_numbers() {
                 "{what}"
             );
             assert!(r["rx_pps"].as_f64().unwrap() > 0.0, "{what}");
+            if path.starts_with("pollnic-") {
+                // The queues' own counters hold the trial and the warm-up
+                // (200 frames that are not test frames, sent first): the row
+                // counts only the trial.
+                let note = r["note"].as_str().unwrap();
+                let per_queue = note
+                    .split("(trial and warm-up): ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(';').next())
+                    .unwrap_or_else(|| panic!("no per-queue counts: {what}"));
+                let on_queues: u64 = per_queue
+                    .split(", ")
+                    .map(|q| q.split(' ').nth(1).unwrap().parse::<u64>().unwrap())
+                    .sum();
+                assert!(note.contains("after 200 warm-up frames;"), "{what}");
+                assert_eq!(on_queues, received + 200, "{what}");
+            }
             let mode = r["mode"].as_str().unwrap();
             if path == "kernel-afxdp" {
                 // The emulated igb has no zero-copy AF_XDP; the row says which mode ran.

@@ -5,6 +5,7 @@
 
 use crate::device::Device;
 use crate::queue::Queue;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Core numbers are below this (Linux's largest NR_CPUS is 8192).
 const MAX_CORE: usize = 8192;
@@ -80,6 +81,13 @@ pub fn check_cores(cores: &[usize]) -> Result<(), String> {
 /// `cores[i % cores.len()]`, and `report()` on the calling thread meanwhile;
 /// returns each queue's result in queue order once all have returned.
 ///
+/// `report()` starts only once every queue thread runs on its core and is
+/// entering `work`, so traffic that `report` offers (a generator) does not
+/// race the threads' creation. It does not promise that `work` has polled
+/// yet: a caller that must not offer traffic before then waits for a signal
+/// from `work` (as `compare` does, with a warm-up; README, "Where the
+/// testbed loses frames").
+///
 /// # Errors
 /// A message when `cores` is empty or names a core this process may not run
 /// on ([`check_cores`], before any thread starts). A pin that still fails at
@@ -97,6 +105,8 @@ where
 {
     check_cores(cores)?;
     let work = &work;
+    let started = AtomicUsize::new(0);
+    let started = &started;
     std::thread::scope(|s| {
         let handles: Vec<_> = dev
             .queues_mut()
@@ -110,11 +120,17 @@ where
                         if !pin_current_thread(core) {
                             eprintln!("pollnic: queue {i}: could not pin to core {core}; running unpinned");
                         }
+                        started.fetch_add(1, Ordering::Release);
                         work(q)
                     })
                     .expect("spawn queue thread")
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // Busy-wait rather than block: a blocked thread's wake-up is what
+        // can take milliseconds under emulation.
+        while started.load(Ordering::Acquire) < handles.len() {
+            std::thread::yield_now();
+        }
         report();
         handles
             .into_iter()

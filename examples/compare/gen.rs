@@ -31,6 +31,53 @@ pub struct Offered {
 /// for (RFC 2544 §26.1 offers a constant rate).
 pub const MAX_LAG: u64 = 64;
 
+/// Frames of the warm-up sent before every measured trial.
+pub const WARM_UP_FRAMES: u64 = 200;
+/// Rate of the warm-up, packets/s: slow enough that a 512-descriptor ring
+/// absorbs 250 ms of a receiver that has not polled yet.
+pub const WARM_UP_RATE: u64 = 2_000;
+/// Wait after the warm-up before the trial starts.
+pub const WARM_UP_SETTLE: Duration = Duration::from_millis(200);
+
+/// The warm-up before a measured trial (RFC 2544 §23 sends "learning
+/// frames" before each trial): [`WARM_UP_FRAMES`] frames at
+/// [`WARM_UP_RATE`], then [`WARM_UP_SETTLE`] of quiet. They are not test
+/// frames (the payload magic is cleared, so [`frame::parse`] rejects them):
+/// paths that parse frames ignore them, paths that only count subtract the
+/// returned number sent.
+///
+/// Why: a receiver's first frames run code and touch memory for the first
+/// time. In the testbed (QEMU/TCG) a pollnic receive thread took 6–135 ms
+/// from the generator's start to its first loop and 5–7 ms for its first
+/// burst; at 100 kpps the ring filled meanwhile and QEMU dropped the
+/// backlog on the first RDT write (README, "Where the testbed loses frames").
+pub fn warm_up(dev: &mut Device, flows: &[Flow], size: usize, stop: &AtomicBool) -> u64 {
+    let secs = WARM_UP_FRAMES as f64 / WARM_UP_RATE as f64;
+    let sent = std::thread::scope(|s| {
+        s.spawn(|| {
+            let core = GEN_CORE.load(Relaxed);
+            if core != usize::MAX && !pollnic::runner::pin_current_thread(core) {
+                eprintln!("compare: could not pin the generator to core {core}");
+            }
+            send_frames(
+                dev,
+                flows,
+                size,
+                WARM_UP_RATE,
+                secs * 2.0,
+                stop,
+                Some(WARM_UP_FRAMES),
+                |_| {},
+            )
+            .sent
+        })
+        .join()
+        .expect("generator thread panicked")
+    });
+    std::thread::sleep(WARM_UP_SETTLE);
+    sent
+}
+
 /// Send `size`-byte frames (wire size incl. FCS) over `flows` at `rate`
 /// packets/s for `secs` seconds (or until `stop`), from a thread pinned to
 /// [`GEN_CORE`] (only that thread: receivers and testpmd keep their cores).
@@ -123,7 +170,7 @@ pub fn round_trip(
     })
 }
 
-/// The send loop; `poll(dev)` runs after every TX burst and while waiting.
+/// The send loop of test frames; `poll(dev)` runs after every TX burst and while waiting.
 fn send(
     dev: &mut Device,
     flows: &[Flow],
@@ -131,6 +178,22 @@ fn send(
     rate: u64,
     secs: f64,
     stop: &AtomicBool,
+    poll: impl FnMut(&mut Device),
+) -> Offered {
+    send_frames(dev, flows, size, rate, secs, stop, None, poll)
+}
+
+/// [`send`]; `warm: Some(n)`: send exactly `n` frames (unless `secs` runs
+/// out first) with their payload magic cleared (warm-up frames).
+#[allow(clippy::too_many_arguments)]
+fn send_frames(
+    dev: &mut Device,
+    flows: &[Flow],
+    size: usize,
+    rate: u64,
+    secs: f64,
+    stop: &AtomicBool,
+    warm: Option<u64>,
     mut poll: impl FnMut(&mut Device),
 ) -> Offered {
     let len = size - 4;
@@ -141,7 +204,9 @@ fn send(
     let mut pending: Vec<Packet> = Vec::with_capacity(32);
     // The schedule: frame `origin_seq + k` is due at `origin + k × gap`.
     let (mut origin, mut origin_seq, mut skipped) = (t0, 0u64, 0u64);
-    while Instant::now() < end && !stop.load(Relaxed) {
+    let limit = warm.unwrap_or(u64::MAX);
+    // Until the time is up, or (warm-up) all `limit` frames are out.
+    while Instant::now() < end && !stop.load(Relaxed) && !(seq >= limit && pending.is_empty()) {
         // Top up to what the schedule allows now, at most a burst of 32.
         let mut due = origin_seq + (origin.elapsed().as_nanos() / gap.as_nanos().max(1)) as u64 + 1;
         if due > seq + MAX_LAG {
@@ -156,9 +221,14 @@ fn send(
             32,
             flows,
             &mut seq,
-            due,
+            due.min(limit),
             |_| len,
         );
+        if warm.is_some() {
+            for p in pending.iter_mut() {
+                p.data_mut()[frame::HEADERS_LEN..frame::HEADERS_LEN + 2].fill(0);
+            }
+        }
         if pending.is_empty() {
             poll(dev);
             std::hint::spin_loop();

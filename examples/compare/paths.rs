@@ -3,7 +3,7 @@
 //! testpmd in rxonly mode. Each runs the shared generator on the calling
 //! thread while it receives.
 
-use crate::gen::{generate, Offered};
+use crate::gen::{generate, warm_up, Offered};
 use crate::sock::{PacketRing, UdpBatch};
 use crate::tally::Tally;
 use pollnic::clock::{monotonic_ns, net_rx_softirqs, softirq_ns, thread_cpu_ns};
@@ -11,7 +11,7 @@ use pollnic::frame::{self, Flow};
 use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
 use pollnic::runner::run_pinned;
 use pollnic::{Device, DeviceConfig, Packet};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 /// The traffic of one row.
@@ -82,7 +82,12 @@ pub fn pollnic_rx(
     };
     let mut dev = Device::open(&rx.to_string(), &cfg).map_err(|e| e.to_string())?;
     let done = AtomicBool::new(false);
+    // Queue threads that have polled once; whether the trial (after the
+    // warm-up) has begun, for the count-only loop that cannot tell warm-up
+    // frames by their payload.
+    let (polled_once, measuring) = (AtomicUsize::new(0), AtomicBool::new(false));
     let mut offered = None;
+    let mut warm = 0;
     let tallies = run_pinned(
         &mut dev,
         cores,
@@ -91,8 +96,15 @@ pub fn pollnic_rx(
             let mut t = Tally::default();
             let mut gaps = pollnic::metrics::PollGaps::default();
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
+            q.rx_burst(&mut buf, 32);
+            q.free_bulk(&mut buf);
+            polled_once.fetch_add(1, Relaxed);
             while !timed && !done.load(Relaxed) {
                 if q.rx_burst(&mut buf, 32) == 0 {
+                    continue;
+                }
+                if !measuring.load(Relaxed) {
+                    q.free_bulk(&mut buf);
                     continue;
                 }
                 t.received += buf.len() as u64;
@@ -118,6 +130,11 @@ pub fn pollnic_rx(
             t
         },
         || {
+            while polled_once.load(Relaxed) < queues as usize {
+                std::thread::yield_now();
+            }
+            warm = warm_up(load.gen, load.flows, load.size, load.stop);
+            measuring.store(true, Relaxed);
             offered = Some(generate(
                 load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
             ));
@@ -135,7 +152,10 @@ pub fn pollnic_rx(
     Ok(Measured {
         offered: offered.expect("generator ran"),
         tally,
-        note: format!("per queue: {}", rs.join(", ")),
+        note: format!(
+            "after {warm} warm-up frames; per queue (trial and warm-up): {}",
+            rs.join(", ")
+        ),
         mode: "busy-poll".into(),
         fwd: None,
     })
@@ -228,6 +248,7 @@ fn kernel_row(
             t.cpu_ns = thread_cpu_ns() - cpu0;
             t
         });
+        warm_up(load.gen, load.flows, load.size, load.stop);
         let offered = generate(
             load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
         );
@@ -388,21 +409,26 @@ pub fn afxdp_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
 /// to `core`. testpmd reports only a count: no latency, CPU from /proc.
 pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, String> {
     let tp = crate::testpmd::Testpmd::start(rx, core, "rxonly")?;
+    let warm = warm_up(load.gen, load.flows, load.size, load.stop);
     let offered = generate(
         load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
     );
     std::thread::sleep(DRAIN);
     let c = tp.stop()?;
+    // testpmd counts the warm-up too: take off what was sent of it.
+    let received = c.rx.saturating_sub(warm);
     let tally = Tally {
-        received: c.rx,
-        bytes: c.rx * (load.size as u64 - 4),
+        received,
+        bytes: received * (load.size as u64 - 4),
         cpu_ns: c.cpu_ns,
         ..Default::default()
     };
     Ok(Measured {
         offered,
         tally,
-        note: "testpmd counts only: no latency; rate over the send window".into(),
+        note: format!(
+            "testpmd counts only: no latency; rate over the send window; its count less {warm} warm-up frames sent"
+        ),
         mode: "busy-poll".into(),
         fwd: None,
     })

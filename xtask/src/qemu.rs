@@ -178,6 +178,11 @@ fn qemu_command(
     opts: &VmOptions,
 ) -> Command {
     let mut c = Command::new(QEMU);
+    // Extra QEMU arguments for debugging the testbed, e.g. `-trace
+    // e1000e_rx_not_written_to_guest -D /tmp/qemu-trace.log`.
+    if let Some(extra) = std::env::var_os("POLLNIC_QEMU_ARGS") {
+        c.args(extra.to_string_lossy().split_whitespace());
+    }
     c.args([
         "-machine",
         "q35,accel=tcg,kernel-irqchip=split",
