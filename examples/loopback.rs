@@ -435,8 +435,7 @@ fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize)
     let mut idle_since = Instant::now();
     loop {
         let polled = q.rx_burst(&mut buf, batch);
-        let now_ns = pollnic::clock::monotonic_ns();
-        r.gaps.tick(now_ns);
+        let now_ns = r.gaps.poll(polled);
         if polled == 0 {
             // After the sender is done, drain until the wire is quiet for 1 s.
             if stop.load(Relaxed)
@@ -447,6 +446,7 @@ fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize)
             std::hint::spin_loop();
             continue;
         }
+        let now_ns = now_ns.unwrap_or_else(pollnic::clock::monotonic_ns);
         let now = Instant::now();
         idle_since = now;
         r.first_last = Some((r.first_last.map_or(now, |(a, _)| a), now));

@@ -151,7 +151,9 @@ fn fill_pattern(rest: &mut [u8], seq: u64) {
 /// until it holds `burst` frames, the pool runs dry, or `*seq` reaches `limit`.
 /// Frame `seq` goes to flow `seq % flows.len()`, is `len_of(seq)` bytes long
 /// (`MIN_FRAME_LEN..=MAX_JUMBO_FRAME_LEN`, else it stops) and carries CLOCK_MONOTONIC
-/// now as its send time. Advances `*seq`; returns how many frames were added.
+/// as its send time, read once per call (at the first frame): the frames of one burst are handed
+/// to the NIC together, and in a guest without a stable TSC every clock read
+/// exits into the emulator. Advances `*seq`; returns how many frames were added.
 pub fn fill_burst(
     pool: &crate::Mempool,
     pending: &mut Vec<crate::Packet>,
@@ -162,11 +164,17 @@ pub fn fill_burst(
     len_of: impl Fn(u64) -> usize,
 ) -> usize {
     let mut added = 0;
+    let mut now_ns = None;
     while pending.len() < burst && *seq < limit && !flows.is_empty() {
         let Some(mut p) = pool.alloc() else { break };
         let flow = &flows[(*seq % flows.len() as u64) as usize];
         if p.set_len(len_of(*seq)).is_err()
-            || !write(p.data_mut(), flow, *seq, crate::clock::monotonic_ns())
+            || !write(
+                p.data_mut(),
+                flow,
+                *seq,
+                *now_ns.get_or_insert_with(crate::clock::monotonic_ns),
+            )
         {
             break;
         }

@@ -140,8 +140,9 @@ pub fn round_trip(
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
             let mut poll = |dev: &mut Device| {
                 let n = dev.rx_burst(&mut buf, 32);
-                let now = monotonic_ns();
-                gaps.tick(now);
+                let Some(now) = gaps.poll(n) else {
+                    return;
+                };
                 if n == 0 {
                     return;
                 }
@@ -206,13 +207,20 @@ fn send_frames(
     let (mut origin, mut origin_seq, mut skipped) = (t0, 0u64, 0u64);
     let limit = warm.unwrap_or(u64::MAX);
     // Until the time is up, or (warm-up) all `limit` frames are out.
-    while Instant::now() < end && !stop.load(Relaxed) && !(seq >= limit && pending.is_empty()) {
+    // One clock read per turn (each is an exit into the emulator in the testbed).
+    loop {
+        let now = Instant::now();
+        if now >= end || stop.load(Relaxed) || (seq >= limit && pending.is_empty()) {
+            break;
+        }
         // Top up to what the schedule allows now, at most a burst of 32.
-        let mut due = origin_seq + (origin.elapsed().as_nanos() / gap.as_nanos().max(1)) as u64 + 1;
+        let mut due = origin_seq
+            + (now.saturating_duration_since(origin).as_nanos() / gap.as_nanos().max(1)) as u64
+            + 1;
         if due > seq + MAX_LAG {
             // Fallen behind: restart the schedule now rather than catch up.
             skipped += due - seq - 1;
-            (origin, origin_seq) = (Instant::now(), seq);
+            (origin, origin_seq) = (now, seq);
             due = seq + 1;
         }
         frame::fill_burst(

@@ -84,7 +84,7 @@ impl Lane {
             return 0;
         }
         let n = rx.rx_burst(&mut self.rx_buf, room);
-        self.res.gaps.tick(pollnic::clock::monotonic_ns());
+        self.res.gaps.poll(n);
         if n == 0 {
             return 0;
         }

@@ -23,5 +23,5 @@ pub mod tx;
 pub use descring::{DescRing, Doorbell};
 pub use dma::{DmaError, DmaMapper, DmaRegion, IdentityMapper, PageSize};
 pub use mempool::{Mempool, Packet, PacketTooLong, PoolCache};
-pub use rx::{rx_cache_size, rx_free_thresh, RingError, RxRing, RxStats};
+pub use rx::{rx_cache_size, rx_free_thresh, RingError, RxRing, RxStats, RX_UNFINISHED_POLLS};
 pub use tx::{TxRing, TxStats, TX_RS_THRESH};

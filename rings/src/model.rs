@@ -469,6 +469,16 @@ impl SoftNic {
         true
     }
 
+    /// Overwrite RX descriptor `index` with `wb`, wherever the device's head
+    /// is: a store of the device that software sees late or torn (QEMU's igb
+    /// writes a write-back, then its DD on its own; a guest vCPU has seen the
+    /// second store first). For tests only.
+    pub fn rewrite_rx_writeback(&self, index: u16, wb: RxCompletion) {
+        let mut s = self.state.borrow_mut();
+        let r = s.rx.as_mut().expect("rx ring attached");
+        r.dev.write(index, wb.encode());
+    }
+
     /// Frames transmitted since the last call (only with [`TxSink::Collect`]).
     pub fn take_tx_frames(&self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.state.borrow_mut().tx_frames)
