@@ -18,7 +18,7 @@ use pollnic::frame::{self, Flow};
 use pollnic::metrics::{Latency, PollGaps, Throughput};
 use pollnic::runner::{parse_cores, run_pinned};
 use pollnic::{Device, DeviceConfig, Packet, Queue};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -181,6 +181,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let epoch = Instant::now();
     let tx_live = Arc::new(AtomicU64::new(0));
     let tx_done = Arc::new(AtomicBool::new(false));
+    // Receive threads that have polled once: the sender waits for all of
+    // them, so the first frames do not meet a ring nobody polls yet (under
+    // QEMU/TCG a receive thread's first poll came up to ~135 ms late).
+    let rx_polled = Arc::new(AtomicUsize::new(0));
     let flows: Vec<Flow> = (0..args.flows.max(1))
         .map(|i| Flow::nth(txd.mac(), rxd.mac(), i))
         .collect();
@@ -188,7 +192,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let (tx_live, tx_done, stop) = (tx_live.clone(), tx_done.clone(), stop.clone());
         let (seconds, count, frame_size, rate) =
             (args.seconds, args.count, args.frame_size, args.rate);
+        let (rx_polled, queues) = (rx_polled.clone(), args.queues as usize);
         std::thread::spawn(move || {
+            while rx_polled.load(Relaxed) < queues && !stop.load(Relaxed) {
+                std::thread::sleep(Duration::from_micros(200));
+            }
             let r = send(
                 txd, &flows, epoch, seconds, count, frame_size, rate, batch, &tx_live, &stop,
             );
@@ -201,7 +209,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let reports = run_pinned(
         &mut rxd,
         &cores,
-        |q| receive(q, &stop, &tx_done, batch),
+        |q| receive(q, &stop, &tx_done, &rx_polled, batch),
         || report_every_second(&tx_live, &counters, &tx_done, args.json),
     )?;
     let (mut txd, sent, tx_elapsed) = sender.join().map_err(|_| "sender thread panicked")??;
@@ -428,15 +436,26 @@ fn send(
     Ok((txd, sent, elapsed))
 }
 
-fn receive(q: &mut Queue, stop: &AtomicBool, tx_done: &AtomicBool, batch: usize) -> QueueReport {
+fn receive(
+    q: &mut Queue,
+    stop: &AtomicBool,
+    tx_done: &AtomicBool,
+    polled: &AtomicUsize,
+    batch: usize,
+) -> QueueReport {
     let mut r = QueueReport::default();
     let mut last_seq: Option<u64> = None;
     let mut buf: Vec<Packet> = Vec::with_capacity(batch);
+    let mut first = true;
     let mut idle_since = Instant::now();
     loop {
-        let polled = q.rx_burst(&mut buf, batch);
-        let now_ns = r.gaps.poll(polled);
-        if polled == 0 {
+        let got = q.rx_burst(&mut buf, batch);
+        if first {
+            polled.fetch_add(1, Relaxed);
+            first = false;
+        }
+        let now_ns = r.gaps.poll(got);
+        if got == 0 {
             // After the sender is done, drain until the wire is quiet for 1 s.
             if stop.load(Relaxed)
                 || (tx_done.load(Relaxed) && idle_since.elapsed() > Duration::from_secs(1))

@@ -126,10 +126,10 @@ where
                     .expect("spawn queue thread")
             })
             .collect::<Vec<_>>();
-        // Busy-wait rather than block: a blocked thread's wake-up is what
-        // can take milliseconds under emulation.
+        // Sleep between looks rather than spin: a spinning caller would
+        // hold a core the queue threads may need to get going.
         while started.load(Ordering::Acquire) < handles.len() {
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_micros(200));
         }
         report();
         handles

@@ -132,7 +132,7 @@ pub fn pollnic_rx(
         },
         || {
             while polled_once.load(Relaxed) < queues as usize {
-                std::thread::yield_now();
+                std::thread::sleep(Duration::from_micros(200));
             }
             warm = warm_up(load.gen, load.flows, load.size, load.stop);
             measuring.store(true, Relaxed);
