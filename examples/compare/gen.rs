@@ -50,29 +50,21 @@ pub const WARM_UP_SETTLE: Duration = Duration::from_millis(200);
 /// time. In the testbed (QEMU/TCG) a pollnic receive thread took 6–135 ms
 /// from the generator's start to its first loop and 5–7 ms for its first
 /// burst; at 100 kpps the ring filled meanwhile and QEMU dropped the
-/// backlog on the first RDT write (README, "Where the testbed loses frames").
+/// backlog on the first RDT write (README, "Where the loss came from, and a run without it").
 pub fn warm_up(dev: &mut Device, flows: &[Flow], size: usize, stop: &AtomicBool) -> u64 {
     let secs = WARM_UP_FRAMES as f64 / WARM_UP_RATE as f64;
-    let sent = std::thread::scope(|s| {
-        s.spawn(|| {
-            let core = GEN_CORE.load(Relaxed);
-            if core != usize::MAX && !pollnic::runner::pin_current_thread(core) {
-                eprintln!("compare: could not pin the generator to core {core}");
-            }
-            send_frames(
-                dev,
-                flows,
-                size,
-                WARM_UP_RATE,
-                secs * 2.0,
-                stop,
-                Some(WARM_UP_FRAMES),
-                |_| {},
-            )
-            .sent
-        })
-        .join()
-        .expect("generator thread panicked")
+    let sent = on_gen_core(|| {
+        send(
+            dev,
+            flows,
+            size,
+            WARM_UP_RATE,
+            secs * 2.0,
+            stop,
+            Some(WARM_UP_FRAMES),
+            |_| {},
+        )
+        .sent
     });
     std::thread::sleep(WARM_UP_SETTLE);
     sent
@@ -89,13 +81,18 @@ pub fn generate(
     secs: f64,
     stop: &AtomicBool,
 ) -> Offered {
+    on_gen_core(|| send(dev, flows, size, rate, secs, stop, None, |_| {}))
+}
+
+/// Run `f` in a thread pinned to [`GEN_CORE`] and return its result.
+fn on_gen_core<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     std::thread::scope(|s| {
         s.spawn(|| {
             let core = GEN_CORE.load(Relaxed);
             if core != usize::MAX && !pollnic::runner::pin_current_thread(core) {
                 eprintln!("compare: could not pin the generator to core {core}");
             }
-            send(dev, flows, size, rate, secs, stop, |_| {})
+            f()
         })
         .join()
         .expect("generator thread panicked")
@@ -128,66 +125,47 @@ pub fn round_trip(
     drain: Duration,
     expect: ([u8; 6], [u8; 6]),
 ) -> (Offered, Returned) {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let core = GEN_CORE.load(Relaxed);
-            if core != usize::MAX && !pollnic::runner::pin_current_thread(core) {
-                eprintln!("compare: could not pin the generator to core {core}");
+    on_gen_core(|| {
+        let t0 = monotonic_ns();
+        let mut back = Returned::default();
+        let mut gaps = PollGaps::default();
+        let mut buf: Vec<Packet> = Vec::with_capacity(32);
+        let mut poll = |dev: &mut Device| {
+            let n = dev.rx_burst(&mut buf, 32);
+            let Some(now) = gaps.poll(n) else {
+                return;
+            };
+            if n == 0 {
+                return;
             }
-            let t0 = monotonic_ns();
-            let mut back = Returned::default();
-            let mut gaps = PollGaps::default();
-            let mut buf: Vec<Packet> = Vec::with_capacity(32);
-            let mut poll = |dev: &mut Device| {
-                let n = dev.rx_burst(&mut buf, 32);
-                let Some(now) = gaps.poll(n) else {
-                    return;
-                };
-                if n == 0 {
-                    return;
-                }
-                for p in &buf {
-                    if let Some(info) = frame::parse(p.data()) {
-                        if info.tx_ns >= t0 {
-                            back.tally.frame(p.len(), info.tx_ns, now);
-                            if (info.flow.dst_mac, info.flow.src_mac) != expect {
-                                back.wrong_macs += 1;
-                            }
+            for p in &buf {
+                if let Some(info) = frame::parse(p.data()) {
+                    if info.tx_ns >= t0 {
+                        back.tally.frame(p.len(), info.tx_ns, now);
+                        if (info.flow.dst_mac, info.flow.src_mac) != expect {
+                            back.wrong_macs += 1;
                         }
                     }
                 }
-                dev.queue(0).free_bulk(&mut buf);
-            };
-            let offered = send(dev, flows, size, rate, secs, stop, &mut poll);
-            let end = Instant::now() + drain;
-            while Instant::now() < end {
-                poll(dev);
             }
-            back.tally.gaps = Some(gaps);
-            (offered, back)
-        })
-        .join()
-        .expect("generator thread panicked")
+            dev.queue(0).free_bulk(&mut buf);
+        };
+        let offered = send(dev, flows, size, rate, secs, stop, None, &mut poll);
+        let end = Instant::now() + drain;
+        while Instant::now() < end {
+            poll(dev);
+        }
+        back.tally.gaps = Some(gaps);
+        (offered, back)
     })
 }
 
-/// The send loop of test frames; `poll(dev)` runs after every TX burst and while waiting.
-fn send(
-    dev: &mut Device,
-    flows: &[Flow],
-    size: usize,
-    rate: u64,
-    secs: f64,
-    stop: &AtomicBool,
-    poll: impl FnMut(&mut Device),
-) -> Offered {
-    send_frames(dev, flows, size, rate, secs, stop, None, poll)
-}
-
-/// [`send`]; `warm: Some(n)`: send exactly `n` frames (unless `secs` runs
-/// out first) with their payload magic cleared (warm-up frames).
+/// The send loop; `poll(dev)` runs after every TX burst and while waiting.
+/// `warm: Some(n)`: send exactly `n` frames (unless `secs` runs out first)
+/// with their payload magic cleared (warm-up frames); `None`: test frames
+/// until `secs` is up.
 #[allow(clippy::too_many_arguments)]
-fn send_frames(
+fn send(
     dev: &mut Device,
     flows: &[Flow],
     size: usize,
