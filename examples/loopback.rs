@@ -178,7 +178,6 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     }
 
-    let epoch = Instant::now();
     let tx_live = Arc::new(AtomicU64::new(0));
     let tx_done = Arc::new(AtomicBool::new(false));
     // Receive threads that have polled once: the sender waits for all of
@@ -198,7 +197,17 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 std::thread::sleep(Duration::from_micros(200));
             }
             let r = send(
-                txd, &flows, epoch, seconds, count, frame_size, rate, batch, &tx_live, &stop,
+                txd,
+                &flows,
+                // --seconds counts from here, once the receivers poll.
+                Instant::now(),
+                seconds,
+                count,
+                frame_size,
+                rate,
+                batch,
+                &tx_live,
+                &stop,
             );
             tx_done.store(true, Relaxed);
             r

@@ -85,8 +85,8 @@ pub fn check_cores(cores: &[usize]) -> Result<(), String> {
 /// entering `work`, so traffic that `report` offers (a generator) does not
 /// race the threads' creation. It does not promise that `work` has polled
 /// yet: a caller that must not offer traffic before then waits for a signal
-/// from `work` (as `compare` does, with a warm-up; README, "Where the
-/// testbed loses frames").
+/// from `work` (as `compare` and `loopback` do; README, "Where the
+/// loss came from, and a run without it").
 ///
 /// # Errors
 /// A message when `cores` is empty or names a core this process may not run

@@ -43,8 +43,9 @@ pub const WARM_UP_SETTLE: Duration = Duration::from_millis(200);
 /// frames" before each trial): [`WARM_UP_FRAMES`] frames at
 /// [`WARM_UP_RATE`], then [`WARM_UP_SETTLE`] of quiet. They are not test
 /// frames (the payload magic is cleared, so [`frame::parse`] rejects them):
-/// paths that parse frames ignore them, paths that only count subtract the
-/// returned number sent.
+/// paths that parse frames ignore them; testpmd, which only counts, has the
+/// returned number sent subtracted, and pollnic-1q-rxonly starts counting
+/// after the warm-up.
 ///
 /// Why: a receiver's first frames run code and touch memory for the first
 /// time. In the testbed (QEMU/TCG) a pollnic receive thread took 6–135 ms

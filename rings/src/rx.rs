@@ -111,8 +111,10 @@ pub struct RxRing<D: Doorbell> {
     cache: PoolCache,
     doorbell: D,
     discarding: bool,
-    /// Polls in a row that stopped at a descriptor showing DD with length 0.
+    /// Polls in a row that stopped at descriptor `unfinished_at`, which
+    /// showed DD with length 0.
     unfinished: u8,
+    unfinished_at: u16,
     /// EOP plus the write-back error bits that make a frame bad (per
     /// family): a good frame shows exactly EOP among these.
     check_bits: u32,
@@ -160,6 +162,7 @@ impl<D: Doorbell> RxRing<D> {
             doorbell,
             discarding: false,
             unfinished: 0,
+            unfinished_at: 0,
             check_bits: RXD_STAT_EOP | RXD_ERR_RXE,
             stats: RxStats::default(),
         })
@@ -284,12 +287,14 @@ impl<D: Doorbell> RxRing<D> {
                 if got == max {
                     break;
                 }
-            } else if len == 0 && self.unfinished < RX_UNFINISHED_POLLS {
+            } else if len == 0 && (i != self.unfinished_at || self.unfinished < RX_UNFINISHED_POLLS)
+            {
                 // DD is visible but the length is not: the write-back may
                 // still be landing (QEMU's igb writes the descriptor, then
                 // DD on its own, and the guest has seen the second store
                 // first). Stop here and look again at the next poll; after
-                // RX_UNFINISHED_POLLS polls it is dropped like any bad one.
+                // RX_UNFINISHED_POLLS polls at this same descriptor it is
+                // dropped like any bad one.
                 wait_for_len = true;
                 break;
             } else {
@@ -323,7 +328,18 @@ impl<D: Doorbell> RxRing<D> {
         // SAFETY: the loop wrote a packet into each of the first `got` spare
         // slots, in order, and nothing else touched `out`.
         unsafe { out.set_len(out.len() + got) };
-        self.unfinished = if wait_for_len { self.unfinished + 1 } else { 0 };
+        if wait_for_len {
+            // Count the polls this descriptor has held the ring (from 1 when
+            // the ring stops at another one).
+            self.unfinished = if i == self.unfinished_at {
+                self.unfinished + 1
+            } else {
+                1
+            };
+            self.unfinished_at = i;
+        } else {
+            self.unfinished = 0;
+        }
         self.next = i;
         // Every descriptor before `i` is re-armed.
         self.give_back(i);

@@ -170,6 +170,37 @@ fn a_writeback_seen_before_its_length_lands_is_waited_for() {
 }
 
 #[test]
+fn each_unfinished_writeback_gets_its_own_polls() {
+    let nic = SoftNic::default();
+    let p = pool(64);
+    let mut rx = rx_setup(&nic, 32, &p);
+    let wb = |len| RxCompletion {
+        len,
+        status_error: RXD_STAT_DD | RXD_STAT_EOP,
+        rss_hash: 7,
+        pkt_info: 0,
+        vlan: 0,
+    };
+    let mut out = Vec::new();
+    assert!(nic.receive(&frame(0, 60), 7));
+    nic.rewrite_rx_writeback(0, wb(0));
+    assert_eq!(rx.rx_burst(&mut out, 32), 0);
+    // Every poll the previous write-back has landed and a new one shows DD
+    // before its length: none has waited RX_UNFINISHED_POLLS polls, so none
+    // is dropped, however many polls in a row stop at one.
+    for i in 1..=2 * RX_UNFINISHED_POLLS as u16 {
+        nic.rewrite_rx_writeback(i - 1, wb(60));
+        assert!(nic.receive(&frame(i as u32, 60), 7));
+        nic.rewrite_rx_writeback(i, wb(0));
+        assert_eq!(rx.rx_burst(&mut out, 32), 1, "poll {i}");
+        assert_eq!(rx.stats().rx_errors, 0, "poll {i}");
+    }
+    for (k, pk) in out.iter().enumerate() {
+        assert_eq!(pk.data(), &frame(k as u32, 60)[..]);
+    }
+}
+
+#[test]
 fn hostile_writebacks_are_dropped_and_buffers_recycled() {
     let nic = SoftNic::default();
     let p = pool(64);
