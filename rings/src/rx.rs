@@ -203,8 +203,9 @@ impl<D: Doorbell> RxRing<D> {
     /// Never allocates if `out` has room for `max` more. Looks at no more
     /// than one ring's worth of descriptors per call, whatever the device
     /// writes. A descriptor that shows DD with a length of 0 ends the burst
-    /// without being consumed, for at most [`RX_UNFINISHED_POLLS`] calls in a
-    /// row; then it is dropped and counted in `rx_errors`. Under QEMU/TCG a
+    /// without being consumed, in at most [`RX_UNFINISHED_POLLS`] calls in a
+    /// row that stop at it; the next such call drops it and counts it in
+    /// `rx_errors`. Under QEMU/TCG a
     /// guest vCPU can see the DD store of QEMU's igb (written on its own,
     /// after the rest of the descriptor) before the length: the next poll
     /// found the frame whole (README, "pollnic-1q's loss at 50 and 100 kpps").
