@@ -54,8 +54,12 @@ pub struct SweepResult {
 }
 
 /// Run `trial(target_pps)` up to `cfg.steps` times, halving the interval
-/// between the highest passing and the lowest failing target; returns each
-/// trial's own result (in order) and the outcome.
+/// between the highest passing and the lowest failing rate; returns each
+/// trial's own result (in order) and the outcome. A trial that failed while
+/// offering less than 95 % of its target failed at the rate it offered, so
+/// that rate, not the target, bounds the search from above (a generator
+/// that tops out at 30 kpps would otherwise spend every trial at 30 kpps
+/// while the target halves from 400 kpps).
 pub fn search<T>(cfg: SweepCfg, mut trial: impl FnMut(u64) -> (T, Trial)) -> (Vec<T>, SweepResult) {
     let (mut lo, mut hi) = (cfg.min_pps, cfg.max_pps.max(cfg.min_pps));
     let mut target = hi;
@@ -75,6 +79,8 @@ pub fn search<T>(cfg: SweepCfg, mut trial: impl FnMut(u64) -> (T, Trial)) -> (Ve
                 break;
             }
             lo = target;
+        } else if short {
+            hi = (r.offered_pps as u64).clamp(lo, target);
         } else {
             hi = target;
         }
@@ -153,6 +159,31 @@ mod tests {
         let (_, r) = search(cfg, |t| (t, trial(30_000.0, 60_000, 60_000)));
         assert!(r.generator_limited);
         assert_eq!(r.zero_loss_pps, Some(30_000.0));
+    }
+
+    #[test]
+    fn a_failure_below_the_target_rate_bounds_the_search_at_the_rate_offered() {
+        // The generator tops out at 30 kpps; the path loses above 20 kpps.
+        let capped = |target: u64| {
+            let offered = target.min(30_000);
+            let sent = offered * 2;
+            let received = if offered <= 20_000 {
+                sent
+            } else {
+                sent * 8 / 10
+            };
+            (offered, trial(offered as f64, sent, received))
+        };
+        let cfg = SweepCfg {
+            min_pps: 5_000,
+            max_pps: 400_000,
+            steps: 3,
+            tolerance_pct: 0.1,
+        };
+        let (tried, r) = search(cfg, capped);
+        // 400k asked, 30k offered and failed: next 5k + (30k - 5k) / 2.
+        assert_eq!(tried, vec![30_000, 17_500, 23_750]);
+        assert_eq!(r.zero_loss_pps, Some(17_500.0));
     }
 
     #[test]
