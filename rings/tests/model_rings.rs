@@ -131,18 +131,22 @@ fn empty_pool_stops_burst_and_counts_nombuf_without_loss() {
     assert_eq!(p.free_count(), 40);
 }
 
-#[test]
-fn a_writeback_seen_before_its_length_lands_is_waited_for() {
-    let nic = SoftNic::default();
-    let p = pool(64);
-    let mut rx = rx_setup(&nic, 32, &p);
-    let wb = |len| RxCompletion {
+/// A finished-looking write-back (DD and EOP) of `len` bytes, hash 7.
+fn wb(len: u16) -> RxCompletion {
+    RxCompletion {
         len,
         status_error: RXD_STAT_DD | RXD_STAT_EOP,
         rss_hash: 7,
         pkt_info: 0,
         vlan: 0,
-    };
+    }
+}
+
+#[test]
+fn a_writeback_seen_before_its_length_lands_is_waited_for() {
+    let nic = SoftNic::default();
+    let p = pool(64);
+    let mut rx = rx_setup(&nic, 32, &p);
     // What the guest saw under QEMU/TCG: DD set, the length not yet.
     assert!(nic.receive(&frame(1, 60), 7));
     nic.rewrite_rx_writeback(0, wb(0));
@@ -174,13 +178,6 @@ fn each_unfinished_writeback_gets_its_own_polls() {
     let nic = SoftNic::default();
     let p = pool(64);
     let mut rx = rx_setup(&nic, 32, &p);
-    let wb = |len| RxCompletion {
-        len,
-        status_error: RXD_STAT_DD | RXD_STAT_EOP,
-        rss_hash: 7,
-        pkt_info: 0,
-        vlan: 0,
-    };
     let mut out = Vec::new();
     assert!(nic.receive(&frame(0, 60), 7));
     nic.rewrite_rx_writeback(0, wb(0));
