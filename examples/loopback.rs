@@ -15,7 +15,7 @@
 use clap::Parser;
 use pollnic::counters::DeviceCounters;
 use pollnic::frame::{self, Flow};
-use pollnic::metrics::{Latency, PollGaps, Throughput};
+use pollnic::metrics::{Latency, PollGaps, Throughput, TxAccount};
 use pollnic::runner::{parse_cores, run_pinned};
 use pollnic::{Device, DeviceConfig, Packet, Queue};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -243,6 +243,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         lat.merge(&r.lat);
     }
     let lost = sent.saturating_sub(received);
+    let account = TxAccount {
+        handed: sent,
+        tx_packets: tx_hw,
+        received: Some(received),
+    };
     if args.json {
         let mut gaps = PollGaps::default();
         for r in &reports {
@@ -273,6 +278,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "received": received,
             "rx_packets_counter": rx_hw,
             "lost": lost,
+            "not_transmitted": account.not_transmitted(),
+            "not_received": account.not_received(),
             "out_of_order": reports.iter().map(|r| r.out_of_order).sum::<u64>(),
             "not_test_frames": reports.iter().map(|r| r.bad).sum::<u64>(),
             "rx_overrun_seen": rx_overrun,
@@ -298,13 +305,19 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         sent as f64 / tx_elapsed.as_secs_f64().max(1e-9)
     );
     println!("received   {received} frames (rx_packets counter: {rx_hw})");
+    if let Some(line) = account.shortfall_line() {
+        println!("{line}");
+    }
     println!(
-        "lost       {lost} ({:.3} %); out of order {}, not test frames {}; RX ring overrun (ICR.RXO) seen: {}",
+        "lost       {lost} ({:.3} %: not transmitted by the sending port {}, not received {}); \
+         out of order {}, not test frames {}; RX ring overrun (ICR.RXO) seen: {}",
         if sent > 0 {
             lost as f64 * 100.0 / sent as f64
         } else {
             0.0
         },
+        account.not_transmitted(),
+        account.not_received(),
         reports.iter().map(|r| r.out_of_order).sum::<u64>(),
         reports.iter().map(|r| r.bad).sum::<u64>(),
         if rx_overrun { "yes" } else { "no" }

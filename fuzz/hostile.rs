@@ -340,14 +340,14 @@ fn locate(p: &Packet, a: &Mempool, b: &Mempool) -> (usize, u32) {
     for (k, pool) in [a, b].into_iter().enumerate() {
         let region = pool.region();
         let (iova, size) = (region.iova(), pool.buf_size() as u64);
-        if p.iova() >= iova && p.iova() < iova + pool.capacity() as u64 * size {
+        if p.iova() >= iova && p.iova() < iova + region.len() as u64 {
             let idx = p.buf_index();
             assert!(idx < pool.capacity(), "packet buffer index out of range");
-            assert_eq!(
-                p.iova(),
-                iova + idx as u64 * size,
-                "packet IOVA not its buffer's"
-            );
+            // Buffers fill each page from its start, `page / size` of them.
+            let per_page = PageSize::Small4K.bytes() as u64 / size;
+            let offset = idx as u64 / per_page * PageSize::Small4K.bytes() as u64
+                + idx as u64 % per_page * size;
+            assert_eq!(p.iova(), iova + offset, "packet IOVA not its buffer's");
             assert_eq!(
                 p.capacity(),
                 size as usize,

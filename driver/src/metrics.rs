@@ -270,3 +270,78 @@ mod tests {
         assert!((p50 as f64 - 500_000.0).abs() / 500_000.0 < 0.01);
     }
 }
+
+/// What became of the frames a tool handed to `tx_burst`: the sending port
+/// may transmit fewer than it took (its `tx_packets`, GPTC, falls short: a
+/// frame the NIC dropped before the wire, which no error counter of QEMU's
+/// igb records), and the receiver may get fewer than were transmitted. The
+/// tools split their `lost` into these two.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxAccount {
+    /// Frames `tx_burst` took (the tool's "sent").
+    pub handed: u64,
+    /// The sending port's `tx_packets` counter (GPTC) over the same run.
+    pub tx_packets: u64,
+    /// Frames the tool received, when it receives them (`None` for pktgen).
+    pub received: Option<u64>,
+}
+
+impl TxAccount {
+    /// Frames taken by `tx_burst` that the sending port never transmitted.
+    pub fn not_transmitted(&self) -> u64 {
+        self.handed.saturating_sub(self.tx_packets)
+    }
+    /// Frames the sending port transmitted (no more than it took) that did
+    /// not arrive: 0 when the tool receives nothing.
+    pub fn not_received(&self) -> u64 {
+        self.received
+            .map_or(0, |r| self.handed.min(self.tx_packets).saturating_sub(r))
+    }
+    /// The line a summary prints when the port sent less than it was given,
+    /// with the numbers; `None` when it sent them all.
+    pub fn shortfall_line(&self) -> Option<String> {
+        let n = self.not_transmitted();
+        (n > 0).then(|| {
+            format!(
+                "NOT TRANSMITTED {n} of {} frames handed to tx_burst: the sending port's tx_packets \
+                 counter is {} (the NIC took them and dropped them before the wire)",
+                self.handed, self.tx_packets
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tx_account_tests {
+    use super::TxAccount;
+
+    #[test]
+    fn lost_splits_into_not_transmitted_and_not_received() {
+        let a = TxAccount {
+            handed: 2000,
+            tx_packets: 1992,
+            received: Some(1990),
+        };
+        assert_eq!(a.not_transmitted(), 8);
+        assert_eq!(a.not_received(), 2);
+        let line = a.shortfall_line().unwrap();
+        assert!(
+            line.contains("8 of 2000") && line.contains("1992"),
+            "{line}"
+        );
+        let all = TxAccount {
+            handed: 10,
+            tx_packets: 10,
+            received: Some(10),
+        };
+        assert_eq!(all.shortfall_line(), None);
+        assert_eq!((all.not_transmitted(), all.not_received()), (0, 0));
+        // Counters that include other traffic never make a negative loss.
+        let more = TxAccount {
+            handed: 10,
+            tx_packets: 210,
+            received: None,
+        };
+        assert_eq!((more.not_transmitted(), more.not_received()), (0, 0));
+    }
+}

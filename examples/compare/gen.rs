@@ -22,6 +22,9 @@ pub struct Offered {
     /// Send slots skipped because the generator had fallen more than
     /// [`MAX_LAG`] frames behind its schedule (its thread did not run).
     pub skipped: u64,
+    /// The sending port's `tx_packets` counter (GPTC) over the same span:
+    /// less than `sent` when the NIC dropped frames it had taken.
+    pub tx_packets: u64,
 }
 
 /// How far (frames) the generator may fall behind its schedule before it
@@ -178,6 +181,7 @@ fn send(
 ) -> Offered {
     let len = size - 4;
     let gap = Duration::from_nanos(1_000_000_000 / rate.max(1));
+    let tx_before = dev.stats().get("tx_packets").unwrap_or(0);
     let t0 = Instant::now();
     let end = t0 + Duration::from_secs_f64(secs);
     let mut seq = 0u64;
@@ -228,9 +232,11 @@ fn send(
     let elapsed = t0.elapsed();
     drop(pending);
     dev.flush_tx(Duration::from_secs(2));
+    let tx_packets = dev.stats().get("tx_packets").unwrap_or(0) - tx_before;
     Offered {
         sent,
         elapsed,
         skipped,
+        tx_packets,
     }
 }

@@ -26,7 +26,7 @@ mod xsk;
 use clap::Parser;
 use paths::{Load, Measured};
 use pollnic::frame::Flow;
-use pollnic::metrics::Throughput;
+use pollnic::metrics::{Throughput, TxAccount};
 use pollnic::pci::{self, PciAddress, Sysfs};
 use pollnic::runner::parse_cores;
 use pollnic::{Device, DeviceConfig};
@@ -118,6 +118,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         sent: 0,
         received: 0,
         lost: 0,
+        not_transmitted: None,
         rx_pps: 0.0,
         payload_mbps: 0.0,
         l1_mbps: 0.0,
@@ -144,6 +145,14 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             "generator fell behind: {} send slots skipped, not sent as a burst; {}",
             m.offered.skipped, m.note
         );
+    }
+    let account = TxAccount {
+        handed: m.offered.sent,
+        tx_packets: m.offered.tx_packets,
+        received: Some(m.tally.received),
+    };
+    if let Some(line) = account.shortfall_line() {
+        m.note = format!("{line}; {}", m.note);
     }
     let t = &m.tally;
     if t.received == 0 {
@@ -173,6 +182,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         sent: m.offered.sent,
         received: t.received,
         lost: m.offered.sent as i64 - t.received as i64,
+        not_transmitted: Some(account.not_transmitted()),
         rx_pps: tp.pps(),
         payload_mbps: tp.payload_mbps(),
         l1_mbps: tp.l1_mbps(),

@@ -21,6 +21,10 @@ pub struct Row {
     pub received: u64,
     /// sent − received (QEMU does not count drops).
     pub lost: i64,
+    /// Of `lost`, frames the generator's port took but never transmitted
+    /// (its `tx_packets` counter below `sent`); the rest were not received.
+    #[serde(default)]
+    pub not_transmitted: Option<u64>,
     /// Received packets/s over the receive window.
     pub rx_pps: f64,
     /// Received L2 Mbit/s (no FCS).

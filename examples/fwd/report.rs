@@ -4,7 +4,7 @@
 
 use crate::lane::{LaneResult, Mode};
 use pollnic::counters::DeviceCounters;
-use pollnic::metrics::Throughput;
+use pollnic::metrics::{Throughput, TxAccount};
 use pollnic::pci::PciAddress;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -189,6 +189,25 @@ pub fn summary(
             })
             .collect();
         println!("port {addr} ({mac}) hw: {}", counters.join(", "));
+        // What fwd handed to this port's tx_burst, in every direction that
+        // leaves by it, against what the port says it transmitted.
+        let handed: u64 = dirs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.tx == p)
+            .map(|(k, _)| per_queue.iter().map(|q| q[k].tx.packets).sum::<u64>())
+            .sum();
+        let account = TxAccount {
+            handed,
+            tx_packets: hw[p]
+                .iter()
+                .find(|c| c.0 == "tx_packets")
+                .map_or(0, |c| c.1),
+            received: None,
+        };
+        if let Some(line) = account.shortfall_line() {
+            println!("  {line}");
+        }
     }
 }
 

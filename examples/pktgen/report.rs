@@ -2,7 +2,7 @@
 //! JSON objects (one per line) for monitoring.
 
 use pollnic::gen::FrameSize;
-use pollnic::metrics::Throughput;
+use pollnic::metrics::{Throughput, TxAccount};
 use pollnic::Device;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -104,6 +104,11 @@ impl Reporter {
         };
         let stats = dev.stats();
         let hw = stats.get("tx_packets").unwrap_or(0);
+        let account = TxAccount {
+            handed: sent,
+            tx_packets: hw,
+            received: None,
+        };
         if self.json {
             println!(
                 "{}",
@@ -117,6 +122,7 @@ impl Reporter {
                     "tx_mbps_l2": t.payload_mbps(),
                     "tx_mbps_l1": t.l1_mbps(),
                     "tx_packets_counter": hw,
+                    "not_transmitted": account.not_transmitted(),
                     "tx_ring_full_events": full_events,
                     "interrupted": interrupted,
                     "written": written.as_ref().map(|(p, n)| serde_json::json!({"file": p.display().to_string(), "frames": n})),
@@ -132,6 +138,9 @@ impl Reporter {
             "sent       {sent} frames, {bytes} bytes in {:.2} s (tx_packets counter: {hw})",
             elapsed.as_secs_f64()
         );
+        if let Some(line) = account.shortfall_line() {
+            println!("{line}");
+        }
         println!("tx rate    {t}");
         println!("ring full  {full_events} bursts found the TX ring full");
         if let Some((p, n)) = written {

@@ -16,21 +16,35 @@ pub const HUGEPAGE_SIZE: usize = 2 << 20;
 pub const NR_HUGEPAGES: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 const FREE_HUGEPAGES: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
 
-/// The page size backing a region.
+/// The page size backing a region, and the unit a [`crate::Mempool`] lays its
+/// buffers out in: no buffer crosses a page boundary, because memory is
+/// contiguous for the device only within one page (through an IOMMU each
+/// page is translated on its own, and QEMU's igb drops a TX frame whose
+/// buffer it cannot map in one piece, `net_tx_pkt_add_raw_fragment_pci` in
+/// `hw/net/net_tx_pkt.c`; DPDK's `rte_mempool_populate_iova` keeps objects
+/// off page boundaries for the same reason).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageSize {
     /// 2 MiB hugepages (`MAP_HUGETLB`): physically contiguous per page, never
     /// swapped, few IOTLB entries. What the driver uses.
     Huge2M,
-    /// Ordinary 4 KiB pages. Only for host-side tests and benches that never
-    /// give the memory to a device; never chosen silently.
+    /// Ordinary 4 KiB pages, laid out as 4 KiB pages. Only for host-side tests
+    /// and benches that never give the memory to a device; never chosen
+    /// silently.
     Small4K,
+    /// Ordinary 4 KiB pages laid out as if they were 2 MiB pages: for the
+    /// software device models, whose IOMMU translates 2 MiB pages one at a
+    /// time (and faults on a DMA that crosses one), so that the models see
+    /// the hugepage layout the driver gives a real device. Never given to a
+    /// real device.
+    Emulated2M,
 }
 
 impl PageSize {
-    fn bytes(self) -> usize {
+    /// The page's size in bytes: the unit buffers are kept inside.
+    pub fn bytes(self) -> usize {
         match self {
-            PageSize::Huge2M => HUGEPAGE_SIZE,
+            PageSize::Huge2M | PageSize::Emulated2M => HUGEPAGE_SIZE,
             PageSize::Small4K => 4096,
         }
     }
@@ -61,6 +75,18 @@ pub enum DmaError {
     /// The IOMMU mapping was refused.
     #[error("{0}")]
     Map(String),
+    /// A mempool buffer would not fit inside one page of the region, so the
+    /// device could not reach it in one piece.
+    #[error(
+        "a {buf_size}-byte mempool buffer does not fit in one {page_bytes}-byte page: \
+         use 2 MiB hugepages (PageSize::Huge2M) or a smaller MTU"
+    )]
+    BufferLargerThanPage {
+        /// The buffer size in bytes (after rounding up to 128).
+        buf_size: usize,
+        /// The page size in bytes.
+        page_bytes: usize,
+    },
 }
 
 /// Something that maps process memory into a device's IO address space and

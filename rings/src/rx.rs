@@ -20,7 +20,7 @@
 //! no atomic operation (see `crate::mempool` for the invariant).
 
 use crate::descring::{DescRing, Doorbell};
-use crate::mempool::{Mempool, Packet, PoolCache};
+use crate::mempool::{BufIovas, Mempool, Packet, PoolCache};
 use pollnic_hw::desc::{rx_read, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
 
 /// Per-ring software counters (DPDK `rte_eth_stats` terms).
@@ -99,8 +99,8 @@ pub struct RxRing<D: Doorbell> {
     desc: DescRing,
     /// The pool the slots' buffers belong to (the cache must serve it).
     pool: Mempool,
-    /// The pool's buffer 0 IOVA and buffer size (copies, for the burst loop).
-    iova_base: u64,
+    /// The pool's buffer IOVAs and buffer size (copies, for the burst loop).
+    iovas: BufIovas,
     buf_size: u32,
     slots: Box<[u32]>,
     next: u16,
@@ -151,7 +151,7 @@ impl<D: Doorbell> RxRing<D> {
         }
         Ok(RxRing {
             desc,
-            iova_base: pool.shared().iova_base(),
+            iovas: pool.shared().iovas(),
             buf_size: pool.buf_size() as u32,
             slots: bufs.into_boxed_slice(),
             next: 0,
@@ -230,7 +230,7 @@ impl<D: Doorbell> RxRing<D> {
             return self.finish_chain(out, max);
         }
         let pool_ptr = self.cache.pool().as_ptr();
-        let (buf_size, iova_base) = (self.buf_size, self.iova_base);
+        let (buf_size, iovas) = (self.buf_size, self.iovas);
 
         out.reserve(max);
         // Packets go into the Vec's spare capacity (room for `max`), and
@@ -266,7 +266,9 @@ impl<D: Doorbell> RxRing<D> {
                 };
                 let lo = view.read_lo_after_dd(i);
                 let done = std::mem::replace(slot, fresh);
-                view.write(i, rx_read(iova_base + fresh as u64 * buf_size as u64));
+                // SAFETY: `fresh` came from the cache of the ring's pool,
+                // which `self.pool` keeps alive.
+                view.write(i, rx_read(unsafe { iovas.get(fresh) }));
                 bytes += len as u64;
                 // SAFETY: `got < max`, and `out` has room for `max` more
                 // packets from `dst` on (reserved above); slot `got` is
@@ -300,7 +302,9 @@ impl<D: Doorbell> RxRing<D> {
                 break;
             } else {
                 // Nothing to hand up: re-arm the descriptor with its own buffer.
-                view.write(i, rx_read(iova_base + *slot as u64 * buf_size as u64));
+                // SAFETY: slots hold buffers of the ring's pool, alive
+                // through `self.pool`.
+                view.write(i, rx_read(unsafe { iovas.get(*slot) }));
                 bad += 1;
                 i = (i + 1) & mask;
                 if status & RXD_STAT_EOP == 0 {
@@ -308,8 +312,7 @@ impl<D: Doorbell> RxRing<D> {
                     // its chain, up to its EOP, is dropped too.
                     // SAFETY: `slots` is `self.slots`' pointer, `mask + 1`
                     // long, untouched elsewhere during the burst.
-                    let (next, n, done) =
-                        unsafe { drop_chain(view, slots, iova_base, buf_size, i, max - bad) };
+                    let (next, n, done) = unsafe { drop_chain(view, slots, iovas, i, max - bad) };
                     i = next;
                     bad += n;
                     if !done {
@@ -366,16 +369,8 @@ impl<D: Doorbell> RxRing<D> {
         let view = self.desc.view();
         // SAFETY: `self.slots` is `mask + 1` long (made so in `new`) and
         // nothing else touches it during the call.
-        let (next, n, done) = unsafe {
-            drop_chain(
-                view,
-                self.slots.as_mut_ptr(),
-                self.iova_base,
-                self.buf_size,
-                self.next,
-                max,
-            )
-        };
+        let (next, n, done) =
+            unsafe { drop_chain(view, self.slots.as_mut_ptr(), self.iovas, self.next, max) };
         self.stats.rx_errors += n as u64;
         if n > 0 {
             self.next = next;
@@ -440,14 +435,14 @@ fn count_empty(s: &mut RxStats) {
 ///
 /// # Safety
 /// `slots` points at `mask + 1` buffer indices (one per descriptor of the
-/// ring `view` shows) that nothing else accesses during the call.
+/// ring `view` shows) that nothing else accesses during the call, buffers of
+/// the pool `iovas` came from, which is alive.
 #[cold]
 #[inline(never)]
 unsafe fn drop_chain(
     view: crate::descring::DescView<'_>,
     slots: *mut u32,
-    iova_base: u64,
-    buf_size: u32,
+    iovas: BufIovas,
     mut i: u16,
     budget: usize,
 ) -> (u16, usize, bool) {
@@ -460,7 +455,9 @@ unsafe fn drop_chain(
         }
         // SAFETY: `i & mask` is in bounds of `slots` (the caller's promise).
         let own = unsafe { *slots.add((i & mask) as usize) };
-        view.write(i, rx_read(iova_base + own as u64 * buf_size as u64));
+        // SAFETY: slots hold buffers of the pool `iovas` came from, which
+        // the caller's ring keeps alive.
+        view.write(i, rx_read(unsafe { iovas.get(own) }));
         n += 1;
         i = (i + 1) & mask;
         if hi as u32 & RXD_STAT_EOP != 0 {

@@ -26,7 +26,7 @@
 
 use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
-use crate::mempool::{take_front, Mempool, Packet, PoolCache, Shared};
+use crate::mempool::{take_front, BufIovas, Mempool, Packet, PoolCache, Shared};
 use pollnic_hw::desc::{tx_data, tx_done, TXD_DCMD_RS, TX_MAX_DATA_LEN};
 use std::ptr::NonNull;
 
@@ -89,10 +89,9 @@ pub struct TxRing<D: Doorbell> {
     /// How many `foreign` entries are `Some`.
     foreign_in_flight: u16,
     /// The own pool's shared part when the device can reach it (else null),
-    /// and its buffer 0 IOVA and buffer size: the per-packet fast path.
+    /// and its buffer IOVAs: the per-packet fast path.
     fast: *const Shared,
-    own_base: u64,
-    own_size: u64,
+    own: BufIovas,
     tail: u16,
     clean: u16,
     in_flight: u16,
@@ -110,12 +109,11 @@ impl<D: Doorbell> TxRing<D> {
         } else {
             std::ptr::null()
         };
-        let (own_base, own_size) = (pool.shared().iova_base(), pool.buf_size() as u64);
+        let own = pool.shared().iovas();
         TxRing {
             desc,
             fast,
-            own_base,
-            own_size,
+            own,
             pool: pool.clone(),
             idx: vec![0; count].into_boxed_slice(),
             foreign: vec![Foreign(None); count].into_boxed_slice(),
@@ -152,7 +150,7 @@ impl<D: Doorbell> TxRing<D> {
         // name some other memory of this one. Checked once per burst for the
         // ring's own pool, per packet only for others.
         let desc_region = self.desc.region();
-        let (fast, own_base, own_size) = (self.fast, self.own_base, self.own_size);
+        let (fast, own) = (self.fast, self.own);
         let view = self.desc.view();
         let mask = view.mask();
         // `idx` is exactly `mask + 1` long (one per descriptor, made so in
@@ -168,7 +166,9 @@ impl<D: Doorbell> TxRing<D> {
             // This closure owns buffer `idx` of `pool` and one reference.
             let sendable = (len as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
             let iova = if pool.as_ptr().cast_const() == fast && sendable {
-                own_base + idx as u64 * own_size
+                // SAFETY: `pool` is the ring's own pool (alive: the closure
+                // holds a reference) and `idx` one of its buffers.
+                unsafe { own.get(idx) }
             } else {
                 // SAFETY: the reference handed to this closure keeps `pool` alive.
                 match unsafe { other_iova(pool, idx, sendable, desc_region) } {

@@ -60,11 +60,19 @@ impl Mappings {
     }
 }
 
+/// The models' IOMMU page: each is translated on its own, so one DMA must not
+/// cross from one into the next (QEMU's igb drops a TX frame whose buffer it
+/// cannot map in one piece; the models call it a fault).
+const IOMMU_PAGE: u64 = 2 << 20;
+
 // SAFETY: `translate` returns a pointer only inside a registered mapping,
 // whose memory the `DmaMapper::map` contract keeps valid until `unmap`, which
 // needs the model's lock, held by whoever borrows `self`.
 unsafe impl DmaSpace for Mappings {
     fn translate(&self, iova: u64, len: usize) -> Option<*mut u8> {
+        if len > 0 && iova / IOMMU_PAGE != (iova + len as u64 - 1) / IOMMU_PAGE {
+            return None;
+        }
         self.list
             .iter()
             .find(|m| iova >= m.iova && iova + len as u64 <= m.iova + m.len as u64)

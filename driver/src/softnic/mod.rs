@@ -218,9 +218,11 @@ impl DeviceIo for SoftIo {
     fn dma(&self) -> Arc<dyn DmaMapper> {
         self.dma.clone()
     }
-    /// A model needs no physically contiguous memory.
+    /// A model needs no physically contiguous memory, but it gets the
+    /// hugepage layout (no buffer across a 2 MiB page), and its IOMMU faults
+    /// on a DMA that crosses one, as a real one may.
     fn page_size(&self) -> PageSize {
-        PageSize::Small4K
+        PageSize::Emulated2M
     }
     fn disable_bus_master(&self) {
         let mut s = lock(&self.shared);

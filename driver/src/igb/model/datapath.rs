@@ -109,7 +109,7 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
         }
         Delivery::Fault(iova) => {
             s.violation(format!(
-                "RX DMA of queue {q} to unmapped IOVA {iova:#x} (an IOMMU fault)"
+                "RX DMA of queue {q} to IOVA {iova:#x}, unmapped or across a 2 MiB IOMMU page (an IOMMU fault)"
             ));
             RxOutcome::Fault(iova)
         }
@@ -140,7 +140,7 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
     }
     if let Some(iova) = w.fault {
         s.violation(format!(
-            "TX DMA of queue {q} from unmapped IOVA {iova:#x} (an IOMMU fault)"
+            "TX DMA of queue {q} from IOVA {iova:#x}, unmapped or across a 2 MiB IOMMU page (an IOMMU fault)"
         ));
     }
 }
