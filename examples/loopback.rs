@@ -13,11 +13,11 @@
 //! cleanly.
 
 use clap::Parser;
-use pollnic::counters::DeviceCounters;
-use pollnic::frame::{self, Flow};
-use pollnic::metrics::{Latency, PollGaps, Throughput, TxAccount};
-use pollnic::runner::{parse_cores, run_pinned};
+use pollnic::DeviceCounters;
+use pollnic::{parse_cores, run_pinned};
 use pollnic::{Device, DeviceConfig, Packet, Queue};
+use pollnic_examples::frame::{self, Flow};
+use pollnic_examples::metrics::{Latency, PollGaps, Throughput, TxAccount};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,7 +96,7 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    pollnic::gen::check_mtu(args.mtu)?;
+    pollnic_examples::gen::check_mtu(args.mtu)?;
     if args.frame_size != 0 {
         if args.frame_size < 64 {
             return Err(format!(
@@ -105,11 +105,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             )
             .into());
         }
-        pollnic::gen::check_frame_size(args.frame_size, args.mtu, false)?;
+        pollnic_examples::gen::check_frame_size(args.frame_size, args.mtu, false)?;
     }
     let cores = parse_cores(&args.cores)?;
     // Before any device is opened: cores this process may run on.
-    pollnic::runner::check_cores(&cores)?;
+    pollnic::check_cores(&cores)?;
     let same = match (
         args.tx.parse::<pollnic::pci::PciAddress>(),
         args.rx.parse::<pollnic::pci::PciAddress>(),
@@ -122,12 +122,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "--tx and --rx are the same port: loopback needs two ports cabled back to back".into(),
         );
     }
-    pollnic::config::check_ring_size_arg(args.ring_size)?;
+    pollnic_examples::check_ring_size_arg(args.ring_size)?;
     if !(1..=512).contains(&args.batch) {
         return Err(format!("--batch {} is outside 1..=512", args.batch).into());
     }
     let batch = args.batch;
-    let stop = pollnic::signal::stop_flag()?;
+    let stop = pollnic_examples::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
     let mempool_size = (2 * args.ring_size + 2048).max(4096);
     let base = DeviceConfig {
@@ -149,7 +149,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut rxd = Device::open(&args.rx, &rx_cfg)?;
     if args.json {
-        pollnic::jsonout::emit(&serde_json::json!({
+        pollnic_examples::jsonout::emit(&serde_json::json!({
             "type": "start", "tx_port": txd.address().to_string(), "rx_port": rxd.address().to_string(),
             "seconds": args.seconds, "count": args.count, "frame_size": args.frame_size,
             "mtu": args.mtu, "flows": args.flows.max(1), "queues": args.queues, "cores": cores, "rate_pps": args.rate,
@@ -254,7 +254,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             gaps.merge(&r.gaps);
         }
         let per_queue: Vec<u64> = reports.iter().map(|r| r.received).collect();
-        let shares = pollnic::jsonout::shares(&per_queue);
+        let shares = pollnic_examples::jsonout::shares(&per_queue);
         let queues: Vec<_> = reports
             .iter()
             .enumerate()
@@ -268,7 +268,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 })
             })
             .collect();
-        pollnic::jsonout::emit(&serde_json::json!({
+        pollnic_examples::jsonout::emit(&serde_json::json!({
             "type": "summary",
             "interrupted": stop.load(Relaxed),
             "sent": sent,
@@ -283,10 +283,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "out_of_order": reports.iter().map(|r| r.out_of_order).sum::<u64>(),
             "not_test_frames": reports.iter().map(|r| r.bad).sum::<u64>(),
             "rx_overrun_seen": rx_overrun,
-            "rx": pollnic::jsonout::throughput(&Throughput { packets: received, bytes, elapsed: rx_span }),
+            "rx": pollnic_examples::jsonout::throughput(&Throughput { packets: received, bytes, elapsed: rx_span }),
             "queues": queues,
             "max_poll_gap_ns": gaps.max_ns,
-            "latency": pollnic::jsonout::latency(&lat),
+            "latency": pollnic_examples::jsonout::latency(&lat),
             "tx_port_counters": txd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
             "rx_port_counters": rxd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
         }));
@@ -554,10 +554,10 @@ fn report_every_second(
             .collect();
         if json {
             let per_queue: Vec<u64> = d.iter().map(|x| x.0).collect();
-            pollnic::jsonout::emit(&serde_json::json!({
+            pollnic_examples::jsonout::emit(&serde_json::json!({
                 "type": "second", "second": tick, "tx_pps": now_tx - last_tx,
-                "rx": pollnic::jsonout::throughput(&total),
-                "queue_pps": per_queue, "queue_shares": pollnic::jsonout::shares(&per_queue),
+                "rx": pollnic_examples::jsonout::throughput(&total),
+                "queue_pps": per_queue, "queue_shares": pollnic_examples::jsonout::shares(&per_queue),
             }));
         } else {
             println!(

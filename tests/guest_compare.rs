@@ -5,9 +5,7 @@
 //! `cargo xtask test` (which installs Debian's DPDK and libxdp packages for the
 //! testpmd and AF_XDP rows).
 
-mod common;
-
-use common::*;
+use pollnic_tests::*;
 
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]

@@ -4,11 +4,9 @@
 //! process (this test executable again, with `POLLNIC_DIE_CHILD` set) that
 //! owns the ports.
 
-mod common;
-
-use common::*;
 use pollnic::pci::{PciAddress, Sysfs};
 use pollnic::{Device, Error};
+use pollnic_tests::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
@@ -24,7 +22,7 @@ fn child_until_signalled() {
     let Ok(mode) = std::env::var("POLLNIC_DIE_CHILD") else {
         return; // only meaningful when spawned by a test below
     };
-    let stop = pollnic::signal::stop_flag().unwrap();
+    let stop = pollnic_examples::signal::stop_flag().unwrap();
     let mut tx = Device::open(&port(0), &small_config()).unwrap();
     let mut rounds = 0u64;
     if mode == "traffic" {
@@ -129,7 +127,7 @@ fn kill_9_during_traffic_then_a_new_process_moves_traffic() {
         }
     };
     let mut rx = Device::open(&port(1), &small_config()).unwrap();
-    transfer_and_verify(&mut tx, &mut rx, 2000, pollnic::frame::mixed_len);
+    transfer_and_verify(&mut tx, &mut rx, 2000, pollnic_examples::frame::mixed_len);
 }
 
 #[test]

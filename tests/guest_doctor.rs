@@ -6,12 +6,10 @@
 //! (`POLLNIC_SHARED_GROUP`, both functions without ACS, so one IOMMU group):
 //! function 0 goes to vfio-pci while the kernel's igb keeps function 1.
 
-mod common;
-
-use common::env;
+use pollnic_tests::env;
 use std::process::{Command, Output};
 
-const POLLNIC: &str = env!("CARGO_BIN_EXE_pollnic");
+static POLLNIC: std::sync::LazyLock<String> = std::sync::LazyLock::new(pollnic_tests::pollnic_exe);
 const NR_HUGEPAGES: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 
 fn pollnic(args: &[&str]) -> (bool, String) {
@@ -19,7 +17,7 @@ fn pollnic(args: &[&str]) -> (bool, String) {
         status,
         stdout,
         stderr,
-    } = Command::new(POLLNIC)
+    } = Command::new(&*POLLNIC)
         .args(args)
         .output()
         .expect("run pollnic");
@@ -35,7 +33,7 @@ fn pollnic(args: &[&str]) -> (bool, String) {
 #[test]
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn doctor_passes_on_the_prepared_testbed() {
-    let (p0, p1) = (common::port(0), common::port(1));
+    let (p0, p1) = (pollnic_tests::port(0), pollnic_tests::port(1));
     let (ok, text) = pollnic(&["doctor", &p0, &p1, "--cores", "0,1"]);
     assert!(ok, "doctor failed on the testbed:\n{text}");
     assert!(text.contains(", 0 fail\n"), "{text}");
@@ -101,7 +99,7 @@ fn doctor_fails_with_the_hugepage_fix_when_none_are_reserved() {
         (0, &[][..]),
         "hugepages still in use after an earlier test, files in /dev/hugepages"
     );
-    let p0 = common::port(0);
+    let p0 = pollnic_tests::port(0);
     let (ok, text) = pollnic(&["doctor", &p0]);
     assert!(!ok, "doctor must exit non-zero without hugepages:\n{text}");
     assert!(
@@ -144,7 +142,7 @@ struct BackToIgb<'a>(&'a str, &'a str);
 impl Drop for BackToIgb<'_> {
     fn drop(&mut self) {
         if driver_of(self.0).as_deref() == Some("vfio-pci") {
-            let _ = Command::new(POLLNIC).args(["unbind", self.0]).status();
+            let _ = Command::new(&*POLLNIC).args(["unbind", self.0]).status();
         }
         for a in [self.0, self.1] {
             if driver_of(a).is_none() {

@@ -3,9 +3,7 @@
 //! example, DPDK testpmd) with round-trip numbers. A binary of its own, so
 //! that it has its own time limit in `cargo xtask test`.
 
-mod common;
-
-use common::*;
+use pollnic_tests::*;
 
 /// `--forward`: pollnic's fwd (io mode) and testpmd (macswap mode) send the
 /// generator's frames back through port 1 to port 0; every row has a round

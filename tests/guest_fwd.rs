@@ -15,11 +15,9 @@
 //! opens its TX and RX ports as two devices, and one VFIO device cannot be
 //! opened twice, so it cannot send and receive on port 0 at once.
 
-mod common;
-
-use common::*;
-use pollnic::frame::{self, Flow};
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::frame::{self, Flow};
+use pollnic_tests::*;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

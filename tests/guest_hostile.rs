@@ -20,11 +20,9 @@
 //!   loses frames, and every round that loses frames shows in
 //!   `icr_rxo_events` (ICR.RXO, the only trace QEMU's igb leaves).
 
-mod common;
-
-use common::*;
 use etherparse::{IpFragOffset, IpNumber, Ipv4Header, PacketBuilder};
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_tests::*;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -2,12 +2,10 @@
 //! virtual IOMMU. They run inside the guest via `cargo xtask test`; on the host
 //! they are listed as ignored.
 
-mod common;
-
-use common::*;
-use pollnic::frame;
 use pollnic::pci::{self, PciAddress, Sysfs};
 use pollnic::{Device, DeviceConfig, Error};
+use pollnic_examples::frame;
+use pollnic_tests::*;
 use std::time::Duration;
 
 #[test]
@@ -175,7 +173,7 @@ fn child_traffic_until_stopped() {
     let Ok(mode) = std::env::var("POLLNIC_CHILD") else {
         return;
     };
-    let stop = pollnic::signal::stop_flag().unwrap();
+    let stop = pollnic_examples::signal::stop_flag().unwrap();
     let mut tx = Device::open(&port(0), &small_config()).unwrap();
     let mut rx = Device::open(&port(1), &small_config()).unwrap();
     println!("child: traffic running");

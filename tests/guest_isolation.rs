@@ -13,14 +13,12 @@
 //!   binds once the address is gone. (The IOMMU-group half of the guard is in
 //!   `guest_doctor`, which owns the testbed's shared group.)
 
-mod common;
-
-use common::*;
 use pollnic::{Device, DeviceConfig, DmaPurpose};
+use pollnic_tests::*;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const POLLNIC: &str = env!("CARGO_BIN_EXE_pollnic");
+static POLLNIC: std::sync::LazyLock<String> = std::sync::LazyLock::new(pollnic_tests::pollnic_exe);
 const HUGEPAGE: usize = 2 << 20;
 
 /// `VmLck` of this process, in KiB.
@@ -88,7 +86,7 @@ fn dma_mappings_are_exactly_the_rings_and_mempools() {
 }
 
 fn pollnic(args: &[&str]) -> (bool, String) {
-    let out = Command::new(POLLNIC)
+    let out = Command::new(&*POLLNIC)
         .args(args)
         .output()
         .expect("run pollnic");
@@ -124,7 +122,7 @@ impl Drop for Rebind<'_> {
                 .status();
         }
         if driver_of(self.0).as_deref() != Some("vfio-pci") {
-            let _ = Command::new(POLLNIC)
+            let _ = Command::new(&*POLLNIC)
                 .args(["bind", "--force", self.0])
                 .status();
         }

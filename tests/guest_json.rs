@@ -3,9 +3,7 @@
 //! carries the counts, rates, per-queue shares, drops and (loopback) latency
 //! percentiles that agree with the hardware counters.
 
-mod common;
-
-use common::{example_exe, port};
+use pollnic_tests::{example_exe, port};
 use serde_json::Value;
 use std::process::Command;
 

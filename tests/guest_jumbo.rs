@@ -14,11 +14,9 @@
 //! part of `rx_length_errors`). These tests assert what QEMU does, so they
 //! fail if QEMU or pollnic changes it.
 
-mod common;
-
-use common::*;
-use pollnic::frame::Flow;
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::frame::Flow;
+use pollnic_tests::*;
 use std::time::{Duration, Instant};
 
 fn cfg(mtu: u32) -> DeviceConfig {
@@ -35,7 +33,13 @@ fn cfg(mtu: u32) -> DeviceConfig {
 /// buffer), with an 802.1Q tag (VLAN 7) when `vlan`.
 fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
     let mut f = vec![0u8; wire - 4];
-    assert!(pollnic::gen::write(&mut f, flow, seq, 0, vlan.then_some(7)));
+    assert!(pollnic_examples::gen::write(
+        &mut f,
+        flow,
+        seq,
+        0,
+        vlan.then_some(7)
+    ));
     f
 }
 

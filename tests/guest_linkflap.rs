@@ -33,13 +33,12 @@
 //! arrived, and sent = received + sent during link-down + lost in the
 //! bursts that straddled a link change + RX-ring loss.
 
-mod common;
 #[path = "common/relay.rs"]
 mod relay;
 
-use common::*;
-use pollnic::frame::{self, Flow};
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::frame::{self, Flow};
+use pollnic_tests::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

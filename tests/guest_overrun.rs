@@ -10,11 +10,9 @@
 //! loss. A real 82576 would count such drops in MPC/RNBC; these tests run on
 //! QEMU's model only.
 
-mod common;
-
-use common::*;
-use pollnic::frame::{self, Flow};
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::frame::{self, Flow};
+use pollnic_tests::*;
 use std::time::{Duration, Instant};
 
 const RING: u32 = 64;

@@ -4,12 +4,10 @@
 //! redirection table moves flows at runtime; a symmetric key keeps both
 //! directions of a flow on one queue. Run inside the guest by `cargo xtask test`.
 
-mod common;
-
-use common::*;
-use pollnic::frame::{self, Flow};
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::rss::{queue_for, Reta, SYMMETRIC_KEY};
+use pollnic_tests::*;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

@@ -30,13 +30,11 @@
 //! - HugePages_Free is back to its value before the run, after the pools go;
 //! - both ports open again and move 2,000 byte-checked frames.
 
-mod common;
-
-use common::*;
 use crossbeam_channel::{bounded, Receiver};
-use pollnic::frame::{self, Flow};
 use pollnic::{Device, DeviceConfig, Mempool, Packet};
+use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::rss::Reta;
+use pollnic_tests::*;
 use std::time::{Duration, Instant};
 
 /// Offered rate in frames/s. The guest tests are debug builds running under

@@ -6,13 +6,11 @@
 //! existing locked-memory error, and `doctor` run as `nobody` explains the
 //! limit needed.
 
-mod common;
-
-use common::{example_exe, port};
+use pollnic_tests::{example_exe, port};
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 
-const POLLNIC: &str = env!("CARGO_BIN_EXE_pollnic");
+static POLLNIC: std::sync::LazyLock<String> = std::sync::LazyLock::new(pollnic_tests::pollnic_exe);
 /// uid and gid of `nobody` / `nogroup` on Debian.
 const NOBODY: u32 = 65534;
 
@@ -56,7 +54,7 @@ impl Drop for BackToRoot {
     fn drop(&mut self) {
         let mut args = vec!["bind", "--user", "root"];
         args.extend(self.0.iter().map(String::as_str));
-        let ok = Command::new(POLLNIC)
+        let ok = Command::new(&*POLLNIC)
             .args(&args)
             .status()
             .unwrap()
@@ -101,7 +99,7 @@ fn loopback_runs_as_nobody_with_memlock_raised() {
         "{text}"
     );
 
-    let out = Command::new(POLLNIC)
+    let out = Command::new(&*POLLNIC)
         .args(["bind", "--user", "nobody", &p0, &p1])
         .output()
         .unwrap();
@@ -131,7 +129,7 @@ fn loopback_runs_as_nobody_with_memlock_raised() {
         "{text}"
     );
     // doctor, as nobody, explains the limit.
-    let (ok, text) = as_nobody(None, &[POLLNIC, "doctor", &p0, &p1]);
+    let (ok, text) = as_nobody(None, &[&*POLLNIC, "doctor", &p0, &p1]);
     assert!(!ok, "{text}");
     assert!(
         text.lines().any(|l| l.starts_with("fail  memlock ")
@@ -148,7 +146,7 @@ fn loopback_runs_as_nobody_with_memlock_raised() {
     );
 
     // Raised: doctor is content and loopback moves traffic.
-    let (ok, text) = as_nobody(Some(64 << 20), &[POLLNIC, "doctor", &p0, &p1]);
+    let (ok, text) = as_nobody(Some(64 << 20), &[&*POLLNIC, "doctor", &p0, &p1]);
     assert!(ok, "{text}");
     let (ok, text) = as_nobody(Some(64 << 20), &cmd);
     assert!(ok, "loopback as nobody failed:\n{text}");

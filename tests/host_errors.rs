@@ -1,7 +1,5 @@
 //! Errors a user can hit without any NIC: they must be clear and never panic.
 
-mod common;
-
 use pollnic::{Device, DeviceConfig, Error};
 
 #[test]
@@ -49,7 +47,7 @@ fn invalid_ring_size_is_refused_before_touching_anything() {
 /// touches any NIC.
 #[test]
 fn fwd_refuses_bad_arguments_clearly() {
-    let exe = common::example_exe("fwd");
+    let exe = pollnic_tests::example_exe("fwd");
     for (args, want) in [
         ("--ports 0000:00:08.0,00:08.0", "names 0000:00:08.0 twice"),
         (

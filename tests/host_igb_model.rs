@@ -1,10 +1,10 @@
-//! The igb back end on the software 82576 (`pollnic::igb::model`): the same
+//! The igb back end on the software 82576 (`pollnic::model::igb`, feature `model`): the same
 //! `Device` code that drives QEMU's igb in the guest tests, run over the
 //! model's BAR and IOMMU on the host (no NIC, no VM, no hugepages).
 
-use pollnic::frame::{self, Flow};
-use pollnic::igb::model::{Event, ModelConfig, RxOutcome, Soft82576, MODEL_ADDR};
+use pollnic::model::igb::{Event, ModelConfig, RxOutcome, Soft82576, MODEL_ADDR};
 use pollnic::{Device, DeviceConfig, Error, Packet};
+use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::igb::{bits::*, regs::*};
 use pollnic_hw::rss::{queue_for, Reta};
 use std::time::{Duration, Instant};
@@ -186,7 +186,7 @@ fn a_device_that_never_finishes_reset_gives_the_timeout_error() {
 
 #[test]
 fn the_model_rejects_the_82599_rss_mode_and_late_tails() {
-    use pollnic::mmio::Regs;
+    use pollnic::io::Regs;
     let m = Soft82576::new(ModelConfig {
         strict: false,
         ..Default::default()
@@ -282,7 +282,13 @@ fn multicast_needs_allmulti_and_foreign_unicast_needs_promisc() {
 /// the buffer), with an 802.1Q tag when `vlan`.
 fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
     let mut f = vec![0u8; wire - 4];
-    assert!(pollnic::gen::write(&mut f, flow, seq, 0, vlan.then_some(7)));
+    assert!(pollnic_examples::gen::write(
+        &mut f,
+        flow,
+        seq,
+        0,
+        vlan.then_some(7)
+    ));
     f
 }
 

@@ -1,10 +1,10 @@
-//! The ixgbe back end on the software 82599 (`pollnic::ixgbe::model`): the
+//! The ixgbe back end on the software 82599 (`pollnic::model::ixgbe`, feature `model`): the
 //! same `Device` code that drives a real NIC over VFIO, run over the model's
 //! BAR and IOMMU. Host tests: no NIC, no VM, no hugepages.
 
-use pollnic::frame::{self, Flow};
-use pollnic::ixgbe::model::{Event, ModelConfig, RxOutcome, Soft82599, MODEL_ADDR};
+use pollnic::model::ixgbe::{Event, ModelConfig, RxOutcome, Soft82599, MODEL_ADDR};
 use pollnic::{Device, DeviceConfig, Error, Packet};
+use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use pollnic_hw::rss::{queue_for, Reta};
 use std::time::{Duration, Instant};
@@ -302,7 +302,7 @@ fn igb_sized_rings_are_refused_with_the_82599_minimum() {
 /// is one a wrong driver would break.
 #[test]
 fn the_model_reports_out_of_order_and_rejected_writes() {
-    use pollnic::mmio::Regs;
+    use pollnic::io::Regs;
     let m = Soft82599::new(ModelConfig {
         strict: false,
         ..Default::default()
@@ -346,7 +346,7 @@ fn the_model_reports_out_of_order_and_rejected_writes() {
 #[test]
 #[should_panic(expected = "RXCTRL.RXEN set before any RX queue")]
 fn a_strict_model_panics_at_the_culprit() {
-    use pollnic::mmio::Regs;
+    use pollnic::io::Regs;
     let m = Soft82599::default();
     let r = m.regs();
     r.write32(RXCTRL, RXCTRL_RXEN);
@@ -369,7 +369,7 @@ fn queues_run_on_pinned_threads_over_the_model() {
     }
     let core = core_affinity::get_core_ids().unwrap()[0].id;
     let feeder = m.clone();
-    let got = pollnic::runner::run_pinned(
+    let got = pollnic::run_pinned(
         &mut dev,
         &[core],
         |q| {
@@ -401,7 +401,13 @@ fn queues_run_on_pinned_threads_over_the_model() {
 /// the buffer), with an 802.1Q tag when `vlan`.
 fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
     let mut f = vec![0u8; wire - 4];
-    assert!(pollnic::gen::write(&mut f, flow, seq, 0, vlan.then_some(7)));
+    assert!(pollnic_examples::gen::write(
+        &mut f,
+        flow,
+        seq,
+        0,
+        vlan.then_some(7)
+    ));
     f
 }
 

@@ -2,8 +2,6 @@
 //! with a clear message before touching any NIC (no hardware needed), and an
 //! unwritable capture file leaves nothing behind.
 
-mod common;
-
 use std::process::Command;
 
 fn refuses(exe: &std::path::Path, cases: &[(&str, &str)]) {
@@ -19,7 +17,7 @@ fn refuses(exe: &std::path::Path, cases: &[(&str, &str)]) {
 #[test]
 fn pktgen_refuses_bad_arguments_clearly() {
     refuses(
-        &common::example_exe("pktgen"),
+        &pollnic_tests::example_exe("pktgen"),
         &[
             (
                 "--port 00:08.0 --frame-size 1519",
@@ -71,7 +69,7 @@ fn capture_refuses_bad_arguments_clearly() {
     let out = dir.path().join("x.pcap");
     let out = out.to_str().unwrap();
     refuses(
-        &common::example_exe("capture"),
+        &pollnic_tests::example_exe("capture"),
         &[
             (
                 "--port 00:0a.0 --out /nonexistent-dir/x.pcap",
@@ -106,7 +104,7 @@ fn capture_refuses_bad_arguments_clearly() {
 #[test]
 fn loopback_refuses_frames_above_the_mtu_clearly() {
     refuses(
-        &common::example_exe("loopback"),
+        &pollnic_tests::example_exe("loopback"),
         &[
             (
                 "--tx 00:08.0 --rx 00:0a.0 --frame-size 9018",
@@ -130,9 +128,9 @@ fn loopback_refuses_frames_above_the_mtu_clearly() {
 
 #[test]
 fn pollnic_cli_refuses_bad_doctor_and_owner_arguments() {
-    let exe = env!("CARGO_BIN_EXE_pollnic");
+    let exe = pollnic_tests::pollnic_exe();
     refuses(
-        std::path::Path::new(exe),
+        std::path::Path::new(&exe),
         &[
             ("doctor --cores x", "--cores: bad core `x`"),
             ("doctor --queues 17", "RSS spreads over 1 to 16"),

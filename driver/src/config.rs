@@ -195,21 +195,6 @@ impl DeviceConfig {
     }
 }
 
-/// The check behind the examples' `--ring-size` option (one size for RX and
-/// TX): the message names the option, as [`Error::InvalidRingSize`] names a ring.
-///
-/// # Errors
-/// The message, when `n` is not a [`usable_ring_size`].
-pub fn check_ring_size_arg(n: u32) -> std::result::Result<(), String> {
-    if usable_ring_size(n) {
-        Ok(())
-    } else {
-        Err(format!(
-            "--ring-size {n}: must be a power of two between 32 and 4096 descriptors (e.g. 512)"
-        ))
-    }
-}
-
 /// A ring size the hardware takes ([`valid_ring_size`]) and pollnic's rings
 /// can index with a mask (a power of two): 32, 64, ..., 4096.
 pub fn usable_ring_size(n: u32) -> bool {

@@ -10,7 +10,6 @@
 
 use crate::config::DeviceConfig;
 use crate::counters::{DeviceCounters, QueueCounters};
-use crate::dmamap::{DmaMapping, DmaPurpose, MappingLog, Recording};
 use crate::error::{Error, Result};
 use crate::family::{self, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo};
@@ -18,7 +17,8 @@ use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::Queue;
 use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
 use crate::stats::Stats;
-use crate::vfio::Vfio;
+use crate::sys::dmamap::{DmaMapping, DmaPurpose, MappingLog, Recording};
+use crate::sys::vfio::Vfio;
 use crate::wait::{wait_for, TimedOut};
 use crossbeam_utils::CachePadded;
 use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
@@ -107,7 +107,7 @@ impl Device {
 
     /// Bring up the device behind `io` (its registers and DMA mapper) as
     /// [`Device::open`] does once VFIO is open: the same code, over any
-    /// [`DeviceIo`], e.g. the software 82599 of [`crate::ixgbe::model`].
+    /// [`DeviceIo`], e.g. the software 82599 of [`crate::model::ixgbe`].
     ///
     /// # Errors
     /// As [`Device::open`] from the configuration check on. On error the

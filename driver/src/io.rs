@@ -1,15 +1,16 @@
 //! What a [`crate::Device`] needs from whatever sits under it: a register
 //! space ([`DeviceBar`]), a DMA mapper that hands out IOVAs
 //! ([`pollnic_rings::DmaMapper`]), the page size of DMA memory, and a way to
-//! stop bus mastering. [`crate::vfio::Vfio`] provides them for a real NIC; the
-//! software 82599 ([`crate::ixgbe::model`]) provides them in host tests. The
+//! stop bus mastering. VFIO (`sys::vfio`) provides them for a real NIC; the
+//! software models (feature `model`) provides them in host tests. The
 //! driver runs the same code over both: bring-up, rings, tails, shutdown.
 //!
 //! The hot path stays free of dynamic dispatch: a tail write goes through a
 //! [`TailDoorbell`], which for a mapped BAR is one volatile store behind a
 //! well-predicted branch, not a virtual call.
 
-use crate::mmio::{Bar, Regs};
+use crate::sys::mmio::Bar;
+pub use crate::sys::mmio::Regs;
 use pollnic_rings::{DmaMapper, Doorbell, PageSize};
 use std::sync::Arc;
 

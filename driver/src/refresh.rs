@@ -107,8 +107,8 @@ impl Drop for StatsRefresher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::igb::stats::{update, LAYOUT};
-    use crate::mmio::Regs;
+    use crate::family::igb::stats::{update, LAYOUT};
+    use crate::sys::mmio::Regs;
     use pollnic_hw::igb::stats::{Width, COUNTERS};
     use std::collections::HashMap;
 

@@ -10,9 +10,14 @@
 //! `e1000x_inc_reg_if_not_full` in `hw/net/e1000x_common.h`): its total is
 //! then a lower bound, and [`Stats::saturated`] names it.
 
-use crate::mmio::Regs;
+use crate::sys::mmio::Regs;
 use pollnic_hw::igb::stats::{Counter, Width};
 use pollnic_hw::ixgbe::stats::Sum;
+
+/// The counter pollnic keeps itself on igb: reads of the counters that
+/// found ICR.RXO set (an RX ring overrun, the only trace QEMU's igb leaves
+/// of such drops).
+pub(crate) const ICR_RXO_EVENTS: &str = "icr_rxo_events";
 
 /// What a family's counters are.
 #[derive(Debug)]
@@ -145,7 +150,7 @@ impl Stats {
     /// igb: reads that found ICR.RXO set (see `pollnic::igb::stats`); 0 on
     /// families without that counter.
     pub fn rx_overrun_reads(&self) -> u64 {
-        self.get(crate::igb::stats::ICR_RXO_EVENTS).unwrap_or(0)
+        self.get(ICR_RXO_EVENTS).unwrap_or(0)
     }
 
     /// Every counter in the layout `ethtool -S <if>` prints: a

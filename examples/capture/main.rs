@@ -10,12 +10,12 @@
 //! its own pinned core and hands copies of its frames (at most `--snaplen`
 //! bytes, stamped with CLOCK_REALTIME when its burst was read) to the writer,
 //! which is the main thread. The file appears under its name only once it is
-//! complete (see `pollnic::pcapout`); on an error nothing is left behind.
+//! complete (see `pollnic_examples::pcapout`); on an error nothing is left behind.
 
 use clap::Parser;
-use pollnic::pcapout::{Format, PcapOut};
-use pollnic::runner::{parse_cores, run_pinned};
+use pollnic::{parse_cores, run_pinned};
 use pollnic::{Device, DeviceConfig, Packet, Queue};
+use pollnic_examples::pcapout::{Format, PcapOut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
@@ -81,18 +81,18 @@ fn main() {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let cores = parse_cores(&args.cores)?;
-    pollnic::runner::check_cores(&cores)?;
-    pollnic::config::check_ring_size_arg(args.ring_size)?;
+    pollnic::check_cores(&cores)?;
+    pollnic_examples::check_ring_size_arg(args.ring_size)?;
     // The file first: an unwritable path fails before the NIC is touched.
     let mut out = PcapOut::create(&args.out, Format::for_path(&args.out), args.snaplen)?;
-    let stop = pollnic::signal::stop_flag()?;
+    let stop = pollnic_examples::signal::stop_flag()?;
     let cfg = DeviceConfig {
         rx_ring_size: args.ring_size,
         tx_ring_size: 32,
         mempool_size: (args.ring_size * 3 + 2048).max(4096),
         queues: args.queues,
         promisc: true,
-        mtu: pollnic::gen::check_mtu(args.mtu)?,
+        mtu: pollnic_examples::gen::check_mtu(args.mtu)?,
         ..Default::default()
     };
     let mut dev = Device::open(&args.port, &cfg)?;
@@ -223,7 +223,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let path = out.finish()?;
     let total: u64 = per_queue.iter().map(|q| q.frames).sum();
     let bytes: u64 = per_queue.iter().map(|q| q.bytes).sum();
-    let t = pollnic::metrics::Throughput {
+    let t = pollnic_examples::metrics::Throughput {
         packets: total,
         bytes,
         elapsed,

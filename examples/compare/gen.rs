@@ -3,9 +3,9 @@
 
 use crate::tally::Tally;
 use pollnic::clock::monotonic_ns;
-use pollnic::frame::{self, Flow};
-use pollnic::metrics::PollGaps;
 use pollnic::{Device, Packet};
+use pollnic_examples::frame::{self, Flow};
+use pollnic_examples::metrics::PollGaps;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -93,7 +93,7 @@ fn on_gen_core<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     std::thread::scope(|s| {
         s.spawn(|| {
             let core = GEN_CORE.load(Relaxed);
-            if core != usize::MAX && !pollnic::runner::pin_current_thread(core) {
+            if core != usize::MAX && !pollnic::pin_current_thread(core) {
                 eprintln!("compare: could not pin the generator to core {core}");
             }
             f()

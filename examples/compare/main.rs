@@ -25,11 +25,11 @@ mod xsk;
 
 use clap::Parser;
 use paths::{Load, Measured};
-use pollnic::frame::Flow;
-use pollnic::metrics::{Throughput, TxAccount};
+use pollnic::parse_cores;
 use pollnic::pci::{self, PciAddress, Sysfs};
-use pollnic::runner::parse_cores;
 use pollnic::{Device, DeviceConfig};
+use pollnic_examples::frame::Flow;
+use pollnic_examples::metrics::{Throughput, TxAccount};
 use report::Row;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -230,7 +230,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.rx.expect("required by clap"),
     );
     let cores = parse_cores(&args.cores)?;
-    pollnic::runner::check_cores(&[args.gen_core])?;
+    pollnic::check_cores(&[args.gen_core])?;
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
     let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
     let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {
@@ -261,7 +261,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
-    let stop = pollnic::signal::stop_flag()?;
+    let stop = pollnic_examples::signal::stop_flag()?;
     // Forwarding rows receive on the generator's port what port 1 sends back;
     // in io mode that is still addressed to port 1: promiscuous.
     let gen_cfg = DeviceConfig {
@@ -377,7 +377,7 @@ fn run_sweep(
     if args.sweep_min == 0 || args.sweep_min > args.sweep_max || args.sweep_steps == 0 {
         return Err("need 0 < --sweep-min <= --sweep-max and --sweep-steps >= 1".into());
     }
-    let cfg = pollnic::sweep::SweepCfg {
+    let cfg = pollnic_examples::sweep::SweepCfg {
         min_pps: args.sweep_min,
         max_pps: args.sweep_max,
         steps: args.sweep_steps,

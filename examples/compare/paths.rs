@@ -6,11 +6,12 @@
 use crate::gen::{generate, warm_up, Offered};
 use crate::sock::{PacketRing, UdpBatch};
 use crate::tally::Tally;
-use pollnic::clock::{monotonic_ns, net_rx_softirqs, softirq_ns, thread_cpu_ns};
-use pollnic::frame::{self, Flow};
+use pollnic::clock::monotonic_ns;
 use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
-use pollnic::runner::run_pinned;
+use pollnic::run_pinned;
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::cputime::{net_rx_softirqs, softirq_ns, thread_cpu_ns};
+use pollnic_examples::frame::{self, Flow};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -94,7 +95,7 @@ pub fn pollnic_rx(
         |q| {
             let cpu0 = thread_cpu_ns();
             let mut t = Tally::default();
-            let mut gaps = pollnic::metrics::PollGaps::default();
+            let mut gaps = pollnic_examples::metrics::PollGaps::default();
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
             q.rx_burst(&mut buf, 32);
             q.free_bulk(&mut buf);

@@ -7,7 +7,7 @@
 
 use crate::report::Row;
 use plotters::prelude::*;
-use pollnic::sweep::{SweepCfg, Trial};
+use pollnic_examples::sweep::{SweepCfg, Trial};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -51,7 +51,7 @@ pub fn search(
     frame_size: usize,
     mut row_at: impl FnMut(u64) -> Row,
 ) -> (Vec<Row>, Knee) {
-    let (rows, r) = pollnic::sweep::search(cfg, |t| {
+    let (rows, r) = pollnic_examples::sweep::search(cfg, |t| {
         let row = row_at(t);
         let trial = trial_of(&row);
         (row, trial)

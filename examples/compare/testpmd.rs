@@ -3,8 +3,8 @@
 //! stopped with Enter, its accumulated counters read from its output.
 
 use crate::paths::RX_RING;
-use pollnic::clock::process_cpu_ns;
 use pollnic::pci::PciAddress;
+use pollnic_examples::cputime::process_cpu_ns;
 use std::io::{Read, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

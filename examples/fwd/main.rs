@@ -19,7 +19,7 @@ mod report;
 use clap::Parser;
 use lane::Mode;
 use pollnic::pci::PciAddress;
-use pollnic::runner::{check_cores, parse_cores, pin_current_thread};
+use pollnic::{check_cores, parse_cores, pin_current_thread};
 use pollnic::{Device, DeviceConfig};
 use report::Dir;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -97,12 +97,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let addrs = parse_ports(&args.ports)?;
     let cores = parse_cores(&args.cores)?;
     check_cores(&cores)?;
-    pollnic::config::check_ring_size_arg(args.ring_size)?;
+    pollnic_examples::check_ring_size_arg(args.ring_size)?;
     if !(1..=512).contains(&args.batch) {
         return Err(format!("--batch {} is outside 1..=512", args.batch).into());
     }
     let promisc = !args.no_promisc;
-    let stop = pollnic::signal::stop_flag()?;
+    let stop = pollnic_examples::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
     let cfg = DeviceConfig {
         rx_ring_size: args.ring_size,
@@ -135,7 +135,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let counters: Vec<_> = devs.iter().map(|d| d.counters()).collect();
     if args.json {
-        pollnic::jsonout::emit(&serde_json::json!({
+        pollnic_examples::jsonout::emit(&serde_json::json!({
             "type": "start",
             "ports": ports.iter().map(|p| p.0.to_string()).collect::<Vec<_>>(),
             "queues": args.queues, "cores": cores, "seconds": args.seconds,

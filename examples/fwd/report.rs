@@ -1,11 +1,11 @@
 //! fwd's live line per second and its summary, in loopback's terms: packets/s,
-//! Mbit/s L2 and L1 (`pollnic::metrics`), per-queue shares, ring counters and
+//! Mbit/s L2 and L1 (`pollnic_examples::metrics`), per-queue shares, ring counters and
 //! the NIC's own counters, per direction and per port.
 
 use crate::lane::{LaneResult, Mode};
-use pollnic::counters::DeviceCounters;
-use pollnic::metrics::{Throughput, TxAccount};
 use pollnic::pci::PciAddress;
+use pollnic::DeviceCounters;
+use pollnic_examples::metrics::{Throughput, TxAccount};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -151,7 +151,7 @@ pub fn summary(
             "  rate       {rate} forwarded, over {:.2} s from first to last frame received",
             span.as_secs_f64()
         );
-        let mut gaps = pollnic::metrics::PollGaps::default();
+        let mut gaps = pollnic_examples::metrics::PollGaps::default();
         for l in &lanes {
             gaps.merge(&l.gaps);
         }

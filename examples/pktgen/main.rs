@@ -7,7 +7,7 @@
 //!
 //! Frames are pollnic's test frames (Ethernet/IPv4/UDP with a sequence
 //! number, a CLOCK_MONOTONIC send time and a byte pattern; see
-//! `pollnic::frame`), optionally 802.1Q-tagged. Prints a line per second and
+//! `pollnic_examples::frame`), optionally 802.1Q-tagged. Prints a line per second and
 //! a summary (or, with `--json`, one JSON object per second and a summary
 //! object). `--write FILE` records every frame the NIC accepted, as sent, in
 //! a pcap with nanosecond timestamps. Ctrl-C stops it cleanly.
@@ -15,10 +15,10 @@
 mod report;
 
 use clap::Parser;
-use pollnic::frame::Flow;
-use pollnic::gen::{self, FrameSize};
-use pollnic::pcapout::{Format, PcapOut};
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::frame::Flow;
+use pollnic_examples::gen::{self, FrameSize};
+use pollnic_examples::pcapout::{Format, PcapOut};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime};
@@ -96,7 +96,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     gen::check_mtu(args.mtu)?;
     gen::check_frame_size(args.frame_size.max_wire_len(), args.mtu, vlan.is_some())?;
     let dst = parse_mac(&args.dst)?;
-    pollnic::config::check_ring_size_arg(args.ring_size)?;
+    pollnic_examples::check_ring_size_arg(args.ring_size)?;
     if !(1..=512).contains(&args.batch) {
         return Err(format!("--batch {} is outside 1..=512", args.batch).into());
     }
@@ -108,7 +108,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(p) => Some(PcapOut::create(p, Format::for_path(p), 65535)?),
         None => None,
     };
-    let stop = pollnic::signal::stop_flag()?;
+    let stop = pollnic_examples::signal::stop_flag()?;
     let cfg = DeviceConfig {
         rx_ring_size: 32,
         tx_ring_size: args.ring_size,

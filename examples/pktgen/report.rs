@@ -1,9 +1,9 @@
 //! pktgen's output: a text line per second and a summary, or the same as
 //! JSON objects (one per line) for monitoring.
 
-use pollnic::gen::FrameSize;
-use pollnic::metrics::{Throughput, TxAccount};
 use pollnic::Device;
+use pollnic_examples::gen::FrameSize;
+use pollnic_examples::metrics::{Throughput, TxAccount};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ impl Reporter {
         seconds: u64,
     ) {
         if self.json {
-            pollnic::jsonout::emit(&serde_json::json!({
+            pollnic_examples::jsonout::emit(&serde_json::json!({
                 "type": "start", "port": dev.address().to_string(), "frame_size": size.describe(),
                 "vlan": vlan, "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
             }));

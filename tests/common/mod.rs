@@ -6,8 +6,8 @@
 
 #![allow(dead_code)]
 
-use pollnic::frame::{self, Flow};
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::frame::{self, Flow};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -23,23 +23,38 @@ pub fn port(i: usize) -> String {
     env(&format!("POLLNIC_PORT{i}"))
 }
 
-/// An example of the pollnic crate, built next to this test executable
-/// (`cargo test` builds the examples): target/<profile>/deps/<test>-<hash>
-/// -> target/<profile>/examples/<name>.
-pub fn example_exe(name: &str) -> PathBuf {
+/// target/<profile>/ of this test executable (target/<profile>/deps/<test>-<hash>).
+fn profile_dir() -> PathBuf {
     let me = std::env::current_exe().unwrap();
-    let exe = me
-        .parent()
+    me.parent()
         .and_then(|deps| deps.parent())
         .unwrap()
-        .join("examples")
-        .join(name);
+        .to_path_buf()
+}
+
+/// An example of the pollnic-examples package, built next to this test
+/// executable (`cargo test --workspace` and `cargo xtask test` build them):
+/// target/<profile>/examples/<name>.
+pub fn example_exe(name: &str) -> PathBuf {
+    let exe = profile_dir().join("examples").join(name);
     assert!(
         exe.is_file(),
-        "{} not built (`cargo test -p pollnic` builds the examples)",
+        "{} not built: run `cargo build -p pollnic-examples --examples` (`cargo test --workspace` builds them)",
         exe.display()
     );
     exe
+}
+
+/// The `pollnic` command (package pollnic-cli), built next to this test
+/// executable: target/<profile>/pollnic.
+pub fn pollnic_exe() -> String {
+    let exe = profile_dir().join("pollnic");
+    assert!(
+        exe.is_file(),
+        "{} not built: run `cargo build -p pollnic-cli` (`cargo test --workspace` builds it)",
+        exe.display()
+    );
+    exe.to_string_lossy().into_owned()
 }
 
 /// Small rings so tests wrap them many times.

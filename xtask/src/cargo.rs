@@ -16,8 +16,15 @@ pub fn run(layout: &Layout, args: &[&str]) -> Result<()> {
 
 /// Builds the debug `pollnic` CLI, which the guest uses to bind the NICs to vfio-pci.
 pub fn build_pollnic_cli(layout: &Layout) -> Result<()> {
-    run(layout, &["build", "-p", "pollnic", "--bin", "pollnic"])
-        .context("building the `pollnic` CLI (driver/src/bin/pollnic.rs) failed")
+    run(layout, &["build", "-p", "pollnic-cli", "--bin", "pollnic"])
+        .context("building the `pollnic` CLI (cli/src/main.rs) failed")
+}
+
+/// Builds the debug examples the guest tests run (`target/debug/examples/*`):
+/// they live in their own package, which `cargo test -p pollnic-tests` does not build.
+pub fn build_examples(layout: &Layout) -> Result<()> {
+    run(layout, &["build", "-p", "pollnic-examples", "--examples"])
+        .context("building the examples (package pollnic-examples) failed")
 }
 
 /// An integration-test executable built by cargo.

@@ -76,7 +76,7 @@ pub fn run(
             "build",
             "--release",
             "-p",
-            "pollnic",
+            "pollnic-examples",
             "--example",
             "compare",
             // The pollnic-fwd-* rows of `--forward` run the fwd example.

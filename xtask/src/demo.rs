@@ -22,17 +22,16 @@ pub fn run(
             "build",
             "--release",
             "-p",
-            "pollnic",
-            "--examples",
-            "--bin",
-            "pollnic",
+            "pollnic-examples",
+            "--example",
+            "loopback",
         ],
     )?;
     cargo::build_pollnic_cli(layout)?;
     let example = layout.target.join("release/examples/loopback");
     if !example.is_file() {
         bail!(
-            "{} was not built: is there an `examples/loopback.rs` in the pollnic crate?",
+            "{} was not built: is there an `examples/loopback.rs` in the pollnic-examples package?",
             example.display()
         );
     }

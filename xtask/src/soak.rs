@@ -19,9 +19,9 @@ pub fn run(layout: &Layout, opts: &VmOptions, minutes: u64) -> Result<RunOutcome
     }
     let image = guest::prepare(layout)?;
     cargo::build_pollnic_cli(layout)?;
-    let exes = cargo::build_tests(layout, "pollnic", SOAK_TEST)?;
+    let exes = cargo::build_tests(layout, crate::tests::PACKAGE, SOAK_TEST)?;
     let Some(exe) = exes.iter().find(|e| e.name == SOAK_TEST) else {
-        bail!("the `{SOAK_TEST}` test target was not built (tests/{SOAK_TEST}.rs in the pollnic crate)");
+        bail!("the `{SOAK_TEST}` test target was not built (tests/{SOAK_TEST}.rs in the pollnic-tests package)");
     };
     let seconds = minutes * 60;
     let mut opts = opts.clone();

@@ -3,7 +3,7 @@
 //! 1. setup + guest image;
 //! 2. `cargo test --workspace` on the host (guest tests are `#[ignore]`d there), then a
 //!    `fuzz_seconds` pass of the rings fuzz target (`cargo xtask fuzz`);
-//! 3. build the `pollnic` CLI and the `guest_*` integration tests of the `pollnic` crate
+//! 3. build the `pollnic` CLI, the examples and the `guest_*` integration tests of the `pollnic-tests` package
 //!    (none found is a failure: guest tests must never be skipped silently);
 //! 4. boot one guest and run each `guest_*` executable with `--ignored --test-threads=1`,
 //!    the NICs freshly bound to vfio-pci before each;
@@ -23,7 +23,7 @@ use crate::runscript::PORTS;
 use crate::{guest, say};
 
 /// The package whose `guest_*` integration tests run in the guest.
-const PACKAGE: &str = "pollnic";
+pub const PACKAGE: &str = "pollnic-tests";
 /// Integration test targets with this name prefix run in the guest.
 const GUEST_PREFIX: &str = "guest_";
 
@@ -88,6 +88,7 @@ pub fn run(
     if opts.bind {
         cargo::build_pollnic_cli(layout)?;
     }
+    cargo::build_examples(layout)?;
     let exes = cargo::build_tests(layout, PACKAGE, GUEST_PREFIX)?;
     let build = t.elapsed();
     if exes.is_empty() {

@@ -5,60 +5,8 @@
 //! `driver/src/ixgbe/ids.rs`), and the look-ups here walk
 //! [`crate::family::FAMILIES`], so a new family's IDs need no edit here.
 
-use std::fmt;
-
 use crate::family::{Family, FAMILIES};
-
-/// PCI vendor ID of Intel Corporation.
-pub const INTEL_VENDOR_ID: u16 = 0x8086;
-
-/// One supported PCI device ID.
-#[derive(Clone, Copy)]
-pub struct NicModel {
-    /// PCI device ID (vendor is always [`INTEL_VENDOR_ID`]).
-    pub device_id: u16,
-    /// Back end that drives it (the family whose [`Family::models`] lists it).
-    pub family: &'static dyn Family,
-    /// Marketing name as in `pci.ids` / `lspci`.
-    pub name: &'static str,
-    /// Suffix of the kernel's `*_DEV_ID_*` constant, e.g. `82599_SFP`.
-    pub variant: &'static str,
-    /// RX/TX queue pairs the part has, e.g. 82576 16, I350 8, 82599 128.
-    pub queues: u16,
-}
-
-impl NicModel {
-    /// RX/TX queue pairs the part has ([`NicModel::queues`]).
-    pub fn max_queues(&self) -> u16 {
-        self.queues
-    }
-}
-
-impl fmt::Debug for NicModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NicModel")
-            .field("device_id", &format_args!("{:#06x}", self.device_id))
-            .field("family", &self.family.name())
-            .field("name", &self.name)
-            .field("variant", &self.variant)
-            .field("queues", &self.queues)
-            .finish()
-    }
-}
-
-/// Equal when every field is; families compare by [`Family::name`] (names
-/// are unique in [`FAMILIES`]; comparing `dyn` pointers is unreliable).
-impl PartialEq for NicModel {
-    fn eq(&self, other: &Self) -> bool {
-        self.device_id == other.device_id
-            && self.family.name() == other.family.name()
-            && self.name == other.name
-            && self.variant == other.variant
-            && self.queues == other.queues
-    }
-}
-
-impl Eq for NicModel {}
+pub use crate::family::{NicModel, INTEL_VENDOR_ID};
 
 /// Every device ID pollnic drives, family by family in [`FAMILIES`] order.
 pub fn supported_nics() -> impl Iterator<Item = &'static NicModel> {

@@ -10,42 +10,16 @@
 //! (0x0008; 82576/I350 datasheets §8.2.2), ixgbe `LINKS` (0x042A4; 82599
 //! datasheet §8.2.3.22.20).
 
-use std::fmt;
 use std::io;
 
 use crate::family::Family;
 
 use super::config::ConfigHeader;
 use super::device::{PciDevice, VFIO_PCI};
-use super::mmio;
 use super::sysfs::{self, Sysfs};
+use crate::sys::pcilink as mmio;
 
-/// A NIC port's link, as far as can be told without touching the device.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LinkState {
-    /// Link up, at this speed in Mb/s when known.
-    Up {
-        /// Negotiated speed in Mb/s.
-        speed_mbps: Option<u32>,
-    },
-    /// No link (no carrier).
-    Down,
-    /// Could not tell; the string says why.
-    Unknown(String),
-}
-
-impl fmt::Display for LinkState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LinkState::Up {
-                speed_mbps: Some(s),
-            } => write!(f, "up {s} Mb/s"),
-            LinkState::Up { speed_mbps: None } => f.write_str("up"),
-            LinkState::Down => f.write_str("down"),
-            LinkState::Unknown(why) => write!(f, "unknown ({why})"),
-        }
-    }
-}
+pub use crate::family::LinkState;
 
 /// The link state of `dev`: from its kernel interface if it has one, else from
 /// the MAC's link register (read-only BAR 0 mapping; needs root). Never fails:

@@ -2,7 +2,8 @@
 
 mod bind;
 mod status;
-pub(crate) mod third_family;
+#[cfg(feature = "model")]
+mod third_family;
 mod unbind;
 
 use std::fs;

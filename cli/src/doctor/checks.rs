@@ -1,0 +1,562 @@
+//! The checks: pure functions from [`Facts`] to [`Finding`]s.
+//!
+//! Where each rule comes from:
+//! - IOMMU groups exist only with the IOMMU on (`Documentation/driver-api/vfio.rst`);
+//! - a VFIO group is viable only when every member is bound to vfio-pci, to
+//!   a stub driver, or to nothing (same document, "Groups, Devices, and IOMMUs");
+//! - VFIO's type1 backend counts every page it pins for DMA against
+//!   `RLIMIT_MEMLOCK` unless the process has `CAP_IPC_LOCK`
+//!   (`drivers/vfio/vfio_iommu_type1.c`, `vfio_pin_pages_remote`);
+//! - `isolcpus`, `nohz_full`: `Documentation/admin-guide/kernel-parameters.txt`.
+
+use super::facts::{Facts, Member, NodeStat, PortFacts, User};
+use super::{Finding, Status};
+use pollnic::pci::{LinkState, VFIO_PCI};
+use pollnic_rings::dma::NR_HUGEPAGES;
+
+/// Drivers that may share an IOMMU group with a VFIO device.
+const GROUP_FRIENDLY: &[&str] = &[VFIO_PCI, "pci-stub", "pcieport"];
+
+/// All findings, in the order they are printed.
+pub fn run(f: &Facts) -> Vec<Finding> {
+    let mut out = vec![
+        iommu(f),
+        vfio_pci(f),
+        hugepages(f),
+        memlock(f),
+        vfio_container(f),
+    ];
+    for p in &f.ports {
+        out.extend(port(f, p));
+    }
+    if f.ports.is_empty() {
+        out.push(Finding::warn(
+            "ports",
+            "no port given and no supported NIC is bound to vfio-pci",
+            "pollnic status   # lists the NICs; then `pollnic bind ADDR` and `pollnic doctor ADDR`",
+        ));
+    }
+    out.extend(cores(f));
+    out.push(irqbalance(f));
+    out
+}
+
+/// `true` if any finding failed (doctor then exits non-zero).
+pub fn any_failed(findings: &[Finding]) -> bool {
+    findings.iter().any(|x| x.status == Status::Fail)
+}
+
+const IOMMU_FIX: &str = "add `intel_iommu=on iommu=pt` (AMD: `amd_iommu=on iommu=pt`) to \
+GRUB_CMDLINE_LINUX in /etc/default/grub, then `sudo update-grub && sudo reboot` \
+(and enable VT-d / AMD-Vi in the firmware setup)";
+
+/// IOMMU: units under `/sys/class/iommu` and groups under `/sys/kernel/iommu_groups`.
+pub fn iommu(f: &Facts) -> Finding {
+    let args: Vec<&str> = f
+        .cmdline
+        .split_whitespace()
+        .filter(|a| {
+            a.starts_with("intel_iommu=") || a.starts_with("amd_iommu=") || a.starts_with("iommu=")
+        })
+        .collect();
+    let args = if args.is_empty() {
+        "no IOMMU option on the kernel command line".to_owned()
+    } else {
+        format!("kernel command line: {}", args.join(" "))
+    };
+    if f.iommu_groups == 0 {
+        return Finding::fail(
+            "iommu",
+            format!(
+                "IOMMU off: no IOMMU groups in /sys/kernel/iommu_groups ({} unit(s) in /sys/class/iommu; {args})",
+                f.iommu_units.len()
+            ),
+            IOMMU_FIX,
+        );
+    }
+    let units = if f.iommu_units.is_empty() {
+        "no unit listed in /sys/class/iommu".to_owned()
+    } else {
+        f.iommu_units.join(", ")
+    };
+    Finding::ok(
+        "iommu",
+        format!("IOMMU on: {units}; {} IOMMU groups; {args}", f.iommu_groups),
+    )
+}
+
+/// vfio-pci loaded, or at least available to `modprobe`.
+pub fn vfio_pci(f: &Facts) -> Finding {
+    match (f.vfio_pci_loaded, f.vfio_pci_available) {
+        (true, _) => Finding::ok("vfio-pci", "vfio-pci is loaded (/sys/bus/pci/drivers/vfio-pci)"),
+        (false, Some(false)) => Finding::fail(
+            "vfio-pci",
+            "vfio-pci is not loaded and this kernel has no vfio-pci module (not in modules.dep or modules.builtin)",
+            "install your distribution's kernel modules for the running kernel (Debian: the linux-image package of `uname -r`), then `sudo modprobe vfio-pci`",
+        ),
+        (false, _) => Finding::warn(
+            "vfio-pci",
+            "vfio-pci is not loaded (`pollnic bind` loads it)",
+            "sudo modprobe vfio-pci",
+        ),
+    }
+}
+
+fn mib(pages: u64) -> u64 {
+    pages * 2
+}
+
+/// Hugepages: total and free, per node, against what the configuration needs.
+pub fn hugepages(f: &Facts) -> Finding {
+    let h = &f.hugepages;
+    let n = &f.need;
+    let need = n.pages();
+    let per_node = if h.nodes.is_empty() {
+        String::new()
+    } else {
+        let nodes: Vec<String> = h
+            .nodes
+            .iter()
+            .map(|x| format!("node {}: {} total, {} free", x.node, x.total, x.free))
+            .collect();
+        format!(" ({})", nodes.join(", "))
+    };
+    let needs = format!(
+        "the default configuration needs {} per queue ({} MiB: mempool {}, RX+TX rings {}), \
+         {} for {} port(s) x {} queue(s)",
+        n.per_queue(),
+        mib(n.per_queue()),
+        n.mempool_pages,
+        n.ring_pages,
+        need,
+        n.ports,
+        n.queues
+    );
+    if !h.supported {
+        return Finding::fail(
+            "hugepages",
+            "this kernel has no 2 MiB hugepages (/sys/kernel/mm/hugepages/hugepages-2048kB missing)",
+            "use a kernel built with CONFIG_HUGETLBFS (every distribution kernel is)",
+        );
+    }
+    let have = format!(
+        "2 MiB hugepages: {} total, {} free{per_node}; {needs}",
+        h.total, h.free
+    );
+    if h.free < need {
+        let want = h.total + (need - h.free);
+        return Finding::fail(
+            "hugepages",
+            have,
+            format!("echo {want} | sudo tee {NR_HUGEPAGES}   # or boot with hugepages={want}"),
+        );
+    }
+    // Ports on one node draw from that node's pool first.
+    for p in &f.ports {
+        let Some(node) = p.device.as_ref().and_then(|d| d.numa_node) else {
+            continue;
+        };
+        if let Some(np) = h.nodes.iter().find(|x| x.node == node) {
+            let want = n.per_queue() * n.queues;
+            if np.free < want {
+                return Finding::warn(
+                    "hugepages",
+                    format!(
+                        "{have}; port {} is on node {node}, which has {} free (it needs {want}): its memory would come from another node",
+                        p.addr, np.free
+                    ),
+                    format!(
+                        "echo {} | sudo tee /sys/devices/system/node/node{node}/hugepages/hugepages-2048kB/nr_hugepages",
+                        np.total + (want - np.free)
+                    ),
+                );
+            }
+        }
+    }
+    Finding::ok("hugepages", have)
+}
+
+fn kib(bytes: u64) -> u64 {
+    bytes.div_ceil(1024)
+}
+
+fn limit(v: Option<u64>) -> String {
+    match v {
+        None => "unlimited".into(),
+        Some(b) => format!("{} KiB", kib(b)),
+    }
+}
+
+/// RLIMIT_MEMLOCK against what VFIO pins for the configuration.
+pub fn memlock(f: &Facts) -> Finding {
+    let need = f.need.bytes();
+    let why = format!(
+        "VFIO pins every DMA page (mempools and rings: {} MiB for {} port(s) x {} queue(s)) and counts it against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK",
+        need >> 20,
+        f.need.ports,
+        f.need.queues
+    );
+    let lim = format!(
+        "soft {}, hard {}",
+        limit(f.memlock.soft),
+        limit(f.memlock.hard)
+    );
+    if f.user.cap_ipc_lock {
+        return Finding::ok(
+            "memlock",
+            format!("CAP_IPC_LOCK held (root): not limited by RLIMIT_MEMLOCK ({lim}); {why}"),
+        );
+    }
+    if f.memlock.soft.is_none_or(|s| s >= need) {
+        return Finding::ok(
+            "memlock",
+            format!("RLIMIT_MEMLOCK {lim} covers {} KiB; {why}", kib(need)),
+        );
+    }
+    let user = f
+        .user
+        .name
+        .clone()
+        .unwrap_or_else(|| f.user.uid.to_string());
+    let k = kib(need);
+    let fix = if f.memlock.hard.is_none_or(|h| h >= need) {
+        format!("ulimit -l {k}   # in the shell that runs pollnic (the hard limit allows it)")
+    } else {
+        format!(
+            "echo '{user} - memlock {k}' | sudo tee /etc/security/limits.d/pollnic.conf   # then log in again; \
+             for one run: sudo prlimit --memlock={need}:{need} setpriv --reuid={user} --regid={user} --init-groups <command>"
+        )
+    };
+    Finding::fail(
+        "memlock",
+        format!("RLIMIT_MEMLOCK {lim} is below the {k} KiB needed: {why}"),
+        fix,
+    )
+}
+
+/// Can `user` read and write a node with `st`? (root always can.)
+pub fn can_rw(st: &NodeStat, user: &User) -> bool {
+    if user.uid == 0 {
+        return true;
+    }
+    let bits = if st.uid == user.uid {
+        st.mode >> 6
+    } else if st.gid == user.gid || user.groups.contains(&st.gid) {
+        st.mode >> 3
+    } else {
+        st.mode
+    };
+    bits & 0o6 == 0o6
+}
+
+fn who(user: &User) -> String {
+    user.name
+        .clone()
+        .unwrap_or_else(|| format!("uid {}", user.uid))
+}
+
+/// `/dev/vfio/vfio`: present and usable.
+pub fn vfio_container(f: &Facts) -> Finding {
+    match &f.vfio_container {
+        None => Finding::fail(
+            "/dev/vfio",
+            "/dev/vfio/vfio does not exist (the VFIO modules are not loaded)",
+            "sudo modprobe vfio-pci",
+        ),
+        Some(st) if !can_rw(st, &f.user) => Finding::fail(
+            "/dev/vfio",
+            format!(
+                "/dev/vfio/vfio is mode {:o} owner {}:{}: {} cannot open it",
+                st.mode,
+                st.uid,
+                st.gid,
+                who(&f.user)
+            ),
+            "sudo chmod 0666 /dev/vfio/vfio   # the kernel's default mode",
+        ),
+        Some(st) => Finding::ok(
+            "/dev/vfio",
+            format!(
+                "/dev/vfio/vfio mode {:o}: {} can open it",
+                st.mode,
+                who(&f.user)
+            ),
+        ),
+    }
+}
+
+fn member_text(m: &Member) -> String {
+    format!(
+        "{} ({})",
+        m.addr,
+        m.driver.as_deref().unwrap_or("no driver")
+    )
+}
+
+/// Does `m` keep the group from being viable?
+pub fn blocks(m: &Member) -> bool {
+    match m.driver.as_deref() {
+        None => false,
+        Some(_) if m.bridge => false,
+        Some(d) => !GROUP_FRIENDLY.contains(&d),
+    }
+}
+
+/// The findings of one port: driver, IOMMU group, `/dev/vfio/N`, link, NUMA node.
+pub fn port(f: &Facts, p: &PortFacts) -> Vec<Finding> {
+    let area = format!("port {}", p.addr);
+    let Some(d) = &p.device else {
+        return vec![Finding::fail(
+            area,
+            format!("no PCI device at {}", p.addr),
+            "pollnic status   # lists the Intel NICs and their addresses",
+        )];
+    };
+    let mut out = Vec::new();
+    // Driver.
+    match d.family() {
+        None => {
+            out.push(Finding::fail(
+                &area,
+                format!("{} is {}", p.addr, d.name()),
+                "pollnic status   # lists the NICs pollnic drives",
+            ));
+            return out;
+        }
+        Some(family) => {
+            if let Some(c) = family.caveat() {
+                out.push(Finding::warn(
+                    &area,
+                    format!("{} is an {} part: {}", d.name(), family.name(), c.what),
+                    format!(
+                        "{} (`pollnic status`); `pollnic unbind {}` gives this one back",
+                        c.instead, p.addr
+                    ),
+                ));
+            }
+        }
+    }
+    if d.is_vfio_bound() {
+        out.push(Finding::ok(&area, format!("{}: driver vfio-pci", d.name())));
+    } else {
+        out.push(Finding::fail(
+            &area,
+            format!(
+                "{}: driver {}, not vfio-pci",
+                d.name(),
+                d.driver.as_deref().unwrap_or("none")
+            ),
+            format!("sudo pollnic bind {}", p.addr),
+        ));
+    }
+    // IOMMU group.
+    match d.iommu_group {
+        None => out.push(Finding::fail(
+            &area,
+            "no IOMMU group: the IOMMU is off",
+            IOMMU_FIX,
+        )),
+        Some(g) => {
+            let blockers: Vec<&Member> = p.members.iter().filter(|m| blocks(m)).collect();
+            let all: Vec<String> = p.members.iter().map(member_text).collect();
+            let members = if all.is_empty() {
+                "no other member".to_owned()
+            } else {
+                format!("other members: {}", all.join(", "))
+            };
+            if blockers.is_empty() {
+                out.push(Finding::ok(
+                    &area,
+                    format!("IOMMU group {g} is viable; {members}"),
+                ));
+            } else {
+                let fixes: Vec<String> = blockers
+                    .iter()
+                    .map(|m| {
+                        if m.supported_nic {
+                            format!("sudo pollnic bind {}", m.addr)
+                        } else {
+                            format!(
+                                "echo {a} | sudo tee /sys/bus/pci/devices/{a}/driver/unbind",
+                                a = m.addr
+                            )
+                        }
+                    })
+                    .collect();
+                let names: Vec<String> = blockers.iter().map(|m| member_text(m)).collect();
+                out.push(Finding::fail(
+                    &area,
+                    format!(
+                        "IOMMU group {g} is not viable: {} bound to a host driver ({members}); VFIO needs every member on vfio-pci or on no driver",
+                        names.join(", ")
+                    ),
+                    fixes.join("; "),
+                ));
+            }
+            // Its VFIO node.
+            match &p.vfio_node {
+                None if d.is_vfio_bound() => out.push(Finding::fail(
+                    &area,
+                    format!("/dev/vfio/{g} does not exist"),
+                    format!(
+                        "sudo pollnic unbind {a} && sudo pollnic bind {a}",
+                        a = p.addr
+                    ),
+                )),
+                None => {}
+                Some(st) if !can_rw(st, &f.user) => out.push(Finding::fail(
+                    &area,
+                    format!(
+                        "/dev/vfio/{g} is mode {:o} owner {}:{}: {} cannot open it",
+                        st.mode,
+                        st.uid,
+                        st.gid,
+                        who(&f.user)
+                    ),
+                    format!(
+                        "sudo pollnic bind --user {} {}",
+                        f.user
+                            .name
+                            .clone()
+                            .unwrap_or_else(|| f.user.uid.to_string()),
+                        p.addr
+                    ),
+                )),
+                Some(st) => out.push(Finding::ok(
+                    &area,
+                    format!(
+                        "/dev/vfio/{g} mode {:o} owner {}:{}: {} can open it",
+                        st.mode,
+                        st.uid,
+                        st.gid,
+                        who(&f.user)
+                    ),
+                )),
+            }
+        }
+    }
+    // Link.
+    match &p.link {
+        LinkState::Up { .. } => out.push(Finding::ok(&area, format!("link {}", p.link))),
+        other => out.push(Finding::warn(
+            &area,
+            format!("link {other}"),
+            "check the cable and the link partner; pollnic restarts autonegotiation when it opens the port (`pollnic status` shows the link)",
+        )),
+    }
+    // NUMA node against the cores.
+    match d.numa_node {
+        None => out.push(Finding::ok(
+            &area,
+            "no NUMA node reported (one-node machine or VM): any core is local",
+        )),
+        Some(node) => {
+            let far: Vec<usize> = f
+                .cores
+                .iter()
+                .filter(|c| c.node.is_some_and(|n| n != node))
+                .map(|c| c.cpu)
+                .collect();
+            if far.is_empty() {
+                out.push(Finding::ok(
+                    &area,
+                    format!("NUMA node {node}, the same as the requested cores"),
+                ));
+            } else {
+                let local = f
+                    .node_cpus
+                    .iter()
+                    .find(|(n, _)| *n == node)
+                    .map(|(_, c)| cpu_list(c))
+                    .unwrap_or_else(|| format!("<cores of node {node}>"));
+                out.push(Finding::warn(
+                    &area,
+                    format!(
+                        "NUMA node {node}, but core(s) {} are on another node: every packet crosses the interconnect",
+                        cpu_list(&far)
+                    ),
+                    format!("--cores {local}   # cores of node {node}"),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `0,1,2,5` for a list of CPUs.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Each requested core: online, isolated, frequency governor.
+pub fn cores(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let requested: Vec<usize> = f.cores.iter().map(|c| c.cpu).collect();
+    let list = cpu_list(&requested);
+    for c in &f.cores {
+        let area = format!("core {}", c.cpu);
+        if !c.online {
+            out.push(Finding::fail(
+                area,
+                format!("CPU {} is not present or offline", c.cpu),
+                "lscpu --online --parse=CPU   # pick --cores from these",
+            ));
+            continue;
+        }
+        let iso = f.isolated.contains(&c.cpu);
+        let nohz = f.nohz_full.contains(&c.cpu);
+        if iso && nohz {
+            out.push(Finding::ok(
+                &area,
+                "isolated (isolcpus) and tickless (nohz_full)",
+            ));
+        } else {
+            let what = match (iso, nohz) {
+                (false, false) => "not isolated and not nohz_full: the scheduler puts other threads and the timer tick on it",
+                (true, false) => "isolated but not nohz_full: the timer tick still interrupts the poll loop",
+                _ => "nohz_full but not isolated (isolcpus): the scheduler may put other threads on it",
+            };
+            out.push(Finding::warn(
+                &area,
+                what,
+                format!(
+                    "add `isolcpus={list} nohz_full={list} rcu_nocbs={list}` to the kernel command line and reboot"
+                ),
+            ));
+        }
+        match c.governor.as_deref() {
+            None => out.push(Finding::ok(&area, "no cpufreq scaling (fixed frequency or a VM)")),
+            Some("performance") => out.push(Finding::ok(&area, "frequency governor performance")),
+            Some(g) => out.push(Finding::warn(
+                &area,
+                format!("frequency governor {g}: the clock may drop between bursts"),
+                format!(
+                    "echo performance | sudo tee /sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor",
+                    c.cpu
+                ),
+            )),
+        }
+    }
+    out
+}
+
+/// irqbalance running: it spreads kernel IRQs over every core it may use.
+pub fn irqbalance(f: &Facts) -> Finding {
+    if f.irqbalance.is_empty() {
+        return Finding::ok("irqbalance", "irqbalance is not running");
+    }
+    let list = cpu_list(&f.cores.iter().map(|c| c.cpu).collect::<Vec<_>>());
+    Finding::warn(
+        "irqbalance",
+        format!(
+            "irqbalance is running (pid {}): it may move other devices' interrupts onto the polling cores",
+            f.irqbalance.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+        format!(
+            "echo 'IRQBALANCE_BANNED_CPULIST={list}' | sudo tee -a /etc/default/irqbalance && sudo systemctl restart irqbalance   # or `sudo systemctl stop irqbalance`"
+        ),
+    )
+}

@@ -1,0 +1,496 @@
+//! Checks on made-up facts: a healthy host, then one thing broken at a time.
+
+use super::checks::{self, any_failed, blocks, can_rw};
+use super::facts::*;
+use super::{report, Finding, Status};
+use pollnic::pci::{LinkState, PciDevice};
+use pollnic::DeviceConfig;
+
+fn addr(s: &str) -> pollnic::pci::PciAddress {
+    s.parse().unwrap()
+}
+
+fn igb(a: &str, driver: Option<&str>, group: Option<u32>, node: Option<u32>) -> PciDevice {
+    PciDevice {
+        address: addr(a),
+        vendor: 0x8086,
+        device: 0x10c9,
+        class: 0x020000,
+        model: pollnic::pci::lookup(0x8086, 0x10c9),
+        driver: driver.map(str::to_owned),
+        driver_override: None,
+        iommu_group: group,
+        interfaces: vec![],
+        numa_node: node,
+    }
+}
+
+fn healthy() -> Facts {
+    Facts {
+        iommu_units: vec!["dmar0".into()],
+        iommu_groups: 12,
+        cmdline: "console=ttyS0 intel_iommu=on iommu=pt".into(),
+        vfio_pci_loaded: true,
+        vfio_pci_available: Some(true),
+        hugepages: Hugepages {
+            supported: true,
+            total: 512,
+            free: 500,
+            nodes: vec![NodePages {
+                node: 0,
+                total: 512,
+                free: 500,
+            }],
+        },
+        need: Need::of(&DeviceConfig::default(), 1),
+        memlock: Memlock {
+            soft: Some(8 << 20),
+            hard: Some(8 << 20),
+        },
+        user: User {
+            uid: 0,
+            gid: 0,
+            groups: vec![],
+            name: Some("root".into()),
+            cap_ipc_lock: true,
+        },
+        vfio_container: Some(NodeStat {
+            mode: 0o666,
+            uid: 0,
+            gid: 0,
+        }),
+        ports: vec![PortFacts {
+            addr: addr("0000:00:08.0"),
+            device: Some(igb("0000:00:08.0", Some("vfio-pci"), Some(3), Some(0))),
+            members: vec![],
+            vfio_node: Some(NodeStat {
+                mode: 0o600,
+                uid: 0,
+                gid: 0,
+            }),
+            link: LinkState::Up {
+                speed_mbps: Some(1000),
+            },
+        }],
+        cores: vec![CoreFacts {
+            cpu: 2,
+            online: true,
+            node: Some(0),
+            governor: Some("performance".into()),
+        }],
+        node_cpus: vec![(0, vec![0, 1, 2, 3]), (1, vec![4, 5, 6, 7])],
+        isolated: vec![2],
+        nohz_full: vec![2],
+        irqbalance: vec![],
+    }
+}
+
+fn find<'a>(fs: &'a [Finding], area: &str, status: Status) -> &'a Finding {
+    fs.iter()
+        .find(|f| f.area == area && f.status == status)
+        .unwrap_or_else(|| panic!("no {status} finding for {area} in {fs:#?}"))
+}
+
+#[test]
+fn a_healthy_host_is_all_ok() {
+    let fs = checks::run(&healthy());
+    assert!(fs.iter().all(|f| f.status == Status::Ok), "{fs:#?}");
+    assert!(fs.iter().all(|f| f.fix.is_none()));
+    assert!(!any_failed(&fs));
+    let text = report::text(&fs);
+    assert!(text.ends_with("0 warn, 0 fail\n"), "{text}");
+}
+
+#[test]
+fn default_need_is_six_pages_per_queue() {
+    let n = Need::of(&DeviceConfig::default(), 2);
+    assert_eq!((n.mempool_pages, n.ring_pages), (4, 2));
+    assert_eq!(n.per_queue(), 6);
+    assert_eq!(n.pages(), 12);
+    assert_eq!(n.bytes(), 24 << 20);
+}
+
+#[test]
+fn no_hugepages_fails_with_the_nr_hugepages_fix() {
+    let mut f = healthy();
+    f.hugepages.total = 0;
+    f.hugepages.free = 0;
+    f.hugepages.nodes[0] = NodePages::default();
+    let fs = checks::run(&f);
+    let h = find(&fs, "hugepages", Status::Fail);
+    assert!(h.detail.contains("0 total, 0 free"), "{}", h.detail);
+    assert!(h.detail.contains("needs 6 per queue"), "{}", h.detail);
+    assert_eq!(
+        h.fix.as_deref().unwrap(),
+        "echo 6 | sudo tee /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages   # or boot with hugepages=6"
+    );
+    assert!(any_failed(&fs));
+    // Too few free: the fix raises the total by the shortfall.
+    f.hugepages.total = 10;
+    f.hugepages.free = 4;
+    let h = checks::hugepages(&f);
+    assert_eq!(h.status, Status::Fail);
+    assert!(h.fix.unwrap().starts_with("echo 12 |"));
+}
+
+#[test]
+fn a_short_node_pool_warns_with_the_node_fix() {
+    let mut f = healthy();
+    f.hugepages.nodes = vec![
+        NodePages {
+            node: 0,
+            total: 2,
+            free: 2,
+        },
+        NodePages {
+            node: 1,
+            total: 510,
+            free: 498,
+        },
+    ];
+    let h = checks::hugepages(&f);
+    assert_eq!(h.status, Status::Warn, "{h:?}");
+    assert!(h
+        .fix
+        .unwrap()
+        .contains("node0/hugepages/hugepages-2048kB/nr_hugepages"));
+}
+
+#[test]
+fn memlock_is_explained_for_unprivileged_users() {
+    let mut f = healthy();
+    f.user = User {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![1000],
+        name: Some("alice".into()),
+        cap_ipc_lock: false,
+    };
+    f.need = Need::of(&DeviceConfig::default(), 2); // 24 MiB
+    let m = checks::memlock(&f);
+    assert_eq!(m.status, Status::Fail);
+    assert!(
+        m.detail.contains("8192 KiB is below the 24576 KiB needed"),
+        "{}",
+        m.detail
+    );
+    assert!(m.detail.contains("CAP_IPC_LOCK"));
+    let fix = m.fix.unwrap();
+    assert!(fix.contains("alice - memlock 24576"), "{fix}");
+    // A hard limit that allows it: ulimit is enough.
+    f.memlock.hard = None;
+    assert!(checks::memlock(&f)
+        .fix
+        .unwrap()
+        .starts_with("ulimit -l 24576"));
+    f.memlock.soft = Some(24 << 20);
+    assert_eq!(checks::memlock(&f).status, Status::Ok);
+}
+
+#[test]
+fn vfio_node_permissions() {
+    let alice = User {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![1000, 27],
+        name: Some("alice".into()),
+        cap_ipc_lock: false,
+    };
+    let st = |mode, uid, gid| NodeStat { mode, uid, gid };
+    assert!(!can_rw(&st(0o600, 0, 0), &alice));
+    assert!(can_rw(&st(0o600, 1000, 0), &alice));
+    assert!(can_rw(&st(0o660, 0, 27), &alice));
+    assert!(!can_rw(&st(0o640, 0, 27), &alice));
+    assert!(can_rw(&st(0o666, 0, 0), &alice));
+    let mut f = healthy();
+    f.user = alice;
+    f.memlock.soft = None;
+    let fs = checks::run(&f);
+    let p = find(&fs, "port 0000:00:08.0", Status::Fail);
+    assert!(
+        p.detail
+            .contains("/dev/vfio/3 is mode 600 owner 0:0: alice cannot open it"),
+        "{}",
+        p.detail
+    );
+    assert_eq!(
+        p.fix.as_deref(),
+        Some("sudo pollnic bind --user alice 0000:00:08.0")
+    );
+}
+
+#[test]
+fn a_non_viable_group_names_every_other_member() {
+    let mut f = healthy();
+    f.ports[0].members = vec![
+        Member {
+            addr: addr("0000:00:04.1"),
+            driver: Some("igb".into()),
+            bridge: false,
+            supported_nic: true,
+        },
+        Member {
+            addr: addr("0000:00:04.2"),
+            driver: None,
+            bridge: false,
+            supported_nic: false,
+        },
+        Member {
+            addr: addr("0000:00:1e.0"),
+            driver: Some("shpchp".into()),
+            bridge: true,
+            supported_nic: false,
+        },
+        Member {
+            addr: addr("0000:00:04.3"),
+            driver: Some("e1000".into()),
+            bridge: false,
+            supported_nic: false,
+        },
+    ];
+    let fs = checks::run(&f);
+    let g = find(&fs, "port 0000:00:08.0", Status::Fail);
+    assert!(
+        g.detail.starts_with(
+            "IOMMU group 3 is not viable: 0000:00:04.1 (igb), 0000:00:04.3 (e1000) bound"
+        ),
+        "{}",
+        g.detail
+    );
+    assert!(g.detail.contains("0000:00:04.2 (no driver)"));
+    assert!(g.detail.contains("0000:00:1e.0 (shpchp)"));
+    assert_eq!(
+        g.fix.as_deref(),
+        Some("sudo pollnic bind 0000:00:04.1; echo 0000:00:04.3 | sudo tee /sys/bus/pci/devices/0000:00:04.3/driver/unbind")
+    );
+    // Unbound and vfio members keep it viable, and are named.
+    for m in &mut f.ports[0].members {
+        if m.driver.as_deref() != Some("shpchp") {
+            m.driver = if m.supported_nic {
+                Some("vfio-pci".into())
+            } else {
+                None
+            };
+        }
+    }
+    assert!(f.ports[0].members.iter().all(|m| !blocks(m)));
+    let fs = checks::run(&f);
+    assert!(!any_failed(&fs), "{fs:#?}");
+    assert!(fs.iter().any(|x| x
+        .detail
+        .contains("IOMMU group 3 is viable; other members: 0000:00:04.1 (vfio-pci)")));
+}
+
+#[test]
+fn port_problems() {
+    let mut f = healthy();
+    f.ports[0].device.as_mut().unwrap().driver = Some("igb".into());
+    f.ports[0].link = LinkState::Down;
+    let fs = checks::run(&f);
+    let d = find(&fs, "port 0000:00:08.0", Status::Fail);
+    assert!(d.detail.contains("driver igb, not vfio-pci"));
+    assert_eq!(d.fix.as_deref(), Some("sudo pollnic bind 0000:00:08.0"));
+    find(&fs, "port 0000:00:08.0", Status::Warn);
+    // Unknown address.
+    f.ports[0].device = None;
+    let fs = checks::run(&f);
+    assert_eq!(
+        find(&fs, "port 0000:00:08.0", Status::Fail)
+            .fix
+            .as_deref()
+            .unwrap()
+            .split_whitespace()
+            .next(),
+        Some("pollnic")
+    );
+    // No group: IOMMU fix.
+    let mut f = healthy();
+    f.ports[0].device.as_mut().unwrap().iommu_group = None;
+    let fs = checks::run(&f);
+    assert!(find(&fs, "port 0000:00:08.0", Status::Fail)
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("intel_iommu=on"));
+}
+
+#[test]
+fn numa_mismatch_suggests_local_cores() {
+    let mut f = healthy();
+    f.ports[0].device.as_mut().unwrap().numa_node = Some(1);
+    let fs = checks::port(&f, &f.ports[0]);
+    let w = fs.iter().find(|x| x.status == Status::Warn).unwrap();
+    assert!(
+        w.detail.contains("core(s) 2 are on another node"),
+        "{}",
+        w.detail
+    );
+    assert_eq!(
+        w.fix.as_deref(),
+        Some("--cores 4,5,6,7   # cores of node 1")
+    );
+}
+
+#[test]
+fn core_findings() {
+    let mut f = healthy();
+    f.isolated.clear();
+    f.cores[0].governor = Some("powersave".into());
+    f.cores.push(CoreFacts {
+        cpu: 9,
+        online: false,
+        node: None,
+        governor: None,
+    });
+    f.irqbalance = vec![812];
+    let fs = checks::run(&f);
+    assert!(find(&fs, "core 2", Status::Warn)
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("isolcpus=2,9 nohz_full=2,9"));
+    assert!(fs
+        .iter()
+        .any(|x| x.area == "core 2" && x.detail.contains("powersave")));
+    find(&fs, "core 9", Status::Fail);
+    let irq = find(&fs, "irqbalance", Status::Warn);
+    assert!(irq.detail.contains("pid 812"));
+    assert!(irq
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("IRQBALANCE_BANNED_CPULIST=2,9"));
+}
+
+#[test]
+fn iommu_and_vfio_module() {
+    let mut f = healthy();
+    f.iommu_groups = 0;
+    f.iommu_units.clear();
+    f.cmdline = "quiet".into();
+    let i = checks::iommu(&f);
+    assert_eq!(i.status, Status::Fail);
+    assert!(i.detail.contains("no IOMMU option"));
+    assert!(i.fix.unwrap().contains("update-grub"));
+    f.vfio_pci_loaded = false;
+    assert_eq!(checks::vfio_pci(&f).status, Status::Warn);
+    assert_eq!(
+        checks::vfio_pci(&f).fix.as_deref(),
+        Some("sudo modprobe vfio-pci")
+    );
+    f.vfio_pci_available = Some(false);
+    assert_eq!(checks::vfio_pci(&f).status, Status::Fail);
+    f.vfio_container = None;
+    assert_eq!(checks::vfio_container(&f).status, Status::Fail);
+}
+
+#[test]
+fn json_has_counts_need_and_findings() {
+    let mut f = healthy();
+    f.hugepages.free = 0;
+    let fs = checks::run(&f);
+    let v: serde_json::Value = serde_json::from_str(&report::json(&fs, &f.need)).unwrap();
+    assert_eq!(v["fail"], 1);
+    assert_eq!(v["need"]["hugepages_per_queue"], 6);
+    let h = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["area"] == "hugepages")
+        .unwrap();
+    assert_eq!(h["status"], "fail");
+    assert!(h["fix"].as_str().unwrap().contains("nr_hugepages"));
+}
+
+#[test]
+fn gathers_hugepages_and_cap_eff_from_a_fake_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |p: &str, s: &str| {
+        let p = dir.path().join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    };
+    w("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "512\n");
+    w(
+        "kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
+        "488\n",
+    );
+    w(
+        "devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
+        "256\n",
+    );
+    w(
+        "devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages",
+        "250\n",
+    );
+    w(
+        "devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages",
+        "256\n",
+    );
+    w(
+        "devices/system/node/node1/hugepages/hugepages-2048kB/free_hugepages",
+        "238\n",
+    );
+    let h = gather_hugepages(&pollnic::pci::Sysfs::new(dir.path()));
+    assert!(h.supported);
+    assert_eq!((h.total, h.free), (512, 488));
+    assert_eq!(h.nodes.len(), 2);
+    assert_eq!(
+        h.nodes[1],
+        NodePages {
+            node: 1,
+            total: 256,
+            free: 238
+        }
+    );
+    assert_eq!(
+        cap_eff("Name:\tx\nCapEff:\t000001ffffffffff\n"),
+        Some(0x1ff_ffff_ffff)
+    );
+    assert_eq!(cap_eff("CapEff:\t0000000000000000"), Some(0));
+    assert_eq!(parse_cpulist("0-2,5\n"), vec![0, 1, 2, 5]);
+    assert!(parse_cpulist("\n").is_empty());
+}
+
+#[test]
+fn a_family_caveat_is_a_warning_in_the_families_words() {
+    // ixgbe: the text `pollnic doctor` has always printed.
+    let mut f = healthy();
+    let d = f.ports[0].device.as_mut().unwrap();
+    d.device = 0x10fb;
+    d.model = pollnic::pci::lookup(0x8086, 0x10fb);
+    let fs = checks::port(&f, &f.ports[0]);
+    let w = find(&fs, "port 0000:00:08.0", Status::Warn);
+    assert_eq!(
+        w.detail,
+        "82599ES 10-Gigabit SFI/SFP+ Network Connection is an ixgbe part: \
+         its back end is tested only against pollnic's software 82599, never on hardware"
+    );
+    assert_eq!(
+        w.fix.as_deref(),
+        Some(
+            "an igb port is the tested path (`pollnic status`); `pollnic unbind 0000:00:08.0` gives this one back"
+        )
+    );
+    // A third family (defined only in its test module) is named by itself.
+    use pollnic::model::third_family::{with_third, TEST_DEVICE_ID};
+    let d = f.ports[0].device.as_mut().unwrap();
+    d.device = TEST_DEVICE_ID;
+    d.model = pollnic::pci::lookup_in(&with_third(), 0x8086, TEST_DEVICE_ID);
+    let fs = checks::port(&f, &f.ports[0]);
+    assert!(!fs.iter().any(|x| x.status == Status::Fail), "{fs:#?}");
+    let w = find(&fs, "port 0000:00:08.0", Status::Warn);
+    assert_eq!(
+        w.detail,
+        "Test-only Third Family Connection is an e1000e part: a test-only family"
+    );
+    assert!(w
+        .fix
+        .as_deref()
+        .unwrap()
+        .starts_with("use a real port (`pollnic status`)"));
+    // igb has none.
+    let f = healthy();
+    let fs = checks::port(&f, &f.ports[0]);
+    assert!(fs.iter().all(|x| x.status == Status::Ok), "{fs:#?}");
+}

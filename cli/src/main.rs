@@ -1,0 +1,299 @@
+//! `pollnic`: the command-line front end (status, bind, unbind, doctor,
+//! rss). The driver work lives in the `pollnic` library; the host checks
+//! (`doctor`) and the RSS calculator (`rsstool`) are this package's own.
+
+#![deny(unsafe_code)]
+
+mod doctor;
+mod rsstool;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use pollnic::pci::{self, PciAddress, Sysfs};
+
+/// Userspace poll-mode driver for Intel igb (82576/I350) and ixgbe (82599/X520) NICs over VFIO. The 82599 back end is tested against a software model only, not yet on hardware.
+#[derive(Debug, Parser)]
+#[command(name = "pollnic", version)]
+struct Cli {
+    /// sysfs mount point (to run against a fake tree).
+    #[arg(long, global = true, default_value = "/sys", hide = true)]
+    sysfs: PathBuf,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List Intel Ethernet functions: address, device, driver, IOMMU group, link, interface.
+    Status,
+    /// Hand NICs to vfio-pci for pollnic (remembers their kernel driver). Needs root.
+    Bind {
+        /// PCI addresses, e.g. 0000:01:00.0 or 01:00.0 (see `pollnic status`).
+        #[arg(required = true, value_name = "ADDR")]
+        addrs: Vec<PciAddress>,
+        /// Hand each port's /dev/vfio/<group> to this user (name or UID, mode 0600), so
+        /// pollnic runs without root; that user also needs RLIMIT_MEMLOCK raised (`pollnic doctor`).
+        #[arg(long, value_name = "NAME")]
+        user: Option<String>,
+        /// Hand each port's /dev/vfio/<group> to this group (name or GID, mode 0660).
+        #[arg(long, value_name = "NAME")]
+        group: Option<String>,
+        /// Bind even a port whose kernel interface is up with an address or route, or whose
+        /// IOMMU group holds a device in use by another kernel driver (refused otherwise).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check this host for pollnic: IOMMU, vfio-pci, hugepages, memlock, /dev/vfio, each port
+    /// (driver, IOMMU group, link, NUMA node) and the cores; every finding is ok, warn or fail
+    /// with the command that fixes it. Exits non-zero on any fail.
+    Doctor {
+        /// Ports to check (default: every supported NIC bound to vfio-pci).
+        #[arg(value_name = "PORT")]
+        ports: Vec<PciAddress>,
+        /// Cores the poll loops will run on, e.g. 0,1 or 2-5.
+        #[arg(long, default_value = "0")]
+        cores: String,
+        /// Queues per port (default: one per core in --cores).
+        #[arg(long)]
+        queues: Option<u16>,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give NICs back from vfio-pci to their previous kernel driver. Needs root.
+    Unbind {
+        /// PCI addresses, e.g. 0000:01:00.0 or 01:00.0 (see `pollnic status`).
+        #[arg(required = true, value_name = "ADDR")]
+        addrs: Vec<PciAddress>,
+    },
+    /// Which RX queue a flow lands on: its Toeplitz hash and redirection-table entry.
+    ///
+    /// Example: pollnic rss --src 10.0.0.1 --dst 10.0.0.2 --sport 1234 --dport 80 --proto tcp --queues 4
+    Rss {
+        /// Source IP address (IPv4 or IPv6).
+        #[arg(long)]
+        src: std::net::IpAddr,
+        /// Destination IP address.
+        #[arg(long)]
+        dst: std::net::IpAddr,
+        /// Source port.
+        #[arg(long, default_value_t = 0)]
+        sport: u16,
+        /// Destination port.
+        #[arg(long, default_value_t = 0)]
+        dport: u16,
+        /// tcp, udp (ports hashed) or other (addresses only).
+        #[arg(long, default_value = "udp")]
+        proto: String,
+        /// Number of RX queues.
+        #[arg(long, default_value_t = 2)]
+        queues: u16,
+        /// RSS key: microsoft (default), symmetric, or 80 hex digits.
+        #[arg(long, default_value = "microsoft")]
+        key: String,
+        /// Redirection table as queue numbers, repeated to 128 entries (default round robin).
+        #[arg(long)]
+        reta: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let sysfs = Sysfs::new(cli.sysfs);
+    match cli.command {
+        Command::Status => status(&sysfs),
+        Command::Bind {
+            addrs,
+            user,
+            group,
+            force,
+        } => {
+            let owner = pollnic::pci::Owner { user, group };
+            if let Err(e) = owner.resolve() {
+                eprintln!("pollnic: {e}");
+                return ExitCode::FAILURE;
+            }
+            // Checked for every port before any is bound: nothing half-done.
+            let refusals = pci::bind_refusals(&sysfs, &addrs);
+            if !refusals.is_empty() {
+                for r in &refusals {
+                    if force {
+                        eprintln!("pollnic: warning (--force): {r}");
+                    } else {
+                        eprintln!("pollnic: {r}");
+                    }
+                }
+                if !force {
+                    eprintln!("pollnic: nothing was bound");
+                    return ExitCode::FAILURE;
+                }
+            }
+            let mut handed = true;
+            let code = for_each(&addrs, |a| {
+                pci::bind_vfio(&sysfs, a).map(|r| {
+                    println!("{r}");
+                    for w in &r.warnings {
+                        eprintln!("pollnic: warning: {}: {w}", r.addr);
+                    }
+                    if !owner.is_empty() {
+                        match owner.apply(&r.vfio_node) {
+                            Ok(line) => println!("{}: {line}", r.addr),
+                            Err(e) => {
+                                eprintln!("pollnic: {}: {e}", r.addr);
+                                handed = false;
+                            }
+                        }
+                    }
+                })
+            });
+            if handed {
+                code
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Command::Doctor {
+            ports,
+            cores,
+            queues,
+            json,
+        } => doctor(sysfs, &ports, &cores, queues, json),
+        Command::Unbind { addrs } => for_each(&addrs, |a| {
+            pci::unbind_vfio(&sysfs, a).map(|r| println!("{r}"))
+        }),
+        Command::Rss {
+            src,
+            dst,
+            sport,
+            dport,
+            proto,
+            queues,
+            key,
+            reta,
+        } => {
+            match rss(
+                src,
+                dst,
+                sport,
+                dport,
+                &proto,
+                queues,
+                &key,
+                reta.as_deref(),
+            ) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("pollnic: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rss(
+    src: std::net::IpAddr,
+    dst: std::net::IpAddr,
+    sport: u16,
+    dport: u16,
+    proto: &str,
+    queues: u16,
+    key: &str,
+    reta: Option<&str>,
+) -> Result<String, String> {
+    // RETA entries hold a 4-bit queue number on the 82576 (and the 82599):
+    // RSS spreads over at most 16 queues.
+    if queues == 0 || queues > pollnic_hw::igb::MAX_QUEUES_82576 {
+        return Err(format!(
+            "--queues {queues}: RSS spreads over 1 to {} queues",
+            pollnic_hw::igb::MAX_QUEUES_82576
+        ));
+    }
+    let flow = rsstool::flow(src, dst, sport, dport, proto)?;
+    let key = rsstool::parse_key(key)?;
+    let reta = match reta {
+        Some(r) => rsstool::parse_reta(r, queues)?,
+        None => pollnic_hw::rss::Reta::round_robin(queues),
+    };
+    Ok(rsstool::explain(&flow, &key, &reta, queues))
+}
+
+fn status(sysfs: &Sysfs) -> ExitCode {
+    match pci::status(sysfs) {
+        Ok(rows) if rows.is_empty() => {
+            println!("{}", pci::NO_NICS_MESSAGE);
+            ExitCode::SUCCESS
+        }
+        Ok(rows) => {
+            print!("{}", pci::format_status(&rows));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("pollnic: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs `op` on every address, reporting each failure; fails if any did.
+fn for_each(addrs: &[PciAddress], mut op: impl FnMut(PciAddress) -> pci::Result<()>) -> ExitCode {
+    let mut ok = true;
+    for &addr in addrs {
+        if let Err(e) = op(addr) {
+            eprintln!("pollnic: {e}");
+            ok = false;
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn doctor(
+    sysfs: Sysfs,
+    ports: &[PciAddress],
+    cores: &str,
+    queues: Option<u16>,
+    json: bool,
+) -> ExitCode {
+    let cores = match pollnic::parse_cores(cores) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pollnic: --cores: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cfg = pollnic::DeviceConfig {
+        queues: queues.unwrap_or(cores.len().min(usize::from(u16::MAX)) as u16),
+        ..Default::default()
+    };
+    if let Err(e) = cfg.validate() {
+        eprintln!("pollnic: --queues: {e}");
+        return ExitCode::FAILURE;
+    }
+    let roots = doctor::Roots {
+        sysfs,
+        ..Default::default()
+    };
+    let facts = doctor::gather(&roots, ports, &cores, &cfg);
+    let findings = doctor::run(&facts);
+    if json {
+        println!("{}", doctor::report::json(&findings, &facts.need));
+    } else {
+        print!("{}", doctor::report::text(&findings));
+    }
+    if doctor::checks::any_failed(&findings) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

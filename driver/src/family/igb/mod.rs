@@ -1,0 +1,109 @@
+//! Intel igb (82576, I350) back end: bring-up, queue setup, RSS, link,
+//! counters and shutdown, behind [`crate::family::Family`].
+
+pub mod ids;
+pub mod init;
+pub mod queue;
+pub mod rss;
+pub mod stats;
+pub mod status_link;
+
+use crate::family::{Family, HashTypes, LinkStatus, RingRegs, RxFilter};
+use crate::family::{LinkState, NicModel};
+use crate::stats::{Stats, StatsLayout};
+use crate::sys::mmio::Regs;
+use crate::wait::TimedOut;
+use pollnic_hw::desc::RXD_ERR_RXE;
+use pollnic_hw::rss::{Reta, KEY_LEN};
+
+/// The igb family (82576 and I350).
+#[derive(Debug, Clone, Copy)]
+pub struct Igb;
+
+impl Family for Igb {
+    fn name(&self) -> &'static str {
+        "igb"
+    }
+    fn models(&self) -> &'static [NicModel] {
+        ids::MODELS
+    }
+    /// The part's queue pairs from [`ids::MODELS`] (82576 16, I350 8).
+    fn max_queues(&self, device: u16) -> u16 {
+        ids::MODELS
+            .iter()
+            .find(|m| m.device_id == device)
+            .map_or(pollnic_hw::igb::MAX_QUEUES_82576, |m| m.max_queues())
+    }
+    fn link_register(&self) -> u32 {
+        status_link::STATUS
+    }
+    fn decode_link_register(&self, value: u32) -> LinkState {
+        status_link::decode_status(value)
+    }
+    fn min_ring_size(&self) -> u32 {
+        pollnic_hw::igb::MIN_RING_SIZE as u32
+    }
+    /// RXE (bit 31): CRC, symbol, sequence or length error (82576 §7.1.5).
+    fn rx_error_mask(&self) -> u32 {
+        RXD_ERR_RXE
+    }
+    fn stats_layout(&self) -> &'static StatsLayout {
+        &stats::LAYOUT
+    }
+    /// 9000: RLPML takes 14 bits; the 82576 buffers 9.5 KiB frames (Linux
+    /// igb allows up to 9216).
+    fn max_mtu(&self) -> u32 {
+        pollnic_hw::mtu::MAX_MTU
+    }
+    fn set_max_frame(&self, r: &dyn Regs, mtu: u32) {
+        queue::set_max_frame(r, mtu)
+    }
+    fn init(&self, r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
+        init::reset(r)?;
+        init::wait_eeprom_auto_read(r);
+        let mac = init::read_mac(r)?;
+        init::link_setup(r)?;
+        stats::clear(r);
+        Ok(mac)
+    }
+    fn setup_rss(&self, r: &dyn Regs, key: &[u8; KEY_LEN], reta: &Reta, types: &HashTypes) {
+        rss::enable(r, key, reta, types)
+    }
+    fn write_reta(&self, r: &dyn Regs, reta: &Reta) {
+        rss::write_reta(r, reta)
+    }
+    fn configure_rx(&self, r: &dyn Regs, q: u16, ring: RingRegs, buf_size: usize, drop_en: bool) {
+        queue::configure_rx(r, q, ring, buf_size, drop_en)
+    }
+    fn configure_tx(&self, r: &dyn Regs, q: u16, ring: RingRegs) {
+        queue::configure_tx(r, q, ring)
+    }
+    fn start_tx(&self, r: &dyn Regs) {
+        queue::enable_tx(r)
+    }
+    fn enable_rx_queue(&self, r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
+        queue::enable_rx_queue(r, q)
+    }
+    fn enable_tx_queue(&self, r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
+        queue::enable_tx_queue(r, q)
+    }
+    fn start_rx(&self, r: &dyn Regs, filter: RxFilter) -> Result<(), TimedOut> {
+        queue::enable_rx(r, filter);
+        Ok(())
+    }
+    fn rdt(&self, q: u16) -> u32 {
+        pollnic_hw::igb::regs::rdt(q)
+    }
+    fn tdt(&self, q: u16) -> u32 {
+        pollnic_hw::igb::regs::tdt(q)
+    }
+    fn link_status(&self, r: &dyn Regs) -> LinkStatus {
+        init::link_status(r)
+    }
+    fn update_stats(&self, r: &dyn Regs, s: &mut Stats) {
+        stats::update(r, s)
+    }
+    fn shutdown(&self, r: &dyn Regs, queues: u16) {
+        init::shutdown(r, queues)
+    }
+}

@@ -1,0 +1,245 @@
+//! The seam between the shared driver and one NIC family's registers.
+//!
+//! # Why a trait object
+//!
+//! A family is a [`Family`] trait object (`&'static dyn Family`), picked
+//! once by PCI ID from [`FAMILIES`] when the device is opened; the Linux
+//! e1000/igb `mac.ops` tables and DPDK's per-driver `eth_dev_ops` are the same
+//! shape. An enum would put a `match` over every family into each method, so
+//! a third family would mean edits across the driver; with the trait it is a
+//! new folder (`driver/src/<family>/` implementing [`Family`]) and one line in
+//! [`FAMILIES`]. The cost of the indirection is paid only on the control path
+//! (bring-up, RSS, link, counters, shutdown): `rx_burst`/`tx_burst` run on the
+//! shared rings, which differ per family only in the RX error mask (a value,
+//! [`Family::rx_error_mask`]), and write tails through a
+//! [`crate::io::TailDoorbell`], not through this trait.
+//!
+//! # The order `Device` calls it in
+//!
+//! [`Family::init`] (reset, EEPROM, DMA init, MAC, link start, counters
+//! cleared) → [`Family::set_max_frame`] → [`Family::setup_rss`] → per queue [`Family::configure_rx`] and
+//! [`Family::configure_tx`] (queues and receiver still off) →
+//! [`Family::start_tx`] → per queue [`Family::enable_rx_queue`], then the RX
+//! tail, and [`Family::enable_tx_queue`] → [`Family::start_rx`] → link wait
+//! with [`Family::link_status`]. [`Family::shutdown`] on every exit path,
+//! before any DMA memory is freed.
+
+use crate::sys::mmio::Regs;
+mod ids;
+pub(crate) mod igb;
+pub(crate) mod ixgbe;
+
+use crate::stats::{Stats, StatsLayout};
+use crate::wait::TimedOut;
+pub use ids::{LinkState, NicModel, INTEL_VENDOR_ID};
+use pollnic_hw::rss::{Reta, KEY_LEN};
+
+/// Every family pollnic drives, asked in order by [`lookup`] and by the PCI
+/// ID look-ups of `pollnic status`/`bind`/`doctor` ([`crate::pci::lookup`]).
+/// A new family is one line here.
+pub static FAMILIES: &[&dyn Family] = &[&crate::family::igb::Igb, &crate::family::ixgbe::Ixgbe];
+
+/// The back end that drives PCI `vendor:device`, if any.
+pub fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
+    lookup_in(FAMILIES, vendor, device)
+}
+
+/// The first of `families` that drives PCI `vendor:device` ([`lookup`] is
+/// this over [`FAMILIES`]; tests pass their own list).
+pub fn lookup_in(
+    families: &[&'static dyn Family],
+    vendor: u16,
+    device: u16,
+) -> Option<&'static dyn Family> {
+    families.iter().copied().find(|f| f.drives(vendor, device))
+}
+
+/// Where one queue's descriptor ring lives, for its base/length registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingRegs {
+    /// IOVA of descriptor 0 (RDBAL/RDBAH, TDBAL/TDBAH).
+    pub iova: u64,
+    /// Ring length in bytes (RDLEN, TDLEN).
+    pub len_bytes: u32,
+}
+
+/// Link state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// Link up (igb STATUS.LU, 82599 LINKS.UP).
+    pub up: bool,
+    /// Speed in Mb/s (meaningful when up).
+    pub speed_mbps: u32,
+    /// Full duplex (always true on the 82599).
+    pub full_duplex: bool,
+}
+
+/// What `pollnic doctor` warns about a family's ports: "`<device>` is an
+/// `<family>` part: `what`", fixed by "`instead` (`pollnic status`); `pollnic
+/// unbind <addr>` gives this one back".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caveat {
+    /// What the user should know, e.g. "its back end is tested only against a software model".
+    pub what: &'static str,
+    /// What to use instead, e.g. "use an igb port".
+    pub instead: &'static str,
+}
+
+/// Which packet types RSS hashes (the rest go to queue 0 with hash 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashTypes {
+    /// IPv4 addresses.
+    pub ipv4: bool,
+    /// TCP/IPv4 addresses and ports.
+    pub tcp_ipv4: bool,
+    /// UDP/IPv4 addresses and ports.
+    pub udp_ipv4: bool,
+    /// IPv6 addresses.
+    pub ipv6: bool,
+    /// TCP/IPv6 addresses and ports.
+    pub tcp_ipv6: bool,
+    /// UDP/IPv6 addresses and ports.
+    pub udp_ipv6: bool,
+}
+
+impl Default for HashTypes {
+    /// All six on.
+    fn default() -> Self {
+        HashTypes {
+            ipv4: true,
+            tcp_ipv4: true,
+            udp_ipv4: true,
+            ipv6: true,
+            tcp_ipv6: true,
+            udp_ipv6: true,
+        }
+    }
+}
+
+/// Which frames the receive filter lets in besides those to the port's own
+/// MAC and broadcast (82576 datasheet §7.1.1.1 "Unicast/Multicast
+/// Filtering"; RCTL.UPE/MPE on igb, FCTRL.UPE/MPE on the 82599).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxFilter {
+    /// Every unicast and every multicast frame (UPE | MPE).
+    pub promisc: bool,
+    /// Every multicast frame (MPE), as DPDK's `rte_eth_allmulticast_enable`.
+    /// Off, multicast passes only through the multicast table (MTA), which
+    /// pollnic leaves empty: no multicast frame is delivered.
+    pub allmulti: bool,
+}
+
+impl RxFilter {
+    /// Unicast promiscuous (UPE).
+    pub fn unicast_promisc(&self) -> bool {
+        self.promisc
+    }
+    /// Multicast promiscuous (MPE): with `promisc` or `allmulti`.
+    pub fn multicast_promisc(&self) -> bool {
+        self.promisc || self.allmulti
+    }
+}
+
+/// One NIC family's register-level behaviour. Every method gets the
+/// device's registers; none keeps state (the `Device` does).
+pub trait Family: Send + Sync + 'static {
+    /// Short name, as the Linux driver's: "igb", "ixgbe".
+    fn name(&self) -> &'static str;
+    /// Name of the Linux kernel driver for these parts, the one `pollnic
+    /// unbind` gives a port back to (`/sys/bus/pci/drivers/<name>`). Default:
+    /// [`Family::name`].
+    fn kernel_driver(&self) -> &'static str {
+        self.name()
+    }
+    /// The PCI device IDs (vendor [`INTEL_VENDOR_ID`]) `pollnic
+    /// status`/`bind`/`doctor` know as this family, with their `lspci` names
+    /// and queue counts; each entry's `family` is this family. Conventionally
+    /// `driver/src/<family>/ids.rs`.
+    fn models(&self) -> &'static [NicModel];
+    /// Whether this back end drives PCI `vendor:device`. Default: it is one
+    /// of [`Family::models`].
+    fn drives(&self, vendor: u16, device: u16) -> bool {
+        vendor == INTEL_VENDOR_ID && self.models().iter().any(|m| m.device_id == device)
+    }
+    /// Queue pairs RSS can spread over on this part (`device` is the PCI device ID).
+    fn max_queues(&self, device: u16) -> u16;
+    /// Byte offset in BAR 0 of the register `pollnic status` reads, once and
+    /// read-only, for the link of a port no kernel network driver owns
+    /// (igb `STATUS`, 82599 `LINKS`); decoded by [`Family::decode_link_register`].
+    fn link_register(&self) -> u32;
+    /// The link a value of [`Family::link_register`] shows.
+    fn decode_link_register(&self, value: u32) -> LinkState;
+    /// A warning `pollnic doctor` gives for every port of this family (a back
+    /// end not ready for use), or `None`.
+    fn caveat(&self) -> Option<Caveat> {
+        None
+    }
+    /// Smallest ring, in descriptors, the part accepts.
+    fn min_ring_size(&self) -> u32;
+    /// Largest MTU the back end configures (bytes); the default, for a family
+    /// without jumbo support, is the standard 1500.
+    fn max_mtu(&self) -> u32 {
+        pollnic_hw::mtu::DEFAULT_MTU
+    }
+    /// Program the largest frame the receiver accepts for `mtu` (in
+    /// 1500..=[`Family::max_mtu`]); called after [`Family::init`], before
+    /// any queue is configured, receiver off. Longer frames are dropped by
+    /// the NIC and counted in `rx_length_errors`. Default: nothing (the
+    /// part's 1518/1522-byte limit).
+    fn set_max_frame(&self, _r: &dyn Regs, _mtu: u32) {}
+    /// RX write-back error bits (in `status_error`) that make a frame bad.
+    fn rx_error_mask(&self) -> u32;
+    /// The counters behind [`crate::Device::stats`].
+    fn stats_layout(&self) -> &'static StatsLayout;
+
+    /// Reset the device and bring it to the point where queues can be
+    /// configured: interrupts masked, reset done, EEPROM and DMA init
+    /// awaited, link negotiation started (not awaited), counters cleared.
+    /// Returns the station MAC address.
+    ///
+    /// # Errors
+    /// [`TimedOut`] naming the step the device did not complete.
+    fn init(&self, r: &dyn Regs) -> Result<[u8; 6], TimedOut>;
+    /// Program the RSS key, the 128-entry table and the hash types, RSS on.
+    fn setup_rss(&self, r: &dyn Regs, key: &[u8; KEY_LEN], reta: &Reta, types: &HashTypes);
+    /// Rewrite the redirection table (safe while traffic flows).
+    fn write_reta(&self, r: &dyn Regs, reta: &Reta);
+    /// Program RX queue `q` (base, length, buffer size, head/tail 0, drop
+    /// when full if `drop_en`); the queue and the receiver stay off.
+    fn configure_rx(&self, r: &dyn Regs, q: u16, ring: RingRegs, buf_size: usize, drop_en: bool);
+    /// Program TX queue `q`; the queue stays off.
+    fn configure_tx(&self, r: &dyn Regs, q: u16, ring: RingRegs);
+    /// Turn the transmit DMA on (before any TX queue is enabled).
+    fn start_tx(&self, r: &dyn Regs);
+    /// Enable RX queue `q` and wait for the enable to latch; the driver
+    /// writes the tail afterwards.
+    ///
+    /// # Errors
+    /// [`TimedOut`] when the enable bit never reads back set.
+    fn enable_rx_queue(&self, r: &dyn Regs, q: u16) -> Result<(), TimedOut>;
+    /// Enable TX queue `q` and wait for the enable to latch.
+    ///
+    /// # Errors
+    /// [`TimedOut`] when the enable bit never reads back set.
+    fn enable_tx_queue(&self, r: &dyn Regs, q: u16) -> Result<(), TimedOut>;
+    /// Turn the receiver on (after every RX queue is enabled and armed),
+    /// broadcast accepted, the multicast table emptied, unicast/multicast
+    /// promiscuous as `filter` asks, CRC stripped.
+    ///
+    /// # Errors
+    /// [`TimedOut`] for a step the device did not complete.
+    fn start_rx(&self, r: &dyn Regs, filter: RxFilter) -> Result<(), TimedOut>;
+    /// Byte offset of RX queue `q`'s tail register (RDT).
+    fn rdt(&self, q: u16) -> u32;
+    /// Byte offset of TX queue `q`'s tail register (TDT).
+    fn tdt(&self, q: u16) -> u32;
+    /// Current link state.
+    fn link_status(&self, r: &dyn Regs) -> LinkStatus;
+    /// Add the clear-on-read counters to `s`.
+    fn update_stats(&self, r: &dyn Regs, s: &mut Stats) {
+        s.read_registers(r);
+    }
+    /// Stop all DMA (receiver, transmitter, the first `queues` queues, each
+    /// awaited with a bound) and reset. Safe on a device in any state.
+    fn shutdown(&self, r: &dyn Regs, queues: u16);
+}

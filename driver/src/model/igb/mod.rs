@@ -1,0 +1,133 @@
+//! A software 82576: a register-level model of the igb device's side, for
+//! host tests of the igb back end (which otherwise runs only in the QEMU
+//! guest). `Device` runs over it through the same [`DeviceIo`] seam as over
+//! VFIO and as over the software 82599 (`crate::model::ixgbe`), whose IOMMU,
+//! enable latch and frame handling it shares (`crate::model`).
+//!
+//! What it models: CTRL.RST self-clearing, EECD.AUTO_RD after the EEPROM
+//! load (real parts set it; QEMU's igb never does, and the driver copes with
+//! both), EERD, the PHY behind MDIC (BMCR restart of autonegotiation, then
+//! STATUS.LU at 1000 Mb/s full duplex once CTRL.SLU is set), the
+//! RXDCTL/TXDCTL enable latches, RX (RAL0/RAH0, RCTL.BAM/UPE/MPE, RSS with
+//! MRQC mode 010b: Toeplitz over RSSRK, queue = RETA entry bits 3:0, the hash
+//! written back with RXCSUM.PCSD; CRC stripped with RCTL.SECRC) and TX on a
+//! TDT write (TCTL.EN, padding with TCTL.PSP), the clear-on-read GPRC, GORC,
+//! GPTC, GOTC, BPRC, MPRC, MPC and RNBC, and an IOMMU.
+//!
+//! Strict like the 82599 model, with the rules that hold for the 82576: no
+//! access during reset, no unknown or read-only register written, no ring
+//! register of an enabled queue rewritten, no queue enabled on an
+//! unconfigured ring, no tail before the enable latched or beyond the ring,
+//! MRQC mode 0 or 010b only, no DMA memory freed while a queue can DMA.
+//!
+//! Not modelled: the rest of the PHY (only BMCR and BMSR), speeds other than
+//! 1000 Mb/s, SerDes/SGMII, interrupts, VMDq, flow control, checksum
+//! offloads, VLAN, per-queue drop counters (a full ring counts RNBC), and
+//! QEMU's own behaviour (holding frames back at a full ring).
+
+mod datapath;
+mod regs;
+mod state;
+
+pub use crate::model::{Event, ModelConfig, RxOutcome, SoftBar};
+
+use crate::config::DeviceConfig;
+use crate::device::{Device, DeviceIdent};
+use crate::error::Result;
+use crate::io::DeviceIo;
+use crate::model::{lock, SharedModel, SoftIo};
+use state::State;
+use std::sync::{Arc, Mutex};
+
+/// The PCI address the model reports in messages.
+pub const MODEL_ADDR: &str = "0000:5e:00.1";
+
+/// A software 82576 port. Cheap to clone; every clone is the same device.
+#[derive(Clone)]
+pub struct Soft82576 {
+    shared: Arc<Mutex<State>>,
+}
+
+impl Default for Soft82576 {
+    fn default() -> Self {
+        Self::new(ModelConfig::default())
+    }
+}
+
+impl Soft82576 {
+    /// A powered-on device (EEPROM loaded, link down).
+    pub fn new(cfg: ModelConfig) -> Self {
+        Soft82576 {
+            shared: Arc::new(Mutex::new(State::new(cfg))),
+        }
+    }
+
+    /// The identity `Device` sees: an 82576 (8086:10c9) at [`MODEL_ADDR`].
+    pub fn ident(&self) -> DeviceIdent {
+        DeviceIdent {
+            addr: MODEL_ADDR.parse().expect("valid address"),
+            vendor: pollnic_hw::igb::VENDOR_INTEL,
+            device: pollnic_hw::igb::DEV_ID_82576,
+            name: "82576 Gigabit Network Connection (software model)".into(),
+        }
+    }
+
+    /// What `Device` runs over: the model's BAR0 and IOMMU.
+    pub fn io(&self) -> Box<dyn DeviceIo> {
+        Box::new(SoftIo::new(self.dyn_shared()))
+    }
+
+    fn dyn_shared(&self) -> SharedModel {
+        self.shared.clone()
+    }
+
+    /// Open a [`Device`] on this model.
+    ///
+    /// # Errors
+    /// Those of [`Device::open_on`].
+    pub fn open(&self, cfg: &DeviceConfig) -> Result<Device> {
+        Device::open_on(self.io(), self.ident(), cfg)
+    }
+
+    /// A frame arrives from the wire (without FCS).
+    pub fn receive(&self, frame: &[u8]) -> RxOutcome {
+        datapath::receive(&mut lock(&self.shared), frame)
+    }
+
+    /// Frames sent on the wire since the last call (without FCS).
+    pub fn take_tx_frames(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut lock(&self.shared).wire)
+    }
+
+    /// Violations recorded so far.
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.shared).violations.clone()
+    }
+
+    /// What the model saw, in order.
+    pub fn events(&self) -> Vec<Event> {
+        lock(&self.shared).events.clone()
+    }
+
+    /// Current value of the register at `off` as stored (no read side effect).
+    pub fn peek(&self, off: u32) -> u32 {
+        lock(&self.shared).reg(off)
+    }
+
+    /// Live DMA mappings (IOVA, length).
+    pub fn mappings(&self) -> Vec<(u64, usize)> {
+        lock(&self.shared)
+            .iommu
+            .list
+            .iter()
+            .map(|m| (m.iova, m.len))
+            .collect()
+    }
+
+    /// Registers as the driver sees them.
+    pub fn regs(&self) -> SoftBar {
+        SoftBar {
+            shared: self.dyn_shared(),
+        }
+    }
+}

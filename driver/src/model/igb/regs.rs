@@ -1,0 +1,378 @@
+//! The software 82576's register file and its rules.
+
+use super::state::{State, QUEUES};
+use crate::model::{Event, RegisterModel};
+use pollnic_hw::igb::stats::{Width, COUNTERS};
+use pollnic_hw::igb::{bits::*, phy, regs::*};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    Ctrl,
+    Status,
+    Eecd,
+    Eerd,
+    Mdic,
+    /// ICR and EICR: cleared by a read, write 1 to clear.
+    Cause,
+    /// IMS/EIMS (set) and IMC/EIMC (clear).
+    Mask,
+    Rctl,
+    Tctl,
+    Mrqc,
+    RxRingCfg(u16),
+    Rdh(u16),
+    Rdt(u16),
+    Rxdctl(u16),
+    TxRingCfg(u16),
+    Tdh(u16),
+    Tdt(u16),
+    Txdctl(u16),
+    Counter,
+    CounterLo,
+    CounterHi,
+}
+
+fn kinds() -> &'static HashMap<u32, Kind> {
+    static K: OnceLock<HashMap<u32, Kind>> = OnceLock::new();
+    K.get_or_init(|| {
+        use Kind::*;
+        let mut m = HashMap::new();
+        for (o, k) in [
+            (CTRL, Ctrl),
+            (STATUS, Status),
+            (EECD, Eecd),
+            (EERD, Eerd),
+            (CTRL_EXT, Plain),
+            (MDIC, Mdic),
+            (ICR, Cause),
+            (EICR, Cause),
+            (IMS, Mask),
+            (IMC, Mask),
+            (EIMS, Mask),
+            (EIMC, Mask),
+            (EIAC, Plain),
+            (RCTL, Rctl),
+            (RLPML, Plain),
+            (TCTL, Tctl),
+            (TIPG, Plain),
+            (RXCSUM, Plain),
+            (MRQC, Mrqc),
+        ] {
+            m.insert(o, k);
+        }
+        for n in 0..128 {
+            m.insert(MTA + 4 * n, Plain);
+        }
+        for n in 0..16 {
+            m.insert(RAL0 + 8 * n, Plain);
+            m.insert(RAH0 + 8 * n, Plain);
+        }
+        for n in 0..32 {
+            m.insert(RETA + 4 * n, Plain);
+        }
+        for n in 0..10 {
+            m.insert(RSSRK + 4 * n, Plain);
+        }
+        for q in 0..QUEUES as u16 {
+            for o in [rdbal(q), rdbah(q), rdlen(q), srrctl(q)] {
+                m.insert(o, RxRingCfg(q));
+            }
+            m.insert(rdh(q), Rdh(q));
+            m.insert(rdt(q), Rdt(q));
+            m.insert(rxdctl(q), Rxdctl(q));
+            for o in [tdbal(q), tdbah(q), tdlen(q)] {
+                m.insert(o, TxRingCfg(q));
+            }
+            m.insert(tdh(q), Tdh(q));
+            m.insert(tdt(q), Tdt(q));
+            m.insert(txdctl(q), Txdctl(q));
+        }
+        for c in COUNTERS {
+            match c.width {
+                Width::Bits32(o) => m.insert(o, Counter),
+                Width::Bits64 { lo, hi } => {
+                    m.insert(lo, CounterLo);
+                    m.insert(hi, CounterHi)
+                }
+            };
+        }
+        m
+    })
+}
+
+fn kind(s: &mut State, off: u32, what: &str) -> Option<Kind> {
+    let k = (off % 4 == 0).then(|| kinds().get(&off).copied()).flatten();
+    if k.is_none() {
+        s.violation(format!(
+            "{what} of {off:#x}, a register the model does not implement (a wrong offset?)"
+        ));
+    }
+    k
+}
+
+pub(crate) fn read(s: &mut State, off: u32) -> u32 {
+    let Some(k) = kind(s, off, "read") else {
+        return 0;
+    };
+    if s.in_reset() && !matches!(k, Kind::Ctrl | Kind::Status) {
+        s.violation(format!("read of {off:#x} while the device is in reset"));
+        return 0;
+    }
+    match k {
+        Kind::Ctrl => s.reg(CTRL) | if s.in_reset() { CTRL_RST } else { 0 },
+        Kind::Status => {
+            if s.link_up() {
+                STATUS_LU | STATUS_FD | 2 << STATUS_SPEED_SHIFT
+            } else {
+                0
+            }
+        }
+        Kind::Eecd => {
+            if s.eeprom_done() {
+                EECD_AUTO_RD
+            } else {
+                0
+            }
+        }
+        Kind::Cause => s.regs.remove(&off).unwrap_or(0),
+        Kind::Rxdctl(q) => {
+            let on = s.rx[q as usize].read_enable();
+            s.reg(off) & !XDCTL_ENABLE | if on { XDCTL_ENABLE } else { 0 }
+        }
+        Kind::Txdctl(q) => {
+            let on = s.tx[q as usize].read_enable();
+            s.reg(off) & !XDCTL_ENABLE | if on { XDCTL_ENABLE } else { 0 }
+        }
+        Kind::Rdh(q) => s.rx[q as usize]
+            .ring
+            .as_ref()
+            .map_or(s.reg(off), |r| r.head() as u32),
+        Kind::Tdh(q) => s.tx[q as usize]
+            .ring
+            .as_ref()
+            .map_or(s.reg(off), |r| r.head() as u32),
+        Kind::Counter => s.counters.remove(&off).unwrap_or(0) as u32,
+        Kind::CounterLo => s.counters.get(&off).copied().unwrap_or(0) as u32,
+        Kind::CounterHi => (s.counters.remove(&(off - 4)).unwrap_or(0) >> 32) as u32,
+        _ => s.reg(off),
+    }
+}
+
+pub(crate) fn write(s: &mut State, off: u32, val: u32) {
+    let Some(k) = kind(s, off, "write") else {
+        return;
+    };
+    if s.in_reset() {
+        s.violation(format!(
+            "write of {val:#x} to {off:#x} while the device is in reset (poll CTRL.RST first)"
+        ));
+        return;
+    }
+    match k {
+        Kind::Status | Kind::Eecd | Kind::Counter | Kind::CounterLo | Kind::CounterHi => {
+            s.violation(format!("write of {val:#x} to read-only register {off:#x}"));
+        }
+        Kind::Ctrl => {
+            if val & CTRL_RST != 0 {
+                s.reset();
+            } else {
+                s.regs.insert(CTRL, val);
+            }
+        }
+        Kind::Eerd => {
+            if val & EERD_START != 0 {
+                let w = (val >> EERD_ADDR_SHIFT) as usize;
+                let m = s.cfg.mac;
+                let data = if w < 3 {
+                    u16::from_le_bytes([m[2 * w], m[2 * w + 1]])
+                } else {
+                    0xFFFF
+                };
+                s.regs
+                    .insert(EERD, EERD_DONE | (data as u32) << EERD_DATA_SHIFT);
+            }
+        }
+        Kind::Mdic => mdic(s, val),
+        Kind::Cause => {
+            let v = s.reg(off) & !val;
+            s.regs.insert(off, v);
+        }
+        Kind::Mask => {
+            s.regs.insert(off, val);
+        }
+        Kind::Rctl => {
+            let (was, on) = (s.reg(RCTL) & RCTL_EN != 0, val & RCTL_EN != 0);
+            if was != on {
+                s.log(Event::RxEnable(on));
+            }
+            s.regs.insert(RCTL, val);
+        }
+        Kind::Tctl => {
+            let (was, on) = (s.reg(TCTL) & TCTL_EN != 0, val & TCTL_EN != 0);
+            if was != on {
+                s.log(Event::TxDmaEnable(on));
+            }
+            s.regs.insert(TCTL, val);
+        }
+        Kind::Mrqc => {
+            let mode = val & MRQC_MODE_MASK;
+            if mode != 0 && mode != MRQC_MODE_RSS {
+                s.violation(format!(
+                    "MRQC mode {mode:#x}: the model implements 0 (none) and 010b (RSS); the \
+                     82599's RSS value 1 is not igb's"
+                ));
+            }
+            s.regs.insert(MRQC, val);
+        }
+        Kind::RxRingCfg(q) | Kind::Rdh(q) => {
+            if s.rx[q as usize].enabled {
+                s.violation(format!(
+                    "RX queue {q} register {off:#x} written while the queue is enabled"
+                ));
+            }
+            s.regs.insert(off, val);
+        }
+        Kind::TxRingCfg(q) | Kind::Tdh(q) => {
+            if s.tx[q as usize].enabled {
+                s.violation(format!(
+                    "TX queue {q} register {off:#x} written while the queue is enabled"
+                ));
+            }
+            s.regs.insert(off, val);
+        }
+        Kind::Rdt(q) => {
+            tail_check(s, off, val, q, true);
+            s.regs.insert(off, val);
+        }
+        Kind::Tdt(q) => {
+            tail_check(s, off, val, q, false);
+            s.regs.insert(off, val);
+            super::datapath::transmit(s, q);
+        }
+        Kind::Rxdctl(q) => queue_enable(s, off, q, val, true),
+        Kind::Txdctl(q) => queue_enable(s, off, q, val, false),
+        Kind::Plain => {
+            s.regs.insert(off, val);
+        }
+    }
+}
+
+/// MDIC: PHY register access at PHY address 1; completes at once.
+fn mdic(s: &mut State, val: u32) {
+    let reg = (val >> MDIC_REG_SHIFT) & 0x1f;
+    let addr = (val >> MDIC_PHY_SHIFT) & 0x1f;
+    if addr != phy::PHY_ADDR {
+        s.regs.insert(MDIC, val | MDIC_READY | MDIC_ERROR);
+        return;
+    }
+    let data = if val & MDIC_OP_WRITE != 0 {
+        if reg == phy::PHY_CTRL {
+            let d = val as u16;
+            if d & phy::BMCR_RESTART_AN != 0 && d & phy::BMCR_PDOWN == 0 {
+                s.an_at = Some(std::time::Instant::now());
+            }
+            s.bmcr = d & !phy::BMCR_RESTART_AN;
+        }
+        val & MDIC_DATA_MASK
+    } else {
+        match reg {
+            r if r == phy::PHY_CTRL => s.bmcr as u32,
+            r if r == phy::PHY_STATUS && s.link_up() => {
+                (phy::BMSR_LSTATUS | phy::BMSR_ANEGCOMPLETE) as u32
+            }
+            _ => 0,
+        }
+    };
+    s.regs
+        .insert(MDIC, (val & !MDIC_DATA_MASK) | data | MDIC_READY);
+}
+
+fn tail_check(s: &mut State, off: u32, val: u32, q: u16, rx: bool) {
+    let st = if rx {
+        &s.rx[q as usize]
+    } else {
+        &s.tx[q as usize]
+    };
+    let count = st.ring.as_ref().map(|r| r.count() as u32);
+    if !st.latched_on() && val != 0 {
+        s.violation(format!(
+            "tail {off:#x} of queue {q} set to {val} before the queue's enable latched"
+        ));
+    }
+    if let Some(c) = count.filter(|&c| val >= c) {
+        s.violation(format!(
+            "tail {off:#x} = {val} beyond the {c}-descriptor ring"
+        ));
+    }
+}
+
+fn queue_enable(s: &mut State, off: u32, q: u16, val: u32, rx: bool) {
+    let st = if rx {
+        &s.rx[q as usize]
+    } else {
+        &s.tx[q as usize]
+    };
+    let (was, on) = (st.enabled, val & XDCTL_ENABLE != 0);
+    s.regs.insert(off, val & !XDCTL_ENABLE);
+    if on == was {
+        return;
+    }
+    let latch = s.cfg.latch_reads;
+    let (name, event) = if rx {
+        ("RXDCTL", Event::RxQueue(q, on))
+    } else {
+        ("TXDCTL", Event::TxQueue(q, on))
+    };
+    if on {
+        let (base, len) = if rx {
+            (s.rx_base(q), s.reg(rdlen(q)))
+        } else {
+            (s.tx_base(q), s.reg(tdlen(q)))
+        };
+        let srrctl = s.reg(srrctl(q));
+        let problem = if rx && srrctl & (0x7 << 25) != SRRCTL_DESCTYPE_ADV_ONEBUF {
+            Some(format!(
+                "SRRCTL({q}) does not select advanced one-buffer descriptors"
+            ))
+        } else if rx && srrctl & SRRCTL_BSIZEPKT_MASK == 0 {
+            Some(format!("SRRCTL({q}).BSIZEPKT is 0"))
+        } else if len == 0 || len % 128 != 0 || base % 128 != 0 {
+            Some(format!(
+                "base {base:#x} / length {len} not 128-byte aligned"
+            ))
+        } else {
+            None
+        };
+        let ring = s.iommu.ring(base, (len / 16) as u16);
+        match (problem, ring) {
+            (None, Some(ring)) => {
+                let st = if rx {
+                    &mut s.rx[q as usize]
+                } else {
+                    &mut s.tx[q as usize]
+                };
+                st.ring = Some(ring);
+                st.enabled = true;
+                st.latch_reads = latch;
+                s.log(event);
+            }
+            (p, _) => s.violation(format!(
+                "{name}({q}).ENABLE set but the ring is not configured: {}",
+                p.unwrap_or_else(|| format!("base {base:#x} is not mapped in the IOMMU"))
+            )),
+        }
+    } else {
+        let st = if rx {
+            &mut s.rx[q as usize]
+        } else {
+            &mut s.tx[q as usize]
+        };
+        st.enabled = false;
+        st.ring = None;
+        st.latch_reads = latch;
+        s.log(event);
+    }
+}

@@ -1,0 +1,180 @@
+//! The software 82576's state.
+
+use crate::model::iommu::Mappings;
+use crate::model::{Event, ModelConfig, QueueState, RegisterModel};
+use pollnic_hw::igb::{bits::*, phy, regs::*};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Queues the model implements (the 82576's 16).
+pub(crate) const QUEUES: usize = 16;
+
+pub(crate) struct State {
+    pub cfg: ModelConfig,
+    pub regs: HashMap<u32, u32>,
+    pub counters: HashMap<u32, u64>,
+    pub reset_at: Option<Instant>,
+    /// When the PHY's autonegotiation was last restarted.
+    pub an_at: Option<Instant>,
+    /// PHY control register (BMCR).
+    pub bmcr: u16,
+    pub rx: Vec<QueueState>,
+    pub tx: Vec<QueueState>,
+    pub iommu: Mappings,
+    pub bus_master: bool,
+    pub wire: Vec<Vec<u8>>,
+    pub partial: Vec<u8>,
+    pub violations: Vec<String>,
+    pub events: Vec<Event>,
+}
+
+impl State {
+    pub fn new(cfg: ModelConfig) -> State {
+        let mut s = State {
+            cfg,
+            regs: HashMap::new(),
+            counters: HashMap::new(),
+            reset_at: None,
+            an_at: None,
+            bmcr: 0,
+            rx: (0..QUEUES).map(|_| QueueState::default()).collect(),
+            tx: (0..QUEUES).map(|_| QueueState::default()).collect(),
+            iommu: Mappings::default(),
+            bus_master: true,
+            wire: Vec::new(),
+            partial: Vec::new(),
+            violations: Vec::new(),
+            events: Vec::new(),
+        };
+        s.load_defaults();
+        s
+    }
+
+    /// Record a broken rule; strict models panic here, at the culprit.
+    pub fn violation(&mut self, msg: String) {
+        let msg = format!("software 82576: {msg}");
+        self.violations.push(msg.clone());
+        if self.cfg.strict {
+            panic!("{msg}");
+        }
+    }
+
+    /// Registers after reset: the EEPROM's MAC in RAL0/RAH0, the rest 0
+    /// (SRRCTL: 2 KiB buffers, legacy descriptors; PHY powered, no autoneg).
+    fn load_defaults(&mut self) {
+        self.regs.clear();
+        self.counters.clear();
+        let m = self.cfg.mac;
+        self.regs
+            .insert(RAL0, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+        self.regs
+            .insert(RAH0, u32::from_le_bytes([m[4], m[5], 0, 0]) | RAH_AV);
+        for q in 0..QUEUES as u16 {
+            self.regs.insert(srrctl(q), 2);
+        }
+        for q in self.rx.iter_mut().chain(self.tx.iter_mut()) {
+            *q = QueueState::default();
+        }
+        self.an_at = None;
+        self.bmcr = phy::BMCR_AUTOEN;
+        self.partial.clear();
+    }
+
+    pub fn reset(&mut self) {
+        self.load_defaults();
+        self.reset_at = Some(Instant::now());
+        self.log(Event::Reset);
+    }
+
+    pub fn in_reset(&self) -> bool {
+        match (self.reset_at, self.cfg.reset_time) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(t), Some(d)) => t.elapsed() < d,
+        }
+    }
+
+    /// EECD.AUTO_RD.
+    pub fn eeprom_done(&self) -> bool {
+        match (self.reset_at, self.cfg.reset_time) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(t), Some(d)) => t.elapsed() >= d + self.cfg.eeprom_time,
+        }
+    }
+
+    /// STATUS.LU: CTRL.SLU set and autonegotiation restarted long enough ago.
+    pub fn link_up(&self) -> bool {
+        self.reg(CTRL) & CTRL_SLU != 0
+            && match (self.an_at, self.cfg.link_time) {
+                (Some(t), Some(d)) => t.elapsed() >= d,
+                _ => false,
+            }
+    }
+
+    pub fn reg(&self, off: u32) -> u32 {
+        self.regs.get(&off).copied().unwrap_or(0)
+    }
+
+    fn base(&self, lo: u32, hi: u32) -> u64 {
+        self.reg(lo) as u64 | (self.reg(hi) as u64) << 32
+    }
+    pub fn rx_base(&self, q: u16) -> u64 {
+        self.base(rdbal(q), rdbah(q))
+    }
+    pub fn tx_base(&self, q: u16) -> u64 {
+        self.base(tdbal(q), tdbah(q))
+    }
+}
+
+impl RegisterModel for State {
+    fn read(&mut self, off: u32) -> u32 {
+        super::regs::read(self, off)
+    }
+    fn write(&mut self, off: u32, val: u32) {
+        super::regs::write(self, off, val)
+    }
+    fn mappings(&mut self) -> &mut Mappings {
+        &mut self.iommu
+    }
+    fn unmapping(&mut self, iova: u64, len: usize) {
+        if self.bus_master {
+            let busy = self
+                .rx
+                .iter()
+                .position(|q| q.enabled)
+                .map(|q| format!("RX queue {q} is enabled"))
+                .or_else(|| {
+                    self.tx
+                        .iter()
+                        .position(|q| q.enabled)
+                        .map(|q| format!("TX queue {q} is enabled"))
+                });
+            if let Some(why) = busy {
+                self.violation(format!(
+                    "DMA memory at IOVA {iova:#x} ({len} bytes) freed while the device can \
+                     still DMA ({why}, bus mastering on): stop the queues and reset first"
+                ));
+            }
+        }
+        let inside = |b: u64| b >= iova && b < iova + len as u64;
+        for q in 0..QUEUES as u16 {
+            if inside(self.rx_base(q)) {
+                let st = &mut self.rx[q as usize];
+                st.ring = None;
+                st.enabled = false;
+            }
+            if inside(self.tx_base(q)) {
+                let st = &mut self.tx[q as usize];
+                st.ring = None;
+                st.enabled = false;
+            }
+        }
+    }
+    fn log(&mut self, e: Event) {
+        self.events.push(e);
+    }
+    fn bus_master_off(&mut self) {
+        self.bus_master = false;
+    }
+}

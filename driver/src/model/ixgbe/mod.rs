@@ -1,0 +1,149 @@
+//! A software 82599: a register-level model of the device's side, for host
+//! tests of the ixgbe back end with no NIC. `Device` runs over it through
+//! the same [`DeviceIo`] / [`crate::io::DeviceBar`] seam as over VFIO: the same
+//! bring-up, rings, tail writes and shutdown.
+//!
+//! What it models:
+//! - every register bring-up polls, behaving like the part: CTRL.RST
+//!   self-clears after [`ModelConfig::reset_time`], then EEC.ARD and
+//!   RDRXCTL.DMAIDONE come, LINKS.UP rises [`ModelConfig::link_time`] after
+//!   AUTOC.AN_RESTART, and RXDCTL/TXDCTL.ENABLE read back their new value
+//!   only after [`ModelConfig::latch_reads`] reads (so a driver that does not
+//!   poll the latch is caught);
+//! - RX: L2 filter (RAL/RAH, BAM, UPE/MPE), RSS (Toeplitz with RSSRK over
+//!   the types MRQC enables, RETA lookup), CRC strip, DMA into the advanced
+//!   descriptors of the chosen queue with DD/EOP, length, hash and RSS type;
+//!   drops counted in QPRDC (DROP_EN) or MPC;
+//! - TX: on a TDT write, the ring is walked and sent (as QEMU's igb does),
+//!   DD written back where RS asks, frames padded to 60 bytes (TXPADEN);
+//! - clear-on-read counters (GPRC, GORC, GPTC, GOTC, BPRC, MPRC, MPC, QPRDC);
+//! - an IOMMU: DMA only inside mappings the driver made, IOVAs unrelated
+//!   to virtual addresses.
+//!
+//! It is strict: a write the part would reject or a step out of order (a
+//! register written during reset or before DMA init, RX queue registers
+//! written with the receiver on (the part allows that for a disabled queue,
+//! §4.6.7.1, but the §4.6.7 sequence never does it), RXEN before any queue
+//! is enabled,
+//! TXDCTL.ENABLE before DMATXCTL.TE, a tail written before the enable
+//! latched or beyond the ring, MTQC changed with the arbiter on, an MRQC
+//! mode other than RSS, reserved RETA bits, a read-only register written, an
+//! unknown offset, DMA memory freed while a queue can still DMA) is a
+//! violation: with [`ModelConfig::strict`] (the default) it panics at the
+//! culprit, otherwise it is recorded for [`Soft82599::violations`].
+//!
+//! What it does not model: the PHY, SFP+ modules and their I2C, link
+//! partners and speeds other than 10 Gb/s, real DMA timing and descriptor
+//! prefetch/write-back thresholds, interrupts, flow control, DCB,
+//! virtualization, flow director, checksum offloads, VLAN, jumbo frames,
+//! multicast table lookups, GPRC also counting missed frames (the hardware
+//! quirk Linux corrects), and packet-buffer overflow timing (a frame with no
+//! descriptor is dropped at once).
+
+mod datapath;
+mod regs;
+mod state;
+
+pub use crate::model::{Event, ModelConfig, RxOutcome, SoftBar};
+
+use crate::config::DeviceConfig;
+use crate::device::{Device, DeviceIdent};
+use crate::error::Result;
+use crate::io::DeviceIo;
+use crate::model::{lock, SharedModel, SoftIo};
+use state::State;
+use std::sync::{Arc, Mutex};
+
+/// A software 82599 port. Cheap to clone; every clone is the same device.
+#[derive(Clone)]
+pub struct Soft82599 {
+    shared: Arc<Mutex<State>>,
+}
+
+impl Default for Soft82599 {
+    fn default() -> Self {
+        Self::new(ModelConfig::default())
+    }
+}
+
+/// The PCI address the model reports in messages (bus 0x5e, not a real slot here).
+pub const MODEL_ADDR: &str = "0000:5e:00.0";
+
+impl Soft82599 {
+    /// A powered-on device (EEPROM loaded, link down).
+    pub fn new(cfg: ModelConfig) -> Self {
+        Soft82599 {
+            shared: Arc::new(Mutex::new(State::new(cfg))),
+        }
+    }
+
+    /// The identity `Device` sees: an 82599ES SFP+ (8086:10fb) at [`MODEL_ADDR`].
+    pub fn ident(&self) -> DeviceIdent {
+        DeviceIdent {
+            addr: MODEL_ADDR.parse().expect("valid address"),
+            vendor: pollnic_hw::ixgbe::VENDOR_INTEL,
+            device: pollnic_hw::ixgbe::DEV_ID_82599_SFP,
+            name: "82599ES 10-Gigabit SFI/SFP+ Network Connection (software model)".into(),
+        }
+    }
+
+    /// What `Device` runs over: the model's BAR0 and IOMMU.
+    pub fn io(&self) -> Box<dyn DeviceIo> {
+        Box::new(SoftIo::new(self.dyn_shared()))
+    }
+
+    fn dyn_shared(&self) -> SharedModel {
+        self.shared.clone()
+    }
+
+    /// Open a [`Device`] on this model (`Device::open_on` with [`Self::io`]
+    /// and [`Self::ident`]).
+    ///
+    /// # Errors
+    /// Those of [`Device::open_on`].
+    pub fn open(&self, cfg: &DeviceConfig) -> Result<Device> {
+        Device::open_on(self.io(), self.ident(), cfg)
+    }
+
+    /// A frame arrives from the wire (without FCS).
+    pub fn receive(&self, frame: &[u8]) -> RxOutcome {
+        datapath::receive(&mut lock(&self.shared), frame)
+    }
+
+    /// Frames sent on the wire since the last call (without FCS).
+    pub fn take_tx_frames(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut lock(&self.shared).wire)
+    }
+
+    /// Violations recorded so far (empty for a driver that kept every rule).
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.shared).violations.clone()
+    }
+
+    /// What the model saw, in order.
+    pub fn events(&self) -> Vec<Event> {
+        lock(&self.shared).events.clone()
+    }
+
+    /// Current value of the register at `off` as stored (no read side effect).
+    pub fn peek(&self, off: u32) -> u32 {
+        lock(&self.shared).reg(off)
+    }
+
+    /// Live DMA mappings (IOVA, length).
+    pub fn mappings(&self) -> Vec<(u64, usize)> {
+        lock(&self.shared)
+            .iommu
+            .list
+            .iter()
+            .map(|m| (m.iova, m.len))
+            .collect()
+    }
+
+    /// Registers as the driver sees them (for tests that drive the model by hand).
+    pub fn regs(&self) -> SoftBar {
+        SoftBar {
+            shared: self.dyn_shared(),
+        }
+    }
+}

@@ -1,0 +1,557 @@
+//! The model's register file: which offsets exist, what reading and writing
+//! each one does, and the rules a driver must keep (each broken rule is a
+//! violation naming the register and the rule).
+
+use super::state::{State, QUEUES};
+use crate::model::{Event, RegisterModel};
+use pollnic_hw::ixgbe::stats::{Width, COUNTERS};
+use pollnic_hw::ixgbe::{bits::*, regs::*};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// What a register offset is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Stored as written, no side effect.
+    Plain,
+    Ctrl,
+    Status,
+    Eec,
+    Eerd,
+    Eicr,
+    Eims,
+    Eimc,
+    Autoc,
+    Links,
+    Rxctrl,
+    Rdrxctl,
+    Mrqc,
+    Reta,
+    Secrxstat,
+    Sectxstat,
+    Dmatxctl,
+    Mtqc,
+    /// A per-queue RX ring register (base, length, SRRCTL) of queue q.
+    RxRingCfg(u16),
+    Rdh(u16),
+    Rdt(u16),
+    Rxdctl(u16),
+    TxRingCfg(u16),
+    Tdh(u16),
+    Tdt(u16),
+    Txdctl(u16),
+    /// A 32-bit clear-on-read counter.
+    Counter,
+    /// The low half of a 64-bit counter pair.
+    CounterLo,
+    /// The high half (reading it clears the pair).
+    CounterHi,
+}
+
+/// Every register the model implements, by offset.
+pub(crate) fn kinds() -> &'static HashMap<u32, Kind> {
+    static K: OnceLock<HashMap<u32, Kind>> = OnceLock::new();
+    K.get_or_init(|| {
+        use Kind::*;
+        let mut m = HashMap::new();
+        for (o, k) in [
+            (CTRL, Ctrl),
+            (STATUS, Status),
+            (CTRL_EXT, Plain),
+            (EEC, Eec),
+            (EERD, Eerd),
+            (EICR, Eicr),
+            (EIAC, Plain),
+            (EIMS, Eims),
+            (EIMC, Eimc),
+            (eimc_ex(0), Eimc),
+            (eimc_ex(1), Eimc),
+            (GPIE, Plain),
+            (HLREG0, Plain),
+            (MAXFRS, Plain),
+            (AUTOC, Autoc),
+            (LINKS, Links),
+            (AUTOC2, Plain),
+            (RXCTRL, Rxctrl),
+            (RDRXCTL, Rdrxctl),
+            (FCTRL, Plain),
+            (VLNCTRL, Plain),
+            (RXCSUM, Plain),
+            (MRQC, Mrqc),
+            (SECRXCTRL, Plain),
+            (SECRXSTAT, Secrxstat),
+            (DMATXCTL, Dmatxctl),
+            (RTTDCS, Plain),
+            (MTQC, Mtqc),
+            (DTXMXSZRQ, Plain),
+            (PFDTXGSWC, Plain),
+            (SECTXCTRL, Plain),
+            (SECTXSTAT, Sectxstat),
+        ] {
+            m.insert(o, k);
+        }
+        for n in 0..8 {
+            m.insert(rxpbsize(n), Plain);
+            m.insert(txpbsize(n), Plain);
+            m.insert(txpbthresh(n), Plain);
+        }
+        for n in 0..128 {
+            m.insert(mta(n), Plain);
+            m.insert(ral(n), Plain);
+            m.insert(rah(n), Plain);
+        }
+        for n in 0..32 {
+            m.insert(reta(n), Reta);
+            m.insert(rqsmr(n), Plain);
+            m.insert(tqsm(n), Plain);
+        }
+        for n in 0..10 {
+            m.insert(rssrk(n), Plain);
+        }
+        for n in 0..64 {
+            m.insert(psrtype(n), Plain);
+        }
+        for q in 0..QUEUES as u16 {
+            for o in [rdbal(q), rdbah(q), rdlen(q), srrctl(q)] {
+                m.insert(o, RxRingCfg(q));
+            }
+            m.insert(rdh(q), Rdh(q));
+            m.insert(rdt(q), Rdt(q));
+            m.insert(rxdctl(q), Rxdctl(q));
+            m.insert(dca_rxctrl(q), Plain);
+            for o in [tdbal(q), tdbah(q), tdlen(q)] {
+                m.insert(o, TxRingCfg(q));
+            }
+            m.insert(tdh(q), Tdh(q));
+            m.insert(tdt(q), Tdt(q));
+            m.insert(txdctl(q), Txdctl(q));
+            m.insert(dca_txctrl(q), Plain);
+        }
+        for c in COUNTERS {
+            match c.width {
+                Width::Bits32(o) => m.insert(o, Counter),
+                Width::Bits64 { lo, hi } => {
+                    m.insert(lo, CounterLo);
+                    m.insert(hi, CounterHi)
+                }
+            };
+        }
+        m
+    })
+}
+
+fn kind(s: &mut State, off: u32, what: &str) -> Option<Kind> {
+    if off % 4 != 0 {
+        s.violation(format!("unaligned {what} at {off:#x}"));
+        return None;
+    }
+    let k = kinds().get(&off).copied();
+    if k.is_none() {
+        s.violation(format!(
+            "{what} of {off:#x}, a register the model does not implement (a wrong offset?)"
+        ));
+    }
+    k
+}
+
+/// A register read.
+pub(crate) fn read(s: &mut State, off: u32) -> u32 {
+    let Some(k) = kind(s, off, "read") else {
+        return 0;
+    };
+    if s.in_reset() && !matches!(k, Kind::Ctrl | Kind::Status) {
+        s.violation(format!(
+            "read of {off:#x} while the device is in reset (poll CTRL.RST first)"
+        ));
+        return 0;
+    }
+    match k {
+        Kind::Ctrl => s.reg(CTRL) | if s.in_reset() { CTRL_RST_MASK } else { 0 },
+        Kind::Status => {
+            if s.bus_master && s.reg(CTRL) & CTRL_GIO_DIS == 0 {
+                STATUS_GIO
+            } else {
+                0
+            }
+        }
+        Kind::Eec => EEC_PRES | if s.eeprom_done() { EEC_ARD } else { 0 },
+        Kind::Rdrxctl => {
+            s.reg(RDRXCTL)
+                | if s.dma_init_done() {
+                    RDRXCTL_DMAIDONE
+                } else {
+                    0
+                }
+        }
+        Kind::Links => {
+            if s.link_up() {
+                LINKS_UP | LINKS_SPEED_10G | LINKS_KX_AN_COMP
+            } else {
+                0
+            }
+        }
+        Kind::Eicr => {
+            let v = s.reg(EICR);
+            s.regs.insert(EICR, 0);
+            v
+        }
+        Kind::Secrxstat => {
+            if s.reg(SECRXCTRL) & SECRXCTRL_RX_DIS != 0 {
+                SECRXSTAT_SECRX_RDY
+            } else {
+                0
+            }
+        }
+        Kind::Sectxstat => SECTXSTAT_SECTX_RDY,
+        Kind::Rxdctl(q) => {
+            let on = s.rx[q as usize].read_enable();
+            s.reg(off) & !XDCTL_ENABLE | if on { XDCTL_ENABLE } else { 0 }
+        }
+        Kind::Txdctl(q) => {
+            let on = s.tx[q as usize].read_enable();
+            s.reg(off) & !XDCTL_ENABLE | if on { XDCTL_ENABLE } else { 0 }
+        }
+        Kind::Rdh(q) => match &s.rx[q as usize].ring {
+            Some(r) => r.head() as u32,
+            None => s.reg(off),
+        },
+        Kind::Tdh(q) => match &s.tx[q as usize].ring {
+            Some(r) => r.head() as u32,
+            None => s.reg(off),
+        },
+        Kind::Counter => s.counters.remove(&off).unwrap_or(0) as u32,
+        Kind::CounterLo => s.counters.get(&off).copied().unwrap_or(0) as u32,
+        Kind::CounterHi => (s.counters.remove(&(off - 4)).unwrap_or(0) >> 32) as u32,
+        _ => s.reg(off),
+    }
+}
+
+/// Registers software may write before the EEPROM and DMA init are done.
+fn allowed_early(k: Kind) -> bool {
+    matches!(k, Kind::Ctrl | Kind::Eimc | Kind::Eims | Kind::Eicr)
+}
+
+/// A register write.
+pub(crate) fn write(s: &mut State, off: u32, val: u32) {
+    let Some(k) = kind(s, off, "write") else {
+        return;
+    };
+    if s.in_reset() {
+        s.violation(format!(
+            "write of {val:#x} to {off:#x} while the device is in reset (poll CTRL.RST first)"
+        ));
+        return;
+    }
+    let init_done = s.eeprom_done() && s.dma_init_done();
+    if !init_done && !allowed_early(k) {
+        s.violation(format!(
+            "write of {val:#x} to {off:#x} before the EEPROM auto-read and DMA init completed \
+             (wait for EEC.ARD and RDRXCTL.DMAIDONE, 82599 datasheet §4.6.3)"
+        ));
+        return;
+    }
+    match k {
+        Kind::Status
+        | Kind::Eec
+        | Kind::Links
+        | Kind::Secrxstat
+        | Kind::Sectxstat
+        | Kind::Counter
+        | Kind::CounterLo
+        | Kind::CounterHi => {
+            s.violation(format!("write of {val:#x} to read-only register {off:#x}"));
+        }
+        Kind::Ctrl => {
+            if val & CTRL_RST_MASK != 0 {
+                s.reset();
+            } else {
+                s.regs.insert(CTRL, val);
+            }
+        }
+        Kind::Eerd => {
+            // Reads complete at once; the model's EEPROM holds the MAC in words 0..3.
+            if val & EERD_START != 0 {
+                let word = (val >> EERD_ADDR_SHIFT) as usize;
+                let m = s.cfg.mac;
+                let data = if word < 3 {
+                    u16::from_le_bytes([m[2 * word], m[2 * word + 1]])
+                } else {
+                    0xFFFF
+                };
+                s.regs.insert(
+                    EERD,
+                    (val & !EERD_START) | EERD_DONE | (data as u32) << EERD_DATA_SHIFT,
+                );
+            }
+        }
+        Kind::Eicr => {
+            let v = s.reg(EICR) & !val;
+            s.regs.insert(EICR, v);
+        }
+        Kind::Eims => {
+            let v = s.reg(EIMS) | val;
+            s.regs.insert(EIMS, v);
+        }
+        Kind::Eimc => {
+            if off == EIMC {
+                let v = s.reg(EIMS) & !val;
+                s.regs.insert(EIMS, v);
+            }
+        }
+        Kind::Autoc => {
+            if val & AUTOC_AN_RESTART != 0 {
+                s.an_at = Some(std::time::Instant::now());
+            }
+            s.regs.insert(AUTOC, val & !AUTOC_AN_RESTART);
+        }
+        Kind::Rdrxctl => {
+            s.regs.insert(RDRXCTL, val & !RDRXCTL_DMAIDONE);
+        }
+        Kind::Mrqc => {
+            let mrqe = val & MRQC_MRQE_MASK;
+            if mrqe > MRQC_MRQE_RSS {
+                s.violation(format!(
+                    "MRQC.MRQE = {mrqe:#x}: the model implements 0 (no RSS) and 1 (RSS only); \
+                     other values select DCB/virtualization modes (igb's RSS value 2 is not \
+                     the 82599's)"
+                ));
+            }
+            s.regs.insert(MRQC, val);
+        }
+        Kind::Reta => {
+            if val & !(RETA_ENTRY_MASK * 0x0101_0101) != 0 {
+                s.violation(format!(
+                    "RETA register {off:#x} = {val:#x}: 82599 entries have 4 bits (bits 7:4 of \
+                     each byte are reserved)"
+                ));
+            }
+            s.regs.insert(off, val);
+        }
+        Kind::Mtqc => {
+            if s.reg(RTTDCS) & RTTDCS_ARBDIS == 0 {
+                s.violation(
+                    "MTQC written with the TX arbiter running (set RTTDCS.ARBDIS first)".into(),
+                );
+            }
+            s.regs.insert(MTQC, val);
+        }
+        Kind::Rxctrl => rxctrl(s, val),
+        Kind::Dmatxctl => dmatxctl(s, val),
+        Kind::RxRingCfg(q) => {
+            if s.rx[q as usize].enabled || s.reg(RXCTRL) & RXCTRL_RXEN != 0 {
+                // Stricter than the part: §4.6.7.1 allows a disabled queue to
+                // be set up with the receiver on, but the initialization
+                // sequence pollnic follows (§4.6.7) configures every queue
+                // with RXEN off, so anything else is a change of order.
+                s.violation(format!(
+                    "RX queue {q} register {off:#x} written while the queue or the receiver \
+                     is enabled (the §4.6.7 initialization configures RX queues with \
+                     RXCTRL.RXEN off)"
+                ));
+            }
+            s.regs.insert(off, val);
+        }
+        Kind::TxRingCfg(q) => {
+            if s.tx[q as usize].enabled {
+                s.violation(format!(
+                    "TX queue {q} register {off:#x} written while the queue is enabled"
+                ));
+            }
+            s.regs.insert(off, val);
+        }
+        Kind::Rdh(q) | Kind::Tdh(q) => {
+            let running = match k {
+                Kind::Rdh(_) => s.rx[q as usize].enabled,
+                _ => s.tx[q as usize].enabled,
+            };
+            if running {
+                s.violation(format!(
+                    "head register {off:#x} of running queue {q} written"
+                ));
+            }
+            s.regs.insert(off, val);
+        }
+        Kind::Rdt(q) => {
+            tail_check(s, off, val, q, true);
+            s.regs.insert(off, val);
+        }
+        Kind::Tdt(q) => {
+            tail_check(s, off, val, q, false);
+            s.regs.insert(off, val);
+            super::datapath::transmit(s, q);
+        }
+        Kind::Rxdctl(q) => rxdctl_write(s, off, q, val),
+        Kind::Txdctl(q) => txdctl_write(s, off, q, val),
+        Kind::Plain => {
+            s.regs.insert(off, val);
+        }
+    }
+}
+
+fn tail_check(s: &mut State, off: u32, val: u32, q: u16, rx: bool) {
+    let st = if rx {
+        &s.rx[q as usize]
+    } else {
+        &s.tx[q as usize]
+    };
+    let count = st.ring.as_ref().map(|r| r.count() as u32);
+    // Software may give descriptors to a queue only once it has seen the
+    // enable latch (its reads used up the latch delay).
+    let enabled = st.latched_on();
+    if !enabled && val != 0 {
+        s.violation(format!(
+            "tail {off:#x} of queue {q} set to {val} before the queue's enable latched \
+             (write the tail after RXDCTL/TXDCTL.ENABLE reads back 1, 82599 §4.6.7/§4.6.8)"
+        ));
+    }
+    if let Some(c) = count.filter(|&c| val >= c) {
+        s.violation(format!(
+            "tail {off:#x} = {val} beyond the {c}-descriptor ring"
+        ));
+    }
+}
+
+fn rxctrl(s: &mut State, val: u32) {
+    let was = s.reg(RXCTRL) & RXCTRL_RXEN != 0;
+    let on = val & RXCTRL_RXEN != 0;
+    if on && !was {
+        if !s.rx.iter().any(|q| q.latched_on()) {
+            s.violation(
+                "RXCTRL.RXEN set before any RX queue was configured and enabled (82599 §4.6.7: \
+                 the receive enable comes last)"
+                    .into(),
+            );
+        }
+        let hl = s.reg(HLREG0) & HLREG0_RXCRCSTRP != 0;
+        let rd = s.reg(RDRXCTL) & RDRXCTL_CRCSTRIP != 0;
+        if hl != rd {
+            s.violation(format!(
+                "RXCTRL.RXEN set with HLREG0.RXCRCSTRP = {hl} but RDRXCTL.CRCSTRIP = {rd}: the \
+                 82599 needs both the same"
+            ));
+        }
+        let total: u32 = (0..8).map(|n| s.reg(rxpbsize(n))).sum();
+        if total > RXPBSIZE_MAX {
+            s.violation(format!(
+                "RX packet buffers add up to {total:#x} bytes, more than the 512 KiB there are"
+            ));
+        }
+    }
+    if on != was {
+        s.log(Event::RxEnable(on));
+    }
+    s.regs.insert(RXCTRL, val);
+}
+
+fn dmatxctl(s: &mut State, val: u32) {
+    let was = s.reg(DMATXCTL) & DMATXCTL_TE != 0;
+    let on = val & DMATXCTL_TE != 0;
+    if on && !was {
+        let total: u32 = (0..8).map(|n| s.reg(txpbsize(n))).sum();
+        if total > TXPBSIZE_MAX {
+            s.violation(format!(
+                "TX packet buffers add up to {total:#x} bytes, more than the 160 KiB there are"
+            ));
+        }
+    }
+    if on != was {
+        s.log(Event::TxDmaEnable(on));
+    }
+    s.regs.insert(DMATXCTL, val);
+}
+
+/// Check a ring's registers when its queue is enabled; the device side of
+/// the ring, or why not.
+fn ring_for(s: &State, base: u64, len: u32) -> Result<pollnic_rings::model::DeviceRing, String> {
+    if len == 0 || len % 128 != 0 || len / 16 > 32768 {
+        return Err(format!(
+            "length {len} is not a non-zero multiple of 128 bytes"
+        ));
+    }
+    if base % 128 != 0 {
+        return Err(format!("base {base:#x} is not 128-byte aligned"));
+    }
+    s.iommu
+        .ring(base, (len / 16) as u16)
+        .ok_or_else(|| format!("base {base:#x}..+{len} is not mapped in the IOMMU"))
+}
+
+fn rxdctl_write(s: &mut State, off: u32, q: u16, val: u32) {
+    let st = &s.rx[q as usize];
+    let (was, on) = (st.enabled, val & XDCTL_ENABLE != 0);
+    s.regs.insert(off, val & !XDCTL_ENABLE);
+    if on == was {
+        return;
+    }
+    if on {
+        let srrctl = s.reg(srrctl(q));
+        let problem = if srrctl & SRRCTL_DESCTYPE_MASK != SRRCTL_DESCTYPE_ADV_ONEBUF {
+            Err(format!(
+                "SRRCTL({q}).DESCTYPE is not advanced one-buffer ({srrctl:#x})"
+            ))
+        } else if srrctl & SRRCTL_BSIZEPKT_MASK == 0 {
+            Err(format!("SRRCTL({q}).BSIZEPKT is 0"))
+        } else {
+            ring_for(s, super::state::rx_base(&s.regs, q), s.reg(rdlen(q)))
+        };
+        match problem {
+            Ok(ring) => {
+                if s.reg(rdh(q)) != 0 {
+                    s.violation(format!("RXDCTL({q}).ENABLE set with RDH({q}) != 0"));
+                }
+                let st = &mut s.rx[q as usize];
+                st.ring = Some(ring);
+                st.enabled = true;
+                st.latch_reads = s.cfg.latch_reads;
+                s.log(Event::RxQueue(q, true));
+            }
+            Err(e) => s.violation(format!(
+                "RXDCTL({q}).ENABLE set but the ring is not configured: {e}"
+            )),
+        }
+    } else {
+        let latch = s.cfg.latch_reads;
+        let st = &mut s.rx[q as usize];
+        st.enabled = false;
+        st.ring = None;
+        st.latch_reads = latch;
+        s.log(Event::RxQueue(q, false));
+    }
+}
+
+fn txdctl_write(s: &mut State, off: u32, q: u16, val: u32) {
+    let st = &s.tx[q as usize];
+    let (was, on) = (st.enabled, val & XDCTL_ENABLE != 0);
+    s.regs.insert(off, val & !XDCTL_ENABLE);
+    if on == was {
+        return;
+    }
+    if on {
+        if s.reg(DMATXCTL) & DMATXCTL_TE == 0 {
+            s.violation(format!(
+                "TXDCTL({q}).ENABLE set before DMATXCTL.TE (the transmit DMA must be enabled \
+                 first, Linux ixgbe_configure_tx)"
+            ));
+            return;
+        }
+        match ring_for(s, super::state::tx_base(&s.regs, q), s.reg(tdlen(q))) {
+            Ok(ring) => {
+                let st = &mut s.tx[q as usize];
+                st.ring = Some(ring);
+                st.enabled = true;
+                st.latch_reads = s.cfg.latch_reads;
+                s.log(Event::TxQueue(q, true));
+            }
+            Err(e) => s.violation(format!(
+                "TXDCTL({q}).ENABLE set but the ring is not configured: {e}"
+            )),
+        }
+    } else {
+        let latch = s.cfg.latch_reads;
+        let st = &mut s.tx[q as usize];
+        st.enabled = false;
+        st.ring = None;
+        st.latch_reads = latch;
+        s.log(Event::TxQueue(q, false));
+    }
+}

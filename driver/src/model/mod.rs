@@ -1,0 +1,256 @@
+//! Software device models (cargo feature `model`): a software 82576
+//! ([`igb::Soft82576`]) and 82599 ([`ixgbe::Soft82599`]) that [`crate::Device`]
+//! drives through [`crate::Device::open_on`], the same code as a real NIC, for
+//! host tests and benches without a NIC, a VM or hugepages.
+//!
+//! What they share: the seam `Device` runs over ([`SoftBar`] as its BAR,
+//! `SoftIo` as its [`DeviceIo`]), the IOMMU (`crate::sys::model_dma`),
+//! the queue enable latch (`QueueState`), the [`Event`] log, and frame
+//! handling both MACs do alike (`wire`: FCS, the RSS hash input by MRQC field
+//! bits, which sit at the same positions on the 82576 and the 82599). Each
+//! family's model implements the crate-private `RegisterModel` for its
+//! register file.
+
+pub mod igb;
+pub mod ixgbe;
+pub mod third_family;
+pub(crate) mod wire;
+
+/// The models' IOMMU (its `unsafe` lives in the library's `sys` tree).
+pub(crate) mod iommu {
+    pub(crate) use crate::sys::model_dma::{Mappings, ModelDma, ModelDmaHost};
+}
+
+use crate::io::{DeviceBar, DeviceIo, Regs, TailDoorbell};
+use iommu::{Mappings, ModelDma, ModelDmaHost};
+use pollnic_rings::model::DeviceRing;
+use pollnic_rings::{DmaMapper, PageSize};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// What the model saw, in order (for tests of the bring-up and shutdown order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A global reset started (CTRL.RST).
+    Reset,
+    /// The receiver was turned on or off (82599 RXCTRL.RXEN, igb RCTL.EN).
+    RxEnable(bool),
+    /// The transmit DMA was turned on or off (82599 DMATXCTL.TE, igb TCTL.EN).
+    TxDmaEnable(bool),
+    /// RXDCTL(q).ENABLE changed.
+    RxQueue(u16, bool),
+    /// TXDCTL(q).ENABLE changed.
+    TxQueue(u16, bool),
+    /// PCI bus mastering turned off.
+    BusMasterOff,
+    /// A DMA mapping was removed (the memory is freed right after).
+    Unmap {
+        /// Its IOVA.
+        iova: u64,
+        /// Its length in bytes.
+        len: usize,
+    },
+}
+
+/// How a model behaves (the same knobs for every family).
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    /// The MAC the "EEPROM" loads into RAL(0)/RAH(0).
+    pub mac: [u8; 6],
+    /// How long CTRL.RST stays set after it is written; `None`: forever (a
+    /// wedged device).
+    pub reset_time: Option<Duration>,
+    /// From the end of reset to the EEPROM auto-read done (82599 EEC.ARD,
+    /// igb EECD.AUTO_RD).
+    pub eeprom_time: Duration,
+    /// From the EEPROM auto-read to DMA init done (82599 RDRXCTL.DMAIDONE).
+    pub dma_init_time: Duration,
+    /// From the autonegotiation restart (82599 AUTOC.AN_RESTART, igb PHY
+    /// BMCR.RESTART_AN) to link up; `None`: the link never comes up.
+    pub link_time: Option<Duration>,
+    /// Reads of RXDCTL/TXDCTL before a changed ENABLE bit reads back.
+    pub latch_reads: u32,
+    /// Panic at the first violation (default) rather than only record it.
+    pub strict: bool,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            mac: [0x00, 0x1b, 0x21, 0x0a, 0x0b, 0x0c],
+            reset_time: Some(Duration::from_millis(1)),
+            eeprom_time: Duration::from_millis(2),
+            dma_init_time: Duration::from_millis(1),
+            link_time: Some(Duration::from_millis(20)),
+            latch_reads: 3,
+            strict: true,
+        }
+    }
+}
+
+/// What became of a frame given to a model's `receive` (e.g. [`crate::model::ixgbe::Soft82599::receive`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxOutcome {
+    /// Written to RX queue `queue`, with this RSS hash in the descriptor.
+    Delivered {
+        /// The queue RSS chose.
+        queue: u16,
+        /// The hash written back (0 without RSS or RXCSUM.PCSD).
+        hash: u32,
+    },
+    /// The destination MAC did not pass the filter.
+    Filtered,
+    /// Longer than the receiver's maximum frame (igb: 1518, or RLPML with
+    /// RCTL.LPE; 82599: MAXFRS.MFS with HLREG0.JUMBOEN), plus 4 bytes for a
+    /// VLAN tag: dropped, counted in ROC (and RLEC on the 82599).
+    Oversized,
+    /// Link down or in reset: nothing received.
+    LinkDown,
+    /// The receiver (82599 RXCTRL.RXEN, igb RCTL.EN) or bus mastering off.
+    ReceiverOff,
+    /// The chosen queue is not enabled (counted in MPC).
+    QueueOff(u16),
+    /// The chosen queue had no free descriptor (82599: QPRDC or MPC; igb: RNBC).
+    NoDescriptor(u16),
+    /// A buffer address was not mapped (also a violation).
+    Fault(u64),
+    /// Queue `queue`'s descriptor `index`, below RDT, still held a
+    /// write-back instead of a buffer address: the driver moved the tail past
+    /// what it had re-armed (also a violation).
+    NotArmed {
+        /// The queue.
+        queue: u16,
+        /// The descriptor.
+        index: u16,
+    },
+}
+
+/// One queue's enable state as software sees it through RXDCTL/TXDCTL.
+#[derive(Default)]
+pub(crate) struct QueueState {
+    /// The queue runs (the device owns its ring).
+    pub enabled: bool,
+    /// Reads of RXDCTL/TXDCTL left before ENABLE reads back `enabled`.
+    pub latch_reads: u32,
+    /// The device side of the ring while enabled.
+    pub ring: Option<DeviceRing>,
+}
+
+impl QueueState {
+    /// The ENABLE bit as a register read shows it now (and count the read).
+    pub fn read_enable(&mut self) -> bool {
+        if self.latch_reads > 0 {
+            self.latch_reads -= 1;
+            !self.enabled
+        } else {
+            self.enabled
+        }
+    }
+    /// Enabled and the enable seen by software (the latch delay used up).
+    pub fn latched_on(&self) -> bool {
+        self.enabled && self.latch_reads == 0
+    }
+}
+
+/// A register-level device model: what its BAR, IOMMU and bus-master bit do.
+pub(crate) trait RegisterModel: Send + 'static {
+    /// A 32-bit register read with its side effects.
+    fn read(&mut self, off: u32) -> u32;
+    /// A 32-bit register write with its side effects.
+    fn write(&mut self, off: u32, val: u32);
+    /// The IOMMU's mappings.
+    fn mappings(&mut self) -> &mut Mappings;
+    /// A mapping is about to go: check the device can no longer DMA into it,
+    /// and detach any ring inside it (memory safety).
+    fn unmapping(&mut self, iova: u64, len: usize);
+    /// Something to log.
+    fn log(&mut self, e: Event);
+    /// PCI bus mastering turned off.
+    fn bus_master_off(&mut self);
+}
+
+/// A model's state, shared by its handles.
+pub(crate) type SharedModel = Arc<Mutex<dyn RegisterModel>>;
+
+/// Lock a model. A violation panics with the lock held (strict mode); later
+/// users still get the state, so the first panic is the one reported.
+pub(crate) fn lock<T: ?Sized>(s: &Mutex<T>) -> MutexGuard<'_, T> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A software model's BAR0.
+pub struct SoftBar {
+    pub(crate) shared: SharedModel,
+}
+
+impl Regs for SoftBar {
+    fn read32(&self, off: u32) -> u32 {
+        lock(&self.shared).read(off)
+    }
+    fn write32(&self, off: u32, val: u32) {
+        lock(&self.shared).write(off, val)
+    }
+}
+
+impl DeviceBar for SoftBar {
+    fn regs(&self) -> &dyn Regs {
+        self
+    }
+    fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
+        TailDoorbell::Other { bar: self, reg }
+    }
+}
+
+/// The model's side of its IOMMU: mappings go into its state, under its lock.
+pub(crate) struct ModelHost(pub SharedModel);
+
+impl ModelDmaHost for ModelHost {
+    fn map_region(&self, va: *mut u8, len: usize) -> u64 {
+        lock(&self.0).mappings().add(va, len)
+    }
+    fn unmap_region(&self, iova: u64, len: usize) {
+        let mut s = lock(&self.0);
+        s.unmapping(iova, len);
+        s.mappings().remove(iova);
+        s.log(Event::Unmap { iova, len });
+    }
+}
+
+/// What `Device` runs over for a model: its BAR0 and IOMMU, 4 KiB pages.
+pub(crate) struct SoftIo {
+    bar: Arc<SoftBar>,
+    dma: Arc<ModelDma<ModelHost>>,
+    shared: SharedModel,
+}
+
+impl SoftIo {
+    pub fn new(shared: SharedModel) -> Self {
+        SoftIo {
+            bar: Arc::new(SoftBar {
+                shared: Arc::clone(&shared),
+            }),
+            dma: Arc::new(ModelDma(ModelHost(Arc::clone(&shared)))),
+            shared,
+        }
+    }
+}
+
+impl DeviceIo for SoftIo {
+    fn bar0(&self) -> Arc<dyn DeviceBar> {
+        self.bar.clone()
+    }
+    fn dma(&self) -> Arc<dyn DmaMapper> {
+        self.dma.clone()
+    }
+    /// A model needs no physically contiguous memory, but it gets the
+    /// hugepage layout (no buffer across a 2 MiB page), and its IOMMU faults
+    /// on a DMA that crosses one, as a real one may.
+    fn page_size(&self) -> PageSize {
+        PageSize::Emulated2M
+    }
+    fn disable_bus_master(&self) {
+        let mut s = lock(&self.shared);
+        s.bus_master_off();
+        s.log(Event::BusMasterOff);
+    }
+}

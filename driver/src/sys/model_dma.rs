@@ -1,0 +1,121 @@
+//! The software models' IOMMU: the DMA mapper `Device` maps its memory
+//! through (it hands out IOVAs above 4 GiB, unrelated to virtual addresses,
+//! as VFIO does), and the translation the models' DMA goes through. A DMA
+//! outside every mapping, or across a 2 MiB IOMMU page, is an IOMMU fault,
+//! reported as a violation, never a memory access.
+//!
+//! The only `unsafe` of the models is here: the translation contract
+//! ([`DmaSpace`]), turning a mapped ring address into a [`DeviceRing`], and
+//! the [`DmaMapper`] contract. What a model does when memory is mapped or
+//! unmapped (its log, detaching rings) is its own safe code, behind
+//! [`ModelDmaHost`].
+
+use pollnic_hw::desc::{RawDesc, DESC_SIZE};
+use pollnic_rings::model::{DeviceRing, DmaSpace};
+use pollnic_rings::{DmaError, DmaMapper};
+
+/// First IOVA handed out, as `VfioDma` does.
+const IOVA_BASE: u64 = 1 << 32;
+
+/// One `DmaMapper::map` call.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    pub iova: u64,
+    va: *mut u8,
+    pub len: usize,
+}
+
+// SAFETY: `va` is only dereferenced through `Mappings::translate` while the
+// mapping is registered, i.e. while the `DmaMapper::map` contract keeps the
+// memory mapped; the pointer itself is plain data that any thread may hold.
+unsafe impl Send for Mapping {}
+
+/// Every live mapping, ordered by IOVA.
+#[derive(Debug, Default)]
+pub(crate) struct Mappings {
+    pub list: Vec<Mapping>,
+    next_iova: u64,
+}
+
+impl Mappings {
+    /// Record a mapping of `len` bytes at `va`; returns its IOVA (2 MiB
+    /// aligned, as `VfioDma` hands them out).
+    pub fn add(&mut self, va: *mut u8, len: usize) -> u64 {
+        if self.next_iova == 0 {
+            self.next_iova = IOVA_BASE;
+        }
+        let iova = self.next_iova;
+        self.next_iova += (len as u64).div_ceil(2 << 20) * (2 << 20);
+        self.list.push(Mapping { iova, va, len });
+        iova
+    }
+
+    /// Forget the mapping at `iova`.
+    pub fn remove(&mut self, iova: u64) {
+        self.list.retain(|m| m.iova != iova);
+    }
+
+    /// The device side of a ring of `count` descriptors at `iova`, when the
+    /// whole ring is mapped.
+    pub fn ring(&self, iova: u64, count: u16) -> Option<DeviceRing> {
+        let p = self.translate(iova, count as usize * DESC_SIZE)?;
+        if p as usize % std::mem::align_of::<RawDesc>() != 0 {
+            return None;
+        }
+        // SAFETY: the range is inside a live mapping (`translate`), which the
+        // `DmaMapper::map` contract keeps valid until `unmap`; before a
+        // mapping is removed, `ModelDma::unmap` detaches every ring inside it
+        // (under the same lock), so the ring is never used past that point.
+        Some(unsafe { DeviceRing::new(p.cast(), count) })
+    }
+}
+
+/// The models' IOMMU page: each is translated on its own, so one DMA must not
+/// cross from one into the next (QEMU's igb drops a TX frame whose buffer it
+/// cannot map in one piece; the models call it a fault).
+const IOMMU_PAGE: u64 = 2 << 20;
+
+// SAFETY: `translate` returns a pointer only inside a registered mapping,
+// whose memory the `DmaMapper::map` contract keeps valid until `unmap`, which
+// needs the model's lock, held by whoever borrows `self`.
+unsafe impl DmaSpace for Mappings {
+    fn translate(&self, iova: u64, len: usize) -> Option<*mut u8> {
+        if len > 0 && iova / IOMMU_PAGE != (iova + len as u64 - 1) / IOMMU_PAGE {
+            return None;
+        }
+        self.list
+            .iter()
+            .find(|m| iova >= m.iova && iova + len as u64 <= m.iova + m.len as u64)
+            .map(|m| m.va.wrapping_add((iova - m.iova) as usize))
+    }
+}
+
+/// What a model does when `Device` maps or unmaps memory: record the
+/// mapping in its [`Mappings`] and hand back the IOVA; before a mapping goes,
+/// check the device can no longer DMA into it and detach any ring inside it.
+pub(crate) trait ModelDmaHost: Send + Sync + 'static {
+    /// `va..va+len` is now mapped (the [`DmaMapper::map`] contract keeps it
+    /// so until [`ModelDmaHost::unmap_region`]): add it, return its IOVA.
+    fn map_region(&self, va: *mut u8, len: usize) -> u64;
+    /// The mapping at `iova` is about to be removed and its memory freed.
+    fn unmap_region(&self, iova: u64, len: usize);
+}
+
+/// The mapper `Device` allocates its rings and mempools through.
+pub(crate) struct ModelDma<H: ModelDmaHost>(pub H);
+
+impl<H: ModelDmaHost> std::fmt::Debug for ModelDma<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelDma")
+    }
+}
+
+impl<H: ModelDmaHost> DmaMapper for ModelDma<H> {
+    unsafe fn map(&self, va: *mut u8, len: usize) -> Result<u64, DmaError> {
+        Ok(self.0.map_region(va, len))
+    }
+
+    fn unmap(&self, iova: u64, len: usize) {
+        self.0.unmap_region(iova, len);
+    }
+}

@@ -1,0 +1,31 @@
+//! What only pollnic's example tools use, kept out of the `pollnic` library
+//! so that programs linking the driver do not get these dependencies: test
+//! frames ([`frame`]) and the generator's sizes and VLAN tags ([`gen`]), the
+//! RFC 2544 rate search ([`sweep`]), packets/s, Mbit/s and latency
+//! ([`metrics`]), JSON lines ([`jsonout`]), pcap/pcapng files ([`pcapout`]),
+//! Ctrl-C handling ([`signal`]) and procfs CPU time ([`cputime`]).
+
+pub mod cputime;
+pub mod frame;
+pub mod gen;
+pub mod jsonout;
+pub mod metrics;
+pub mod pcapout;
+pub mod signal;
+pub mod sweep;
+
+/// The check behind the examples' `--ring-size` option (one size for RX and
+/// TX): the message names the option, as `pollnic::Error::InvalidRingSize`
+/// names a ring.
+///
+/// # Errors
+/// The message, when `n` is not a [`pollnic::usable_ring_size`].
+pub fn check_ring_size_arg(n: u32) -> Result<(), String> {
+    if pollnic::usable_ring_size(n) {
+        Ok(())
+    } else {
+        Err(format!(
+            "--ring-size {n}: must be a power of two between 32 and 4096 descriptors (e.g. 512)"
+        ))
+    }
+}
