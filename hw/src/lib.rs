@@ -16,5 +16,6 @@ pub mod igb;
 pub mod ixgbe;
 pub mod mtu;
 pub mod rss;
+pub mod stats;
 
 pub use desc::{RawDesc, RxCompletion};

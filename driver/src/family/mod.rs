@@ -140,9 +140,18 @@ impl RxFilter {
     }
 }
 
-/// One NIC family's register-level behaviour. Every method gets the
-/// device's registers; none keeps state (the `Device` does).
-pub trait Family: Send + Sync + 'static {
+/// Only this crate's families implement [`Family`]: its methods take crate
+/// internals, and the set of families is the driver's to decide.
+pub(crate) mod sealed {
+    /// The seal on [`super::Family`].
+    pub trait Sealed {}
+}
+
+/// One NIC family's register-level behaviour, in the role of DPDK's
+/// `eth_dev_ops` and Linux e1000/igb's `mac.ops`/`phy.ops`. Every method gets
+/// the device's registers; none keeps state (the `Device` does). Sealed:
+/// programs name it (e.g. in [`NicModel::family`]) but cannot implement it.
+pub trait Family: sealed::Sealed + Send + Sync + 'static {
     /// Short name, as the Linux driver's: "igb", "ixgbe".
     fn name(&self) -> &'static str;
     /// Name of the Linux kernel driver for these parts, the one `pollnic

@@ -42,6 +42,8 @@ pub fn with_third() -> Vec<&'static dyn Family> {
 
 const NOT_OPENED: &str = "the test family is never opened as a Device";
 
+impl crate::family::sealed::Sealed for E1000eForTest {}
+
 impl Family for E1000eForTest {
     fn name(&self) -> &'static str {
         "e1000e"

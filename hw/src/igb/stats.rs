@@ -6,47 +6,8 @@
 //! names. QEMU's igb implements the same clear-on-read pairs but never counts
 //! MPC or RNBC (it back-pressures instead of dropping).
 
-/// How a counter is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Width {
-    /// One 32-bit clear-on-read register.
-    Bits32(u32),
-    /// A 64-bit pair: read `lo` then `hi`; reading `hi` clears both.
-    Bits64 {
-        /// Low 32 bits.
-        lo: u32,
-        /// High 32 bits.
-        hi: u32,
-    },
-}
-
-/// One hardware counter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Counter {
-    /// Name as printed by `ethtool -S` for the Linux igb driver.
-    pub name: &'static str,
-    /// Datasheet register mnemonic(s).
-    pub register: &'static str,
-    /// Where it lives.
-    pub width: Width,
-}
-
-/// A 32-bit clear-on-read counter at `off` (shared by the families' tables).
-pub(crate) const fn c32(name: &'static str, register: &'static str, off: u32) -> Counter {
-    Counter {
-        name,
-        register,
-        width: Width::Bits32(off),
-    }
-}
-/// A 64-bit low/high counter pair starting at `lo` (shared by the families' tables).
-pub(crate) const fn c64(name: &'static str, register: &'static str, lo: u32) -> Counter {
-    Counter {
-        name,
-        register,
-        width: Width::Bits64 { lo, hi: lo + 4 },
-    }
-}
+pub(crate) use crate::stats::{c32, c64};
+pub use crate::stats::{Counter, Sum, Width};
 
 /// Good packets received (frames); `ethtool -S` `rx_packets`.
 pub const RX_PACKETS: Counter = c32("rx_packets", "GPRC", 0x4074);
@@ -99,7 +60,7 @@ pub const COUNTERS: &[Counter] = &[
 /// hardware can be incorrect so build our own version based on RUC and ROC"),
 /// frames dropped for being shorter than 64 bytes or longer than the
 /// maximum (1518/1522 bytes, or RLPML with RCTL.LPE).
-pub const SUMS: &[crate::ixgbe::stats::Sum] = &[crate::ixgbe::stats::Sum {
+pub const SUMS: &[Sum] = &[Sum {
     name: "rx_length_errors",
     parts: &["rx_short_length_errors", "rx_long_length_errors"],
 }];

@@ -37,8 +37,8 @@
 //! ("work around hardware counting issue"); and on the 82598 only, MPRC
 //! includes broadcasts.
 
-use crate::igb::stats::{c32, c64};
-pub use crate::igb::stats::{Counter, Width};
+use crate::stats::{c32, c64};
+pub use crate::stats::{Counter, Sum, Width};
 
 /// Good packets received, frames that passed filtering (`IXGBE_GPRC`);
 /// Linux `rx_pkts_nic`.
@@ -132,15 +132,6 @@ pub const COUNTERS: &[Counter] = &[
     qprdc!(14),
     qprdc!(15),
 ];
-
-/// A counter Linux reports as the sum of several registers of [`COUNTERS`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sum {
-    /// Name as Linux ixgbe prints it.
-    pub name: &'static str,
-    /// Names (in [`COUNTERS`]) of the parts.
-    pub parts: &'static [&'static str],
-}
 
 /// Sums of register arrays, under their Linux names.
 pub const SUMS: &[Sum] = &[
@@ -338,7 +329,7 @@ mod tests {
     #[test]
     fn shares_the_igb_table_shape() {
         // The same types: a function over igb's table takes this one.
-        fn offsets(t: &[crate::igb::stats::Counter]) -> usize {
+        fn offsets(t: &[Counter]) -> usize {
             t.len()
         }
         assert_eq!(offsets(COUNTERS), COUNTERS.len());

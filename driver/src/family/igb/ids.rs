@@ -4,7 +4,7 @@
 //! those of the PCI ID database (`pci.ids`), i.e. what `lspci` prints.
 
 use super::Igb;
-use crate::pci::NicModel;
+use crate::family::NicModel;
 
 /// An 82576: 16 RX/TX queue pairs (82576 datasheet §7.1.1).
 const fn m82576(device_id: u16, variant: &'static str, name: &'static str) -> NicModel {

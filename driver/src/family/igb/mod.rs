@@ -20,6 +20,8 @@ use pollnic_hw::rss::{Reta, KEY_LEN};
 #[derive(Debug, Clone, Copy)]
 pub struct Igb;
 
+impl crate::family::sealed::Sealed for Igb {}
+
 impl Family for Igb {
     fn name(&self) -> &'static str {
         "igb"

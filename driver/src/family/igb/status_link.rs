@@ -1,7 +1,7 @@
 //! The link for `pollnic status` from one read-only read of `STATUS`
 //! (0x0008; 82576/I350 datasheets §8.2.2), for a port no kernel driver owns.
 
-use crate::pci::LinkState;
+use crate::family::LinkState;
 
 /// igb `STATUS` register offset in BAR 0, bytes.
 pub const STATUS: u32 = 0x0008;

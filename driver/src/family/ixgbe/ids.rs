@@ -4,7 +4,7 @@
 //! the PCI ID database (`pci.ids`), i.e. what `lspci` prints.
 
 use super::Ixgbe;
-use crate::pci::NicModel;
+use crate::family::NicModel;
 
 /// An 82599: 128 RX/TX queue pairs.
 const fn m82599(device_id: u16, variant: &'static str, name: &'static str) -> NicModel {

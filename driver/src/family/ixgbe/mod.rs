@@ -22,6 +22,8 @@ use pollnic_hw::rss::{Reta, KEY_LEN};
 #[derive(Debug, Clone, Copy)]
 pub struct Ixgbe;
 
+impl crate::family::sealed::Sealed for Ixgbe {}
+
 impl Family for Ixgbe {
     fn name(&self) -> &'static str {
         "ixgbe"

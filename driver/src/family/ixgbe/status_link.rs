@@ -1,7 +1,7 @@
 //! The link for `pollnic status` from one read-only read of `LINKS`
 //! (0x042A4; 82599 datasheet §8.2.3.22.20), for a port no kernel driver owns.
 
-use crate::pci::LinkState;
+use crate::family::LinkState;
 
 /// ixgbe `LINKS` register offset in BAR 0, bytes.
 pub const LINKS: u32 = 0x042A4;

@@ -1,6 +1,7 @@
 //! The software 82576's register file and its rules.
 
 use super::state::{State, QUEUES};
+use crate::model::iommu::Mappings;
 use crate::model::{Event, RegisterModel};
 use pollnic_hw::igb::stats::{Width, COUNTERS};
 use pollnic_hw::igb::{bits::*, phy, regs::*};
@@ -374,5 +375,58 @@ fn queue_enable(s: &mut State, off: u32, q: u16, val: u32, rx: bool) {
         st.ring = None;
         st.latch_reads = latch;
         s.log(event);
+    }
+}
+
+/// The model's register file and IOMMU as `Device` reaches them.
+impl RegisterModel for State {
+    fn read(&mut self, off: u32) -> u32 {
+        read(self, off)
+    }
+    fn write(&mut self, off: u32, val: u32) {
+        write(self, off, val)
+    }
+    fn mappings(&mut self) -> &mut Mappings {
+        &mut self.iommu
+    }
+    fn unmapping(&mut self, iova: u64, len: usize) {
+        if self.bus_master {
+            let busy = self
+                .rx
+                .iter()
+                .position(|q| q.enabled)
+                .map(|q| format!("RX queue {q} is enabled"))
+                .or_else(|| {
+                    self.tx
+                        .iter()
+                        .position(|q| q.enabled)
+                        .map(|q| format!("TX queue {q} is enabled"))
+                });
+            if let Some(why) = busy {
+                self.violation(format!(
+                    "DMA memory at IOVA {iova:#x} ({len} bytes) freed while the device can \
+                     still DMA ({why}, bus mastering on): stop the queues and reset first"
+                ));
+            }
+        }
+        let inside = |b: u64| b >= iova && b < iova + len as u64;
+        for q in 0..QUEUES as u16 {
+            if inside(self.rx_base(q)) {
+                let st = &mut self.rx[q as usize];
+                st.ring = None;
+                st.enabled = false;
+            }
+            if inside(self.tx_base(q)) {
+                let st = &mut self.tx[q as usize];
+                st.ring = None;
+                st.enabled = false;
+            }
+        }
+    }
+    fn log(&mut self, e: Event) {
+        self.events.push(e);
+    }
+    fn bus_master_off(&mut self) {
+        self.bus_master = false;
     }
 }

@@ -3,6 +3,7 @@
 //! violation naming the register and the rule).
 
 use super::state::{State, QUEUES};
+use crate::model::iommu::Mappings;
 use crate::model::{Event, RegisterModel};
 use pollnic_hw::ixgbe::stats::{Width, COUNTERS};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
@@ -553,5 +554,27 @@ fn txdctl_write(s: &mut State, off: u32, q: u16, val: u32) {
         st.ring = None;
         st.latch_reads = latch;
         s.log(Event::TxQueue(q, false));
+    }
+}
+
+/// The model's register file and IOMMU as `Device` reaches them.
+impl RegisterModel for State {
+    fn read(&mut self, off: u32) -> u32 {
+        read(self, off)
+    }
+    fn write(&mut self, off: u32, val: u32) {
+        write(self, off, val)
+    }
+    fn mappings(&mut self) -> &mut Mappings {
+        &mut self.iommu
+    }
+    fn unmapping(&mut self, iova: u64, len: usize) {
+        State::unmapping(self, iova, len)
+    }
+    fn log(&mut self, e: Event) {
+        self.events.push(e);
+    }
+    fn bus_master_off(&mut self) {
+        self.bus_master = false;
     }
 }

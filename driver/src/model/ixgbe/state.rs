@@ -206,24 +206,3 @@ pub(crate) fn tx_base(regs: &HashMap<u32, u32>, q: u16) -> u64 {
     let g = |o| regs.get(&o).copied().unwrap_or(0) as u64;
     g(tdbal(q)) | g(tdbah(q)) << 32
 }
-
-impl RegisterModel for State {
-    fn read(&mut self, off: u32) -> u32 {
-        super::regs::read(self, off)
-    }
-    fn write(&mut self, off: u32, val: u32) {
-        super::regs::write(self, off, val)
-    }
-    fn mappings(&mut self) -> &mut Mappings {
-        &mut self.iommu
-    }
-    fn unmapping(&mut self, iova: u64, len: usize) {
-        State::unmapping(self, iova, len)
-    }
-    fn log(&mut self, e: Event) {
-        self.events.push(e);
-    }
-    fn bus_master_off(&mut self) {
-        self.bus_master = false;
-    }
-}
