@@ -1,0 +1,184 @@
+//! The README and the pages under `docs/`: every relative link resolves, and
+//! the README stays short enough to read in five minutes.
+//!
+//! Self-contained (std only): it also builds and runs with plain rustc,
+//! `rustc --edition 2021 --test tests/host_docs.rs -o /tmp/host_docs`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const README_MAX_LINES: usize = 200;
+
+/// The repository root: the first directory, walking up from the current
+/// one, that holds both `README.md` and `.ci/run`.
+fn repo_root() -> PathBuf {
+    let start = std::env::current_dir().expect("current directory");
+    let mut dir: &Path = &start;
+    loop {
+        if dir.join("README.md").is_file() && dir.join(".ci/run").is_file() {
+            return dir.to_path_buf();
+        }
+        match dir.parent() {
+            Some(parent) => dir = parent,
+            None => panic!(
+                "no directory holding README.md and .ci/run above {}",
+                start.display()
+            ),
+        }
+    }
+}
+
+/// Every `*.md` file under `dir`, recursively, sorted.
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => panic!("reading {}: {e}", dir.display()),
+    };
+    let mut paths: Vec<PathBuf> = entries.map(|e| e.expect("directory entry").path()).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if path.extension().is_some_and(|ext| ext == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// The text with fenced code blocks and inline code spans blanked out, so
+/// that `[a](b)` inside code is not taken for a link.
+fn without_code(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_fence = false;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+            out.push('\n');
+            continue;
+        }
+        if in_fence {
+            out.push('\n');
+            continue;
+        }
+        let mut in_span = false;
+        for c in line.chars() {
+            if c == '`' {
+                in_span = !in_span;
+                out.push(' ');
+            } else if in_span {
+                out.push(' ');
+            } else {
+                out.push(c);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The targets of the inline links `[text](target)` and images
+/// `![alt](target)` in `text`, with an optional `"title"` removed.
+fn link_targets(text: &str) -> Vec<String> {
+    let text = without_code(text);
+    let bytes = text.as_bytes();
+    let mut targets = Vec::new();
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        if bytes[i] == b']' && bytes[i + 1] == b'(' {
+            let start = i + 2;
+            let mut depth = 1;
+            let mut j = start;
+            while j < bytes.len() && bytes[j] != b'\n' {
+                match bytes[j] {
+                    b'(' => depth += 1,
+                    b')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            if j < bytes.len() && bytes[j] == b')' {
+                let inner = text[start..j].trim();
+                let target = inner
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches('<')
+                    .trim_end_matches('>');
+                targets.push(target.to_string());
+                i = j;
+            }
+        }
+        i += 1;
+    }
+    targets
+}
+
+/// The link's target relative to the linking file, or `None` for a link
+/// that is not checked (external, mail, or a pure `#anchor`).
+fn local_target(target: &str) -> Option<&str> {
+    let lower = target.to_ascii_lowercase();
+    if target.is_empty()
+        || target.starts_with('#')
+        || lower.starts_with("http://")
+        || lower.starts_with("https://")
+        || lower.starts_with("mailto:")
+    {
+        return None;
+    }
+    let path = target.split('#').next().unwrap_or("");
+    if path.is_empty() {
+        None
+    } else {
+        Some(path)
+    }
+}
+
+#[test]
+fn readme_and_docs_links_resolve_and_readme_is_short() {
+    let root = repo_root();
+
+    let mut files = vec![root.join("README.md")];
+    let docs = root.join("docs");
+    if docs.is_dir() {
+        markdown_files(&docs, &mut files);
+    }
+
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let text = fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        let base = file.parent().expect("a file has a parent directory");
+        for target in link_targets(&text) {
+            let Some(path) = local_target(&target) else {
+                continue;
+            };
+            checked += 1;
+            if !base.join(path).exists() {
+                let shown = file.strip_prefix(&root).unwrap_or(file);
+                broken.push(format!("{} -> {}", shown.display(), target));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "{} of {} relative links in README.md and docs/ do not resolve:\n{}",
+        broken.len(),
+        checked,
+        broken.join("\n")
+    );
+
+    let readme = fs::read_to_string(root.join("README.md")).expect("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines; keep it to {README_MAX_LINES} and move detail to docs/"
+    );
+}
+
