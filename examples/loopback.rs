@@ -130,23 +130,19 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let stop = pollnic_examples::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
     let mempool_size = (2 * args.ring_size + 2048).max(4096);
-    let base = DeviceConfig {
-        rx_ring_size: args.ring_size,
-        tx_ring_size: args.ring_size,
-        mempool_size,
-        mtu: args.mtu,
-        ..Default::default()
-    };
+    let base = DeviceConfig::default()
+        .with_rx_ring_size(args.ring_size)
+        .with_tx_ring_size(args.ring_size)
+        .with_mempool_size(mempool_size)
+        .with_mtu(args.mtu);
     let txd = Device::open(&args.tx, &base)?;
-    let rx_cfg = DeviceConfig {
-        queues: args.queues,
-        rss_key: if args.symmetric {
+    let rx_cfg = base
+        .with_queues(args.queues)
+        .with_rss_key(if args.symmetric {
             pollnic_hw::rss::SYMMETRIC_KEY
         } else {
             pollnic_hw::rss::MICROSOFT_KEY
-        },
-        ..base
-    };
+        });
     let mut rxd = Device::open(&args.rx, &rx_cfg)?;
     if args.json {
         pollnic_examples::jsonout::emit(&serde_json::json!({
@@ -221,7 +217,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         |q| receive(q, &stop, &tx_done, &rx_polled, batch),
         || report_every_second(&tx_live, &counters, &tx_done, args.json),
     )?;
-    let (mut txd, sent, tx_elapsed) = sender.join().map_err(|_| "sender thread panicked")??;
+    let (txd, sent, tx_elapsed) = sender.join().map_err(|_| "sender thread panicked")??;
 
     let tx_hw = txd.stats().get("tx_packets").unwrap_or(0);
     let rx_stats = rxd.stats();

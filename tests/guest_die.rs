@@ -23,10 +23,10 @@ fn child_until_signalled() {
         return; // only meaningful when spawned by a test below
     };
     let stop = pollnic_examples::signal::stop_flag().unwrap();
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
     let mut rounds = 0u64;
     if mode == "traffic" {
-        let mut rx = Device::open(&port(1), &small_config()).unwrap();
+        let mut rx = Device::open(port(1), &small_config()).unwrap();
         println!("traffic running");
         while !stop.load(Relaxed) {
             transfer_and_verify(&mut tx, &mut rx, 32, |_| 60);
@@ -117,7 +117,7 @@ fn kill_9_during_traffic_then_a_new_process_moves_traffic() {
     // moves verified traffic.
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut tx = loop {
-        match Device::open(&port(0), &small_config()) {
+        match Device::open(port(0), &small_config()) {
             Ok(d) => break d,
             // The kernel may still be releasing the dead process's group.
             Err(Error::DeviceBusy { .. }) if Instant::now() < deadline => {
@@ -126,7 +126,7 @@ fn kill_9_during_traffic_then_a_new_process_moves_traffic() {
             Err(e) => panic!("re-open after kill -9: {e}"),
         }
     };
-    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &small_config()).unwrap();
     transfer_and_verify(&mut tx, &mut rx, 2000, pollnic_examples::frame::mixed_len);
 }
 
@@ -136,7 +136,7 @@ fn a_second_process_gets_in_use_and_the_first_runs_undisturbed() {
     let (mut child, mut out) = spawn_child("traffic");
     let before = next_rounds(&mut out).expect("the child moves traffic");
     for p in [0, 1] {
-        let e = Device::open(&port(p), &small_config())
+        let e = Device::open(port(p), &small_config())
             .err()
             .expect("a port in use must not open twice");
         let msg = e.to_string();
@@ -229,8 +229,8 @@ fn ctrl_c_during_tx_then_unbind_gives_the_kernel_interface_back() {
         String::from_utf8_lossy(&rebind.stderr)
     );
     // And pollnic drives it again.
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
-    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &small_config()).unwrap();
     transfer_and_verify(&mut tx, &mut rx, 200, |_| 60);
 }
 

@@ -272,14 +272,12 @@ fn check_direction(out: &str, rx: &str, tx: &str, back: u64) {
 }
 
 fn open(i: usize, promisc: bool) -> Device {
-    let cfg = DeviceConfig {
-        rx_ring_size: 256,
-        tx_ring_size: 256,
-        mempool_size: 2048,
-        promisc,
-        ..Default::default()
-    };
-    Device::open(&port(i), &cfg).unwrap_or_else(|e| panic!("open port {i}: {e}"))
+    let cfg = DeviceConfig::default()
+        .with_rx_ring_size(256)
+        .with_tx_ring_size(256)
+        .with_mempool_size(2048)
+        .with_promisc(promisc);
+    Device::open(port(i), &cfg).unwrap_or_else(|e| panic!("open port {i}: {e}"))
 }
 
 #[test]
@@ -332,6 +330,139 @@ fn two_ports_io_forwards_both_directions_untouched_until_ctrl_c() {
     assert!(out.contains("interrupted by Ctrl-C"), "{out}");
     check_direction(&out, &p1, &p2, back[0]);
     check_direction(&out, &p2, &p1, back[1]);
+    // Zero copy between the two ports: fwd copied nothing, and every frame
+    // it forwarded left from the other port's mempool as it was.
+    for (rx, tx) in [(&p1, &p2), (&p2, &p1)] {
+        let (_, forwarded, _) = direction(&out, rx, tx);
+        let (copies, crossed) = copies(&out, rx, tx);
+        assert_eq!(copies, 0, "{rx} -> {tx}: fwd copied frames:\n{out}");
+        assert_eq!(
+            crossed, forwarded,
+            "{rx} -> {tx}: every forwarded frame left from the other port's mempool:\n{out}"
+        );
+    }
+}
+
+/// fwd's `copies` line for direction `rx -> tx`: (copies, frames sent from
+/// the other port's mempool).
+fn copies(out: &str, rx: &str, tx: &str) -> (u64, u64) {
+    let head = format!("{rx} -> {tx} (");
+    let l = out
+        .lines()
+        .skip_while(|l| !l.starts_with(&head))
+        .find(|l| l.trim_start().starts_with("copies"))
+        .unwrap_or_else(|| panic!("no copies line for {rx} -> {tx} in:\n{out}"));
+    (num_after(l, "copies"), num_after(l, "as they are:"))
+}
+
+/// The library without fwd: ports opened together share one VFIO container,
+/// so port 1's received buffers go back out of port 0 as they are, arrive
+/// on port 1 again byte-identical, and every buffer is back in port 1's
+/// mempool once both ports are closed. A port opened alone refuses them.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn ports_opened_together_send_each_others_buffers_and_every_buffer_comes_home() {
+    const N: u64 = 500;
+    let cfg = DeviceConfig::default()
+        .with_rx_ring_size(256)
+        .with_tx_ring_size(256)
+        .with_mempool_size(2048);
+    let mut devs =
+        Device::open_many([port(0), port(1)], &cfg).expect("open ports 0 and 1 together");
+    assert!(devs[0].shares_dma_with(&devs[1]));
+    let pool1 = devs[1].mempool().clone();
+    let flow = Flow::between(devs[0].mac(), devs[1].mac());
+    let (r1_iova, r1_len) = (pool1.region().iova(), pool1.region().len() as u64);
+    let in_pool1 = |p: &Packet| (r1_iova..r1_iova + r1_len).contains(&p.iova());
+    // What port 1 received the first time, by sequence number, and how many
+    // came back the second time byte-identical.
+    let mut first: std::collections::HashMap<u64, Vec<u8>> = Default::default();
+    let (mut seq, mut second) = (0u64, 0u64);
+    let mut pending: Vec<Packet> = Vec::new();
+    let mut got: Vec<Packet> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while second < N {
+        assert!(Instant::now() < deadline, "only {second} of {N} came back");
+        // Port 0 sends new frames from its own pool ...
+        let due = (seq + 16).min(N);
+        frame::fill_burst(
+            devs[0].mempool(),
+            &mut pending,
+            16,
+            &[flow],
+            &mut seq,
+            due,
+            frame::mixed_len,
+        );
+        while !pending.is_empty() {
+            devs[0].tx_burst(&mut pending);
+        }
+        // ... port 1 receives them, and its own buffers go back out of port 0.
+        devs[1].rx_burst(&mut got, 64);
+        for p in got.drain(..) {
+            assert!(
+                in_pool1(&p),
+                "port 1 received into a buffer of its own pool"
+            );
+            let info = frame::parse(p.data()).expect("a test frame");
+            match first.get(&info.seq) {
+                Some(was) => {
+                    assert!(
+                        was[..] == *p.data(),
+                        "frame {} changed on its way back",
+                        info.seq
+                    );
+                    second += 1;
+                }
+                None => {
+                    first.insert(info.seq, p.data().to_vec());
+                    pending.push(p);
+                }
+            }
+        }
+        while !pending.is_empty() {
+            devs[0].tx_burst(&mut pending);
+        }
+    }
+    assert!(devs[0].flush_tx(Duration::from_secs(5)));
+    let tx0 = devs[0].tx_stats();
+    assert_eq!(
+        tx0.foreign, N,
+        "port 0 sent port 1's buffers as they were: {tx0:?}"
+    );
+    assert_eq!(tx0.tx_errors, 0, "{tx0:?}");
+    assert_eq!(
+        first.len() as u64,
+        N,
+        "every frame arrived once, then once more"
+    );
+    // A port opened alone is another container: it must refuse them.
+    let mut alone = Device::open(port(2), &cfg).expect("open port 2");
+    assert!(matches!(
+        devs[1].check_shares_dma_with(&alone),
+        Err(pollnic::Error::DifferentContainers { .. })
+    ));
+    let mut p = pool1.alloc().expect("a buffer of port 1's pool");
+    p.set_len(60).unwrap();
+    let before = alone.tx_stats().tx_errors;
+    assert_eq!(alone.tx_burst(&mut vec![p]), 1);
+    assert_eq!(
+        alone.tx_stats().tx_errors,
+        before + 1,
+        "refused, not sent with a foreign IOVA"
+    );
+    drop(alone);
+    drop(devs);
+    assert_eq!(
+        pool1.free_count() as u32,
+        pool1.capacity(),
+        "every buffer of port 1's pool is back on its free list"
+    );
+    assert_eq!(
+        pool1.references(),
+        1,
+        "only this handle still refers to the pool"
+    );
 }
 
 fn parse_mac(s: &str) -> [u8; 6] {

@@ -146,16 +146,13 @@ fn fragments(i: u8, src: [u8; 6], dst: [u8; 6]) -> Vec<Vec<u8>> {
 #[test]
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn ipv4_fragments_of_a_datagram_land_on_one_queue() {
-    let mut tx = Device::open(&port(0), &small_config()).expect("open port 0");
-    let rx_cfg = DeviceConfig {
-        queues: 2,
-        ..small_config()
-    };
+    let mut tx = Device::open(port(0), &small_config()).expect("open port 0");
+    let rx_cfg = small_config().with_queues(2);
     assert!(
         rx_cfg.hash_types.udp_ipv4 && rx_cfg.hash_types.ipv4,
         "UDP/IPv4 hashing on"
     );
-    let mut rx = Device::open(&port(1), &rx_cfg).expect("open port 1, 2 queues");
+    let mut rx = Device::open(port(1), &rx_cfg).expect("open port 1, 2 queues");
     let (hasher, reta) = (rx.rss_hasher(), rx.reta().clone());
     let hash2 = |sip: [u8; 4], dip: [u8; 4]| hasher.hash(&[sip, dip].concat());
     let hash4 = |sip: [u8; 4], dip: [u8; 4], sp: u16, dp: u16| {
@@ -300,7 +297,7 @@ fn broadcast_multicast_and_foreign_unicast_by_filter_counted_once() {
     let multicast = [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb]; // 224.0.0.251 (mDNS)
     let foreign = [0x52, 0x54, 0x00, 0x99, 0x99, 0x99];
 
-    let mut tx = Device::open(&port(0), &small_config()).expect("open port 0");
+    let mut tx = Device::open(port(0), &small_config()).expect("open port 0");
     let phases = [
         Phase {
             name: "default (promisc off, allmulti off)",
@@ -325,12 +322,10 @@ fn broadcast_multicast_and_foreign_unicast_by_filter_counted_once() {
         },
     ];
     for (k, ph) in phases.iter().enumerate() {
-        let cfg = DeviceConfig {
-            promisc: ph.promisc,
-            allmulti: ph.allmulti,
-            ..small_config()
-        };
-        let mut rx = Device::open(&port(1), &cfg).expect("open port 1");
+        let cfg = small_config()
+            .with_promisc(ph.promisc)
+            .with_allmulti(ph.allmulti);
+        let mut rx = Device::open(port(1), &cfg).expect("open port 1");
         let own = rx.mac();
         let src = tx.mac();
         let mut frames = Vec::new();
@@ -430,14 +425,12 @@ fn broadcast_multicast_and_foreign_unicast_by_filter_counted_once() {
 fn a_burst_larger_than_the_ring_loses_frames_visibly() {
     const RING: u32 = 32;
     const BURST: usize = 4 * RING as usize;
-    let cfg = DeviceConfig {
-        rx_ring_size: RING,
-        tx_ring_size: 256,
-        mempool_size: 1024,
-        ..Default::default()
-    };
-    let mut tx = Device::open(&port(0), &cfg).expect("open port 0");
-    let mut rx = Device::open(&port(1), &cfg).expect("open port 1");
+    let cfg = DeviceConfig::default()
+        .with_rx_ring_size(RING)
+        .with_tx_ring_size(256)
+        .with_mempool_size(1024);
+    let mut tx = Device::open(port(0), &cfg).expect("open port 0");
+    let mut rx = Device::open(port(1), &cfg).expect("open port 1");
     let (src, dst) = (tx.mac(), rx.mac());
     let mut total_lost = 0;
     for round in 0..3 {

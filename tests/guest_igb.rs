@@ -12,7 +12,7 @@ use std::time::Duration;
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn link_comes_up_and_mac_matches_qemu_command_line() {
     for i in 0..2 {
-        let dev = Device::open(&port(i), &DeviceConfig::default()).expect("open");
+        let dev = Device::open(port(i), &DeviceConfig::default()).expect("open");
         let link = dev.link();
         assert!(link.up, "port {i}: link down");
         assert_eq!(
@@ -27,8 +27,8 @@ fn link_comes_up_and_mac_matches_qemu_command_line() {
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn ten_thousand_mixed_frames_arrive_identical_in_order_and_counters_agree() {
-    let mut tx = Device::open(&port(0), &small_config()).expect("open port 0");
-    let mut rx = Device::open(&port(1), &small_config()).expect("open port 1");
+    let mut tx = Device::open(port(0), &small_config()).expect("open port 0");
+    let mut rx = Device::open(port(1), &small_config()).expect("open port 1");
     let n = 10_000;
     let bytes = transfer_and_verify(&mut tx, &mut rx, n, frame::mixed_len);
     let (txs, rxs) = (tx.stats().clone(), rx.stats().clone());
@@ -66,11 +66,8 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
 
     // Invalid ring sizes are refused before the device is touched.
     for size in [7, 100, 16, 520, 8192] {
-        let c = DeviceConfig {
-            rx_ring_size: size,
-            ..Default::default()
-        };
-        let e = Device::open(&port(0), &c).err().expect("bad ring size");
+        let c = DeviceConfig::default().with_rx_ring_size(size);
+        let e = Device::open(port(0), &c).err().expect("bad ring size");
         assert!(matches!(e, Error::InvalidRingSize { .. }), "{size}: {e}");
         assert!(
             e.to_string().contains("power of two between 32 and 4096"),
@@ -82,7 +79,7 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
     let sysfs = Sysfs::default();
     let addr: PciAddress = port(1).parse().unwrap();
     let back = pci::unbind_vfio(&sysfs, addr).expect("give port 1 back to igb");
-    let e = Device::open(&port(1), &cfg).err().expect("bound to igb");
+    let e = Device::open(port(1), &cfg).err().expect("bound to igb");
     pci::bind_vfio(&sysfs, addr).expect("rebind port 1 to vfio-pci");
     let msg = e.to_string();
     assert!(matches!(e, Error::NotBoundToVfio { .. }), "{msg}");
@@ -95,7 +92,7 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
     let nr = pollnic_rings::dma::NR_HUGEPAGES;
     let before = std::fs::read_to_string(nr).unwrap();
     std::fs::write(nr, "0").unwrap();
-    let r = Device::open(&port(0), &cfg);
+    let r = Device::open(port(0), &cfg);
     std::fs::write(nr, before.trim()).unwrap();
     let e = r.err().expect("no hugepages");
     assert!(
@@ -105,8 +102,8 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
     assert!(e.to_string().contains("nr_hugepages"), "{e}");
 
     // After all that, both ports still work.
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
-    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &small_config()).unwrap();
     transfer_and_verify(&mut tx, &mut rx, 200, |_| 60);
 }
 
@@ -114,9 +111,9 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn up_traffic_down_twice_in_one_process() {
     for round in 0..2 {
-        let mut tx = Device::open(&port(0), &small_config())
-            .unwrap_or_else(|e| panic!("round {round}: {e}"));
-        let mut rx = Device::open(&port(1), &small_config()).unwrap();
+        let mut tx =
+            Device::open(port(0), &small_config()).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let mut rx = Device::open(port(1), &small_config()).unwrap();
         transfer_and_verify(&mut tx, &mut rx, 1000, |s| frame::mixed_len(s + round));
         // A packet held past the device's shutdown stays valid memory.
         let mut keep = Vec::new();
@@ -136,8 +133,8 @@ fn child_one_cycle() {
     if std::env::var("POLLNIC_CHILD").is_err() {
         return; // only meaningful when spawned by the parent test
     }
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
-    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &small_config()).unwrap();
     transfer_and_verify(&mut tx, &mut rx, 500, |_| 1514);
 }
 
@@ -159,8 +156,8 @@ fn up_traffic_down_in_two_processes() {
         );
     }
     // The device was left quiescent and reusable.
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
-    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &small_config()).unwrap();
     transfer_and_verify(&mut tx, &mut rx, 100, |_| 60);
 }
 
@@ -174,8 +171,8 @@ fn child_traffic_until_stopped() {
         return;
     };
     let stop = pollnic_examples::signal::stop_flag().unwrap();
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
-    let mut rx = Device::open(&port(1), &small_config()).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &small_config()).unwrap();
     println!("child: traffic running");
     let mut rounds = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -243,8 +240,8 @@ fn ctrl_c_and_panic_shut_the_device_down_in_order() {
             }
         }
         // Either way the ports are quiescent and immediately reusable.
-        let mut tx = Device::open(&port(0), &small_config()).unwrap();
-        let mut rx = Device::open(&port(1), &small_config()).unwrap();
+        let mut tx = Device::open(port(0), &small_config()).unwrap();
+        let mut rx = Device::open(port(1), &small_config()).unwrap();
         transfer_and_verify(&mut tx, &mut rx, 100, |_| 60);
     }
 }

@@ -35,11 +35,8 @@ fn vm_lck_kib() -> u64 {
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn dma_mappings_are_exactly_the_rings_and_mempools() {
     let before = vm_lck_kib();
-    let cfg = DeviceConfig {
-        queues: 2,
-        ..Default::default()
-    };
-    let dev = Device::open(&port(0), &cfg).expect("open port 0 with 2 queues");
+    let cfg = DeviceConfig::default().with_queues(2);
+    let dev = Device::open(port(0), &cfg).expect("open port 0 with 2 queues");
     let maps = dev.dma_mappings();
     for m in &maps {
         println!("{m}");

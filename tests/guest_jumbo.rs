@@ -20,13 +20,11 @@ use pollnic_tests::*;
 use std::time::{Duration, Instant};
 
 fn cfg(mtu: u32) -> DeviceConfig {
-    DeviceConfig {
-        rx_ring_size: 256,
-        tx_ring_size: 256,
-        mempool_size: 2048,
-        mtu,
-        ..Default::default()
-    }
+    DeviceConfig::default()
+        .with_rx_ring_size(256)
+        .with_tx_ring_size(256)
+        .with_mempool_size(2048)
+        .with_mtu(mtu)
 }
 
 /// A test frame of `wire` bytes on the wire (FCS included: `wire - 4` in the
@@ -116,8 +114,8 @@ fn dropped(tx: &mut Device, rx: &mut Device, frame: &[u8], flow: &Flow, what: &s
 #[test]
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn frames_of_1519_4000_and_9018_bytes_arrive_byte_identical_at_mtu_9000() {
-    let mut tx = Device::open(&port(0), &cfg(9000)).expect("open port 0");
-    let mut rx = Device::open(&port(1), &cfg(9000)).expect("open port 1");
+    let mut tx = Device::open(port(0), &cfg(9000)).expect("open port 0");
+    let mut rx = Device::open(port(1), &cfg(9000)).expect("open port 1");
     assert_eq!(rx.mempool().buf_size(), 9216, "one 9 KiB buffer per frame");
     let flow = Flow::between(tx.mac(), rx.mac());
     let sizes = [1519usize, 4000, 9018];
@@ -173,8 +171,8 @@ fn frames_of_1519_4000_and_9018_bytes_arrive_byte_identical_at_mtu_9000() {
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn at_mtu_1500_1519_bytes_are_dropped_and_a_tagged_1522_arrives() {
     // The sender at MTU 9000 so that its buffers hold any test frame.
-    let mut tx = Device::open(&port(0), &cfg(9000)).expect("open port 0");
-    let mut rx = Device::open(&port(1), &cfg(1500)).expect("open port 1");
+    let mut tx = Device::open(port(0), &cfg(9000)).expect("open port 0");
+    let mut rx = Device::open(port(1), &cfg(1500)).expect("open port 1");
     assert_eq!(rx.mempool().buf_size(), 2048);
     let flow = Flow::between(tx.mac(), rx.mac());
     arrives(
@@ -310,15 +308,13 @@ fn bulk(tx: &mut Device, rx: &mut Device, flow: &Flow, wire: usize) -> (u64, u64
 #[test]
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn at_mtu_9000_twenty_thousand_frames_of_each_size_are_all_sent_and_received() {
-    let big = DeviceConfig {
-        rx_ring_size: 512,
-        tx_ring_size: 512,
-        mempool_size: 4096,
-        mtu: 9000,
-        ..Default::default()
-    };
-    let mut tx = Device::open(&port(0), &big).expect("open port 0");
-    let mut rx = Device::open(&port(1), &big).expect("open port 1");
+    let big = DeviceConfig::default()
+        .with_rx_ring_size(512)
+        .with_tx_ring_size(512)
+        .with_mempool_size(4096)
+        .with_mtu(9000);
+    let mut tx = Device::open(port(0), &big).expect("open port 0");
+    let mut rx = Device::open(port(1), &big).expect("open port 1");
     let flow = Flow::between(tx.mac(), rx.mac());
     let mut report = Vec::new();
     for wire in [1519usize, 4000, 8000, 9018] {

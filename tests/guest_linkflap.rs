@@ -175,12 +175,9 @@ fn send(
 #[test]
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn link_flap_during_traffic_is_seen_counted_and_survived() {
-    let cfg = DeviceConfig {
-        rx_ring_size: 2048,
-        ..Default::default()
-    };
-    let tx = Device::open(&port(0), &cfg).expect("open port 0");
-    let mut rx = Device::open(&port(1), &cfg).expect("open port 1");
+    let cfg = DeviceConfig::default().with_rx_ring_size(2048);
+    let tx = Device::open(port(0), &cfg).expect("open port 0");
+    let mut rx = Device::open(port(1), &cfg).expect("open port 1");
     assert!(tx.link().up, "port 0's link is up after open");
     let dst = rx.mac();
     let stop = Arc::new(AtomicBool::new(false));

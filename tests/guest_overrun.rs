@@ -21,14 +21,12 @@ const SENT: u64 = 200;
 #[test]
 #[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
 fn a_full_ring_drops_silently_but_sets_icr_rxo() {
-    let cfg = DeviceConfig {
-        rx_ring_size: RING,
-        tx_ring_size: 256,
-        mempool_size: 1024,
-        ..Default::default()
-    };
-    let mut tx = Device::open(&port(0), &cfg).expect("open port 0");
-    let mut rx = Device::open(&port(1), &cfg).expect("open port 1");
+    let cfg = DeviceConfig::default()
+        .with_rx_ring_size(RING)
+        .with_tx_ring_size(256)
+        .with_mempool_size(1024);
+    let mut tx = Device::open(port(0), &cfg).expect("open port 0");
+    let mut rx = Device::open(port(1), &cfg).expect("open port 1");
     assert_eq!(
         rx.stats().rx_overrun_reads(),
         0,

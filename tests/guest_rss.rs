@@ -20,11 +20,7 @@ struct Seen {
 }
 
 fn rx_config(key: [u8; 40]) -> DeviceConfig {
-    DeviceConfig {
-        queues: 2,
-        rss_key: key,
-        ..small_config()
-    }
+    small_config().with_queues(2).with_rss_key(key)
 }
 
 /// Send one 60-byte frame per entry of `flows` (seq = index) and collect them
@@ -117,8 +113,8 @@ fn flows(tx: &Device, rx: &Device, n: u32) -> Vec<Flow> {
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn flows_land_on_the_predicted_queue_with_the_software_hash() {
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
-    let mut rx = Device::open(&port(1), &rx_config(pollnic_hw::rss::MICROSOFT_KEY)).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &rx_config(pollnic_hw::rss::MICROSOFT_KEY)).unwrap();
     assert_eq!(rx.queue_count(), 2);
     // 96 distinct flows, each sent twice.
     let base = flows(&tx, &rx, 96);
@@ -139,8 +135,8 @@ fn flows_land_on_the_predicted_queue_with_the_software_hash() {
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn a_new_redirection_table_moves_flows_at_runtime() {
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
-    let mut rx = Device::open(&port(1), &rx_config(pollnic_hw::rss::MICROSOFT_KEY)).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &rx_config(pollnic_hw::rss::MICROSOFT_KEY)).unwrap();
     let fl = flows(&tx, &rx, 64);
     let before = send_and_collect(&mut tx, &mut rx, &fl);
     check_predictions(&rx, &fl, &before);
@@ -166,8 +162,8 @@ fn a_new_redirection_table_moves_flows_at_runtime() {
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn symmetric_key_puts_both_directions_on_one_queue() {
-    let mut tx = Device::open(&port(0), &small_config()).unwrap();
-    let mut rx = Device::open(&port(1), &rx_config(SYMMETRIC_KEY)).unwrap();
+    let mut tx = Device::open(port(0), &small_config()).unwrap();
+    let mut rx = Device::open(port(1), &rx_config(SYMMETRIC_KEY)).unwrap();
     let fwd = flows(&tx, &rx, 64);
     let both: Vec<Flow> = fwd.iter().flat_map(|f| [*f, f.reversed()]).collect();
     let seen = send_and_collect(&mut tx, &mut rx, &both);

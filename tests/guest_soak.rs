@@ -215,13 +215,11 @@ fn soak_traffic_reta_and_cross_thread_drops_leave_nothing_behind() {
     let seconds = soak_seconds();
     let huge_before = hugepages_free();
     println!("soak: {seconds} s at {RATE} frames/s offered, mixed sizes, {FLOWS} flows, 2 RX queues, RETA every {RETA_EVERY:?}; HugePages_Free {huge_before}");
-    let rx_cfg = DeviceConfig {
-        queues: 2,
-        rx_ring_size: 1024,
-        ..Default::default()
-    };
-    let tx = Device::open(&port(0), &DeviceConfig::default()).expect("open port 0");
-    let mut rx = Device::open(&port(1), &rx_cfg).expect("open port 1");
+    let rx_cfg = DeviceConfig::default()
+        .with_queues(2)
+        .with_rx_ring_size(1024);
+    let tx = Device::open(port(0), &DeviceConfig::default()).expect("open port 0");
+    let mut rx = Device::open(port(1), &rx_cfg).expect("open port 1");
     let dst = rx.mac();
     let mut pools: Vec<Mempool> = (0..2).map(|q| rx.queue(q).mempool().clone()).collect();
 
@@ -421,8 +419,8 @@ fn soak_traffic_reta_and_cross_thread_drops_leave_nothing_behind() {
     );
 
     // The ports open again and move traffic.
-    let mut tx = Device::open(&port(0), &small_config()).expect("re-open port 0");
-    let mut rx = Device::open(&port(1), &small_config()).expect("re-open port 1");
+    let mut tx = Device::open(port(0), &small_config()).expect("re-open port 0");
+    let mut rx = Device::open(port(1), &small_config()).expect("re-open port 1");
     transfer_and_verify(&mut tx, &mut rx, 2000, frame::mixed_len);
     drop((tx, rx));
     assert_eq!(

@@ -34,7 +34,9 @@ fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
         Ok(entries) => entries,
         Err(e) => panic!("reading {}: {e}", dir.display()),
     };
-    let mut paths: Vec<PathBuf> = entries.map(|e| e.expect("directory entry").path()).collect();
+    let mut paths: Vec<PathBuf> = entries
+        .map(|e| e.expect("directory entry").path())
+        .collect();
     paths.sort();
     for path in paths {
         if path.is_dir() {
@@ -152,8 +154,8 @@ fn readme_and_docs_links_resolve_and_readme_is_short() {
     let mut broken = Vec::new();
     let mut checked = 0;
     for file in &files {
-        let text = fs::read_to_string(file)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        let text =
+            fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
         let base = file.parent().expect("a file has a parent directory");
         for target in link_targets(&text) {
             let Some(path) = local_target(&target) else {
@@ -181,4 +183,3 @@ fn readme_and_docs_links_resolve_and_readme_is_short() {
         "README.md has {lines} lines; keep it to {README_MAX_LINES} and move detail to docs/"
     );
 }
-

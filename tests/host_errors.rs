@@ -26,10 +26,7 @@ fn malformed_pci_address_is_a_clear_error() {
 
 #[test]
 fn invalid_ring_size_is_refused_before_touching_anything() {
-    let c = DeviceConfig {
-        tx_ring_size: 4100,
-        ..Default::default()
-    };
+    let c = DeviceConfig::default().with_tx_ring_size(4100);
     let e = Device::open("0000:7f:1f.7", &c).err().expect("must fail");
     assert!(
         matches!(

@@ -10,14 +10,12 @@ use pollnic_hw::rss::{queue_for, Reta};
 use std::time::{Duration, Instant};
 
 fn small(queues: u16) -> DeviceConfig {
-    DeviceConfig {
-        rx_ring_size: 32,
-        tx_ring_size: 32,
-        mempool_size: 512,
-        queues,
-        link_timeout: Duration::from_secs(2),
-        ..Default::default()
-    }
+    DeviceConfig::default()
+        .with_rx_ring_size(32)
+        .with_tx_ring_size(32)
+        .with_mempool_size(512)
+        .with_queues(queues)
+        .with_link_timeout(Duration::from_secs(2))
 }
 
 fn model(mac_last: u8) -> Soft82576 {
@@ -256,11 +254,7 @@ fn multicast_needs_allmulti_and_foreign_unicast_needs_promisc() {
     ] {
         let m = model(1);
         let _dev = m
-            .open(&DeviceConfig {
-                allmulti,
-                promisc,
-                ..small(1)
-            })
+            .open(&small(1).with_allmulti(allmulti).with_promisc(promisc))
             .unwrap();
         let delivered = |f: &[u8]| matches!(m.receive(f), RxOutcome::Delivered { .. });
         assert!(delivered(&bcast));
@@ -295,10 +289,7 @@ fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
 #[test]
 fn jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_counted() {
     let (a, b) = (model(1), model(2));
-    let cfg = DeviceConfig {
-        mtu: 9000,
-        ..small(1)
-    };
+    let cfg = small(1).with_mtu(9000);
     let mut tx = a.open(&cfg).unwrap();
     let mut rx = b.open(&cfg).unwrap();
     assert_eq!(rx.mtu(), 9000);
@@ -365,14 +356,7 @@ fn at_mtu_1500_a_1519_byte_frame_is_dropped_and_counted_and_a_tagged_1522_arrive
     assert!(got[0].data() == &tagged[..]);
     assert_eq!(rx.stats().get("rx_length_errors"), Some(1));
     // Out of range: a clear error before the device is touched.
-    let e = b
-        .open(&DeviceConfig {
-            mtu: 9001,
-            ..small(1)
-        })
-        .err()
-        .unwrap()
-        .to_string();
+    let e = b.open(&small(1).with_mtu(9001)).err().unwrap().to_string();
     assert!(
         e.contains("MTU 9001 is out of range") && e.contains("1500 to 9000"),
         "{e}"
@@ -387,10 +371,7 @@ fn at_mtu_1500_a_1519_byte_frame_is_dropped_and_counted_and_a_tagged_1522_arrive
 #[test]
 fn at_mtu_9000_every_buffer_carries_whole_frames_without_crossing_a_page() {
     let (a, b) = (model(7), model(8));
-    let cfg = DeviceConfig {
-        mtu: 9000,
-        ..small(1)
-    };
+    let cfg = small(1).with_mtu(9000);
     let mut tx = a.open(&cfg).unwrap();
     let mut rx = b.open(&cfg).unwrap();
     let flow = Flow::between(tx.mac(), rx.mac());

@@ -10,14 +10,12 @@ use pollnic_hw::rss::{queue_for, Reta};
 use std::time::{Duration, Instant};
 
 fn small(queues: u16) -> DeviceConfig {
-    DeviceConfig {
-        rx_ring_size: 64,
-        tx_ring_size: 64,
-        mempool_size: 512,
-        queues,
-        link_timeout: Duration::from_secs(2),
-        ..Default::default()
-    }
+    DeviceConfig::default()
+        .with_rx_ring_size(64)
+        .with_tx_ring_size(64)
+        .with_mempool_size(512)
+        .with_queues(queues)
+        .with_link_timeout(Duration::from_secs(2))
 }
 
 fn model(mac_last: u8) -> Soft82599 {
@@ -147,7 +145,7 @@ fn a_full_ring_counts_rx_no_dma_resources_or_rx_missed_errors() {
     drop(dev);
     // One queue: no DROP_EN, the packet buffer overflows: MPC.
     let m = model(1);
-    let mut dev = m.open(&small(1)).unwrap();
+    let dev = m.open(&small(1)).unwrap();
     for _ in 0..70 {
         m.receive(&frame);
     }
@@ -273,10 +271,7 @@ fn a_link_that_never_comes_up_gives_link_down() {
         link_time: None,
         ..Default::default()
     });
-    let cfg = DeviceConfig {
-        link_timeout: Duration::from_millis(200),
-        ..small(1)
-    };
+    let cfg = small(1).with_link_timeout(Duration::from_millis(200));
     let e = m.open(&cfg).err().expect("link stays down");
     assert!(matches!(e, Error::LinkDown { waited_ms: 200, .. }), "{e}");
     assert!(m.mappings().is_empty(), "nothing left mapped");
@@ -286,10 +281,7 @@ fn a_link_that_never_comes_up_gives_link_down() {
 #[test]
 fn igb_sized_rings_are_refused_with_the_82599_minimum() {
     let m = model(1);
-    let cfg = DeviceConfig {
-        rx_ring_size: 32,
-        ..small(1)
-    };
+    let cfg = small(1).with_rx_ring_size(32);
     let e = m
         .open(&cfg)
         .err()
@@ -418,10 +410,7 @@ fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
 #[test]
 fn model_only_jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_counted() {
     let (a, b) = (model(1), model(2));
-    let cfg = DeviceConfig {
-        mtu: 9000,
-        ..small(1)
-    };
+    let cfg = small(1).with_mtu(9000);
     let mut tx = a.open(&cfg).unwrap();
     let mut rx = b.open(&cfg).unwrap();
     assert_ne!(b.peek(HLREG0) & HLREG0_JUMBOEN, 0);
@@ -485,10 +474,7 @@ fn model_only_jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_coun
 #[test]
 fn at_mtu_9000_every_buffer_carries_whole_frames_without_crossing_a_page() {
     let (a, b) = (model(7), model(8));
-    let cfg = DeviceConfig {
-        mtu: 9000,
-        ..small(1)
-    };
+    let cfg = small(1).with_mtu(9000);
     let mut tx = a.open(&cfg).unwrap();
     let mut rx = b.open(&cfg).unwrap();
     let flow = Flow::between(tx.mac(), rx.mac());

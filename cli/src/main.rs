@@ -272,10 +272,8 @@ fn doctor(
             return ExitCode::FAILURE;
         }
     };
-    let cfg = pollnic::DeviceConfig {
-        queues: queues.unwrap_or(cores.len().min(usize::from(u16::MAX)) as u16),
-        ..Default::default()
-    };
+    let cfg = pollnic::DeviceConfig::default()
+        .with_queues(queues.unwrap_or(cores.len().min(usize::from(u16::MAX)) as u16));
     if let Err(e) = cfg.validate() {
         eprintln!("pollnic: --queues: {e}");
         return ExitCode::FAILURE;

@@ -6,8 +6,15 @@ use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
 use pollnic_hw::rss::{Reta, KEY_LEN, MICROSOFT_KEY};
 use std::time::Duration;
 
-/// How to bring a device up. `Default` gives DPDK-like defaults.
+/// How to bring a device up. `Default` gives DPDK-like defaults; change
+/// them with the `with_*` builder methods (or by assigning fields of a
+/// `DeviceConfig::default()`), e.g.
+/// `DeviceConfig::default().with_queues(4).with_mtu(9000)`. Non-exhaustive:
+/// fields may be added, so build from the default, never from a literal.
+/// Checked by [`DeviceConfig::validate`] (and by `Device::open`) before the
+/// device is touched.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct DeviceConfig {
     /// RX descriptors per queue: a power of two in 32..=4096, at least 64 on
     /// the 82599 (default 512).
@@ -52,6 +59,83 @@ pub struct DeviceConfig {
     pub reta: Option<Reta>,
     /// Which packet types RSS hashes (default: IPv4/IPv6, TCP and UDP).
     pub hash_types: HashTypes,
+}
+
+/// Builder methods: each sets one field (see its documentation for units
+/// and range) and returns the configuration.
+impl DeviceConfig {
+    /// Set [`DeviceConfig::rx_ring_size`]: RX descriptors per queue.
+    #[must_use]
+    pub fn with_rx_ring_size(mut self, rx_ring_size: u32) -> Self {
+        self.rx_ring_size = rx_ring_size;
+        self
+    }
+    /// Set [`DeviceConfig::tx_ring_size`]: TX descriptors per queue.
+    #[must_use]
+    pub fn with_tx_ring_size(mut self, tx_ring_size: u32) -> Self {
+        self.tx_ring_size = tx_ring_size;
+        self
+    }
+    /// Set [`DeviceConfig::mempool_size`]: buffers in each queue's mempool.
+    #[must_use]
+    pub fn with_mempool_size(mut self, mempool_size: u32) -> Self {
+        self.mempool_size = mempool_size;
+        self
+    }
+    /// Set [`DeviceConfig::buf_size`]: bytes per buffer, at least.
+    #[must_use]
+    pub fn with_buf_size(mut self, buf_size: usize) -> Self {
+        self.buf_size = buf_size;
+        self
+    }
+    /// Set [`DeviceConfig::mtu`]: the MTU in bytes.
+    #[must_use]
+    pub fn with_mtu(mut self, mtu: u32) -> Self {
+        self.mtu = mtu;
+        self
+    }
+    /// Set [`DeviceConfig::promisc`]: promiscuous mode.
+    #[must_use]
+    pub fn with_promisc(mut self, promisc: bool) -> Self {
+        self.promisc = promisc;
+        self
+    }
+    /// Set [`DeviceConfig::allmulti`]: all-multicast mode.
+    #[must_use]
+    pub fn with_allmulti(mut self, allmulti: bool) -> Self {
+        self.allmulti = allmulti;
+        self
+    }
+    /// Set [`DeviceConfig::link_timeout`]: the link-up wait.
+    #[must_use]
+    pub fn with_link_timeout(mut self, link_timeout: Duration) -> Self {
+        self.link_timeout = link_timeout;
+        self
+    }
+    /// Set [`DeviceConfig::queues`]: the RX/TX queue pair count.
+    #[must_use]
+    pub fn with_queues(mut self, queues: u16) -> Self {
+        self.queues = queues;
+        self
+    }
+    /// Set [`DeviceConfig::rss_key`]: the 40-byte RSS key.
+    #[must_use]
+    pub fn with_rss_key(mut self, rss_key: [u8; KEY_LEN]) -> Self {
+        self.rss_key = rss_key;
+        self
+    }
+    /// Set [`DeviceConfig::reta`]: the redirection table (`None`: round robin).
+    #[must_use]
+    pub fn with_reta(mut self, reta: Option<Reta>) -> Self {
+        self.reta = reta;
+        self
+    }
+    /// Set [`DeviceConfig::hash_types`]: the packet types RSS hashes.
+    #[must_use]
+    pub fn with_hash_types(mut self, hash_types: HashTypes) -> Self {
+        self.hash_types = hash_types;
+        self
+    }
 }
 
 impl Default for DeviceConfig {

@@ -23,6 +23,7 @@ use crate::wait::{wait_for, TimedOut};
 use crossbeam_utils::CachePadded;
 use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
 use pollnic_rings::{DescRing, Mempool, Packet, PageSize, RxRing, RxStats, TxRing, TxStats};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +61,9 @@ pub struct Device {
     stats: SharedStats,
     refresher: Option<StatsRefresher>,
     bar: Arc<dyn DeviceBar>,
+    /// Cleared when the device shuts down: [`StatsReader`]s stop reading
+    /// registers then.
+    open: Arc<AtomicBool>,
     /// The live DMA mappings, kept by the [`Recording`] mappers of each region.
     mappings: MappingLog,
     // Dropped last: BAR unmapped, VFIO device and container closed.
@@ -80,11 +84,89 @@ impl Device {
     /// - [`Error::Timeout`], [`Error::LinkDown`]: the device did not respond or the link stayed down.
     ///
     /// On every error after the device was opened it is reset and all memory released.
-    pub fn open(addr: &str, cfg: &DeviceConfig) -> Result<Device> {
+    ///
+    /// `addr` is a [`PciAddress`] or anything that converts into one
+    /// (`"0000:00:08.0"`, a `String`); a bad address is [`Error::Pci`] with
+    /// the parse error.
+    pub fn open<A>(addr: A, cfg: &DeviceConfig) -> Result<Device>
+    where
+        A: TryInto<PciAddress>,
+        Error: From<A::Error>,
+    {
+        let addr: PciAddress = addr.try_into()?;
+        let mut v = Device::open_in(&[addr], cfg, false)?;
+        Ok(v.remove(0))
+    }
+
+    /// Open several ports together, in one VFIO container: they share one
+    /// IOMMU address space, so a [`Packet`] received on one can be handed to
+    /// another's `tx_burst` as the same buffer, with no copy (as ixy-fwd and
+    /// DPDK's l2fwd forward). VFIO allows several IOMMU groups in one
+    /// container (`Documentation/driver-api/vfio.rst`). Returned in the
+    /// order given.
+    ///
+    /// A port opened alone with [`Device::open`] has a container of its
+    /// own; its buffers cannot cross to another port's TX ring (they are
+    /// refused there and counted in `tx_errors`, never sent with a foreign
+    /// IOVA). [`Device::shares_dma_with`] tells which is which.
+    ///
+    /// # Errors
+    /// As [`Device::open`], for the first port that fails; the ports opened
+    /// before it are shut down. [`Error::Config`] for an empty list or a
+    /// port given twice.
+    pub fn open_many<I>(addrs: I, cfg: &DeviceConfig) -> Result<Vec<Device>>
+    where
+        I: IntoIterator,
+        I::Item: TryInto<PciAddress>,
+        Error: From<<I::Item as TryInto<PciAddress>>::Error>,
+    {
+        let addrs = addrs
+            .into_iter()
+            .map(|a| a.try_into().map_err(Error::from))
+            .collect::<Result<Vec<PciAddress>>>()?;
+        if addrs.is_empty() {
+            return Err(Error::Config("open_many: no port given".into()));
+        }
+        if let Some(d) = addrs
+            .iter()
+            .enumerate()
+            .find(|(i, a)| addrs[..*i].contains(a))
+        {
+            return Err(Error::Config(format!("open_many: {} given twice", d.1)));
+        }
+        Device::open_in(&addrs, cfg, true)
+    }
+
+    /// Open `addrs` (all checked first), one VFIO container for all when
+    /// `shared` is set, else one each (only ever called with one address then).
+    fn open_in(addrs: &[PciAddress], cfg: &DeviceConfig, shared: bool) -> Result<Vec<Device>> {
         cfg.validate()?;
-        let addr: PciAddress = addr.parse().map_err(crate::pci::Error::from)?;
         let sysfs = Sysfs::default();
-        let info = PciDevice::read(&sysfs, addr)?;
+        let mut found = Vec::with_capacity(addrs.len());
+        for &addr in addrs {
+            found.push(Device::check_port(&sysfs, addr, cfg)?);
+        }
+        let mut container = None;
+        let mut out = Vec::with_capacity(addrs.len());
+        for (ident, group) in found {
+            let vfio = Vfio::open(&sysfs, ident.addr, group, container.as_ref())?;
+            if shared && container.is_none() {
+                container = Some(vfio.container());
+            }
+            out.push(Device::open_on(Box::new(vfio), ident, cfg)?);
+        }
+        Ok(out)
+    }
+
+    /// What [`Device::open`] checks of `addr` before touching anything: it
+    /// exists, a family drives it with `cfg`, it is bound to vfio-pci and has
+    /// an IOMMU group.
+    fn check_port(
+        sysfs: &Sysfs,
+        addr: PciAddress,
+        cfg: &DeviceConfig,
+    ) -> Result<(DeviceIdent, u32)> {
+        let info = PciDevice::read(sysfs, addr)?;
         let ident = DeviceIdent {
             addr,
             vendor: info.vendor,
@@ -101,8 +183,38 @@ impl Device {
         let group = info
             .iommu_group
             .ok_or(crate::pci::Error::NoIommuGroup { addr })?;
-        let vfio = Vfio::open(&sysfs, addr, group)?;
-        Device::open_on(Box::new(vfio), ident, cfg)
+        Ok((ident, group))
+    }
+
+    /// Whether this device's DMA reaches `other`'s buffers, i.e. whether a
+    /// [`Packet`] received on one may be sent on the other as it is (ports
+    /// opened together by [`Device::open_many`], or the same device).
+    pub fn shares_dma_with(&self, other: &Device) -> bool {
+        self.queues
+            .first()
+            .zip(other.queues.first())
+            .is_some_and(|(a, b)| {
+                a.mempool()
+                    .region()
+                    .same_address_space(b.mempool().region())
+            })
+    }
+
+    /// [`Error::DifferentContainers`] unless [`Device::shares_dma_with`]:
+    /// the check a forwarder makes before it hands one port's packets to
+    /// another's TX ring.
+    ///
+    /// # Errors
+    /// [`Error::DifferentContainers`], naming both ports.
+    pub fn check_shares_dma_with(&self, other: &Device) -> Result<()> {
+        if self.shares_dma_with(other) {
+            Ok(())
+        } else {
+            Err(Error::DifferentContainers {
+                addr: self.addr,
+                other: other.addr,
+            })
+        }
     }
 
     /// Bring up the device behind `io` (its registers and DMA mapper) as
@@ -136,6 +248,7 @@ impl Device {
             stats: Arc::new(Mutex::new(Stats::new(family.stats_layout()))),
             refresher: None,
             bar: io.bar0(),
+            open: Arc::new(AtomicBool::new(true)),
             mappings: MappingLog::default(),
             io,
         };
@@ -238,7 +351,19 @@ impl Device {
         self.family.name()
     }
 
+    /// Queue 0 of a single-queue device, for the device-level conveniences.
+    ///
+    /// # Panics
+    /// If the device has more than one queue: those bursts must name their
+    /// queue ([`Device::queue`], [`crate::run_pinned`]).
     fn q(&mut self) -> &mut Queue {
+        assert!(
+            self.queues.len() == 1,
+            "{}: Device::rx_burst/tx_burst/flush_tx/mempool serve a single-queue device only; \
+             this one has {} queues: use dev.queue(i) or pollnic::run_pinned",
+            self.addr,
+            self.queues.len()
+        );
         &mut self.queues[0]
     }
 
@@ -304,27 +429,40 @@ impl Device {
         Ok(())
     }
 
-    /// Receive up to `max` frames from queue 0, appending them to `out`;
-    /// returns how many. Never blocks; never allocates if `out` has room.
+    /// Receive up to `max` frames from the device's only queue, appending
+    /// them to `out`; returns how many. Never blocks; never allocates if
+    /// `out` has room.
+    ///
+    /// # Panics
+    /// If the device was opened with more than one queue: use
+    /// [`Device::queue`] (`dev.queue(i).rx_burst(..)`) or [`crate::run_pinned`].
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         self.q().rx_burst(out, max)
     }
 
-    /// Queue frames from the front of `pkts` on TX queue 0 until the ring is
-    /// full; returns how many were taken (the rest stay in `pkts`, in order).
+    /// Queue frames from the front of `pkts` on the device's only TX queue
+    /// until the ring is full; returns how many were taken (the rest stay in
+    /// `pkts`, in order).
+    ///
+    /// # Panics
+    /// If the device has more than one queue (see [`Device::rx_burst`]).
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
         self.q().tx_burst(pkts)
     }
 
-    /// Reclaim sent TX buffers of queue 0 until none is in flight or
+    /// Reclaim sent TX buffers of the only queue until none is in flight or
     /// `timeout` passes; returns whether the TX ring drained.
+    ///
+    /// # Panics
+    /// If the device has more than one queue (see [`Device::rx_burst`]).
     pub fn flush_tx(&mut self, timeout: Duration) -> bool {
         self.q().flush_tx(timeout)
     }
 
-    /// The queue's mempool: allocate TX frames from it with [`Mempool::alloc`].
+    /// Queue 0's mempool: allocate TX frames from it with [`Mempool::alloc`]
+    /// (each queue has its own: [`Queue::mempool`]).
     pub fn mempool(&self) -> &Mempool {
         self.queues[0].mempool()
     }
@@ -359,13 +497,27 @@ impl Device {
     }
 
     /// Read the hardware counters (adding to the totals since open) and return
-    /// the totals under their `ethtool -S` names. The device also reads them
-    /// every [`STATS_REFRESH`] on its own thread, so no count is lost however
-    /// rarely this is called ([`crate::refresh`] gives the horizon).
-    pub fn stats(&mut self) -> Stats {
-        let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-        self.family.update_stats(self.bar.regs(), &mut s);
-        s.clone()
+    /// the totals: typed with [`Stats::counter`], or by `ethtool -S` name
+    /// with [`Stats::get`]. Takes `&self`, so it works while the queues run
+    /// on pinned threads; [`Device::stats_reader`] gives a handle another
+    /// thread can keep. The device also reads them every second
+    /// (`STATS_REFRESH`) on its own thread, so no count is lost however
+    /// rarely this is called (a 32-bit clear-on-read counter at 1 Gb/s
+    /// wraps after about 48 minutes at line rate).
+    pub fn stats(&self) -> Stats {
+        self.stats_reader().read()
+    }
+
+    /// A cloneable, `Send + Sync` handle that reads this device's hardware
+    /// counters from any thread, as [`Device::stats`] does. After the device
+    /// is closed it returns the last totals without touching the hardware.
+    pub fn stats_reader(&self) -> StatsReader {
+        StatsReader {
+            family: self.family,
+            bar: Arc::clone(&self.bar),
+            stats: Arc::clone(&self.stats),
+            open: Arc::clone(&self.open),
+        }
     }
 
     /// Software counters of RX queue 0.
@@ -382,6 +534,36 @@ impl Device {
             .first()
             .map(|q| q.tx_stats())
             .unwrap_or_default()
+    }
+}
+
+/// Reads a device's hardware counters from any thread ([`Device::stats_reader`]).
+#[derive(Clone)]
+pub struct StatsReader {
+    family: &'static dyn Family,
+    bar: Arc<dyn DeviceBar>,
+    stats: SharedStats,
+    open: Arc<AtomicBool>,
+}
+
+impl StatsReader {
+    /// The counter totals since the device was opened, read from the
+    /// hardware first while the device is open (as [`Device::stats`]).
+    pub fn read(&self) -> Stats {
+        let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        if self.open.load(Ordering::Acquire) {
+            self.family.update_stats(self.bar.regs(), &mut s);
+        }
+        s.clone()
+    }
+}
+
+impl std::fmt::Debug for StatsReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatsReader")
+            .field("family", &self.family.name())
+            .field("open", &self.open.load(Ordering::Relaxed))
+            .finish()
     }
 }
 
@@ -445,6 +627,11 @@ impl Drop for Device {
         // 0. no more counter reads (a read during reset may return all ones).
         if let Some(mut r) = self.refresher.take() {
             r.stop();
+        }
+        {
+            // Under the counters' lock, so no reader is mid-read during reset.
+            let _s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            self.open.store(false, Ordering::Release);
         }
         self.family.shutdown(self.bar.regs(), self.hw_queues);
         self.io.disable_bus_master();

@@ -8,8 +8,14 @@ use pollnic_hw::igb::{MAX_RING_SIZE, MIN_RING_SIZE};
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What can go wrong opening or running a device.
+/// The underlying error of a failed VFIO or kernel call, kept as the
+/// [`std::error::Error::source`] of an [`Error`].
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What can go wrong opening or running a device. Non-exhaustive: match
+/// with a `_` arm. Each variant's message says what to run to fix it.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// PCI sysfs: bad address, no such device, unsupported device, no IOMMU group...
     #[error(transparent)]
@@ -45,10 +51,40 @@ pub enum Error {
     },
 
     /// `/dev/vfio/vfio` could not be opened.
-    #[error("cannot open the VFIO container ({detail}): load the modules with `modprobe vfio-pci` and run as root")]
+    #[error("cannot open the VFIO container ({source}): load the modules with `modprobe vfio-pci` and run as root")]
     VfioUnavailable {
-        /// The underlying error.
-        detail: String,
+        /// The underlying error (vfio-ioctls' `VfioError`).
+        #[source]
+        source: Cause,
+    },
+
+    /// The device's VFIO group node could not be opened for want of permission.
+    #[error(
+        "{addr}: opening {node}: permission denied: run as root, or hand the group to this \
+         user with `sudo pollnic bind --user $(id -un) {addr}` (`pollnic doctor` checks the rest)"
+    )]
+    GroupPermission {
+        /// The device.
+        addr: PciAddress,
+        /// The node, `/dev/vfio/<group>`.
+        node: String,
+        /// The `open(2)` error (EACCES).
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Ports opened together must share one VFIO container, and ports opened
+    /// apart never do: a buffer of one container's IO address space means
+    /// nothing to a device in another.
+    #[error(
+        "{addr} and {other} are in different VFIO containers: open them together with \
+         `Device::open_many` so that packets can cross between them"
+    )]
+    DifferentContainers {
+        /// One port.
+        addr: PciAddress,
+        /// The other.
+        other: PciAddress,
     },
 
     /// Another process holds the device's VFIO group.
@@ -59,14 +95,15 @@ pub enum Error {
     },
 
     /// A VFIO ioctl failed.
-    #[error("{addr}: VFIO failed while {what}: {detail}")]
+    #[error("{addr}: VFIO failed while {what}: {source}")]
     Vfio {
         /// The device.
         addr: PciAddress,
         /// The step.
-        what: String,
+        what: &'static str,
         /// The underlying error.
-        detail: String,
+        #[source]
+        source: Cause,
     },
 
     /// DMA memory: no hugepages, memlock too low.
@@ -114,4 +151,17 @@ pub enum Error {
         /// How long we waited.
         waited_ms: u64,
     },
+}
+
+impl From<crate::pci::ParseAddressError> for Error {
+    fn from(e: crate::pci::ParseAddressError) -> Self {
+        Error::Pci(e.into())
+    }
+}
+
+/// A [`PciAddress`] converts into itself without failing.
+impl From<std::convert::Infallible> for Error {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
 }

@@ -11,13 +11,29 @@
 //! live in their own packages. The 82599 back end is tested against a
 //! software 82599 (feature `model`) and has not yet run on hardware.
 //!
+//! Open two ports together, receive a burst on one, send it out of the
+//! other with no copy, and read a counter (the ports must be bound to
+//! vfio-pci, `pollnic bind`, with 2 MiB hugepages reserved):
+//!
 //! ```no_run
-//! let mut dev = pollnic::Device::open("0000:00:08.0", &pollnic::DeviceConfig::default())?;
+//! use pollnic::{Counter, Device, DeviceConfig};
+//!
+//! let cfg = DeviceConfig::default().with_rx_ring_size(1024);
+//! // One VFIO container for both: buffers cross between the ports.
+//! let mut ports = Device::open_many(["0000:03:00.0", "0000:03:00.1"], &cfg)?;
+//! let (a, b) = ports.split_at_mut(1);
+//! let (rx, tx) = (a[0].queue(0), b[0].queue(0));
 //! let mut burst = Vec::with_capacity(32);
-//! dev.rx_burst(&mut burst, 32);
-//! dev.tx_burst(&mut burst); // forward them back out, zero copy
+//! rx.rx_burst(&mut burst, 32); // Packets borrow the DMA buffers the NIC wrote
+//! tx.tx_burst(&mut burst); // the same buffers go out of port b
+//! // `&self`: readable while the queues run on pinned threads.
+//! let stats = ports[1].stats();
+//! println!("tx_packets {}", stats.counter(Counter::TxPackets));
 //! # Ok::<(), pollnic::Error>(())
 //! ```
+//!
+//! More: `docs/library.md` in the repository (queues on pinned cores with
+//! [`run_pinned`], RSS, counters, buffers).
 //!
 //! `unsafe` is confined to the private `sys` module tree (MMIO, VFIO, DMA
 //! mapping, the clock, the read-only PCI link probe, the software models'
@@ -43,12 +59,12 @@ mod wait;
 
 pub use config::{usable_ring_size, DeviceConfig};
 pub use counters::{DeviceCounters, QueueCounters, QueueSnapshot};
-pub use device::{Device, DeviceIdent};
-pub use error::{Error, Result};
+pub use device::{Device, DeviceIdent, StatsReader};
+pub use error::{Cause, Error, Result};
 pub use family::{Family, HashTypes, LinkStatus};
 pub use pollnic_rings::{Mempool, Packet, RxStats, TxStats};
 pub use queue::Queue;
 pub use runner::{check_cores, parse_cores, pin_current_thread, run_pinned};
-pub use stats::Stats;
+pub use stats::{Counter, Stats};
 pub use sys::clock;
 pub use sys::dmamap::{DmaMapping, DmaPurpose};

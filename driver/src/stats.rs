@@ -11,19 +11,125 @@
 //! then a lower bound, and [`Stats::saturated`] names it.
 
 use crate::sys::mmio::Regs;
-use pollnic_hw::igb::stats::{Counter, Width};
 use pollnic_hw::ixgbe::stats::Sum;
+use pollnic_hw::stats::{Counter as Register, Width};
 
 /// The counter pollnic keeps itself on igb: reads of the counters that
 /// found ICR.RXO set (an RX ring overrun, the only trace QEMU's igb leaves
 /// of such drops).
 pub(crate) const ICR_RXO_EVENTS: &str = "icr_rxo_events";
 
+/// The hardware counters both families have, by their `ethtool -S` names
+/// (Linux igb's; the 82599's Linux names are accepted by [`Stats::get`] too).
+/// [`Stats::counter`] reads one without a string look-up. Non-exhaustive:
+/// more may be added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Counter {
+    /// Good packets received (GPRC).
+    RxPackets,
+    /// Good packets transmitted (GPTC).
+    TxPackets,
+    /// Good octets received, FCS included (GORCL/GORCH).
+    RxBytes,
+    /// Good octets transmitted, FCS included (GOTCL/GOTCH).
+    TxBytes,
+    /// Frames dropped for want of room in the packet buffer (MPC; the
+    /// 82599's sum of MPC(0..8)).
+    RxMissedErrors,
+    /// Frames that found no free RX descriptor (RNBC; 82599: the sum of
+    /// QPRDC, Linux `rx_no_dma_resources`).
+    RxNoBufferCount,
+    /// Broadcast frames received (BPRC).
+    RxBroadcast,
+    /// Broadcast frames transmitted (BPTC).
+    TxBroadcast,
+    /// Multicast frames received (MPRC).
+    RxMulticast,
+    /// Multicast frames transmitted (MPTC).
+    TxMulticast,
+    /// Frames received with a bad FCS (CRCERRS).
+    RxCrcErrors,
+    /// Length errors: too short plus too long (RUC + ROC; 82599 RLEC).
+    RxLengthErrors,
+    /// Frames longer than the maximum frame size (ROC).
+    RxLongLengthErrors,
+    /// Frames shorter than 64 bytes (RUC).
+    RxShortLengthErrors,
+    /// All packets received, good or bad (TPR).
+    RxTotalPackets,
+    /// All packets transmitted (TPT).
+    TxTotalPackets,
+}
+
+impl Counter {
+    /// Every counter, in `ethtool -S` order.
+    pub const ALL: [Counter; 16] = [
+        Counter::RxPackets,
+        Counter::TxPackets,
+        Counter::RxBytes,
+        Counter::TxBytes,
+        Counter::RxMissedErrors,
+        Counter::RxNoBufferCount,
+        Counter::RxBroadcast,
+        Counter::TxBroadcast,
+        Counter::RxMulticast,
+        Counter::TxMulticast,
+        Counter::RxCrcErrors,
+        Counter::RxLengthErrors,
+        Counter::RxLongLengthErrors,
+        Counter::RxShortLengthErrors,
+        Counter::RxTotalPackets,
+        Counter::TxTotalPackets,
+    ];
+
+    /// Its `ethtool -S` name, e.g. `rx_packets`: what [`Stats::get`] takes
+    /// and what the tools print and write in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::RxPackets => "rx_packets",
+            Counter::TxPackets => "tx_packets",
+            Counter::RxBytes => "rx_bytes",
+            Counter::TxBytes => "tx_bytes",
+            Counter::RxMissedErrors => "rx_missed_errors",
+            Counter::RxNoBufferCount => "rx_no_buffer_count",
+            Counter::RxBroadcast => "rx_broadcast",
+            Counter::TxBroadcast => "tx_broadcast",
+            Counter::RxMulticast => "rx_multicast",
+            Counter::TxMulticast => "tx_multicast",
+            Counter::RxCrcErrors => "rx_crc_errors",
+            Counter::RxLengthErrors => "rx_length_errors",
+            Counter::RxLongLengthErrors => "rx_long_length_errors",
+            Counter::RxShortLengthErrors => "rx_short_length_errors",
+            Counter::RxTotalPackets => "rx_total_packets",
+            Counter::TxTotalPackets => "tx_total_packets",
+        }
+    }
+}
+
+impl Counter {
+    /// The name the 82599's Linux driver gives it where that is not an alias
+    /// of [`Counter::name`] (ixgbe has no RNBC; its `rx_no_dma_resources`,
+    /// the sum of QPRDC, counts the same drops).
+    fn other_name(self) -> Option<&'static str> {
+        match self {
+            Counter::RxNoBufferCount => Some("rx_no_dma_resources"),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What a family's counters are.
 #[derive(Debug)]
 pub struct StatsLayout {
     /// The registers, in `ethtool -S` order.
-    pub counters: &'static [Counter],
+    pub counters: &'static [Register],
     /// Counters that are sums of several registers of `counters` (82599's
     /// `rx_missed_errors` = MPC(0..8)), reported after them.
     pub sums: &'static [Sum],
@@ -58,7 +164,7 @@ impl Eq for Stats {}
 /// Read counter `c` once: 64-bit pairs low then high (reading the high half
 /// clears the pair on both families: 82576 datasheet §8.19, Linux
 /// `ixgbe_update_stats`).
-pub fn read_counter(r: &dyn Regs, c: &Counter) -> u64 {
+pub fn read_counter(r: &dyn Regs, c: &Register) -> u64 {
     match c.width {
         Width::Bits32(o) => r.read32(o) as u64,
         Width::Bits64 { lo, hi } => {
@@ -147,6 +253,15 @@ impl Stats {
         Some(self.extra[i])
     }
 
+    /// Total of counter `c` since the device was opened (packets or bytes,
+    /// as the counter counts). Every [`Counter`] exists on both families
+    /// (checked by a test), so this never guesses.
+    pub fn counter(&self, c: Counter) -> u64 {
+        self.get(c.name())
+            .or_else(|| c.other_name().and_then(|n| self.get(n)))
+            .unwrap_or(0)
+    }
+
     /// igb: reads that found ICR.RXO set (see `pollnic::igb::stats`); 0 on
     /// families without that counter.
     pub fn rx_overrun_reads(&self) -> u64 {
@@ -184,5 +299,31 @@ impl Stats {
             .copied()
             .zip(self.extra.iter().copied());
         regs.chain(sums).chain(extra)
+    }
+}
+
+#[cfg(test)]
+mod counter_tests {
+    use super::{Counter, Stats};
+
+    #[test]
+    fn every_typed_counter_exists_on_both_families() {
+        for layout in [
+            &crate::family::igb::stats::LAYOUT,
+            &crate::family::ixgbe::stats::LAYOUT,
+        ] {
+            let s = Stats::new(layout);
+            for c in Counter::ALL {
+                let found = s
+                    .get(c.name())
+                    .or_else(|| c.other_name().and_then(|n| s.get(n)));
+                assert_eq!(
+                    found,
+                    Some(0),
+                    "{c} on a layout of {} registers",
+                    layout.counters.len()
+                );
+            }
+        }
     }
 }

@@ -86,15 +86,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // The file first: an unwritable path fails before the NIC is touched.
     let mut out = PcapOut::create(&args.out, Format::for_path(&args.out), args.snaplen)?;
     let stop = pollnic_examples::signal::stop_flag()?;
-    let cfg = DeviceConfig {
-        rx_ring_size: args.ring_size,
-        tx_ring_size: 32,
-        mempool_size: (args.ring_size * 3 + 2048).max(4096),
-        queues: args.queues,
-        promisc: true,
-        mtu: pollnic_examples::gen::check_mtu(args.mtu)?,
-        ..Default::default()
-    };
+    let cfg = DeviceConfig::default()
+        .with_rx_ring_size(args.ring_size)
+        .with_tx_ring_size(32)
+        .with_mempool_size((args.ring_size * 3 + 2048).max(4096))
+        .with_queues(args.queues)
+        .with_promisc(true)
+        .with_mtu(pollnic_examples::gen::check_mtu(args.mtu)?);
     let mut dev = Device::open(&args.port, &cfg)?;
     if !args.json {
         println!(

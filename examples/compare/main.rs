@@ -264,15 +264,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let stop = pollnic_examples::signal::stop_flag()?;
     // Forwarding rows receive on the generator's port what port 1 sends back;
     // in io mode that is still addressed to port 1: promiscuous.
-    let gen_cfg = DeviceConfig {
-        promisc: args.forward,
-        ..Default::default()
-    };
-    let mut gen = Device::open(&tx.to_string(), &gen_cfg)?;
+    let gen_cfg = DeviceConfig::default().with_promisc(args.forward);
+    let mut gen = Device::open(tx, &gen_cfg)?;
     let sysfs = Sysfs::default();
     // The receiver's MAC, read by pollnic (binding the port to vfio-pci if needed).
     pci::bind_vfio(&sysfs, rx)?;
-    let dst_mac = Device::open(&rx.to_string(), &DeviceConfig::default())?.mac();
+    let dst_mac = Device::open(rx, &DeviceConfig::default())?.mac();
     let flows: Vec<Flow> = (0..args.flows.max(1))
         .map(|i| Flow::nth(gen.mac(), dst_mac, i))
         .collect();

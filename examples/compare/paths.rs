@@ -76,12 +76,10 @@ pub fn pollnic_rx(
     timed: bool,
 ) -> Result<Measured, String> {
     ensure_vfio(rx)?;
-    let cfg = DeviceConfig {
-        queues,
-        rx_ring_size: RX_RING,
-        ..Default::default()
-    };
-    let mut dev = Device::open(&rx.to_string(), &cfg).map_err(|e| e.to_string())?;
+    let cfg = DeviceConfig::default()
+        .with_queues(queues)
+        .with_rx_ring_size(RX_RING);
+    let mut dev = Device::open(rx, &cfg).map_err(|e| e.to_string())?;
     let done = AtomicBool::new(false);
     // Queue threads that have polled once; whether the trial (after the
     // warm-up) has begun, for the count-only loop that cannot tell warm-up

@@ -69,6 +69,8 @@ pub fn summary(
                 "received": received.iter().sum::<u64>(), "forwarded": forwarded,
                 "tx_dropped": lanes.iter().map(|l| l.tx_dropped()).sum::<u64>(),
                 "tx_errors": lanes.iter().map(|l| l.tx.tx_errors).sum::<u64>(),
+                "copies": lanes.iter().map(|l| l.copies).sum::<u64>(),
+                "from_other_port": lanes.iter().map(|l| l.tx.foreign).sum::<u64>(),
                 "forwarded_rate": throughput(&Throughput {
                     packets: forwarded,
                     bytes: lanes.iter().map(|l| l.tx.bytes).sum(),

@@ -6,15 +6,17 @@
 //! take stays pending and goes first next loop. Back-pressure therefore lands
 //! in the RX ring, where the NIC drops what does not fit (an 82576 with one
 //! queue counts it in `rx_no_buffer_count`/`rx_missed_errors`; QEMU's igb
-//! counts nothing). The only software drops, counted as `tx_dropped`:
-//! frames still pending when the run ends and the flush time is over, and (two
-//! ports) frames for which the TX port's mempool had no buffer.
+//! counts nothing). The only software drop, counted as `tx_dropped`: frames
+//! still pending when the run ends and the flush time is over.
 //!
-//! Two ports copy each frame: every `Device` has its own VFIO container, so a
-//! buffer of port A's mempool has no IOVA that port B can DMA from (B would
-//! read whatever B maps at that address). One port forwards zero copy.
+//! Zero copy on one port and between two: the two ports are opened together
+//! (`Device::open_many`), in one VFIO container, so a buffer of port A's
+//! mempool has an IOVA port B can DMA from, and B's TX ring sends it as it
+//! is and returns it to A's pool once sent (`TxStats::foreign` counts them).
+//! fwd never copies a frame; its summary says so, and counts the frames that
+//! crossed.
 
-use pollnic::{Mempool, Packet, Queue};
+use pollnic::{Packet, Queue};
 use std::time::{Duration, Instant};
 
 /// testpmd's forwarding modes that fwd implements.
@@ -31,8 +33,8 @@ pub enum Mode {
 pub struct LaneResult {
     /// Frames received.
     pub received: u64,
-    /// Frames dropped because the TX port's mempool had no buffer (two ports).
-    pub dropped_nobuf: u64,
+    /// Frames copied into another buffer before sending: fwd copies none.
+    pub copies: u64,
     /// Frames still pending at the end, after the flush time.
     pub dropped_at_stop: u64,
     /// First and last non-empty RX burst.
@@ -48,7 +50,7 @@ pub struct LaneResult {
 impl LaneResult {
     /// Frames the application dropped (`tx_dropped`).
     pub fn tx_dropped(&self) -> u64 {
-        self.dropped_nobuf + self.dropped_at_stop
+        self.dropped_at_stop
     }
 }
 
@@ -56,20 +58,17 @@ impl LaneResult {
 pub struct Lane {
     mode: Mode,
     batch: usize,
-    /// Two ports: the TX queue's mempool, which frames are copied into.
-    copy_to: Option<Mempool>,
     rx_buf: Vec<Packet>,
     pending: Vec<Packet>,
     res: LaneResult,
 }
 
 impl Lane {
-    /// A lane forwarding in `mode` with bursts of `batch`; `copy_to` for two ports.
-    pub fn new(mode: Mode, batch: usize, copy_to: Option<Mempool>) -> Lane {
+    /// A lane forwarding in `mode` with bursts of `batch`.
+    pub fn new(mode: Mode, batch: usize) -> Lane {
         Lane {
             mode,
             batch,
-            copy_to,
             rx_buf: Vec::with_capacity(batch),
             pending: Vec::with_capacity(batch),
             res: LaneResult::default(),
@@ -96,19 +95,8 @@ impl Lane {
                 macswap(p.data_mut());
             }
         }
-        match &self.copy_to {
-            None => self.pending.append(&mut self.rx_buf),
-            Some(pool) => {
-                for p in &self.rx_buf {
-                    match copy_into(pool, p) {
-                        Some(c) => self.pending.push(c),
-                        None => self.res.dropped_nobuf += 1,
-                    }
-                }
-                // The originals go back to the RX queue's cache in one go.
-                rx.free_bulk(&mut self.rx_buf);
-            }
-        }
+        // The received buffers themselves go out, on this port or the other.
+        self.pending.append(&mut self.rx_buf);
         n
     }
 
@@ -147,15 +135,6 @@ pub fn macswap(frame: &mut [u8]) {
     }
 }
 
-/// A copy of `p` in a buffer from `pool`; `None` when the pool is empty.
-#[inline]
-fn copy_into(pool: &Mempool, p: &Packet) -> Option<Packet> {
-    let mut c = pool.alloc()?;
-    c.set_len(p.len()).ok()?;
-    c.data_mut().copy_from_slice(p.data());
-    Some(c)
-}
-
 /// Forward on one queue index while `running()`: one port (`b` is
 /// `None`, RX and TX on `a`) or both directions between `a` and `b`.
 /// Returns the lanes' results: `[a→a]` or `[a→b, b→a]`.
@@ -169,7 +148,7 @@ pub fn run_queue(
     let flush = Duration::from_secs(1);
     match b {
         None => {
-            let mut l = Lane::new(mode, batch, None);
+            let mut l = Lane::new(mode, batch);
             while running() {
                 if l.poll(a) + l.send(a) == 0 {
                     std::hint::spin_loop();
@@ -178,8 +157,8 @@ pub fn run_queue(
             vec![l.finish(a.rx_stats(), a, flush)]
         }
         Some(b) => {
-            let mut ab = Lane::new(mode, batch, Some(b.mempool().clone()));
-            let mut ba = Lane::new(mode, batch, Some(a.mempool().clone()));
+            let mut ab = Lane::new(mode, batch);
+            let mut ba = Lane::new(mode, batch);
             while running() {
                 let moved = ab.poll(a) + ab.send(b) + ba.poll(b) + ba.send(a);
                 if moved == 0 {

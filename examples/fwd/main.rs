@@ -104,28 +104,19 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let promisc = !args.no_promisc;
     let stop = pollnic_examples::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
-    let cfg = DeviceConfig {
-        rx_ring_size: args.ring_size,
-        tx_ring_size: args.ring_size,
-        mempool_size: (2 * args.ring_size + 2048).max(4096),
-        queues: args.queues,
-        promisc,
-        ..Default::default()
-    };
+    let cfg = DeviceConfig::default()
+        .with_rx_ring_size(args.ring_size)
+        .with_tx_ring_size(args.ring_size)
+        .with_mempool_size((2 * args.ring_size + 2048).max(4096))
+        .with_queues(args.queues)
+        .with_promisc(promisc);
     cfg.validate()?;
-    let mut devs = addrs
-        .iter()
-        .map(|a| {
-            Device::open(&a.to_string(), &cfg).map_err(|e| {
-                let e = e.to_string();
-                if e.contains(&a.to_string()) {
-                    e
-                } else {
-                    format!("port {a}: {e}")
-                }
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    // Both ports in one VFIO container, so frames cross between them as
+    // they are (zero copy).
+    let mut devs = Device::open_many(addrs.iter().copied(), &cfg)?;
+    if let [a, b] = &devs[..] {
+        a.check_shares_dma_with(b)?;
+    }
     let ports: Vec<(PciAddress, String)> =
         devs.iter().map(|d| (d.address(), d.mac_string())).collect();
     let dirs: Vec<Dir> = if devs.len() == 1 {
@@ -201,10 +192,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             .collect::<Result<Vec<_>, _>>()
     })?;
 
-    let hw: Vec<Vec<_>> = devs
-        .iter_mut()
-        .map(|d| d.stats().iter().collect())
-        .collect();
+    let hw: Vec<Vec<_>> = devs.iter().map(|d| d.stats().iter().collect()).collect();
     if args.json {
         json::summary(&ports, &dirs, mode, &per_queue, &hw, stop.load(Relaxed));
         return Ok(());
@@ -214,7 +202,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     report::summary(&ports, &dirs, mode, &per_queue, &hw, args.ring_size);
     if args.stats {
-        for d in devs.iter_mut() {
+        for d in &devs {
             println!("--- {} ---", d.address());
             print!("{}", d.stats().ethtool_text());
         }

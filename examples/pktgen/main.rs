@@ -109,13 +109,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let stop = pollnic_examples::signal::stop_flag()?;
-    let cfg = DeviceConfig {
-        rx_ring_size: 32,
-        tx_ring_size: args.ring_size,
-        mempool_size: (args.ring_size * 2 + 2048).max(4096),
-        mtu: args.mtu,
-        ..Default::default()
-    };
+    let cfg = DeviceConfig::default()
+        .with_rx_ring_size(32)
+        .with_tx_ring_size(args.ring_size)
+        .with_mempool_size((args.ring_size * 2 + 2048).max(4096))
+        .with_mtu(args.mtu);
     let mut dev = Device::open(&args.port, &cfg)?;
     let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(dev.mac(), dst, i))

@@ -50,8 +50,10 @@ impl PageSize {
     }
 }
 
-/// Errors from allocating or mapping DMA memory.
+/// Errors from allocating or mapping DMA memory. Non-exhaustive: match with
+/// a `_` arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DmaError {
     /// `mmap(MAP_HUGETLB)` failed: not enough free 2 MiB hugepages.
     #[error(
@@ -72,9 +74,19 @@ pub enum DmaError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The IOMMU mapping was refused.
-    #[error("{0}")]
-    Map(String),
+    /// The IOMMU mapping (`VFIO_IOMMU_MAP_DMA`) was refused.
+    #[error(
+        "mapping {len} bytes for DMA failed ({source}): the locked-memory limit is probably too \
+         low; run as root or raise it (`ulimit -l unlimited`, or `memlock` in \
+         /etc/security/limits.conf)"
+    )]
+    Map {
+        /// Bytes asked for.
+        len: usize,
+        /// The mapper's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// A mempool buffer would not fit inside one page of the region, so the
     /// device could not reach it in one piece.
     #[error(

@@ -43,6 +43,7 @@ pub struct RxStats {
 
 /// Errors creating a ring.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RingError {
     /// The device could not reach the pool's buffers (another IO address
     /// space, e.g. another port's VFIO container).

@@ -52,10 +52,13 @@ pub struct TxStats {
     /// `tx_burst` calls that had to leave frames behind because the ring was full.
     pub ring_full: u64,
     /// Frames refused as unsendable and freed: zero length, over 65535 bytes,
-    /// or in a mempool this device cannot reach (another port's, when each
-    /// port has its own VFIO container: copy such frames into this queue's
-    /// mempool first).
+    /// or in a mempool this device cannot reach (another port's, when the
+    /// ports were not opened together in one VFIO container).
     pub tx_errors: u64,
+    /// Of `packets`, frames whose buffer belongs to another pool that this
+    /// device reaches (another port's, opened in the same VFIO container):
+    /// sent as they are, zero copy, and returned to their own pool once sent.
+    pub foreign: u64,
 }
 
 /// The pool of an in-flight buffer that is not the ring's own.
@@ -160,7 +163,7 @@ impl<D: Doorbell> TxRing<D> {
         // Only the slow path (another pool's packet) indexes this one.
         let foreign = &mut *self.foreign;
         let foreign_in_flight = &mut self.foreign_in_flight;
-        let (mut bytes, mut errors) = (0u64, 0usize);
+        let (mut bytes, mut errors, mut foreign_sent) = (0u64, 0usize, 0u64);
         let mut t = self.tail;
         take_front(pkts, n, |pool, idx, len| {
             // This closure owns buffer `idx` of `pool` and one reference.
@@ -176,6 +179,7 @@ impl<D: Doorbell> TxRing<D> {
                         if pool.as_ptr().cast_const() != fast {
                             foreign[(t & mask) as usize] = Foreign(Some(pool));
                             *foreign_in_flight += 1;
+                            foreign_sent += 1;
                         }
                         iova
                     }
@@ -200,6 +204,7 @@ impl<D: Doorbell> TxRing<D> {
             t = (t + 1) & mask;
         });
         self.stats.tx_errors += errors as u64;
+        self.stats.foreign += foreign_sent;
         let queued = (n - errors) as u16;
         if queued > 0 {
             // The burst's last descriptor reports too, so that everything

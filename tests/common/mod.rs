@@ -59,12 +59,10 @@ pub fn pollnic_exe() -> String {
 
 /// Small rings so tests wrap them many times.
 pub fn small_config() -> DeviceConfig {
-    DeviceConfig {
-        rx_ring_size: 64,
-        tx_ring_size: 64,
-        mempool_size: 512,
-        ..Default::default()
-    }
+    DeviceConfig::default()
+        .with_rx_ring_size(64)
+        .with_tx_ring_size(64)
+        .with_mempool_size(512)
 }
 
 /// Send `n` test frames from `tx` to `rx` in lockstep bursts of up to 32,

@@ -62,6 +62,29 @@ pub struct ParseAddressError {
     pub reason: &'static str,
 }
 
+/// `"0000:03:00.0"` (or `"03:00.0"`), as [`str::parse`] takes it: what
+/// [`crate::Device::open`] accepts besides a parsed address.
+impl TryFrom<&str> for PciAddress {
+    type Error = ParseAddressError;
+    fn try_from(s: &str) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl TryFrom<&String> for PciAddress {
+    type Error = ParseAddressError;
+    fn try_from(s: &String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl TryFrom<String> for PciAddress {
+    type Error = ParseAddressError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
 impl FromStr for PciAddress {
     type Err = ParseAddressError;
 

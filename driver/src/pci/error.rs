@@ -8,6 +8,7 @@ use super::address::{ParseAddressError, PciAddress};
 
 /// What can go wrong while inspecting or (re)binding a PCI device.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A string is not a PCI address.
     #[error(transparent)]

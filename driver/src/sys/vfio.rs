@@ -47,12 +47,9 @@ impl DmaMapper for VfioDma {
         // SAFETY: the caller promises `va..va+len` stays mapped until `unmap`
         // and is only accessed through raw pointers / volatile operations
         // while the device may DMA to it (the DmaMapper contract).
-        unsafe { self.container.vfio_dma_map(iova, len, va) }.map_err(|e| {
-            DmaError::Map(format!(
-                "VFIO_IOMMU_MAP_DMA of {len} bytes failed ({e}): the locked-memory limit is \
-                 probably too low; run as root or raise it (`ulimit -l unlimited`, or \
-                 `memlock` in /etc/security/limits.conf)"
-            ))
+        unsafe { self.container.vfio_dma_map(iova, len, va) }.map_err(|e| DmaError::Map {
+            len,
+            source: Box::new(e),
         })?;
         Ok(iova)
     }
@@ -74,14 +71,22 @@ pub struct Vfio {
 }
 
 impl Vfio {
-    /// Open the device at `addr`, which must be bound to vfio-pci.
+    /// Open the device at `addr`, which must be bound to vfio-pci, in a new
+    /// VFIO container, or in `shared`'s container (which then maps DMA for
+    /// both devices: one IOMMU address space, IOVAs handed out from one
+    /// counter).
     ///
     /// # Errors
     /// [`Error::GroupNotViable`] naming the devices of its IOMMU group still
     /// bound to other drivers; [`Error::VfioUnavailable`] when `/dev/vfio/vfio`
     /// cannot be opened; [`Error::DeviceBusy`] when another process has it;
     /// [`Error::Vfio`] for other ioctl failures.
-    pub fn open(sysfs: &Sysfs, addr: PciAddress, group: u32) -> Result<Vfio, Error> {
+    pub fn open(
+        sysfs: &Sysfs,
+        addr: PciAddress,
+        group: u32,
+        shared: Option<&Arc<VfioDma>>,
+    ) -> Result<Vfio, Error> {
         let others = group_blockers(sysfs, group, addr);
         if !others.is_empty() {
             return Err(Error::GroupNotViable {
@@ -90,10 +95,14 @@ impl Vfio {
                 others,
             });
         }
-        let container = VfioContainer::new(None).map_err(|e| Error::VfioUnavailable {
-            detail: e.to_string(),
-        })?;
-        let container = Arc::new(container);
+        let container = match shared {
+            Some(dma) => Arc::clone(&dma.container),
+            None => Arc::new(
+                VfioContainer::new(None).map_err(|e| Error::VfioUnavailable {
+                    source: Box::new(e),
+                })?,
+            ),
+        };
         let ops: Arc<dyn VfioOps> = container.clone();
         let device = VfioDevice::new(&sysfs.device_dir(addr), ops, false).map_err(|e| match e {
             VfioError::GroupViable => Error::GroupNotViable {
@@ -104,21 +113,17 @@ impl Vfio {
             VfioError::OpenGroup(ref io, _) if io.raw_os_error() == Some(libc::EBUSY) => {
                 Error::DeviceBusy { addr }
             }
-            VfioError::OpenGroup(ref io, ref g) if io.raw_os_error() == Some(libc::EACCES) => {
-                Error::Vfio {
+            VfioError::OpenGroup(io, g) if io.raw_os_error() == Some(libc::EACCES) => {
+                Error::GroupPermission {
                     addr,
-                    what: "opening its VFIO group".into(),
-                    detail: format!(
-                        "/dev/vfio/{g}: permission denied: run as root, or hand the group to this \
-                         user with `sudo pollnic bind --user $(id -un) {addr}` (`pollnic doctor` \
-                         checks the rest)"
-                    ),
+                    node: format!("/dev/vfio/{g}"),
+                    source: io,
                 }
             }
             other => Error::Vfio {
                 addr,
-                what: "opening the device".into(),
-                detail: other.to_string(),
+                what: "opening the device",
+                source: Box::new(other),
             },
         })?;
 
@@ -127,22 +132,25 @@ impl Vfio {
         if flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || size == 0 {
             return Err(Error::Vfio {
                 addr,
-                what: "mapping BAR0".into(),
-                detail: format!("region 0 is not mappable (flags {flags:#x}, size {size})"),
+                what: "mapping BAR0",
+                source: format!("region 0 is not mappable (flags {flags:#x}, size {size})").into(),
             });
         }
         let bar0 =
             Bar::map(device.as_raw_fd(), device.get_region_offset(0), size).map_err(|e| {
                 Error::Vfio {
                     addr,
-                    what: "mapping BAR0".into(),
-                    detail: e.to_string(),
+                    what: "mapping BAR0",
+                    source: Box::new(e),
                 }
             })?;
-        let dma = Arc::new(VfioDma {
-            container,
-            next_iova: AtomicU64::new(IOVA_BASE),
-        });
+        let dma = match shared {
+            Some(dma) => Arc::clone(dma),
+            None => Arc::new(VfioDma {
+                container,
+                next_iova: AtomicU64::new(IOVA_BASE),
+            }),
+        };
         let vfio = Vfio {
             bar0: Arc::new(bar0),
             device,
@@ -150,6 +158,12 @@ impl Vfio {
         };
         vfio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
         Ok(vfio)
+    }
+
+    /// The container's DMA mapper, to open another device into the same
+    /// container ([`Vfio::open`]'s `shared`).
+    pub fn container(&self) -> Arc<VfioDma> {
+        Arc::clone(&self.dma)
     }
 
     fn set_command(&self, bits: u16, on: bool) {
