@@ -304,9 +304,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(line) = account.shortfall_line() {
         println!("{line}");
     }
+    // What the loss is, as far as the NICs tell.
+    let cause = match (account.not_received(), rx_overrun) {
+        (0, _) => "",
+        (_, true) => {
+            " -- not received: the receiving NIC found its RX ring full (ICR.RXO set), \
+             which QEMU's igb drops without counting; pace with --rate (see `stalls`)"
+        }
+        (_, false) => " -- not received, and the NIC set no ICR.RXO: see `stalls` and the port counters (--stats)",
+    };
     println!(
         "lost       {lost} ({:.3} %: not transmitted by the sending port {}, not received {}); \
-         out of order {}, not test frames {}; RX ring overrun (ICR.RXO) seen: {}",
+         out of order {}, not test frames {}; RX ring overrun (ICR.RXO) seen: {}{cause}",
         if sent > 0 {
             lost as f64 * 100.0 / sent as f64
         } else {
