@@ -13,9 +13,10 @@
 //! cleanly.
 
 use clap::Parser;
+use pollnic::run_pinned;
 use pollnic::DeviceCounters;
-use pollnic::{parse_cores, run_pinned};
 use pollnic::{Device, DeviceConfig, Packet, Queue};
+use pollnic_examples::args::Usage;
 use pollnic_examples::frame::{self, Flow};
 use pollnic_examples::metrics::{Latency, PollGaps, Throughput, TxAccount};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -33,25 +34,25 @@ struct Args {
     /// PCI address of the receiving port (bound to vfio-pci).
     #[arg(long)]
     rx: String,
-    /// How long to send, in seconds (0 = until Ctrl-C or --count, as fwd's 0).
-    #[arg(long, default_value_t = 10)]
+    /// How long to send, in seconds (0 = until Ctrl-C or --count, as fwd's 0). [range: 0..=31536000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=31536000), long, default_value_t = 10)]
     seconds: u64,
-    /// Stop after this many frames (0 = no limit).
-    #[arg(long, default_value_t = 0)]
+    /// Stop after this many frames (0 = no limit). [range: 0..=18446744073709551615]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..), long, default_value_t = 0)]
     count: u64,
     /// Frame size on the wire in bytes including FCS (64..=1518, up to 9018
-    /// with --mtu 9000); 0 = mixed sizes (64..=1518).
-    #[arg(long, default_value_t = 64)]
+    /// with --mtu 9000); 0 = mixed sizes (64..=1518). [range: 0..=9022]
+    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=9022), long, default_value_t = 64)]
     frame_size: usize,
     /// MTU of both ports in bytes (L3 payload, as Linux; 1500..=9000): frames
-    /// up to MTU + 18 bytes on the wire; 9000 takes 9018-byte frames.
-    #[arg(long, default_value_t = 1500)]
+    /// up to MTU + 18 bytes on the wire; 9000 takes 9018-byte frames. [range: 1500..=9000]
+    #[arg(value_parser = clap::value_parser!(u32).range(1500..=9000), long, default_value_t = 1500)]
     mtu: u32,
-    /// Distinct flows (source address and port vary), for RSS.
-    #[arg(long, default_value_t = 1)]
+    /// Distinct flows (source address and port vary), for RSS. [range: 1..=65536]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=65536), long, default_value_t = 1)]
     flows: u32,
-    /// RX queues on the receiving port, spread by RSS.
-    #[arg(long, default_value_t = 1)]
+    /// RX queues on the receiving port, spread by RSS. [range: 1..=16]
+    #[arg(value_parser = clap::value_parser!(u16).range(1..=16), long, default_value_t = 1)]
     queues: u16,
     /// Cores for the RX queue threads, e.g. `0,1` (queue i runs on the i-th, wrapping).
     #[arg(long, default_value = "0")]
@@ -59,14 +60,14 @@ struct Args {
     /// Use the symmetric RSS key instead of the default one.
     #[arg(long)]
     symmetric: bool,
-    /// Frames per burst (1..=512).
-    #[arg(long, default_value_t = 32)]
+    /// Frames per burst (1..=512). [range: 1..=512]
+    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=512), long, default_value_t = 32)]
     batch: usize,
-    /// Offered rate in packets/s (0 = as fast as possible).
-    #[arg(long, default_value_t = 0)]
+    /// Offered rate in packets/s (0 = as fast as possible). [range: 0..=1000000000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=1000000000), long, default_value_t = 0)]
     rate: u64,
-    /// Descriptors per RX and TX ring (a power of two, 32..=4096); the mempool is sized to fit.
-    #[arg(long, default_value_t = 512)]
+    /// Descriptors per RX and TX ring (a power of two, 32..=4096); the mempool is sized to fit. [range: 32..=4096]
+    #[arg(value_parser = clap::value_parser!(u32).range(32..=4096), long, default_value_t = 512)]
     ring_size: u32,
     /// At exit, print every hardware counter of both ports as `ethtool -S` does.
     #[arg(long)]
@@ -89,27 +90,27 @@ struct QueueReport {
 }
 
 fn main() {
-    if let Err(e) = run(Args::parse()) {
-        eprintln!("loopback: {e}");
-        std::process::exit(1);
+    let result = run(pollnic_examples::args::parse("loopback"));
+    // The devices are closed by now; a panicked thread wins over any error.
+    pollnic_examples::signal::exit_if_panicked("loopback");
+    if let Err(e) = result {
+        pollnic_examples::args::exit_with("loopback", &*e);
     }
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    pollnic_examples::gen::check_mtu(args.mtu)?;
+    pollnic_examples::gen::check_mtu(args.mtu).map_err(Usage)?;
     if args.frame_size != 0 {
         if args.frame_size < 64 {
-            return Err(format!(
+            return Err(Usage(format!(
                 "--frame-size {} is below 64 bytes, the smallest Ethernet frame (0 = mixed sizes)",
                 args.frame_size
-            )
+            ))
             .into());
         }
-        pollnic_examples::gen::check_frame_size(args.frame_size, args.mtu, false)?;
+        pollnic_examples::gen::check_frame_size(args.frame_size, args.mtu, false).map_err(Usage)?;
     }
-    let cores = parse_cores(&args.cores)?;
-    // Before any device is opened: cores this process may run on.
-    pollnic::check_cores(&cores)?;
+    let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
     let same = match (
         args.tx.parse::<pollnic::pci::PciAddress>(),
         args.rx.parse::<pollnic::pci::PciAddress>(),
@@ -118,14 +119,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         _ => args.tx == args.rx,
     };
     if same {
-        return Err(
+        return Err(Usage(
             "--tx and --rx are the same port: loopback needs two ports cabled back to back".into(),
-        );
+        )
+        .into());
     }
-    pollnic_examples::check_ring_size_arg(args.ring_size)?;
-    if !(1..=512).contains(&args.batch) {
-        return Err(format!("--batch {} is outside 1..=512", args.batch).into());
-    }
+    pollnic_examples::check_ring_size_arg(args.ring_size).map_err(Usage)?;
     let batch = args.batch;
     let stop = pollnic_examples::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
@@ -148,7 +147,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         pollnic_examples::jsonout::emit(&serde_json::json!({
             "type": "start", "tx_port": txd.address().to_string(), "rx_port": rxd.address().to_string(),
             "seconds": args.seconds, "count": args.count, "frame_size": args.frame_size,
-            "mtu": args.mtu, "flows": args.flows.max(1), "queues": args.queues, "cores": cores, "rate_pps": args.rate,
+            "mtu": args.mtu, "flows": args.flows, "queues": args.queues, "cores": cores, "rate_pps": args.rate,
         }));
     } else {
         println!(
@@ -168,7 +167,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             format!(" at MTU {}", args.mtu)
         },
-        args.flows.max(1),
+        args.flows,
         args.queues,
         cores
     );
@@ -180,7 +179,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // them, so the first frames do not meet a ring nobody polls yet (under
     // QEMU/TCG a receive thread's first poll came up to ~135 ms late).
     let rx_polled = Arc::new(AtomicUsize::new(0));
-    let flows: Vec<Flow> = (0..args.flows.max(1))
+    let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(txd.mac(), rxd.mac(), i))
         .collect();
     let sender = {
@@ -291,8 +290,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         return Ok(());
     }
-    if stop.load(Relaxed) {
-        println!("(interrupted by Ctrl-C: the device was shut down cleanly)");
+    if let Some(line) = pollnic_examples::signal::interrupted_line("the device was") {
+        println!("{line}");
     }
     println!("--- summary (under QEMU/TCG these numbers include emulation cost) ---");
     println!(
@@ -421,6 +420,7 @@ fn send(
     let mut seq = 0u64;
     let mut pending: Vec<Packet> = Vec::with_capacity(batch);
     let t0 = Instant::now();
+    pollnic_examples::signal::inject_panic("loopback-sender");
     // With --count, go on until every counted frame has been handed to the NIC.
     while !stop.load(Relaxed)
         && Instant::now() < deadline

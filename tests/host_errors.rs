@@ -58,16 +58,16 @@ fn fwd_refuses_bad_arguments_clearly() {
             "--ports 00:08.0 --cores 100000",
             "core 100000 is not available",
         ),
-        ("--ports 00:08.0 --batch 0", "--batch 0 is outside 1..=512"),
         (
-            "--ports 00:08.0 --batch 513",
-            "--batch 513 is outside 1..=512",
+            "--ports 00:08.0 --batch 0",
+            "for '--batch <BATCH>': 0 is not in 1..=512",
         ),
+        ("--ports 00:08.0 --batch 513", "513 is not in 1..=512"),
         (
             "--ports 00:08.0 --ring-size 100",
             "power of two between 32 and 4096",
         ),
-        ("--ports 00:08.0 --queues 17", "RSS spreads over 1 to 16"),
+        ("--ports 00:08.0 --queues 17", "17 is not in 1..=16"),
         (
             "--ports 00:08.0 --mode swap",
             "possible values: io, macswap",

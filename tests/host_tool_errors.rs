@@ -25,7 +25,7 @@ fn pktgen_refuses_bad_arguments_clearly() {
             ),
             (
                 "--port 00:08.0 --frame-size 9018 --mtu 4000",
-                "pass --mtu 9000 or more",
+                "pass --mtu 9000 (the largest)",
             ),
             (
                 "--port 00:08.0 --frame-size 9019 --mtu 9000",
@@ -33,7 +33,7 @@ fn pktgen_refuses_bad_arguments_clearly() {
             ),
             (
                 "--port 00:08.0 --mtu 9001",
-                "--mtu 9001: give an MTU from 1500 to 9000",
+                "for '--mtu <MTU>': 9001 is not in 1500..=9000",
             ),
             (
                 "--port 00:08.0 --frame-size 63",
@@ -41,15 +41,21 @@ fn pktgen_refuses_bad_arguments_clearly() {
             ),
             (
                 "--port 00:08.0 --vlan 4095",
-                "--vlan 4095: a VLAN ID is 1 to 4094",
+                "for '--vlan <VLAN>': 4095 is not in 1..=4094",
             ),
-            ("--port 00:08.0 --vlan 0", "a VLAN ID is 1 to 4094"),
+            ("--port 00:08.0 --vlan 0", "0 is not in 1..=4094"),
             (
                 "--port 00:08.0 --dst 52:54:00",
                 "--dst 52:54:00: expected a MAC",
             ),
-            ("--port 00:08.0 --batch 0", "--batch 0 is outside 1..=512"),
-            ("--port 00:08.0 --flows 0", "--flows 0"),
+            (
+                "--port 00:08.0 --batch 0",
+                "for '--batch <BATCH>': 0 is not in 1..=512",
+            ),
+            (
+                "--port 00:08.0 --flows 0",
+                "for '--flows <FLOWS>': 0 is not in 1..=65536",
+            ),
             (
                 "--port 00:08.0 --ring-size 100",
                 "power of two between 32 and 4096",
@@ -77,7 +83,7 @@ fn capture_refuses_bad_arguments_clearly() {
             ),
             (
                 &format!("--port 00:0a.0 --out {out} --snaplen 0"),
-                "--snaplen 0: give 1 to 262144 bytes",
+                "for '--snaplen <SNAPLEN>': 0 is not in 1..=262144",
             ),
             (
                 &format!("--port 00:0a.0 --out {out} --cores x"),
@@ -89,7 +95,7 @@ fn capture_refuses_bad_arguments_clearly() {
             ),
             (
                 &format!("--port 00:0a.0 --out {out} --mtu 100"),
-                "--mtu 100: give an MTU from 1500 to 9000",
+                "for '--mtu <MTU>': 100 is not in 1500..=9000",
             ),
             (
                 &format!("--port 0000:7f:1f.7 --out {out}"),
@@ -116,7 +122,7 @@ fn loopback_refuses_frames_above_the_mtu_clearly() {
             ),
             (
                 "--tx 00:08.0 --rx 00:0a.0 --mtu 9200",
-                "--mtu 9200: give an MTU from 1500 to 9000",
+                "for '--mtu <MTU>': 9200 is not in 1500..=9000",
             ),
             (
                 "--tx 00:08.0 --rx 00:0a.0 --frame-size 63",
@@ -132,8 +138,11 @@ fn pollnic_cli_refuses_bad_doctor_and_owner_arguments() {
     refuses(
         std::path::Path::new(&exe),
         &[
-            ("doctor --cores x", "--cores: bad core `x`"),
-            ("doctor --queues 17", "RSS spreads over 1 to 16"),
+            ("doctor --cores x", "--cores x: bad core `x`"),
+            (
+                "doctor --queues 17",
+                "for '--queues <QUEUES>': 17 is not in 1..=16",
+            ),
             (
                 "bind --user no-such-user-pollnic 00:08.0",
                 "no user `no-such-user-pollnic`",

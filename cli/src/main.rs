@@ -56,8 +56,8 @@ enum Command {
         /// Cores the poll loops will run on, e.g. 0,1 or 2-5.
         #[arg(long, default_value = "0")]
         cores: String,
-        /// Queues per port (default: one per core in --cores).
-        #[arg(long)]
+        /// Queues per port (default: one per core in --cores). [range: 1..=16]
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16))]
         queues: Option<u16>,
         /// One JSON object instead of text.
         #[arg(long)]
@@ -79,17 +79,17 @@ enum Command {
         /// Destination IP address.
         #[arg(long)]
         dst: std::net::IpAddr,
-        /// Source port.
+        /// Source port. [range: 0..=65535]
         #[arg(long, default_value_t = 0)]
         sport: u16,
-        /// Destination port.
+        /// Destination port. [range: 0..=65535]
         #[arg(long, default_value_t = 0)]
         dport: u16,
         /// tcp, udp (ports hashed) or other (addresses only).
         #[arg(long, default_value = "udp")]
         proto: String,
-        /// Number of RX queues.
-        #[arg(long, default_value_t = 2)]
+        /// Number of RX queues. [range: 1..=16]
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16), default_value_t = 2)]
         queues: u16,
         /// RSS key: microsoft (default), symmetric, or 80 hex digits.
         #[arg(long, default_value = "microsoft")]
@@ -100,8 +100,50 @@ enum Command {
     },
 }
 
+/// Exit status for a bad command line (clap's, and `sysexits`' EX_USAGE
+/// convention of 2 that the example tools share).
+const USAGE_EXIT: u8 = 2;
+
+/// Parse the command line; `--help`/`--version` print and exit 0, any error
+/// prints one line naming the option, the value and the valid range, and
+/// exits [`USAGE_EXIT`] before anything is touched.
+fn parse_cli() -> Result<Cli, ExitCode> {
+    Cli::try_parse().map_err(|e| {
+        use clap::error::ErrorKind;
+        if matches!(
+            e.kind(),
+            ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        ) {
+            e.exit()
+        }
+        eprintln!("pollnic: {}", one_line(&e));
+        ExitCode::from(USAGE_EXIT)
+    })
+}
+
+/// clap's error as one line: its first line, plus the possible values where
+/// it lists them on a line of their own.
+fn one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut line = lines
+        .next()
+        .unwrap_or("bad command line")
+        .trim_start_matches("error: ")
+        .to_string();
+    if let Some(p) = lines.find(|l| l.starts_with("[possible values")) {
+        line = format!("{line} {p}");
+    }
+    line
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_cli() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     let sysfs = Sysfs::new(cli.sysfs);
     match cli.command {
         Command::Status => status(&sysfs),
@@ -265,13 +307,24 @@ fn doctor(
     queues: Option<u16>,
     json: bool,
 ) -> ExitCode {
+    // A list that does not parse, or names a core twice, is a bad command
+    // line (status 2); a core this machine lacks is one of doctor's findings.
     let cores = match pollnic::parse_cores(cores) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("pollnic: --cores: {e}");
-            return ExitCode::FAILURE;
+            eprintln!("pollnic: --cores {cores}: {e}");
+            return ExitCode::from(USAGE_EXIT);
         }
     };
+    if let Some(c) = cores
+        .iter()
+        .enumerate()
+        .find(|(i, c)| cores[..*i].contains(c))
+        .map(|(_, c)| *c)
+    {
+        eprintln!("pollnic: --cores: core {c} is given twice: give each core once");
+        return ExitCode::from(USAGE_EXIT);
+    }
     let cfg = pollnic::DeviceConfig::default()
         .with_queues(queues.unwrap_or(cores.len().min(usize::from(u16::MAX)) as u16));
     if let Err(e) = cfg.validate() {

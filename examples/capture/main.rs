@@ -13,8 +13,9 @@
 //! complete (see `pollnic_examples::pcapout`); on an error nothing is left behind.
 
 use clap::Parser;
-use pollnic::{parse_cores, run_pinned};
+use pollnic::run_pinned;
 use pollnic::{Device, DeviceConfig, Packet, Queue};
+use pollnic_examples::args::Usage;
 use pollnic_examples::pcapout::{Format, PcapOut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
@@ -31,27 +32,27 @@ struct Args {
     /// Output file: pcap (nanosecond), or pcapng when the name ends in .pcapng.
     #[arg(long)]
     out: std::path::PathBuf,
-    /// Stop after this many frames (0 = no limit).
-    #[arg(long, default_value_t = 0)]
+    /// Stop after this many frames (0 = no limit). [range: 0..=18446744073709551615]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..), long, default_value_t = 0)]
     count: u64,
-    /// Stop after this many seconds (0 = until --count or Ctrl-C).
-    #[arg(long, default_value_t = 0)]
+    /// Stop after this many seconds (0 = until --count or Ctrl-C). [range: 0..=31536000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=31536000), long, default_value_t = 0)]
     seconds: u64,
-    /// Bytes kept of each frame (1..=262144); the full length is recorded too.
-    #[arg(long, default_value_t = 65535)]
+    /// Bytes kept of each frame (1..=262144); the full length is recorded too. [range: 1..=262144]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=262144), long, default_value_t = 65535)]
     snaplen: u32,
-    /// RX queues, spread by RSS.
-    #[arg(long, default_value_t = 1)]
+    /// RX queues, spread by RSS. [range: 1..=16]
+    #[arg(value_parser = clap::value_parser!(u16).range(1..=16), long, default_value_t = 1)]
     queues: u16,
     /// Cores for the queue threads, e.g. `0,1` (queue i on the i-th, wrapping).
     #[arg(long, default_value = "0")]
     cores: String,
-    /// Descriptors in each RX ring (a power of two, 32..=4096).
-    #[arg(long, default_value_t = 1024)]
+    /// Descriptors in each RX ring (a power of two, 32..=4096). [range: 32..=4096]
+    #[arg(value_parser = clap::value_parser!(u32).range(32..=4096), long, default_value_t = 1024)]
     ring_size: u32,
     /// MTU of the port in bytes (L3 payload, as Linux; 1500..=9000): frames
-    /// longer than MTU + 18 bytes (4 more with a VLAN tag) are dropped by the NIC.
-    #[arg(long, default_value_t = 1500)]
+    /// longer than MTU + 18 bytes (4 more with a VLAN tag) are dropped by the NIC. [range: 1500..=9000]
+    #[arg(value_parser = clap::value_parser!(u32).range(1500..=9000), long, default_value_t = 1500)]
     mtu: u32,
     /// One JSON object per second and a summary object, instead of text.
     #[arg(long)]
@@ -73,16 +74,18 @@ struct QueueReport {
 }
 
 fn main() {
-    if let Err(e) = run(Args::parse()) {
-        eprintln!("capture: {e}");
-        std::process::exit(1);
+    let result = run(pollnic_examples::args::parse("capture"));
+    // The devices are closed by now; a panicked thread wins over any error.
+    pollnic_examples::signal::exit_if_panicked("capture");
+    if let Err(e) = result {
+        pollnic_examples::args::exit_with("capture", &*e);
     }
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let cores = parse_cores(&args.cores)?;
-    pollnic::check_cores(&cores)?;
-    pollnic_examples::check_ring_size_arg(args.ring_size)?;
+    let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
+    pollnic_examples::check_ring_size_arg(args.ring_size).map_err(Usage)?;
+    pollnic_examples::gen::check_mtu(args.mtu).map_err(Usage)?;
     // The file first: an unwritable path fails before the NIC is touched.
     let mut out = PcapOut::create(&args.out, Format::for_path(&args.out), args.snaplen)?;
     let stop = pollnic_examples::signal::stop_flag()?;
@@ -92,7 +95,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_mempool_size((args.ring_size * 3 + 2048).max(4096))
         .with_queues(args.queues)
         .with_promisc(true)
-        .with_mtu(pollnic_examples::gen::check_mtu(args.mtu)?);
+        .with_mtu(args.mtu);
     let mut dev = Device::open(&args.port, &cfg)?;
     if !args.json {
         println!(
@@ -245,8 +248,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             })
         );
     } else {
-        if stop.load(Relaxed) {
-            println!("(interrupted by Ctrl-C: the device was shut down cleanly)");
+        if let Some(line) = pollnic_examples::signal::interrupted_line("the device was") {
+            println!("{line}");
         }
         println!("--- summary ---");
         println!("written    {frames} frames to {}", path.display());

@@ -25,9 +25,9 @@ mod xsk;
 
 use clap::Parser;
 use paths::{Load, Measured};
-use pollnic::parse_cores;
 use pollnic::pci::{self, PciAddress, Sysfs};
 use pollnic::{Device, DeviceConfig};
+use pollnic_examples::args::Usage;
 use pollnic_examples::frame::Flow;
 use pollnic_examples::metrics::{Throughput, TxAccount};
 use report::Row;
@@ -46,17 +46,17 @@ struct Args {
     /// Only re-draw the chart and table from `--out`'s compare.json (no traffic).
     #[arg(long)]
     replot: bool,
-    /// Seconds of traffic per row.
-    #[arg(long, default_value_t = 3.0)]
+    /// Seconds of traffic per row. [range: 0.1..=3600]
+    #[arg(value_parser = pollnic_examples::args::row_seconds, long, default_value_t = 3.0)]
     seconds: f64,
-    /// Offered packets/s.
-    #[arg(long, default_value_t = 20_000)]
+    /// Offered packets/s. [range: 1..=1000000000]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1000000000), long, default_value_t = 20_000)]
     rate: u64,
-    /// Wire frame sizes (incl. FCS), comma-separated.
+    /// Wire frame sizes (incl. FCS), comma-separated. [range: 64..=1518]
     #[arg(long, default_value = "64,1518", value_delimiter = ',')]
     sizes: Vec<usize>,
-    /// Distinct flows (so RSS has something to spread).
-    #[arg(long, default_value_t = 64)]
+    /// Distinct flows (so RSS has something to spread). [range: 1..=65536]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=65536), long, default_value_t = 64)]
     flows: u32,
     /// Paths to run, comma-separated. Default: pollnic-1q, pollnic-2q,
     /// kernel-afpacket, kernel-recvmmsg, kernel-afxdp, dpdk-testpmd; with
@@ -75,8 +75,8 @@ struct Args {
     #[arg(long, default_value = "0,1")]
     cores: String,
     /// Core the generator thread is pinned to (apart from the receivers where
-    /// the machine has room: pollnic-1q receives on the first of --cores).
-    #[arg(long, default_value_t = 1)]
+    /// the machine has room: pollnic-1q receives on the first of --cores). [range: 0..=1023]
+    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1023), long, default_value_t = 1)]
     gen_core: usize,
     /// Folder for compare.json / compare.csv / compare.svg.
     #[arg(long, default_value = "results/compare")]
@@ -89,24 +89,26 @@ struct Args {
     /// binary search); writes sweep.{json,csv,svg}.
     #[arg(long)]
     sweep: bool,
-    /// Loss allowed at a passing rate in a sweep, percent of frames sent.
-    #[arg(long, default_value_t = 0.1)]
+    /// Loss allowed at a passing rate in a sweep, percent of frames sent. [range: 0..=100]
+    #[arg(value_parser = pollnic_examples::args::percent, long, default_value_t = 0.1)]
     loss_tolerance: f64,
-    /// Sweep: lowest offered rate, packets/s.
-    #[arg(long, default_value_t = 10_000)]
+    /// Sweep: lowest offered rate, packets/s. [range: 1..=1000000000]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1000000000), long, default_value_t = 10_000)]
     sweep_min: u64,
-    /// Sweep: highest offered rate (tried first), packets/s.
-    #[arg(long, default_value_t = 250_000)]
+    /// Sweep: highest offered rate (tried first), packets/s. [range: 1..=1000000000]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1000000000), long, default_value_t = 250_000)]
     sweep_max: u64,
-    /// Sweep: trials per path and size.
-    #[arg(long, default_value_t = 6)]
+    /// Sweep: trials per path and size. [range: 1..=64]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=64), long, default_value_t = 6)]
     sweep_steps: u32,
 }
 
 fn main() {
-    if let Err(e) = run(Args::parse()) {
-        eprintln!("compare: {e}");
-        std::process::exit(1);
+    let result = run(pollnic_examples::args::parse("compare"));
+    // The devices are closed by now; a panicked thread wins over any error.
+    pollnic_examples::signal::exit_if_panicked("compare");
+    if let Err(e) = result {
+        pollnic_examples::args::exit_with("compare", &*e);
     }
 }
 
@@ -229,8 +231,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.tx.expect("required by clap"),
         args.rx.expect("required by clap"),
     );
-    let cores = parse_cores(&args.cores)?;
-    pollnic::check_cores(&[args.gen_core])?;
+    let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
+    pollnic::check_cores(&[args.gen_core])
+        .map_err(|e| Usage(format!("--gen-core {}: {e}", args.gen_core)))?;
+    if args.sweep_min > args.sweep_max {
+        return Err(Usage(format!(
+            "--sweep-min {} is above --sweep-max {}: the search runs from max down to min",
+            args.sweep_min, args.sweep_max
+        ))
+        .into());
+    }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
     let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
     let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {
@@ -242,23 +252,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         known[..n].iter().map(|p| p.to_string()).collect()
     });
     if let Some(bad) = paths.iter().find(|p| !known.contains(&p.as_str())) {
-        return Err(format!(
+        return Err(Usage(format!(
             "unknown path `{bad}`{} (known: {})",
             if args.forward { " with --forward" } else { "" },
             known.join(", ")
-        )
+        ))
         .into());
     }
-    if args.rate == 0 && !args.sweep {
-        return Err(
-            "--rate 0: give the offered rate in packets/s (or --sweep to search it)".into(),
-        );
-    }
     if let Some(bad) = args.sizes.iter().find(|s| !(64..=1518).contains(*s)) {
-        return Err(format!(
-            "frame size {bad} outside 64..=1518: compare runs every path at the standard MTU 1500 \
+        return Err(Usage(format!(
+            "--sizes {bad}: outside 64..=1518: compare runs every path at the standard MTU 1500 \
              (jumbo frames: loopback --mtu 9000 --frame-size 9018)"
-        )
+        ))
         .into());
     }
     let stop = pollnic_examples::signal::stop_flag()?;
@@ -270,7 +275,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // The receiver's MAC, read by pollnic (binding the port to vfio-pci if needed).
     pci::bind_vfio(&sysfs, rx)?;
     let dst_mac = Device::open(rx, &DeviceConfig::default())?.mac();
-    let flows: Vec<Flow> = (0..args.flows.max(1))
+    let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(gen.mac(), dst_mac, i))
         .collect();
     println!(

@@ -19,8 +19,9 @@ mod report;
 use clap::Parser;
 use lane::Mode;
 use pollnic::pci::PciAddress;
-use pollnic::{check_cores, parse_cores, pin_current_thread};
+use pollnic::pin_current_thread;
 use pollnic::{Device, DeviceConfig};
+use pollnic_examples::args::Usage;
 use report::Dir;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -36,26 +37,26 @@ struct Args {
     /// io: forward untouched; macswap: swap destination and source MAC first.
     #[arg(long, value_enum, default_value_t = Mode::Io)]
     mode: Mode,
-    /// Queues per port, spread by RSS; one thread per queue index.
-    #[arg(long, default_value_t = 1)]
+    /// Queues per port, spread by RSS; one thread per queue index. [range: 1..=16]
+    #[arg(value_parser = clap::value_parser!(u16).range(1..=16), long, default_value_t = 1)]
     queues: u16,
     /// Cores for the queue threads, e.g. `0,1` or `0-3` (queue i runs on the i-th, wrapping).
     #[arg(long, default_value = "0")]
     cores: String,
-    /// Frames per burst (1..=512).
-    #[arg(long, default_value_t = 32)]
+    /// Frames per burst (1..=512). [range: 1..=512]
+    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=512), long, default_value_t = 32)]
     batch: usize,
-    /// Descriptors per RX and TX ring (a power of two, 32..=4096); the mempools are sized to fit.
-    #[arg(long, default_value_t = 512)]
+    /// Descriptors per RX and TX ring (a power of two, 32..=4096); the mempools are sized to fit. [range: 32..=4096]
+    #[arg(value_parser = clap::value_parser!(u32).range(32..=4096), long, default_value_t = 512)]
     ring_size: u32,
-    /// How long to forward, in seconds (0 = until Ctrl-C).
-    #[arg(long, default_value_t = 0)]
+    /// How long to forward, in seconds (0 = until Ctrl-C). [range: 0..=31536000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=31536000), long, default_value_t = 0)]
     seconds: u64,
     /// Accept every destination MAC (the default, as testpmd); kept for explicitness.
-    #[arg(long, overrides_with = "no_promisc")]
+    #[arg(long, conflicts_with = "no_promisc")]
     promisc: bool,
     /// Accept only frames for the port's own MAC, broadcast and multicast.
-    #[arg(long, overrides_with = "promisc")]
+    #[arg(long)]
     no_promisc: bool,
     /// At exit, print every hardware counter of each port as `ethtool -S` does.
     #[arg(long)]
@@ -66,9 +67,11 @@ struct Args {
 }
 
 fn main() {
-    if let Err(e) = run(Args::parse()) {
-        eprintln!("fwd: {e}");
-        std::process::exit(1);
+    let result = run(pollnic_examples::args::parse("fwd"));
+    // The devices are closed by now; a panicked thread wins over any error.
+    pollnic_examples::signal::exit_if_panicked("fwd");
+    if let Err(e) = result {
+        pollnic_examples::args::exit_with("fwd", &*e);
     }
 }
 
@@ -94,13 +97,9 @@ fn parse_ports(s: &str) -> Result<Vec<PciAddress>, String> {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let addrs = parse_ports(&args.ports)?;
-    let cores = parse_cores(&args.cores)?;
-    check_cores(&cores)?;
-    pollnic_examples::check_ring_size_arg(args.ring_size)?;
-    if !(1..=512).contains(&args.batch) {
-        return Err(format!("--batch {} is outside 1..=512", args.batch).into());
-    }
+    let addrs = parse_ports(&args.ports).map_err(Usage)?;
+    let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
+    pollnic_examples::check_ring_size_arg(args.ring_size).map_err(Usage)?;
     let promisc = !args.no_promisc;
     let stop = pollnic_examples::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
@@ -197,8 +196,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         json::summary(&ports, &dirs, mode, &per_queue, &hw, stop.load(Relaxed));
         return Ok(());
     }
-    if stop.load(Relaxed) {
-        println!("(interrupted by Ctrl-C: the devices were shut down cleanly)");
+    if let Some(line) = pollnic_examples::signal::interrupted_line("the devices were") {
+        println!("{line}");
     }
     report::summary(&ports, &dirs, mode, &per_queue, &hw, args.ring_size);
     if args.stats {

@@ -16,6 +16,7 @@ mod report;
 
 use clap::Parser;
 use pollnic::{Device, DeviceConfig, Packet};
+use pollnic_examples::args::Usage;
 use pollnic_examples::frame::Flow;
 use pollnic_examples::gen::{self, FrameSize};
 use pollnic_examples::pcapout::{Format, PcapOut};
@@ -31,36 +32,36 @@ struct Args {
     /// PCI address of the sending port (bound to vfio-pci).
     #[arg(long)]
     port: String,
-    /// Offered rate in packets/s (0 = as fast as the port takes them).
-    #[arg(long, default_value_t = 0)]
+    /// Offered rate in packets/s (0 = as fast as the port takes them). [range: 0..=1000000000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=1000000000), long, default_value_t = 0)]
     rate: u64,
-    /// Stop after this many frames (0 = no limit).
-    #[arg(long, default_value_t = 0)]
+    /// Stop after this many frames (0 = no limit). [range: 0..=18446744073709551615]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..), long, default_value_t = 0)]
     count: u64,
-    /// Stop after this many seconds (0 = until --count or Ctrl-C).
-    #[arg(long, default_value_t = 10)]
+    /// Stop after this many seconds (0 = until --count or Ctrl-C). [range: 0..=31536000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=31536000), long, default_value_t = 10)]
     seconds: u64,
-    /// Frame size on the wire incl. FCS (64..=1518; up to 9018 with --mtu 9000), 0 for mixed sizes, or imix (7:4:1 of 64/594/1518).
+    /// Frame size on the wire incl. FCS (64..=1518; up to 9018 with --mtu 9000), 0 for mixed sizes, or imix (7:4:1 of 64/594/1518). [range: 0..=9022]
     #[arg(long, default_value = "64")]
     frame_size: FrameSize,
     /// MTU of the port in bytes (L3 payload, as Linux; 1500..=9000): frames up
-    /// to MTU + 18 bytes on the wire (4 more with --vlan).
-    #[arg(long, default_value_t = 1500)]
+    /// to MTU + 18 bytes on the wire (4 more with --vlan). [range: 1500..=9000]
+    #[arg(value_parser = clap::value_parser!(u32).range(1500..=9000), long, default_value_t = 1500)]
     mtu: u32,
-    /// Distinct flows (source address and UDP port vary), for RSS on the receiver.
-    #[arg(long, default_value_t = 1)]
+    /// Distinct flows (source address and UDP port vary), for RSS on the receiver. [range: 1..=65536]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=65536), long, default_value_t = 1)]
     flows: u32,
-    /// Tag every frame with this 802.1Q VLAN ID (1..=4094; the frame grows by 4 bytes).
-    #[arg(long)]
+    /// Tag every frame with this 802.1Q VLAN ID (1..=4094; the frame grows by 4 bytes). [range: 1..=4094]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4094))]
     vlan: Option<u16>,
     /// Destination MAC (default: broadcast ff:ff:ff:ff:ff:ff).
     #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
     dst: String,
-    /// Frames per burst (1..=512).
-    #[arg(long, default_value_t = 32)]
+    /// Frames per burst (1..=512). [range: 1..=512]
+    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=512), long, default_value_t = 32)]
     batch: usize,
-    /// Descriptors in the TX ring (a power of two, 32..=4096).
-    #[arg(long, default_value_t = 512)]
+    /// Descriptors in the TX ring (a power of two, 32..=4096). [range: 32..=4096]
+    #[arg(value_parser = clap::value_parser!(u32).range(32..=4096), long, default_value_t = 512)]
     ring_size: u32,
     /// Also write every frame the NIC accepted to this pcap (.pcapng: pcapng), nanosecond timestamps.
     #[arg(long)]
@@ -71,9 +72,11 @@ struct Args {
 }
 
 fn main() {
-    if let Err(e) = run(Args::parse()) {
-        eprintln!("pktgen: {e}");
-        std::process::exit(1);
+    let result = run(pollnic_examples::args::parse("pktgen"));
+    // The device is closed by now; a panicked thread wins over any error.
+    pollnic_examples::signal::exit_if_panicked("pktgen");
+    if let Err(e) = result {
+        pollnic_examples::args::exit_with("pktgen", &*e);
     }
 }
 
@@ -92,17 +95,12 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let vlan = args.vlan.map(gen::check_vlan).transpose()?;
-    gen::check_mtu(args.mtu)?;
-    gen::check_frame_size(args.frame_size.max_wire_len(), args.mtu, vlan.is_some())?;
-    let dst = parse_mac(&args.dst)?;
-    pollnic_examples::check_ring_size_arg(args.ring_size)?;
-    if !(1..=512).contains(&args.batch) {
-        return Err(format!("--batch {} is outside 1..=512", args.batch).into());
-    }
-    if args.flows == 0 {
-        return Err("--flows 0: give at least one flow".into());
-    }
+    let vlan = args.vlan.map(gen::check_vlan).transpose().map_err(Usage)?;
+    gen::check_mtu(args.mtu).map_err(Usage)?;
+    gen::check_frame_size(args.frame_size.max_wire_len(), args.mtu, vlan.is_some())
+        .map_err(Usage)?;
+    let dst = parse_mac(&args.dst).map_err(Usage)?;
+    pollnic_examples::check_ring_size_arg(args.ring_size).map_err(Usage)?;
     // The output file first: an unwritable path fails before the NIC is touched.
     let mut out = match &args.write {
         Some(p) => Some(PcapOut::create(p, Format::for_path(p), 65535)?),

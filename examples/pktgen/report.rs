@@ -130,8 +130,11 @@ impl Reporter {
             );
             return;
         }
-        if interrupted {
-            println!("(interrupted by Ctrl-C: the device was shut down cleanly)");
+        if let (true, Some(line)) = (
+            interrupted,
+            pollnic_examples::signal::interrupted_line("the device was"),
+        ) {
+            println!("{line}");
         }
         println!("--- summary ---");
         println!(

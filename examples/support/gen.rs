@@ -101,8 +101,10 @@ pub fn check_frame_size(size: usize, mtu: u32, vlan: bool) -> Result<(), String>
         return Ok(());
     }
     let needed = size - (max_frame(0) as usize);
-    let fix = if needed <= MAX_MTU as usize {
-        format!("pass --mtu {needed} or more (up to {MAX_MTU}), or a smaller --frame-size")
+    let fix = if needed == MAX_MTU as usize {
+        format!("pass --mtu {MAX_MTU} (the largest), or a smaller --frame-size")
+    } else if needed < MAX_MTU as usize {
+        format!("pass an --mtu of {needed} to {MAX_MTU}, or a smaller --frame-size")
     } else {
         format!(
             "the largest MTU is {MAX_MTU} ({} bytes): pass a smaller --frame-size",
@@ -197,10 +199,11 @@ mod tests {
             e.contains("above the largest frame at MTU 1500: 1518 bytes"),
             "{e}"
         );
-        assert!(e.contains("--mtu 1501"), "{e}");
+        assert!(e.contains("an --mtu of 1501 to 9000"), "{e}");
         assert!(check_frame_size(9018, 9000, true).is_ok());
         let e = check_frame_size(9018, 1500, false).unwrap_err();
-        assert!(e.contains("--mtu 9000"), "{e}");
+        assert!(e.contains("pass --mtu 9000 (the largest)"), "{e}");
+        assert!(!e.contains("or more"), "{e}");
         assert_eq!("9018".parse::<FrameSize>(), Ok(FrameSize::Fixed(9018)));
         assert!("9019".parse::<FrameSize>().is_err());
         assert_eq!(FrameSize::Imix.max_wire_len(), 1518);

@@ -5,6 +5,7 @@
 //! ([`metrics`]), JSON lines ([`jsonout`]), pcap/pcapng files ([`pcapout`]),
 //! Ctrl-C handling ([`signal`]) and procfs CPU time ([`cputime`]).
 
+pub mod args;
 pub mod cputime;
 pub mod frame;
 pub mod gen;

@@ -33,25 +33,25 @@ fn profile_dir() -> PathBuf {
 }
 
 /// An example of the pollnic-examples package, built next to this test
-/// executable (`cargo test --workspace` and `cargo xtask test` build them):
+/// executable (`cargo xtask test` builds them first):
 /// target/<profile>/examples/<name>.
 pub fn example_exe(name: &str) -> PathBuf {
     let exe = profile_dir().join("examples").join(name);
     assert!(
         exe.is_file(),
-        "{} not built: run `cargo build -p pollnic-examples --examples` (`cargo test --workspace` builds them)",
+        "{} not built: run `cargo build -p pollnic-examples --examples` first (`cargo xtask test` does)",
         exe.display()
     );
     exe
 }
 
 /// The `pollnic` command (package pollnic-cli), built next to this test
-/// executable: target/<profile>/pollnic.
+/// executable (`cargo xtask test` builds it first): target/<profile>/pollnic.
 pub fn pollnic_exe() -> String {
     let exe = profile_dir().join("pollnic");
     assert!(
         exe.is_file(),
-        "{} not built: run `cargo build -p pollnic-cli` (`cargo test --workspace` builds it)",
+        "{} not built: run `cargo build -p pollnic-cli` first (`cargo xtask test` does)",
         exe.display()
     );
     exe.to_string_lossy().into_owned()

@@ -57,7 +57,12 @@ pub fn run(
     let setup = t.elapsed();
 
     let t = Instant::now();
-    let host_ok = match cargo::run(layout, &["test", "--workspace"]) {
+    // The host tests run the `pollnic` command and the examples: `cargo test
+    // --workspace` builds neither (they are other packages' targets).
+    let host_ok = match cargo::build_pollnic_cli(layout)
+        .and_then(|()| cargo::build_examples(layout))
+        .and_then(|()| cargo::run(layout, &["test", "--workspace"]))
+    {
         Ok(()) => true,
         Err(err) => {
             say!("test: host tests failed: {err:#}");

@@ -1,0 +1,133 @@
+//! The example tools' command lines. Every numeric option states its range
+//! in its `--help` (`[range: MIN..=MAX]`) and clap enforces it when parsing,
+//! so a value out of range is refused before any device is opened: one line
+//! on stderr naming the option, the value and the range, and exit status 2
+//! (the status clap and the BSD `sysexits` usage convention give a bad
+//! command line). Checks clap cannot make (a combination of options, a
+//! power of two) return a [`Usage`], which exits the same way.
+
+use std::fmt;
+
+/// Exit status for a bad command line.
+pub const USAGE_EXIT: i32 = 2;
+
+/// A bad command line found after parsing; [`exit_with`] exits 2 for it.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl fmt::Display for Usage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+impl From<String> for Usage {
+    fn from(s: String) -> Self {
+        Usage(s)
+    }
+}
+
+/// Parse this process's arguments into `T`. `--help` and `--version` print
+/// and exit 0; any error prints one line, `TOOL: <clap's message>`, and
+/// exits [`USAGE_EXIT`].
+pub fn parse<T: clap::Parser>(tool: &str) -> T {
+    T::try_parse().unwrap_or_else(|e| {
+        use clap::error::ErrorKind;
+        if matches!(
+            e.kind(),
+            ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        ) {
+            e.exit()
+        }
+        eprintln!("{tool}: {}", one_line(&e));
+        std::process::exit(USAGE_EXIT)
+    })
+}
+
+/// End the process after `run` failed: [`USAGE_EXIT`] for a [`Usage`], 1
+/// for anything else, with one line `TOOL: message`.
+pub fn exit_with(tool: &str, e: &(dyn std::error::Error + 'static)) -> ! {
+    eprintln!("{tool}: {e}");
+    std::process::exit(if e.is::<Usage>() { USAGE_EXIT } else { 1 })
+}
+
+/// `--cores`: a list such as `0,2-3` ([`pollnic::parse_cores`]), without
+/// duplicates, of cores this process may run on ([`pollnic::check_cores`]).
+///
+/// # Errors
+/// A [`Usage`] naming `option`.
+pub fn cores(option: &str, s: &str) -> Result<Vec<usize>, Usage> {
+    let cores = pollnic::parse_cores(s).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
+    if let Some(c) = cores
+        .iter()
+        .enumerate()
+        .find(|(i, c)| cores[..*i].contains(c))
+        .map(|(_, c)| *c)
+    {
+        return Err(Usage(format!(
+            "{option} {s}: core {c} is given twice: give each core once"
+        )));
+    }
+    pollnic::check_cores(&cores).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
+    Ok(cores)
+}
+
+/// A value parser for a number of seconds in `0.1..=3600` (compare's rows).
+///
+/// # Errors
+/// The message clap prints.
+pub fn row_seconds(s: &str) -> Result<f64, String> {
+    f64_in(s, 0.1, 3600.0)
+}
+
+/// A value parser for a percentage in `0..=100`.
+///
+/// # Errors
+/// The message clap prints.
+pub fn percent(s: &str) -> Result<f64, String> {
+    f64_in(s, 0.0, 100.0)
+}
+
+fn f64_in(s: &str, lo: f64, hi: f64) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} is not in {lo}..={hi}"))
+    }
+}
+
+/// clap's error as one line: its first line, plus the possible values where
+/// it lists them on a line of their own.
+fn one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut line = lines
+        .next()
+        .unwrap_or("bad command line")
+        .trim_start_matches("error: ")
+        .to_string();
+    if let Some(p) = lines.find(|l| l.starts_with("[possible values")) {
+        line = format!("{line} {p}");
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_cores_are_refused_and_fractions_checked() {
+        let e = cores("--cores", "0,0").unwrap_err().to_string();
+        assert!(e.contains("core 0 is given twice"), "{e}");
+        assert!(cores("--cores", "x").is_err());
+        assert_eq!(row_seconds("3"), Ok(3.0));
+        assert!(row_seconds("0").unwrap_err().contains("0.1..=3600"));
+        assert!(percent("nan").is_err() && percent("-1").is_err() && percent("101").is_err());
+    }
+}
