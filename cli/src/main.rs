@@ -173,26 +173,30 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             }
+            // All or nothing: every port is checked before any is bound, and
+            // a failure part-way puts back the ports already bound.
+            let reports = match pci::bind_vfio_all(&sysfs, &addrs) {
+                Ok(reports) => reports,
+                Err(e) => return failed(&e, "bound"),
+            };
             let mut handed = true;
-            let code = for_each(&addrs, |a| {
-                pci::bind_vfio(&sysfs, a).map(|r| {
-                    println!("{r}");
-                    for w in &r.warnings {
-                        eprintln!("pollnic: warning: {}: {w}", r.addr);
-                    }
-                    if !owner.is_empty() {
-                        match owner.apply(&r.vfio_node) {
-                            Ok(line) => println!("{}: {line}", r.addr),
-                            Err(e) => {
-                                eprintln!("pollnic: {}: {e}", r.addr);
-                                handed = false;
-                            }
+            for r in &reports {
+                println!("{r}");
+                for w in &r.warnings {
+                    eprintln!("pollnic: warning: {}: {w}", r.addr);
+                }
+                if !owner.is_empty() {
+                    match owner.apply(&r.vfio_node) {
+                        Ok(line) => println!("{}: {line}", r.addr),
+                        Err(e) => {
+                            eprintln!("pollnic: {}: {e}", r.addr);
+                            handed = false;
                         }
                     }
-                })
-            });
+                }
+            }
             if handed {
-                code
+                ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
             }
@@ -203,9 +207,15 @@ fn main() -> ExitCode {
             queues,
             json,
         } => doctor(sysfs, &ports, &cores, queues, json),
-        Command::Unbind { addrs } => for_each(&addrs, |a| {
-            pci::unbind_vfio(&sysfs, a).map(|r| println!("{r}"))
-        }),
+        Command::Unbind { addrs } => match pci::unbind_vfio_all(&sysfs, &addrs) {
+            Ok(reports) => {
+                for r in &reports {
+                    println!("{r}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => failed(&e, "unbound"),
+        },
         Command::Rss {
             src,
             dst,
@@ -284,20 +294,20 @@ fn status(sysfs: &Sysfs) -> ExitCode {
     }
 }
 
-/// Runs `op` on every address, reporting each failure; fails if any did.
-fn for_each(addrs: &[PciAddress], mut op: impl FnMut(PciAddress) -> pci::Result<()>) -> ExitCode {
-    let mut ok = true;
-    for &addr in addrs {
-        if let Err(e) = op(addr) {
-            eprintln!("pollnic: {e}");
-            ok = false;
+/// Reports a failed multi-port `bind`/`unbind` (`done`: "bound" or
+/// "unbound"): each failed check on a line of its own, or the step that
+/// failed with what was put back.
+fn failed(e: &pci::Error, done: &str) -> ExitCode {
+    match e {
+        pci::Error::Refused { errors } => {
+            for e in errors {
+                eprintln!("pollnic: {e}");
+            }
+            eprintln!("pollnic: nothing was {done}");
         }
+        e => eprintln!("pollnic: {e}"),
     }
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::FAILURE
 }
 
 fn doctor(

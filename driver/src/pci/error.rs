@@ -114,6 +114,25 @@ pub enum Error {
         waited_ms: u64,
     },
 
+    /// The same address was named twice in one multi-port `bind`/`unbind`.
+    #[error("{addr} is named more than once; name each port once")]
+    DuplicateAddress {
+        /// The repeated address (as parsed, so `01:00.0` and `0000:01:00.0` are one).
+        addr: PciAddress,
+    },
+
+    /// The checks of a multi-port `bind`/`unbind` ([`Binder::bind_all`],
+    /// [`Binder::unbind_all`]) failed for one or more ports, so no port was
+    /// changed; `errors` holds each failure, which says what to run.
+    ///
+    /// [`Binder::bind_all`]: super::Binder::bind_all
+    /// [`Binder::unbind_all`]: super::Binder::unbind_all
+    #[error("{}; nothing was changed", join(errors))]
+    Refused {
+        /// Every failed check, in the order of the addresses given.
+        errors: Vec<Error>,
+    },
+
     /// A step of `bind`/`unbind` failed; what was done about it (rollback of
     /// the changes so far, or a fallback) is in `recovery`.
     #[error("{cause}; {recovery}")]
@@ -124,6 +143,11 @@ pub enum Error {
         /// What was restored, and what to run if restoring was incomplete.
         recovery: String,
     },
+}
+
+fn join(errors: &[Error]) -> String {
+    let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    texts.join("; ")
 }
 
 /// Shorthand for results of this module.
@@ -164,6 +188,7 @@ impl Error {
         match self {
             Error::PermissionDenied { .. } => true,
             Error::StepFailed { cause, .. } => cause.is_permission_denied(),
+            Error::Refused { errors } => errors.iter().any(Error::is_permission_denied),
             _ => false,
         }
     }

@@ -53,6 +53,10 @@ pub(crate) struct FakeSys {
     pub log: RefCell<Vec<String>>,
     /// Writes to a path ending with `.0` fail with errno `.1`.
     pub fail: RefCell<Option<(String, i32)>>,
+    /// Writes whose log entry `path=value` ends with `.0` fail with errno
+    /// `.1` (to fail a write for one device only, e.g.
+    /// `drivers_probe=0000:00:1e.0`).
+    pub fail_entry: RefCell<Option<(String, i32)>>,
     pub modprobed: RefCell<Vec<String>>,
     pub modprobe_fails: Cell<bool>,
     /// Whether vfio creates `/dev/vfio/<group>` when a device binds.
@@ -84,6 +88,7 @@ impl FakeSys {
             _tmp: tmp,
             log: RefCell::default(),
             fail: RefCell::default(),
+            fail_entry: RefCell::default(),
             modprobed: RefCell::default(),
             modprobe_fails: Cell::new(false),
             make_vfio_nodes: Cell::new(true),
@@ -249,9 +254,15 @@ impl Kernel for FakeSys {
             .strip_prefix(&self.sysfs.root)
             .expect("write outside the fake sysfs");
         let rel = rel.to_string_lossy().into_owned();
-        self.log.borrow_mut().push(format!("{rel}={value}"));
+        let entry = format!("{rel}={value}");
+        self.log.borrow_mut().push(entry.clone());
         if let Some((suffix, e)) = &*self.fail.borrow() {
             if rel.ends_with(suffix.as_str()) {
+                return Err(errno(*e));
+            }
+        }
+        if let Some((suffix, e)) = &*self.fail_entry.borrow() {
+            if entry.ends_with(suffix.as_str()) {
                 return Err(errno(*e));
             }
         }

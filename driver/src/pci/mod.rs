@@ -10,6 +10,7 @@
 //! `Documentation/ABI/testing/sysfs-class-net`.
 
 mod address;
+mod batch;
 mod bind;
 mod binder;
 mod config;
@@ -53,6 +54,18 @@ pub fn bind_vfio(sysfs: &Sysfs, addr: PciAddress) -> Result<BindReport> {
     Binder::new(sysfs, &LinuxKernel, BindOptions::default()).bind(addr)
 }
 
+/// Binds every one of `addrs` to vfio-pci on the running system, or none of
+/// them (state in `/run/pollnic`, nodes in `/dev/vfio`, 2 s timeout); see
+/// [`Binder::bind_all`]. Needs root.
+///
+/// # Errors
+/// As [`Binder::bind_all`]: [`Error::Refused`] when a check fails before
+/// anything is changed, [`Error::StepFailed`] when a step fails part-way
+/// (the ports bound before it are put back; `recovery` says so).
+pub fn bind_vfio_all(sysfs: &Sysfs, addrs: &[PciAddress]) -> Result<Vec<BindReport>> {
+    Binder::new(sysfs, &LinuxKernel, BindOptions::default()).bind_all(addrs)
+}
+
 /// Why `pollnic bind` would refuse each of `addrs` (bound together in one
 /// command) on the running system: see [`guard`]. A port that cannot be read
 /// is left to [`bind_vfio`] to report.
@@ -71,4 +84,16 @@ pub fn bind_refusals(sysfs: &Sysfs, addrs: &[PciAddress]) -> Vec<guard::Refusal>
 /// As [`Binder::unbind`].
 pub fn unbind_vfio(sysfs: &Sysfs, addr: PciAddress) -> Result<UnbindReport> {
     Binder::new(sysfs, &LinuxKernel, BindOptions::default()).unbind(addr)
+}
+
+/// Returns every one of `addrs` from vfio-pci to its previous kernel driver
+/// on the running system, or none of them; see [`Binder::unbind_all`]. Needs
+/// root.
+///
+/// # Errors
+/// As [`Binder::unbind_all`]: [`Error::Refused`] when a check fails before
+/// anything is changed, [`Error::StepFailed`] when a step fails part-way
+/// (the ports that left vfio-pci are bound back; `recovery` says so).
+pub fn unbind_vfio_all(sysfs: &Sysfs, addrs: &[PciAddress]) -> Result<Vec<UnbindReport>> {
+    Binder::new(sysfs, &LinuxKernel, BindOptions::default()).unbind_all(addrs)
 }

@@ -63,6 +63,13 @@ impl Binder<'_> {
     /// [`Error::StepFailed`] when returning to the recorded driver failed —
     /// the kernel is then asked to pick a driver, and `recovery` says which.
     pub fn unbind(&self, addr: PciAddress) -> Result<UnbindReport> {
+        self.unbind_with(addr, true)
+    }
+
+    /// [`Binder::unbind`]; when returning to the recorded driver fails, asks
+    /// the kernel to pick one only if `fall_back` (else returns the failure,
+    /// the device possibly without a driver, for the caller to put back).
+    pub(crate) fn unbind_with(&self, addr: PciAddress, fall_back: bool) -> Result<UnbindReport> {
         let dev = PciDevice::read(self.sysfs, addr)?;
         let state = self.state();
         let recorded = state.recall(addr)?;
@@ -101,7 +108,11 @@ impl Binder<'_> {
                 report.driver = now;
                 Ok(report)
             }
-            Err(cause) if matches!(target, Target::Driver(_)) && !cause.is_permission_denied() => {
+            Err(cause)
+                if fall_back
+                    && matches!(target, Target::Driver(_))
+                    && !cause.is_permission_denied() =>
+            {
                 Err(self.fall_back_to_kernel_choice(addr, cause))
             }
             Err(cause) => Err(cause),

@@ -1,5 +1,6 @@
 //! Status reading and the bind/unbind state machine against [`FakeSys`].
 
+mod batch;
 mod bind;
 mod status;
 #[cfg(feature = "model")]
