@@ -188,6 +188,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             (args.seconds, args.count, args.frame_size, args.rate);
         let (rx_polled, queues) = (rx_polled.clone(), args.queues as usize);
         std::thread::spawn(move || {
+            // The receivers and the reporter wait for this flag: set it even
+            // if the sender panics.
+            struct Done(Arc<AtomicBool>);
+            impl Drop for Done {
+                fn drop(&mut self) {
+                    self.0.store(true, Relaxed);
+                }
+            }
+            let _done = Done(tx_done.clone());
             while rx_polled.load(Relaxed) < queues && !stop.load(Relaxed) {
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -214,7 +223,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         &mut rxd,
         &cores,
         |q| receive(q, &stop, &tx_done, &rx_polled, batch),
-        || report_every_second(&tx_live, &counters, &tx_done, args.json),
+        || report_every_second(&tx_live, &counters, &tx_done, &stop, args.json),
     )?;
     let (txd, sent, tx_elapsed) = sender.join().map_err(|_| "sender thread panicked")??;
 
@@ -517,17 +526,20 @@ fn report_every_second(
     tx: &AtomicU64,
     counters: &DeviceCounters,
     tx_done: &AtomicBool,
+    stop: &AtomicBool,
     json: bool,
 ) {
+    // Ends when the sender is done, or on a signal or a panic anywhere.
+    let over = || tx_done.load(Relaxed) || stop.load(Relaxed);
     let start = Instant::now();
     let mut last_tx = 0;
     let mut last: Vec<(u64, u64)> = vec![(0, 0); counters.len()];
     for tick in 1.. {
         let due = start + Duration::from_secs(tick);
-        while Instant::now() < due && !tx_done.load(Relaxed) {
+        while Instant::now() < due && !over() {
             std::thread::sleep(Duration::from_millis(20));
         }
-        if tx_done.load(Relaxed) {
+        if over() {
             return;
         }
         let now_tx = tx.load(Relaxed);

@@ -250,3 +250,109 @@ fn pollnic_cli() -> std::path::PathBuf {
     );
     cli
 }
+
+/// `loopback` with `--seconds 0` (until a signal), started so that its
+/// receive thread polls and its reporter prints; `env` added to its
+/// environment. Its stdout and stderr are piped.
+fn loopback(env: &[(&str, &str)]) -> Child {
+    let mut c = Command::new(example_exe("loopback"));
+    c.args([
+        "--tx",
+        &port(0),
+        "--rx",
+        &port(1),
+        "--seconds",
+        "0",
+        "--rate",
+        "2000",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().expect("start loopback")
+}
+
+/// Wait up to `limit` for `child` to exit; kills it and fails when it does not.
+fn exits_within(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what}: still running after {limit:?} (killed); stdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A panic in loopback's sender thread used to leave the reporter printing
+/// `tx 0 pps | rx 0 pps` forever, deaf to SIGINT. Now every loop stops, the
+/// devices are shut down, and the process exits 101 with the panic message;
+/// both ports open again at once.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn a_panic_in_a_worker_thread_ends_the_process_cleanly() {
+    let child = loopback(&[("POLLNIC_INJECT_PANIC", "loopback-sender")]);
+    let out = exits_within(
+        child,
+        Duration::from_secs(60),
+        "loopback with a panicking sender",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(101), "stderr:\n{err}");
+    assert!(err.contains("injected panic in loopback-sender"), "{err}");
+    assert!(err.contains("the devices were shut down cleanly"), "{err}");
+    for i in [0, 1] {
+        Device::open(port(i), &small_config())
+            .unwrap_or_else(|e| panic!("port {i} after the panic: {e}"));
+    }
+}
+
+/// Two SIGINTs within 1 s (as GNU `timeout` forwards a Ctrl-C) count as one:
+/// the summary comes, naming Ctrl-C; SIGTERM is named as itself.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn two_quick_sigints_give_a_summary_and_sigterm_is_named() {
+    for (signals, name) in [
+        (&["-INT", "-INT"][..], "Ctrl-C (SIGINT)"),
+        (&["-TERM"][..], "SIGTERM"),
+    ] {
+        let mut child = loopback(&[]);
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        // Wait for the first live line: the receive thread polls, traffic runs.
+        let mut line = String::new();
+        while stdout.read_line(&mut line).unwrap() > 0 && !line.contains("[  1 s]") {
+            line.clear();
+        }
+        for s in signals {
+            signal(&child, s);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        let out = exits_within(child, Duration::from_secs(60), "loopback after a signal");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{signals:?}: stderr:\n{err}\nstdout:\n{rest}"
+        );
+        assert!(
+            rest.contains(&format!(
+                "(interrupted by {name}: the device was shut down cleanly)"
+            )),
+            "{signals:?}:\n{rest}"
+        );
+        assert!(
+            rest.contains("--- summary"),
+            "{signals:?}: no summary:\n{rest}"
+        );
+    }
+}
