@@ -87,6 +87,9 @@ struct QueueReport {
     bad: u64,
     first_last: Option<(Instant, Instant)>,
     gaps: PollGaps,
+    /// Frames still handed up after a signal stopped the run: drained, not
+    /// timed or checked, and not lost.
+    after_stop: u64,
 }
 
 fn main() {
@@ -151,12 +154,17 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }));
     } else {
         println!(
-        "pollnic loopback: {} ({}) -> {} ({}), {} s, {}{}, {} flow(s), {} RX queue(s) on cores {:?}",
+        "pollnic loopback: {} ({}) -> {} ({}), {}, {}{}, {} flow(s), {} RX queue(s) on cores {:?}",
         txd.address(),
         txd.mac_string(),
         rxd.address(),
         rxd.mac_string(),
-        args.seconds,
+        match (args.seconds, args.count) {
+            (0, 0) => "until Ctrl-C".to_string(),
+            (0, n) => format!("{n} frames"),
+            (s, 0) => format!("{s} s"),
+            (s, n) => format!("{n} frames or {s} s, whichever comes first"),
+        },
         if args.frame_size == 0 {
             "mixed 64..1518-byte frames".to_string()
         } else {
@@ -246,11 +254,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for r in &reports {
         lat.merge(&r.lat);
     }
-    let lost = sent.saturating_sub(received);
+    let after_stop: u64 = reports.iter().map(|r| r.after_stop).sum();
+    let lost = sent.saturating_sub(received + after_stop);
     let account = TxAccount {
         handed: sent,
         tx_packets: tx_hw,
-        received: Some(received),
+        received: Some(received + after_stop),
     };
     if args.json {
         let mut gaps = PollGaps::default();
@@ -281,6 +290,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "tx_packets_counter": tx_hw,
             "received": received,
             "rx_packets_counter": rx_hw,
+            "after_stop": after_stop,
             "lost": lost,
             "not_transmitted": account.not_transmitted(),
             "not_received": account.not_received(),
@@ -304,11 +314,20 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("--- summary (under QEMU/TCG these numbers include emulation cost) ---");
     println!(
-        "sent       {sent} frames in {:.2} s, {:.0} pps offered (tx_packets counter: {tx_hw})",
+        "sent       {sent} frames in {:.3} s, {} (tx_packets counter: {tx_hw})",
         tx_elapsed.as_secs_f64(),
-        sent as f64 / tx_elapsed.as_secs_f64().max(1e-9)
+        if sent >= 2 && !tx_elapsed.is_zero() {
+            format!("{:.0} pps offered", sent as f64 / tx_elapsed.as_secs_f64())
+        } else {
+            "no offered rate (fewer than two frames)".to_string()
+        }
     );
     println!("received   {received} frames (rx_packets counter: {rx_hw})");
+    if after_stop > 0 {
+        println!(
+            "after stop {after_stop} frames arrived after the stop: drained, not timed, not lost"
+        );
+    }
     if let Some(line) = account.shortfall_line() {
         println!("{line}");
     }
@@ -378,6 +397,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             bytes,
             elapsed: rx_span
         }
+        .summary()
     );
     for (i, r) in reports.iter().enumerate() {
         let s = counters[i].snapshot();
@@ -420,19 +440,16 @@ fn send(
     stop: &AtomicBool,
 ) -> Result<(Device, u64, Duration), String> {
     // --seconds 0: no time limit (Ctrl-C or --count ends the run).
-    let deadline = epoch
-        + Duration::from_secs(if seconds == 0 {
-            100 * 365 * 86_400
-        } else {
-            seconds
-        });
+    let deadline = (seconds > 0)
+        .then(|| epoch.checked_add(Duration::from_secs(seconds)))
+        .flatten();
     let mut seq = 0u64;
     let mut pending: Vec<Packet> = Vec::with_capacity(batch);
     let t0 = Instant::now();
     pollnic_examples::signal::inject_panic("loopback-sender");
     // With --count, go on until every counted frame has been handed to the NIC.
     while !stop.load(Relaxed)
-        && Instant::now() < deadline
+        && deadline.is_none_or(|d| Instant::now() < d)
         && (count == 0 || seq < count || !pending.is_empty())
     {
         // With --rate, release frames one by one on schedule (never a whole burst early).
@@ -493,9 +510,23 @@ fn receive(
         let now_ns = r.gaps.poll(got);
         if got == 0 {
             // After the sender is done, drain until the wire is quiet for 1 s.
-            if stop.load(Relaxed)
-                || (tx_done.load(Relaxed) && idle_since.elapsed() > Duration::from_secs(1))
-            {
+            if stop.load(Relaxed) {
+                // Take what the NIC still hands up (until 200 ms of quiet,
+                // at most 2 s), so that every frame it counted is accounted.
+                let (start, mut quiet) = (Instant::now(), Instant::now());
+                while quiet.elapsed() < Duration::from_millis(200)
+                    && start.elapsed() < Duration::from_secs(2)
+                {
+                    let n = q.rx_burst(&mut buf, batch);
+                    if n > 0 {
+                        r.after_stop += n as u64;
+                        q.free_bulk(&mut buf);
+                        quiet = Instant::now();
+                    }
+                }
+                return r;
+            }
+            if tx_done.load(Relaxed) && idle_since.elapsed() > Duration::from_secs(1) {
                 return r;
             }
             std::hint::spin_loop();

@@ -294,3 +294,75 @@ fn wait_for_capture(capture: &mut std::process::Child, frames: usize) -> std::pr
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// `capture --count 300` while 1000 frames arrive: 300 are written and the
+/// other 700 are drained and reported as arrived after the stop, so that
+/// written + after the stop equals the port's `rx_packets`; the rate is
+/// timed from the first written frame to the last.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
+fn capture_past_its_count_reports_every_frame_the_nic_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx_file = dir.path().join("rx.pcap");
+    let mut capture = Command::new(example_exe("capture"))
+        .args([
+            "--port",
+            &port(1),
+            "--count",
+            "300",
+            "--seconds",
+            "120",
+            "--out",
+        ])
+        .arg(&rx_file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(capture.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("capture's start line").unwrap();
+    assert!(first.ends_with("; capturing"), "{first}");
+    let gen = Command::new(example_exe("pktgen"))
+        .args([
+            "--port",
+            &port(0),
+            "--count",
+            "1000",
+            "--rate",
+            "2000",
+            "--seconds",
+            "0",
+        ])
+        .args(["--dst", &env("POLLNIC_PORT1_MAC")])
+        .output()
+        .unwrap();
+    assert!(gen.status.success(), "pktgen failed");
+    let status = wait_for_capture(&mut capture, 300);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let text = rest.join("\n");
+    println!("{text}");
+    assert!(status.success(), "capture failed");
+    let num = |key: &str| -> u64 {
+        let l = rest
+            .iter()
+            .find(|l| l.contains(key))
+            .unwrap_or_else(|| panic!("no `{key}` in:\n{text}"));
+        let tail = &l[l.find(key).unwrap() + key.len()..];
+        tail.trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let written = num("written");
+    let after = num("after stop");
+    let rx_packets = num("rx_packets counter:");
+    assert_eq!(written, 300, "{text}");
+    assert_eq!(
+        written + after,
+        rx_packets,
+        "written + after the stop = rx_packets:\n{text}"
+    );
+    assert_eq!(rx_packets, 1000, "{text}");
+    assert!(text.contains("from the first frame to the last"), "{text}");
+}

@@ -71,6 +71,11 @@ struct Frame {
 struct QueueReport {
     frames: u64,
     bytes: u64,
+    /// Frames received but not written: past `--count`, or drained after
+    /// the stop (Ctrl-C, `--seconds`, `--count` reached).
+    after: u64,
+    /// When the first and the last written frame arrived.
+    first_last: Option<(Instant, Instant)>,
 }
 
 fn main() {
@@ -120,7 +125,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let t0 = Instant::now();
-    let deadline = (args.seconds > 0).then(|| t0 + Duration::from_secs(args.seconds));
+    let deadline = (args.seconds > 0)
+        .then(|| t0.checked_add(Duration::from_secs(args.seconds)))
+        .flatten();
     let claimed = AtomicU64::new(0); // frames taken towards --count
     let done = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<(u16, Frame)>();
@@ -213,6 +220,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
     )?;
     let elapsed = t0.elapsed();
+    let after: u64 = results.iter().map(|r| r.after).sum();
+    let first = results
+        .iter()
+        .filter_map(|r| r.first_last.map(|f| f.0))
+        .min();
+    let last = results
+        .iter()
+        .filter_map(|r| r.first_last.map(|f| f.1))
+        .max();
+    let span = first.zip(last).map_or(Duration::ZERO, |(a, b)| b - a);
     drop(results);
     let stats = dev.stats().clone();
     let rx_stats = dev.rx_stats();
@@ -227,7 +244,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let t = pollnic_examples::metrics::Throughput {
         packets: total,
         bytes,
-        elapsed,
+        elapsed: span,
     };
     let rx_hw = stats.get("rx_packets").unwrap_or(0);
     if args.json {
@@ -241,7 +258,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             serde_json::json!({
                 "type": "summary", "port": dev.address().to_string(), "file": path.display().to_string(),
                 "frames": frames, "bytes": bytes, "seconds": elapsed.as_secs_f64(),
-                "rx_pps": t.pps(), "rx_mbps_l2": t.payload_mbps(), "rx_mbps_l1": t.l1_mbps(),
+                "rx_pps": t.measurable().then(|| t.pps()), "rx_mbps_l2": t.measurable().then(|| t.payload_mbps()),
+                "rx_mbps_l1": t.measurable().then(|| t.l1_mbps()), "rate_seconds": span.as_secs_f64(),
+                "after_stop": after,
                 "rx_packets_counter": rx_hw, "rx_nombuf": rx_stats.rx_nombuf,
                 "icr_rxo_events": stats.rx_overrun_reads(), "queues": queues,
                 "interrupted": stop.load(Relaxed),
@@ -254,9 +273,22 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("--- summary ---");
         println!("written    {frames} frames to {}", path.display());
         println!(
-            "received   {total} frames, {bytes} bytes in {:.2} s: {t} (rx_packets counter: {rx_hw})",
-            elapsed.as_secs_f64()
+            "received   {total} frames, {bytes} bytes in a run of {:.2} s; rate {} (rx_packets counter: {rx_hw})",
+            elapsed.as_secs_f64(),
+            t.summary()
         );
+        println!("after stop {after} frames arrived after the stop or beyond --count, not written");
+        if total + after != rx_hw {
+            println!(
+                "           written + after the stop = {}, the port's rx_packets = {rx_hw}: {}",
+                total + after,
+                if rx_hw > total + after {
+                    "frames still arriving when the drain ended (traffic went on), or dropped in the ring"
+                } else {
+                    "the counter missed frames (it is read every second)"
+                }
+            );
+        }
         for (i, q) in per_queue.iter().enumerate() {
             println!(
                 "  queue {i:<3} {:>10} frames ({:.1} %)",
@@ -305,26 +337,29 @@ fn receive(
             || stopping.load(Relaxed)
             || (count > 0 && claimed.load(Relaxed) >= count)
         {
-            return r;
+            break;
         }
         polls = polls.wrapping_add(1);
         if polls % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
-            return r;
+            break;
         }
         if q.rx_burst(&mut buf, 32) == 0 {
             std::hint::spin_loop();
             continue;
         }
+        let now = Instant::now();
         let ts = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
         for p in &buf {
             if count > 0 && claimed.fetch_add(1, Relaxed) >= count {
-                break; // past --count: not captured
+                r.after += 1; // past --count: received, not written
+                continue;
             }
             let data = p.data();
             r.frames += 1;
             r.bytes += data.len() as u64;
+            r.first_last = Some((r.first_last.map_or(now, |f| f.0), now));
             let _ = tx.send((
                 id,
                 Frame {
@@ -336,4 +371,19 @@ fn receive(
         }
         q.free_bulk(&mut buf);
     }
+    // What the NIC still hands up after the stop is counted, not written, so
+    // that written + after the stop adds up to what the port received: drain
+    // until the queue has been quiet for 200 ms (at most 2 s).
+    let (start, mut quiet) = (Instant::now(), Instant::now());
+    while quiet.elapsed() < Duration::from_millis(200) && start.elapsed() < Duration::from_secs(2) {
+        let n = q.rx_burst(&mut buf, 32);
+        if n > 0 {
+            r.after += n as u64;
+            q.free_bulk(&mut buf);
+            quiet = Instant::now();
+        } else {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    r
 }

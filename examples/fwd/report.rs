@@ -42,7 +42,9 @@ pub fn live(
     json: bool,
 ) {
     let start = Instant::now();
-    let end = (seconds > 0).then(|| start + Duration::from_secs(seconds));
+    let end = (seconds > 0)
+        .then(|| start.checked_add(Duration::from_secs(seconds)))
+        .flatten();
     // Per direction: (rx packets, rx bytes) per queue and tx packets, at the last tick.
     let snap = |d: &Dir| {
         let rx: Vec<(u64, u64)> = counters[d.rx]
@@ -151,8 +153,8 @@ pub fn summary(
             elapsed: span,
         };
         println!(
-            "  rate       {rate} forwarded, over {:.2} s from first to last frame received",
-            span.as_secs_f64()
+            "  rate       {} (forwarded, timed by arrival)",
+            rate.summary()
         );
         let mut gaps = pollnic_examples::metrics::PollGaps::default();
         for l in &lanes {

@@ -127,7 +127,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.seconds,
     );
 
-    let deadline = (args.seconds > 0).then(|| Instant::now() + Duration::from_secs(args.seconds));
+    let deadline = (args.seconds > 0)
+        .then(|| Instant::now().checked_add(Duration::from_secs(args.seconds)))
+        .flatten();
     let mut pending: Vec<Packet> = Vec::with_capacity(args.batch);
     // Copies of the pending frames, oldest first, when --write records them.
     let mut copies: VecDeque<Vec<u8>> = VecDeque::new();
@@ -136,6 +138,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut next_tick = t0 + Duration::from_secs(1);
     let (mut tick_sent, mut tick_bytes) = (0u64, 0u64);
     let mut full_events = 0u64;
+    // First and last burst that sent anything: the rate's span.
+    let mut first_last: Option<(Instant, Instant)> = None;
     while !stop.load(Relaxed)
         && deadline.is_none_or(|d| Instant::now() < d)
         && (args.count == 0 || sent < args.count)
@@ -190,6 +194,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         sent += n;
         bytes += before - after;
+        if n > 0 {
+            first_last = Some((first_last.map_or(now, |f| f.0), now));
+        }
         if let Some(o) = out.as_mut() {
             let ts = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -210,11 +217,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         None => None,
     };
+    let span = first_last.map_or(Duration::ZERO, |(a, b)| b - a);
     rep.summary(
         &mut dev,
         sent,
         bytes,
         elapsed,
+        span,
         full_events,
         stop.load(Relaxed),
         written,

@@ -93,14 +93,16 @@ impl Reporter {
         sent: u64,
         bytes: u64,
         elapsed: Duration,
+        span: Duration,
         full_events: u64,
         interrupted: bool,
         written: Option<(PathBuf, u64)>,
     ) {
+        // Timed from the first burst to the last (bursts of one are frames).
         let t = Throughput {
             packets: sent,
             bytes,
-            elapsed,
+            elapsed: span,
         };
         let stats = dev.stats();
         let hw = stats.get("tx_packets").unwrap_or(0);
@@ -118,9 +120,9 @@ impl Reporter {
                     "sent": sent,
                     "bytes": bytes,
                     "seconds": elapsed.as_secs_f64(),
-                    "tx_pps": t.pps(),
-                    "tx_mbps_l2": t.payload_mbps(),
-                    "tx_mbps_l1": t.l1_mbps(),
+                    "tx_pps": t.measurable().then(|| t.pps()),
+                    "tx_mbps_l2": t.measurable().then(|| t.payload_mbps()),
+                    "tx_mbps_l1": t.measurable().then(|| t.l1_mbps()),
                     "tx_packets_counter": hw,
                     "not_transmitted": account.not_transmitted(),
                     "tx_ring_full_events": full_events,
@@ -144,7 +146,7 @@ impl Reporter {
         if let Some(line) = account.shortfall_line() {
             println!("{line}");
         }
-        println!("tx rate    {t}");
+        println!("tx rate    {} (timed by burst)", t.summary());
         println!("ring full  {full_events} bursts found the TX ring full");
         if let Some((p, n)) = written {
             println!("written    {n} frames to {}", p.display());

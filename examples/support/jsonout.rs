@@ -10,12 +10,15 @@
 use crate::metrics::{Latency, Throughput};
 use serde_json::{json, Value};
 
-/// `{"pps", "mbps_l2", "mbps_l1", "packets", "bytes", "seconds"}` of `t`.
+/// `{"pps", "mbps_l2", "mbps_l1", "packets", "bytes", "seconds"}` of `t`;
+/// the rates are `null` when [`Throughput::measurable`] is false (fewer
+/// than two frames).
 pub fn throughput(t: &Throughput) -> Value {
+    let rate = |v: f64| t.measurable().then_some(v);
     json!({
-        "pps": t.pps(),
-        "mbps_l2": t.payload_mbps(),
-        "mbps_l1": t.l1_mbps(),
+        "pps": rate(t.pps()),
+        "mbps_l2": rate(t.payload_mbps()),
+        "mbps_l1": rate(t.l1_mbps()),
         "packets": t.packets,
         "bytes": t.bytes,
         "seconds": t.elapsed.as_secs_f64(),

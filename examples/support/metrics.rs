@@ -37,6 +37,24 @@ impl Throughput {
     pub fn l1_mbps(&self) -> f64 {
         (self.bytes + self.packets * L1_OVERHEAD_BYTES) as f64 * 8.0 / self.secs() / 1e6
     }
+    /// Whether a rate means anything: at least two frames, over a span
+    /// longer than zero (a summary's span runs from the first frame to the
+    /// last, so one frame has none).
+    pub fn measurable(&self) -> bool {
+        self.packets >= 2 && !self.elapsed.is_zero()
+    }
+    /// A summary's rate: `N pps, ... over S s from first to last frame`, or
+    /// `no rate: fewer than two frames` when not [`Throughput::measurable`].
+    pub fn summary(&self) -> String {
+        if self.measurable() {
+            format!(
+                "{self}, over {:.3} s from the first frame to the last",
+                self.elapsed.as_secs_f64()
+            )
+        } else {
+            "no rate: fewer than two frames, or all at one instant".to_string()
+        }
+    }
 }
 
 impl fmt::Display for Throughput {
@@ -343,5 +361,31 @@ mod tx_account_tests {
             received: None,
         };
         assert_eq!((more.not_transmitted(), more.not_received()), (0, 0));
+    }
+}
+
+#[cfg(test)]
+mod throughput_tests {
+    use super::Throughput;
+    use std::time::Duration;
+
+    #[test]
+    fn one_frame_has_no_rate() {
+        let one = Throughput {
+            packets: 1,
+            bytes: 60,
+            elapsed: Duration::ZERO,
+        };
+        assert!(!one.measurable());
+        assert!(one.summary().starts_with("no rate"), "{}", one.summary());
+        let two = Throughput {
+            packets: 2,
+            bytes: 120,
+            elapsed: Duration::from_millis(1),
+        };
+        assert!(
+            two.summary().starts_with("2000 pps")
+                && two.summary().contains("first frame to the last")
+        );
     }
 }
