@@ -341,10 +341,11 @@ fn capture_past_its_count_reports_every_frame_the_nic_counted() {
     let text = rest.join("\n");
     println!("{text}");
     assert!(status.success(), "capture failed");
+    // The summary's lines start with their key; the counter sits inside one.
     let num = |key: &str| -> u64 {
         let l = rest
             .iter()
-            .find(|l| l.contains(key))
+            .find(|l| l.starts_with(key) || (key.ends_with(':') && l.contains(key)))
             .unwrap_or_else(|| panic!("no `{key}` in:\n{text}"));
         let tail = &l[l.find(key).unwrap() + key.len()..];
         tail.trim_start()
