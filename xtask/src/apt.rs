@@ -144,6 +144,25 @@ pub fn codename(root: &Path) -> Result<String> {
         .context("/etc/os-release has no VERSION_CODENAME: is this Debian?")
 }
 
+/// The source serving `codename` itself (not its security archive): the machine's mirror.
+fn release_source<'a>(
+    sources: &'a [Source],
+    root: &Path,
+    codename: &str,
+    wanted: &str,
+) -> Result<&'a Source> {
+    sources
+        .iter()
+        .find(|s| s.suites.iter().any(|x| x == codename))
+        .with_context(|| {
+            format!(
+                "no apt source serves `{codename}` (looked in {}/etc/apt/sources.list and \
+                 sources.list.d/), so there is no mirror to take {wanted} from",
+                root.display()
+            )
+        })
+}
+
 /// The file xtask writes when the machine has no backports source.
 pub const BACKPORTS_FILE: &str = "etc/apt/sources.list.d/pollnic-backports.sources";
 
@@ -157,16 +176,7 @@ pub fn ensure_backports(root: &Path, codename: &str) -> Result<bool> {
     if sources.iter().any(|s| s.suites.contains(&backports)) {
         return Ok(false);
     }
-    let base = sources
-        .iter()
-        .find(|s| s.suites.iter().any(|x| x == codename))
-        .with_context(|| {
-            format!(
-                "no apt source serves `{codename}` (looked in {}/etc/apt/sources.list and \
-                 sources.list.d/), so there is no mirror to take {backports} from",
-                root.display()
-            )
-        })?;
+    let base = release_source(&sources, root, codename, &backports)?;
     let mut text = format!(
         "# Written by `cargo xtask setup` (pollnic): QEMU >= 8.1 comes from {backports}.\n\
          Types: deb\nURIs: {}\nSuites: {backports}\nComponents: main\n",
@@ -208,17 +218,159 @@ pub fn install(packages: &[&str], release: Option<&str>) -> Result<()> {
     cmd::run_captured(&mut c).with_context(|| format!("installing {} failed", packages.join(" ")))
 }
 
-/// `apt-get download package` into `dir`; returns the downloaded `.deb`.
-pub fn download(package: &str, dir: &Path) -> Result<PathBuf> {
-    say!("setup: apt-get download {package} (into {})", dir.display());
-    cmd::run_captured(apt_get().current_dir(dir).args(["download", package]))
-        .with_context(|| format!("downloading {package} failed"))?;
-    find_deb(package, dir)?.with_context(|| {
-        format!(
-            "apt-get download {package} succeeded but no {package}_*.deb is in {}",
+/// `apt-get download packages...` into `dir`.
+pub fn download(packages: &[String], dir: &Path) -> Result<()> {
+    say!(
+        "setup: apt-get download {} (into {})",
+        packages.join(" "),
+        dir.display()
+    );
+    cmd::run_captured(apt_get().current_dir(dir).arg("download").args(packages))
+        .with_context(|| format!("downloading {} failed", packages.join(" ")))?;
+    check_downloaded(packages, dir)
+}
+
+fn check_downloaded(packages: &[String], dir: &Path) -> Result<()> {
+    for package in packages {
+        if find_deb(package, dir)?.is_none() {
+            bail!(
+                "apt-get download {package} succeeded but no {package}_*.deb is in {}",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A private apt tree (its own sources, lists and cache under one directory) that reads one
+/// suite from the machine's own mirror, so that packages of another Debian release can be
+/// downloaded without adding that release to `/etc/apt` (where apt could upgrade the host
+/// from it). Nothing is installed from it; it only ever downloads.
+pub struct Private {
+    root: PathBuf,
+    suite: String,
+    uri: String,
+}
+
+impl Private {
+    /// Writes `<root>/sources.list` with `suite` on the mirror that serves the host's release
+    /// (read from `<host_root>/etc/apt`), signed by the same keyring.
+    pub fn new(root: &Path, suite: &str, host_root: &Path) -> Result<Private> {
+        let sources = read_sources(host_root)?;
+        let codename = codename(host_root)?;
+        let base = release_source(&sources, host_root, &codename, suite)?;
+        let keyring = base
+            .signed_by
+            .clone()
+            .unwrap_or_else(|| "/usr/share/keyrings/debian-archive-keyring.gpg".to_owned());
+        for dir in [
+            "lists/partial",
+            "cache/archives/partial",
+            "preferences.d",
+            "sources.list.d",
+        ] {
+            fs::create_dir_all(root.join(dir))
+                .with_context(|| format!("creating {}", root.join(dir).display()))?;
+        }
+        let status = root.join("status");
+        if !status.exists() {
+            fs::write(&status, "")?;
+        }
+        let uri = base.uris[0].clone();
+        let list = format!(
+            "# Written by `cargo xtask setup` (pollnic): the guest kernel's packages.\n\
+             deb [signed-by={keyring}] {uri} {suite} main\n"
+        );
+        let path = root.join("sources.list");
+        if fs::read_to_string(&path).ok().as_deref() != Some(list.as_str()) {
+            fs::write(&path, list).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(Private {
+            root: root.to_path_buf(),
+            suite: suite.to_owned(),
+            uri,
+        })
+    }
+
+    fn options(&self, c: &mut Command) {
+        let r = |p: &str| format!("{}", self.root.join(p).display());
+        for (key, value) in [
+            ("Dir::Etc::SourceList", r("sources.list")),
+            ("Dir::Etc::SourceParts", r("sources.list.d")),
+            ("Dir::Etc::Preferences", r("preferences")),
+            ("Dir::Etc::PreferencesParts", r("preferences.d")),
+            ("Dir::State::Lists", r("lists")),
+            ("Dir::State::status", r("status")),
+            ("Dir::Cache", r("cache")),
+            ("APT::Architecture", "amd64".to_owned()),
+            // Downloads go to a directory the sandbox user cannot write; say so up front.
+            ("APT::Sandbox::User", "root".to_owned()),
+        ] {
+            c.arg("-o").arg(format!("{key}={value}"));
+        }
+    }
+
+    /// `apt-get update` on the private tree (needs no root: it writes only under the tree).
+    pub fn update(&self) -> Result<()> {
+        say!(
+            "setup: reading {} from {} (private package lists)",
+            self.suite,
+            self.uri
+        );
+        let mut c = apt_get();
+        self.options(&mut c);
+        c.arg("update");
+        cmd::run_captured(&mut c).with_context(|| {
+            format!(
+                "reading {suite} from {uri} failed. If apt says NO_PUBKEY, this machine's \
+                 debian-archive-keyring predates the release's key: `apt-get install \
+                 debian-archive-keyring`. Or boot the host release's own kernel: \
+                 `--guest-kernel lts` (or POLLNIC_GUEST_KERNEL=lts)",
+                suite = self.suite,
+                uri = self.uri
+            )
+        })
+    }
+
+    /// How old the private package lists are (`None` if there are none yet).
+    pub fn lists_age(&self) -> Option<std::time::Duration> {
+        fs::read_dir(self.root.join("lists"))
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains("_Packages"))
+            .filter_map(|e| e.metadata().ok()?.modified().ok()?.elapsed().ok())
+            .min()
+    }
+
+    /// `apt-cache depends package` on the private tree.
+    pub fn depends(&self, package: &str) -> Result<Vec<String>> {
+        let mut c = Command::new("apt-cache");
+        self.options(&mut c);
+        let out = c
+            .args(["depends", package])
+            .output()
+            .context("cannot run apt-cache: this testbed needs a Debian machine")?;
+        if !out.status.success() {
+            return Ok(Vec::new());
+        }
+        Ok(parse_depends(&String::from_utf8_lossy(&out.stdout)))
+    }
+
+    /// `apt-get download packages...` from the private tree into `dir`.
+    pub fn download(&self, packages: &[String], dir: &Path) -> Result<()> {
+        say!(
+            "setup: apt-get download {} from {} (into {})",
+            packages.join(" "),
+            self.suite,
             dir.display()
-        )
-    })
+        );
+        let mut c = apt_get();
+        self.options(&mut c);
+        c.current_dir(dir).arg("download").args(packages);
+        cmd::run_captured(&mut c)
+            .with_context(|| format!("downloading {} failed", packages.join(" ")))?;
+        check_downloaded(packages, dir)
+    }
 }
 
 /// An already downloaded `<package>_*.deb` in `dir`, if any.
@@ -326,6 +478,34 @@ mod tests {
         let root = tempdir("none");
         assert!(ensure_backports(&root, "bookworm").is_err());
         fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn private_tree_reads_the_suite_from_the_host_mirror() {
+        let host = tempdir("private-host");
+        fs::write(
+            host.join("etc/os-release"),
+            "PRETTY_NAME=\"Debian GNU/Linux 12\"\nVERSION_CODENAME=bookworm\n",
+        )
+        .unwrap();
+        fs::write(
+            host.join("etc/apt/sources.list"),
+            format!("deb {MIRROR}-security bookworm-security main\ndeb [signed-by=/k.gpg] {MIRROR} bookworm main\n"),
+        )
+        .unwrap();
+        let tree = host.join("tree");
+        let private = Private::new(&tree, "trixie-backports", &host).unwrap();
+        let list = fs::read_to_string(tree.join("sources.list")).unwrap();
+        assert!(
+            list.contains(&format!(
+                "deb [signed-by=/k.gpg] {MIRROR} trixie-backports main\n"
+            )),
+            "{list}"
+        );
+        assert!(private.lists_age().is_none());
+        // The host's own apt configuration is left alone.
+        assert!(!host.join(BACKPORTS_FILE).exists());
+        fs::remove_dir_all(host).unwrap();
     }
 
     #[test]

@@ -5,6 +5,10 @@
 //! * `busybox-static` (the initramfs's only userland), `kmod` (for `depmod`).
 //! * Debian's guest kernel, downloaded with `apt-get download` into `target/testbed/` and
 //!   unpacked there with `dpkg-deb -x` (never installed), then indexed with `depmod -b`.
+//!   Two flavours ([`GuestKernel`]): `current`, the newest kernel of
+//!   `<next release>-backports` (today trixie-backports, 7.x), read through a private apt
+//!   tree in `target/testbed/apt/` so that the host's own sources are never touched; and
+//!   `lts`, the host release's own `linux-image-amd64` (bookworm: 6.1).
 //!
 //! Everything is checked first; when all is present this takes well under a second.
 
@@ -27,34 +31,84 @@ pub const BUSYBOX: &str = "/bin/busybox";
 const KERNEL_META: &str = "linux-image-amd64";
 /// Written into an unpacked kernel tree once it is complete (unpacked and depmod'ed).
 const READY_STAMP: &str = ".pollnic-ready";
+/// The variable that picks the guest kernel when `--guest-kernel` is not given.
+pub const GUEST_KERNEL_VAR: &str = "POLLNIC_GUEST_KERNEL";
+
+/// Which Debian kernel the guest boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GuestKernel {
+    /// The newest kernel in the next Debian release's backports (trixie-backports: 7.x), the
+    /// default: AF_XDP zero-copy on igb (Linux >= 6.14), current busy polling and NAPI.
+    Current,
+    /// The host release's own kernel (bookworm: 6.1), the long-term baseline.
+    Lts,
+}
+
+impl GuestKernel {
+    /// `--guest-kernel` if given, else `$POLLNIC_GUEST_KERNEL`, else `current`.
+    pub fn choose(flag: Option<GuestKernel>) -> Result<GuestKernel> {
+        if let Some(k) = flag {
+            return Ok(k);
+        }
+        match std::env::var(GUEST_KERNEL_VAR) {
+            Err(_) => Ok(GuestKernel::Current),
+            Ok(v) => <GuestKernel as clap::ValueEnum>::from_str(&v, true).map_err(|_| {
+                anyhow::anyhow!("{GUEST_KERNEL_VAR}={v:?}: expected `current` or `lts`")
+            }),
+        }
+    }
+
+    /// The directory name under `target/testbed/kernel/`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GuestKernel::Current => "current",
+            GuestKernel::Lts => "lts",
+        }
+    }
+}
 
 /// An unpacked Debian kernel package, ready to boot and to take modules from.
 #[derive(Debug, Clone)]
 pub struct Kernel {
-    /// The kernel release, e.g. `6.1.0-57-amd64`.
+    /// The kernel release, e.g. `6.1.0-57-amd64` or `7.3.4+deb13-amd64`.
     pub version: String,
-    /// The root of the unpacked package.
+    /// The root of the unpacked package(s).
     pub root: PathBuf,
 }
 
 impl Kernel {
-    /// `boot/vmlinuz-<version>`.
+    /// The bzImage: `boot/vmlinuz-<version>` (Debian up to 6.x) or
+    /// `usr/lib/modules/<version>/vmlinuz` (Debian's 7.x packaging).
     pub fn vmlinuz(&self) -> PathBuf {
-        self.root
+        let old = self
+            .root
             .join("boot")
-            .join(format!("vmlinuz-{}", self.version))
+            .join(format!("vmlinuz-{}", self.version));
+        if old.exists() {
+            old
+        } else {
+            self.modules_dir().join("vmlinuz")
+        }
     }
 
-    /// `lib/modules/<version>`, holding `modules.dep` after setup.
+    /// `lib/modules/<version>`, holding `modules.dep` after setup (7.x packages put their
+    /// modules under `usr/lib`; setup links `lib` to it).
     pub fn modules_dir(&self) -> PathBuf {
         self.root.join("lib/modules").join(&self.version)
     }
 
-    /// `boot/config-<version>`.
+    /// The kernel's build configuration: `boot/config-<version>` or, in 7.x packaging,
+    /// `usr/lib/modules/<version>/config`.
     pub fn config(&self) -> PathBuf {
-        self.root
+        let old = self
+            .root
             .join("boot")
-            .join(format!("config-{}", self.version))
+            .join(format!("config-{}", self.version));
+        if old.exists() {
+            old
+        } else {
+            self.modules_dir().join("config")
+        }
     }
 }
 
@@ -195,25 +249,101 @@ fn ensure_qemu(apt: &mut Apt) -> Result<(u32, u32, u32)> {
     Ok(version)
 }
 
+/// The backports suite whose newest kernel the `current` flavour boots.
+const CURRENT_SUITE: &str = "trixie-backports";
+/// Refresh the private package lists when they are older than this.
+const PRIVATE_LISTS_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// Where the kernel's packages come from: the host's apt, or a private apt tree that reads
+/// [`CURRENT_SUITE`] from the host's own mirror without touching `/etc/apt`.
+enum Packages {
+    Host,
+    Private(apt::Private),
+}
+
+impl Packages {
+    fn depends(&self, package: &str) -> Result<Vec<String>> {
+        match self {
+            Packages::Host => apt::depends(package),
+            Packages::Private(p) => p.depends(package),
+        }
+    }
+
+    fn download(&self, packages: &[String], dir: &Path) -> Result<()> {
+        match self {
+            Packages::Host => apt::download(packages, dir),
+            Packages::Private(p) => p.download(packages, dir),
+        }
+    }
+
+    /// Refreshes the package lists (at most once per process for the host's).
+    fn refresh(&mut self, host: &mut Apt) -> Result<()> {
+        match self {
+            Packages::Host => host.update_once(),
+            Packages::Private(p) => p.update(),
+        }
+    }
+
+    fn can_refresh(&self, host: &Apt) -> bool {
+        match self {
+            Packages::Host => !host.updated && cmd::is_root(),
+            Packages::Private(_) => true,
+        }
+    }
+}
+
+fn packages_for(layout: &Layout) -> Result<Packages> {
+    Ok(match layout.guest_kernel {
+        GuestKernel::Lts => Packages::Host,
+        GuestKernel::Current => {
+            let private =
+                apt::Private::new(&layout.testbed.join("apt"), CURRENT_SUITE, Path::new("/"))?;
+            if private
+                .lists_age()
+                .is_none_or(|age| age > PRIVATE_LISTS_MAX_AGE)
+            {
+                private.update()?;
+            }
+            Packages::Private(private)
+        }
+    })
+}
+
 /// The versioned kernel package behind `linux-image-amd64`, e.g. `linux-image-6.1.0-57-amd64`.
-fn current_kernel_package(apt: &mut Apt) -> Result<String> {
+fn current_kernel_package(packages: &mut Packages, apt: &mut Apt) -> Result<String> {
     let pick = |deps: Vec<String>| deps.into_iter().find(|d| d.starts_with("linux-image-"));
-    if let Some(pkg) = pick(apt::depends(KERNEL_META)?) {
+    if let Some(pkg) = pick(packages.depends(KERNEL_META)?) {
         return Ok(pkg);
     }
     say!("setup: apt knows no {KERNEL_META}: refreshing the package lists");
-    apt.update_once()?;
-    pick(apt::depends(KERNEL_META)?)
+    packages.refresh(apt)?;
+    pick(packages.depends(KERNEL_META)?)
         .with_context(|| format!("`apt-cache depends {KERNEL_META}` names no linux-image package"))
 }
 
+/// The packages that hold a kernel's files: the image package itself and, in Debian's 7.x
+/// packaging (where `linux-image-<ver>` is empty), its `linux-binary-`, `linux-modules-` and
+/// `linux-base-<ver>` dependencies.
+pub fn kernel_file_packages(image: &str, version: &str, deps: &[String]) -> Vec<String> {
+    let suffix = format!("-{version}");
+    let mut out = vec![image.to_owned()];
+    out.extend(
+        deps.iter()
+            .filter(|d| d.starts_with("linux-") && d.ends_with(&suffix) && *d != image)
+            .cloned(),
+    );
+    out
+}
+
 fn ensure_kernel(layout: &Layout, apt: &mut Apt) -> Result<Kernel> {
-    let package = current_kernel_package(apt)?;
+    let flavour = layout.guest_kernel;
+    let mut packages = packages_for(layout)?;
+    let package = current_kernel_package(&mut packages, apt)?;
     let version = package
         .strip_prefix("linux-image-")
         .expect("picked by prefix")
         .to_owned();
-    let kernels = layout.testbed.join("kernel");
+    let kernels = layout.testbed.join("kernel").join(flavour.name());
     let kernel = Kernel {
         version: version.clone(),
         root: kernels.join(&version),
@@ -222,21 +352,26 @@ fn ensure_kernel(layout: &Layout, apt: &mut Apt) -> Result<Kernel> {
         return Ok(kernel);
     }
 
-    fs::create_dir_all(&layout.testbed)
-        .with_context(|| format!("creating {}", layout.testbed.display()))?;
-    let deb = match apt::find_deb(&package, &layout.testbed)? {
-        Some(deb) => deb,
-        None => match apt::download(&package, &layout.testbed) {
-            Ok(deb) => deb,
+    let debs = layout.testbed.join("debs").join(flavour.name());
+    fs::create_dir_all(&debs).with_context(|| format!("creating {}", debs.display()))?;
+    let wanted = kernel_file_packages(&package, &version, &packages.depends(&package)?);
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|p| apt::find_deb(p, &debs).ok().flatten().is_none())
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        match packages.download(&missing, &debs) {
+            Ok(()) => {}
             // Stale package lists point at files the mirror no longer has: refresh, retry.
-            Err(err) if !apt.updated && cmd::is_root() => {
+            Err(err) if packages.can_refresh(apt) => {
                 say!("setup: download failed ({err:#}); refreshing the package lists and retrying");
-                apt.update_once()?;
-                apt::download(&package, &layout.testbed)?
+                packages.refresh(apt)?;
+                packages.download(&missing, &debs)?;
             }
             Err(err) => return Err(err),
-        },
-    };
+        }
+    }
 
     let staging = kernels.join(format!("{version}.partial.{}", std::process::id()));
     if staging.exists() {
@@ -246,8 +381,18 @@ fn ensure_kernel(layout: &Layout, apt: &mut Apt) -> Result<Kernel> {
         fs::remove_dir_all(&kernel.root)?;
     }
     fs::create_dir_all(&staging)?;
-    say!("setup: dpkg-deb -x {} {}", deb.display(), staging.display());
-    cmd::run_captured(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&staging))?;
+    for name in &wanted {
+        let deb = apt::find_deb(name, &debs)?
+            .with_context(|| format!("{name}_*.deb is missing from {}", debs.display()))?;
+        say!("setup: dpkg-deb -x {} {}", deb.display(), staging.display());
+        cmd::run_captured(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&staging))?;
+    }
+    // 7.x packages install under usr/lib only; the host's depmod (bookworm's kmod 30) looks
+    // for <root>/lib/modules.
+    if staging.join("usr/lib/modules").is_dir() && !staging.join("lib").exists() {
+        std::os::unix::fs::symlink("usr/lib", staging.join("lib"))
+            .context("linking lib -> usr/lib in the unpacked kernel")?;
+    }
     let depmod = cmd::find_program("depmod").context("depmod not found (package kmod)")?;
     say!("setup: depmod -b {} {version}", staging.display());
     cmd::run_captured(Command::new(depmod).arg("-b").arg(&staging).arg(&version))?;
@@ -270,10 +415,14 @@ fn ensure_kernel(layout: &Layout, apt: &mut Apt) -> Result<Kernel> {
         );
     }
     ensure_decompressor(&kernel, apt)?;
-    fs::write(kernel.root.join(READY_STAMP), format!("{package}\n"))?;
-    remove_stale(&layout.testbed, &kernels, &package, &version);
+    fs::write(
+        kernel.root.join(READY_STAMP),
+        format!("{}\n", wanted.join(" ")),
+    )?;
+    remove_stale(layout, &debs, &kernels, &version);
     say!(
-        "setup: guest kernel {version} unpacked in {}",
+        "setup: guest kernel {version} ({}) unpacked in {}",
+        flavour.name(),
         kernel.root.display()
     );
     Ok(kernel)
@@ -305,8 +454,10 @@ fn ensure_decompressor(kernel: &Kernel, apt: &mut Apt) -> Result<()> {
     Ok(())
 }
 
-/// Drops downloads and unpacked trees of kernels other than the current one.
-fn remove_stale(testbed: &Path, kernels: &Path, package: &str, version: &str) {
+/// Drops this flavour's downloads and unpacked trees of other kernel versions, and what the
+/// testbed's older layout left directly in `target/testbed/` (`linux-image-*.deb`,
+/// `kernel/<version>/`).
+fn remove_stale(layout: &Layout, debs: &Path, kernels: &Path, version: &str) {
     let entries = |dir: &Path| {
         fs::read_dir(dir)
             .map(|rd| {
@@ -315,18 +466,33 @@ fn remove_stale(testbed: &Path, kernels: &Path, package: &str, version: &str) {
             })
             .unwrap_or_default()
     };
-    for path in entries(testbed) {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with("linux-image-")
-            && name.ends_with(".deb")
-            && !name.starts_with(&format!("{package}_"))
-        {
+    let name = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let marker = format!("-{version}_");
+    for path in entries(debs) {
+        if name(&path).ends_with(".deb") && !name(&path).contains(&marker) {
             say!("setup: removing stale {}", path.display());
             let _ = fs::remove_file(&path);
         }
     }
     for path in entries(kernels) {
-        if path.file_name().and_then(|n| n.to_str()) != Some(version) {
+        if name(&path) != version {
+            say!("setup: removing stale {}", path.display());
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
+    for path in entries(&layout.testbed) {
+        if name(&path).starts_with("linux-image-") && name(&path).ends_with(".deb") {
+            say!("setup: removing stale {}", path.display());
+            let _ = fs::remove_file(&path);
+        }
+    }
+    for path in entries(&layout.testbed.join("kernel")) {
+        if !matches!(name(&path).as_str(), "current" | "lts") {
             say!("setup: removing stale {}", path.display());
             let _ = fs::remove_dir_all(&path);
         }
@@ -352,5 +518,44 @@ mod tests {
         assert_eq!(parse_qemu_version("nothing here"), None);
         assert!(new_enough((8, 1, 0)) && new_enough((10, 0, 2)));
         assert!(!new_enough((7, 2, 15)) && !new_enough((8, 0, 4)));
+    }
+
+    #[test]
+    fn seven_x_kernels_take_their_files_from_the_versioned_dependencies() {
+        let v = "7.3.4+deb13-amd64";
+        let deps: Vec<String> = [
+            "linux-base",
+            "linux-initramfs-tool",
+            "linux-base-7.3.4+deb13-amd64",
+            "linux-binary-7.3.4+deb13-amd64",
+            "linux-modules-7.3.4+deb13-amd64",
+            "linux-doc-7.3",
+        ]
+        .map(String::from)
+        .to_vec();
+        let image = format!("linux-image-{v}");
+        assert_eq!(
+            kernel_file_packages(&image, v, &deps),
+            [
+                image.as_str(),
+                "linux-base-7.3.4+deb13-amd64",
+                "linux-binary-7.3.4+deb13-amd64",
+                "linux-modules-7.3.4+deb13-amd64"
+            ]
+        );
+        // 6.1: the image package holds everything.
+        let old = ["linux-base", "initramfs-tools", "kmod"].map(String::from);
+        assert_eq!(
+            kernel_file_packages("linux-image-6.1.0-57-amd64", "6.1.0-57-amd64", &old),
+            ["linux-image-6.1.0-57-amd64"]
+        );
+    }
+
+    #[test]
+    fn guest_kernel_flag_beats_the_variable() {
+        assert_eq!(
+            GuestKernel::choose(Some(GuestKernel::Lts)).unwrap(),
+            GuestKernel::Lts
+        );
     }
 }

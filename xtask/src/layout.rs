@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::cmd;
+use crate::install::GuestKernel;
 
 /// Paths shared by every subcommand.
 #[derive(Debug, Clone)]
@@ -15,6 +16,8 @@ pub struct Layout {
     pub target: PathBuf,
     /// `<target>/testbed`: downloaded kernel, initramfs, per-run scripts.
     pub testbed: PathBuf,
+    /// Which Debian kernel the guest boots (`--guest-kernel` / `POLLNIC_GUEST_KERNEL`).
+    pub guest_kernel: GuestKernel,
 }
 
 impl Layout {
@@ -41,6 +44,7 @@ impl Layout {
             repo,
             target,
             testbed,
+            guest_kernel: GuestKernel::Current,
         })
     }
 

@@ -50,6 +50,11 @@ const TESTBED_FAILURE: u8 = 125;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Which Debian kernel the guest boots: `current` (the newest in trixie-backports, 7.x:
+    /// AF_XDP zero-copy on igb, busy polling) or `lts` (the host release's own, bookworm:
+    /// 6.1). Default: $POLLNIC_GUEST_KERNEL, else `current`.
+    #[arg(long, global = true, value_enum)]
+    guest_kernel: Option<install::GuestKernel>,
 }
 
 #[derive(Subcommand)]
@@ -197,7 +202,7 @@ impl VmArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command) {
+    match run(cli.command, cli.guest_kernel) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("[xtask] error: {err:#}");
@@ -210,8 +215,9 @@ fn status(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(TESTBED_FAILURE))
 }
 
-fn run(command: Command) -> Result<ExitCode> {
-    let layout = Layout::discover()?;
+fn run(command: Command, guest_kernel: Option<install::GuestKernel>) -> Result<ExitCode> {
+    let mut layout = Layout::discover()?;
+    layout.guest_kernel = install::GuestKernel::choose(guest_kernel)?;
     match command {
         Command::Setup => {
             install::setup(&layout)?;

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::cmd;
 use crate::layout::Layout;
+use crate::{cmd, install};
 
 /// The igb NICs: guest PCI address and MAC, in port order. Ports 0 and 1 are
 /// wired back to back through QEMU hub 0, ports 2 and 3 through hub 1 ([`hub_of`]).
@@ -69,6 +69,9 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool) -> String {
     };
     export("TERM", &term);
     export("POLLNIC_GUEST", "1");
+    // Which kernel flavour booted, for tests whose expectations differ (AF_XDP zero-copy on
+    // igb needs Linux >= 6.14, i.e. `current`).
+    export(install::GUEST_KERNEL_VAR, layout.guest_kernel.name());
     for (i, (pci, mac)) in PORTS.iter().enumerate() {
         export(&format!("POLLNIC_PORT{i}"), pci);
         export(&format!("POLLNIC_PORT{i}_MAC"), mac);
@@ -120,9 +123,11 @@ mod tests {
             repo: "/work/main".into(),
             target: "/work/main/target".into(),
             testbed: "/work/main/target/testbed".into(),
+            guest_kernel: crate::install::GuestKernel::Lts,
         };
         let s = full_script(&layout, "sh -c 'exit 3'", false);
         assert!(s.contains("export POLLNIC_PORT0=0000:00:08.0\n"));
+        assert!(s.contains("export POLLNIC_GUEST_KERNEL=lts\n"));
         assert!(s.contains("export POLLNIC_PORT1_MAC=52:54:00:12:34:02\n"));
         assert!(s.contains("export POLLNIC_PORT3=0000:00:06.0\n"));
         assert_eq!((hub_of(0), hub_of(1), hub_of(2), hub_of(3)), (0, 0, 1, 1));
