@@ -14,7 +14,9 @@
 //! rows of one run only.
 
 mod bounce;
+mod curve;
 mod gen;
+mod knobs;
 mod paths;
 mod report;
 mod sock;
@@ -59,7 +61,13 @@ struct Args {
     #[arg(value_parser = clap::value_parser!(u32).range(1..=65536), long, default_value_t = 64)]
     flows: u32,
     /// Paths to run, comma-separated. Default: pollnic-1q, pollnic-2q,
-    /// kernel-afpacket, kernel-recvmmsg, kernel-afxdp, dpdk-testpmd; with
+    /// kernel-afpacket, kernel-afpacket-tuned (1 queue, IRQ and thread on the
+    /// first of --cores, rx-usecs 0, netdev_budget 600),
+    /// kernel-afpacket-tuned-100us (the same with rx-usecs 100),
+    /// kernel-afpacket-tuned-2q (2 queues, an IRQ and a PACKET_FANOUT_CPU
+    /// socket per core), kernel-recvmmsg, kernel-afxdp (zero-copy if the
+    /// kernel has it), kernel-afxdp-busypoll (preferred busy polling on
+    /// pollnic-1q's core), dpdk-testpmd; with
     /// --forward: pollnic-fwd-io, pollnic-fwd-macswap, dpdk-testpmd-io,
     /// dpdk-testpmd-macswap. Also: pollnic-1q-rxonly (pollnic-1q counting
     /// frames only, no clock reads or timestamp parsing, as testpmd rxonly).
@@ -101,6 +109,19 @@ struct Args {
     /// Sweep: trials per path and size. [range: 1..=64]
     #[arg(value_parser = clap::value_parser!(u32).range(1..=64), long, default_value_t = 6)]
     sweep_steps: u32,
+    /// Load curve instead of one rate: every path at each of --curve-rates,
+    /// then at its knee (the --sweep search, with the --sweep-* bounds), with
+    /// receive CPU per packet and P50/P99/P99.9 latency at each point;
+    /// writes load-curve.{json,csv,svg}.
+    #[arg(long, conflicts_with_all = ["sweep", "forward"])]
+    load_curve: bool,
+    /// Load curve: offered rates, packets/s, comma-separated. [range: 1..=1000000000]
+    #[arg(long, value_delimiter = ',', default_value = "10000,20000,50000",
+          value_parser = clap::value_parser!(u64).range(1..=1000000000))]
+    curve_rates: Vec<u64>,
+    /// Load curve: skip the knee search (only the --curve-rates points).
+    #[arg(long)]
+    no_curve_knee: bool,
 }
 
 fn main() {
@@ -302,6 +323,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let stem = if args.forward { "forward" } else { "compare" };
+    if args.load_curve {
+        return run_curve(
+            &args, &paths, &mut gen, &flows, rx, &cores, macs, &stop, &sysfs,
+        );
+    }
     if args.sweep {
         return run_sweep(
             &args, &paths, &mut gen, &flows, rx, &cores, macs, &stop, &sysfs,
@@ -344,6 +370,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     print!("{}", report::table(&rows));
     report::write_all(&args.out, stem, &rows, title.trim())?;
     println!("wrote {}/{stem}.{{json,csv,svg}}", args.out.display());
+    check_rows(&rows)
+}
+
+/// A pollnic row without a result, or a row whose knobs did not come back,
+/// fails the run (after the table is printed and written).
+fn check_rows(rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(r) = rows.iter().find(|r| r.note.contains("KNOBS NOT RESTORED")) {
+        return Err(format!("{}: {}", r.path, r.note).into());
+    }
     if rows
         .iter()
         .filter(|r| r.path.starts_with("pollnic"))
@@ -352,6 +387,119 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err("a pollnic row has no result".into());
     }
     Ok(())
+}
+
+/// `--load-curve`: each path at each of `--curve-rates`, then (unless
+/// `--no-curve-knee`) the sweep's search for its knee, whose passing trial
+/// is the curve's last point.
+#[allow(clippy::too_many_arguments)]
+fn run_curve(
+    args: &Args,
+    paths: &[String],
+    gen: &mut Device,
+    flows: &[Flow],
+    rx: PciAddress,
+    cores: &[usize],
+    macs: ([u8; 6], [u8; 6]),
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sysfs: &Sysfs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let cfg = pollnic_examples::sweep::SweepCfg {
+        min_pps: args.sweep_min,
+        max_pps: args.sweep_max,
+        steps: args.sweep_steps,
+        tolerance_pct: args.loss_tolerance,
+    };
+    println!(
+        "load curve: rates {:?} pps{}, {} s per point",
+        args.curve_rates,
+        if args.no_curve_knee {
+            String::new()
+        } else {
+            format!(
+                ", then the knee ({}..{} pps, {} trials, loss tolerance {} %)",
+                cfg.min_pps, cfg.max_pps, cfg.steps, cfg.tolerance_pct
+            )
+        },
+        args.seconds
+    );
+    let (mut points, mut knees) = (Vec::new(), Vec::new());
+    let mut all_rows = Vec::new();
+    for &size in &args.sizes {
+        for path in paths {
+            let mut run_at = |rate: u64| {
+                let load = Load {
+                    gen: &mut *gen,
+                    flows,
+                    size,
+                    rate,
+                    secs: args.seconds,
+                    stop,
+                };
+                let r = row(path, size, rate, measure(path, load, rx, cores, macs));
+                println!(
+                    "  {:<28} {:>4} B: asked {:>7} pps, sent {:>8}, received {:>8}, CPU {} ns/pkt, P99 {} us{}",
+                    path,
+                    size,
+                    rate,
+                    r.sent,
+                    r.received,
+                    r.cpu_ns_per_pkt.map_or("-".into(), |c| format!("{c:.0}")),
+                    r.p99_us.map_or("-".into(), |c| format!("{c:.1}")),
+                    if r.valid { String::new() } else { format!("  ({})", r.note) }
+                );
+                r
+            };
+            for &rate in &args.curve_rates {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let r = run_at(rate);
+                all_rows.push(r.clone());
+                points.push(curve::Point {
+                    point: "rate".into(),
+                    asked_pps: rate,
+                    row: r,
+                });
+            }
+            if args.no_curve_knee || stop.load(std::sync::atomic::Ordering::Relaxed) {
+                continue;
+            }
+            let mut asked = Vec::new();
+            let (trials, knee) = sweep::search(cfg, path, size, |rate| {
+                asked.push(rate);
+                run_at(rate)
+            });
+            // The knee's point: the passing trial at the highest rate.
+            if let Some((r, a)) = trials
+                .iter()
+                .zip(&asked)
+                .filter(|(r, _)| r.valid && sweep::trial_of(r).loss_pct() <= cfg.tolerance_pct)
+                .max_by(|x, y| x.0.offered_pps.total_cmp(&y.0.offered_pps))
+            {
+                points.push(curve::Point {
+                    point: "knee".into(),
+                    asked_pps: *a,
+                    row: r.clone(),
+                });
+            }
+            all_rows.extend(trials);
+            knees.push(knee);
+        }
+    }
+    let _ = pci::bind_vfio(sysfs, rx);
+    println!("--- load curve (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
+    print!("{}", curve::table(&points));
+    if !knees.is_empty() {
+        print!("{}", sweep::table(&knees));
+    }
+    let title = format!(
+        "pollnic load curve: receive CPU per packet and P99 against offered rate {}",
+        args.label
+    );
+    curve::write_all(&args.out, &points, &knees, title.trim())?;
+    println!("wrote {}/load-curve.{{json,csv,svg}}", args.out.display());
+    check_rows(&all_rows)
 }
 
 /// `--sweep`: search each path's and size's highest rate within the loss
@@ -438,11 +586,15 @@ fn run_sweep(
             [
                 "dpdk-testpmd",
                 "kernel-afxdp",
+                "kernel-afxdp-busypoll",
                 "kernel-afpacket",
+                "kernel-afpacket-tuned",
+                "kernel-afpacket-tuned-100us",
                 "kernel-recvmmsg",
             ]
             .iter()
             .map(|o| ("pollnic-1q", *o))
+            .chain(std::iter::once(("pollnic-2q", "kernel-afpacket-tuned-2q")))
             .collect()
         };
         let ratios: Vec<String> = pairs
@@ -473,12 +625,16 @@ fn run_sweep(
 
 /// Receive paths (`--paths` without `--forward`); all but the last, which
 /// isolates the cost of pollnic-1q's timestamps, run by default.
-const RX_PATHS: [&str; 7] = [
+const RX_PATHS: [&str; 11] = [
     "pollnic-1q",
     "pollnic-2q",
     "kernel-afpacket",
+    "kernel-afpacket-tuned",
+    "kernel-afpacket-tuned-100us",
+    "kernel-afpacket-tuned-2q",
     "kernel-recvmmsg",
     "kernel-afxdp",
+    "kernel-afxdp-busypoll",
     "dpdk-testpmd",
     "pollnic-1q-rxonly",
 ];
@@ -507,7 +663,17 @@ fn measure(
         "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores, true),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
-        "kernel-afxdp" => paths::afxdp_rx(load, rx),
+        "kernel-afxdp" => paths::afxdp_rx(load, rx, cores, false),
+        "kernel-afxdp-busypoll" => paths::afxdp_rx(load, rx, cores, true),
+        "kernel-afpacket-tuned" => {
+            paths::afpacket_tuned_rx(load, rx, cores, 1, paths::TUNED_RX_USECS[0])
+        }
+        "kernel-afpacket-tuned-100us" => {
+            paths::afpacket_tuned_rx(load, rx, cores, 1, paths::TUNED_RX_USECS[1])
+        }
+        "kernel-afpacket-tuned-2q" => {
+            paths::afpacket_tuned_rx(load, rx, cores, 2, paths::TUNED_RX_USECS[0])
+        }
         "dpdk-testpmd" => paths::dpdk_rx(load, rx, core),
         fwd => {
             let (who, mode) = fwd
@@ -532,7 +698,7 @@ fn testpmd_core(cores: &[usize]) -> usize {
 
 /// RX queues a path receives on (the offered rate spreads over them).
 fn path_queues(path: &str) -> u32 {
-    if path == "pollnic-2q" {
+    if path.ends_with("-2q") {
         2
     } else {
         1

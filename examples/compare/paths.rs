@@ -4,13 +4,14 @@
 //! thread while it receives.
 
 use crate::gen::{generate, warm_up, Offered};
+use crate::knobs::Knobs;
 use crate::sock::{PacketRing, UdpBatch};
 use crate::tally::Tally;
 use pollnic::clock::monotonic_ns;
 use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
 use pollnic::run_pinned;
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::cputime::{net_rx_softirqs, softirq_ns, thread_cpu_ns};
+use pollnic_examples::cputime::{net_rx_softirqs, rx_kernel_ns, softirq_ns_on, thread_cpu_ns};
 use pollnic_examples::frame::{self, Flow};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
@@ -87,6 +88,8 @@ pub fn pollnic_rx(
     let (polled_once, measuring) = (AtomicUsize::new(0), AtomicBool::new(false));
     let mut offered = None;
     let mut warm = 0;
+    let rx_cores: Vec<usize> = cores.iter().copied().take(queues as usize).collect();
+    let kern0 = rx_kernel_ns(Some(&rx_cores));
     let tallies = run_pinned(
         &mut dev,
         cores,
@@ -146,6 +149,10 @@ pub fn pollnic_rx(
     for t in tallies {
         tally.merge(t);
     }
+    // The same sum as the kernel rows: softirq and receive kthreads on the
+    // receiving cores (next to nothing here: no interrupts are raised).
+    let kern = rx_kernel_ns(Some(&rx_cores)) - kern0;
+    tally.cpu_ns += kern;
     let rs: Vec<String> = (0..queues)
         .map(|i| format!("q{i} {}", dev.counters()[i as usize].snapshot().rx_packets))
         .collect();
@@ -167,8 +174,9 @@ pub fn pollnic_rx(
         offered: offered.expect("generator ran"),
         tally,
         note: format!(
-            "after {warm} warm-up frames; per queue (trial and warm-up): {}; {nic}",
-            rs.join(", ")
+            "after {warm} warm-up frames; per queue (trial and warm-up): {}; {nic}; CPU: queue threads + softirq/kthreads {:.0} ms on cores {rx_cores:?}",
+            rs.join(", "),
+            kern as f64 / 1e6
         ),
         mode: "busy-poll".into(),
         fwd: None,
@@ -246,45 +254,94 @@ fn wait_carrier(ifname: &str, timeout: Duration) -> Result<Duration, String> {
 }
 
 /// Run `recv` in a thread until the generator is done and drained; CPU is
-/// the thread's plus all softirq time in the window.
+/// the thread's plus the receive work outside it: softirq and the receive
+/// kthreads (`rx_kernel_ns`) on every CPU, since the kernel's default rows
+/// pin nothing.
 fn kernel_row(
     load: Load<'_>,
     recv: impl FnMut(&mut Tally, &AtomicBool) + Send,
 ) -> Result<Measured, String> {
+    let (m, _) = kernel_rows(load, vec![(None, recv)], None, |recv, t, done| {
+        recv(t, done)
+    })?;
+    Ok(m)
+}
+
+/// Run one receiving thread per entry of `receivers` (pinned to its core if
+/// given, owning its state `R`) until the generator is done and drained.
+/// CPU per row: the threads' own time plus `rx_kernel_ns` on `account`'s
+/// cores (every CPU if `None`), the same sum the pollnic rows report.
+/// Returns the receivers' states for their socket statistics.
+fn kernel_rows<R: Send>(
+    load: Load<'_>,
+    receivers: Vec<(Option<usize>, R)>,
+    account: Option<&[usize]>,
+    recv: impl Fn(&mut R, &mut Tally, &AtomicBool) + Sync,
+) -> Result<(Measured, Vec<R>), String> {
     let done = AtomicBool::new(false);
-    let (soft0, nrx0) = (softirq_ns(), net_rx_softirqs());
-    let mut recv = recv;
-    let (offered, tally) = std::thread::scope(|s| {
-        let h = s.spawn(|| {
-            let cpu0 = thread_cpu_ns();
-            let mut t = Tally::default();
-            recv(&mut t, &done);
-            t.cpu_ns = thread_cpu_ns() - cpu0;
-            t
-        });
+    let (kern0, nrx0, soft0) = (
+        rx_kernel_ns(account),
+        net_rx_softirqs(),
+        softirq_ns_on(account),
+    );
+    let (offered, results) = std::thread::scope(|s| {
+        let handles: Vec<_> = receivers
+            .into_iter()
+            .map(|(core, mut state)| {
+                let (recv, done) = (&recv, &done);
+                s.spawn(move || {
+                    if let Some(c) = core {
+                        pollnic::pin_current_thread(c);
+                    }
+                    let cpu0 = thread_cpu_ns();
+                    let mut t = Tally::default();
+                    recv(&mut state, &mut t, done);
+                    t.cpu_ns = thread_cpu_ns() - cpu0;
+                    (t, state)
+                })
+            })
+            .collect();
         warm_up(load.gen, load.flows, load.size, load.stop);
         let offered = generate(
             load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
         );
         std::thread::sleep(DRAIN);
         done.store(true, Relaxed);
-        (offered, h.join())
+        (
+            offered,
+            handles.into_iter().map(|h| h.join()).collect::<Vec<_>>(),
+        )
     });
-    let mut tally = tally.map_err(|_| "receiver thread panicked".to_string())?;
-    let soft = softirq_ns() - soft0;
-    tally.cpu_ns += soft;
+    let mut tally = Tally::default();
+    let mut states = Vec::new();
+    for r in results {
+        let (t, state) = r.map_err(|_| "receiver thread panicked".to_string())?;
+        tally.merge(t);
+        states.push(state);
+    }
+    let kern = rx_kernel_ns(account) - kern0;
+    let soft = softirq_ns_on(account) - soft0;
+    tally.cpu_ns += kern;
     let note = format!(
-        "softirq {:.0} ms, {} NET_RX softirqs",
+        "CPU: receiving threads + softirq {:.0} ms + ksoftirqd/napi threads {:.0} ms on {}; {} NET_RX softirqs",
         soft as f64 / 1e6,
+        kern.saturating_sub(soft) as f64 / 1e6,
+        match account {
+            Some(c) => format!("cores {c:?}"),
+            None => "all cores".into(),
+        },
         net_rx_softirqs() - nrx0
     );
-    Ok(Measured {
-        offered,
-        tally,
-        note,
-        mode: "irq/NAPI".into(),
-        fwd: None,
-    })
+    Ok((
+        Measured {
+            offered,
+            tally,
+            note,
+            mode: "irq/NAPI".into(),
+            fwd: None,
+        },
+        states,
+    ))
 }
 
 /// Kernel igb + AF_PACKET socket with a TPACKET_V3 mmap ring.
@@ -331,35 +388,43 @@ pub fn recvmmsg_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
 
 /// Kernel igb + an AF_XDP socket (libxdp) on queue 0, the port set to one
 /// queue pair (`ethtool -L combined 1`, restored after) so that every flow
-/// reaches the socket, as every flow reaches pollnic-1q's one queue.
+/// reaches the socket, as every flow reaches pollnic-1q's one queue. The
+/// socket asks for zero-copy first; the mode column says what it got and,
+/// if copy, why.
+///
+/// `busy_poll`: preferred busy polling as `Documentation/networking/napi.rst`
+/// describes it: the device's `napi_defer_hard_irqs` 2 and
+/// `gro_flush_timeout` 200 µs, the socket's busy-poll options
+/// ([`crate::xsk::XskOpts`]), the queue's IRQ and the receiving thread on
+/// pollnic-1q's core; every knob restored after the row.
 ///
 /// Attaching (and detaching) the XDP program makes igb close and reopen the
 /// port: the link drops for 1.5–5 s in the testbed. So the row waits for
 /// carrier, then sends probe frames until one arrives, and counts only
 /// frames stamped after the probes.
-pub fn afxdp_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
-    use crate::xsk::{ensure_bpffs, Attach, XskRx, XSK_RX_RING};
+pub fn afxdp_rx(
+    load: Load<'_>,
+    rx: PciAddress,
+    cores: &[usize],
+    busy_poll: bool,
+) -> Result<Measured, String> {
+    use crate::xsk::{ensure_bpffs, XskOpts, XskRx, XSK_RX_RING};
     let (ifname, _) = kernel_iface(rx)?;
     let mounted = ensure_bpffs()?;
-    let before = crate::sock::set_combined_channels(&ifname, 1)
-        .map_err(|e| format!("{ifname}: setting one queue pair (ethtool -L combined 1): {e}"))?;
-    let restore = |what: String| {
-        if before > 1 {
-            let _ = crate::sock::set_combined_channels(&ifname, before);
-        }
-        what
-    };
-    wait_carrier(&ifname, Duration::from_secs(10)).map_err(&restore)?;
-    let mut xsk = XskRx::open(&ifname, 0).map_err(|e| restore(format!("{ifname}: {e}")))?;
-    let mode = format!(
-        "xdp-{} {}",
-        match xsk.attach() {
-            Attach::Native => "drv",
-            Attach::Generic => "skb",
-        },
-        if xsk.zero_copy() { "zero-copy" } else { "copy" }
-    );
-    let link_back = wait_carrier(&ifname, Duration::from_secs(15)).map_err(&restore)?;
+    let mut knobs = Knobs::default();
+    knobs.combined(&ifname, 1)?;
+    wait_carrier(&ifname, Duration::from_secs(10))?;
+    let core = busy_poll.then(|| cores.first().copied().unwrap_or(0));
+    if let Some(c) = core {
+        let irqs = crate::knobs::queue_irqs(&ifname)?;
+        knobs.irq_affinity(irqs[0], &format!("{ifname} queue 0"), &c.to_string())?;
+        knobs.netdev(&ifname, "napi_defer_hard_irqs", "2")?;
+        knobs.netdev(&ifname, "gro_flush_timeout", "200000")?;
+    }
+    let mut xsk =
+        XskRx::open(&ifname, 0, XskOpts { busy_poll }).map_err(|e| format!("{ifname}: {e}"))?;
+    let mode = xsk.mode();
+    let link_back = wait_carrier(&ifname, Duration::from_secs(15))?;
     // Carrier can come back before frames flow: probe with a few frames.
     let probe_t0 = std::time::Instant::now();
     let mut ready = false;
@@ -373,10 +438,9 @@ pub fn afxdp_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
         }
     }
     if !ready {
-        drop(xsk);
-        return Err(restore(format!(
+        return Err(format!(
             "{ifname}: the AF_XDP socket ({mode}) received none of the probe frames within 15 s of the XDP attach"
-        )));
+        ));
     }
     // Let the probes' stragglers arrive, then count only later frames.
     let mut quiet = std::time::Instant::now();
@@ -387,27 +451,41 @@ pub fn afxdp_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
     }
     let ready_after = probe_t0.elapsed() + link_back;
     let t0 = monotonic_ns();
-    let xsk_ref = &mut xsk;
-    let mut m = kernel_row(load, move |t, done| {
-        while !done.load(Relaxed) {
-            // The time the application has the frames: once per batch, after poll(2).
-            let mut now = None;
-            xsk_ref.recv(100, |f| {
-                let now = *now.get_or_insert_with(monotonic_ns);
-                if let Some(info) = frame::parse(f) {
-                    if info.tx_ns >= t0 {
-                        t.frame(f.len(), info.tx_ns, now);
+    let account: Option<Vec<usize>> = core.map(|c| vec![c]);
+    let (mut m, _) = kernel_rows(
+        load,
+        vec![(core, &mut xsk)],
+        account.as_deref(),
+        move |xsk, t, done| {
+            while !done.load(Relaxed) {
+                // The time the application has the frames: once per batch.
+                let mut now = None;
+                xsk.recv(100, |f| {
+                    let now = *now.get_or_insert_with(monotonic_ns);
+                    if let Some(info) = frame::parse(f) {
+                        if info.tx_ns >= t0 {
+                            t.frame(f.len(), info.tx_ns, now);
+                        }
                     }
-                }
-            });
-        }
-    })
-    .map_err(&restore)?;
+                });
+            }
+        },
+    )?;
     let st = xsk.stats();
     drop(xsk);
-    restore(String::new());
+    let set = knobs.describe();
+    let restored = knobs.restore()?;
     m.note = format!(
-        "{ifname} queue 0 of 1, {mode}, socket RX ring {XSK_RX_RING}; frames flowed {:.1} s after the XDP attach{}; socket drops: rx_dropped {}, rx_ring_full {}, fill_ring_empty {}; {}",
+        "{ifname} queue 0 of 1, {mode}, NIC RX ring {RX_RING}, socket RX ring {XSK_RX_RING}{}; knobs: {set}; {restored}; frames flowed {:.1} s after the XDP attach{}; socket drops: rx_dropped {}, rx_ring_full {}, fill_ring_empty {}; {}",
+        if busy_poll {
+            format!(
+                ", SO_PREFER_BUSY_POLL 1, SO_BUSY_POLL {} us, SO_BUSY_POLL_BUDGET {}",
+                crate::xsk::BUSY_POLL_USECS,
+                crate::xsk::BUSY_POLL_BUDGET
+            )
+        } else {
+            String::new()
+        },
         ready_after.as_secs_f64(),
         if mounted { " (mounted bpffs on /sys/fs/bpf)" } else { "" },
         st.rx_dropped,
@@ -416,6 +494,87 @@ pub fn afxdp_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
         m.note
     );
     m.mode = mode;
+    Ok(m)
+}
+
+/// The coalescing of the tuned AF_PACKET rows: `ethtool -C rx-usecs`.
+pub const TUNED_RX_USECS: [u32; 2] = [0, 100];
+/// `net.core.netdev_budget` in the tuned rows (default 300): packets per
+/// NET_RX softirq over all NAPI instances; igb's per-NAPI weight stays 64.
+pub const TUNED_NETDEV_BUDGET: &str = "600";
+
+/// Kernel igb + AF_PACKET TPACKET_V3 with the knobs a careful engineer sets
+/// (Linux `Documentation/networking/scaling.rst`): `queues` queue pairs
+/// (`ethtool -L combined`), the RX ring at pollnic's size, queue n's IRQ
+/// pinned to `cores[n]` with its receiving thread, `rx-usecs` coalescing,
+/// the NAPI budget raised; with 2 queues one socket per core in a
+/// `PACKET_FANOUT_CPU` group. Every knob is restored and read back after
+/// the row; a knob that does not come back fails the row.
+pub fn afpacket_tuned_rx(
+    load: Load<'_>,
+    rx: PciAddress,
+    cores: &[usize],
+    queues: u32,
+    rx_usecs: u32,
+) -> Result<Measured, String> {
+    let (ifname, ifindex) = kernel_iface(rx)?;
+    if cores.len() < queues as usize {
+        return Err(format!(
+            "{queues} queues need {queues} --cores, got {cores:?}"
+        ));
+    }
+    let cores = &cores[..queues as usize];
+    let mut knobs = Knobs::default();
+    knobs.combined(&ifname, queues)?;
+    wait_carrier(&ifname, Duration::from_secs(10))?;
+    let irqs = crate::knobs::queue_irqs(&ifname)?;
+    if irqs.len() != queues as usize {
+        return Err(format!(
+            "{ifname}: {} queue IRQs in /proc/interrupts for {queues} queues",
+            irqs.len()
+        ));
+    }
+    for (q, (&irq, &core)) in irqs.iter().zip(cores).enumerate() {
+        knobs.irq_affinity(irq, &format!("{ifname} queue {q}"), &core.to_string())?;
+    }
+    knobs.rx_usecs(&ifname, rx_usecs)?;
+    knobs.sysctl("net.core.netdev_budget", TUNED_NETDEV_BUDGET)?;
+    let group = (std::process::id() & 0xffff) as u16;
+    let mut receivers = Vec::new();
+    for &core in cores {
+        let ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
+        if queues > 1 {
+            ring.fanout_cpu(group)
+                .map_err(|e| format!("{ifname}: {e}"))?;
+        }
+        receivers.push((Some(core), ring));
+    }
+    let (mut m, rings) = kernel_rows(load, receivers, Some(cores), |ring, t, done| {
+        while !done.load(Relaxed) {
+            let mut now = None;
+            ring.next_block(100, |f| {
+                let now = *now.get_or_insert_with(monotonic_ns);
+                if let Some(info) = frame::parse(f) {
+                    t.frame(f.len(), info.tx_ns, now);
+                }
+            });
+        }
+    })?;
+    let drops: u64 = rings.iter().map(|r| r.drops()).sum();
+    drop(rings);
+    let set = knobs.describe();
+    let restored = knobs.restore()?;
+    m.mode = format!("irq/NAPI tuned, rx-usecs {rx_usecs}");
+    // netdev_budget_usecs is left as it is (2 jiffies by default: 8000 µs at
+    // HZ 250) and stated.
+    let budget_usecs = std::fs::read_to_string("/proc/sys/net/core/netdev_budget_usecs")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".into());
+    m.note = format!(
+        "{ifname}, {queues} queue(s){}, NIC RX ring {RX_RING}, igb NAPI weight 64, netdev_budget_usecs {budget_usecs} (unchanged); knobs: {set}; {restored}; ring drops {drops}; {}",
+        if queues > 1 { ", PACKET_FANOUT_CPU" } else { "" },
+        m.note
+    );
     Ok(m)
 }
 

@@ -193,6 +193,21 @@ impl PacketRing {
         num as usize
     }
 
+    /// Join fanout group `group` in `PACKET_FANOUT_CPU` mode: each frame goes
+    /// to the group's socket of index `cpu % members`, the CPU whose softirq
+    /// received it (packet(7)). Join in the order of the CPUs.
+    pub fn fanout_cpu(&self, group: u16) -> io::Result<()> {
+        let val: libc::c_int =
+            (group as libc::c_int) | ((libc::PACKET_FANOUT_CPU as libc::c_int) << 16);
+        setsockopt(
+            &self.fd,
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            &val,
+            "PACKET_FANOUT",
+        )
+    }
+
     /// Frames the kernel dropped because the ring was full (PACKET_STATISTICS; resets on read).
     pub fn drops(&self) -> u64 {
         let mut st = libc::tpacket_stats_v3 {
@@ -380,4 +395,52 @@ pub fn set_combined_channels(ifname: &str, n: u32) -> io::Result<u32> {
         ethtool(ifname, &mut ch)?;
     }
     Ok(before)
+}
+
+/// The current combined channel count of `ifname` (`ethtool -l`).
+pub fn combined_channels(ifname: &str) -> io::Result<u32> {
+    let mut ch = Channels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    ethtool(ifname, &mut ch)?;
+    Ok(ch.combined_count)
+}
+
+/// `struct ethtool_coalesce` (Linux `include/uapi/linux/ethtool.h`): the
+/// command and 22 `__u32` fields, of which only `rx_coalesce_usecs` is set here.
+#[repr(C)]
+#[derive(Default)]
+struct Coalesce {
+    cmd: u32,
+    rx_coalesce_usecs: u32,
+    rest: [u32; 21],
+}
+
+const ETHTOOL_GCOALESCE: u32 = 0x0e;
+const ETHTOOL_SCOALESCE: u32 = 0x0f;
+
+/// `ethtool -c <if>`'s rx-usecs.
+pub fn rx_usecs(ifname: &str) -> io::Result<u32> {
+    let mut c = Coalesce {
+        cmd: ETHTOOL_GCOALESCE,
+        ..Default::default()
+    };
+    ethtool(ifname, &mut c)?;
+    Ok(c.rx_coalesce_usecs)
+}
+
+/// `ethtool -C <if> rx-usecs <usecs>`, the other coalescing fields as they
+/// were. igb: 0 = no throttling (an interrupt per packet), 1 and 3 = its
+/// adaptive modes, 4 and more = an EITR interval of that many µs
+/// (`igb_set_coalesce`).
+pub fn set_rx_usecs(ifname: &str, usecs: u32) -> io::Result<()> {
+    let mut c = Coalesce {
+        cmd: ETHTOOL_GCOALESCE,
+        ..Default::default()
+    };
+    ethtool(ifname, &mut c)?;
+    c.cmd = ETHTOOL_SCOALESCE;
+    c.rx_coalesce_usecs = usecs;
+    ethtool(ifname, &mut c)
 }

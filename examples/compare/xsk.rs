@@ -175,6 +175,26 @@ const FRAMES: usize = 2048;
 /// The socket's RX ring, descriptors (libxdp's default).
 pub const XSK_RX_RING: u32 = 2048;
 
+/// How the socket is bound.
+#[derive(Clone, Copy, Debug)]
+pub struct XskOpts {
+    /// Preferred busy polling (Linux `Documentation/networking/napi.rst`,
+    /// "Preferred busy polling"): `SO_PREFER_BUSY_POLL` 1, `SO_BUSY_POLL`
+    /// [`BUSY_POLL_USECS`], `SO_BUSY_POLL_BUDGET` [`BUSY_POLL_BUDGET`] on the
+    /// socket, bound with `XDP_USE_NEED_WAKEUP`; the application drives NAPI
+    /// with `recvfrom(MSG_DONTWAIT)` when its ring is empty (xdpsock's `-B`).
+    /// The device's `napi_defer_hard_irqs` and `gro_flush_timeout` are the
+    /// caller's to set.
+    pub busy_poll: bool,
+}
+
+/// `SO_BUSY_POLL`: µs the socket busy-polls NAPI per call (xdpsock's 20).
+pub const BUSY_POLL_USECS: u32 = 20;
+/// `SO_BUSY_POLL_BUDGET`: packets per busy-poll NAPI call (pollnic's burst is 32; NAPI's weight 64).
+pub const BUSY_POLL_BUDGET: u32 = 64;
+/// Linux `include/uapi/asm-generic/socket.h` (libc 0.2 lacks it).
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
 /// An AF_XDP socket receiving from one queue of one interface, with its UMEM.
 pub struct XskRx {
     lib: &'static Libxdp,
@@ -187,6 +207,9 @@ pub struct XskRx {
     area: *mut u8,
     fd: c_int,
     attach: Attach,
+    /// Why zero-copy was not had, when the socket runs in copy mode.
+    zc_refused: Option<String>,
+    busy_poll: bool,
 }
 
 // SAFETY: the UMEM, rings and socket belong to this value alone; libxdp keeps
@@ -195,12 +218,14 @@ unsafe impl Send for XskRx {}
 
 impl XskRx {
     /// Create a UMEM of 2048 × 4 KiB chunks, attach libxdp's XSK program to
-    /// `ifname` (native XDP, else generic) and bind a socket to `queue`,
-    /// letting the kernel choose zero-copy or copy (see [`XskRx::zero_copy`]).
+    /// `ifname` and bind a socket to `queue`: native XDP with `XDP_ZEROCOPY`
+    /// first, then native with `XDP_COPY` (the refusal is kept for
+    /// [`XskRx::mode`]), then generic XDP.
     ///
     /// # Errors
-    /// libxdp missing, or what libxdp/the kernel refused, as text.
-    pub fn open(ifname: &str, queue: u32) -> Result<XskRx, String> {
+    /// libxdp missing, or what libxdp/the kernel refused, as text; a
+    /// busy-poll socket option the kernel refuses.
+    pub fn open(ifname: &str, queue: u32, opts: XskOpts) -> Result<XskRx, String> {
         let lib = Libxdp::get()?;
         let len = FRAME * FRAMES;
         // SAFETY: a fresh private anonymous mapping, owned by the XskRx below.
@@ -227,6 +252,8 @@ impl XskRx {
             area: area.cast(),
             fd: -1,
             attach: Attach::Native,
+            zc_refused: None,
+            busy_poll: opts.busy_poll,
         };
         // SAFETY: `area` is `len` bytes we own, page aligned; the ring structs
         // are boxed, so the pointers libxdp keeps stay valid until delete.
@@ -246,18 +273,38 @@ impl XskRx {
                 io::Error::from_raw_os_error(-rc)
             ));
         }
+        // Hand every chunk to the kernel before the bind: a zero-copy igb
+        // queue takes its RX buffers from the fill ring when the socket binds
+        // (`igb_xsk_pool_setup`), and otherwise waits for a kick
+        // (`igb_xsk_wakeup`, a software interrupt through EICS) that in the
+        // testbed never started its NAPI: the socket then received nothing.
+        let n = s.fill_reserve(FRAMES as u32);
+        for i in 0..n {
+            s.fill_set(i, (i as usize * FRAME) as u64);
+        }
+        s.fill_submit(n);
         let name = CString::new(ifname).map_err(|_| "interface name with NUL".to_string())?;
         let mut errors = Vec::new();
-        for (attach, flags) in [
-            (Attach::Native, XDP_FLAGS_DRV_MODE),
-            (Attach::Generic, XDP_FLAGS_SKB_MODE),
+        // Busy polling binds with XDP_USE_NEED_WAKEUP (Linux 5.4+,
+        // `af_xdp.rst`): the driver then never re-polls by itself, and the
+        // application's recvfrom runs NAPI. Without it a zero-copy igb queue
+        // short of buffers keeps NAPI polling until the fill ring has some.
+        let wakeup = if opts.busy_poll {
+            libc::XDP_USE_NEED_WAKEUP
+        } else {
+            0
+        };
+        for (attach, flags, bind) in [
+            (Attach::Native, XDP_FLAGS_DRV_MODE, libc::XDP_ZEROCOPY),
+            (Attach::Native, XDP_FLAGS_DRV_MODE, libc::XDP_COPY),
+            (Attach::Generic, XDP_FLAGS_SKB_MODE, libc::XDP_COPY),
         ] {
             let cfg = XskSocketConfig {
                 rx_size: XSK_RX_RING,
                 tx_size: 0,
                 libxdp_flags: 0,
                 xdp_flags: flags,
-                bind_flags: 0,
+                bind_flags: bind | wakeup,
             };
             // SAFETY: valid C string, our UMEM, a boxed RX ring struct, no TX
             // ring (NULL, tx_size 0), a config of the layout xsk.h declares.
@@ -277,9 +324,17 @@ impl XskRx {
                 break;
             }
             s.xsk = std::ptr::null_mut();
+            let why = io::Error::from_raw_os_error(-rc);
+            if bind == libc::XDP_ZEROCOPY {
+                s.zc_refused = Some(format!("XDP_ZEROCOPY refused: {why}"));
+            }
             errors.push(format!(
-                "{attach:?} XDP: {}",
-                io::Error::from_raw_os_error(-rc)
+                "{attach:?} XDP {}: {why}",
+                if bind == libc::XDP_ZEROCOPY {
+                    "zero-copy"
+                } else {
+                    "copy"
+                }
             ));
         }
         if s.xsk.is_null() {
@@ -290,18 +345,47 @@ impl XskRx {
         }
         // SAFETY: a live socket.
         s.fd = unsafe { (lib.socket_fd)(s.xsk) };
-        // Hand every chunk to the kernel.
-        let n = s.fill_reserve(FRAMES as u32);
-        for i in 0..n {
-            s.fill_set(i, (i as usize * FRAME) as u64);
+        if opts.busy_poll {
+            for (name, opt, val) in [
+                ("SO_PREFER_BUSY_POLL", libc::SO_PREFER_BUSY_POLL, 1),
+                ("SO_BUSY_POLL", libc::SO_BUSY_POLL, BUSY_POLL_USECS),
+                ("SO_BUSY_POLL_BUDGET", SO_BUSY_POLL_BUDGET, BUSY_POLL_BUDGET),
+            ] {
+                let v = val as c_int;
+                // SAFETY: an int option of the size passed, read by the kernel only.
+                let rc = unsafe {
+                    libc::setsockopt(
+                        s.fd,
+                        libc::SOL_SOCKET,
+                        opt,
+                        (&v as *const c_int).cast(),
+                        std::mem::size_of::<c_int>() as u32,
+                    )
+                };
+                if rc != 0 {
+                    return Err(format!(
+                        "setsockopt({name}, {val}): {} (busy polling needs Linux >= 5.11 and CAP_NET_ADMIN)",
+                        io::Error::last_os_error()
+                    ));
+                }
+            }
         }
-        s.fill_submit(n);
         Ok(s)
     }
 
-    /// How the XDP program runs.
-    pub fn attach(&self) -> Attach {
-        self.attach
+    /// The mode column: `xdp-drv zc`, `xdp-drv copy`, `xdp-skb copy`, with
+    /// ` busy-poll` when bound so, and why zero-copy was refused, if it was.
+    pub fn mode(&self) -> String {
+        let attach = match self.attach {
+            Attach::Native => "drv",
+            Attach::Generic => "skb",
+        };
+        let zc = if self.zero_copy() { "zc" } else { "copy" };
+        let bp = if self.busy_poll { " busy-poll" } else { "" };
+        match &self.zc_refused {
+            Some(why) => format!("xdp-{attach} {zc}{bp} ({why})"),
+            None => format!("xdp-{attach} {zc}{bp}"),
+        }
     }
 
     /// True when the kernel bound the socket in zero-copy mode (XDP_OPTIONS).
@@ -342,8 +426,29 @@ impl XskRx {
     /// Hand up to 64 received frames to `f`, waiting up to `timeout_ms` in
     /// poll(2) when none is ready; their chunks go straight back to the fill
     /// ring. Returns the frames handed over.
+    ///
+    /// A busy-polling socket never sleeps in poll(2): it calls
+    /// `recvfrom(MSG_DONTWAIT)`, which runs the queue's NAPI poll on this
+    /// thread, and looks again (`timeout_ms` is then ignored).
     pub fn recv(&mut self, timeout_ms: i32, mut f: impl FnMut(&[u8])) -> usize {
         let mut n = self.rx_peek(64);
+        if n == 0 && self.busy_poll {
+            // SAFETY: a zero-length recvfrom on our socket; no buffer is written.
+            unsafe {
+                libc::recvfrom(
+                    self.fd,
+                    std::ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            n = self.rx_peek(64);
+            if n == 0 {
+                return 0;
+            }
+        }
         if n == 0 {
             let mut p = libc::pollfd {
                 fd: self.fd,

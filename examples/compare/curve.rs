@@ -1,0 +1,172 @@
+//! Load curve (`--load-curve`): each path measured at several offered rates
+//! in one run, and at its knee, so that the cost of each road can be read
+//! against load: receive CPU per packet (the receiving threads, softirq and
+//! ksoftirqd/threaded-NAPI kthreads on the receiving cores, the same sum for
+//! every path) and latency percentiles. Busy polling costs a core at any
+//! rate, interrupts cost per packet: the curves cross where each road wins.
+//! Writes `load-curve.json`, `load-curve.csv` and `load-curve.svg` (two
+//! panels: CPU per packet against rate, P99 against rate; one line per path).
+
+use crate::report::Row;
+use crate::sweep::Knee;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One measured point of a path's curve.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Point {
+    /// `rate` (a `--curve-rates` entry) or `knee` (the search's highest passing rate).
+    pub point: String,
+    /// The rate asked for, packets/s.
+    pub asked_pps: u64,
+    /// The row measured there.
+    #[serde(flatten)]
+    pub row: Row,
+}
+
+#[derive(Serialize)]
+struct CurveFile<'a> {
+    points: &'a [Point],
+    knees: &'a [Knee],
+}
+
+/// The points as a table: per path and size, one line per rate.
+pub fn table(points: &[Point]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<28} {:>5} {:>6} {:>9} {:>9} {:>8} {:>12} {:>9} {:>9} {:>9}  mode",
+        "path",
+        "size",
+        "point",
+        "asked",
+        "offered",
+        "loss %",
+        "CPU ns/pkt",
+        "P50 us",
+        "P99 us",
+        "P99.9 us"
+    );
+    let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
+    for p in points {
+        let r = &p.row;
+        let loss = if r.sent > 0 {
+            format!("{:.3}", r.lost.max(0) as f64 * 100.0 / r.sent as f64)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            s,
+            "{:<28} {:>5} {:>6} {:>9} {:>9.0} {:>8} {:>12} {:>9} {:>9} {:>9}  {}",
+            r.path,
+            r.frame_size,
+            p.point,
+            p.asked_pps,
+            r.offered_pps,
+            loss,
+            opt(r.cpu_ns_per_pkt, 0),
+            opt(r.p50_us, 1),
+            opt(r.p99_us, 1),
+            opt(r.p999_us, 1),
+            if r.valid {
+                r.mode.as_str()
+            } else {
+                r.note.as_str()
+            }
+        );
+    }
+    s
+}
+
+/// Write `load-curve.{json,csv,svg}` into `dir`.
+///
+/// # Errors
+/// File or encoding errors, as text.
+pub fn write_all(dir: &Path, points: &[Point], knees: &[Knee], title: &str) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json =
+        serde_json::to_string_pretty(&CurveFile { points, knees }).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("load-curve.json"), json).map_err(|e| e.to_string())?;
+    let mut w = csv::Writer::from_path(dir.join("load-curve.csv")).map_err(|e| e.to_string())?;
+    for p in points {
+        w.serialize(p).map_err(|e| e.to_string())?;
+    }
+    w.flush().map_err(|e| e.to_string())?;
+    plot(&dir.join("load-curve.svg"), points, title)
+}
+
+/// Two panels side by side: receive CPU per packet (µs) and P99 latency
+/// (µs) against the offered rate (kpps), one line per path and size.
+fn plot(file: &Path, points: &[Point], title: &str) -> Result<(), String> {
+    let root = SVGBackend::new(file, (1400, 650)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let root = root
+        .titled(title, ("sans-serif", 16))
+        .map_err(|e| e.to_string())?;
+    let panels = root.split_evenly((1, 2));
+    let mut series: Vec<(String, usize)> = Vec::new();
+    for p in points.iter().filter(|p| p.row.valid) {
+        let key = (p.row.path.clone(), p.row.frame_size);
+        if !series.contains(&key) {
+            series.push(key);
+        }
+    }
+    let max_x = points
+        .iter()
+        .filter(|p| p.row.valid)
+        .map(|p| p.row.offered_pps / 1000.0)
+        .fold(1.0, f64::max)
+        * 1.1;
+    type Metric = fn(&Row) -> Option<f64>;
+    let metrics: [(&str, Metric); 2] = [
+        (
+            "receive CPU per packet, us (threads + softirq + kthreads)",
+            |r| r.cpu_ns_per_pkt.map(|n| n / 1000.0),
+        ),
+        ("P99 latency, us", |r| r.p99_us),
+    ];
+    for (area, (label, metric)) in panels.iter().zip(metrics) {
+        let max_y = points
+            .iter()
+            .filter(|p| p.row.valid)
+            .filter_map(|p| metric(&p.row))
+            .fold(1.0, f64::max)
+            * 1.15;
+        let err = |e: DrawingAreaErrorKind<_>| e.to_string();
+        let mut c = ChartBuilder::on(area)
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..max_x, (0.01f64..max_y).log_scale())
+            .map_err(err)?;
+        c.configure_mesh()
+            .x_desc("offered kpps (achieved by the generator)")
+            .y_desc(label)
+            .draw()
+            .map_err(err)?;
+        for (i, (path, size)) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let mut pts: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|p| p.row.valid && &p.row.path == path && p.row.frame_size == *size)
+                .filter_map(|p| Some((p.row.offered_pps / 1000.0, metric(&p.row)?.max(0.011))))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                .map_err(err)?
+                .label(format!("{path} {size} B"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+            c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(err)?;
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(|e| e.to_string())
+}
