@@ -87,13 +87,21 @@ impl Server {
         for i in 0..self.socks.len() {
             let h = self.socks[i].0;
             let s = sockets.get_mut::<tcp::Socket>(h);
-            if !s.is_open() {
-                // Closed (or never opened): listen again.
+            if s.state() == tcp::State::Closed {
+                // Closed (TIME-WAIT over, or reset): listen again.
                 s.listen(self.port).expect("a closed socket listens");
                 self.socks[i].1 = Conn::Request(Vec::new());
                 continue;
             }
             let next = match &mut self.socks[i].1 {
+                Conn::Request(_)
+                    if matches!(
+                        s.state(),
+                        tcp::State::Listen | tcp::State::SynReceived | tcp::State::SynSent
+                    ) =>
+                {
+                    None
+                }
                 Conn::Request(req) => {
                     while s.can_recv() && req.len() < 8192 {
                         s.recv(|b| {
@@ -192,13 +200,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         |srv, sockets, _| {
             srv.step(sockets);
             done = (srv.done, srv.refused);
-            // Stop once the last response is sent and its connection closed.
+            // Stop once the last response is sent and acknowledged, and the
+            // peer has closed too (TIME-WAIT).
             requests > 0
                 && srv.done >= requests
-                && srv
-                    .socks
-                    .iter()
-                    .all(|(h, _)| sockets.get::<tcp::Socket>(*h).state() == tcp::State::Listen)
+                && srv.socks.iter().all(|(h, _)| {
+                    matches!(
+                        sockets.get::<tcp::Socket>(*h).state(),
+                        tcp::State::Listen | tcp::State::TimeWait | tcp::State::Closed
+                    )
+                })
         },
     )?;
     println!(
