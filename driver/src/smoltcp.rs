@@ -34,14 +34,14 @@
 //! ```no_run
 //! use pollnic::smoltcp::QueueDevice;
 //! use smoltcp::iface::{Config, Interface, SocketSet};
-//! use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
+//! use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 //!
 //! let mut dev = pollnic::Device::open("0000:00:0a.0", &pollnic::DeviceConfig::default())?;
 //! let mac = EthernetAddress(dev.mac());
 //! let mut phy = QueueDevice::new(&mut dev, 0);
 //! let now = smoltcp::time::Instant::now();
 //! let mut iface = Interface::new(Config::new(HardwareAddress::Ethernet(mac)), &mut phy, now);
-//! iface.update_ip_addrs(|a| a.push(IpCidr::new([10, 0, 0, 2].into(), 24)).unwrap());
+//! iface.update_ip_addrs(|a| a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24)).unwrap());
 //! let mut sockets = SocketSet::new(vec![]);
 //! loop {
 //!     phy.poll(&mut iface, &mut sockets, smoltcp::time::Instant::now());
