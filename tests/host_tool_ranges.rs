@@ -68,6 +68,18 @@ fn tools(dir: &std::path::Path) -> Vec<Tool> {
             not_numeric: &["--tx", "--rx", "--paths", "--cores", "--out", "--label"],
         },
         Tool {
+            name: "smol-echo",
+            exe: ex("smol-echo"),
+            base: s(&["--port", NO_PORT, "--ip", "10.0.0.2/24"]),
+            not_numeric: &["--port", "--ip"],
+        },
+        Tool {
+            name: "smol-http",
+            exe: ex("smol-http"),
+            base: s(&["--port", NO_PORT, "--ip", "10.0.0.2/24"]),
+            not_numeric: &["--port", "--ip"],
+        },
+        Tool {
             name: "pollnic doctor",
             exe: pollnic_tests::pollnic_exe().into(),
             base: s(&["doctor", NO_PORT]),

@@ -53,6 +53,8 @@ pub mod pci;
 mod queue;
 mod refresh;
 mod runner;
+#[cfg(feature = "smoltcp")]
+pub mod smoltcp;
 mod stats;
 mod sys;
 mod wait;

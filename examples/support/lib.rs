@@ -3,7 +3,8 @@
 //! frames ([`frame`]) and the generator's sizes and VLAN tags ([`gen`]), the
 //! RFC 2544 rate search ([`sweep`]), packets/s, Mbit/s and latency
 //! ([`metrics`]), JSON lines ([`jsonout`]), pcap/pcapng files ([`pcapout`]),
-//! Ctrl-C handling ([`signal`]) and procfs CPU time ([`cputime`]).
+//! Ctrl-C handling ([`signal`]), procfs CPU time ([`cputime`]) and what the
+//! smoltcp examples share with their tests ([`smol`]).
 
 pub mod args;
 pub mod cputime;
@@ -13,6 +14,7 @@ pub mod jsonout;
 pub mod metrics;
 pub mod pcapout;
 pub mod signal;
+pub mod smol;
 pub mod sweep;
 
 /// The check behind the examples' `--ring-size` option (one size for RX and

@@ -1,0 +1,471 @@
+//! smoltcp's [`phy::Device`](::smoltcp::phy::Device) over one pollnic
+//! [`Queue`] (cargo feature `smoltcp`, smoltcp 0.12): run the smoltcp TCP/IP
+//! stack on a port that pollnic drives.
+//!
+//! - **RX, zero copy.** [`QueueDevice::receive`] takes a burst from the RX
+//!   ring into the wrapper; each [`RxToken`] owns one received [`Packet`]
+//!   and hands smoltcp the DMA buffer the NIC wrote, in place. Consumed
+//!   packets go back to the queue's buffer cache in bulk
+//!   ([`Queue::free_bulk`]) on the next poll of the ring.
+//! - **TX, zero copy.** A [`TxToken`] lets smoltcp write its frame straight
+//!   into a mempool buffer of the queue, which goes out on the same queue's
+//!   TX ring: frames are batched and the tail (TDT) is written once per
+//!   batch ([`QueueDevice::flush`], or [`QueueDevice::poll`] which calls it).
+//! - **RX and TX halves together.** `receive` returns an RX and a TX token
+//!   from one `&mut self`: the RX token borrows only the wrapper's received
+//!   burst, the TX token the queue's TX ring and buffer cache, so both live
+//!   at once without a lock or a `RefCell`.
+//! - **Capabilities.** Ethernet; `max_transmission_unit` is the port's MTU
+//!   plus the 14-byte Ethernet header (smoltcp counts the header, not the
+//!   FCS); `max_burst_size` is the number of frames the RX ring holds for
+//!   the NIC between two polls (ring size − `rx_free_thresh` − 1, see
+//!   [`pollnic_rings::rx_free_thresh`]); checksums are all computed and
+//!   verified in software ([`ChecksumCapabilities::default`]): pollnic
+//!   enables no checksum offload (RXCSUM.PCSD is set for the RSS hash, so the
+//!   82576 reports no L4 checksum, and the TX path uses no context
+//!   descriptor).
+//! - **Bad input is counted.** Before a frame reaches smoltcp, its IPv4
+//!   header and, for an unfragmented TCP, UDP or ICMP packet, its L4 header
+//!   are checked with smoltcp's own `wire` parsers and checksums. A frame
+//!   that fails is dropped here (smoltcp would drop it silently) and counted
+//!   in [`SmolStats::rx_malformed`] or [`SmolStats::rx_bad_checksum`]; its
+//!   buffer goes straight back to the cache.
+//!
+//! ```no_run
+//! use pollnic::smoltcp::QueueDevice;
+//! use smoltcp::iface::{Config, Interface, SocketSet};
+//! use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
+//!
+//! let mut dev = pollnic::Device::open("0000:00:0a.0", &pollnic::DeviceConfig::default())?;
+//! let mac = EthernetAddress(dev.mac());
+//! let mut phy = QueueDevice::new(&mut dev, 0);
+//! let now = smoltcp::time::Instant::now();
+//! let mut iface = Interface::new(Config::new(HardwareAddress::Ethernet(mac)), &mut phy, now);
+//! iface.update_ip_addrs(|a| a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24)).unwrap());
+//! let mut sockets = SocketSet::new(vec![]);
+//! loop {
+//!     phy.poll(&mut iface, &mut sockets, smoltcp::time::Instant::now());
+//! #   break;
+//! }
+//! # Ok::<(), pollnic::Error>(())
+//! ```
+
+use crate::device::Device;
+use crate::queue::Queue;
+use ::smoltcp::iface::{Interface, PollResult, SocketSet};
+use ::smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
+use ::smoltcp::time::Instant;
+use ::smoltcp::wire::{
+    EthernetFrame, EthernetProtocol, Icmpv4Packet, IpAddress, IpProtocol, Ipv4Packet, TcpPacket,
+    UdpPacket,
+};
+use pollnic_rings::{rx_free_thresh, Packet};
+
+/// Frames taken from the RX ring per poll, and TX frames batched per tail
+/// write (DPDK's default burst).
+pub const BURST: usize = 32;
+
+/// Counters of a [`QueueDevice`] (frames; all start at 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SmolStats {
+    /// Frames handed to smoltcp.
+    pub rx_frames: u64,
+    /// Frames dropped before smoltcp because a header is truncated or
+    /// inconsistent (Ethernet shorter than 14 bytes; IPv4 version not 4, IHL
+    /// below 5 or total length beyond the frame; TCP data offset; UDP
+    /// length; ICMP shorter than its header), as smoltcp's `new_checked`
+    /// parsers and `Ipv4Repr::parse` find them.
+    pub rx_malformed: u64,
+    /// Frames dropped before smoltcp because the IPv4 header checksum or the
+    /// TCP, UDP (non-zero) or ICMP checksum is wrong.
+    pub rx_bad_checksum: u64,
+    /// Frames placed on the TX ring.
+    pub tx_frames: u64,
+    /// Frames smoltcp wrote that were dropped because the mempool had no
+    /// buffer for them (written into a scratch buffer, never sent).
+    pub tx_nobuf: u64,
+    /// Times [`QueueDevice::transmit`] refused a token because `BURST`
+    /// frames were still waiting for room on the TX ring (smoltcp retries
+    /// on its next poll; nothing is lost).
+    pub tx_ring_full: u64,
+}
+
+/// smoltcp's `phy::Device` over one queue of a pollnic [`Device`]: see the
+/// [module documentation](self).
+///
+/// Dropping it sends what is batched, waits up to 100 ms for the TX ring
+/// to drain and returns every buffer it holds to the queue's cache.
+pub struct QueueDevice<'q> {
+    queue: &'q mut Queue,
+    /// Received frames not yet handed out, newest first (popped from the end).
+    rx: Vec<Packet>,
+    /// Frames smoltcp has consumed, returned to the cache in bulk.
+    rx_done: Vec<Packet>,
+    /// Frames smoltcp wrote, waiting for the next tail write.
+    tx: Vec<Packet>,
+    /// A buffer ready for the next TX token.
+    spare: Option<Packet>,
+    /// Where a frame goes when the mempool has no buffer for it.
+    scratch: Vec<u8>,
+    stats: SmolStats,
+    ip_mtu: usize,
+    max_burst: usize,
+}
+
+impl<'q> QueueDevice<'q> {
+    /// smoltcp's device over queue `queue` of `dev`, with `dev`'s MTU.
+    ///
+    /// # Panics
+    /// If `queue` is not below [`Device::queue_count`].
+    pub fn new(dev: &'q mut Device, queue: u16) -> Self {
+        let mtu = dev.mtu() as usize;
+        Self::on_queue(dev.queue(queue), mtu)
+    }
+
+    /// smoltcp's device over `queue`, for a port set up for an IP MTU of
+    /// `ip_mtu` bytes ([`Device::mtu`]).
+    pub fn on_queue(queue: &'q mut Queue, ip_mtu: usize) -> Self {
+        let ring = queue.rx.desc().count();
+        let max_burst = (ring - rx_free_thresh(ring) - 1).max(1) as usize;
+        QueueDevice {
+            queue,
+            rx: Vec::with_capacity(BURST),
+            rx_done: Vec::with_capacity(BURST),
+            tx: Vec::with_capacity(BURST),
+            spare: None,
+            scratch: Vec::new(),
+            stats: SmolStats::default(),
+            ip_mtu,
+            max_burst,
+        }
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> SmolStats {
+        self.stats
+    }
+
+    /// The queue underneath (its counters, its mempool).
+    pub fn queue(&self) -> &Queue {
+        self.queue
+    }
+
+    /// Put every frame smoltcp has written on the TX ring (one TDT write);
+    /// frames that do not fit stay batched for the next call. Returns how
+    /// many are still waiting.
+    pub fn flush(&mut self) -> usize {
+        if !self.tx.is_empty() {
+            let n = self.queue.tx_burst(&mut self.tx);
+            self.stats.tx_frames += n as u64;
+        }
+        self.tx.len()
+    }
+
+    /// One round of the stack: [`Interface::poll`] on this device, then
+    /// [`QueueDevice::flush`]. Call it in a loop (it never blocks).
+    pub fn poll(
+        &mut self,
+        iface: &mut Interface,
+        sockets: &mut SocketSet<'_>,
+        now: Instant,
+    ) -> PollResult {
+        let r = iface.poll(now, self, sockets);
+        self.flush();
+        r
+    }
+
+    /// Make sure a TX buffer is ready; false when the mempool is empty even
+    /// after reclaiming sent buffers.
+    fn ensure_spare(&mut self) -> bool {
+        if self.spare.is_none() {
+            self.spare = self.queue.rx.cache_mut().alloc();
+            if self.spare.is_none() {
+                self.queue.tx.reclaim(self.queue.rx.cache_mut());
+                self.spare = self.queue.rx.cache_mut().alloc();
+            }
+        }
+        self.spare.is_some()
+    }
+
+    /// Refill the received burst from the ring once it is empty; returns
+    /// whether a frame is waiting. Frames that fail the header checks are
+    /// dropped and counted here.
+    fn next_rx(&mut self) -> Option<Packet> {
+        loop {
+            if let Some(p) = self.rx.pop() {
+                match check_frame(p.data()) {
+                    Verdict::Pass => return Some(p),
+                    Verdict::Malformed => self.stats.rx_malformed += 1,
+                    Verdict::BadChecksum => self.stats.rx_bad_checksum += 1,
+                }
+                self.rx_done.push(p);
+                continue;
+            }
+            // The burst is used up: give its buffers back, send what waits,
+            // and poll the ring.
+            self.queue.free_bulk(&mut self.rx_done);
+            self.flush();
+            if self.queue.rx_burst(&mut self.rx, BURST) == 0 {
+                return None;
+            }
+            self.rx.reverse();
+        }
+    }
+}
+
+impl Drop for QueueDevice<'_> {
+    fn drop(&mut self) {
+        self.flush();
+        if !self.tx.is_empty() {
+            // The ring stayed full: make room once more, then give up on the rest.
+            self.queue.flush_tx(std::time::Duration::from_millis(100));
+            self.flush();
+        }
+        self.queue.flush_tx(std::time::Duration::from_millis(100));
+        self.rx_done.append(&mut self.rx);
+        self.rx_done.append(&mut self.tx);
+        self.rx_done.extend(self.spare.take());
+        self.queue.free_bulk(&mut self.rx_done);
+    }
+}
+
+/// What the header checks found.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Pass,
+    Malformed,
+    BadChecksum,
+}
+
+/// Check an Ethernet frame's IPv4 and L4 headers with smoltcp's parsers;
+/// other EtherTypes (ARP, IPv6) pass untouched.
+fn check_frame(frame: &[u8]) -> Verdict {
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return Verdict::Malformed;
+    };
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return Verdict::Pass;
+    }
+    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+        return Verdict::Malformed;
+    };
+    // `new_checked` checks the lengths against each other, not that the
+    // version is 4 or that IHL covers the fixed 20-byte header (smoltcp's
+    // `Ipv4Repr::parse` later refuses both).
+    if ip.version() != 4 || ip.header_len() < 20 {
+        return Verdict::Malformed;
+    }
+    if !ip.verify_checksum() {
+        return Verdict::BadChecksum;
+    }
+    if ip.more_frags() || ip.frag_offset() != 0 {
+        // A fragment's payload is not a whole L4 packet; smoltcp reassembles
+        // (or drops) it and checks the L4 header then.
+        return Verdict::Pass;
+    }
+    let (src, dst) = (
+        IpAddress::Ipv4(ip.src_addr()),
+        IpAddress::Ipv4(ip.dst_addr()),
+    );
+    let payload = ip.payload();
+    let ok = match ip.next_header() {
+        IpProtocol::Tcp => match TcpPacket::new_checked(payload) {
+            Ok(t) => t.verify_checksum(&src, &dst),
+            Err(_) => return Verdict::Malformed,
+        },
+        IpProtocol::Udp => match UdpPacket::new_checked(payload) {
+            Ok(u) => u.verify_checksum(&src, &dst),
+            Err(_) => return Verdict::Malformed,
+        },
+        IpProtocol::Icmp => match Icmpv4Packet::new_checked(payload) {
+            Ok(i) => i.verify_checksum(),
+            Err(_) => return Verdict::Malformed,
+        },
+        _ => true,
+    };
+    if ok {
+        Verdict::Pass
+    } else {
+        Verdict::BadChecksum
+    }
+}
+
+/// One received frame, lent to smoltcp in place (the DMA buffer the NIC
+/// wrote); its buffer goes back to the queue's cache afterwards.
+pub struct RxToken<'a> {
+    packet: Packet,
+    done: &'a mut Vec<Packet>,
+}
+
+impl phy::RxToken for RxToken<'_> {
+    fn consume<R, F>(self, f: F) -> R
+    where
+        F: FnOnce(&[u8]) -> R,
+    {
+        let r = f(self.packet.data());
+        self.done.push(self.packet);
+        r
+    }
+}
+
+/// Room for one frame in a mempool buffer of the queue; the frame joins
+/// the TX batch when smoltcp has written it.
+pub struct TxToken<'a> {
+    queue: &'a mut Queue,
+    spare: &'a mut Option<Packet>,
+    tx: &'a mut Vec<Packet>,
+    scratch: &'a mut Vec<u8>,
+    stats: &'a mut SmolStats,
+}
+
+impl phy::TxToken for TxToken<'_> {
+    fn consume<R, F>(self, len: usize, f: F) -> R
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        let mut p = match self.spare.take() {
+            Some(p) if len <= p.capacity() => p,
+            other => {
+                // No buffer (or a frame longer than a buffer, which smoltcp
+                // never writes within the MTU it was given): let smoltcp
+                // write, and drop the frame.
+                *self.spare = other;
+                self.stats.tx_nobuf += 1;
+                self.scratch.resize(len, 0);
+                return f(&mut self.scratch[..len]);
+            }
+        };
+        p.set_len(len)
+            .expect("len was checked against the capacity");
+        let r = f(p.data_mut());
+        self.tx.push(p);
+        if self.tx.len() >= BURST {
+            let n = self.queue.tx_burst(self.tx);
+            self.stats.tx_frames += n as u64;
+        }
+        r
+    }
+}
+
+impl phy::Device for QueueDevice<'_> {
+    type RxToken<'a>
+        = RxToken<'a>
+    where
+        Self: 'a;
+    type TxToken<'a>
+        = TxToken<'a>
+    where
+        Self: 'a;
+
+    fn receive(&mut self, _timestamp: Instant) -> Option<(RxToken<'_>, TxToken<'_>)> {
+        let packet = self.next_rx()?;
+        // A reply buffer if one can be had; without one the TX token drops
+        // (and counts) what smoltcp writes rather than holding up receive.
+        self.ensure_spare();
+        self.stats.rx_frames += 1;
+        Some((
+            RxToken {
+                packet,
+                done: &mut self.rx_done,
+            },
+            TxToken {
+                queue: self.queue,
+                spare: &mut self.spare,
+                tx: &mut self.tx,
+                scratch: &mut self.scratch,
+                stats: &mut self.stats,
+            },
+        ))
+    }
+
+    fn transmit(&mut self, _timestamp: Instant) -> Option<TxToken<'_>> {
+        if self.tx.len() >= BURST && self.flush() >= BURST {
+            self.stats.tx_ring_full += 1;
+            return None;
+        }
+        if !self.ensure_spare() {
+            return None;
+        }
+        Some(TxToken {
+            queue: self.queue,
+            spare: &mut self.spare,
+            tx: &mut self.tx,
+            scratch: &mut self.scratch,
+            stats: &mut self.stats,
+        })
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut caps = DeviceCapabilities::default();
+        caps.medium = Medium::Ethernet;
+        caps.max_transmission_unit = self.ip_mtu + 14;
+        caps.max_burst_size = Some(self.max_burst);
+        caps.checksum = ChecksumCapabilities::default();
+        caps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet + IPv4 + UDP frame with correct checksums.
+    fn udp_frame(payload: &[u8]) -> Vec<u8> {
+        use ::smoltcp::phy::ChecksumCapabilities as C;
+        use ::smoltcp::wire::{Ipv4Address, Ipv4Repr, UdpRepr};
+        let (src, dst) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
+        let udp = UdpRepr {
+            src_port: 1000,
+            dst_port: 7,
+        };
+        let ip = Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Udp,
+            payload_len: udp.header_len() + payload.len(),
+            hop_limit: 64,
+        };
+        let mut f = vec![0u8; 14 + ip.buffer_len() + udp.header_len() + payload.len()];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut p = Ipv4Packet::new_unchecked(&mut f[14..]);
+        ip.emit(&mut p, &C::default());
+        let mut u = UdpPacket::new_unchecked(p.payload_mut());
+        udp.emit(
+            &mut u,
+            &src.into(),
+            &dst.into(),
+            payload.len(),
+            |b| b.copy_from_slice(payload),
+            &C::default(),
+        );
+        f
+    }
+
+    #[test]
+    fn a_good_frame_passes_and_bad_ones_are_sorted() {
+        let good = udp_frame(b"hello");
+        assert_eq!(check_frame(&good), Verdict::Pass);
+        assert_eq!(check_frame(&good[..10]), Verdict::Malformed);
+        // IPv4 total length beyond the frame.
+        assert_eq!(check_frame(&good[..14 + 20 + 4]), Verdict::Malformed);
+        let mut bad_ihl = good.clone();
+        bad_ihl[14] = 0x43; // IHL 3 words < 20 bytes
+        assert_eq!(check_frame(&bad_ihl), Verdict::Malformed);
+        let mut bad_ver = good.clone();
+        bad_ver[14] = 0x65;
+        assert_ne!(check_frame(&bad_ver), Verdict::Pass);
+        let mut bad_ip_sum = good.clone();
+        bad_ip_sum[14 + 10] ^= 0xff;
+        assert_eq!(check_frame(&bad_ip_sum), Verdict::BadChecksum);
+        let mut bad_udp = good.clone();
+        let last = bad_udp.len() - 1;
+        bad_udp[last] ^= 0x55; // payload byte: the UDP checksum no longer matches
+        assert_eq!(check_frame(&bad_udp), Verdict::BadChecksum);
+        let mut bad_udp_len = good.clone();
+        bad_udp_len[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&100u16.to_be_bytes());
+        assert_eq!(check_frame(&bad_udp_len), Verdict::Malformed);
+        let mut arp = good.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(check_frame(&arp), Verdict::Pass);
+    }
+}
