@@ -116,6 +116,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let [a, b] = &devs[..] {
         a.check_shares_dma_with(b)?;
     }
+    for d in &devs {
+        pollnic_examples::signal::stop_on_removal(d)?;
+    }
     let ports: Vec<(PciAddress, String)> =
         devs.iter().map(|d| (d.address(), d.mac_string())).collect();
     let dirs: Vec<Dir> = if devs.len() == 1 {
@@ -194,7 +197,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let hw: Vec<Vec<_>> = devs.iter().map(|d| d.stats().iter().collect()).collect();
     if args.json {
         json::summary(&ports, &dirs, mode, &per_queue, &hw, stop.load(Relaxed));
-        return Ok(());
+        return check_removed(&devs);
     }
     if let Some(line) = pollnic_examples::signal::interrupted_line("the devices were") {
         println!("{line}");
@@ -205,6 +208,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             println!("--- {} ---", d.address());
             print!("{}", d.stats().ethtool_text());
         }
+    }
+    check_removed(&devs)
+}
+
+/// The kernel asked for a port back: its `Error::DeviceRemoved` (exit
+/// REMOVED_EXIT); both ports close on the way out, and the unbind or remove
+/// finishes.
+fn check_removed(devs: &[Device]) -> Result<(), Box<dyn std::error::Error>> {
+    for d in devs {
+        d.check_removed()?;
     }
     Ok(())
 }
