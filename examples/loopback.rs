@@ -306,8 +306,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "tx_port_counters": txd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
             "rx_port_counters": rxd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
         }));
-        txd.check_removed()?;
-        rxd.check_removed()?;
+        pollnic_examples::signal::close_removed_first(vec![txd, rxd])?;
         if received == 0 {
             return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
         }
@@ -424,10 +423,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("--- {} (receiving port) ---", rxd.address());
         print!("{}", rxd.stats().ethtool_text());
     }
-    // The kernel asked for a port back: exit REMOVED_EXIT; both ports close
-    // on the way out, and the unbind or remove finishes.
-    txd.check_removed()?;
-    rxd.check_removed()?;
+    // The kernel asked for a port back: close it first (its unbind or remove
+    // waits for that), then the other, and exit REMOVED_EXIT.
+    pollnic_examples::signal::close_removed_first(vec![txd, rxd])?;
     if received == 0 {
         return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
     }

@@ -197,7 +197,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let hw: Vec<Vec<_>> = devs.iter().map(|d| d.stats().iter().collect()).collect();
     if args.json {
         json::summary(&ports, &dirs, mode, &per_queue, &hw, stop.load(Relaxed));
-        return check_removed(&devs);
+        return Ok(pollnic_examples::signal::close_removed_first(devs)?);
     }
     if let Some(line) = pollnic_examples::signal::interrupted_line("the devices were") {
         println!("{line}");
@@ -209,15 +209,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             print!("{}", d.stats().ethtool_text());
         }
     }
-    check_removed(&devs)
-}
-
-/// The kernel asked for a port back: its `Error::DeviceRemoved` (exit
-/// REMOVED_EXIT); both ports close on the way out, and the unbind or remove
-/// finishes.
-fn check_removed(devs: &[Device]) -> Result<(), Box<dyn std::error::Error>> {
-    for d in devs {
-        d.check_removed()?;
-    }
-    Ok(())
+    // The kernel asked for a port back: close it first (its unbind or remove
+    // waits for that), then the other, and exit REMOVED_EXIT.
+    Ok(pollnic_examples::signal::close_removed_first(devs)?)
 }

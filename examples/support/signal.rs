@@ -132,6 +132,20 @@ pub fn stop_on_removal(dev: &pollnic::Device) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Close `devs`, the ones the kernel asked for first (its unbind or remove
+/// waits for their close, not for the others', whose close includes a
+/// function reset), and return the first one's `Error::DeviceRemoved`.
+///
+/// # Errors
+/// `pollnic::Error::DeviceRemoved` for the first device the kernel asked for.
+pub fn close_removed_first(devs: Vec<pollnic::Device>) -> Result<(), pollnic::Error> {
+    let (removed, others): (Vec<_>, Vec<_>) = devs.into_iter().partition(|d| d.is_removed());
+    let err = removed.first().map(|d| d.check_removed());
+    drop(removed);
+    drop(others);
+    err.unwrap_or(Ok(()))
+}
+
 /// Whether a port's release request stopped the run ([`stop_on_removal`]).
 pub fn removed() -> bool {
     REMOVED.get().is_some()
