@@ -367,7 +367,7 @@ impl Device {
     /// thread), or register [`Device::on_removal`]. The hardware keeps
     /// working until the device is dropped; the bursts do not look at this.
     /// Never true for a device that has no request channel (the software
-    /// models).
+    /// 82599; the software 82576 has one, fired by its `request_release`).
     #[inline]
     pub fn is_removed(&self) -> bool {
         self.removal.requested()
@@ -404,7 +404,8 @@ impl Device {
     }
 
     /// Whether this device receives the kernel's release requests: true for
-    /// a NIC opened through VFIO, false for the software models. Without
+    /// a NIC opened through VFIO and for the software 82576, false for the
+    /// software 82599. Without
     /// them an unbind or remove of the device waits until the process
     /// closes it.
     pub fn watches_removal(&self) -> bool {
