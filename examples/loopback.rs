@@ -146,6 +146,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             pollnic_hw::rss::MICROSOFT_KEY
         });
     let mut rxd = Device::open(&args.rx, &rx_cfg)?;
+    pollnic_examples::signal::stop_on_removal(&txd)?;
+    pollnic_examples::signal::stop_on_removal(&rxd)?;
     if args.json {
         pollnic_examples::jsonout::emit(&serde_json::json!({
             "type": "start", "tx_port": txd.address().to_string(), "rx_port": rxd.address().to_string(),
@@ -304,6 +306,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "tx_port_counters": txd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
             "rx_port_counters": rxd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
         }));
+        pollnic_examples::signal::close_removed_first(vec![txd, rxd])?;
         if received == 0 {
             return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
         }
@@ -420,6 +423,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("--- {} (receiving port) ---", rxd.address());
         print!("{}", rxd.stats().ethtool_text());
     }
+    // The kernel asked for a port back: close it first (its unbind or remove
+    // waits for that), then the other, and exit REMOVED_EXIT.
+    pollnic_examples::signal::close_removed_first(vec![txd, rxd])?;
     if received == 0 {
         return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
     }
@@ -513,8 +519,11 @@ fn receive(
             if stop.load(Relaxed) {
                 // Take what the NIC still hands up (until 200 ms of quiet,
                 // at most 2 s), so that every frame it counted is accounted.
+                // Not when the kernel wants the port back: its unbind
+                // waits for the close.
                 let (start, mut quiet) = (Instant::now(), Instant::now());
-                while quiet.elapsed() < Duration::from_millis(200)
+                while !q.is_removed()
+                    && quiet.elapsed() < Duration::from_millis(200)
                     && start.elapsed() < Duration::from_secs(2)
                 {
                     let n = q.rx_burst(&mut buf, batch);

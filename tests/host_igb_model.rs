@@ -412,3 +412,87 @@ fn at_mtu_9000_every_buffer_carries_whole_frames_without_crossing_a_page() {
     assert!(a.violations().is_empty(), "{:?}", a.violations());
     assert!(b.violations().is_empty(), "{:?}", b.violations());
 }
+
+/// The kernel's request for the device back (as VFIO relays an unbind or a
+/// remove): the flag turns true for the device and its queue threads, the
+/// callback runs once (also one registered late), `check_removed` gives
+/// `Error::DeviceRemoved` saying what to run, the queue threads that check
+/// the flag leave `run_pinned`, and the drop then shuts the device down in
+/// order with every mapping gone and no violation.
+#[test]
+fn a_release_request_stops_the_queue_threads_and_the_device_closes_in_order() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    let m = model(1);
+    let mut dev = m.open(&small(2)).unwrap();
+    assert!(dev.watches_removal());
+    assert!(!dev.is_removed());
+    dev.check_removed().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&calls);
+    dev.on_removal(move |addr| {
+        assert_eq!(addr.to_string(), MODEL_ADDR);
+        c.fetch_add(1, SeqCst);
+    });
+    let cores = [core_affinity::get_core_ids().unwrap()[0].id];
+    let polls = pollnic::run_pinned(
+        &mut dev,
+        &cores,
+        |q| {
+            let mut burst = Vec::with_capacity(32);
+            let (t0, mut n) = (Instant::now(), 0u64);
+            // Bounded, so that a flag that never turns true fails, not hangs.
+            while !q.is_removed() && t0.elapsed() < Duration::from_secs(5) {
+                q.rx_burst(&mut burst, 32);
+                q.free_bulk(&mut burst);
+                n += 1;
+            }
+            (n, q.is_removed())
+        },
+        || {
+            std::thread::sleep(Duration::from_millis(20));
+            m.request_release();
+            m.request_release(); // the kernel's repeat, 10 s later
+        },
+    )
+    .expect("queue threads");
+    assert_eq!(polls.len(), 2);
+    assert!(
+        polls.iter().all(|&(n, removed)| n > 0 && removed),
+        "each queue thread polls, then leaves on the request: {polls:?}"
+    );
+    assert_eq!(calls.load(SeqCst), 1, "the callback runs once");
+    let late = Arc::new(AtomicUsize::new(0));
+    let l = Arc::clone(&late);
+    dev.on_removal(move |_| {
+        l.fetch_add(1, SeqCst);
+    });
+    assert_eq!(
+        late.load(SeqCst),
+        1,
+        "registered after the request: runs at once"
+    );
+    assert!(dev.is_removed());
+    let e = dev.check_removed().unwrap_err();
+    assert!(matches!(e, Error::DeviceRemoved { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(MODEL_ADDR)
+            && msg.contains(&format!("pollnic bind {MODEL_ADDR}"))
+            && msg.contains("/sys/bus/pci/rescan"),
+        "{msg}"
+    );
+    drop(dev);
+    let ev = m.events();
+    let off = ev
+        .iter()
+        .position(|e| matches!(e, Event::BusMasterOff))
+        .expect("bus mastering turned off");
+    let first_unmap = ev
+        .iter()
+        .position(|e| matches!(e, Event::Unmap { .. }))
+        .expect("memory unmapped");
+    assert!(off < first_unmap, "memory freed before DMA stopped: {ev:?}");
+    assert!(m.mappings().is_empty(), "left mapped: {:?}", m.mappings());
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 mod doctor;
+mod holders;
 mod rsstool;
 
 use std::path::PathBuf;
@@ -207,15 +208,18 @@ fn main() -> ExitCode {
             queues,
             json,
         } => doctor(sysfs, &ports, &cores, queues, json),
-        Command::Unbind { addrs } => match pci::unbind_vfio_all(&sysfs, &addrs) {
-            Ok(reports) => {
-                for r in &reports {
-                    println!("{r}");
+        Command::Unbind { addrs } => {
+            say_who_holds(&sysfs, &addrs);
+            match pci::unbind_vfio_all(&sysfs, &addrs) {
+                Ok(reports) => {
+                    for r in &reports {
+                        println!("{r}");
+                    }
+                    ExitCode::SUCCESS
                 }
-                ExitCode::SUCCESS
+                Err(e) => failed(&e, "unbound"),
             }
-            Err(e) => failed(&e, "unbound"),
-        },
+        }
         Command::Rss {
             src,
             dst,
@@ -290,6 +294,28 @@ fn status(sysfs: &Sysfs) -> ExitCode {
         Err(e) => {
             eprintln!("pollnic: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Before an unbind: name the processes that hold each port's VFIO group,
+/// since the kernel's unbind waits until they let go of it (a pollnic
+/// program does at once, on VFIO's device-release request, and exits 69).
+fn say_who_holds(sysfs: &Sysfs, addrs: &[PciAddress]) {
+    for &addr in addrs {
+        let Ok(dev) = pci::PciDevice::read(sysfs, addr) else {
+            continue;
+        };
+        let (Some(group), true) = (dev.iommu_group, dev.is_vfio_bound()) else {
+            continue;
+        };
+        let node = PathBuf::from(format!("/dev/vfio/{group}"));
+        for (pid, comm) in holders::holders(std::path::Path::new("/proc"), &node) {
+            eprintln!(
+                "pollnic: {addr} is in use by {comm} (pid {pid}): the kernel asks it to release \
+                 the port, and the unbind waits until it does (a pollnic program stops at once; \
+                 if this hangs, stop pid {pid})"
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::io::{DeviceBar, DeviceIo};
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::Queue;
 use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
+use crate::removal::Removal;
 use crate::stats::Stats;
 use crate::sys::dmamap::{DmaMapping, DmaPurpose, MappingLog, Recording};
 use crate::sys::vfio::Vfio;
@@ -66,6 +67,8 @@ pub struct Device {
     open: Arc<AtomicBool>,
     /// The live DMA mappings, kept by the [`Recording`] mappers of each region.
     mappings: MappingLog,
+    /// The kernel's request for the device back (shared with the queues).
+    removal: Arc<Removal>,
     // Dropped last: BAR unmapped, VFIO device and container closed.
     io: Box<dyn DeviceIo>,
 }
@@ -250,8 +253,12 @@ impl Device {
             bar: io.bar0(),
             open: Arc::new(AtomicBool::new(true)),
             mappings: MappingLog::default(),
+            removal: Arc::new(Removal::new(ident.addr)),
             io,
         };
+        let removal = Arc::clone(&dev.removal);
+        let watched = dev.io.watch_release(Box::new(move || removal.request()));
+        dev.removal.set_watched(watched);
         // On error `dev` is dropped here, which resets the device and frees everything.
         dev.bring_up(cfg)?;
         let (bar, stats) = (Arc::clone(&dev.bar), Arc::clone(&dev.stats));
@@ -313,6 +320,7 @@ impl Device {
                 rx,
                 tx,
                 counters: Arc::clone(&self.counters),
+                removal: Arc::clone(&self.removal),
             });
         }
         fam.start_tx(r);
@@ -349,6 +357,59 @@ impl Device {
     /// The back end driving this device ("igb", "ixgbe").
     pub fn family(&self) -> &'static str {
         self.family.name()
+    }
+
+    /// Whether the kernel has asked for this device back: an administrator
+    /// unbound it from vfio-pci or removed it, and VFIO relayed the request
+    /// (`VFIO_PCI_REQ_IRQ_INDEX`; the kernel's unbind or remove now waits
+    /// until this `Device` is dropped). One relaxed atomic load: check it
+    /// where a loop checks its stop flag ([`Queue::is_removed`] on a queue
+    /// thread), or register [`Device::on_removal`]. The hardware keeps
+    /// working until the device is dropped; the bursts do not look at this.
+    /// Never true for a device that has no request channel (the software
+    /// 82599; the software 82576 has one, fired by its `request_release`).
+    #[inline]
+    pub fn is_removed(&self) -> bool {
+        self.removal.requested()
+    }
+
+    /// `Err(`[`Error::DeviceRemoved`]`)` once [`Device::is_removed`]: the
+    /// error to hand up (its message says what happened and what to run to
+    /// use the port again). Then drop the device: that stops its DMA
+    /// (queues and receiver off, reset, bus mastering off), returns every
+    /// ring buffer to its pool, and closes the VFIO device and group, which
+    /// lets the kernel's unbind or remove complete.
+    ///
+    /// # Errors
+    /// [`Error::DeviceRemoved`], naming the device.
+    pub fn check_removed(&self) -> Result<()> {
+        if self.is_removed() {
+            Err(Error::DeviceRemoved { addr: self.addr })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Run `f(address)` once when the kernel asks for this device back
+    /// (see [`Device::is_removed`]), on the thread that receives the request
+    /// (`pollnic-release`), or at once if it came already. Typically `f`
+    /// sets the flag the program's loops already check, as a Ctrl-C handler
+    /// does (DPDK's counterpart: an `RTE_DEV_EVENT_REMOVE` callback). `f`
+    /// must not block and must not drop the device.
+    pub fn on_removal<F>(&self, f: F)
+    where
+        F: Fn(PciAddress) + Send + Sync + 'static,
+    {
+        self.removal.on_request(Box::new(f));
+    }
+
+    /// Whether this device receives the kernel's release requests: true for
+    /// a NIC opened through VFIO and for the software 82576, false for the
+    /// software 82599. Without
+    /// them an unbind or remove of the device waits until the process
+    /// closes it.
+    pub fn watches_removal(&self) -> bool {
+        self.removal.watched()
     }
 
     /// Queue 0 of a single-queue device, for the device-level conveniences.

@@ -151,6 +151,24 @@ pub enum Error {
         /// How long we waited.
         waited_ms: u64,
     },
+
+    /// The kernel asked for the device back: an administrator unbound it
+    /// from vfio-pci (`echo <addr> > /sys/bus/pci/drivers/vfio-pci/unbind`,
+    /// `pollnic unbind`) or removed it (`echo 1 >
+    /// /sys/bus/pci/devices/<addr>/remove`), and VFIO relayed the request
+    /// (`VFIO_PCI_REQ_IRQ_INDEX`). [`crate::Device::check_removed`] returns
+    /// it; the device must then be dropped, which stops its DMA, returns its
+    /// buffers and closes it, so that the unbind or remove can finish.
+    #[error(
+        "{addr}: the kernel asked for the device back (it is being unbound from vfio-pci or \
+         removed), so pollnic stopped using it and closed it. To use it again: \
+         `pollnic bind {addr}`; after a remove, first `echo 1 > /sys/bus/pci/rescan` \
+         (`pollnic status` shows where it is)"
+    )]
+    DeviceRemoved {
+        /// The device.
+        addr: PciAddress,
+    },
 }
 
 impl From<crate::pci::ParseAddressError> for Error {

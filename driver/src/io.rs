@@ -71,4 +71,13 @@ pub trait DeviceIo: Send + Sync {
     fn page_size(&self) -> PageSize;
     /// Stop PCI bus mastering: after this the device can no longer DMA.
     fn disable_bus_master(&self);
+    /// Call `on_request`, from a thread of its own, each time the kernel asks
+    /// for the device back (VFIO's device-release request: an unbind from
+    /// vfio-pci or a remove; `docs/design/device-release.md`). Returns
+    /// whether requests will be delivered; the default, for a device that
+    /// has no such channel, delivers none.
+    fn watch_release(&self, on_request: Box<dyn Fn() + Send + Sync>) -> bool {
+        let _ = on_request;
+        false
+    }
 }

@@ -52,6 +52,7 @@ pub mod model;
 pub mod pci;
 mod queue;
 mod refresh;
+mod removal;
 mod runner;
 #[cfg(feature = "smoltcp")]
 pub mod smoltcp;

@@ -4,7 +4,9 @@
 
 use crate::counters::DeviceCounters;
 use crate::io::TailDoorbell;
+use crate::removal::Removal;
 use pollnic_rings::{Mempool, Packet, RxRing, RxStats, TxRing, TxStats};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// RX queue `id`, TX queue `id`, and the mempool both use.
@@ -13,12 +15,23 @@ pub struct Queue {
     pub(crate) rx: RxRing<TailDoorbell>,
     pub(crate) tx: TxRing<TailDoorbell>,
     pub(crate) counters: DeviceCounters,
+    pub(crate) removal: Arc<Removal>,
 }
 
 impl Queue {
     /// Queue index (the RX queue RSS steers to, and the TX queue used).
     pub fn id(&self) -> u16 {
         self.id
+    }
+
+    /// Whether the kernel has asked for this queue's device back
+    /// ([`crate::Device::is_removed`]): a queue thread checks it where it
+    /// checks its stop flag, leaves its loop, and the device is dropped once
+    /// every queue thread has left. One relaxed load; the bursts do not
+    /// look at it.
+    #[inline]
+    pub fn is_removed(&self) -> bool {
+        self.removal.requested()
     }
 
     /// Receive up to `max` frames, appending them to `out`; returns how many.

@@ -102,6 +102,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_promisc(true)
         .with_mtu(args.mtu);
     let mut dev = Device::open(&args.port, &cfg)?;
+    pollnic_examples::signal::stop_on_removal(&dev)?;
     if !args.json {
         println!(
             "pollnic capture: {} ({}), {} queue(s) on cores {:?}, to {} ({}), {}, {}, snaplen {}; capturing",
@@ -310,6 +311,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         );
     }
+    // The kernel asked for the port back: exit REMOVED_EXIT (the device
+    // closes on the way out, and the unbind or remove finishes).
+    dev.check_removed()?;
     Ok(())
 }
 
@@ -373,9 +377,13 @@ fn receive(
     }
     // What the NIC still hands up after the stop is counted, not written, so
     // that written + after the stop adds up to what the port received: drain
-    // until the queue has been quiet for 200 ms (at most 2 s).
+    // until the queue has been quiet for 200 ms (at most 2 s). Not when the
+    // kernel wants the device back: its unbind waits for the close.
     let (start, mut quiet) = (Instant::now(), Instant::now());
-    while quiet.elapsed() < Duration::from_millis(200) && start.elapsed() < Duration::from_secs(2) {
+    while !q.is_removed()
+        && quiet.elapsed() < Duration::from_millis(200)
+        && start.elapsed() < Duration::from_secs(2)
+    {
         let n = q.rx_burst(&mut buf, 32);
         if n > 0 {
             r.after += n as u64;

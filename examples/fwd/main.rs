@@ -116,6 +116,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let [a, b] = &devs[..] {
         a.check_shares_dma_with(b)?;
     }
+    for d in &devs {
+        pollnic_examples::signal::stop_on_removal(d)?;
+    }
     let ports: Vec<(PciAddress, String)> =
         devs.iter().map(|d| (d.address(), d.mac_string())).collect();
     let dirs: Vec<Dir> = if devs.len() == 1 {
@@ -194,7 +197,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let hw: Vec<Vec<_>> = devs.iter().map(|d| d.stats().iter().collect()).collect();
     if args.json {
         json::summary(&ports, &dirs, mode, &per_queue, &hw, stop.load(Relaxed));
-        return Ok(());
+        return Ok(pollnic_examples::signal::close_removed_first(devs)?);
     }
     if let Some(line) = pollnic_examples::signal::interrupted_line("the devices were") {
         println!("{line}");
@@ -206,5 +209,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             print!("{}", d.stats().ethtool_text());
         }
     }
-    Ok(())
+    // The kernel asked for a port back: close it first (its unbind or remove
+    // waits for that), then the other, and exit REMOVED_EXIT.
+    Ok(pollnic_examples::signal::close_removed_first(devs)?)
 }

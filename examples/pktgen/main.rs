@@ -113,6 +113,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_mempool_size((args.ring_size * 2 + 2048).max(4096))
         .with_mtu(args.mtu);
     let mut dev = Device::open(&args.port, &cfg)?;
+    pollnic_examples::signal::stop_on_removal(&dev)?;
     let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(dev.mac(), dst, i))
         .collect();
@@ -228,5 +229,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         stop.load(Relaxed),
         written,
     );
+    // The kernel asked for the port back: exit REMOVED_EXIT, closing the
+    // device on the way out (which lets the unbind or remove finish).
+    dev.check_removed()?;
     Ok(())
 }

@@ -48,11 +48,27 @@ pub fn parse<T: clap::Parser>(tool: &str) -> T {
     })
 }
 
-/// End the process after `run` failed: [`USAGE_EXIT`] for a [`Usage`], 1
-/// for anything else, with one line `TOOL: message`.
+/// End the process after `run` failed: [`USAGE_EXIT`] for a [`Usage`],
+/// [`crate::signal::REMOVED_EXIT`] for `pollnic::Error::DeviceRemoved` (the
+/// kernel took a port back), 1 for anything else, with one line `TOOL:
+/// message`.
 pub fn exit_with(tool: &str, e: &(dyn std::error::Error + 'static)) -> ! {
     eprintln!("{tool}: {e}");
-    std::process::exit(if e.is::<Usage>() { USAGE_EXIT } else { 1 })
+    std::process::exit(exit_status(e))
+}
+
+/// The status [`exit_with`] exits with for `e`.
+pub fn exit_status(e: &(dyn std::error::Error + 'static)) -> i32 {
+    if e.is::<Usage>() {
+        USAGE_EXIT
+    } else if matches!(
+        e.downcast_ref::<pollnic::Error>(),
+        Some(pollnic::Error::DeviceRemoved { .. })
+    ) {
+        crate::signal::REMOVED_EXIT
+    } else {
+        1
+    }
 }
 
 /// `--cores`: a list such as `0,2-3` ([`pollnic::parse_cores`]), without
@@ -120,6 +136,17 @@ fn one_line(e: &clap::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_removed_device_has_its_own_exit_status() {
+        let addr: pollnic::pci::PciAddress = "0000:00:08.0".parse().unwrap();
+        let removed: Box<dyn std::error::Error> = Box::new(pollnic::Error::DeviceRemoved { addr });
+        assert_eq!(exit_status(&*removed), crate::signal::REMOVED_EXIT);
+        assert!(removed.to_string().contains("pollnic bind 0000:00:08.0"));
+        let other: Box<dyn std::error::Error> = Box::new(pollnic::Error::Config("x".into()));
+        assert_eq!(exit_status(&*other), 1);
+        assert_eq!(exit_status(&Usage("x".into())), USAGE_EXIT);
+    }
 
     #[test]
     fn duplicate_cores_are_refused_and_fractions_checked() {

@@ -12,6 +12,11 @@
 //! - A panic in any thread also sets the flag (after the panic message), so
 //!   every loop ends, the devices are shut down, and the tool exits with
 //!   [`PANIC_EXIT`] instead of leaving a reporter thread printing.
+//! - The kernel's request for a device back (an unbind from vfio-pci or a
+//!   remove while the tool runs) sets it too, once [`stop_on_removal`] was
+//!   called for that device: the loops end, the tool prints its summary,
+//!   drops the device (which lets the unbind or remove finish), and exits
+//!   [`REMOVED_EXIT`] with `pollnic::Error::DeviceRemoved`'s message.
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -21,6 +26,14 @@ use std::time::{Duration, Instant};
 
 /// Exit status after a thread panicked (the status of a panicking Rust main).
 pub const PANIC_EXIT: i32 = 101;
+
+/// Exit status when the kernel took a port back while the tool ran (an
+/// unbind from vfio-pci or a remove): 69, `EX_UNAVAILABLE` of BSD
+/// `sysexits.h`, "a service is unavailable".
+pub const REMOVED_EXIT: i32 = 69;
+
+/// The port whose release request stopped the run, if one did.
+static REMOVED: OnceLock<String> = OnceLock::new();
 
 /// The first signal, 0 before any.
 static FIRST_SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -82,11 +95,17 @@ fn name(sig: i32) -> &'static str {
 }
 
 /// What stopped the run early, for the summary's first line: `Ctrl-C
-/// (SIGINT)`, `SIGTERM`, or `None` when no signal came.
-pub fn stopped_by() -> Option<&'static str> {
+/// (SIGINT)`, `SIGTERM`, the kernel's release request for a port, or
+/// `None` when nothing did.
+pub fn stopped_by() -> Option<String> {
+    if let Some(addr) = REMOVED.get() {
+        return Some(format!(
+            "the kernel's request for {addr} (an unbind from vfio-pci or a remove)"
+        ));
+    }
     match FIRST_SIGNAL.load(Ordering::SeqCst) {
         0 => None,
-        s => Some(name(s)),
+        s => Some(name(s).to_string()),
     }
 }
 
@@ -94,6 +113,42 @@ pub fn stopped_by() -> Option<&'static str> {
 /// SIGTERM: the device was shut down cleanly)`; `None` without one.
 pub fn interrupted_line(what: &str) -> Option<String> {
     stopped_by().map(|s| format!("(interrupted by {s}: {what} shut down cleanly)"))
+}
+
+/// Stop the tool when the kernel asks for `dev` back, as a signal does: the
+/// [`stop_flag`] is set (from the device's `pollnic-release` thread), the
+/// summary's first line names the request, and the tool then returns
+/// `dev.check_removed()`'s error, which [`crate::args::exit_with`] turns
+/// into [`REMOVED_EXIT`]. Call it right after opening each device.
+///
+/// # Errors
+/// As [`stop_flag`] (when it was not called before).
+pub fn stop_on_removal(dev: &pollnic::Device) -> std::io::Result<()> {
+    let flag = stop_flag()?;
+    dev.on_removal(move |addr| {
+        let _ = REMOVED.set(addr.to_string());
+        flag.store(true, Ordering::SeqCst);
+    });
+    Ok(())
+}
+
+/// Close `devs`, the ones the kernel asked for first (its unbind or remove
+/// waits for their close, not for the others', whose close includes a
+/// function reset), and return the first one's `Error::DeviceRemoved`.
+///
+/// # Errors
+/// `pollnic::Error::DeviceRemoved` for the first device the kernel asked for.
+pub fn close_removed_first(devs: Vec<pollnic::Device>) -> Result<(), pollnic::Error> {
+    let (removed, others): (Vec<_>, Vec<_>) = devs.into_iter().partition(|d| d.is_removed());
+    let err = removed.first().map(|d| d.check_removed());
+    drop(removed);
+    drop(others);
+    err.unwrap_or(Ok(()))
+}
+
+/// Whether a port's release request stopped the run ([`stop_on_removal`]).
+pub fn removed() -> bool {
+    REMOVED.get().is_some()
 }
 
 /// Whether a thread panicked since [`stop_flag`] (the panic hook ran).

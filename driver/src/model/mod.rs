@@ -216,11 +216,17 @@ impl ModelDmaHost for ModelHost {
     }
 }
 
+/// A model's device-release request line: the callbacks `Device`
+/// registered through `DeviceIo::watch_release`, which a test fires as the
+/// kernel would on an unbind or remove.
+pub(crate) type ReleaseLine = Arc<Mutex<Vec<Box<dyn Fn() + Send + Sync>>>>;
+
 /// What `Device` runs over for a model: its BAR0 and IOMMU, 4 KiB pages.
 pub(crate) struct SoftIo {
     bar: Arc<SoftBar>,
     dma: Arc<ModelDma<ModelHost>>,
     shared: SharedModel,
+    release: Option<ReleaseLine>,
 }
 
 impl SoftIo {
@@ -231,6 +237,15 @@ impl SoftIo {
             }),
             dma: Arc::new(ModelDma(ModelHost(Arc::clone(&shared)))),
             shared,
+            release: None,
+        }
+    }
+
+    /// With a device-release request line a test can fire.
+    pub fn with_release(shared: SharedModel, line: ReleaseLine) -> Self {
+        SoftIo {
+            release: Some(line),
+            ..SoftIo::new(shared)
         }
     }
 }
@@ -252,5 +267,15 @@ impl DeviceIo for SoftIo {
         let mut s = lock(&self.shared);
         s.bus_master_off();
         s.log(Event::BusMasterOff);
+    }
+    /// Only a model built with a release line (the software 82576) has one.
+    fn watch_release(&self, on_request: Box<dyn Fn() + Send + Sync>) -> bool {
+        match &self.release {
+            Some(line) => {
+                lock(line).push(on_request);
+                true
+            }
+            None => false,
+        }
     }
 }

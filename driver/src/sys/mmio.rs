@@ -64,6 +64,33 @@ impl Bar {
         })
     }
 
+    /// Replace the mapping, in place, with anonymous zeroed memory of the
+    /// same size: the mapping no longer holds the file it came from (for
+    /// VFIO, the device fd: the kernel counts the device open while any
+    /// mapping of it exists), and any access still made through a clone of
+    /// this `Bar` reads zeros and writes nowhere, instead of faulting (DPDK
+    /// remaps a hot-unplugged device's BARs to anonymous memory alike:
+    /// `pci_uio_remap_resource`, drivers/bus/pci). Called as the device closes.
+    pub fn detach(&self) {
+        // SAFETY: MAP_FIXED over exactly our own mapping `ptr..ptr+len`
+        // (made in `map`, not yet unmapped: that happens only in `drop`):
+        // the range stays valid memory throughout (the kernel swaps the
+        // mapping under its mmap lock), it is only ever reached through
+        // volatile accesses, and `drop` later unmaps the replacement.
+        let p = unsafe {
+            libc::mmap(
+                self.ptr.cast(),
+                self.len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        // On failure the device mapping simply stays until `drop`.
+        let _ = p;
+    }
+
     /// Length of the mapping in bytes.
     pub fn len(&self) -> usize {
         self.len

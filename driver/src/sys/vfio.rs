@@ -4,17 +4,28 @@
 //!
 //! Source: Linux `Documentation/driver-api/vfio.rst`. Built on rust-vmm's
 //! `vfio-ioctls`, wrapped here because its region accessors only log errors.
+//!
+//! The device-release request (the last section): an eventfd on
+//! `VFIO_PCI_REQ_IRQ_INDEX` and the thread that waits on it, and a close
+//! that lets the kernel's unbind or remove finish
+//! (`docs/design/device-release.md`).
 
 use crate::error::Error;
 use crate::io::{DeviceBar, DeviceIo};
 use crate::pci::{PciAddress, Sysfs};
 use crate::sys::mmio::Bar;
 use pollnic_rings::{DmaError, DmaMapper, PageSize};
+use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use vfio_bindings::bindings::vfio::{VFIO_PCI_CONFIG_REGION_INDEX, VFIO_REGION_INFO_FLAG_MMAP};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use vfio_bindings::bindings::vfio::{
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_REQ_IRQ_INDEX, VFIO_REGION_INFO_FLAG_MMAP,
+};
 use vfio_ioctls::{VfioContainer, VfioDevice, VfioError, VfioOps};
+use vmm_sys_util::eventfd::EventFd;
 
 /// PCI command register offset in configuration space.
 const PCI_COMMAND: u64 = 0x04;
@@ -63,11 +74,16 @@ impl DmaMapper for VfioDma {
 
 /// An open VFIO device: its container, device fd and mapped BAR0.
 pub struct Vfio {
-    // Field order is drop order: BAR unmapped, then device fd and group
-    // released, then the container.
+    // Dropped in `Drop for Vfio` (the release section): the request watch
+    // stopped, BAR0 detached from the device fd, the device fd and group
+    // released; then the fields in order, the container last.
     bar0: Arc<Bar>,
-    device: VfioDevice,
+    device: ManuallyDrop<VfioDevice>,
     dma: Arc<VfioDma>,
+    /// The device-release request: its eventfd and watching thread.
+    release: ReleaseWatch,
+    /// The path vfio-ioctls knows the device by (see [`DeviceLink`]).
+    link: DeviceLink,
 }
 
 impl Vfio {
@@ -104,7 +120,8 @@ impl Vfio {
             ),
         };
         let ops: Arc<dyn VfioOps> = container.clone();
-        let device = VfioDevice::new(&sysfs.device_dir(addr), ops, false).map_err(|e| match e {
+        let link = DeviceLink::new(sysfs, addr, group);
+        let device = VfioDevice::new(&link.path(), ops, false).map_err(|e| match e {
             VfioError::GroupViable => Error::GroupNotViable {
                 addr,
                 group,
@@ -151,10 +168,19 @@ impl Vfio {
                 next_iova: AtomicU64::new(IOVA_BASE),
             }),
         };
+        // Registered before the device is touched, so a request that comes
+        // during bring-up is held in the eventfd's counter, not lost.
+        let release = ReleaseWatch::register(&device).map_err(|source| Error::Vfio {
+            addr,
+            what: "registering the device-release request (VFIO_PCI_REQ_IRQ_INDEX)",
+            source,
+        })?;
         let vfio = Vfio {
             bar0: Arc::new(bar0),
-            device,
+            device: ManuallyDrop::new(device),
             dma,
+            release,
+            link,
         };
         vfio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
         Ok(vfio)
@@ -197,6 +223,10 @@ impl DeviceIo for Vfio {
     fn disable_bus_master(&self) {
         self.set_command(PCI_COMMAND_MASTER, false);
     }
+    /// The device-release request (the release section below).
+    fn watch_release(&self, on_request: Box<dyn Fn() + Send + Sync>) -> bool {
+        self.release.start(on_request)
+    }
 }
 
 /// Devices in IOMMU group `group`, other than `addr`, bound to a driver that
@@ -223,4 +253,193 @@ fn group_blockers(sysfs: &Sysfs, group: u32, addr: PciAddress) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+// ---- The device-release request (VFIO_PCI_REQ_IRQ_INDEX) -------------------
+//
+// When an administrator unbinds the device from vfio-pci or removes it, the
+// kernel's `vfio_unregister_group_dev` (drivers/vfio/vfio_main.c) waits for
+// every user of the device to close it, and asks them to: it calls the
+// driver's `request` op at once and again every 10 s
+// (`wait_for_completion_interruptible_timeout(.., HZ * 10)`), and
+// `vfio_pci_core_request` (drivers/vfio/pci/vfio_pci_core.c) signals the
+// eventfd registered on VFIO_PCI_REQ_IRQ_INDEX, or with none registered logs
+// "No device request channel registered, blocked until released by user"
+// once and waits for ever. A thread here waits on that eventfd and hands
+// the request to the device (`DeviceIo::watch_release`); the device stops
+// its queues and closes, and `Drop for Vfio` gives the fds back.
+
+/// The eventfd on VFIO_PCI_REQ_IRQ_INDEX and the thread that waits on it.
+struct ReleaseWatch {
+    event: Arc<EventFd>,
+    /// Set before the thread is woken to end (not a request).
+    closing: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ReleaseWatch {
+    /// A blocking eventfd, registered as the device's request trigger
+    /// (`VFIO_DEVICE_SET_IRQS` with `VFIO_IRQ_SET_DATA_EVENTFD |
+    /// VFIO_IRQ_SET_ACTION_TRIGGER`, one eventfd). No thread runs yet: a
+    /// request before [`ReleaseWatch::start`] stays in the eventfd's counter.
+    fn register(device: &VfioDevice) -> Result<ReleaseWatch, crate::error::Cause> {
+        match device.get_irq_info(VFIO_PCI_REQ_IRQ_INDEX) {
+            Some(i) if i.count >= 1 => {}
+            _ => {
+                return Err(
+                    "the device has no request interrupt (VFIO_PCI_REQ_IRQ_INDEX): \
+                            vfio-pci offers it since Linux 4.0"
+                        .into(),
+                )
+            }
+        }
+        let event = EventFd::new(0)?;
+        device
+            .enable_irq(VFIO_PCI_REQ_IRQ_INDEX, vec![&event])
+            .map_err(Box::new)?;
+        Ok(ReleaseWatch {
+            event: Arc::new(event),
+            closing: Arc::new(AtomicBool::new(false)),
+            thread: Mutex::new(None),
+        })
+    }
+
+    /// Start the thread `pollnic-release`, which calls `on_request` on every
+    /// request (the kernel repeats one every 10 s until the device is
+    /// closed). Returns false if the thread could not be started.
+    fn start(&self, on_request: Box<dyn Fn() + Send + Sync>) -> bool {
+        let mut slot = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() {
+            return true;
+        }
+        let (event, closing) = (Arc::clone(&self.event), Arc::clone(&self.closing));
+        let spawned = std::thread::Builder::new()
+            .name("pollnic-release".into())
+            .stack_size(64 << 10)
+            .spawn(move || loop {
+                match event.read() {
+                    Ok(_) if closing.load(Ordering::Acquire) => return,
+                    Ok(_) => on_request(),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => return,
+                }
+            });
+        match spawned {
+            Ok(t) => {
+                *slot = Some(t);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Unregister the eventfd (the kernel signals it no more) and end the
+    /// thread.
+    fn stop(&self, device: &VfioDevice) {
+        let _ = device.disable_irq(VFIO_PCI_REQ_IRQ_INDEX);
+        self.closing.store(true, Ordering::Release);
+        let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = t {
+            // A write of 1 wakes the blocking read; it cannot fail short of
+            // the counter overflowing, which a 1 cannot do.
+            let _ = self.event.write(1);
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Vfio {
+    fn drop(&mut self) {
+        self.release.stop(&self.device);
+        // Every mapping of BAR0 holds the device file open: the kernel sees
+        // the device closed only once it is gone. Clones of the mapping may
+        // outlive this (a `StatsReader` kept after its device); they now read
+        // zeros from anonymous memory instead of keeping the device.
+        self.bar0.detach();
+        // SAFETY: `device` is dropped exactly once, here, and never used
+        // again (the other fields do not refer to it).
+        unsafe { ManuallyDrop::drop(&mut self.device) };
+        self.link.remove();
+    }
+}
+
+/// The path vfio-ioctls is given for the device: a private directory
+/// `<tmp>/pollnic-vfio-<pid>-<n>/<addr>/` whose `iommu_group` link names the
+/// group, kept while the device is open. vfio-ioctls resolves
+/// `<path>/iommu_group` when it opens the device and again when it is
+/// dropped, and panics if the link is gone; after the device fd closes, a
+/// kernel from 6.2 on lets a remove go on without waiting for the group fd,
+/// so the real `/sys/bus/pci/devices/<addr>` may already have vanished by
+/// then. The group number and the device name (`<addr>`, the last path
+/// component) are all it reads. Falls back to the sysfs path when the
+/// directory cannot be made.
+struct DeviceLink {
+    /// The private directory, or `None` when the sysfs path is used.
+    dir: Option<PathBuf>,
+    /// What vfio-ioctls is given.
+    path: PathBuf,
+}
+
+/// Prefix of the private directories in the temporary directory.
+const LINK_PREFIX: &str = "pollnic-vfio-";
+
+impl DeviceLink {
+    fn new(sysfs: &Sysfs, addr: PciAddress, group: u32) -> DeviceLink {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let tmp = std::env::temp_dir();
+        remove_stale_links(&tmp);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = tmp.join(format!("{LINK_PREFIX}{}-{n}", std::process::id()));
+        let path = dir.join(addr.to_string());
+        let made = std::fs::create_dir_all(&path).and_then(|()| {
+            std::os::unix::fs::symlink(
+                format!("/sys/kernel/iommu_groups/{group}"),
+                path.join("iommu_group"),
+            )
+        });
+        match made {
+            Ok(()) => DeviceLink {
+                dir: Some(dir),
+                path,
+            },
+            Err(_) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                DeviceLink {
+                    dir: None,
+                    path: sysfs.device_dir(addr),
+                }
+            }
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    fn remove(&self) {
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Remove the private directories of processes that no longer exist (one
+/// killed with SIGKILL leaves its own behind).
+fn remove_stale_links(tmp: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(LINK_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }

@@ -46,6 +46,7 @@ pub const MODEL_ADDR: &str = "0000:5e:00.1";
 #[derive(Clone)]
 pub struct Soft82576 {
     shared: Arc<Mutex<State>>,
+    release: super::ReleaseLine,
 }
 
 impl Default for Soft82576 {
@@ -59,6 +60,7 @@ impl Soft82576 {
     pub fn new(cfg: ModelConfig) -> Self {
         Soft82576 {
             shared: Arc::new(Mutex::new(State::new(cfg))),
+            release: Arc::default(),
         }
     }
 
@@ -74,7 +76,25 @@ impl Soft82576 {
 
     /// What `Device` runs over: the model's BAR0 and IOMMU.
     pub fn io(&self) -> Box<dyn DeviceIo> {
-        Box::new(SoftIo::new(self.dyn_shared()))
+        Box::new(SoftIo::with_release(
+            self.dyn_shared(),
+            Arc::clone(&self.release),
+        ))
+    }
+
+    /// The kernel asks for the device back, as VFIO relays an unbind or a
+    /// remove (`VFIO_PCI_REQ_IRQ_INDEX`): every device opened on this model
+    /// is told, from a thread of its own as on a real NIC; returns once
+    /// they were.
+    pub fn request_release(&self) {
+        let line = Arc::clone(&self.release);
+        std::thread::spawn(move || {
+            for cb in lock(&line).iter() {
+                cb();
+            }
+        })
+        .join()
+        .expect("release callbacks");
     }
 
     fn dyn_shared(&self) -> SharedModel {
