@@ -53,6 +53,7 @@ pub mod pci;
 mod queue;
 mod refresh;
 mod runner;
+pub mod selfcheck;
 mod stats;
 mod sys;
 mod wait;
