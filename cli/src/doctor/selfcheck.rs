@@ -50,11 +50,17 @@ pub fn text(sc: &SelfCheck) -> String {
             count("MTA(", &nz, true)
         );
     }
-    if sc.registers.iter().any(|r| r.name.starts_with("RAH(")) {
+    let rars = sc
+        .registers
+        .iter()
+        .filter(|r| r.name.starts_with("RAH("))
+        .count();
+    if rars > 1 {
         let av = |v: u32| v & (1 << 31) != 0;
+        let label = format!("RAR 1..{}", rars - 1);
         let _ = writeln!(
             out,
-            "RAR 1..127 {:>10}  {:>10}  (entries with RAH.AV set; pollnic leaves none)",
+            "{label:<10} {:>10}  {:>10}  (entries with RAH.AV set; pollnic leaves none)",
             count("RAH(", &av, false),
             count("RAH(", &av, true)
         );
@@ -86,6 +92,11 @@ fn note(r: &RegisterRead) -> String {
         _ => "KX4/KX/KR + SGMII",
     };
     match r.name.as_str() {
+        "STATUS" => format!(
+            "  link {} -> {}",
+            if r.before & 0x2 != 0 { "up" } else { "down" },
+            if r.after & 0x2 != 0 { "up" } else { "down" }
+        ),
         "ESDP" => format!(
             "  SFP+ laser (SDP3) {} -> {}; module (SDP2) {} -> {}",
             laser(r.before),

@@ -550,3 +550,21 @@ fn the_selfcheck_report_on_the_software_82599_shows_laser_link_mode_and_filters(
     assert!(t.lines().count() < 15, "short enough to paste: {t}");
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
+
+#[test]
+fn the_selfcheck_report_on_the_software_82576_has_the_igb_equivalents() {
+    use pollnic::model::igb::Soft82576;
+    let m = Soft82576::default();
+    let cfg = pollnic::DeviceConfig::default()
+        .with_rx_ring_size(64)
+        .with_tx_ring_size(64)
+        .with_mempool_size(512);
+    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    let t = crate::doctor::selfcheck::text(&sc);
+    assert!(t.contains("igb back end"), "{t}");
+    assert!(t.contains("STATUS") && t.contains("link down -> up"), "{t}");
+    assert!(t.contains("RAR 1..15"), "{t}");
+    assert!(t.contains("link after bring-up: up 1000 Mb/s"), "{t}");
+    assert!(!t.contains("SFP+ laser"), "{t}");
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
