@@ -796,3 +796,53 @@ fn selfcheck_reads_the_registers_before_and_after_bring_up() {
     assert!(m.mappings().is_empty(), "shut down again");
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
+
+/// With TXDCTL.WTHRESH > 0 the 82599 writes back every descriptor, RS or
+/// not; with the driver's WTHRESH 0 only those with RS (every 32nd and the
+/// burst's last).
+#[test]
+fn with_wthresh_above_0_every_tx_descriptor_is_written_back() {
+    use pollnic::io::{DeviceBar, Regs};
+    use pollnic_rings::{DescRing, Mempool, PageSize, PoolCache, TxRing};
+    use std::sync::Arc;
+    let m = model(1);
+    let mut dev = m.open(&small(1)).unwrap();
+    // The driver's queue 0: 3 frames, RS on the last only: 1 write-back.
+    let before = m.tx_writebacks();
+    let mut burst: Vec<Packet> = (0..3)
+        .map(|_| {
+            let mut p = dev.mempool().alloc().unwrap();
+            p.set_len(60).unwrap();
+            p
+        })
+        .collect();
+    assert_eq!(dev.tx_burst(&mut burst), 3);
+    assert_eq!(m.tx_writebacks() - before, 1);
+    // Queue 1 by hand with WTHRESH 8: all 3 written back.
+    let io = m.io();
+    let dma = io.dma();
+    let desc = DescRing::new(64, PageSize::Emulated2M, dma.clone()).unwrap();
+    let pool = Mempool::new(64, 2048, PageSize::Emulated2M, dma).unwrap();
+    let r = m.regs();
+    r.write32(tdbal(1), desc.iova() as u32);
+    r.write32(tdbah(1), (desc.iova() >> 32) as u32);
+    r.write32(tdlen(1), desc.len_bytes());
+    r.write32(txdctl(1), XDCTL_ENABLE | (8 << TXDCTL_WTHRESH_SHIFT));
+    while r.read32(txdctl(1)) & XDCTL_ENABLE == 0 {}
+    let bar = Arc::new(m.regs());
+    let mut tx = TxRing::new(desc, &pool, bar.doorbell(tdt(1)));
+    let mut cache = PoolCache::new(pool.clone(), 8);
+    let mut burst: Vec<Packet> = (0..3)
+        .map(|_| {
+            let mut p = pool.alloc().unwrap();
+            p.set_len(60).unwrap();
+            p
+        })
+        .collect();
+    let before = m.tx_writebacks();
+    assert_eq!(tx.tx_burst(&mut burst, &mut cache), 3);
+    assert_eq!(m.tx_writebacks() - before, 3);
+    drop(dev);
+    drop(tx);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}

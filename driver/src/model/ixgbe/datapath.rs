@@ -173,6 +173,7 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
     let w = ring_transmit(ring, limit, &s.iommu, true, &mut s.partial, &mut |f| {
         sent.push(f)
     });
+    s.tx_writebacks += w.writebacks;
     for mut f in sent {
         if pad && f.len() < 60 {
             f.resize(60, 0);

@@ -189,6 +189,11 @@ impl Soft82599 {
         lock(&self.shared).master_stuck = true;
     }
 
+    /// TX descriptors the model has written back (DD set) since it was made.
+    pub fn tx_writebacks(&self) -> u64 {
+        lock(&self.shared).tx_writebacks
+    }
+
     /// Registers as the driver sees them (for tests that drive the model by hand).
     pub fn regs(&self) -> SoftBar {
         SoftBar {

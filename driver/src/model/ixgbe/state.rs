@@ -58,6 +58,8 @@ pub(crate) struct State {
     pub resets: u32,
     /// TX queues wedged by a frame the 82599 cannot send.
     pub tx_wedged: HashSet<u16>,
+    /// TX descriptors written back (DD) since power-on.
+    pub tx_writebacks: u64,
     pub rx: Vec<QueueState>,
     pub tx: Vec<QueueState>,
     pub iommu: Mappings,
@@ -86,6 +88,7 @@ impl State {
             undefined: HashSet::new(),
             resets: 0,
             tx_wedged: HashSet::new(),
+            tx_writebacks: 0,
             rx: (0..QUEUES).map(|_| QueueState::default()).collect(),
             tx: (0..QUEUES).map(|_| QueueState::default()).collect(),
             iommu: Mappings::default(),
