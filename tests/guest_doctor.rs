@@ -254,3 +254,25 @@ fn doctor_names_the_other_member_of_a_non_viable_group() {
     assert_eq!(driver_of(a).as_deref(), Some("igb"));
     assert_eq!(driver_of(b).as_deref(), Some("igb"));
 }
+
+/// `pollnic doctor --selfcheck` on QEMU's igb: the igb equivalents of the
+/// 82599's registers (CTRL, CTRL_EXT, STATUS, MTA, RAR 0..15) before and
+/// after bring-up, with the link up at the end and the port given back to
+/// vfio-pci as it was.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run with `cargo xtask test`"]
+fn doctor_selfcheck_reads_the_igb_registers_before_and_after_bring_up() {
+    let p0 = pollnic_tests::port(0);
+    let (ok, text) = pollnic(&["doctor", "--selfcheck", &p0]);
+    assert!(ok, "selfcheck failed:\n{text}");
+    assert!(
+        text.starts_with(&format!("pollnic selfcheck {p0}: 82576")),
+        "{text}"
+    );
+    for line in ["CTRL ", "CTRL_EXT ", "STATUS ", "MTA ", "RAR 1..15 "] {
+        assert!(text.contains(line), "no `{line}` line:\n{text}");
+    }
+    assert!(text.contains("link after bring-up: up 1000 Mb/s"), "{text}");
+    assert!(text.lines().count() < 15, "{text}");
+    assert_eq!(driver_of(&p0).as_deref(), Some("vfio-pci"));
+}

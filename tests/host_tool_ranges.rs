@@ -83,7 +83,7 @@ fn tools(dir: &std::path::Path) -> Vec<Tool> {
             name: "pollnic doctor",
             exe: pollnic_tests::pollnic_exe().into(),
             base: s(&["doctor", NO_PORT]),
-            not_numeric: &["--cores", "--sysfs"],
+            not_numeric: &["--cores", "--sysfs", "--selfcheck"],
         },
         Tool {
             name: "pollnic rss",

@@ -63,6 +63,12 @@ enum Command {
         /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// First contact with a port on real hardware: read its pin, link-mode
+        /// and filter registers as found, bring it up, read them again and
+        /// print a report to paste into a bug report (the port must be bound
+        /// to vfio-pci; nothing is written beyond the bring-up).
+        #[arg(long, value_name = "ADDR", conflicts_with_all = ["ports", "json"])]
+        selfcheck: Option<PciAddress>,
     },
     /// Give NICs back from vfio-pci to their previous kernel driver. Needs root.
     Unbind {
@@ -203,10 +209,24 @@ fn main() -> ExitCode {
             }
         }
         Command::Doctor {
+            selfcheck: Some(addr),
+            ..
+        } => match pollnic::selfcheck::selfcheck(addr, &pollnic::DeviceConfig::default()) {
+            Ok(sc) => {
+                print!("{}", doctor::selfcheck::text(&sc));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("pollnic: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Doctor {
             ports,
             cores,
             queues,
             json,
+            selfcheck: None,
         } => doctor(sysfs, &ports, &cores, queues, json),
         Command::Unbind { addrs } => {
             say_who_holds(&sysfs, &addrs);

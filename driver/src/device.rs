@@ -161,6 +161,19 @@ impl Device {
         Ok(out)
     }
 
+    /// The checks of [`Device::open`] and a VFIO container of its own for
+    /// `addr`: what [`crate::selfcheck`] reads before the bring-up.
+    pub(crate) fn open_io(
+        addr: PciAddress,
+        cfg: &DeviceConfig,
+    ) -> Result<(Box<dyn DeviceIo>, DeviceIdent)> {
+        cfg.validate()?;
+        let sysfs = Sysfs::default();
+        let (ident, group) = Device::check_port(&sysfs, addr, cfg)?;
+        let vfio = Vfio::open(&sysfs, ident.addr, group, None)?;
+        Ok((Box::new(vfio), ident))
+    }
+
     /// What [`Device::open`] checks of `addr` before touching anything: it
     /// exists, a family drives it with `cfg`, it is bound to vfio-pci and has
     /// an IOMMU group.
@@ -630,13 +643,21 @@ impl std::fmt::Debug for StatsReader {
 
 /// The family that drives `ident`, once `cfg` fits it (queue count, ring
 /// sizes); nothing is touched yet.
-fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'static dyn Family> {
+pub(crate) fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'static dyn Family> {
     let family =
         family::lookup(ident.vendor, ident.device).ok_or(crate::pci::Error::Unsupported {
             addr: ident.addr,
             vendor: ident.vendor,
             device: ident.device,
         })?;
+    let family = family.for_device(ident.device).unwrap_or(family);
+    if let Some(missing) = family.missing(ident.device) {
+        return Err(Error::NotImplemented {
+            addr: ident.addr,
+            name: ident.name.clone(),
+            missing,
+        });
+    }
     let max = family.max_queues(ident.device);
     if cfg.queues > max {
         return Err(Error::Config(format!(

@@ -143,6 +143,22 @@ pub enum Error {
         waited_ms: u64,
     },
 
+    /// The part is one the family recognises but whose board-level setup
+    /// (an external PHY, a shared I2C bus) the back end does not implement;
+    /// it is refused rather than brought up as another board would be.
+    #[error(
+        "{addr}: {name} needs {missing}, which pollnic does not implement yet; refusing to \
+         drive it (`pollnic unbind {addr}` gives it back to its kernel driver)"
+    )]
+    NotImplemented {
+        /// The device.
+        addr: PciAddress,
+        /// Its name.
+        name: String,
+        /// What is missing, from [`crate::family::Family::missing`].
+        missing: &'static str,
+    },
+
     /// Link did not come up.
     #[error("{addr}: link did not come up within {waited_ms} ms: check the cable and the link partner (`pollnic status` shows link state); raise the wait with --link-timeout-ms")]
     LinkDown {

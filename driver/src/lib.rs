@@ -54,6 +54,7 @@ mod queue;
 mod refresh;
 mod removal;
 mod runner;
+pub mod selfcheck;
 #[cfg(feature = "smoltcp")]
 pub mod smoltcp;
 mod stats;

@@ -45,8 +45,21 @@ impl Queue {
 
     /// Queue frames from the front of `pkts` until the TX ring is full; returns
     /// how many were taken (the rest stay in `pkts`, in order).
+    ///
+    /// A frame of 1 to 16 bytes is first padded with zeros to 17 bytes, as
+    /// Linux igb and ixgbe do (`skb_put_padto(skb, 17)`: "the minimum packet
+    /// size for olinfo paylen is 17"; a shorter one may hang an 82599 TX
+    /// queue); the MAC pads it to 60 bytes on the wire. (DPDK's
+    /// `ixgbe_prep_pkts` rejects frames under 14 bytes instead; a refused
+    /// frame would stay at the front of `pkts` for ever, so pollnic pads.)
+    /// An empty frame is refused and counted in `tx_errors`.
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
+        for p in pkts.iter_mut() {
+            if p.len() < TX_MIN_FRAME && !p.is_empty() {
+                pad_short_frame(p);
+            }
+        }
         let n = self.tx.tx_burst(pkts, self.rx.cache_mut());
         self.counters[self.id as usize].publish_tx(&self.tx.stats());
         n
@@ -96,5 +109,19 @@ impl Queue {
     /// TX ring counters.
     pub fn tx_stats(&self) -> TxStats {
         self.tx.stats()
+    }
+}
+
+/// The shortest frame handed to the NIC, in bytes (Linux igb/ixgbe
+/// `skb_put_padto(skb, 17)`).
+pub(crate) const TX_MIN_FRAME: usize = 17;
+
+/// Pad `p` with zeros to [`TX_MIN_FRAME`] bytes (every buffer holds at
+/// least that many).
+#[cold]
+fn pad_short_frame(p: &mut Packet) {
+    let n = p.len();
+    if p.set_len(TX_MIN_FRAME).is_ok() {
+        p.data_mut()[n..].fill(0);
     }
 }

@@ -32,11 +32,15 @@
 //!    EEPROM is what loads the MAC address into `RAL(0)`/`RAH(0)` and the
 //!    board's link mode into `AUTOC`/`AUTOC2`.
 //! 6. **Wait for the DMA** (§4.6.3): poll `RDRXCTL.DMAIDONE`.
-//! 7. **Start the link** (§4.6.4): read `AUTOC`, keep the link mode the EEPROM
-//!    chose (on an SFP+ X520 `AUTOC.LMS` = [`bits::AUTOC_LMS_10G_SERIAL`]
-//!    with `AUTOC2` 10G serial PMA/PMD = SFI; ixy forces LMS to 10G serial
-//!    and the parallel PMA/PMD to XAUI), set `AUTOC.AN_RESTART` and write it
-//!    back. Do not wait here; step 14 does. (Linux takes a SW/FW semaphore
+//! 7. **Start the link** (§4.6.4): first empty RAR 1..127, the MTA and the
+//!    VFTA and turn relaxed ordering off in DCA_RXCTRL/DCA_TXCTRL (Linux
+//!    `ixgbe_init_rx_addrs_generic`, `ixgbe_start_hw_gen2`). On SFP+ boards
+//!    turn the laser on (clear `ESDP.SDP3`, wait 100 ms), set `AUTOC.LMS` =
+//!    [`bits::AUTOC_LMS_10G_SERIAL`] and do the pipeline reset (Linux
+//!    `ixgbe_reset_pipeline_82599`: LMS bit 2 toggled with AN_RESTART, ANLP1
+//!    polled, then the wanted LMS with AN_RESTART); on other boards keep the
+//!    link mode the EEPROM chose (ixy forces LMS to 10G serial everywhere)
+//!    and set `AUTOC.AN_RESTART`. Do not wait here; step 14 does. (Linux takes a SW/FW semaphore
 //!    around `AUTOC` writes when the "LESM" firmware is active; a board with
 //!    such firmware is not covered by this sequence.)
 //! 8. **Clear the statistics** (§4.6.5): read every register of
@@ -70,8 +74,9 @@
 //!     3. no DCB/VT: `DTXMXSZRQ` = 0xFFFF (ixy); set `RTTDCS.ARBDIS`, write
 //!        `MTQC` = [`bits::MTQC_64Q_1PB`], clear `RTTDCS.ARBDIS` (Linux);
 //!     4. each queue q: `TDBAL(q)`/`TDBAH(q)`, `TDLEN(q)` = descriptors × 16,
-//!        `TDH(q)` = `TDT(q)` = 0, thresholds in `TXDCTL(q)` (Linux: PTHRESH
-//!        32, HTHRESH 1, WTHRESH 1; keep PTHRESH + WTHRESH ≤ 40);
+//!        `TDH(q)` = `TDT(q)` = 0, thresholds in `TXDCTL(q)` (DPDK: PTHRESH
+//!        32, HTHRESH 0, WTHRESH 0, which agrees with RS at batch ends;
+//!        with WTHRESH > 0 the part ignores RS; keep PTHRESH + WTHRESH ≤ 40);
 //!     5. set `DMATXCTL.TE`. It must come before any `TXDCTL.ENABLE`.
 //! 11. **Enable the RX queues**: for each q set `RXDCTL(q).ENABLE`, poll
 //!     until it reads back 1 (Linux: 10 tries, 1 to 2 ms apart), then write

@@ -79,6 +79,21 @@ impl DeviceRing {
     pub fn count(&self) -> u16 {
         self.count
     }
+    /// Descriptor `i` as the device reads it (for a model that looks ahead
+    /// before it processes a ring, e.g. the software 82599).
+    ///
+    /// # Panics
+    /// If `i` is not below [`DeviceRing::count`].
+    pub fn descriptor(&self, i: u16) -> RawDesc {
+        self.read(i)
+    }
+    /// Overwrite descriptor `i` as the device may (a write-back).
+    ///
+    /// # Panics
+    /// If `i` is not below [`DeviceRing::count`].
+    pub fn set_descriptor(&self, i: u16, d: RawDesc) {
+        self.write(i, d)
+    }
     /// Descriptors the device owns, `[head, tail)`.
     pub fn owned(&self, tail: u16) -> usize {
         (tail as usize + self.count as usize - self.head as usize) % self.count as usize

@@ -324,6 +324,20 @@ pub fn port(f: &Facts, p: &PortFacts) -> Vec<Finding> {
             return out;
         }
         Some(family) => {
+            if let Some(missing) = family.missing(d.device) {
+                out.push(Finding::fail(
+                    &area,
+                    format!(
+                        "{}: needs {missing}, which pollnic does not implement yet; \
+                         `Device::open` refuses it",
+                        d.name()
+                    ),
+                    format!(
+                        "use another port (`pollnic status`); `pollnic unbind {}` gives this one back",
+                        p.addr
+                    ),
+                ));
+            }
             if let Some(c) = family.caveat() {
                 out.push(Finding::warn(
                     &area,

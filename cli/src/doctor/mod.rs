@@ -9,6 +9,7 @@
 pub mod checks;
 pub mod facts;
 pub mod report;
+pub mod selfcheck;
 
 #[cfg(test)]
 mod tests;

@@ -494,3 +494,77 @@ fn a_family_caveat_is_a_warning_in_the_families_words() {
     let fs = checks::port(&f, &f.ports[0]);
     assert!(fs.iter().all(|x| x.status == Status::Ok), "{fs:#?}");
 }
+
+#[test]
+fn an_82599_the_back_end_cannot_bring_up_is_a_failure_naming_what_is_missing() {
+    for (id, what) in [(0x151c, "10GBASE-T PHY"), (0x1558, "ESDP SDP0/SDP1")] {
+        let mut f = healthy();
+        let d = f.ports[0].device.as_mut().unwrap();
+        d.device = id;
+        d.model = pollnic::pci::lookup(0x8086, id);
+        let fs = checks::port(&f, &f.ports[0]);
+        let x = find(&fs, "port 0000:00:08.0", Status::Fail);
+        assert!(
+            x.detail.contains(what) && x.detail.contains("refuses it"),
+            "{}",
+            x.detail
+        );
+        assert!(
+            x.detail.contains("not supported by pollnic yet"),
+            "{}",
+            x.detail
+        );
+    }
+    // A plain SFP+ 82599 gets no such failure.
+    let mut f = healthy();
+    let d = f.ports[0].device.as_mut().unwrap();
+    d.device = 0x10fb;
+    d.model = pollnic::pci::lookup(0x8086, 0x10fb);
+    let fs = checks::port(&f, &f.ports[0]);
+    assert!(!fs.iter().any(|x| x.status == Status::Fail), "{fs:#?}");
+}
+
+#[test]
+fn the_selfcheck_report_on_the_software_82599_shows_laser_link_mode_and_filters() {
+    use pollnic::model::ixgbe::Soft82599;
+    let m = Soft82599::default();
+    m.set_eeprom_link_mode(pollnic_hw::ixgbe::bits::AUTOC_LMS_1G_AN);
+    let cfg = pollnic::DeviceConfig::default()
+        .with_rx_ring_size(64)
+        .with_tx_ring_size(64)
+        .with_mempool_size(512);
+    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    let t = crate::doctor::selfcheck::text(&sc);
+    assert!(
+        t.starts_with("pollnic selfcheck 0000:5e:00.0: 82599ES"),
+        "{t}"
+    );
+    assert!(
+        t.contains("SFP+ laser (SDP3) off -> on; module (SDP2) present -> present"),
+        "{t}"
+    );
+    assert!(t.contains("LMS 1G AN -> 10G serial"), "{t}");
+    assert!(t.contains("MTA               128           0"), "{t}");
+    assert!(t.contains("RAR 1..127        127           0"), "{t}");
+    assert!(t.contains("link after bring-up: up 10000 Mb/s"), "{t}");
+    assert!(t.lines().count() < 15, "short enough to paste: {t}");
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn the_selfcheck_report_on_the_software_82576_has_the_igb_equivalents() {
+    use pollnic::model::igb::Soft82576;
+    let m = Soft82576::default();
+    let cfg = pollnic::DeviceConfig::default()
+        .with_rx_ring_size(64)
+        .with_tx_ring_size(64)
+        .with_mempool_size(512);
+    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    let t = crate::doctor::selfcheck::text(&sc);
+    assert!(t.contains("igb back end"), "{t}");
+    assert!(t.contains("STATUS") && t.contains("link down -> up"), "{t}");
+    assert!(t.contains("RAR 1..15"), "{t}");
+    assert!(t.contains("link after bring-up: up 1000 Mb/s"), "{t}");
+    assert!(!t.contains("SFP+ laser"), "{t}");
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}

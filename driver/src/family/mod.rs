@@ -37,7 +37,7 @@ use pollnic_hw::rss::{Reta, KEY_LEN};
 /// Every family pollnic drives, asked in order by [`lookup`] and by the PCI
 /// ID look-ups of `pollnic status`/`bind`/`doctor` ([`crate::pci::lookup`]).
 /// A new family is one line here.
-pub static FAMILIES: &[&dyn Family] = &[&crate::family::igb::Igb, &crate::family::ixgbe::Ixgbe];
+pub static FAMILIES: &[&dyn Family] = &[&crate::family::igb::Igb, &crate::family::ixgbe::IXGBE];
 
 /// The back end that drives PCI `vendor:device`, if any.
 pub fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
@@ -169,6 +169,27 @@ pub trait Family: sealed::Sealed + Send + Sync + 'static {
     /// of [`Family::models`].
     fn drives(&self, vendor: u16, device: u16) -> bool {
         vendor == INTEL_VENDOR_ID && self.models().iter().any(|m| m.device_id == device)
+    }
+    /// The back end for this one part when it differs from the family's
+    /// generic entry (e.g. the 82599's SFP+, backplane and CX4 boards need
+    /// different link bring-up); `None`: this one. Default `None`.
+    fn for_device(&self, _device: u16) -> Option<&'static dyn Family> {
+        None
+    }
+    /// What this back end lacks to drive PCI device `device` (a family lists
+    /// a part it recognises but cannot yet bring up, e.g. one with an
+    /// external PHY), or `None` when it drives it fully. `Device::open`
+    /// refuses such a part with [`crate::Error::NotImplemented`], and
+    /// `pollnic status`/`doctor` say the same. Default `None`.
+    fn missing(&self, _device: u16) -> Option<&'static str> {
+        None
+    }
+    /// The registers `pollnic doctor --selfcheck` reads before and after the
+    /// bring-up ([`crate::selfcheck`]), by datasheet name and BAR 0 offset:
+    /// board wiring and state a previous driver may leave behind, none that
+    /// clears on read. Default: none.
+    fn selfcheck_registers(&self) -> Vec<(String, u32)> {
+        Vec::new()
     }
     /// Queue pairs RSS can spread over on this part (`device` is the PCI device ID).
     fn max_queues(&self, device: u16) -> u16;

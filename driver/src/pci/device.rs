@@ -132,7 +132,12 @@ impl PciDevice {
     /// `vvvv:dddd (not supported by pollnic)`.
     pub fn name(&self) -> String {
         match self.model {
-            Some(m) => m.name.to_owned(),
+            Some(m) => match m.family.missing(m.device_id) {
+                None => m.name.to_owned(),
+                Some(missing) => {
+                    format!("{} (not supported by pollnic yet: needs {missing})", m.name)
+                }
+            },
             None => format!(
                 "{:04x}:{:04x} (not supported by pollnic)",
                 self.vendor, self.device

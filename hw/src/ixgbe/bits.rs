@@ -112,6 +112,39 @@ pub const AUTOC_LMS_KX4_KX_KR_SGMII: u32 = 0x7 << AUTOC_LMS_SHIFT;
 pub const AUTOC2_10G_SERIAL_PMA_PMD_MASK: u32 = 0x3 << 16;
 /// AUTOC2: 10G serial PMA/PMD = SFI, 10b (`IXGBE_AUTOC2_10G_SFI`).
 pub const AUTOC2_10G_SFI: u32 = 0x2 << 16;
+/// AUTOC2: the link-disable bits an NVM may set, bits 30:28; Linux
+/// `ixgbe_reset_pipeline_82599` clears them (`IXGBE_AUTOC2_LINK_DISABLE_MASK`).
+pub const AUTOC2_LINK_DISABLE_MASK: u32 = 0x7000_0000;
+
+/// ANLP1: auto-negotiation state machine, bits 19:16; 0 until the link
+/// restarts (`IXGBE_ANLP1_AN_STATE_MASK`).
+pub const ANLP1_AN_STATE_MASK: u32 = 0x000F_0000;
+
+/// ESDP: SDP0 data (`IXGBE_ESDP_SDP0`): the QSFP shared-I2C request on
+/// 82599_QSFP_SF_QP boards.
+pub const ESDP_SDP0: u32 = 1 << 0;
+/// ESDP: SDP1 data (`IXGBE_ESDP_SDP1`): the QSFP shared-I2C grant.
+pub const ESDP_SDP1: u32 = 1 << 1;
+/// ESDP: SDP2 data (`IXGBE_ESDP_SDP2`): on 82599 SFP+ boards, high while a
+/// module sits in the cage (Linux `ixgbe_check_mac_link_generic`).
+pub const ESDP_SDP2: u32 = 1 << 2;
+/// ESDP: SDP3 data (`IXGBE_ESDP_SDP3`): on 82599 SFP+ boards, high disables
+/// the TX laser (Linux `ixgbe_disable_tx_laser_multispeed_fiber`).
+pub const ESDP_SDP3: u32 = 1 << 3;
+/// ESDP: SDP0 direction, 1 = output (`IXGBE_ESDP_SDP0_DIR`).
+pub const ESDP_SDP0_DIR: u32 = 1 << 8;
+/// ESDP: SDP3 direction, 1 = output (`IXGBE_ESDP_SDP3_DIR`).
+pub const ESDP_SDP3_DIR: u32 = 1 << 11;
+
+/// FWSM: firmware mode field, bits 3:1 (`IXGBE_FWSM_MODE_MASK`).
+pub const FWSM_MODE_MASK: u32 = 0xE;
+/// FWSM: pass-through manageability firmware (`IXGBE_FWSM_FW_MODE_PT`):
+/// with it, Linux leaves the laser to the firmware (`ixgbe_mng_enabled`).
+pub const FWSM_FW_MODE_PT: u32 = 0x4;
+
+/// GCR_EXT: clear the PCIe transaction-layer buffers
+/// (`IXGBE_GCR_EXT_BUFFERS_CLEAR`, Linux `ixgbe_clear_tx_pending`).
+pub const GCR_EXT_BUFFERS_CLEAR: u32 = 1 << 30;
 
 /// LINKS: KX/KX4/KR auto-negotiation complete (`IXGBE_LINKS_KX_AN_COMP`).
 pub const LINKS_KX_AN_COMP: u32 = 1 << 31;
@@ -258,6 +291,14 @@ pub const DCA_RXCTRL_BIT12: u32 = 1 << 12;
 pub const DCA_RXCTRL_DATA_WRO_EN: u32 = 1 << 13;
 /// DCA_RXCTRL: header write relaxed ordering (`IXGBE_DCA_RXCTRL_HEAD_WRO_EN`).
 pub const DCA_RXCTRL_HEAD_WRO_EN: u32 = 1 << 15;
+/// DCA_RXCTRL bits pollnic clears on every queue: bit 12 (ixy) and the two
+/// write relaxed-ordering enables (Linux and DPDK `ixgbe_start_hw_gen2`).
+pub const DCA_RXCTRL_CLEAR: u32 =
+    DCA_RXCTRL_BIT12 | DCA_RXCTRL_DATA_WRO_EN | DCA_RXCTRL_HEAD_WRO_EN;
+/// DCA_TXCTRL: descriptor write-back relaxed ordering
+/// (`IXGBE_DCA_TXCTRL_DESC_WRO_EN`); cleared by DPDK `ixgbe_dev_tx_init`,
+/// since a head write-back out of order "hoses bookkeeping".
+pub const DCA_TXCTRL_DESC_WRO_EN: u32 = 1 << 11;
 
 // ---- RSS ---------------------------------------------------------------------
 
@@ -391,6 +432,18 @@ pub const RSSTYPE_UDP_IPV6_EX: u16 = 0x9;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pin_link_and_reset_bits_match_ixgbe_type_h() {
+        assert_eq!((ESDP_SDP0, ESDP_SDP1, ESDP_SDP2, ESDP_SDP3), (1, 2, 4, 8));
+        assert_eq!((ESDP_SDP0_DIR, ESDP_SDP3_DIR), (0x100, 0x800));
+        assert_eq!((FWSM_MODE_MASK, FWSM_FW_MODE_PT), (0xE, 0x4));
+        assert_eq!(ANLP1_AN_STATE_MASK, 0x000f_0000);
+        assert_eq!(AUTOC2_LINK_DISABLE_MASK, 0x7000_0000);
+        assert_eq!(GCR_EXT_BUFFERS_CLEAR, 0x4000_0000);
+        assert_eq!(DCA_TXCTRL_DESC_WRO_EN, 1 << 11);
+        assert_eq!(DCA_RXCTRL_CLEAR, 0xB000);
+    }
 
     #[test]
     fn general_bits_match_ixgbe_type_h() {

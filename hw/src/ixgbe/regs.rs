@@ -27,6 +27,16 @@ pub const CTRL_EXT: u32 = 0x00018;
 pub const EEC: u32 = 0x10010;
 /// EEPROM Read (`IXGBE_EERD`).
 pub const EERD: u32 = 0x10014;
+/// Extended SDP Control: the software-definable pins (`IXGBE_ESDP`). On SFP+
+/// boards SDP3 drives the TX laser disable and SDP2 reads the module-present
+/// line (Linux `ixgbe_disable_tx_laser_multispeed_fiber`,
+/// `ixgbe_check_mac_link_generic`).
+pub const ESDP: u32 = 0x00020;
+/// Firmware Semaphore: the manageability firmware mode (`IXGBE_FWSM_8259X`).
+pub const FWSM: u32 = 0x10148;
+/// PCIe Control Extended (`IXGBE_GCR_EXT`): the buffer-clear of the
+/// double-reset flow (Linux `ixgbe_clear_tx_pending`).
+pub const GCR_EXT: u32 = 0x11050;
 
 // ---- Interrupts (polled driver: only masked and read) ----------------------------
 
@@ -59,8 +69,21 @@ pub const AUTOC: u32 = 0x042A0;
 pub const LINKS: u32 = 0x042A4;
 /// Auto-Negotiation Control 2 (`IXGBE_AUTOC2`).
 pub const AUTOC2: u32 = 0x042A8;
+/// Auto-Negotiation Link Partner 1, read-only; its AN state field leaves 0
+/// once the pipeline reset has restarted the link (`IXGBE_ANLP1`, Linux
+/// `ixgbe_reset_pipeline_82599`).
+pub const ANLP1: u32 = 0x042B0;
 
 // ---- Receive -------------------------------------------------------------------
+
+/// Multicast Control: MTA filter type and enable (`IXGBE_MCSTCTRL`).
+pub const MCSTCTRL: u32 = 0x05090;
+/// VLAN Filter Table Array, `n` in 0..128: 4096 one-bit VLAN filters
+/// (`IXGBE_VFTA(n)`); undefined after reset, cleared by Linux
+/// `ixgbe_clear_vfta_generic`.
+pub const fn vfta(n: u16) -> u32 {
+    0x0A000 + 4 * n as u32
+}
 
 /// Receive Control: the global receive enable (`IXGBE_RXCTRL`).
 pub const RXCTRL: u32 = 0x03000;
@@ -317,6 +340,9 @@ mod tests {
     fn global_register_offsets() {
         assert_eq!((CTRL, STATUS, CTRL_EXT), (0x00000, 0x00008, 0x00018));
         assert_eq!((EEC, EERD), (0x10010, 0x10014));
+        assert_eq!((ESDP, FWSM, GCR_EXT), (0x00020, 0x10148, 0x11050));
+        assert_eq!((ANLP1, MCSTCTRL), (0x042B0, 0x05090));
+        assert_eq!((vfta(0), vfta(127)), (0x0A000, 0x0A1FC));
         assert_eq!(
             (EICR, EIAC, EIMS, EIMC, GPIE),
             (0x800, 0x810, 0x880, 0x888, 0x898)

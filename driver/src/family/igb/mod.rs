@@ -36,6 +36,23 @@ impl Family for Igb {
             .find(|m| m.device_id == device)
             .map_or(pollnic_hw::igb::MAX_QUEUES_82576, |m| m.max_queues())
     }
+    /// The igb equivalents of the 82599's list: CTRL (SDP0/1 pins, SLU),
+    /// CTRL_EXT (SDP2/3 pins), STATUS (link), MTA(0..128) and the first 16
+    /// receive addresses RAL/RAH(0..16) (82576 datasheet §8.10).
+    fn selfcheck_registers(&self) -> Vec<(String, u32)> {
+        use pollnic_hw::igb::regs::{CTRL, CTRL_EXT, MTA, RAH0, RAL0, STATUS};
+        let mut v: Vec<(String, u32)> =
+            [("CTRL", CTRL), ("CTRL_EXT", CTRL_EXT), ("STATUS", STATUS)]
+                .into_iter()
+                .map(|(n, o)| (n.to_owned(), o))
+                .collect();
+        v.extend((0..128).map(|n| (format!("MTA({n})"), MTA + 4 * n)));
+        for n in 0..16 {
+            v.push((format!("RAL({n})"), RAL0 + 8 * n));
+            v.push((format!("RAH({n})"), RAH0 + 8 * n));
+        }
+        v
+    }
     fn link_register(&self) -> u32 {
         status_link::STATUS
     }

@@ -3,14 +3,14 @@
 //! for the 82599 MAC (physical functions only: no VF IDs). Names are those of
 //! the PCI ID database (`pci.ids`), i.e. what `lspci` prints.
 
-use super::Ixgbe;
+use super::IXGBE;
 use crate::family::NicModel;
 
 /// An 82599: 128 RX/TX queue pairs.
 const fn m82599(device_id: u16, variant: &'static str, name: &'static str) -> NicModel {
     NicModel {
         device_id,
-        family: &Ixgbe,
+        family: &IXGBE,
         name,
         variant,
         queues: 128,

@@ -3,7 +3,8 @@
 //! `pollnic_hw::ixgbe`), as Linux `ixgbe_82599.c`/`ixgbe_common.c` and ixy
 //! implement it.
 
-use crate::family::LinkStatus;
+use super::link;
+use super::media::Media;
 use crate::sys::mmio::Regs;
 use crate::wait::{wait_for, TimedOut};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
@@ -23,8 +24,9 @@ pub fn mask_interrupts(r: &dyn Regs) {
 }
 
 /// Stop PCIe mastering (CTRL.GIO_DIS) and wait up to 80 ms for STATUS.GIO
-/// to read 0, as Linux does before every reset. Returns whether it did;
-/// the reset goes ahead either way (Linux too).
+/// to read 0, as Linux `ixgbe_disable_pcie_master` does before every reset
+/// (800 polls 100 µs apart). Returns whether it did; when it did not, the
+/// reset must be the double one ([`reset`]).
 pub fn disable_pcie_master(r: &dyn Regs) -> bool {
     r.set_bits(CTRL, CTRL_GIO_DIS);
     wait_for(
@@ -35,24 +37,100 @@ pub fn disable_pcie_master(r: &dyn Regs) -> bool {
     .is_ok()
 }
 
-/// Global reset (§4.6.3.2): mask interrupts, stop mastering, set CTRL.RST
-/// and CTRL.LNK_RST, wait for both to self-clear, then 10 ms (ixy; Linux
-/// waits longer) before anything else touches the device; mask again (the
-/// reset restored the masks).
-///
-/// # Errors
-/// [`TimedOut`] "device reset (CTRL.RST)" when the bits stay set.
-pub fn reset(r: &dyn Regs) -> Result<(), TimedOut> {
-    mask_interrupts(r);
-    disable_pcie_master(r);
+/// Flush what the transmit path still holds in the PCIe block before the
+/// double reset (Linux `ixgbe_clear_tx_pending`, run when
+/// `IXGBE_FLAGS_DOUBLE_RESET_REQUIRED` is set): MAC loopback on so nothing
+/// leaves on the wire, 3 ms for a last completion, GCR_EXT.BUFFERS_CLEAR for
+/// 20 µs, then HLREG0 and GCR_EXT as they were. Linux also polls the PCIe
+/// Device Status "transaction pending" bit in configuration space; the
+/// family sees only BAR 0, so pollnic waits the 3 ms and goes on.
+pub fn clear_tx_pending(r: &dyn Regs) {
+    let hlreg0 = r.read32(HLREG0);
+    r.write32(HLREG0, hlreg0 | HLREG0_LPBK);
+    r.read32(STATUS);
+    std::thread::sleep(Duration::from_millis(3));
+    let gcr_ext = r.read32(GCR_EXT);
+    r.write32(GCR_EXT, gcr_ext | GCR_EXT_BUFFERS_CLEAR);
+    r.read32(STATUS);
+    std::thread::sleep(Duration::from_micros(20));
+    r.write32(GCR_EXT, gcr_ext);
+    r.write32(HLREG0, hlreg0);
+}
+
+/// One CTRL.RST | CTRL.LNK_RST, awaited until both self-clear, then 10 ms
+/// (ixy; Linux waits 50 ms) before anything else touches the device.
+fn reset_once(r: &dyn Regs) -> Result<(), TimedOut> {
     r.write32(CTRL, r.read32(CTRL) | CTRL_RST_MASK);
     std::thread::sleep(Duration::from_millis(1));
     wait_for("device reset (CTRL.RST)", INIT_TIMEOUT, || {
         r.read32(CTRL) & CTRL_RST_MASK == 0
     })?;
     std::thread::sleep(Duration::from_millis(10));
+    Ok(())
+}
+
+/// Global reset (§4.6.3.2): mask interrupts, stop mastering, set CTRL.RST
+/// and CTRL.LNK_RST, wait for both to self-clear; mask again (the reset
+/// restored the masks). When the master disable timed out, flush the TX
+/// path and reset twice, more than 1 µs apart: the 82599 specification
+/// update's master-disable flow, as Linux `ixgbe_reset_hw_82599` does it
+/// (`ixgbe_clear_tx_pending`, then `goto mac_reset_top` once).
+///
+/// # Errors
+/// [`TimedOut`] "device reset (CTRL.RST)" when the bits stay set.
+pub fn reset(r: &dyn Regs) -> Result<(), TimedOut> {
+    mask_interrupts(r);
+    let double = !disable_pcie_master(r);
+    if double {
+        clear_tx_pending(r);
+    }
+    reset_once(r)?;
+    if double {
+        reset_once(r)?;
+    }
     mask_interrupts(r);
     Ok(())
+}
+
+/// Empty the receive address filters the reset leaves undefined, as Linux
+/// `ixgbe_init_rx_addrs_generic` does after every reset: RAR 1..127
+/// (RAL/RAH) zeroed (RAR 0 holds the station address the EEPROM loaded),
+/// the 128 MTA words zeroed with MCSTCTRL's filter off; and the VLAN filter
+/// table (Linux `ixgbe_clear_vfta_generic`). pollnic adds no multicast or
+/// extra unicast address: multicast passes only with MPE (allmulti).
+pub fn clear_rx_filters(r: &dyn Regs) {
+    for n in 1..RAR_ENTRIES {
+        r.write32(ral(n), 0);
+        r.write32(rah(n), 0);
+    }
+    r.write32(MCSTCTRL, 0);
+    for n in 0..MTA_WORDS {
+        r.write32(mta(n), 0);
+    }
+    for n in 0..VFTA_WORDS {
+        r.write32(vfta(n), 0);
+    }
+}
+
+/// Receive address registers of the 82599 (`IXGBE_82599_RAR_ENTRIES`).
+pub const RAR_ENTRIES: u16 = 128;
+/// Multicast table words (`IXGBE_MTA(0..128)`).
+pub const MTA_WORDS: u16 = 128;
+/// VLAN filter table words (`IXGBE_VFTA(0..128)`, 4096 bits).
+pub const VFTA_WORDS: u16 = 128;
+/// RX/TX queues of the 82599.
+pub const QUEUES: u16 = 128;
+
+/// Turn relaxed ordering off on every queue, as Linux and DPDK
+/// `ixgbe_start_hw_gen2` do: DCA_TXCTRL.DESC_WRO_EN (a descriptor
+/// write-back overtaking the data it reports "hoses bookkeeping", DPDK
+/// `ixgbe_dev_tx_init`) and DCA_RXCTRL's data and header write relaxed
+/// ordering, plus DCA_RXCTRL bit 12 (ixy).
+pub fn disable_relaxed_ordering(r: &dyn Regs) {
+    for q in 0..QUEUES {
+        r.clear_bits(dca_txctrl(q), DCA_TXCTRL_DESC_WRO_EN);
+        r.clear_bits(dca_rxctrl(q), DCA_RXCTRL_CLEAR);
+    }
 }
 
 /// Wait for the EEPROM auto-read (EEC.ARD) and then the DMA init
@@ -84,28 +162,20 @@ pub fn read_mac(r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
     Ok([l[0], l[1], l[2], l[3], h[0], h[1]])
 }
 
-/// Start link negotiation (§4.6.4): keep the link mode the EEPROM put in
-/// AUTOC.LMS, set AUTOC.AN_RESTART. Link up is awaited at the very end.
-pub fn start_link(r: &dyn Regs) {
-    let autoc = r.read32(AUTOC);
-    r.write32(AUTOC, autoc | AUTOC_AN_RESTART);
-}
-
-/// Link state from LINKS (the 82599 is full duplex only).
-pub fn link_status(r: &dyn Regs) -> LinkStatus {
-    let l = r.read32(LINKS);
-    LinkStatus {
-        up: l & LINKS_UP != 0,
-        speed_mbps: links_speed_mbps(l),
-        full_duplex: true,
-    }
-}
+/// How long a TX queue may take to send what it holds at shutdown (DPDK
+/// `ixgbe_dev_tx_queue_stop`: `RTE_IXGBE_REGISTER_POLL_WAIT_10_MS`).
+pub const TX_DRAIN_TIMEOUT: Duration = Duration::from_millis(10);
 
 /// Stop all DMA in the order of §4.6.7.1 and §4.6.8.1: receiver off, each RX
-/// queue disabled and awaited, each TX queue disabled and awaited, TX DMA
-/// off, then a global reset. Safe in any state; failures are ignored (the
-/// reset follows regardless).
-pub fn shutdown(r: &dyn Regs, queues: u16) {
+/// queue disabled and awaited; each TX queue left up to 10 ms to send what
+/// it holds (TDH reaching TDT, DPDK `ixgbe_dev_tx_queue_stop`; only with the
+/// link up, since without it nothing leaves: Linux `ixgbe_disable_tx`), then
+/// disabled with TXDCTL.SWFLSH, which writes back what the queue has done
+/// (Linux `ixgbe_disable_tx`), and awaited; TX DMA off, a global reset,
+/// and on SFP+ boards the laser off again (Linux `ixgbe_down`, DPDK
+/// `ixgbe_dev_stop`). Safe in any state; failures are ignored (the reset
+/// follows regardless).
+pub fn shutdown(r: &dyn Regs, queues: u16, media: Media) {
     mask_interrupts(r);
     r.clear_bits(RXCTRL, RXCTRL_RXEN);
     for q in 0..queues {
@@ -116,8 +186,14 @@ pub fn shutdown(r: &dyn Regs, queues: u16) {
             r.read32(rxdctl(q)) & XDCTL_ENABLE == 0
         });
     }
+    let link_up = r.read32(LINKS) & LINKS_UP != 0;
     for q in 0..queues {
-        r.clear_bits(txdctl(q), XDCTL_ENABLE);
+        if link_up && r.read32(txdctl(q)) & XDCTL_ENABLE != 0 {
+            let _ = wait_for("TX queue drain (TDH == TDT)", TX_DRAIN_TIMEOUT, || {
+                r.read32(tdh(q)) == r.read32(tdt(q))
+            });
+        }
+        r.write32(txdctl(q), XDCTL_SWFLSH);
     }
     for q in 0..queues {
         let _ = wait_for("TX queue disable", Duration::from_millis(50), || {
@@ -126,4 +202,7 @@ pub fn shutdown(r: &dyn Regs, queues: u16) {
     }
     r.clear_bits(DMATXCTL, DMATXCTL_TE);
     let _ = reset(r);
+    if link::controls_laser(r, media) {
+        link::disable_tx_laser(r);
+    }
 }

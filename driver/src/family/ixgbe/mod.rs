@@ -5,6 +5,8 @@
 
 pub mod ids;
 pub mod init;
+pub mod link;
+pub mod media;
 pub mod queue;
 pub mod rss;
 pub mod stats;
@@ -15,12 +17,35 @@ use crate::family::{LinkState, NicModel};
 use crate::stats::StatsLayout;
 use crate::sys::mmio::Regs;
 use crate::wait::TimedOut;
+use media::{media_of, Media};
 use pollnic_hw::ixgbe::bits::RXDADV_ERR_FRAME_ERR_MASK;
 use pollnic_hw::rss::{Reta, KEY_LEN};
 
-/// The ixgbe family (82599 physical functions).
+/// The ixgbe family (82599 physical functions), for one kind of board: the
+/// link bring-up differs between SFP+, backplane and CX4 boards
+/// ([`media::Media`], from the device ID as Linux `ixgbe_get_media_type_82599`).
 #[derive(Debug, Clone, Copy)]
-pub struct Ixgbe;
+pub struct Ixgbe {
+    media: Media,
+}
+
+/// The family's entry in `FAMILIES` and in [`ids::MODELS`]; `Device` drives
+/// a port through the entry of its board ([`Family::for_device`]).
+pub static IXGBE: Ixgbe = Ixgbe {
+    media: Media::Unknown,
+};
+static SFP: Ixgbe = Ixgbe { media: Media::Sfp };
+static FIBER_LCO: Ixgbe = Ixgbe {
+    media: Media::FiberLco,
+};
+static BACKPLANE: Ixgbe = Ixgbe {
+    media: Media::Backplane,
+};
+static CX4: Ixgbe = Ixgbe { media: Media::Cx4 };
+static EXTERNAL_PHY: Ixgbe = Ixgbe {
+    media: Media::ExternalPhy,
+};
+static QSFP: Ixgbe = Ixgbe { media: Media::Qsfp };
 
 impl crate::family::sealed::Sealed for Ixgbe {}
 
@@ -35,6 +60,45 @@ impl Family for Ixgbe {
     /// a superset of [`ids::MODELS`] (it adds `82599_LS`, 0x154F).
     fn drives(&self, vendor: u16, device: u16) -> bool {
         vendor == pollnic_hw::ixgbe::VENDOR_INTEL && pollnic_hw::ixgbe::is_82599(device)
+    }
+    /// The entry for the board of `device` ([`media::media_of`]).
+    fn for_device(&self, device: u16) -> Option<&'static dyn Family> {
+        Some(match media_of(device) {
+            Media::Unknown => &IXGBE,
+            Media::Sfp => &SFP,
+            Media::FiberLco => &FIBER_LCO,
+            Media::Backplane => &BACKPLANE,
+            Media::Cx4 => &CX4,
+            Media::ExternalPhy => &EXTERNAL_PHY,
+            Media::Qsfp => &QSFP,
+        })
+    }
+    /// 0x151C (external 10GBASE-T PHY) and 0x1558 (QSFP+, I2C shared over
+    /// ESDP): their board setup is not implemented ([`media::Media::missing`]).
+    fn missing(&self, device: u16) -> Option<&'static str> {
+        media_of(device).missing()
+    }
+    /// ESDP (laser, module present), AUTOC/AUTOC2 (link mode), LINKS,
+    /// FWSM (manageability firmware), MCSTCTRL, MTA(0..128), RAL/RAH(0..128).
+    fn selfcheck_registers(&self) -> Vec<(String, u32)> {
+        use pollnic_hw::ixgbe::regs::*;
+        let mut v: Vec<(String, u32)> = [
+            ("ESDP", ESDP),
+            ("AUTOC", AUTOC),
+            ("AUTOC2", AUTOC2),
+            ("LINKS", LINKS),
+            ("FWSM", FWSM),
+            ("MCSTCTRL", MCSTCTRL),
+        ]
+        .into_iter()
+        .map(|(n, o)| (n.to_owned(), o))
+        .collect();
+        v.extend((0..128).map(|n| (format!("MTA({n})"), mta(n))));
+        for n in 0..128 {
+            v.push((format!("RAL({n})"), ral(n)));
+            v.push((format!("RAH({n})"), rah(n)));
+        }
+        v
     }
     /// RSS spreads over at most 16 queues (4-bit RETA entries).
     fn max_queues(&self, _device: u16) -> u16 {
@@ -71,11 +135,21 @@ impl Family for Ixgbe {
     fn set_max_frame(&self, r: &dyn Regs, mtu: u32) {
         queue::set_max_frame(r, mtu)
     }
+    /// Reset (double when the master disable times out), EEPROM and DMA
+    /// init, MAC; RAR 1..127, MTA and VFTA emptied and relaxed ordering off
+    /// (Linux `ixgbe_init_rx_addrs_generic`, `ixgbe_clear_vfta_generic`,
+    /// `ixgbe_start_hw_gen2`); on SFP+ boards the laser on (100 ms); the
+    /// link started for the board; counters cleared.
     fn init(&self, r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
         init::reset(r)?;
         init::wait_eeprom_and_dma(r)?;
         let mac = init::read_mac(r)?;
-        init::start_link(r);
+        init::clear_rx_filters(r);
+        init::disable_relaxed_ordering(r);
+        if link::controls_laser(r, self.media) {
+            link::enable_tx_laser(r);
+        }
+        link::start_link(r, self.media);
         stats::clear(r);
         Ok(mac)
     }
@@ -111,9 +185,9 @@ impl Family for Ixgbe {
         pollnic_hw::ixgbe::regs::tdt(q)
     }
     fn link_status(&self, r: &dyn Regs) -> LinkStatus {
-        init::link_status(r)
+        link::link_status(r, self.media)
     }
     fn shutdown(&self, r: &dyn Regs, queues: u16) {
-        init::shutdown(r, queues)
+        init::shutdown(r, queues, self.media)
     }
 }

@@ -9,6 +9,11 @@ use crate::wait::{wait_for, TimedOut};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use std::time::Duration;
 
+/// How long the security RX path may take to drain before RXEN is set:
+/// 40 ms, DPDK `ixgbe_disable_sec_rx_path_generic` (`IXGBE_MAX_SECRX_POLL`
+/// 4000 polls 10 µs apart).
+pub const SECRX_RDY_TIMEOUT: Duration = Duration::from_millis(40);
+
 /// How long a queue enable may take to latch (Linux: 10 polls 1–2 ms apart).
 pub const LATCH_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -44,7 +49,9 @@ pub fn set_max_frame(r: &dyn Regs, mtu: u32) {
 
 /// Program RX queue `q` (§4.6.7): SRRCTL buffer size in 1 KiB units,
 /// advanced one-buffer descriptors, DROP_EN; ring base and length; head and
-/// tail 0; DCA_RXCTRL bit 12 cleared (ixy); its drops counted in QPRDC(q)
+/// tail 0; DCA_RXCTRL bit 12 and the relaxed-ordering bits cleared (ixy;
+/// Linux and DPDK `ixgbe_start_hw_gen2`, which `init` also runs over every
+/// queue); its drops counted in QPRDC(q)
 /// (RQSMR maps queue q to statistics index q, q < 16). The queue stays off.
 pub fn configure_rx(r: &dyn Regs, q: u16, ring: RingRegs, buf_size: usize, drop_en: bool) {
     if q == 0 {
@@ -61,7 +68,7 @@ pub fn configure_rx(r: &dyn Regs, q: u16, ring: RingRegs, buf_size: usize, drop_
     r.write32(rdlen(q), ring.len_bytes);
     r.write32(rdh(q), 0);
     r.write32(rdt(q), 0);
-    r.clear_bits(dca_rxctrl(q), DCA_RXCTRL_BIT12);
+    r.clear_bits(dca_rxctrl(q), DCA_RXCTRL_CLEAR);
     if q < 16 {
         let shift = 8 * (q as u32 % 4);
         let v = r.read32(rqsmr(q / 4)) & !(0xF << shift);
@@ -87,9 +94,20 @@ pub fn setup_tx_global(r: &dyn Regs) {
     r.clear_bits(RTTDCS, RTTDCS_ARBDIS);
 }
 
-/// Program TX queue `q`: ring base and length, head and tail 0, thresholds
-/// PTHRESH 32, HTHRESH 1, WTHRESH 1 (Linux `ixgbe_configure_tx_ring`).
-/// The queue stays off.
+/// TXDCTL thresholds: PTHRESH 32, HTHRESH 0, WTHRESH 0 (DPDK's defaults,
+/// `ixgbe_dev_tx_queue_setup`). pollnic's TX ring asks for a write-back (RS)
+/// only at every 32nd descriptor and the burst's last, and reclaims by DD at
+/// those slots. With WTHRESH > 0 the 82599 writes back descriptors in
+/// batches and ignores RS, so DPDK refuses WTHRESH > 0 with an RS threshold
+/// above 1; Linux's WTHRESH 1 goes with RS on every packet. WTHRESH 0 is the
+/// setting that agrees with RS at batch ends.
+pub const TXDCTL_THRESHOLDS: u32 =
+    (32 << TXDCTL_PTHRESH_SHIFT) | (0 << TXDCTL_HTHRESH_SHIFT) | (0 << TXDCTL_WTHRESH_SHIFT);
+
+/// Program TX queue `q`: ring base and length, head and tail 0, the
+/// [`TXDCTL_THRESHOLDS`], DCA_TXCTRL.DESC_WRO_EN cleared (DPDK
+/// `ixgbe_dev_tx_init`: relaxed ordering of the write-back "hoses
+/// bookkeeping"). The queue stays off.
 pub fn configure_tx(r: &dyn Regs, q: u16, ring: RingRegs) {
     if q == 0 {
         setup_tx_global(r);
@@ -100,10 +118,8 @@ pub fn configure_tx(r: &dyn Regs, q: u16, ring: RingRegs) {
     r.write32(tdlen(q), ring.len_bytes);
     r.write32(tdh(q), 0);
     r.write32(tdt(q), 0);
-    r.write32(
-        txdctl(q),
-        (32 << TXDCTL_PTHRESH_SHIFT) | (1 << TXDCTL_HTHRESH_SHIFT) | (1 << TXDCTL_WTHRESH_SHIFT),
-    );
+    r.clear_bits(dca_txctrl(q), DCA_TXCTRL_DESC_WRO_EN);
+    r.write32(txdctl(q), TXDCTL_THRESHOLDS);
 }
 
 /// DMATXCTL.TE: must be set before any TXDCTL.ENABLE (Linux `ixgbe_configure_tx`).
@@ -136,8 +152,8 @@ pub fn enable_tx_queue(r: &dyn Regs, q: u16) -> Result<(), TimedOut> {
 /// Filters (broadcast accepted, promiscuous on request), then the receive
 /// enable with the security RX path stopped around it (Linux
 /// `ixgbe_enable_rx_dma_82599`: set SECRXCTRL.RX_DIS, poll SECRXSTAT.SECRX_RDY
-/// — Linux carries on when it does not come, so does pollnic — set RXEN,
-/// clear RX_DIS).
+/// up to [`SECRX_RDY_TIMEOUT`] — Linux and DPDK carry on when it does not
+/// come, so does pollnic — set RXEN, clear RX_DIS).
 pub fn start_rx(r: &dyn Regs, filter: RxFilter) {
     let mut fctrl = (r.read32(FCTRL) | FCTRL_BAM) & !(FCTRL_UPE | FCTRL_MPE);
     if filter.unicast_promisc() {
@@ -150,7 +166,7 @@ pub fn start_rx(r: &dyn Regs, filter: RxFilter) {
     r.set_bits(SECRXCTRL, SECRXCTRL_RX_DIS);
     let _ = wait_for(
         "security RX path ready (SECRXSTAT.SECRX_RDY)",
-        Duration::from_micros(300),
+        SECRX_RDY_TIMEOUT,
         || r.read32(SECRXSTAT) & SECRXSTAT_SECRX_RDY != 0,
     );
     r.set_bits(RXCTRL, RXCTRL_RXEN);

@@ -143,22 +143,37 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
     }
 }
 
+/// The shortest frame an 82599 TX queue takes (Linux pads to it: "minimum
+/// packet size for olinfo paylen is 17").
+pub(crate) const TX_MIN_FRAME: usize = 17;
+
 /// A TDT write: send every descriptor up to the tail (when the queue, the
-/// transmit DMA, bus mastering and the link are all up).
+/// transmit DMA, bus mastering and the link are all up). With
+/// TXDCTL.WTHRESH > 0 every descriptor is written back, RS or not (the
+/// 82599 ignores RS then). A frame under [`TX_MIN_FRAME`] bytes wedges the
+/// queue at its first descriptor: nothing from there on is sent until a
+/// reset (a violation names it).
 pub(crate) fn transmit(s: &mut State, q: u16) {
     if s.reg(DMATXCTL) & DMATXCTL_TE == 0 || !s.bus_master || !s.link_up() {
         return;
     }
+    if s.tx_wedged.contains(&q) {
+        return;
+    }
     let tail = s.reg(tdt(q)) as u16;
     let pad = s.reg(HLREG0) & HLREG0_TXPADEN != 0;
+    let wthresh = (s.reg(txdctl(q)) >> TXDCTL_WTHRESH_SHIFT) & 0x7F;
+    let partial = s.partial.len();
     let st = &mut s.tx[q as usize];
     let Some(ring) = st.ring.as_mut().filter(|_| st.enabled) else {
         return;
     };
+    let (limit, wedge) = look_ahead(ring, tail, partial, wthresh > 0);
     let mut sent = Vec::new();
-    let w = ring_transmit(ring, tail, &s.iommu, true, &mut s.partial, &mut |f| {
+    let w = ring_transmit(ring, limit, &s.iommu, true, &mut s.partial, &mut |f| {
         sent.push(f)
     });
+    s.tx_writebacks += w.writebacks;
     for mut f in sent {
         if pad && f.len() < 60 {
             f.resize(60, 0);
@@ -172,4 +187,47 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
             "TX DMA of queue {q} from IOVA {iova:#x}, unmapped or across a 2 MiB IOMMU page (an IOMMU fault)"
         ));
     }
+    if let Some((at, len)) = wedge {
+        s.tx_wedged.insert(q);
+        s.violation(format!(
+            "TX queue {q} wedged at descriptor {at}: a {len}-byte frame, under the \
+             {TX_MIN_FRAME} bytes the 82599 needs (Linux ixgbe pads to 17); nothing more \
+             leaves this queue until a reset"
+        ));
+    }
+}
+
+/// Walk `[head, tail)` before sending: with `every` set, give each
+/// descriptor RS (what WTHRESH > 0 does: every one is written back). Returns
+/// where to stop (the first descriptor of a frame under [`TX_MIN_FRAME`]
+/// bytes, else `tail`) and that frame's position and length.
+fn look_ahead(
+    ring: &mut pollnic_rings::model::DeviceRing,
+    tail: u16,
+    partial: usize,
+    every: bool,
+) -> (u16, Option<(u16, usize)>) {
+    use pollnic_hw::desc::{TxRequest, TXD_DCMD_RS};
+    let mut i = ring.head();
+    let (mut start, mut len) = (i, partial);
+    while i != tail {
+        let mut d = ring.descriptor(i);
+        let req = TxRequest::decode(d);
+        if every && !req.rs {
+            d.hi |= TXD_DCMD_RS as u64;
+            ring.set_descriptor(i, d);
+        }
+        if req.is_adv_data {
+            len += req.len as usize;
+        }
+        let next = (i + 1) % ring.count();
+        if req.eop {
+            if len < TX_MIN_FRAME {
+                return (start, Some((start, len)));
+            }
+            (start, len) = (next, 0);
+        }
+        i = next;
+    }
+    (tail, None)
 }

@@ -4,47 +4,66 @@
 //! bring-up, rings, tail writes and shutdown.
 //!
 //! What it models:
+//! - time: a clock [`CLOCK_RATE`] times faster than the wall clock, so the
+//!   part's real delays cost a test little;
 //! - every register bring-up polls, behaving like the part: CTRL.RST
 //!   self-clears after [`ModelConfig::reset_time`], then EEC.ARD and
-//!   RDRXCTL.DMAIDONE come, LINKS.UP rises [`ModelConfig::link_time`] after
-//!   AUTOC.AN_RESTART, and RXDCTL/TXDCTL.ENABLE read back their new value
-//!   only after [`ModelConfig::latch_reads`] reads (so a driver that does not
-//!   poll the latch is caught);
+//!   RDRXCTL.DMAIDONE come; STATUS.GIO clears on CTRL.GIO_DIS (or never, with
+//!   [`Soft82599::set_master_stuck`], and then a reset must be followed by a
+//!   second one before any DMA); RXDCTL/TXDCTL.ENABLE read back their new
+//!   value only after [`ModelConfig::latch_reads`] reads (so a driver that
+//!   does not poll the latch is caught);
+//! - the SFP+ cage on ESDP: SDP3 is the laser disable (an output, high at
+//!   reset: laser off), SDP2 the module-present input
+//!   ([`Soft82599::set_module_present`]); the link comes up [`LINK_TRAINING`]
+//!   (1.5 s model time) after the later of laser-on and AUTOC.AN_RESTART,
+//!   never with the laser off or the cage empty, at 1 Gb/s when AUTOC.LMS is
+//!   a 1 Gb/s mode ([`Soft82599::set_eeprom_link_mode`] sets what the
+//!   EEPROM loads), else 10 Gb/s; ANLP1's AN state leaves 0 after a restart;
+//! - what reset leaves undefined: MTA, RAR 1..127 (with AV) and VFTA hold
+//!   garbage, and RXEN with any of them unwritten is a violation; the
+//!   relaxed-ordering bits of DCA_RXCTRL (13, 15) and DCA_TXCTRL (11) are
+//!   set at reset, and a queue enabled with them on is a violation;
 //! - RX: L2 filter (RAL/RAH, BAM, UPE/MPE), RSS (Toeplitz with RSSRK over
 //!   the types MRQC enables, RETA lookup), CRC strip, DMA into the advanced
 //!   descriptors of the chosen queue with DD/EOP, length, hash and RSS type;
 //!   drops counted in QPRDC (DROP_EN) or MPC;
 //! - TX: on a TDT write, the ring is walked and sent (as QEMU's igb does),
-//!   DD written back where RS asks, frames padded to 60 bytes (TXPADEN);
+//!   DD written back where RS asks (on every descriptor with
+//!   TXDCTL.WTHRESH > 0), frames padded to 60 bytes (TXPADEN); a frame under
+//!   17 bytes wedges its queue (a violation);
 //! - clear-on-read counters (GPRC, GORC, GPTC, GOTC, BPRC, MPRC, MPC, QPRDC);
 //! - an IOMMU: DMA only inside mappings the driver made, IOVAs unrelated
 //!   to virtual addresses.
 //!
 //! It is strict: a write the part would reject or a step out of order (a
-//! register written during reset or before DMA init, RX queue registers
-//! written with the receiver on (the part allows that for a disabled queue,
-//! §4.6.7.1, but the §4.6.7 sequence never does it), RXEN before any queue
-//! is enabled,
-//! TXDCTL.ENABLE before DMATXCTL.TE, a tail written before the enable
-//! latched or beyond the ring, MTQC changed with the arbiter on, an MRQC
-//! mode other than RSS, reserved RETA bits, a read-only register written, an
-//! unknown offset, DMA memory freed while a queue can still DMA) is a
+//! register written during reset or before DMA init, a running RX queue's
+//! ring registers written, a running queue's head moved, TXDCTL.ENABLE
+//! before DMATXCTL.TE, a tail written before the enable latched or beyond
+//! the ring, MTQC changed with the arbiter on, an MRQC mode other than RSS,
+//! reserved RETA bits, a read-only register written, an unknown offset, DMA
+//! memory freed while a queue can still DMA, and the rules above) is a
 //! violation: with [`ModelConfig::strict`] (the default) it panics at the
-//! culprit, otherwise it is recorded for [`Soft82599::violations`].
+//! culprit, otherwise it is recorded for [`Soft82599::violations`]. What the
+//! datasheet allows and working drivers do is not: RXEN before the queues
+//! are enabled (ixy), RDH written to where it is after the enable (ixy,
+//! DPDK), a disabled queue's ring set up with RXEN on (§4.6.7.1).
 //!
-//! What it does not model: the PHY, SFP+ modules and their I2C, link
-//! partners and speeds other than 10 Gb/s, real DMA timing and descriptor
-//! prefetch/write-back thresholds, interrupts, flow control, DCB,
-//! virtualization, flow director, checksum offloads, VLAN, jumbo frames,
-//! multicast table lookups, GPRC also counting missed frames (the hardware
-//! quirk Linux corrects), and packet-buffer overflow timing (a frame with no
-//! descriptor is dropped at once).
+//! What it does not model: the PHY and SFP+ module internals (its I2C
+//! EEPROM, module types, the CORECTL init sequence), link partners, real
+//! DMA timing and PCIe ordering, descriptor prefetch and write-back delays,
+//! interrupts, flow control, DCB, virtualization, flow director, checksum
+//! offloads, VLAN, multicast table lookups, manageability firmware, GPRC
+//! also counting missed frames (the hardware quirk Linux corrects), and
+//! packet-buffer overflow timing (a frame with no descriptor is dropped at
+//! once).
 
 mod datapath;
 mod regs;
 mod state;
 
 pub use crate::model::{Event, ModelConfig, RxOutcome, SoftBar};
+pub use state::{CLOCK_RATE, LINK_TRAINING};
 
 use crate::config::DeviceConfig;
 use crate::device::{Device, DeviceIdent};
@@ -138,6 +157,41 @@ impl Soft82599 {
             .iter()
             .map(|m| (m.iova, m.len))
             .collect()
+    }
+
+    /// Model time since the model was made ([`CLOCK_RATE`] times the wall
+    /// clock).
+    pub fn model_time(&self) -> std::time::Duration {
+        lock(&self.shared).now()
+    }
+
+    /// Put an SFP+ module in the cage or take it out (ESDP.SDP2; default:
+    /// present). Without one the link stays down.
+    pub fn set_module_present(&self, present: bool) {
+        lock(&self.shared).module_present = present;
+    }
+
+    /// The link mode (an `AUTOC_LMS_*` value of `pollnic_hw::ixgbe::bits`)
+    /// the EEPROM loads into AUTOC at every reset from now on (default 10G
+    /// serial); a board left in a 1 Gb/s mode links at 1 Gb/s.
+    pub fn set_eeprom_link_mode(&self, lms: u32) {
+        let mut s = lock(&self.shared);
+        s.eeprom_lms = lms & pollnic_hw::ixgbe::bits::AUTOC_LMS_MASK;
+        let lms = s.eeprom_lms;
+        s.regs.insert(pollnic_hw::ixgbe::regs::AUTOC, lms);
+    }
+
+    /// Make PCIe master requests hang: STATUS.GIO stays set after
+    /// CTRL.GIO_DIS until the next reset, which then needs a second one
+    /// before the device may DMA (the 82599 specification update's master
+    /// disable flow).
+    pub fn set_master_stuck(&self) {
+        lock(&self.shared).master_stuck = true;
+    }
+
+    /// TX descriptors the model has written back (DD set) since it was made.
+    pub fn tx_writebacks(&self) -> u64 {
+        lock(&self.shared).tx_writebacks
     }
 
     /// Registers as the driver sees them (for tests that drive the model by hand).

@@ -24,6 +24,10 @@ pub(crate) enum Kind {
     Eimc,
     Autoc,
     Links,
+    /// ANLP1: read-only, the AN state after a restart.
+    Anlp1,
+    /// ESDP: the software-definable pins (laser, module present).
+    Esdp,
     Rxctrl,
     Rdrxctl,
     Mrqc,
@@ -73,6 +77,11 @@ pub(crate) fn kinds() -> &'static HashMap<u32, Kind> {
             (AUTOC, Autoc),
             (LINKS, Links),
             (AUTOC2, Plain),
+            (ANLP1, Anlp1),
+            (ESDP, Esdp),
+            (FWSM, Plain),
+            (GCR_EXT, Plain),
+            (MCSTCTRL, Plain),
             (RXCTRL, Rxctrl),
             (RDRXCTL, Rdrxctl),
             (FCTRL, Plain),
@@ -100,6 +109,7 @@ pub(crate) fn kinds() -> &'static HashMap<u32, Kind> {
             m.insert(mta(n), Plain);
             m.insert(ral(n), Plain);
             m.insert(rah(n), Plain);
+            m.insert(vfta(n), Plain);
         }
         for n in 0..32 {
             m.insert(reta(n), Reta);
@@ -169,12 +179,20 @@ pub(crate) fn read(s: &mut State, off: u32) -> u32 {
     match k {
         Kind::Ctrl => s.reg(CTRL) | if s.in_reset() { CTRL_RST_MASK } else { 0 },
         Kind::Status => {
-            if s.bus_master && s.reg(CTRL) & CTRL_GIO_DIS == 0 {
+            if s.master_pending(s.reg(CTRL) & CTRL_GIO_DIS != 0) {
                 STATUS_GIO
             } else {
                 0
             }
         }
+        Kind::Esdp => {
+            // SDP2 is an input: the cage's module-present line.
+            s.reg(ESDP) & !ESDP_SDP2 | if s.module_present { ESDP_SDP2 } else { 0 }
+        }
+        Kind::Anlp1 => match s.an_at {
+            Some(t) if s.now() >= t + super::state::AN_STATE_TIME => 1 << 16,
+            _ => 0,
+        },
         Kind::Eec => EEC_PRES | if s.eeprom_done() { EEC_ARD } else { 0 },
         Kind::Rdrxctl => {
             s.reg(RDRXCTL)
@@ -186,7 +204,12 @@ pub(crate) fn read(s: &mut State, off: u32) -> u32 {
         }
         Kind::Links => {
             if s.link_up() {
-                LINKS_UP | LINKS_SPEED_10G | LINKS_KX_AN_COMP
+                let speed = if s.link_speed_1g() {
+                    LINKS_SPEED_1G
+                } else {
+                    LINKS_SPEED_10G
+                };
+                LINKS_UP | speed | LINKS_KX_AN_COMP
             } else {
                 0
             }
@@ -251,10 +274,12 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
         ));
         return;
     }
+    s.undefined.remove(&off);
     match k {
         Kind::Status
         | Kind::Eec
         | Kind::Links
+        | Kind::Anlp1
         | Kind::Secrxstat
         | Kind::Sectxstat
         | Kind::Counter
@@ -301,13 +326,14 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
         }
         Kind::Autoc => {
             if val & AUTOC_AN_RESTART != 0 {
-                s.an_at = Some(std::time::Instant::now());
+                s.an_at = Some(s.now());
             }
             s.regs.insert(AUTOC, val & !AUTOC_AN_RESTART);
         }
         Kind::Rdrxctl => {
             s.regs.insert(RDRXCTL, val & !RDRXCTL_DMAIDONE);
         }
+        Kind::Esdp => esdp(s, val),
         Kind::Mrqc => {
             let mrqe = val & MRQC_MRQE_MASK;
             if mrqe > MRQC_MRQE_RSS {
@@ -339,15 +365,12 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
         Kind::Rxctrl => rxctrl(s, val),
         Kind::Dmatxctl => dmatxctl(s, val),
         Kind::RxRingCfg(q) => {
-            if s.rx[q as usize].enabled || s.reg(RXCTRL) & RXCTRL_RXEN != 0 {
-                // Stricter than the part: §4.6.7.1 allows a disabled queue to
-                // be set up with the receiver on, but the initialization
-                // sequence pollnic follows (§4.6.7) configures every queue
-                // with RXEN off, so anything else is a change of order.
+            // A disabled queue may be set up with the receiver on
+            // (datasheet §4.6.7.1); only a running queue's ring is off limits.
+            if s.rx[q as usize].enabled {
                 s.violation(format!(
-                    "RX queue {q} register {off:#x} written while the queue or the receiver \
-                     is enabled (the §4.6.7 initialization configures RX queues with \
-                     RXCTRL.RXEN off)"
+                    "RX queue {q} register {off:#x} written while the queue is enabled \
+                     (disable it first, 82599 §4.6.7.1)"
                 ));
             }
             s.regs.insert(off, val);
@@ -361,14 +384,19 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
             s.regs.insert(off, val);
         }
         Kind::Rdh(q) | Kind::Tdh(q) => {
-            let running = match k {
-                Kind::Rdh(_) => s.rx[q as usize].enabled,
-                _ => s.tx[q as usize].enabled,
+            // Writing a running queue's head to where it already is has no
+            // effect: ixy, ixy.rs and DPDK write RDH = 0 right after the
+            // enable, before the first tail. Moving it is a violation.
+            let ring = match k {
+                Kind::Rdh(_) => &s.rx[q as usize].ring,
+                _ => &s.tx[q as usize].ring,
             };
-            if running {
-                s.violation(format!(
-                    "head register {off:#x} of running queue {q} written"
-                ));
+            if let Some(head) = ring.as_ref().map(|r| r.head() as u32) {
+                if head != val {
+                    s.violation(format!(
+                        "head register {off:#x} of running queue {q} moved from {head} to {val}"
+                    ));
+                }
             }
             s.regs.insert(off, val);
         }
@@ -416,12 +444,15 @@ fn rxctrl(s: &mut State, val: u32) {
     let was = s.reg(RXCTRL) & RXCTRL_RXEN != 0;
     let on = val & RXCTRL_RXEN != 0;
     if on && !was {
-        if !s.rx.iter().any(|q| q.latched_on()) {
-            s.violation(
-                "RXCTRL.RXEN set before any RX queue was configured and enabled (82599 §4.6.7: \
-                 the receive enable comes last)"
-                    .into(),
-            );
+        // RXEN may come before the queues are enabled (ixy does that; a
+        // frame for a disabled queue is dropped and counted in MPC).
+        if let Some(off) = s.undefined.iter().min().copied() {
+            let n = s.undefined.len();
+            s.violation(format!(
+                "RXCTRL.RXEN set while {n} receive filter registers (MTA, RAR 1..127, VFTA) \
+                 still hold the undefined values reset left, e.g. {off:#x}: clear them first \
+                 (Linux ixgbe_init_rx_addrs_generic, ixgbe_clear_vfta_generic)"
+            ));
         }
         let hl = s.reg(HLREG0) & HLREG0_RXCRCSTRP != 0;
         let rd = s.reg(RDRXCTL) & RDRXCTL_CRCSTRIP != 0;
@@ -444,10 +475,37 @@ fn rxctrl(s: &mut State, val: u32) {
     s.regs.insert(RXCTRL, val);
 }
 
+/// An ESDP write: SDP2 is an input (ignored); SDP3, when an output, is the
+/// laser disable: driven low the laser comes on (and the link can train),
+/// driven high it goes dark and the link drops.
+fn esdp(s: &mut State, val: u32) {
+    let laser_on = |v: u32| v & ESDP_SDP3_DIR != 0 && v & ESDP_SDP3 == 0;
+    let (was, on) = (laser_on(s.reg(ESDP)), laser_on(val));
+    if on && !was {
+        s.laser_on_at = Some(s.now());
+    } else if !on {
+        s.laser_on_at = None;
+    }
+    s.regs.insert(ESDP, val & !ESDP_SDP2);
+}
+
+/// The double-reset rule: after a reset issued with master requests still
+/// pending, the device must be reset again before it may DMA.
+fn check_double_reset(s: &mut State, what: &str) {
+    if s.needs_second_reset {
+        s.violation(format!(
+            "{what} after a single reset issued while PCIe master requests were still pending \
+             (STATUS.GIO set): the 82599 specification update asks for two resets in a row \
+             (Linux ixgbe_disable_pcie_master, IXGBE_FLAGS_DOUBLE_RESET_REQUIRED)"
+        ));
+    }
+}
+
 fn dmatxctl(s: &mut State, val: u32) {
     let was = s.reg(DMATXCTL) & DMATXCTL_TE != 0;
     let on = val & DMATXCTL_TE != 0;
     if on && !was {
+        check_double_reset(s, "DMATXCTL.TE set");
         let total: u32 = (0..8).map(|n| s.reg(txpbsize(n))).sum();
         if total > TXPBSIZE_MAX {
             s.violation(format!(
@@ -485,6 +543,15 @@ fn rxdctl_write(s: &mut State, off: u32, q: u16, val: u32) {
         return;
     }
     if on {
+        check_double_reset(s, &format!("RXDCTL({q}).ENABLE set"));
+        let dca = s.reg(dca_rxctrl(q));
+        if dca & (DCA_RXCTRL_DATA_WRO_EN | DCA_RXCTRL_HEAD_WRO_EN) != 0 {
+            s.violation(format!(
+                "RXDCTL({q}).ENABLE set with relaxed ordering on in DCA_RXCTRL({q}) = {dca:#x}: \
+                 a write-back may overtake its data (clear bits 13 and 15, Linux and DPDK \
+                 ixgbe_start_hw_gen2)"
+            ));
+        }
         let srrctl = s.reg(srrctl(q));
         let problem = if srrctl & SRRCTL_DESCTYPE_MASK != SRRCTL_DESCTYPE_ADV_ONEBUF {
             Err(format!(
@@ -528,6 +595,14 @@ fn txdctl_write(s: &mut State, off: u32, q: u16, val: u32) {
         return;
     }
     if on {
+        check_double_reset(s, &format!("TXDCTL({q}).ENABLE set"));
+        let dca = s.reg(dca_txctrl(q));
+        if dca & DCA_TXCTRL_DESC_WRO_EN != 0 {
+            s.violation(format!(
+                "TXDCTL({q}).ENABLE set with DCA_TXCTRL({q}).DESC_WRO_EN on ({dca:#x}): a \
+                 relaxed-ordered write-back \"hoses bookkeeping\" (DPDK ixgbe_dev_tx_init)"
+            ));
+        }
         if s.reg(DMATXCTL) & DMATXCTL_TE == 0 {
             s.violation(format!(
                 "TXDCTL({q}).ENABLE set before DMATXCTL.TE (the transmit DMA must be enabled \

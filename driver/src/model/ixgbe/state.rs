@@ -5,8 +5,24 @@
 use crate::model::iommu::Mappings;
 use crate::model::ModelConfig;
 use crate::model::{Event, QueueState, RegisterModel};
-use std::collections::HashMap;
-use std::time::Instant;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// The software 82599's clock runs this many times faster than the wall
+/// clock: every time the model keeps (reset, EEPROM, DMA init, link
+/// training) is model time, so a 1.5 s link training takes 15 ms of a test.
+/// The driver's own waits are wall-clock time and so 100 times more
+/// generous against the model than against silicon.
+pub const CLOCK_RATE: u32 = 100;
+
+/// How long the link takes to come up after the laser is on and
+/// autonegotiation restarted, in model time: 1.5 s, inside the 1–2 s an
+/// X520 takes (Linux allows 9 s, `IXGBE_LINK_UP_TIME`). A longer
+/// `ModelConfig::link_time` lengthens it.
+pub const LINK_TRAINING: Duration = Duration::from_millis(1500);
+
+/// How long after an AN restart ANLP1's AN state leaves 0, in model time.
+pub const AN_STATE_TIME: Duration = Duration::from_millis(1);
 
 /// Queues the model implements (the 82599's 128).
 pub(crate) const QUEUES: usize = 128;
@@ -17,10 +33,33 @@ pub(crate) struct State {
     pub regs: HashMap<u32, u32>,
     /// Statistics counters by register offset (64-bit pairs under the low one).
     pub counters: HashMap<u32, u64>,
-    /// When the last reset started.
-    pub reset_at: Option<Instant>,
-    /// When the last autonegotiation restart was written.
-    pub an_at: Option<Instant>,
+    /// Model time zero.
+    pub epoch: Instant,
+    /// When the last reset started (model time).
+    pub reset_at: Option<Duration>,
+    /// When the last autonegotiation restart was written (model time).
+    pub an_at: Option<Duration>,
+    /// When the TX laser last came on (ESDP.SDP3 driven low), model time.
+    pub laser_on_at: Option<Duration>,
+    /// An SFP+ module sits in the cage (ESDP.SDP2 reads high).
+    pub module_present: bool,
+    /// The link mode the EEPROM loads into AUTOC.LMS at reset.
+    pub eeprom_lms: u32,
+    /// PCIe master requests that never complete: STATUS.GIO stays set after
+    /// CTRL.GIO_DIS until a reset.
+    pub master_stuck: bool,
+    /// A reset was issued while master requests were still pending: a second
+    /// one is needed (82599 specification update, master disable).
+    pub needs_second_reset: bool,
+    /// Registers that still hold the undefined values reset left (MTA,
+    /// RAR 1..127, VFTA) and have not been written since.
+    pub undefined: HashSet<u32>,
+    /// Resets so far (seeds the undefined values).
+    pub resets: u32,
+    /// TX queues wedged by a frame the 82599 cannot send.
+    pub tx_wedged: HashSet<u16>,
+    /// TX descriptors written back (DD) since power-on.
+    pub tx_writebacks: u64,
     pub rx: Vec<QueueState>,
     pub tx: Vec<QueueState>,
     pub iommu: Mappings,
@@ -38,8 +77,18 @@ impl State {
             cfg,
             regs: HashMap::new(),
             counters: HashMap::new(),
+            epoch: Instant::now(),
             reset_at: None,
             an_at: None,
+            laser_on_at: None,
+            module_present: true,
+            eeprom_lms: pollnic_hw::ixgbe::bits::AUTOC_LMS_10G_SERIAL,
+            master_stuck: false,
+            needs_second_reset: false,
+            undefined: HashSet::new(),
+            resets: 0,
+            tx_wedged: HashSet::new(),
+            tx_writebacks: 0,
             rx: (0..QUEUES).map(|_| QueueState::default()).collect(),
             tx: (0..QUEUES).map(|_| QueueState::default()).collect(),
             iommu: Mappings::default(),
@@ -63,32 +112,64 @@ impl State {
         }
     }
 
-    /// Register values after reset (and at power-on): everything 0 except
-    /// what the EEPROM loads (RAL/RAH(0), AUTOC's link mode) and the
-    /// 82599's non-zero defaults pollnic reads back.
+    /// Register values after reset (and at power-on): what the EEPROM loads
+    /// (RAL/RAH(0), AUTOC's link mode, ESDP with the laser pin an output
+    /// driven high, i.e. laser off), the 82599's non-zero defaults pollnic
+    /// reads back (the relaxed-ordering bits of DCA_RXCTRL/DCA_TXCTRL among
+    /// them), garbage in what reset leaves undefined (MTA, RAR 1..127, VFTA),
+    /// and 0 elsewhere.
     fn load_defaults(&mut self) {
         use pollnic_hw::ixgbe::{bits::*, regs::*};
         self.regs.clear();
         self.counters.clear();
+        self.undefined.clear();
+        self.tx_wedged.clear();
         let m = self.cfg.mac;
         self.regs
             .insert(ral(0), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         self.regs
             .insert(rah(0), u32::from_le_bytes([m[4], m[5], 0, 0]) | RAH_AV);
-        self.regs.insert(AUTOC, AUTOC_LMS_10G_SERIAL);
+        self.regs.insert(AUTOC, self.eeprom_lms);
         self.regs.insert(AUTOC2, AUTOC2_10G_SFI);
+        self.regs.insert(ESDP, ESDP_SDP3_DIR | ESDP_SDP3);
+        self.laser_on_at = None;
         self.regs
             .insert(HLREG0, HLREG0_TXCRCEN | HLREG0_RXCRCSTRP | HLREG0_TXPADEN);
         self.regs.insert(RDRXCTL, RDRXCTL_CRCSTRIP);
         for q in 0..QUEUES as u16 {
             // SRRCTL default: 2 KiB buffers, legacy descriptors.
             self.regs.insert(srrctl(q), 2);
+            self.regs
+                .insert(dca_rxctrl(q), DCA_RXCTRL_DESC_RRO_EN | DCA_RXCTRL_CLEAR);
+            self.regs.insert(dca_txctrl(q), DCA_TXCTRL_DESC_WRO_EN);
         }
         for n in 0..8 {
             self.regs
                 .insert(rxpbsize(n), if n == 0 { RXPBSIZE_MAX } else { 0 });
             self.regs
                 .insert(txpbsize(n), if n == 0 { TXPBSIZE_MAX } else { 0 });
+        }
+        // Undefined after reset: a different pseudo-random pattern each
+        // time (xorshift), never 0, RAH with AV set so a stale entry would
+        // pass frames.
+        let mut x = 0x9E37_79B9u32 ^ self.resets.wrapping_mul(0x85EB_CA6B);
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x | 1
+        };
+        for n in 0..128u16 {
+            for (off, v) in [(mta(n), next()), (vfta(n), next())] {
+                self.regs.insert(off, v);
+                self.undefined.insert(off);
+            }
+            if n > 0 {
+                self.regs.insert(ral(n), next());
+                self.regs.insert(rah(n), (next() & 0xFFFF) | RAH_AV);
+                self.undefined.insert(ral(n));
+                self.undefined.insert(rah(n));
+            }
         }
         for q in &mut self.rx {
             *q = QueueState::default();
@@ -100,15 +181,35 @@ impl State {
         self.partial.clear();
     }
 
+    /// Model time now.
+    pub fn now(&self) -> Duration {
+        self.epoch.elapsed() * CLOCK_RATE
+    }
+
     /// A global reset starts: registers to defaults, queues stopped, link down.
     pub fn reset(&mut self) {
+        use pollnic_hw::ixgbe::{bits::*, regs::*};
+        // Master requests still pending (STATUS.GIO set) when the reset
+        // comes: this reset blocks new ones, a second must clear what the
+        // completions left (82599 specification update; Linux
+        // `ixgbe_disable_pcie_master`, `IXGBE_FLAGS_DOUBLE_RESET_REQUIRED`).
+        self.needs_second_reset =
+            self.master_pending(self.reg(CTRL) & CTRL_GIO_DIS != 0) && self.master_stuck;
+        self.master_stuck = false;
+        self.resets += 1;
         self.load_defaults();
-        self.reset_at = Some(Instant::now());
+        self.reset_at = Some(self.now());
         self.log(Event::Reset);
     }
 
+    /// STATUS.GIO: master requests outstanding. With GIO_DIS set they drain
+    /// at once, unless the model was told they never complete.
+    pub fn master_pending(&self, gio_dis: bool) -> bool {
+        self.bus_master && (!gio_dis || self.master_stuck)
+    }
+
     fn since_reset(&self) -> Option<std::time::Duration> {
-        self.reset_at.map(|t| t.elapsed())
+        self.reset_at.map(|t| self.now().saturating_sub(t))
     }
 
     /// CTRL.RST still reads back set.
@@ -138,12 +239,27 @@ impl State {
             .is_none_or(|e| e >= reset + self.cfg.eeprom_time + self.cfg.dma_init_time)
     }
 
-    /// LINKS.UP: autonegotiation was restarted long enough ago.
+    /// LINKS.UP: a module in the cage, the laser on, and autonegotiation
+    /// restarted, the later of the two at least [`LINK_TRAINING`] (or
+    /// `link_time`, if longer) ago; `link_time: None` keeps it down.
     pub fn link_up(&self) -> bool {
-        match (self.an_at, self.cfg.link_time) {
-            (Some(t), Some(d)) => t.elapsed() >= d,
+        let Some(train) = self.cfg.link_time.map(|d| d.max(LINK_TRAINING)) else {
+            return false;
+        };
+        match (self.module_present, self.laser_on_at, self.an_at) {
+            (true, Some(l), Some(a)) => self.now() >= l.max(a) + train,
             _ => false,
         }
+    }
+
+    /// The link speed AUTOC.LMS selects, in Mb/s: 1 Gb/s modes (1G with or
+    /// without AN, SGMII) link at 1 Gb/s, the rest at 10 Gb/s.
+    pub fn link_speed_1g(&self) -> bool {
+        use pollnic_hw::ixgbe::{bits::*, regs::AUTOC};
+        matches!(
+            self.reg(AUTOC) & AUTOC_LMS_MASK,
+            AUTOC_LMS_1G_LINK_NO_AN | AUTOC_LMS_1G_AN | AUTOC_LMS_SGMII_1G_100M
+        )
     }
 
     pub fn reg(&self, off: u32) -> u32 {

@@ -1,0 +1,124 @@
+//! `pollnic doctor --selfcheck <addr>`: the report of
+//! [`pollnic::selfcheck::selfcheck`], short enough to paste into a bug
+//! report. Single registers are shown before and after; the multicast table
+//! and the receive address registers are summed up.
+
+use pollnic::selfcheck::{RegisterRead, SelfCheck};
+use std::fmt::Write;
+
+/// The report, one register per line, the tables summed up.
+pub fn text(sc: &SelfCheck) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "pollnic selfcheck {}: {} ({:04x}, {} back end)",
+        sc.addr, sc.name, sc.device, sc.family
+    );
+    if sc.registers.is_empty() {
+        let _ = writeln!(out, "no register list for the {} back end", sc.family);
+    } else {
+        let _ = writeln!(out, "{:<10} {:>10}  {:>10}", "register", "before", "after");
+    }
+    let table = |r: &RegisterRead| {
+        ["MTA(", "RAL(", "RAH("]
+            .iter()
+            .any(|p| r.name.starts_with(p))
+    };
+    for r in sc.registers.iter().filter(|r| !table(r)) {
+        let _ = writeln!(
+            out,
+            "{:<10} {:#010x}  {:#010x}{}",
+            r.name,
+            r.before,
+            r.after,
+            note(r)
+        );
+    }
+    let count = |p: &str, f: &dyn Fn(u32) -> bool, after: bool| {
+        sc.registers
+            .iter()
+            .filter(|r| r.name.starts_with(p) && r.name != "RAH(0)")
+            .filter(|r| f(if after { r.after } else { r.before }))
+            .count()
+    };
+    if sc.registers.iter().any(|r| r.name.starts_with("MTA(")) {
+        let nz = |v: u32| v != 0;
+        let _ = writeln!(
+            out,
+            "MTA        {:>10}  {:>10}  (non-zero words of 128; pollnic leaves none)",
+            count("MTA(", &nz, false),
+            count("MTA(", &nz, true)
+        );
+    }
+    let rars = sc
+        .registers
+        .iter()
+        .filter(|r| r.name.starts_with("RAH("))
+        .count();
+    if rars > 1 {
+        let av = |v: u32| v & (1 << 31) != 0;
+        let label = format!("RAR 1..{}", rars - 1);
+        let _ = writeln!(
+            out,
+            "{label:<10} {:>10}  {:>10}  (entries with RAH.AV set; pollnic leaves none)",
+            count("RAH(", &av, false),
+            count("RAH(", &av, true)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "link after bring-up: {}",
+        if sc.link.up {
+            format!("up {} Mb/s", sc.link.speed_mbps)
+        } else {
+            "down".to_owned()
+        }
+    );
+    out
+}
+
+/// What a value means, for the 82599's pin and link registers.
+fn note(r: &RegisterRead) -> String {
+    let laser = |v: u32| if v & 0x8 != 0 { "off" } else { "on" };
+    let module = |v: u32| if v & 0x4 != 0 { "present" } else { "absent" };
+    let lms = |v: u32| match (v >> 13) & 0x7 {
+        0 => "1G no AN",
+        1 => "10G parallel no AN",
+        2 => "1G AN",
+        3 => "10G serial",
+        4 => "KX4/KX/KR",
+        5 => "SGMII",
+        6 => "KX4/KX/KR + 1G AN",
+        _ => "KX4/KX/KR + SGMII",
+    };
+    match r.name.as_str() {
+        "STATUS" => format!(
+            "  link {} -> {}",
+            if r.before & 0x2 != 0 { "up" } else { "down" },
+            if r.after & 0x2 != 0 { "up" } else { "down" }
+        ),
+        "ESDP" => format!(
+            "  SFP+ laser (SDP3) {} -> {}; module (SDP2) {} -> {}",
+            laser(r.before),
+            laser(r.after),
+            module(r.before),
+            module(r.after)
+        ),
+        "AUTOC" => format!("  LMS {} -> {}", lms(r.before), lms(r.after)),
+        "LINKS" => format!(
+            "  link {} -> {}",
+            if r.before & (1 << 30) != 0 {
+                "up"
+            } else {
+                "down"
+            },
+            if r.after & (1 << 30) != 0 {
+                "up"
+            } else {
+                "down"
+            }
+        ),
+        "FWSM" if r.before & 0xE == 0x4 => "  pass-through manageability firmware".to_owned(),
+        _ => String::new(),
+    }
+}
