@@ -74,6 +74,7 @@ pub fn pollnic_rx(
     queues: u16,
     cores: &[usize],
     timed: bool,
+    mode: pollnic::RxMode,
 ) -> Result<Measured, String> {
     ensure_vfio(rx)?;
     let cfg = DeviceConfig::default()
@@ -90,6 +91,7 @@ pub fn pollnic_rx(
     let tallies = run_pinned(
         &mut dev,
         cores,
+        mode,
         |q| {
             let cpu0 = thread_cpu_ns();
             let mut t = Tally::default();
@@ -99,7 +101,9 @@ pub fn pollnic_rx(
             q.free_bulk(&mut buf);
             polled_once.fetch_add(1, Relaxed);
             while !timed && !done.load(Relaxed) {
-                if q.rx_burst(&mut buf, 32) == 0 {
+                let n = q.rx_burst(&mut buf, 32);
+                q.wait_rx(n);
+                if n == 0 {
                     continue;
                 }
                 if !measuring.load(Relaxed) {
@@ -112,6 +116,7 @@ pub fn pollnic_rx(
             }
             while timed && !done.load(Relaxed) {
                 let polled = q.rx_burst(&mut buf, 32);
+                q.wait_rx(polled);
                 let Some(now) = gaps.poll(polled) else {
                     continue;
                 };
@@ -163,14 +168,29 @@ pub fn pollnic_rx(
         st.get("rx_no_buffer_count").unwrap_or(0),
         st.rx_overrun_reads()
     );
+    let irq = dev
+        .queues_mut()
+        .iter()
+        .map(|q| q.irq_stats())
+        .fold((0, 0), |(s, i), q| (s + q.sleeps, i + q.interrupts));
+    let irq = if mode.uses_interrupts() {
+        format!("; sleeps {}, interrupts {}", irq.0, irq.1)
+    } else {
+        String::new()
+    };
     Ok(Measured {
         offered: offered.expect("generator ran"),
         tally,
         note: format!(
-            "after {warm} warm-up frames; per queue (trial and warm-up): {}; {nic}",
+            "after {warm} warm-up frames; per queue (trial and warm-up): {}; {nic}{irq}",
             rs.join(", ")
         ),
-        mode: "busy-poll".into(),
+        mode: match mode {
+            pollnic::RxMode::BusyPoll => "busy-poll",
+            pollnic::RxMode::Interrupt { .. } => "irq (MSI-X)",
+            pollnic::RxMode::Adaptive { .. } => "adaptive",
+        }
+        .into(),
         fwd: None,
     })
 }

@@ -8,12 +8,15 @@
 use crate::error::Error;
 use crate::io::{DeviceBar, DeviceIo};
 use crate::pci::{PciAddress, Sysfs};
+use crate::sys::irq::IrqEvent;
 use crate::sys::mmio::Bar;
 use pollnic_rings::{DmaError, DmaMapper, PageSize};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use vfio_bindings::bindings::vfio::{VFIO_PCI_CONFIG_REGION_INDEX, VFIO_REGION_INFO_FLAG_MMAP};
+use vfio_bindings::bindings::vfio::{
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSIX_IRQ_INDEX, VFIO_REGION_INFO_FLAG_MMAP,
+};
 use vfio_ioctls::{VfioContainer, VfioDevice, VfioError, VfioOps};
 
 /// PCI command register offset in configuration space.
@@ -197,6 +200,10 @@ impl DeviceIo for Vfio {
     fn disable_bus_master(&self) {
         self.set_command(PCI_COMMAND_MASTER, false);
     }
+    /// MSI-X through `VFIO_DEVICE_SET_IRQS` (the MSI-X section below).
+    fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
+        Some(self)
+    }
 }
 
 /// Devices in IOMMU group `group`, other than `addr`, bound to a driver that
@@ -223,4 +230,51 @@ fn group_blockers(sysfs: &Sysfs, group: u32, addr: PciAddress) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+// ---- MSI-X: one eventfd per RX queue vector (VFIO_PCI_MSIX_IRQ_INDEX) -------
+
+impl Vfio {
+    /// Enable MSI-X with `vectors` vectors, vector `v` signalling the `v`th
+    /// eventfd returned (`VFIO_DEVICE_SET_IRQS`, `VFIO_IRQ_SET_DATA_EVENTFD |
+    /// VFIO_IRQ_SET_ACTION_TRIGGER` on `VFIO_PCI_MSIX_IRQ_INDEX`).
+    ///
+    /// # Errors
+    /// A message when the device has no MSI-X capability or fewer vectors
+    /// than asked (`VFIO_DEVICE_GET_IRQ_INFO`), an eventfd cannot be made, or
+    /// the kernel refuses (e.g. no interrupt remapping for the device).
+    fn msix_enable(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String> {
+        let have = self
+            .device
+            .get_irq_info(VFIO_PCI_MSIX_IRQ_INDEX)
+            .map_or(0, |i| i.count);
+        if have < vectors as u32 {
+            return Err(format!(
+                "the device offers {have} MSI-X vectors through VFIO, {vectors} are needed (one per RX queue)"
+            ));
+        }
+        let events = (0..vectors)
+            .map(|_| IrqEvent::new().map(Arc::new))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| format!("cannot create an eventfd: {e}"))?;
+        self.device
+            .enable_msix(events.iter().map(|e| e.eventfd()).collect())
+            .map_err(|e| format!("VFIO_DEVICE_SET_IRQS (MSI-X, {vectors} vectors) failed: {e}"))?;
+        Ok(events)
+    }
+
+    /// Disable MSI-X (no vector signals its eventfd afterwards).
+    fn msix_disable(&self) {
+        // Fails only when MSI-X was not enabled: nothing to undo then.
+        let _ = self.device.disable_msix();
+    }
+}
+
+impl crate::io::Interrupts for Vfio {
+    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String> {
+        self.msix_enable(vectors)
+    }
+    fn disable_msix(&self) {
+        self.msix_disable()
+    }
 }
