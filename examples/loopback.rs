@@ -75,6 +75,8 @@ struct Args {
     /// One JSON object per second and a summary object (one per line), instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    wait: pollnic_examples::args::RxModeArgs,
 }
 
 /// What one RX queue saw.
@@ -140,6 +142,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let txd = Device::open(&args.tx, &base)?;
     let rx_cfg = base
         .with_queues(args.queues)
+        .with_rx_usecs(args.wait.rx_usecs)
         .with_rss_key(if args.symmetric {
             pollnic_hw::rss::SYMMETRIC_KEY
         } else {
@@ -232,6 +235,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let reports = run_pinned(
         &mut rxd,
         &cores,
+        args.wait.mode(),
         |q| receive(q, &stop, &tx_done, &rx_polled, batch),
         || report_every_second(&tx_live, &counters, &tx_done, &stop, args.json),
     )?;
@@ -538,9 +542,12 @@ fn receive(
             if tx_done.load(Relaxed) && idle_since.elapsed() > Duration::from_secs(1) {
                 return r;
             }
-            std::hint::spin_loop();
+            if !q.wait_rx(0) {
+                std::hint::spin_loop();
+            }
             continue;
         }
+        q.wait_rx(got);
         let now_ns = now_ns.unwrap_or_else(pollnic::clock::monotonic_ns);
         let now = Instant::now();
         idle_since = now;

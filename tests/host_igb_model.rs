@@ -438,6 +438,7 @@ fn a_release_request_stops_the_queue_threads_and_the_device_closes_in_order() {
     let polls = pollnic::run_pinned(
         &mut dev,
         &cores,
+        pollnic::RxMode::BusyPoll,
         |q| {
             let mut burst = Vec::with_capacity(32);
             let (t0, mut n) = (Instant::now(), 0u64);

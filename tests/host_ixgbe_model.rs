@@ -367,6 +367,7 @@ fn queues_run_on_pinned_threads_over_the_model() {
     let got = pollnic::run_pinned(
         &mut dev,
         &[core],
+        pollnic::RxMode::BusyPoll,
         |q| {
             let mut burst = Vec::new();
             let mut n = 0;

@@ -34,7 +34,7 @@ fn tools(dir: &std::path::Path) -> Vec<Tool> {
             name: "loopback",
             exe: ex("loopback"),
             base: s(&["--tx", NO_PORT, "--rx", NO_PORT2]),
-            not_numeric: &["--tx", "--rx", "--cores"],
+            not_numeric: &["--tx", "--rx", "--cores", "--rx-mode"],
         },
         Tool {
             name: "pktgen",

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::family::HashTypes;
+use crate::irq::RxMode;
 use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
 use pollnic_hw::rss::{Reta, KEY_LEN, MICROSOFT_KEY};
 use std::time::Duration;
@@ -59,11 +60,33 @@ pub struct DeviceConfig {
     pub reta: Option<Reta>,
     /// Which packet types RSS hashes (default: IPv4/IPv6, TCP and UDP).
     pub hash_types: HashTypes,
+    /// How every queue waits for frames (default [`RxMode::BusyPoll`]). An
+    /// interrupt or adaptive mode enables MSI-X at open, one vector per RX
+    /// queue; [`crate::run_pinned`] and [`crate::Device::set_rx_mode`]
+    /// change it later.
+    pub rx_mode: RxMode,
+    /// Minimum interval between two interrupts of one queue's vector, in µs
+    /// (EITR; default 0: none), as `ethtool -C <if> rx-usecs`; at most 8191
+    /// on igb, 1022 on the 82599. Used once MSI-X is on; changeable at run
+    /// time ([`crate::Queue::set_rx_usecs`], [`crate::Device::set_rx_usecs`]).
+    pub rx_usecs: u32,
 }
 
 /// Builder methods: each sets one field (see its documentation for units
 /// and range) and returns the configuration.
 impl DeviceConfig {
+    /// Set [`DeviceConfig::rx_mode`]: how every queue waits for frames.
+    #[must_use]
+    pub fn with_rx_mode(mut self, rx_mode: RxMode) -> Self {
+        self.rx_mode = rx_mode;
+        self
+    }
+    /// Set [`DeviceConfig::rx_usecs`]: the interrupt throttle in µs.
+    #[must_use]
+    pub fn with_rx_usecs(mut self, rx_usecs: u32) -> Self {
+        self.rx_usecs = rx_usecs;
+        self
+    }
     /// Set [`DeviceConfig::rx_ring_size`]: RX descriptors per queue.
     #[must_use]
     pub fn with_rx_ring_size(mut self, rx_ring_size: u32) -> Self {
@@ -153,6 +176,8 @@ impl Default for DeviceConfig {
             rss_key: MICROSOFT_KEY,
             reta: None,
             hash_types: HashTypes::default(),
+            rx_mode: RxMode::BusyPoll,
+            rx_usecs: 0,
         }
     }
 }

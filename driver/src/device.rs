@@ -13,6 +13,7 @@ use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
 use crate::family::{self, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo};
+use crate::irq::{IrqStats, QueueIrq, RxMode};
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::Queue;
 use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
@@ -57,6 +58,12 @@ pub struct Device {
     mtu: u32,
     /// Queues the hardware may have enabled (all are disabled at shutdown).
     hw_queues: u16,
+    /// PCI device ID (the IVAR layout differs between parts).
+    device_id: u16,
+    /// The throttle MSI-X vectors get when enabled, in µs (EITR).
+    rx_usecs: u32,
+    /// Whether MSI-X is enabled (disabled at shutdown).
+    msix_on: bool,
     /// Counter totals, read every [`STATS_REFRESH`] by `refresher` (the
     /// clear-on-read registers' horizon, see [`crate::refresh`]).
     stats: SharedStats,
@@ -261,6 +268,9 @@ impl Device {
             reta: cfg.effective_reta(),
             mtu: cfg.mtu,
             hw_queues: cfg.queues,
+            device_id: ident.device,
+            rx_usecs: cfg.rx_usecs,
+            msix_on: false,
             stats: Arc::new(Mutex::new(Stats::new(family.stats_layout()))),
             refresher: None,
             bar: io.bar0(),
@@ -274,6 +284,7 @@ impl Device {
         dev.removal.set_watched(watched);
         // On error `dev` is dropped here, which resets the device and frees everything.
         dev.bring_up(cfg)?;
+        dev.set_rx_mode(cfg.rx_mode)?;
         let (bar, stats) = (Arc::clone(&dev.bar), Arc::clone(&dev.stats));
         let refresher = StatsRefresher::start(STATS_REFRESH, move || {
             let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
@@ -334,6 +345,11 @@ impl Device {
                 tx,
                 counters: Arc::clone(&self.counters),
                 removal: Arc::clone(&self.removal),
+                irq: None,
+                mode: RxMode::BusyPoll,
+                empty_run: 0,
+                irq_stats: IrqStats::default(),
+                max_usecs: fam.max_rx_usecs(),
             });
         }
         fam.start_tx(r);
@@ -439,6 +455,84 @@ impl Device {
             self.queues.len()
         );
         &mut self.queues[0]
+    }
+
+    /// Set every queue's receive mode ([`RxMode`]; [`Queue::wait_rx`] waits
+    /// as it says). The first interrupt or adaptive mode enables MSI-X: one
+    /// vector per RX queue, delivered to an eventfd through
+    /// `VFIO_DEVICE_SET_IRQS`, the queue's cause routed to it through IVAR,
+    /// throttled by EITR ([`DeviceConfig::rx_usecs`]), masked until the
+    /// queue arms it (Linux `igb_configure_msix`, `ixgbe_configure_msix`).
+    /// Going back to busy-poll leaves MSI-X on, every vector masked.
+    ///
+    /// # Errors
+    /// [`Error::Interrupts`] when MSI-X cannot be enabled (the device or its
+    /// back end has none, VFIO refuses); the queues keep their mode then.
+    pub fn set_rx_mode(&mut self, mode: RxMode) -> Result<()> {
+        if mode.uses_interrupts() {
+            self.enable_msix()?;
+        }
+        for q in &mut self.queues {
+            q.set_rx_mode(mode)?;
+        }
+        Ok(())
+    }
+
+    /// Set every queue's interrupt throttle in µs ([`Queue::set_rx_usecs`]),
+    /// and the one vectors get if MSI-X is enabled later.
+    ///
+    /// # Errors
+    /// [`Error::Config`] above the family's EITR range.
+    pub fn set_rx_usecs(&mut self, usecs: u32) -> Result<()> {
+        let max = self.family.max_rx_usecs();
+        if usecs > max {
+            return Err(Error::Config(format!(
+                "rx-usecs {usecs} is above the {max} µs the {} interrupt throttle (EITR) holds",
+                self.family.name()
+            )));
+        }
+        self.rx_usecs = usecs;
+        if self.msix_on {
+            for q in &mut self.queues {
+                q.set_rx_usecs(usecs)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Enable MSI-X, one vector per queue, all masked: see [`Device::set_rx_mode`].
+    fn enable_msix(&mut self) -> Result<()> {
+        if self.msix_on {
+            return Ok(());
+        }
+        let addr = self.addr;
+        let fail = |reason: String| Error::Interrupts { addr, reason };
+        let n = self.queues.len() as u16;
+        let Some(intr) = self.io.interrupts() else {
+            return Err(fail(
+                "the device underneath offers no MSI-X delivery".into(),
+            ));
+        };
+        let events = intr.enable_msix(n).map_err(fail)?;
+        let Some(regs) =
+            self.family
+                .configure_msix(self.bar.regs(), self.device_id, n, self.rx_usecs)
+        else {
+            intr.disable_msix();
+            return Err(fail(format!(
+                "the {} back end has no MSI-X support in pollnic yet",
+                self.family.name()
+            )));
+        };
+        for ((q, event), regs) in self.queues.iter_mut().zip(events).zip(regs) {
+            q.irq = Some(QueueIrq {
+                event,
+                regs,
+                bar: Arc::clone(&self.bar),
+            });
+        }
+        self.msix_on = true;
+        Ok(())
     }
 
     /// Every queue, to hand to per-core threads (see [`crate::runner::run_pinned`]).
@@ -674,6 +768,15 @@ pub(crate) fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'
             ident.name
         )));
     }
+    if cfg.rx_usecs > family.max_rx_usecs() {
+        return Err(Error::Config(format!(
+            "rx-usecs {} is above the {} µs the {} interrupt throttle (EITR) holds ({})",
+            cfg.rx_usecs,
+            family.max_rx_usecs(),
+            family.name(),
+            ident.name
+        )));
+    }
     let min = family.min_ring_size();
     for (which, size) in [("rx", cfg.rx_ring_size), ("tx", cfg.tx_ring_size)] {
         if size < min {
@@ -716,6 +819,11 @@ impl Drop for Device {
             self.open.store(false, Ordering::Release);
         }
         self.family.shutdown(self.bar.regs(), self.hw_queues);
+        if self.msix_on {
+            if let Some(intr) = self.io.interrupts() {
+                intr.disable_msix();
+            }
+        }
         self.io.disable_bus_master();
         self.queues.clear();
     }

@@ -94,6 +94,15 @@ pub enum Error {
         addr: PciAddress,
     },
 
+    /// MSI-X could not be set up for an interrupt or adaptive RX mode.
+    #[error("{addr}: cannot set up MSI-X interrupts: {reason}; use busy-poll (--rx-mode poll), or check that the kernel remaps interrupts for VFIO (`dmesg | grep -i remap`; in a VM: intel-iommu,intremap=on)")]
+    Interrupts {
+        /// The device.
+        addr: PciAddress,
+        /// Why.
+        reason: String,
+    },
+
     /// A VFIO ioctl failed.
     #[error("{addr}: VFIO failed while {what}: {source}")]
     Vfio {

@@ -9,6 +9,7 @@
 //! [`TailDoorbell`], which for a mapped BAR is one volatile store behind a
 //! well-predicted branch, not a virtual call.
 
+pub use crate::sys::irq::IrqEvent;
 use crate::sys::mmio::Bar;
 pub use crate::sys::mmio::Regs;
 use pollnic_rings::{DmaMapper, Doorbell, PageSize};
@@ -80,4 +81,23 @@ pub trait DeviceIo: Send + Sync {
         let _ = on_request;
         false
     }
+
+    /// The device's MSI-X vectors, if it can deliver them (VFIO, the
+    /// software models); `None` (the default): busy-poll only.
+    fn interrupts(&self) -> Option<&dyn Interrupts> {
+        None
+    }
+}
+
+/// MSI-X delivery to eventfds: what [`crate::RxMode::Interrupt`] and
+/// [`crate::RxMode::Adaptive`] need under a device.
+pub trait Interrupts: Send + Sync {
+    /// Enable MSI-X with `vectors` vectors; vector `v` signals the `v`th
+    /// event returned.
+    ///
+    /// # Errors
+    /// A message saying why (too few vectors, the kernel refused).
+    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String>;
+    /// Disable MSI-X: no vector signals afterwards.
+    fn disable_msix(&self);
 }

@@ -47,6 +47,7 @@ mod device;
 mod error;
 mod family;
 pub mod io;
+mod irq;
 #[cfg(feature = "model")]
 pub mod model;
 pub mod pci;
@@ -66,6 +67,7 @@ pub use counters::{DeviceCounters, QueueCounters, QueueSnapshot};
 pub use device::{Device, DeviceIdent, StatsReader};
 pub use error::{Cause, Error, Result};
 pub use family::{Family, HashTypes, LinkStatus};
+pub use irq::{IrqStats, RxMode, DEFAULT_IDLE_POLLS, DEFAULT_WAIT};
 pub use pollnic_rings::{Mempool, Packet, RxStats, TxStats};
 pub use queue::Queue;
 pub use runner::{check_cores, parse_cores, pin_current_thread, run_pinned};

@@ -3,7 +3,9 @@
 //! device to its own thread; the hot path takes no lock and allocates nothing.
 
 use crate::counters::DeviceCounters;
+use crate::error::{Error, Result};
 use crate::io::TailDoorbell;
+use crate::irq::{IrqStats, QueueIrq, RxMode};
 use crate::removal::Removal;
 use pollnic_rings::{Mempool, Packet, RxRing, RxStats, TxRing, TxStats};
 use std::sync::Arc;
@@ -16,6 +18,14 @@ pub struct Queue {
     pub(crate) tx: TxRing<TailDoorbell>,
     pub(crate) counters: DeviceCounters,
     pub(crate) removal: Arc<Removal>,
+    /// The queue's MSI-X vector, once the device enabled MSI-X.
+    pub(crate) irq: Option<QueueIrq>,
+    pub(crate) mode: RxMode,
+    /// Empty polls in a row (adaptive mode).
+    pub(crate) empty_run: u32,
+    pub(crate) irq_stats: IrqStats,
+    /// Largest EITR throttle the family takes, in µs.
+    pub(crate) max_usecs: u32,
 }
 
 impl Queue {
@@ -102,6 +112,123 @@ impl Queue {
     pub fn free_bulk(&mut self, pkts: &mut Vec<Packet>) {
         self.rx.cache_mut().free_bulk(pkts)
     }
+    /// Wait for frames as the queue's [`RxMode`] says; call it after every
+    /// [`Queue::rx_burst`] with what that returned. Returns whether it
+    /// slept.
+    ///
+    /// - busy-poll: returns at once (no register access);
+    /// - interrupt: when `received` is 0, arms the queue's MSI-X vector
+    ///   (EICR cause cleared, EIMS), looks at the ring once more, and blocks
+    ///   on the vector's eventfd until it fires or the mode's timeout passes;
+    ///   then masks the vector (EIMC);
+    /// - adaptive: as interrupt, but only after the mode's `idle_polls`
+    ///   empty polls in a row; a non-empty poll resets the run.
+    ///
+    /// A spurious wake-up (QEMU's igb may signal once more after the mask)
+    /// only makes the next poll come back empty. Blocking happens on the
+    /// calling thread: the queue's pinned thread, so the wake-up lands on the
+    /// queue's core (the counterpart of IRQ affinity).
+    #[inline]
+    pub fn wait_rx(&mut self, received: usize) -> bool {
+        if received > 0 {
+            self.empty_run = 0;
+            return false;
+        }
+        match self.mode {
+            RxMode::BusyPoll => false,
+            RxMode::Interrupt { timeout } => self.sleep(timeout),
+            RxMode::Adaptive {
+                idle_polls,
+                timeout,
+            } => {
+                self.empty_run = self.empty_run.saturating_add(1);
+                if self.empty_run < idle_polls.max(1) {
+                    return false;
+                }
+                self.empty_run = 0;
+                self.sleep(timeout)
+            }
+        }
+    }
+
+    /// Arm, re-check the ring, block, mask: see [`Queue::wait_rx`].
+    fn sleep(&mut self, timeout: Duration) -> bool {
+        let Some(irq) = &self.irq else {
+            return false;
+        };
+        // Signals from before (a vector that fired as it was being masked)
+        // say nothing about now.
+        irq.event.take();
+        irq.arm();
+        if self.rx.ready() {
+            irq.mask();
+            self.irq_stats.raced += 1;
+            return false;
+        }
+        let n = irq.event.wait(timeout);
+        irq.mask();
+        self.irq_stats.sleeps += 1;
+        if n == 0 {
+            self.irq_stats.timeouts += 1;
+        }
+        self.irq_stats.interrupts += n;
+        true
+    }
+
+    /// This queue's receive mode.
+    pub fn rx_mode(&self) -> RxMode {
+        self.mode
+    }
+
+    /// Change this queue's receive mode, e.g. from its own thread.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a mode that needs interrupts on a queue whose
+    /// device has not enabled MSI-X: set it with [`crate::Device::set_rx_mode`]
+    /// (or [`crate::DeviceConfig::with_rx_mode`]) first.
+    pub fn set_rx_mode(&mut self, mode: RxMode) -> Result<()> {
+        if mode.uses_interrupts() && self.irq.is_none() {
+            return Err(Error::Config(format!(
+                "queue {}: RX mode {} needs MSI-X, which the device has not enabled:                  use Device::set_rx_mode or DeviceConfig::with_rx_mode",
+                self.id,
+                mode.name()
+            )));
+        }
+        self.mode = mode;
+        self.empty_run = 0;
+        Ok(())
+    }
+
+    /// Set the minimum interval between two interrupts of this queue's
+    /// vector, in µs (EITR; 0: none), at run time: the counterpart of
+    /// `ethtool -C <if> rx-usecs N`. Takes effect from the vector's next
+    /// interrupt.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when MSI-X is not enabled on the device, or `usecs`
+    /// is above the family's EITR range (igb 8191 µs, 82599 1022 µs).
+    pub fn set_rx_usecs(&mut self, usecs: u32) -> Result<()> {
+        let Some(irq) = &self.irq else {
+            return Err(Error::Config(format!(
+                "queue {}: rx-usecs needs MSI-X, which the device has not enabled                  (an interrupt or adaptive RX mode enables it)",
+                self.id
+            )));
+        };
+        if usecs > self.max_usecs {
+            return Err(Error::Config(format!(
+                "rx-usecs {usecs} is above the {} µs the interrupt throttle (EITR) holds",
+                self.max_usecs
+            )));
+        }
+        irq.set_usecs(usecs);
+        Ok(())
+    }
+
+    /// What this queue's waits did (zeros in busy-poll mode).
+    pub fn irq_stats(&self) -> IrqStats {
+        self.irq_stats
+    }
+
     /// RX ring counters.
     pub fn rx_stats(&self) -> RxStats {
         self.rx.stats()

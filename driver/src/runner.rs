@@ -4,6 +4,7 @@
 //! order) outlives every queue thread by construction.
 
 use crate::device::Device;
+use crate::irq::RxMode;
 use crate::queue::Queue;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -88,13 +89,21 @@ pub fn check_cores(cores: &[usize]) -> Result<(), String> {
 /// from `work` (as `compare` and `loopback` do; README, "Where the
 /// loss came from, and a run without it").
 ///
+/// Every queue runs in `mode` ([`Device::set_rx_mode`]): `work`'s loop calls
+/// [`Queue::wait_rx`] after each burst, which busy-polls, sleeps on the
+/// queue's interrupt, or adapts. The sleeping thread is the queue's pinned
+/// thread, so its wake-up lands on the queue's core: pollnic's counterpart
+/// of IRQ affinity.
+///
 /// # Errors
 /// A message when `cores` is empty or names a core this process may not run
-/// on ([`check_cores`], before any thread starts). A pin that still fails at
-/// thread start is reported on stderr.
+/// on ([`check_cores`], before any thread starts), or when `mode` needs
+/// MSI-X and it cannot be enabled ([`crate::Error::Interrupts`]). A pin that
+/// still fails at thread start is reported on stderr.
 pub fn run_pinned<R, F, G>(
     dev: &mut Device,
     cores: &[usize],
+    mode: RxMode,
     work: F,
     report: G,
 ) -> Result<Vec<R>, String>
@@ -104,6 +113,7 @@ where
     G: FnOnce(),
 {
     check_cores(cores)?;
+    dev.set_rx_mode(mode).map_err(|e| e.to_string())?;
     let work = &work;
     let started = AtomicUsize::new(0);
     let started = &started;

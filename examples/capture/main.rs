@@ -140,6 +140,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let results = run_pinned(
         &mut dev,
         &cores,
+        pollnic::RxMode::BusyPoll,
         |q| {
             let r = receive(
                 q, &tx, snap, args.count, &claimed, deadline, &stop, &stopping,

@@ -28,7 +28,7 @@ mod xsk;
 use clap::Parser;
 use paths::{Load, Measured};
 use pollnic::pci::{self, PciAddress, Sysfs};
-use pollnic::{Device, DeviceConfig};
+use pollnic::{Device, DeviceConfig, RxMode};
 use pollnic_examples::args::Usage;
 use pollnic_examples::frame::Flow;
 use pollnic_examples::metrics::{Throughput, TxAccount};
@@ -70,7 +70,9 @@ struct Args {
     /// pollnic-1q's core), dpdk-testpmd; with
     /// --forward: pollnic-fwd-io, pollnic-fwd-macswap, dpdk-testpmd-io,
     /// dpdk-testpmd-macswap. Also: pollnic-1q-rxonly (pollnic-1q counting
-    /// frames only, no clock reads or timestamp parsing, as testpmd rxonly).
+    /// frames only, no clock reads or timestamp parsing, as testpmd rxonly),
+    /// pollnic-1q-adaptive and pollnic-1q-irq (pollnic-1q sleeping on its
+    /// MSI-X interrupt after a run of empty polls, or at every empty poll).
     #[arg(long, value_delimiter = ',')]
     paths: Option<Vec<String>>,
     /// Forwarding instead of receiving: the path under test sends every frame
@@ -265,10 +267,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
     let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
     let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {
+        // Not by default: pollnic-1q-rxonly, -adaptive and -irq.
         let n = if args.forward {
             known.len()
         } else {
-            known.len() - 1
+            known.len() - 3
         };
         known[..n].iter().map(|p| p.to_string()).collect()
     });
@@ -623,9 +626,12 @@ fn run_sweep(
     Ok(())
 }
 
-/// Receive paths (`--paths` without `--forward`); all but the last, which
-/// isolates the cost of pollnic-1q's timestamps, run by default.
-const RX_PATHS: [&str; 11] = [
+/// Receive paths (`--paths` without `--forward`); all but the last three
+/// run by default (the kernel rows: default, tuned and busy-polling): pollnic-1q-rxonly isolates the cost of pollnic-1q's
+/// timestamps; pollnic-1q-adaptive and pollnic-1q-irq are pollnic-1q with
+/// the queue sleeping on its MSI-X interrupt (adaptive: after a run of empty
+/// polls; irq: at every empty poll).
+const RX_PATHS: [&str; 13] = [
     "pollnic-1q",
     "pollnic-2q",
     "kernel-afpacket",
@@ -637,6 +643,8 @@ const RX_PATHS: [&str; 11] = [
     "kernel-afxdp-busypoll",
     "dpdk-testpmd",
     "pollnic-1q-rxonly",
+    "pollnic-1q-adaptive",
+    "pollnic-1q-irq",
 ];
 
 /// Forwarding paths (`--forward`).
@@ -658,9 +666,11 @@ fn measure(
 ) -> Result<Measured, String> {
     let core = testpmd_core(cores);
     match path {
-        "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores, true),
-        "pollnic-1q-rxonly" => paths::pollnic_rx(load, rx, 1, cores, false),
-        "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores, true),
+        "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::BusyPoll),
+        "pollnic-1q-rxonly" => paths::pollnic_rx(load, rx, 1, cores, false, RxMode::BusyPoll),
+        "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores, true, RxMode::BusyPoll),
+        "pollnic-1q-adaptive" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::adaptive()),
+        "pollnic-1q-irq" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::interrupt()),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
         "kernel-afxdp" => paths::afxdp_rx(load, rx, cores, false),

@@ -75,6 +75,7 @@ pub fn pollnic_rx(
     queues: u16,
     cores: &[usize],
     timed: bool,
+    mode: pollnic::RxMode,
 ) -> Result<Measured, String> {
     ensure_vfio(rx)?;
     let cfg = DeviceConfig::default()
@@ -93,6 +94,7 @@ pub fn pollnic_rx(
     let tallies = run_pinned(
         &mut dev,
         cores,
+        mode,
         |q| {
             let cpu0 = thread_cpu_ns();
             let mut t = Tally::default();
@@ -102,7 +104,9 @@ pub fn pollnic_rx(
             q.free_bulk(&mut buf);
             polled_once.fetch_add(1, Relaxed);
             while !timed && !done.load(Relaxed) {
-                if q.rx_burst(&mut buf, 32) == 0 {
+                let n = q.rx_burst(&mut buf, 32);
+                q.wait_rx(n);
+                if n == 0 {
                     continue;
                 }
                 if !measuring.load(Relaxed) {
@@ -115,6 +119,7 @@ pub fn pollnic_rx(
             }
             while timed && !done.load(Relaxed) {
                 let polled = q.rx_burst(&mut buf, 32);
+                q.wait_rx(polled);
                 let Some(now) = gaps.poll(polled) else {
                     continue;
                 };
@@ -170,15 +175,30 @@ pub fn pollnic_rx(
         st.get("rx_no_buffer_count").unwrap_or(0),
         st.rx_overrun_reads()
     );
+    let irq = dev
+        .queues_mut()
+        .iter()
+        .map(|q| q.irq_stats())
+        .fold((0, 0), |(s, i), q| (s + q.sleeps, i + q.interrupts));
+    let irq = if mode.uses_interrupts() {
+        format!("; sleeps {}, interrupts {}", irq.0, irq.1)
+    } else {
+        String::new()
+    };
     Ok(Measured {
         offered: offered.expect("generator ran"),
         tally,
         note: format!(
-            "after {warm} warm-up frames; per queue (trial and warm-up): {}; {nic}; CPU: queue threads + softirq/kthreads {:.0} ms on cores {rx_cores:?}",
+            "after {warm} warm-up frames; per queue (trial and warm-up): {}; {nic}{irq}; CPU: queue threads + irq/softirq/kthreads {:.0} ms on cores {rx_cores:?}",
             rs.join(", "),
             kern as f64 / 1e6
         ),
-        mode: "busy-poll".into(),
+        mode: match mode {
+            pollnic::RxMode::BusyPoll => "busy-poll",
+            pollnic::RxMode::Interrupt { .. } => "irq (MSI-X)",
+            pollnic::RxMode::Adaptive { .. } => "adaptive",
+        }
+        .into(),
         fwd: None,
     })
 }
@@ -323,7 +343,7 @@ fn kernel_rows<R: Send>(
     let soft = softirq_ns_on(account) - soft0;
     tally.cpu_ns += kern;
     let note = format!(
-        "CPU: receiving threads + softirq {:.0} ms + ksoftirqd/napi threads {:.0} ms on {}; {} NET_RX softirqs",
+        "CPU: receiving threads + softirq {:.0} ms + hard IRQ and ksoftirqd/napi threads {:.0} ms on {}; {} NET_RX softirqs",
         soft as f64 / 1e6,
         kern.saturating_sub(soft) as f64 / 1e6,
         match account {

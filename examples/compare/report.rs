@@ -168,6 +168,8 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
         match p {
             "pollnic-1q" => "pn-1q",
             "pollnic-1q-rxonly" => "pn-1q-ro",
+            "pollnic-1q-adaptive" => "pn-1q-adpt",
+            "pollnic-1q-irq" => "pn-1q-irq",
             "pollnic-2q" => "pn-2q",
             "kernel-afpacket" => "afpkt",
             "kernel-recvmmsg" => "mmsg",

@@ -158,3 +158,37 @@ mod tests {
         assert!(percent("nan").is_err() && percent("-1").is_err() && percent("101").is_err());
     }
 }
+
+/// How the receive queues wait for frames: `--rx-mode`, `--idle-polls`,
+/// `--rx-usecs` ([`pollnic::RxMode`], [`pollnic::DeviceConfig::rx_usecs`]).
+#[derive(clap::Args, Clone, Debug)]
+pub struct RxModeArgs {
+    /// How each RX queue's thread waits: `poll` (busy-poll, a core per
+    /// queue), `irq` (sleep on the queue's MSI-X interrupt at every empty
+    /// poll) or `adaptive` (poll while frames arrive, sleep after
+    /// --idle-polls empty polls in a row).
+    #[arg(long, default_value = "poll", value_parser = ["poll", "irq", "adaptive"])]
+    pub rx_mode: String,
+    /// Adaptive mode: empty polls in a row before the queue sleeps on its
+    /// interrupt. [range: 1..=1000000000]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=1_000_000_000), long, default_value_t = pollnic::DEFAULT_IDLE_POLLS)]
+    pub idle_polls: u32,
+    /// Interrupt throttle in µs: at least this long between two interrupts
+    /// of one queue (EITR; 0 = none), as `ethtool -C <if> rx-usecs`. [range: 0..=1022]
+    #[arg(value_parser = clap::value_parser!(u32).range(0..=1022), long, default_value_t = 0)]
+    pub rx_usecs: u32,
+}
+
+impl RxModeArgs {
+    /// The mode these options name.
+    pub fn mode(&self) -> pollnic::RxMode {
+        match self.rx_mode.as_str() {
+            "irq" => pollnic::RxMode::interrupt(),
+            "adaptive" => pollnic::RxMode::Adaptive {
+                idle_polls: self.idle_polls,
+                timeout: pollnic::DEFAULT_WAIT,
+            },
+            _ => pollnic::RxMode::BusyPoll,
+        }
+    }
+}

@@ -68,8 +68,24 @@ pub fn softirq_ns_on(cores: Option<&[usize]>) -> u64 {
     parse_softirq_ticks(&s, cores) * 1_000_000_000 / USER_HZ
 }
 
+/// Hard-interrupt time of the CPUs `cores` since boot (the `irq` column of
+/// their `cpuN` lines of /proc/stat; zero unless the kernel accounts IRQ
+/// time), in ns. `None` = every CPU.
+pub fn hardirq_ns_on(cores: Option<&[usize]>) -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/stat") else {
+        return 0;
+    };
+    parse_cpu_column(&s, cores, 5) * 1_000_000_000 / USER_HZ
+}
+
 /// The softirq ticks of /proc/stat's `cpuN` lines for `cores` (all if `None`).
 pub fn parse_softirq_ticks(stat: &str, cores: Option<&[usize]>) -> u64 {
+    parse_cpu_column(stat, cores, 6)
+}
+
+/// Column `col` (0 = user, 5 = irq, 6 = softirq) of /proc/stat's `cpuN`
+/// lines for `cores` (all if `None`), summed, in ticks.
+fn parse_cpu_column(stat: &str, cores: Option<&[usize]>, col: usize) -> u64 {
     stat.lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
@@ -77,7 +93,7 @@ pub fn parse_softirq_ticks(stat: &str, cores: Option<&[usize]>) -> u64 {
             if cores.is_some_and(|c| !c.contains(&cpu)) {
                 return None;
             }
-            w.nth(6)?.parse::<u64>().ok()
+            w.nth(col)?.parse::<u64>().ok()
         })
         .sum()
 }
@@ -118,11 +134,11 @@ pub fn is_rx_kthread(stat: &str, cores: Option<&[usize]>) -> bool {
 }
 
 /// Receive CPU time outside the receiving threads, on `cores` (all if
-/// `None`): softirq plus [`rx_kthreads_ns`]. Read before and after a row;
+/// `None`): hard IRQ, softirq and [`rx_kthreads_ns`]. Read before and after a row;
 /// the difference is added to the threads' own time, the same sum for every
 /// path.
 pub fn rx_kernel_ns(cores: Option<&[usize]>) -> u64 {
-    softirq_ns_on(cores) + rx_kthreads_ns(cores)
+    hardirq_ns_on(cores) + softirq_ns_on(cores) + rx_kthreads_ns(cores)
 }
 
 /// The IRQ of each RX queue of `ifname`, from the text of /proc/interrupts:
@@ -196,6 +212,7 @@ mod tests {
         assert_eq!(parse_softirq_ticks(stat, None), 70);
         assert_eq!(parse_softirq_ticks(stat, Some(&[1])), 40);
         assert_eq!(parse_softirq_ticks(stat, Some(&[0, 1])), 70);
+        assert_eq!(parse_cpu_column(stat, Some(&[1]), 5), 3);
         let k = |comm: &str| {
             format!("15 ({comm}) S 2 0 0 0 -1 69238848 0 0 0 0 7 9 0 0 20 0 1 0 5 0 0")
         };

@@ -5,6 +5,7 @@
 //! and `e1000_defines.h` and QEMU `hw/net/igb_regs.h`.
 
 pub mod bits;
+pub mod irq;
 pub mod phy;
 pub mod regs;
 pub mod stats;

@@ -92,6 +92,7 @@
 //!     [`bits::links_speed_mbps`] of the same read.
 
 pub mod bits;
+pub mod irq;
 pub mod regs;
 pub mod stats;
 

@@ -410,6 +410,12 @@ impl<D: Doorbell> RxRing<D> {
     pub fn armed_indices(&self) -> &[u32] {
         &self.slots
     }
+    /// Whether the next descriptor to check shows DD: a poll now would find
+    /// something (a frame, or a descriptor it drops). Reads one descriptor
+    /// word; changes nothing.
+    pub fn ready(&self) -> bool {
+        self.desc.view().read_hi(self.next) as u32 & RXD_STAT_DD != 0
+    }
     /// Index of the next descriptor to check.
     pub fn next_index(&self) -> u16 {
         self.next

@@ -272,4 +272,45 @@ pub trait Family: sealed::Sealed + Send + Sync + 'static {
     /// Stop all DMA (receiver, transmitter, the first `queues` queues, each
     /// awaited with a bound) and reset. Safe on a device in any state.
     fn shutdown(&self, r: &dyn Regs, queues: u16);
+
+    /// Largest per-vector interrupt throttle (EITR) in µs; 0 (the default):
+    /// the family has no MSI-X support in pollnic.
+    fn max_rx_usecs(&self) -> u32 {
+        0
+    }
+    /// Put the device in MSI-X mode with RX queue `q`'s cause routed to
+    /// vector `q` for `q` in `0..queues` (IVAR), every vector masked and its
+    /// cause cleared, auto-clear on (EIAC), each throttled to `rx_usecs` µs
+    /// (EITR); `device` is the PCI device ID (the IVAR layout differs between
+    /// parts). Returns each queue's vector registers, or `None` (the
+    /// default) when the family has no MSI-X support.
+    fn configure_msix(
+        &self,
+        _r: &dyn Regs,
+        _device: u16,
+        _queues: u16,
+        _rx_usecs: u32,
+    ) -> Option<Vec<VectorRegs>> {
+        None
+    }
+}
+
+/// The registers of one RX queue's MSI-X vector, as [`Family::configure_msix`]
+/// set them up: what the queue's thread writes to arm, mask and throttle it.
+#[derive(Clone, Copy, Debug)]
+pub struct VectorRegs {
+    /// The vector's number (its eventfd's index).
+    pub vector: u16,
+    /// EICR's offset (write 1 to clear the vector's cause).
+    pub eicr: u32,
+    /// EIMS's offset (write the bit to unmask).
+    pub eims: u32,
+    /// EIMC's offset (write the bit to mask).
+    pub eimc: u32,
+    /// The vector's bit in EICR/EIMS/EIMC.
+    pub bit: u32,
+    /// The vector's EITR offset.
+    pub eitr: u32,
+    /// EITR's value for a throttle in µs (clamped to the family's maximum).
+    pub eitr_value: fn(u32) -> u32,
 }

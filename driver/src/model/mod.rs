@@ -13,6 +13,7 @@
 
 pub mod igb;
 pub mod ixgbe;
+pub(crate) mod msix;
 pub mod third_family;
 pub(crate) mod wire;
 
@@ -167,6 +168,14 @@ pub(crate) trait RegisterModel: Send + 'static {
     fn log(&mut self, e: Event);
     /// PCI bus mastering turned off.
     fn bus_master_off(&mut self);
+    /// MSI-X enabled with these eventfds (vector `v` signals the `v`th), or
+    /// disabled (`None`). Default: the model has no MSI-X.
+    ///
+    /// # Errors
+    /// A message when the model cannot (no MSI-X, too many vectors).
+    fn msix(&mut self, _events: Option<Vec<Arc<crate::io::IrqEvent>>>) -> Result<(), String> {
+        Err("this software model implements no MSI-X".into())
+    }
 }
 
 /// A model's state, shared by its handles.
@@ -277,5 +286,23 @@ impl DeviceIo for SoftIo {
             }
             None => false,
         }
+    }
+    fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
+        Some(self)
+    }
+}
+
+/// MSI-X of a model: eventfds the model signals itself.
+impl crate::io::Interrupts for SoftIo {
+    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<crate::io::IrqEvent>>, String> {
+        let events = (0..vectors)
+            .map(|_| crate::io::IrqEvent::new().map(Arc::new))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| format!("cannot create an eventfd: {e}"))?;
+        lock(&self.shared).msix(Some(events.clone()))?;
+        Ok(events)
+    }
+    fn disable_msix(&self) {
+        let _ = lock(&self.shared).msix(None);
     }
 }

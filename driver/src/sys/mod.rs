@@ -6,6 +6,7 @@
 //! - [`mmio`]: BAR0 mapped from the VFIO device fd, volatile 32-bit access;
 //! - [`vfio`]: the container, group and device fds, DMA mapping
 //!   (`VFIO_IOMMU_MAP_DMA`), PCI command register;
+//! - [`irq`]: the eventfd of one MSI-X vector, and `poll(2)` on it;
 //! - [`dmamap`]: the recording mapper that forwards a DMA map call;
 //! - [`clock`], `clock_gettime(CLOCK_MONOTONIC)`;
 //! - [`pcilink`]: the read-only BAR0 peek `pollnic status` uses for the link
@@ -15,6 +16,7 @@
 
 pub mod clock;
 pub(crate) mod dmamap;
+pub(crate) mod irq;
 pub(crate) mod mmio;
 #[cfg(feature = "model")]
 pub(crate) mod model_dma;

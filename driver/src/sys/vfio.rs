@@ -13,6 +13,7 @@
 use crate::error::Error;
 use crate::io::{DeviceBar, DeviceIo};
 use crate::pci::{PciAddress, Sysfs};
+use crate::sys::irq::IrqEvent;
 use crate::sys::mmio::Bar;
 use pollnic_rings::{DmaError, DmaMapper, PageSize};
 use std::mem::ManuallyDrop;
@@ -22,7 +23,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use vfio_bindings::bindings::vfio::{
-    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_REQ_IRQ_INDEX, VFIO_REGION_INFO_FLAG_MMAP,
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_REQ_IRQ_INDEX,
+    VFIO_REGION_INFO_FLAG_MMAP,
 };
 use vfio_ioctls::{VfioContainer, VfioDevice, VfioError, VfioOps};
 use vmm_sys_util::eventfd::EventFd;
@@ -226,6 +228,10 @@ impl DeviceIo for Vfio {
     /// The device-release request (the release section below).
     fn watch_release(&self, on_request: Box<dyn Fn() + Send + Sync>) -> bool {
         self.release.start(on_request)
+    }
+    /// MSI-X through `VFIO_DEVICE_SET_IRQS` (the MSI-X section below).
+    fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
+        Some(self)
     }
 }
 
@@ -441,5 +447,52 @@ fn remove_stale_links(tmp: &std::path::Path) {
         if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(e.path());
         }
+    }
+}
+
+// ---- MSI-X: one eventfd per RX queue vector (VFIO_PCI_MSIX_IRQ_INDEX) -------
+
+impl Vfio {
+    /// Enable MSI-X with `vectors` vectors, vector `v` signalling the `v`th
+    /// eventfd returned (`VFIO_DEVICE_SET_IRQS`, `VFIO_IRQ_SET_DATA_EVENTFD |
+    /// VFIO_IRQ_SET_ACTION_TRIGGER` on `VFIO_PCI_MSIX_IRQ_INDEX`).
+    ///
+    /// # Errors
+    /// A message when the device has no MSI-X capability or fewer vectors
+    /// than asked (`VFIO_DEVICE_GET_IRQ_INFO`), an eventfd cannot be made, or
+    /// the kernel refuses (e.g. no interrupt remapping for the device).
+    fn msix_enable(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String> {
+        let have = self
+            .device
+            .get_irq_info(VFIO_PCI_MSIX_IRQ_INDEX)
+            .map_or(0, |i| i.count);
+        if have < vectors as u32 {
+            return Err(format!(
+                "the device offers {have} MSI-X vectors through VFIO, {vectors} are needed (one per RX queue)"
+            ));
+        }
+        let events = (0..vectors)
+            .map(|_| IrqEvent::new().map(Arc::new))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| format!("cannot create an eventfd: {e}"))?;
+        self.device
+            .enable_msix(events.iter().map(|e| e.eventfd()).collect())
+            .map_err(|e| format!("VFIO_DEVICE_SET_IRQS (MSI-X, {vectors} vectors) failed: {e}"))?;
+        Ok(events)
+    }
+
+    /// Disable MSI-X (no vector signals its eventfd afterwards).
+    fn msix_disable(&self) {
+        // Fails only when MSI-X was not enabled: nothing to undo then.
+        let _ = self.device.disable_msix();
+    }
+}
+
+impl crate::io::Interrupts for Vfio {
+    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String> {
+        self.msix_enable(vectors)
+    }
+    fn disable_msix(&self) {
+        self.msix_disable()
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod ids;
 pub mod init;
+pub mod irq;
 pub mod queue;
 pub mod rss;
 pub mod stats;
@@ -124,5 +125,18 @@ impl Family for Igb {
     }
     fn shutdown(&self, r: &dyn Regs, queues: u16) {
         init::shutdown(r, queues)
+    }
+    /// EITR's 13-bit interval field (8191 µs).
+    fn max_rx_usecs(&self) -> u32 {
+        pollnic_hw::igb::irq::EITR_MAX_USECS
+    }
+    fn configure_msix(
+        &self,
+        r: &dyn Regs,
+        device: u16,
+        queues: u16,
+        rx_usecs: u32,
+    ) -> Option<Vec<crate::family::VectorRegs>> {
+        irq::configure_msix(r, device, queues, rx_usecs)
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod ids;
 pub mod init;
+pub mod irq;
 pub mod link;
 pub mod media;
 pub mod queue;
@@ -189,5 +190,18 @@ impl Family for Ixgbe {
     }
     fn shutdown(&self, r: &dyn Regs, queues: u16) {
         init::shutdown(r, queues, self.media)
+    }
+    /// EITR's interval field, 2 µs steps (1022 µs).
+    fn max_rx_usecs(&self) -> u32 {
+        pollnic_hw::ixgbe::irq::EITR_MAX_USECS
+    }
+    fn configure_msix(
+        &self,
+        r: &dyn Regs,
+        _device: u16,
+        queues: u16,
+        rx_usecs: u32,
+    ) -> Option<Vec<crate::family::VectorRegs>> {
+        irq::configure_msix(r, queues, rx_usecs)
     }
 }

@@ -4,7 +4,7 @@ use super::state::{State, QUEUES};
 use crate::model::iommu::Mappings;
 use crate::model::{Event, RegisterModel};
 use pollnic_hw::igb::stats::{Width, COUNTERS};
-use pollnic_hw::igb::{bits::*, phy, regs::*};
+use pollnic_hw::igb::{bits::*, irq, phy, regs::*};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -18,8 +18,16 @@ enum Kind {
     Mdic,
     /// ICR and EICR: cleared by a read, write 1 to clear.
     Cause,
-    /// IMS/EIMS (set) and IMC/EIMC (clear).
+    /// IMS (set) and IMC (clear).
     Mask,
+    /// EIMS: unmask vectors (`super::irq`).
+    Eims,
+    /// EIMC: mask vectors.
+    Eimc,
+    /// EIAC: auto-clear, only in MSI-X mode.
+    Eiac,
+    /// IVAR0..7 and IVAR_MISC: cause to vector.
+    Ivar,
     Rctl,
     Tctl,
     Mrqc,
@@ -52,9 +60,12 @@ fn kinds() -> &'static HashMap<u32, Kind> {
             (EICR, Cause),
             (IMS, Mask),
             (IMC, Mask),
-            (EIMS, Mask),
-            (EIMC, Mask),
-            (EIAC, Plain),
+            (EIMS, Eims),
+            (EIMC, Eimc),
+            (EIAC, Eiac),
+            (irq::GPIE, Plain),
+            (irq::EIAM, Plain),
+            (irq::IVAR_MISC, Ivar),
             (RCTL, Rctl),
             (RLPML, Plain),
             (TCTL, Tctl),
@@ -66,6 +77,12 @@ fn kinds() -> &'static HashMap<u32, Kind> {
         }
         for n in 0..128 {
             m.insert(MTA + 4 * n, Plain);
+        }
+        for n in 0..irq::IVAR_COUNT as u32 {
+            m.insert(irq::IVAR0 + 4 * n, Ivar);
+        }
+        for v in 0..super::irq::VECTORS as u16 {
+            m.insert(irq::eitr(v), Plain);
         }
         for n in 0..16 {
             m.insert(RAL0 + 8 * n, Plain);
@@ -115,6 +132,7 @@ fn kind(s: &mut State, off: u32, what: &str) -> Option<Kind> {
 }
 
 pub(crate) fn read(s: &mut State, off: u32) -> u32 {
+    super::irq::tick(s);
     let Some(k) = kind(s, off, "read") else {
         return 0;
     };
@@ -139,6 +157,7 @@ pub(crate) fn read(s: &mut State, off: u32) -> u32 {
             }
         }
         Kind::Cause => s.regs.remove(&off).unwrap_or(0),
+        Kind::Eimc => 0,
         Kind::Rxdctl(q) => {
             let on = s.rx[q as usize].read_enable();
             s.reg(off) & !XDCTL_ENABLE | if on { XDCTL_ENABLE } else { 0 }
@@ -163,6 +182,7 @@ pub(crate) fn read(s: &mut State, off: u32) -> u32 {
 }
 
 pub(crate) fn write(s: &mut State, off: u32, val: u32) {
+    super::irq::tick(s);
     let Some(k) = kind(s, off, "write") else {
         return;
     };
@@ -204,6 +224,10 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
         Kind::Mask => {
             s.regs.insert(off, val);
         }
+        Kind::Eims => super::irq::write_eims(s, val),
+        Kind::Eimc => super::irq::write_eimc(s, val),
+        Kind::Eiac => super::irq::write_eiac(s, val),
+        Kind::Ivar => super::irq::write_ivar(s, off, val),
         Kind::Rctl => {
             let (was, on) = (s.reg(RCTL) & RCTL_EN != 0, val & RCTL_EN != 0);
             if was != on {
@@ -428,5 +452,25 @@ impl RegisterModel for State {
     }
     fn bus_master_off(&mut self) {
         self.bus_master = false;
+    }
+    fn msix(
+        &mut self,
+        events: Option<Vec<std::sync::Arc<crate::io::IrqEvent>>>,
+    ) -> Result<(), String> {
+        match events {
+            Some(e) if e.len() > super::irq::VECTORS => Err(format!(
+                "the 82576 has {} MSI-X vectors, {} asked",
+                super::irq::VECTORS,
+                e.len()
+            )),
+            Some(e) => {
+                self.msix.enable(e);
+                Ok(())
+            }
+            None => {
+                self.msix.disable();
+                Ok(())
+            }
+        }
     }
 }

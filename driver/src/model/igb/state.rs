@@ -26,6 +26,7 @@ pub(crate) struct State {
     pub partial: Vec<u8>,
     pub violations: Vec<String>,
     pub events: Vec<Event>,
+    pub msix: crate::model::msix::Msix,
 }
 
 impl State {
@@ -45,6 +46,7 @@ impl State {
             partial: Vec::new(),
             violations: Vec::new(),
             events: Vec::new(),
+            msix: Default::default(),
         };
         s.load_defaults();
         s
@@ -77,6 +79,9 @@ impl State {
         }
         self.an_at = None;
         self.bmcr = phy::BMCR_AUTOEN;
+        // PCI-level MSI-X (the eventfds) survives a device reset; the
+        // throttle history does not.
+        self.msix.reset();
         self.partial.clear();
     }
 

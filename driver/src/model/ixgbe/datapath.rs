@@ -54,6 +54,7 @@ fn accepted(s: &State, dst: &[u8]) -> bool {
 
 /// A frame arrives from the wire.
 pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
+    super::irq::tick(s);
     if s.in_reset() || !s.link_up() {
         return RxOutcome::LinkDown;
     }
@@ -109,6 +110,7 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
     };
     match deliver(ring, tail, &s.iommu, buf, &data, hash, rsstype) {
         Delivery::Done(_) => {
+            super::irq::rx_cause(s, q);
             bump(s, RX_PACKETS.width, 1);
             bump(s, RX_BYTES.width, frame.len() as u64 + FCS_LEN);
             if frame[0] == 0xff {

@@ -59,6 +59,7 @@
 //! once).
 
 mod datapath;
+mod irq;
 mod regs;
 mod state;
 
@@ -142,6 +143,23 @@ impl Soft82599 {
     /// What the model saw, in order.
     pub fn events(&self) -> Vec<Event> {
         lock(&self.shared).events.clone()
+    }
+
+    /// How often each MSI-X vector fired (signalled its eventfd) since MSI-X
+    /// was enabled; empty while it is off.
+    pub fn msix_fired(&self) -> Vec<u64> {
+        lock(&self.shared).msix.fired.clone()
+    }
+
+    /// The throttle interval EITR asks of vector `v`, as the model reads it
+    /// (bits 11:3, 2 µs units).
+    pub fn eitr_interval(&self, v: u16) -> std::time::Duration {
+        irq::interval(&lock(&self.shared), v)
+    }
+
+    /// Let time act: fire throttled interrupts whose interval has passed.
+    pub fn tick(&self) {
+        irq::tick(&mut lock(&self.shared))
     }
 
     /// Current value of the register at `off` as stored (no read side effect).

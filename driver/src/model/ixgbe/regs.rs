@@ -45,6 +45,8 @@ pub(crate) enum Kind {
     Tdh(u16),
     Tdt(u16),
     Txdctl(u16),
+    /// IVAR(0..64): queue causes to MSI-X vectors (`super::irq`).
+    Ivar,
     /// A 32-bit clear-on-read counter.
     Counter,
     /// The low half of a 64-bit counter pair.
@@ -120,6 +122,13 @@ pub(crate) fn kinds() -> &'static HashMap<u32, Kind> {
             m.insert(rssrk(n), Plain);
         }
         for n in 0..64 {
+            m.insert(pollnic_hw::ixgbe::irq::ivar(n), Ivar);
+        }
+        for v in 0..24 {
+            m.insert(pollnic_hw::ixgbe::irq::eitr(v), Plain);
+        }
+        m.insert(pollnic_hw::ixgbe::irq::EIAM, Plain);
+        for n in 0..64 {
             m.insert(psrtype(n), Plain);
         }
         for q in 0..QUEUES as u16 {
@@ -167,6 +176,7 @@ fn kind(s: &mut State, off: u32, what: &str) -> Option<Kind> {
 
 /// A register read.
 pub(crate) fn read(s: &mut State, off: u32) -> u32 {
+    super::irq::tick(s);
     let Some(k) = kind(s, off, "read") else {
         return 0;
     };
@@ -257,6 +267,7 @@ fn allowed_early(k: Kind) -> bool {
 
 /// A register write.
 pub(crate) fn write(s: &mut State, off: u32, val: u32) {
+    super::irq::tick(s);
     let Some(k) = kind(s, off, "write") else {
         return;
     };
@@ -314,16 +325,13 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
             let v = s.reg(EICR) & !val;
             s.regs.insert(EICR, v);
         }
-        Kind::Eims => {
-            let v = s.reg(EIMS) | val;
-            s.regs.insert(EIMS, v);
-        }
+        Kind::Eims => super::irq::write_eims(s, val),
         Kind::Eimc => {
             if off == EIMC {
-                let v = s.reg(EIMS) & !val;
-                s.regs.insert(EIMS, v);
+                super::irq::write_eimc(s, val);
             }
         }
+        Kind::Ivar => super::irq::write_ivar(s, off, val),
         Kind::Autoc => {
             if val & AUTOC_AN_RESTART != 0 {
                 s.an_at = Some(s.now());
@@ -651,5 +659,25 @@ impl RegisterModel for State {
     }
     fn bus_master_off(&mut self) {
         self.bus_master = false;
+    }
+    fn msix(
+        &mut self,
+        events: Option<Vec<std::sync::Arc<crate::io::IrqEvent>>>,
+    ) -> Result<(), String> {
+        match events {
+            Some(e) if e.len() > super::irq::VECTORS => Err(format!(
+                "the 82599 has {} MSI-X vectors, {} asked",
+                super::irq::VECTORS,
+                e.len()
+            )),
+            Some(e) => {
+                self.msix.enable(e);
+                Ok(())
+            }
+            None => {
+                self.msix.disable();
+                Ok(())
+            }
+        }
     }
 }

@@ -69,6 +69,7 @@ pub(crate) struct State {
     pub partial: Vec<u8>,
     pub violations: Vec<String>,
     pub events: Vec<Event>,
+    pub msix: crate::model::msix::Msix,
 }
 
 impl State {
@@ -97,6 +98,7 @@ impl State {
             partial: Vec::new(),
             violations: Vec::new(),
             events: Vec::new(),
+            msix: Default::default(),
         };
         s.load_defaults();
         s
@@ -174,6 +176,7 @@ impl State {
         for q in &mut self.rx {
             *q = QueueState::default();
         }
+        self.msix.reset();
         for q in &mut self.tx {
             *q = QueueState::default();
         }
