@@ -84,4 +84,9 @@ impl Queue {
     pub fn tx_stats(&self) -> TxStats {
         self.tx.stats()
     }
+    /// The burst loops this queue runs, chosen at setup from
+    /// [`crate::DeviceConfig::data_path`].
+    pub fn data_path(&self) -> crate::DataPath {
+        self.rx.data_path()
+    }
 }

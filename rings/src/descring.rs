@@ -174,6 +174,13 @@ impl DescView<'_> {
         self.base.as_ptr().wrapping_add((i & self.mask) as usize)
     }
 
+    /// Pointer to descriptor `i mod count`, for the vector steps
+    /// (`crate::simd`), which load or store four in a row from it.
+    #[inline]
+    pub(crate) fn slot_ptr(self, i: u16) -> *mut RawDesc {
+        self.slot(i)
+    }
+
     /// Volatile load of descriptor `i`'s `hi` word (where DD lives).
     #[inline]
     pub fn read_hi(self, i: u16) -> u64 {
