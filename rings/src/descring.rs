@@ -203,6 +203,24 @@ impl DescView<'_> {
         unsafe { std::ptr::addr_of!((*p).lo).read_volatile() }
     }
 
+    /// Volatile load of the RSS hash of descriptor `i`'s write-back (bits
+    /// 63:32 of `lo`, 82576 datasheet §7.1.5), ordered after an earlier
+    /// load of its `hi` that saw DD.
+    #[inline]
+    pub(crate) fn read_rss_after_dd(self, i: u16) -> u32 {
+        #[cfg(not(target_arch = "x86_64"))]
+        fence(Ordering::Acquire);
+        let p = self.slot(i);
+        // SAFETY: as in `read_hi`; bytes 4..8 of the descriptor are the
+        // upper half of `lo` (little endian), 4-byte aligned.
+        unsafe {
+            std::ptr::addr_of!((*p).lo)
+                .cast::<u32>()
+                .add(1)
+                .read_volatile()
+        }
+    }
+
     /// Volatile load of a whole descriptor that software owns.
     #[inline]
     pub fn read_sw(self, i: u16) -> RawDesc {

@@ -301,7 +301,7 @@ impl<D: Doorbell> RxRing<D> {
                         for k in 0..4u16 {
                             let j = i + k;
                             // `lo` after the `hi` that showed DD (above).
-                            let lo = view.read_lo_after_dd(j);
+                            let rss = view.read_rss_after_dd(j);
                             // SAFETY: `j <= mask < slots.len()`; `slots` is
                             // `self.slots`, untouched elsewhere.
                             let slot = unsafe { &mut *slots.add(j as usize) };
@@ -317,12 +317,8 @@ impl<D: Doorbell> RxRing<D> {
                             // is replaced by `f` (with its own reference);
                             // `1 <= len <= buf_size` (checked by `rx_quad`).
                             unsafe {
-                                (*dst.add(got + k as usize)).write(Packet::from_parts(
-                                    pool_ptr,
-                                    done,
-                                    len,
-                                    (lo >> 32) as u32,
-                                ));
+                                (*dst.add(got + k as usize))
+                                    .write(Packet::from_parts(pool_ptr, done, len, rss));
                             }
                         }
                         got += 4;

@@ -252,8 +252,7 @@ impl<D: Doorbell> TxRing<D> {
         }
         if VEC && n >= 4 {
             take_front_with(pkts, n, |rest| {
-                if rest.len() >= 4 && t <= mask - 3 {
-                    let quad: &[Packet; 4] = rest[..4].try_into().expect("four packets");
+                if let (Some(quad), true) = (rest.first_chunk::<4>(), t <= mask - 3) {
                     // SAFETY: the closure owns the packets of `rest`; `t` is
                     // masked and `t + 3 <= mask`, so descriptors `t..t + 4` and
                     // `idx[t..t + 4]` are in bounds, and software owns them (the
