@@ -1,6 +1,8 @@
 //! Per-packet cost of pollnic's data path on the software device model (no
-//! hardware): RX+TX forwarding at burst sizes 1..256, RX-only and TX-only at
-//! burst 32, mempool get/put, and the software Toeplitz hash.
+//! hardware): RX+TX forwarding at bursts 1, 8, 32 and 128, RX-only and
+//! TX-only at burst 32, each on the scalar and on the vector burst loops side
+//! by side (`<group>/scalar/<burst>`, `<group>/vector/<burst>`), mempool
+//! get/put, and the software Toeplitz hash.
 //!
 //! Only the driver's side is timed: the model's work (writing frames into RX
 //! buffers, consuming TX descriptors) happens outside the timed sections.
@@ -12,32 +14,78 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use pollnic_hw::rss::{FlowKey, Toeplitz, L4, MICROSOFT_KEY};
 use pollnic_rings::dma::{IdentityMapper, PageSize};
 use pollnic_rings::fwd::FwdRig;
-use pollnic_rings::Mempool;
+use pollnic_rings::{DataPath, Mempool};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const RING: u16 = 512;
 
+/// The paths this CPU runs: scalar always, vector where detected.
+fn paths() -> Vec<DataPath> {
+    let mut v = vec![DataPath::Scalar];
+    if DataPath::vector_supported() {
+        v.push(DataPath::Vector);
+    }
+    v
+}
+
+/// A forwarding rig on `path`'s burst loops.
+fn rig(path: DataPath) -> FwdRig {
+    let mut rig = FwdRig::new(RING, 60);
+    rig.set_data_path(path);
+    rig
+}
+
 fn forwarding(c: &mut Criterion) {
     let mut g = c.benchmark_group("fwd_rx_tx");
-    for batch in [1usize, 4, 8, 16, 32, 64, 128, 256] {
-        g.throughput(Throughput::Elements(batch as u64));
-        g.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, &batch| {
-            let mut rig = FwdRig::new(RING, 60);
-            let per_round = rig.bursts_per_round(batch);
+    for batch in [1usize, 8, 32, 128] {
+        for path in paths() {
+            g.throughput(Throughput::Elements(batch as u64));
+            g.bench_with_input(BenchmarkId::new(path.name(), batch), &batch, |b, &batch| {
+                let mut rig = rig(path);
+                let per_round = rig.bursts_per_round(batch);
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    let mut left = iters;
+                    while left > 0 {
+                        let k = (left as usize).min(per_round);
+                        rig.deliver(k * batch);
+                        let t = Instant::now();
+                        for _ in 0..k {
+                            black_box(rig.forward_burst(batch));
+                        }
+                        total += t.elapsed();
+                        rig.complete_tx();
+                        left -= k as u64;
+                    }
+                    total
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
+fn rx_only(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rx_only");
+    g.throughput(Throughput::Elements(32));
+    for path in paths() {
+        g.bench_function(BenchmarkId::new(path.name(), 32), |b| {
+            let mut rig = rig(path);
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 let mut left = iters;
                 while left > 0 {
-                    let k = (left as usize).min(per_round);
-                    rig.deliver(k * batch);
+                    let k = (left as usize).min(rig.bursts_per_round(32));
+                    rig.deliver(k * 32);
                     let t = Instant::now();
                     for _ in 0..k {
-                        black_box(rig.forward_burst(batch));
+                        rig.rx.rx_burst(&mut rig.burst, 32);
+                        // An rxonly app returns each burst in bulk to its queue's cache.
+                        rig.rx.cache_mut().free_bulk(&mut rig.burst);
                     }
                     total += t.elapsed();
-                    rig.complete_tx();
                     left -= k as u64;
                 }
                 total
@@ -47,52 +95,28 @@ fn forwarding(c: &mut Criterion) {
     g.finish();
 }
 
-fn rx_only(c: &mut Criterion) {
-    let mut g = c.benchmark_group("rx_only");
-    g.throughput(Throughput::Elements(32));
-    g.bench_function("32", |b| {
-        let mut rig = FwdRig::new(RING, 60);
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            let mut left = iters;
-            while left > 0 {
-                let k = (left as usize).min(rig.bursts_per_round(32));
-                rig.deliver(k * 32);
-                let t = Instant::now();
-                for _ in 0..k {
-                    rig.rx.rx_burst(&mut rig.burst, 32);
-                    // An rxonly app returns each burst in bulk to its queue's cache.
-                    rig.rx.cache_mut().free_bulk(&mut rig.burst);
-                }
-                total += t.elapsed();
-                left -= k as u64;
-            }
-            total
-        });
-    });
-    g.finish();
-}
-
 fn tx_only(c: &mut Criterion) {
     let mut g = c.benchmark_group("tx_only");
     g.throughput(Throughput::Elements(32));
-    g.bench_function("32", |b| {
-        let mut rig = FwdRig::new(RING, 60);
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                rig.rx.cache_mut().alloc_burst(&mut rig.burst, 32);
-                for p in &mut rig.burst {
-                    p.set_len(60).unwrap();
+    for path in paths() {
+        g.bench_function(BenchmarkId::new(path.name(), 32), |b| {
+            let mut rig = rig(path);
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    rig.rx.cache_mut().alloc_burst(&mut rig.burst, 32);
+                    for p in &mut rig.burst {
+                        p.set_len(60).unwrap();
+                    }
+                    let t = Instant::now();
+                    black_box(rig.tx.tx_burst(&mut rig.burst, rig.rx.cache_mut()));
+                    total += t.elapsed();
+                    rig.complete_tx();
                 }
-                let t = Instant::now();
-                black_box(rig.tx.tx_burst(&mut rig.burst, rig.rx.cache_mut()));
-                total += t.elapsed();
-                rig.complete_tx();
-            }
-            total
+                total
+            });
         });
-    });
+    }
     g.finish();
 }
 

@@ -39,8 +39,8 @@ use pollnic_hw::desc::{
     RXD_STAT_EOP, RXD_STAT_VP, TXD_STAT_DD,
 };
 use pollnic_rings::{
-    DescRing, Doorbell, IdentityMapper, Mempool, Packet, PageSize, PoolCache, RingError, RxRing,
-    TxRing,
+    DataPath, DescRing, Doorbell, IdentityMapper, Mempool, Packet, PageSize, PoolCache, RingError,
+    RxRing, TxRing,
 };
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -52,6 +52,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 fn trace() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("HOSTILE_TRACE").is_some())
+}
+
+thread_local! {
+    /// The burst loops the rings of this thread's current input run.
+    static PATH: Cell<DataPath> = const { Cell::new(DataPath::Scalar) };
 }
 
 /// Steps per input at most (keeps one execution short).
@@ -296,6 +301,7 @@ fn make_rx(count: u16, pool: &Mempool) -> Result<(RxRing<Tail>, DevRing), RingEr
             count,
         },
     )?;
+    rx.set_data_path(PATH.with(Cell::get));
     rx.start();
     assert_eq!(
         tail.get(),
@@ -316,7 +322,7 @@ fn make_tx(count: u16, pool: &Mempool) -> (TxRing<Tail>, DevRing) {
     let desc =
         DescRing::new(count, PageSize::Small4K, Arc::new(IdentityMapper)).expect("descriptor ring");
     let tail = Rc::new(Cell::new(0));
-    let tx = TxRing::new(
+    let mut tx = TxRing::new(
         desc,
         pool,
         Tail {
@@ -324,6 +330,7 @@ fn make_tx(count: u16, pool: &Mempool) -> (TxRing<Tail>, DevRing) {
             count,
         },
     );
+    tx.set_data_path(PATH.with(Cell::get));
     (
         tx,
         DevRing {
@@ -1078,8 +1085,15 @@ impl World {
     }
 }
 
-/// Run one input. Panics on any violated invariant.
+/// Run one input on the scalar burst loops. Panics on any violated invariant.
 pub fn run(data: &[u8]) {
+    run_on(data, DataPath::Scalar)
+}
+
+/// Run one input with the rings on `path`'s burst loops (the fuzz targets
+/// `rings`: scalar, `rings_vector`: vector). Panics on any violated invariant.
+pub fn run_on(data: &[u8], path: DataPath) {
+    PATH.with(|p| p.set(path));
     let mut inp = Input { data, pos: 0 };
     let Some(mut w) = World::new(&mut inp) else {
         return;

@@ -3,7 +3,7 @@
 //! they are listed as ignored.
 
 use pollnic::pci::{self, PciAddress, Sysfs};
-use pollnic::{Device, DeviceConfig, Error};
+use pollnic::{DataPath, DataPathChoice, Device, DeviceConfig, Error};
 use pollnic_examples::frame;
 use pollnic_tests::*;
 use std::time::Duration;
@@ -48,6 +48,30 @@ fn ten_thousand_mixed_frames_arrive_identical_in_order_and_counters_agree() {
     assert_eq!(rx.rx_stats().packets, n);
     assert_eq!(rx.rx_stats().rx_errors, 0);
     assert_eq!(tx.tx_stats().packets, n);
+}
+
+/// The rest of the suite runs the default (`DataPathChoice::Auto`: the
+/// vector burst loops on x86-64); this one forces the scalar loops on both
+/// ports, so CI covers both paths on QEMU's igb without running the suite
+/// twice.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn frames_arrive_identical_on_the_forced_scalar_path_too() {
+    let scalar = small_config().with_data_path(DataPathChoice::Scalar);
+    let mut tx = Device::open(port(0), &scalar).expect("open port 0");
+    let mut rx = Device::open(port(1), &scalar).expect("open port 1");
+    assert_eq!(tx.queue(0).data_path(), DataPath::Scalar);
+    assert_eq!(rx.queue(0).data_path(), DataPath::Scalar);
+    let n = 3_000;
+    transfer_and_verify(&mut tx, &mut rx, n, frame::mixed_len);
+    assert_eq!(rx.rx_stats().packets, n);
+    assert_eq!(rx.rx_stats().rx_errors, 0);
+    assert_eq!(tx.tx_stats().packets, n);
+    drop((tx, rx));
+    // And the default picks the vector loops on this (x86-64) guest.
+    let mut d = Device::open(port(0), &small_config()).expect("open port 0");
+    assert_eq!(d.queue(0).data_path(), DataPath::detect());
+    assert_eq!(d.queue(0).data_path(), DataPath::Vector);
 }
 
 #[test]

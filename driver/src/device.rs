@@ -338,7 +338,12 @@ impl Device {
             fam.configure_tx(r, q, ring(&tx_desc));
             let mut rx = RxRing::new(rx_desc, &pool, Arc::clone(&bar).doorbell(fam.rdt(q)))?;
             rx.set_error_mask(fam.rx_error_mask());
-            let tx = TxRing::new(tx_desc, &pool, Arc::clone(&bar).doorbell(fam.tdt(q)));
+            let mut tx = TxRing::new(tx_desc, &pool, Arc::clone(&bar).doorbell(fam.tdt(q)));
+            // Chosen once per queue here (`validate` refused a forced vector
+            // path this CPU cannot run).
+            let path = cfg.data_path.resolve();
+            rx.set_data_path(path);
+            tx.set_data_path(path);
             self.queues.push(Queue {
                 id: q,
                 rx,

@@ -62,13 +62,13 @@ mod stats;
 mod sys;
 mod wait;
 
-pub use config::{usable_ring_size, DeviceConfig};
+pub use config::{usable_ring_size, DataPathChoice, DeviceConfig};
 pub use counters::{DeviceCounters, QueueCounters, QueueSnapshot};
 pub use device::{Device, DeviceIdent, StatsReader};
 pub use error::{Cause, Error, Result};
 pub use family::{Family, HashTypes, LinkStatus};
 pub use irq::{IrqStats, RxMode, DEFAULT_IDLE_POLLS, DEFAULT_WAIT};
-pub use pollnic_rings::{Mempool, Packet, RxStats, TxStats};
+pub use pollnic_rings::{DataPath, Mempool, Packet, RxStats, TxStats};
 pub use queue::Queue;
 pub use runner::{check_cores, parse_cores, pin_current_thread, run_pinned};
 pub use stats::{Counter, Stats};

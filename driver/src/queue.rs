@@ -237,6 +237,11 @@ impl Queue {
     pub fn tx_stats(&self) -> TxStats {
         self.tx.stats()
     }
+    /// The burst loops this queue runs, chosen at setup from
+    /// [`crate::DeviceConfig::data_path`].
+    pub fn data_path(&self) -> crate::DataPath {
+        self.rx.data_path()
+    }
 }
 
 /// The shortest frame handed to the NIC, in bytes (Linux igb/ixgbe

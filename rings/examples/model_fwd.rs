@@ -4,11 +4,15 @@
 //! ```text
 //! cargo build --release -p pollnic-rings --example model_fwd
 //! valgrind --tool=callgrind --toggle-collect='*forward_burst*' \
-//!     target/release/examples/model_fwd 1000000 32
+//!     target/release/examples/model_fwd 1000000 32 [vector|scalar]
 //! ```
 //!
 //! Callgrind then counts only the driver's side (`FwdRig::forward_burst`):
-//! divide its total Ir by the packets printed here.
+//! divide its total Ir by the packets printed here. The third argument
+//! picks the rings' burst loops (default: what this CPU runs, see
+//! `DataPath::detect`).
+
+use pollnic_rings::DataPath;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -21,7 +25,21 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(32)
         .clamp(1, 256);
+    let path = match args.next().as_deref() {
+        None => DataPath::detect(),
+        Some("vector") if DataPath::vector_supported() => DataPath::Vector,
+        Some("vector") => {
+            eprintln!("model_fwd: this CPU does not run the vector path (x86-64 SSE2); use scalar");
+            std::process::exit(2);
+        }
+        Some("scalar") => DataPath::Scalar,
+        Some(other) => {
+            eprintln!("model_fwd: unknown data path {other:?}: use vector or scalar");
+            std::process::exit(2);
+        }
+    };
     let mut rig = pollnic_rings::fwd::FwdRig::new(512, 60);
+    rig.set_data_path(path);
     let per_round = rig.bursts_per_round(batch);
     let mut done = 0u64;
     while done < packets {
@@ -31,5 +49,8 @@ fn main() {
         }
         rig.complete_tx();
     }
-    println!("forwarded {done} packets in bursts of {batch}");
+    println!(
+        "forwarded {done} packets in bursts of {batch} ({} path)",
+        path.name()
+    );
 }

@@ -174,6 +174,13 @@ impl DescView<'_> {
         self.base.as_ptr().wrapping_add((i & self.mask) as usize)
     }
 
+    /// Pointer to descriptor `i mod count`, for the vector steps
+    /// (`crate::simd`), which load or store four in a row from it.
+    #[inline]
+    pub(crate) fn slot_ptr(self, i: u16) -> *mut RawDesc {
+        self.slot(i)
+    }
+
     /// Volatile load of descriptor `i`'s `hi` word (where DD lives).
     #[inline]
     pub fn read_hi(self, i: u16) -> u64 {
@@ -194,6 +201,24 @@ impl DescView<'_> {
         let p = self.slot(i);
         // SAFETY: as in `read_hi`.
         unsafe { std::ptr::addr_of!((*p).lo).read_volatile() }
+    }
+
+    /// Volatile load of the RSS hash of descriptor `i`'s write-back (bits
+    /// 63:32 of `lo`, 82576 datasheet §7.1.5), ordered after an earlier
+    /// load of its `hi` that saw DD.
+    #[inline]
+    pub(crate) fn read_rss_after_dd(self, i: u16) -> u32 {
+        #[cfg(not(target_arch = "x86_64"))]
+        fence(Ordering::Acquire);
+        let p = self.slot(i);
+        // SAFETY: as in `read_hi`; bytes 4..8 of the descriptor are the
+        // upper half of `lo` (little endian), 4-byte aligned.
+        unsafe {
+            std::ptr::addr_of!((*p).lo)
+                .cast::<u32>()
+                .add(1)
+                .read_volatile()
+        }
     }
 
     /// Volatile load of a whole descriptor that software owns.

@@ -5,7 +5,7 @@
 
 use crate::dma::{IdentityMapper, PageSize};
 use crate::model::{SoftDoorbell, SoftNic, TxSink};
-use crate::{rx_free_thresh, DescRing, Mempool, Packet, RxRing, TxRing};
+use crate::{rx_free_thresh, DataPath, DescRing, Mempool, Packet, RxRing, TxRing};
 use std::sync::Arc;
 
 /// Two model ports and the rings the driver side owns.
@@ -52,6 +52,13 @@ impl FwdRig {
             burst: Vec::with_capacity(512),
             frame: vec![0x5a; frame_len],
         }
+    }
+
+    /// Run both rings' `path` burst loops (a new rig runs
+    /// [`DataPath::detect`]'s).
+    pub fn set_data_path(&mut self, path: DataPath) {
+        self.rx.set_data_path(path);
+        self.tx.set_data_path(path);
     }
 
     /// How many full bursts of `batch` frames the device can always take

@@ -18,10 +18,12 @@ pub mod fwd;
 pub mod mempool;
 pub mod model;
 pub mod rx;
+pub mod simd;
 pub mod tx;
 
 pub use descring::{DescRing, Doorbell};
 pub use dma::{DmaError, DmaMapper, DmaRegion, IdentityMapper, PageSize};
 pub use mempool::{Mempool, Packet, PacketTooLong, PoolCache};
 pub use rx::{rx_cache_size, rx_free_thresh, RingError, RxRing, RxStats, RX_UNFINISHED_POLLS};
+pub use simd::DataPath;
 pub use tx::{TxRing, TxStats, TX_RS_THRESH};

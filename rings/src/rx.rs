@@ -21,6 +21,7 @@
 
 use crate::descring::{DescRing, Doorbell};
 use crate::mempool::{BufIovas, Mempool, Packet, PoolCache};
+use crate::simd::{self, DataPath};
 use pollnic_hw::desc::{rx_read, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
 
 /// Per-ring software counters (DPDK `rte_eth_stats` terms).
@@ -119,6 +120,8 @@ pub struct RxRing<D: Doorbell> {
     /// EOP plus the write-back error bits that make a frame bad (per
     /// family): a good frame shows exactly EOP among these.
     check_bits: u32,
+    /// Runs the vector burst loop ([`DataPath::Vector`]).
+    vector: bool,
     stats: RxStats,
 }
 
@@ -165,6 +168,7 @@ impl<D: Doorbell> RxRing<D> {
             unfinished: 0,
             unfinished_at: 0,
             check_bits: RXD_STAT_EOP | RXD_ERR_RXE,
+            vector: DataPath::detect() == DataPath::Vector,
             stats: RxStats::default(),
         })
     }
@@ -176,6 +180,29 @@ impl<D: Doorbell> RxRing<D> {
     /// sets its own mask before traffic starts.
     pub fn set_error_mask(&mut self, mask: u32) {
         self.check_bits = RXD_STAT_EOP | mask;
+    }
+
+    /// Choose the burst loop: a new ring runs [`DataPath::detect`]'s. Both
+    /// give the same frames, counters and ring state.
+    ///
+    /// # Panics
+    /// On [`DataPath::Vector`] when this CPU does not run it
+    /// ([`DataPath::vector_supported`]; the driver checks before).
+    pub fn set_data_path(&mut self, path: DataPath) {
+        assert!(
+            path == DataPath::Scalar || DataPath::vector_supported(),
+            "the vector data path needs x86-64 SSE2"
+        );
+        self.vector = path == DataPath::Vector;
+    }
+
+    /// The burst loop this ring runs.
+    pub fn data_path(&self) -> DataPath {
+        if self.vector {
+            DataPath::Vector
+        } else {
+            DataPath::Scalar
+        }
     }
 
     /// Give the device every descriptor but one: tail = ring size − 1.
@@ -212,6 +239,18 @@ impl<D: Doorbell> RxRing<D> {
     /// found the frame whole (README, "pollnic-1q's loss at 50 and 100 kpps").
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        if self.vector {
+            self.burst::<true>(out, max)
+        } else {
+            self.burst::<false>(out, max)
+        }
+    }
+
+    /// [`RxRing::rx_burst`]; with `VEC`, four good frames in a row are taken
+    /// in one step (`crate::simd::rx_quad`), exactly as four turns of the
+    /// one-descriptor loop would take them.
+    #[inline(always)]
+    fn burst<const VEC: bool>(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         // The cache is handed out by `cache_mut`: make sure it still serves
         // this ring's pool, whose buffer indices the slots hold.
         assert!(
@@ -246,88 +285,142 @@ impl<D: Doorbell> RxRing<D> {
         let check_bits = self.check_bits;
         let (mut got, mut bad, mut bytes) = (0usize, 0usize, 0u64);
         let mut wait_for_len = false;
+        // The vector steps first: four good frames from `i` on, none across
+        // the ring's end, room for four more packets, four buffers in the
+        // cache, taken in one step as four turns of the loop below would take
+        // them. Whatever stops them (a descriptor not done or not a good
+        // frame, the ring's end, the cache, `max`) is left to that loop.
+        let mut stop = false;
+        if VEC && max >= 4 {
+            while got + 4 <= max && i <= mask - 3 {
+                // SAFETY: `i` is masked (`next` and every step keep it so)
+                // and `i + 3 <= mask`: four descriptors in bounds.
+                if let Some(lens) = unsafe { simd::rx_quad(view.slot_ptr(i), check_bits, buf_size) }
+                {
+                    if let Some(fresh) = cache.take4() {
+                        for k in 0..4u16 {
+                            let j = i + k;
+                            // `lo` after the `hi` that showed DD (above).
+                            let rss = view.read_rss_after_dd(j);
+                            // SAFETY: `j <= mask < slots.len()`; `slots` is
+                            // `self.slots`, untouched elsewhere.
+                            let slot = unsafe { &mut *slots.add(j as usize) };
+                            let f = fresh[k as usize];
+                            let done = std::mem::replace(slot, f);
+                            // SAFETY: `f` came from the cache of the ring's
+                            // pool, which `self.pool` keeps alive.
+                            view.write(j, rx_read(unsafe { iovas.get(f) }));
+                            let len = lens[k as usize];
+                            bytes += len as u64;
+                            // SAFETY: as for one frame below: `got + k <
+                            // max` slots reserved; `done` was armed here and
+                            // is replaced by `f` (with its own reference);
+                            // `1 <= len <= buf_size` (checked by `rx_quad`).
+                            unsafe {
+                                (*dst.add(got + k as usize))
+                                    .write(Packet::from_parts(pool_ptr, done, len, rss));
+                            }
+                        }
+                        got += 4;
+                        i = (i + 4) & mask;
+                        continue;
+                    }
+                }
+                break;
+            }
+            if got == max {
+                stop = true;
+            } else if got > 0 {
+                hi = view.read_hi(i);
+                stop = hi as u32 & RXD_STAT_DD == 0;
+            }
+        }
         // Each turn looks at one descriptor whose `hi` shows DD: a good frame
         // is handed up, a bad descriptor is re-armed in place. At most `max`
         // good and `max` bad descriptors are looked at.
-        loop {
-            let status = hi as u32;
-            // SAFETY: `i & mask < slots.len()` (above); `slots` points into
-            // `self.slots`, which nothing else touches during the burst.
-            let slot = unsafe { &mut *slots.add((i & mask) as usize) };
-            let len = (hi >> 32) as u16 as u32;
-            // The device is untrusted: check what it wrote before using it.
-            // A frame is good only as one whole EOP descriptor without an
-            // error bit of the family's mask, not the tail of a chain, with
-            // 0 < len <= buffer size.
-            if status & check_bits == RXD_STAT_EOP && len.wrapping_sub(1) < buf_size {
-                let Some(fresh) = cache.get() else {
-                    // The frame stays in its descriptor for want of a buffer.
-                    self.stats.rx_nombuf += 1;
+        if !stop {
+            loop {
+                let status = hi as u32;
+                // SAFETY: `i & mask < slots.len()` (above); `slots` points into
+                // `self.slots`, which nothing else touches during the burst.
+                let slot = unsafe { &mut *slots.add((i & mask) as usize) };
+                let len = (hi >> 32) as u16 as u32;
+                // The device is untrusted: check what it wrote before using it.
+                // A frame is good only as one whole EOP descriptor without an
+                // error bit of the family's mask, not the tail of a chain, with
+                // 0 < len <= buffer size.
+                if status & check_bits == RXD_STAT_EOP && len.wrapping_sub(1) < buf_size {
+                    let Some(fresh) = cache.get() else {
+                        // The frame stays in its descriptor for want of a buffer.
+                        self.stats.rx_nombuf += 1;
+                        break;
+                    };
+                    let lo = view.read_lo_after_dd(i);
+                    let done = std::mem::replace(slot, fresh);
+                    // SAFETY: `fresh` came from the cache of the ring's pool,
+                    // which `self.pool` keeps alive.
+                    view.write(i, rx_read(unsafe { iovas.get(fresh) }));
+                    bytes += len as u64;
+                    // SAFETY: `got < max`, and `out` has room for `max` more
+                    // packets from `dst` on (reserved above); slot `got` is
+                    // written once. `done` was this slot's armed buffer of the
+                    // ring's pool, now replaced by `fresh` (so the ring no longer
+                    // owns it), with the pool reference every armed buffer
+                    // holds (`fresh` brought its own from the cache); `len <=
+                    // buf_size` was checked above.
+                    unsafe {
+                        (*dst.add(got)).write(Packet::from_parts(
+                            pool_ptr,
+                            done,
+                            len,
+                            (lo >> 32) as u32,
+                        ));
+                    }
+                    got += 1;
+                    i = (i + 1) & mask;
+                    if got == max {
+                        break;
+                    }
+                } else if len == 0
+                    && (i != self.unfinished_at || self.unfinished < RX_UNFINISHED_POLLS)
+                {
+                    // DD is visible but the length is not: the write-back may
+                    // still be landing (QEMU's igb writes the descriptor, then
+                    // DD on its own, and the guest has seen the second store
+                    // first). Stop here and look again at the next poll; after
+                    // RX_UNFINISHED_POLLS polls at this same descriptor it is
+                    // dropped like any bad one.
+                    wait_for_len = true;
                     break;
-                };
-                let lo = view.read_lo_after_dd(i);
-                let done = std::mem::replace(slot, fresh);
-                // SAFETY: `fresh` came from the cache of the ring's pool,
-                // which `self.pool` keeps alive.
-                view.write(i, rx_read(unsafe { iovas.get(fresh) }));
-                bytes += len as u64;
-                // SAFETY: `got < max`, and `out` has room for `max` more
-                // packets from `dst` on (reserved above); slot `got` is
-                // written once. `done` was this slot's armed buffer of the
-                // ring's pool, now replaced by `fresh` (so the ring no longer
-                // owns it), with the pool reference every armed buffer
-                // holds (`fresh` brought its own from the cache); `len <=
-                // buf_size` was checked above.
-                unsafe {
-                    (*dst.add(got)).write(Packet::from_parts(
-                        pool_ptr,
-                        done,
-                        len,
-                        (lo >> 32) as u32,
-                    ));
-                }
-                got += 1;
-                i = (i + 1) & mask;
-                if got == max {
-                    break;
-                }
-            } else if len == 0 && (i != self.unfinished_at || self.unfinished < RX_UNFINISHED_POLLS)
-            {
-                // DD is visible but the length is not: the write-back may
-                // still be landing (QEMU's igb writes the descriptor, then
-                // DD on its own, and the guest has seen the second store
-                // first). Stop here and look again at the next poll; after
-                // RX_UNFINISHED_POLLS polls at this same descriptor it is
-                // dropped like any bad one.
-                wait_for_len = true;
-                break;
-            } else {
-                // Nothing to hand up: re-arm the descriptor with its own buffer.
-                // SAFETY: slots hold buffers of the ring's pool, alive
-                // through `self.pool`.
-                view.write(i, rx_read(unsafe { iovas.get(*slot) }));
-                bad += 1;
-                i = (i + 1) & mask;
-                if status & RXD_STAT_EOP == 0 {
-                    // The head of a frame longer than one buffer: the rest of
-                    // its chain, up to its EOP, is dropped too.
-                    // SAFETY: `slots` is `self.slots`' pointer, `mask + 1`
-                    // long, untouched elsewhere during the burst.
-                    let (next, n, done) = unsafe { drop_chain(view, slots, iovas, i, max - bad) };
-                    i = next;
-                    bad += n;
-                    if !done {
-                        self.discarding = true;
+                } else {
+                    // Nothing to hand up: re-arm the descriptor with its own buffer.
+                    // SAFETY: slots hold buffers of the ring's pool, alive
+                    // through `self.pool`.
+                    view.write(i, rx_read(unsafe { iovas.get(*slot) }));
+                    bad += 1;
+                    i = (i + 1) & mask;
+                    if status & RXD_STAT_EOP == 0 {
+                        // The head of a frame longer than one buffer: the rest of
+                        // its chain, up to its EOP, is dropped too.
+                        // SAFETY: `slots` is `self.slots`' pointer, `mask + 1`
+                        // long, untouched elsewhere during the burst.
+                        let (next, n, done) =
+                            unsafe { drop_chain(view, slots, iovas, i, max - bad) };
+                        i = next;
+                        bad += n;
+                        if !done {
+                            self.discarding = true;
+                            break;
+                        }
+                    }
+                    if bad >= max {
                         break;
                     }
                 }
-                if bad >= max {
+                hi = view.read_hi(i);
+                if hi as u32 & RXD_STAT_DD == 0 {
                     break;
                 }
-            }
-            hi = view.read_hi(i);
-            if hi as u32 & RXD_STAT_DD == 0 {
-                break;
             }
         }
         // SAFETY: the loop wrote a packet into each of the first `got` spare

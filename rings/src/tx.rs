@@ -26,7 +26,8 @@
 
 use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
-use crate::mempool::{take_front, BufIovas, Mempool, Packet, PoolCache, Shared};
+use crate::mempool::{take_front, take_front_with, BufIovas, Mempool, Packet, PoolCache, Shared};
+use crate::simd::{self, DataPath};
 use pollnic_hw::desc::{tx_data, tx_done, TXD_DCMD_RS, TX_MAX_DATA_LEN};
 use std::ptr::NonNull;
 
@@ -99,6 +100,8 @@ pub struct TxRing<D: Doorbell> {
     clean: u16,
     in_flight: u16,
     doorbell: D,
+    /// Runs the vector burst loop ([`DataPath::Vector`]).
+    vector: bool,
     stats: TxStats,
 }
 
@@ -125,7 +128,31 @@ impl<D: Doorbell> TxRing<D> {
             clean: 0,
             in_flight: 0,
             doorbell,
+            vector: DataPath::detect() == DataPath::Vector,
             stats: TxStats::default(),
+        }
+    }
+
+    /// Choose the burst loop: a new ring runs [`DataPath::detect`]'s. Both
+    /// queue the same descriptors and count the same.
+    ///
+    /// # Panics
+    /// On [`DataPath::Vector`] when this CPU does not run it
+    /// ([`DataPath::vector_supported`]; the driver checks before).
+    pub fn set_data_path(&mut self, path: DataPath) {
+        assert!(
+            path == DataPath::Scalar || DataPath::vector_supported(),
+            "the vector data path needs x86-64 SSE2"
+        );
+        self.vector = path == DataPath::Vector;
+    }
+
+    /// The burst loop this ring runs.
+    pub fn data_path(&self) -> DataPath {
+        if self.vector {
+            DataPath::Vector
+        } else {
+            DataPath::Scalar
         }
     }
 
@@ -135,6 +162,18 @@ impl<D: Doorbell> TxRing<D> {
     /// Sent buffers of `cache`'s pool are reclaimed into `cache` first.
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
+        if self.vector {
+            self.burst::<true>(pkts, cache)
+        } else {
+            self.burst::<false>(pkts, cache)
+        }
+    }
+
+    /// [`TxRing::tx_burst`]; with `VEC`, four packets of the ring's own pool
+    /// in a row are queued in one step (`crate::simd::tx_quad`), exactly as
+    /// four turns of the one-packet loop would queue them.
+    #[inline(always)]
+    fn burst<const VEC: bool>(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
         let count = self.desc.count();
         let len = pkts.len();
         let free = (count - 1 - self.in_flight) as usize;
@@ -165,44 +204,87 @@ impl<D: Doorbell> TxRing<D> {
         let foreign_in_flight = &mut self.foreign_in_flight;
         let (mut bytes, mut errors, mut foreign_sent) = (0u64, 0usize, 0u64);
         let mut t = self.tail;
-        take_front(pkts, n, |pool, idx, len| {
-            // This closure owns buffer `idx` of `pool` and one reference.
-            let sendable = (len as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
-            let iova = if pool.as_ptr().cast_const() == fast && sendable {
-                // SAFETY: `pool` is the ring's own pool (alive: the closure
-                // holds a reference) and `idx` one of its buffers.
-                unsafe { own.get(idx) }
-            } else {
-                // SAFETY: the reference handed to this closure keeps `pool` alive.
-                match unsafe { other_iova(pool, idx, sendable, desc_region) } {
-                    Some(iova) => {
-                        if pool.as_ptr().cast_const() != fast {
-                            foreign[(t & mask) as usize] = Foreign(Some(pool));
-                            *foreign_in_flight += 1;
-                            foreign_sent += 1;
+        // One packet: the caller owns buffer `idx` of `pool` and one
+        // reference, handed over here; it is queued at `t` (or refused). A
+        // macro, so that both burst loops below inline it.
+        macro_rules! queue_one {
+            ($pool:expr, $idx:expr, $len:expr) => {
+                'one: {
+                    let (pool, idx, len): (NonNull<Shared>, u32, u32) = ($pool, $idx, $len);
+                    let sendable = (len as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
+                    let iova = if pool.as_ptr().cast_const() == fast && sendable {
+                        // SAFETY: `pool` is the ring's own pool (alive: the closure
+                        // holds a reference) and `idx` one of its buffers.
+                        unsafe { own.get(idx) }
+                    } else {
+                        // SAFETY: the reference handed to this closure keeps `pool` alive.
+                        match unsafe { other_iova(pool, idx, sendable, desc_region) } {
+                            Some(iova) => {
+                                if pool.as_ptr().cast_const() != fast {
+                                    foreign[(t & mask) as usize] = Foreign(Some(pool));
+                                    *foreign_in_flight += 1;
+                                    foreign_sent += 1;
+                                }
+                                iova
+                            }
+                            None => {
+                                errors += 1;
+                                refuse(cache, pool, idx);
+                                break 'one;
+                            }
                         }
-                        iova
-                    }
-                    None => {
-                        errors += 1;
-                        refuse(cache, pool, idx);
-                        return;
-                    }
+                    };
+                    let mut d = tx_data(iova, len as u16);
+                    // RS at the fixed batch ends (the burst's last gets it below).
+                    // (`(t mod THRESH) + 1` reaches THRESH only at a batch end, so
+                    // shifted down it is that bit, with no compare.)
+                    let rs = ((t as u64 & (TX_RS_THRESH as u64 - 1)) + 1)
+                        >> TX_RS_THRESH.trailing_zeros();
+                    d.hi |= rs * TXD_DCMD_RS as u64;
+                    view.write(t, d);
+                    bytes += len as u64;
+                    // SAFETY: `t & mask < idx.len()` (above); `idxs` points into
+                    // `self.idx`, which nothing else touches during the burst.
+                    unsafe { idxs.add((t & mask) as usize).write(idx) };
+                    t = (t + 1) & mask;
                 }
             };
-            let mut d = tx_data(iova, len as u16);
-            // RS at the fixed batch ends (the burst's last gets it below).
-            // (`(t mod THRESH) + 1` reaches THRESH only at a batch end, so
-            // shifted down it is that bit, with no compare.)
-            let rs = ((t as u64 & (TX_RS_THRESH as u64 - 1)) + 1) >> TX_RS_THRESH.trailing_zeros();
-            d.hi |= rs * TXD_DCMD_RS as u64;
-            view.write(t, d);
-            bytes += len as u64;
-            // SAFETY: `t & mask < idx.len()` (above); `idxs` points into
-            // `self.idx`, which nothing else touches during the burst.
-            unsafe { idxs.add((t & mask) as usize).write(idx) };
-            t = (t + 1) & mask;
-        });
+        }
+        if VEC && n >= 4 {
+            take_front_with(pkts, n, |rest| {
+                if let (Some(quad), true) = (rest.first_chunk::<4>(), t <= mask - 3) {
+                    // SAFETY: the closure owns the packets of `rest`; `t` is
+                    // masked and `t + 3 <= mask`, so descriptors `t..t + 4` and
+                    // `idx[t..t + 4]` are in bounds, and software owns them (the
+                    // ring has room for `n` more); `own` is the pool at `fast`
+                    // (checked per packet by `tx_quad`), alive through
+                    // `self.pool`; TX_RS_THRESH is a power of two.
+                    let sent = unsafe {
+                        simd::tx_quad(
+                            quad,
+                            fast,
+                            own,
+                            view.slot_ptr(t),
+                            idxs.add(t as usize),
+                            t,
+                            TX_RS_THRESH,
+                        )
+                    };
+                    if let Some(b) = sent {
+                        bytes += b;
+                        t = (t + 4) & mask;
+                        // The four buffers and references now belong to the
+                        // ring (`idx[t..t + 4]`), as one turn below would do.
+                        return 4;
+                    }
+                }
+                let (pool, idx, len) = rest[0].parts();
+                queue_one!(pool, idx, len);
+                1
+            });
+        } else {
+            take_front(pkts, n, |pool, idx, len| queue_one!(pool, idx, len));
+        }
         self.stats.tx_errors += errors as u64;
         self.stats.foreign += foreign_sent;
         let queued = (n - errors) as u16;

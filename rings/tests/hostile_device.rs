@@ -1,12 +1,13 @@
 //! The fuzz harness's hostile device (`fuzz/hostile.rs`) on the stable
 //! toolchain: the committed seed corpus and a few thousand pseudo-random
-//! inputs replay clean, and the harness's accounting does catch a lost
-//! buffer. The cargo-fuzz target (`cargo xtask fuzz`) runs the same code
+//! inputs replay clean on both burst loops (scalar and vector), and the
+//! harness's accounting does catch a lost buffer. The cargo-fuzz target (`cargo xtask fuzz`) runs the same code
 //! under libFuzzer and AddressSanitizer.
 
 #[path = "../../fuzz/hostile.rs"]
 mod hostile;
 
+use pollnic_rings::DataPath;
 use std::path::Path;
 
 #[test]
@@ -17,7 +18,8 @@ fn seed_corpus_replays_clean() {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
         eprintln!("seed {}", path.display());
-        hostile::run(&data);
+        hostile::run_on(&data, DataPath::Scalar);
+        hostile::run_on(&data, DataPath::Vector);
         n += 1;
     }
     assert!(
@@ -39,8 +41,13 @@ fn pseudo_random_inputs_replay_clean() {
     for case in 0..400 {
         let len = (next() % 600) as usize;
         let data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-        let r = std::panic::catch_unwind(|| hostile::run(&data));
-        assert!(r.is_ok(), "case {case} failed: input {data:02x?}");
+        for path in [DataPath::Scalar, DataPath::Vector] {
+            let r = std::panic::catch_unwind(|| hostile::run_on(&data, path));
+            assert!(
+                r.is_ok(),
+                "case {case} on {path:?} failed: input {data:02x?}"
+            );
+        }
     }
 }
 

@@ -1,5 +1,7 @@
-//! `cargo xtask fuzz`: the cargo-fuzz target `rings` (fuzz/fuzz_targets/rings.rs, the rings
-//! against a hostile device model, fuzz/hostile.rs) under libFuzzer with AddressSanitizer.
+//! `cargo xtask fuzz`: the cargo-fuzz targets `rings` and `rings_vector` (fuzz/fuzz_targets/,
+//! the rings on their scalar and on their vector burst loops against a hostile device model,
+//! fuzz/hostile.rs) under libFuzzer with AddressSanitizer, one after the other, each for half
+//! the time (both read the seeds in fuzz/seeds/rings).
 //!
 //! Installs cargo-fuzz from crates.io when missing (`cargo install cargo-fuzz --locked`), builds
 //! the target on the nightly toolchain (ASan, debug assertions and overflow checks on), and runs
@@ -17,8 +19,10 @@ use crate::cmd;
 use crate::layout::Layout;
 use crate::say;
 
-/// The fuzz target's name (fuzz/Cargo.toml `[[bin]]`).
-const TARGET: &str = "rings";
+/// The fuzz targets' names (fuzz/Cargo.toml `[[bin]]`): the scalar and the vector burst loops.
+const TARGETS: [&str; 2] = ["rings", "rings_vector"];
+/// The seed corpus both read (fuzz/seeds/<SEEDS>): one input format.
+const SEEDS: &str = "rings";
 /// Longest input in bytes: about 80 steps of the hostile-device harness.
 const MAX_LEN: u32 = 256;
 
@@ -126,9 +130,40 @@ impl Budget {
     }
 }
 
-/// Installs and builds as needed, then fuzzes within `budget` with `jobs` libFuzzer processes
-/// sharing one corpus, holding the testbed lock while fuzzing unless `budget.background`.
+/// Installs and builds as needed, then fuzzes each target in turn within half of `budget`
+/// (at least 1 s each when time-limited) with `jobs` libFuzzer processes sharing one corpus per
+/// target, holding the testbed lock while fuzzing unless `budget.background`. The outcome adds
+/// both runs up (executions, times) and is clean only when both are; `log` is the last one's.
 pub fn run(layout: &Layout, budget: Budget, jobs: u32) -> Result<FuzzOutcome> {
+    let half = Budget {
+        seconds: if budget.seconds == 0 {
+            0
+        } else {
+            (budget.seconds / 2).max(1)
+        },
+        ..budget
+    };
+    let mut total: Option<FuzzOutcome> = None;
+    for target in TARGETS {
+        say!("fuzz: target {target}");
+        let o = run_target(layout, target, half, jobs)?;
+        say!("fuzz: {target}: {}", describe(&o));
+        total = Some(match total {
+            None => o,
+            Some(t) => FuzzOutcome {
+                execs: t.execs + o.execs,
+                run: t.run + o.run,
+                prepare: t.prepare + o.prepare,
+                clean: t.clean && o.clean,
+                log: o.log,
+            },
+        });
+    }
+    Ok(total.expect("two targets"))
+}
+
+/// [`run`] for one target.
+fn run_target(layout: &Layout, target: &str, budget: Budget, jobs: u32) -> Result<FuzzOutcome> {
     let t = Instant::now();
     ensure_tools()?;
     let mut build = nightly_cargo();
@@ -136,26 +171,26 @@ pub fn run(layout: &Layout, budget: Budget, jobs: u32) -> Result<FuzzOutcome> {
         .current_dir(&layout.repo)
         .args(["fuzz", "build"])
         .args(fuzz_args(layout))
-        .arg(TARGET);
+        .arg(target);
     say!("{}", cmd::describe(&build));
     cmd::run(&mut build).context("building the fuzz target failed")?;
     let prepare = t.elapsed();
 
-    let corpus = layout.target.join("fuzz-corpus").join(TARGET);
-    let artifacts = layout.target.join("fuzz-artifacts").join(TARGET);
+    let corpus = layout.target.join("fuzz-corpus").join(target);
+    let artifacts = layout.target.join("fuzz-artifacts").join(target);
     let logs = layout.target.join("fuzz-logs");
     for dir in [&corpus, &artifacts, &logs] {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let seeds = layout.repo.join("fuzz").join("seeds").join(TARGET);
-    let log = logs.join(format!("{TARGET}-{}.log", crate::runscript::nonce()));
+    let seeds = layout.repo.join("fuzz").join("seeds").join(SEEDS);
+    let log = logs.join(format!("{target}-{}.log", crate::runscript::nonce()));
 
     let command = |job: u32| {
         let mut c = nightly_cargo_niced(budget.background);
         c.current_dir(&layout.repo)
             .args(["fuzz", "run"])
             .args(fuzz_args(layout))
-            .arg(TARGET)
+            .arg(target)
             .arg(&corpus)
             .arg(&seeds)
             .arg("--")
@@ -267,7 +302,7 @@ pub fn describe(o: &FuzzOutcome) -> String {
         if o.clean {
             "no findings"
         } else {
-            "FAILED: see the log and target/fuzz-artifacts/rings/"
+            "FAILED: see the log and target/fuzz-artifacts/<target>/"
         },
         o.log.display()
     )

@@ -99,9 +99,11 @@ enum Command {
         fuzz_seconds: u64,
     },
     /// Fuzz the RX/TX rings, mempool and packets against a hostile device model
-    /// (cargo-fuzz, libFuzzer + AddressSanitizer, nightly toolchain). Installs cargo-fuzz when
-    /// missing; keeps its corpus in target/fuzz-corpus/rings; a finding is saved in
-    /// target/fuzz-artifacts/rings/ and fails the run.
+    /// (cargo-fuzz, libFuzzer + AddressSanitizer, nightly toolchain): the target `rings` (scalar
+    /// burst loops), then `rings_vector` (vector loops), each for half of --seconds (--runs
+    /// applies to each). Installs cargo-fuzz when missing; keeps the corpora in
+    /// target/fuzz-corpus/<target>; a finding is saved in target/fuzz-artifacts/<target>/ and
+    /// fails the run.
     ///
     /// Example: cargo xtask fuzz --seconds 600 --jobs 2
     ///

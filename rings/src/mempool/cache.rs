@@ -84,6 +84,24 @@ impl PoolCache {
         Some(unsafe { *self.bufs.get_unchecked(self.len) })
     }
 
+    /// Take four free buffer indices at once, in the order four calls of
+    /// [`PoolCache::get`] would give them, when the cache holds at least four
+    /// (no refill: `None` otherwise).
+    #[inline]
+    pub(crate) fn take4(&mut self) -> Option<[u32; 4]> {
+        if self.len < 4 {
+            return None;
+        }
+        self.len -= 4;
+        let l = self.len;
+        // SAFETY: `len <= bufs.len()` always holds (see `get`), so the four
+        // slots `l .. l + 4` below the old `len` are in bounds.
+        unsafe {
+            let b = self.bufs.as_ptr().add(l);
+            Some([*b.add(3), *b.add(2), *b.add(1), *b])
+        }
+    }
+
     /// Fill from the shared list up to half the capacity, or to `n` if more.
     #[cold]
     fn refill_to(&mut self, n: usize) {

@@ -44,7 +44,9 @@ mod cache;
 mod packet;
 
 pub use cache::PoolCache;
-pub(crate) use packet::take_front;
+pub(crate) use packet::{
+    take_front, take_front_with, PACKET_IDX_OFFSET, PACKET_LEN_OFFSET, PACKET_POOL_OFFSET,
+};
 pub use packet::{Packet, PacketTooLong};
 
 use crate::dma::{DmaError, DmaMapper, DmaRegion, PageSize};

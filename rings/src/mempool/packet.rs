@@ -23,12 +23,28 @@ pub struct PacketTooLong {
 /// to `tx_burst` is returned once the NIC has sent it; returning packets
 /// through a queue's [`super::PoolCache`] (`free_bulk`) is cheaper than
 /// dropping them one by one.
+///
+/// `repr(C)`: the vector TX path (`crate::simd`) reads the first 16 bytes
+/// (pool, buffer index, length) of four packets with four loads; the layout
+/// is checked at compile time below.
+#[repr(C)]
 pub struct Packet {
     pool: NonNull<Shared>,
     idx: u32,
     len: u32,
     rss_hash: u32,
 }
+
+/// Byte offsets the vector TX path relies on (`crate::simd::tx_quad`).
+pub(crate) const PACKET_POOL_OFFSET: usize = 0;
+pub(crate) const PACKET_IDX_OFFSET: usize = 8;
+pub(crate) const PACKET_LEN_OFFSET: usize = 12;
+const _: () = {
+    assert!(std::mem::offset_of!(Packet, pool) == PACKET_POOL_OFFSET);
+    assert!(std::mem::offset_of!(Packet, idx) == PACKET_IDX_OFFSET);
+    assert!(std::mem::offset_of!(Packet, len) == PACKET_LEN_OFFSET);
+    assert!(std::mem::size_of::<Packet>() == 24);
+};
 
 // SAFETY: a Packet owns its buffer exclusively (no ring has it armed, no other
 // Packet names it) and one reference to the pool, whose shared parts are
@@ -78,6 +94,13 @@ impl Packet {
     pub(crate) unsafe fn from_raw_parts(pool: NonNull<Shared>, idx: u32) -> Packet {
         // SAFETY: the caller's guarantee is `from_parts`'s.
         unsafe { Packet::from_parts(pool, idx, 0, 0) }
+    }
+
+    /// The packet's parts (pool, buffer index, length), for
+    /// [`take_front_with`]'s `f`, which takes ownership of them.
+    #[inline]
+    pub(crate) fn parts(&self) -> (NonNull<Shared>, u32, u32) {
+        (self.pool, self.idx, self.len)
     }
 
     /// Take the packet apart without returning its buffer: the caller now owns
@@ -191,6 +214,40 @@ pub(crate) fn take_front(
         for k in 0..n {
             let p = &*base.add(k);
             f(p.pool, p.idx, p.len);
+        }
+        if n < len {
+            std::ptr::copy(base.add(n), base, len - n);
+        }
+        pkts.set_len(len - n);
+    }
+}
+
+/// [`take_front`] several packets per call of `f`: `f` is shown the packets
+/// not yet handed over (of the first `n`), takes ownership of a prefix of
+/// them (their buffers and pool references, as `take_front`'s `f` does;
+/// [`Packet::parts`] reads one's parts) and returns how many it took, at
+/// least one. Packets are handed over in order, each exactly once.
+#[inline]
+pub(crate) fn take_front_with(
+    pkts: &mut Vec<Packet>,
+    n: usize,
+    mut f: impl FnMut(&[Packet]) -> usize,
+) {
+    let len = pkts.len();
+    let n = n.min(len);
+    let base = pkts.as_mut_ptr();
+    // SAFETY: as in `take_front`: from here the Vec owns none of its
+    // elements; `f` is shown `base + k .. base + n` (initialised, in bounds)
+    // and takes the first `r` of them, `1 <= r` (clamped to what is left),
+    // which are never dropped here; the other `len - n` move to the front
+    // and go back to the Vec. A panic leaks the packets not yet handed
+    // over, never drops one twice.
+    unsafe {
+        pkts.set_len(0);
+        let mut k = 0;
+        while k < n {
+            let rest = std::slice::from_raw_parts(base.add(k), n - k);
+            k += f(rest).clamp(1, n - k);
         }
         if n < len {
             std::ptr::copy(base.add(n), base, len - n);
