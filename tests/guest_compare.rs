@@ -11,12 +11,8 @@ use pollnic_tests::*;
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn every_path_reports_consistent_numbers() {
     let out = std::env::temp_dir().join(format!("pollnic-compare-{}", std::process::id()));
-    let run = std::process::Command::new(example_exe("compare"))
-        .args([
-            "--tx",
-            &port(0),
-            "--rx",
-            &port(1),
+    run_compare(
+        &[
             "--seconds",
             "1.5",
             "--rate",
@@ -25,15 +21,9 @@ fn every_path_reports_consistent_numbers() {
             "64,1518",
             "--paths",
             "pollnic-1q,pollnic-2q,kernel-afpacket,kernel-recvmmsg,kernel-afxdp,dpdk-testpmd",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
-    println!("{text}");
-    assert!(run.status.success(), "compare failed:\n{text}");
+        ],
+        &out,
+    );
     // testpmd runs with --in-memory: nothing of it is left in hugetlbfs.
     let left = hugetlbfs_files();
     assert!(
@@ -137,26 +127,26 @@ fn every_path_reports_consistent_numbers() {
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn sweep_finds_a_knee_per_path_and_writes_its_files() {
     let out = std::env::temp_dir().join(format!("pollnic-sweep-{}", std::process::id()));
-    let run = std::process::Command::new(example_exe("compare"))
-        .args(["--tx", &port(0), "--rx", &port(1), "--sweep"])
-        .args(["--paths", "pollnic-1q,kernel-afpacket", "--sizes", "64"])
-        .args([
+    let text = run_compare(
+        &[
+            "--sweep",
+            "--paths",
+            "pollnic-1q,kernel-afpacket",
+            "--sizes",
+            "64",
             "--seconds",
             "1",
             "--sweep-min",
             "5000",
             "--sweep-max",
             "400000",
-        ])
-        .args(["--sweep-steps", "3", "--loss-tolerance", "0.1"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
-    println!("{text}");
-    assert!(run.status.success(), "compare --sweep failed:\n{text}");
+            "--sweep-steps",
+            "3",
+            "--loss-tolerance",
+            "0.1",
+        ],
+        &out,
+    );
     assert!(text.contains("zero-loss pps"), "{text}");
     let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
@@ -183,6 +173,23 @@ fn sweep_finds_a_knee_per_path_and_writes_its_files() {
         "pollnic passed at no rate: {pollnic}"
     );
     assert!(out.join("sweep.svg").is_file() && out.join("sweep.csv").is_file());
+}
+
+/// Runs compare from port 0 to port 1 with `args`, writing into `out`;
+/// prints its output and fails the test unless it succeeded. Returns the output.
+fn run_compare(args: &[&str], out: &std::path::Path) -> String {
+    let run = std::process::Command::new(example_exe("compare"))
+        .args(["--tx", &port(0), "--rx", &port(1)])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
+    println!("{text}");
+    assert!(run.status.success(), "compare {args:?} failed:\n{text}");
+    text
 }
 
 /// AF_XDP's mode column: zero-copy in the driver on the current kernel
@@ -221,26 +228,20 @@ fn tuned_and_busy_polling_rows_list_their_knobs_and_restore_them() {
         "kernel-afpacket-tuned-2q",
         "kernel-afxdp-busypoll",
     ];
-    let run = std::process::Command::new(example_exe("compare"))
-        .args([
-            "--tx",
-            &port(0),
-            "--rx",
-            &port(1),
+    let list = paths.join(",");
+    run_compare(
+        &[
             "--seconds",
             "1",
             "--rate",
             "5000",
-        ])
-        .args(["--sizes", "64", "--paths", &paths.join(",")])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
-    println!("{text}");
-    assert!(run.status.success(), "compare failed:\n{text}");
+            "--sizes",
+            "64",
+            "--paths",
+            &list,
+        ],
+        &out,
+    );
     let after: Vec<String> = knobs.iter().map(|k| sysctl(k)).collect();
     assert_eq!(before, after, "sysctls {knobs:?} not restored");
     let rows: Vec<serde_json::Value> =
@@ -307,26 +308,27 @@ fn tuned_and_busy_polling_rows_list_their_knobs_and_restore_them() {
 fn load_curve_reports_cpu_and_latency_per_rate_and_draws_both_panels() {
     let out = std::env::temp_dir().join(format!("pollnic-curve-{}", std::process::id()));
     let paths = ["pollnic-1q", "kernel-afpacket-tuned"];
-    let run = std::process::Command::new(example_exe("compare"))
-        .args(["--tx", &port(0), "--rx", &port(1), "--load-curve"])
-        .args([
+    let list = paths.join(",");
+    run_compare(
+        &[
+            "--load-curve",
             "--paths",
-            &paths.join(","),
+            &list,
             "--sizes",
             "64",
             "--seconds",
             "1",
-        ])
-        .args(["--curve-rates", "5000,10000", "--sweep-min", "5000"])
-        .args(["--sweep-max", "200000", "--sweep-steps", "2"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
-    println!("{text}");
-    assert!(run.status.success(), "compare --load-curve failed:\n{text}");
+            "--curve-rates",
+            "5000,10000",
+            "--sweep-min",
+            "5000",
+            "--sweep-max",
+            "200000",
+            "--sweep-steps",
+            "2",
+        ],
+        &out,
+    );
     let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("load-curve.json")).unwrap())
             .unwrap();
