@@ -246,9 +246,11 @@ impl<D: Doorbell> RxRing<D> {
         }
     }
 
-    /// [`RxRing::rx_burst`]; with `VEC`, four good frames in a row are taken
-    /// in one step (`crate::simd::rx_quad`), exactly as four turns of the
-    /// one-descriptor loop would take them.
+    /// [`RxRing::rx_burst`]. The hot loop takes good frames (with `VEC`,
+    /// four in a row in one step, `crate::simd::rx_quad`, exactly as four
+    /// turns of the one-descriptor loop would take them); the first
+    /// descriptor that shows DD and is not a good frame, or a cache with no
+    /// buffer, hands the rest of the burst to [`RxRing::burst_slow`].
     #[inline(always)]
     fn burst<const VEC: bool>(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         // The cache is handed out by `cache_mut`: make sure it still serves
@@ -283,8 +285,7 @@ impl<D: Doorbell> RxRing<D> {
         debug_assert_eq!(self.slots.len(), mask as usize + 1);
         let slots = self.slots.as_mut_ptr();
         let check_bits = self.check_bits;
-        let (mut got, mut bad, mut bytes) = (0usize, 0usize, 0u64);
-        let mut wait_for_len = false;
+        let (mut got, mut bytes) = (0usize, 0u64);
         // The vector steps first: four good frames from `i` on, none across
         // the ring's end, room for four more packets, four buffers in the
         // cache, taken in one step as four turns of the loop below would take
@@ -335,20 +336,125 @@ impl<D: Doorbell> RxRing<D> {
                 stop = hi as u32 & RXD_STAT_DD == 0;
             }
         }
-        // Each turn looks at one descriptor whose `hi` shows DD: a good frame
-        // is handed up, a bad descriptor is re-armed in place. At most `max`
-        // good and `max` bad descriptors are looked at.
+        // Each turn takes one good frame whose `hi` shows DD.
+        let mut slow = false;
         if !stop {
+            loop {
+                let status = hi as u32;
+                let len = (hi >> 32) as u16 as u32;
+                // The device is untrusted: check what it wrote before using it.
+                // A frame is good only as one whole EOP descriptor without an
+                // error bit of the family's mask, not the tail of a chain, with
+                // 0 < len <= buffer size. Anything else is the slow path's.
+                if status & check_bits != RXD_STAT_EOP || len.wrapping_sub(1) >= buf_size {
+                    slow = true;
+                    break;
+                }
+                let Some(fresh) = cache.get() else {
+                    slow = true;
+                    break;
+                };
+                // SAFETY: `i & mask < slots.len()` (above); `slots` points into
+                // `self.slots`, which nothing else touches during the burst.
+                let slot = unsafe { &mut *slots.add((i & mask) as usize) };
+                let lo = view.read_lo_after_dd(i);
+                let done = std::mem::replace(slot, fresh);
+                // SAFETY: `fresh` came from the cache of the ring's pool,
+                // which `self.pool` keeps alive.
+                view.write(i, rx_read(unsafe { iovas.get(fresh) }));
+                bytes += len as u64;
+                // SAFETY: `got < max`, and `out` has room for `max` more
+                // packets from `dst` on (reserved above); slot `got` is
+                // written once. `done` was this slot's armed buffer of the
+                // ring's pool, now replaced by `fresh` (so the ring no longer
+                // owns it), with the pool reference every armed buffer
+                // holds (`fresh` brought its own from the cache); `len <=
+                // buf_size` was checked above.
+                unsafe {
+                    (*dst.add(got)).write(Packet::from_parts(
+                        pool_ptr,
+                        done,
+                        len,
+                        (lo >> 32) as u32,
+                    ));
+                }
+                got += 1;
+                i = (i + 1) & mask;
+                if got == max {
+                    break;
+                }
+                hi = view.read_hi(i);
+                if hi as u32 & RXD_STAT_DD == 0 {
+                    break;
+                }
+            }
+        }
+        // SAFETY: the loops wrote a packet into each of the first `got`
+        // spare slots, in order, and nothing else touched `out`.
+        unsafe { out.set_len(out.len() + got) };
+        if slow {
+            return self.burst_slow(out, max, i, got, bytes);
+        }
+        // Here `got >= 1`: the first descriptor showed DD, and a descriptor
+        // that is not a good frame goes to the slow path.
+        debug_assert!(got > 0);
+        self.unfinished = 0;
+        self.next = i;
+        // Every descriptor before `i` is re-armed.
+        self.give_back(i);
+        let s = &mut self.stats;
+        s.packets += got as u64;
+        s.bytes += bytes;
+        s.bursts += 1;
+        got
+    }
+
+    /// The rest of a burst from descriptor `i`, which shows DD and is not a
+    /// good frame (or the cache had no buffer for it), after `got` frames of
+    /// `bytes` bytes were taken (and appended to `out`; `out` has room for
+    /// `max - got` more): every descriptor is looked at on its own. A good
+    /// frame is handed up; a bad descriptor is re-armed in place with its
+    /// own buffer and counted in `rx_errors`, the rest of its chain too when
+    /// it is the head of a frame larger than one buffer; a descriptor with
+    /// DD and no length yet ends the burst (see [`RxRing::rx_burst`]); an
+    /// empty cache ends it and counts `rx_nombuf`. At most `max` good and
+    /// `max` bad descriptors are looked at. Then the burst's bookkeeping:
+    /// the tail, the counters.
+    #[cold]
+    #[inline(never)]
+    fn burst_slow(
+        &mut self,
+        out: &mut Vec<Packet>,
+        max: usize,
+        mut i: u16,
+        mut got: usize,
+        mut bytes: u64,
+    ) -> usize {
+        let view = self.desc.view();
+        let mask = view.mask();
+        let pool_ptr = self.cache.pool().as_ptr();
+        let (buf_size, iovas) = (self.buf_size, self.iovas);
+        let got_before = got;
+        let dst = out.spare_capacity_mut().as_mut_ptr();
+        debug_assert!(out.capacity() - out.len() >= max - got);
+        let cache = &mut self.cache;
+        debug_assert_eq!(self.slots.len(), mask as usize + 1);
+        let slots = self.slots.as_mut_ptr();
+        let check_bits = self.check_bits;
+        let mut bad = 0usize;
+        let mut wait_for_len = false;
+        let mut hi = view.read_hi(i);
+        // Each turn looks at one descriptor whose `hi` shows DD (the first
+        // one's was seen by the caller; read again here).
+        if hi as u32 & RXD_STAT_DD != 0 {
             loop {
                 let status = hi as u32;
                 // SAFETY: `i & mask < slots.len()` (above); `slots` points into
                 // `self.slots`, which nothing else touches during the burst.
                 let slot = unsafe { &mut *slots.add((i & mask) as usize) };
                 let len = (hi >> 32) as u16 as u32;
-                // The device is untrusted: check what it wrote before using it.
-                // A frame is good only as one whole EOP descriptor without an
-                // error bit of the family's mask, not the tail of a chain, with
-                // 0 < len <= buffer size.
+                // As in the hot loop: a good frame is one whole EOP
+                // descriptor without an error bit, 0 < len <= buffer size.
                 if status & check_bits == RXD_STAT_EOP && len.wrapping_sub(1) < buf_size {
                     let Some(fresh) = cache.get() else {
                         // The frame stays in its descriptor for want of a buffer.
@@ -361,15 +467,13 @@ impl<D: Doorbell> RxRing<D> {
                     // which `self.pool` keeps alive.
                     view.write(i, rx_read(unsafe { iovas.get(fresh) }));
                     bytes += len as u64;
-                    // SAFETY: `got < max`, and `out` has room for `max` more
-                    // packets from `dst` on (reserved above); slot `got` is
-                    // written once. `done` was this slot's armed buffer of the
-                    // ring's pool, now replaced by `fresh` (so the ring no longer
-                    // owns it), with the pool reference every armed buffer
-                    // holds (`fresh` brought its own from the cache); `len <=
-                    // buf_size` was checked above.
+                    // SAFETY: `got < max`, and `out` has room for `max -
+                    // got_before` packets from `dst` on (the caller's
+                    // reservation); slot `got - got_before` is written
+                    // once. `done` was this slot's armed buffer, replaced by
+                    // `fresh`, with its pool reference; `len <= buf_size`.
                     unsafe {
-                        (*dst.add(got)).write(Packet::from_parts(
+                        (*dst.add(got - got_before)).write(Packet::from_parts(
                             pool_ptr,
                             done,
                             len,
@@ -423,9 +527,9 @@ impl<D: Doorbell> RxRing<D> {
                 }
             }
         }
-        // SAFETY: the loop wrote a packet into each of the first `got` spare
-        // slots, in order, and nothing else touched `out`.
-        unsafe { out.set_len(out.len() + got) };
+        // SAFETY: the loop wrote a packet into each of the first `got -
+        // got_before` spare slots, in order, and nothing else touched `out`.
+        unsafe { out.set_len(out.len() + got - got_before) };
         if wait_for_len {
             // Count the polls this descriptor has held the ring (from 1 when
             // the ring stops at another one).
