@@ -27,16 +27,18 @@ use pollnic_hw::desc::{rx_read, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
 /// Per-ring software counters (DPDK `rte_eth_stats` terms).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RxStats {
+    // (Counters updated by every burst sit apart, so that the compiler does
+    // not pack their updates into vector adds, which cost more here.)
     /// Frames handed to the application.
     pub packets: u64,
-    /// Bytes in those frames (no FCS).
-    pub bytes: u64,
-    /// `rx_burst` calls that returned at least one frame.
-    pub bursts: u64,
     /// `rx_burst` calls that found nothing.
     pub empty_polls: u64,
+    /// Bytes in those frames (no FCS).
+    pub bytes: u64,
     /// Times a burst stopped because the mempool had no buffer to refill with.
     pub rx_nombuf: u64,
+    /// `rx_burst` calls that returned at least one frame.
+    pub bursts: u64,
     /// Descriptors dropped as invalid: error bit set, not EOP (frame larger
     /// than one buffer), zero length, or a length larger than the buffer.
     pub rx_errors: u64,
