@@ -198,8 +198,7 @@ impl<D: Doorbell> TxRing<D> {
         // `new`), so a masked index is in bounds.
         debug_assert_eq!(self.idx.len(), mask as usize + 1);
         let idxs = self.idx.as_mut_ptr();
-        let tail = self.tail;
-        let mut t = tail;
+        let mut t = self.tail;
         let mut bytes = 0u64;
         let base = pkts.as_mut_ptr();
         // From here the Vec owns none of its packets: each of the first `n`
@@ -247,16 +246,42 @@ impl<D: Doorbell> TxRing<D> {
             t = (t + 1) & mask;
             k += 1;
         }
-        let mut errors = 0;
         if k < n {
-            // SAFETY: packets `k..n` are initialised and the ring's to queue
-            // or refuse; descriptors from `t` on are software's (room for
-            // `n - k` more).
-            let (next, b, e) = unsafe { self.queue_slow(base.add(k), n - k, t, cache) };
-            t = next;
-            bytes += b;
-            errors = e;
+            // SAFETY: packets `k..len` are initialised; `k..n` are the
+            // ring's to queue or refuse, descriptors from `t` on are
+            // software's (room for `n - k` more).
+            return unsafe { self.burst_rest(pkts, base, len, n, k, t, bytes, cache) };
         }
+        // SAFETY: every packet of `0..n` was queued, `n..len` are the
+        // caller's; descriptors `tail..t` hold them.
+        unsafe { self.finish(pkts, base, len, n, n, t, bytes) }
+    }
+
+    /// The end of a burst: give packets `n..len` back to `pkts`, then, if
+    /// `queued > 0`, set RS on the burst's last descriptor (so that
+    /// everything sent becomes reclaimable) and on each fixed batch end the
+    /// burst filled, count, and write the tail. None of those descriptors is
+    /// the device's yet: the tail write hands them over. Batch ends are the
+    /// indices `TX_RS_THRESH - 1` modulo `TX_RS_THRESH`: the burst filled
+    /// one before its last exactly when its first and last are in
+    /// different batches (on a ring smaller than `TX_RS_THRESH`, never).
+    ///
+    /// # Safety
+    /// `base` is `pkts`' buffer, whose length is 0 and whose packets `n..len`
+    /// are initialised and not handed over; descriptors from the tail up to
+    /// `t` hold the `queued` frames queued by this burst.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        base: *mut Packet,
+        len: usize,
+        n: usize,
+        queued: usize,
+        t: u16,
+        bytes: u64,
+    ) -> usize {
         if n < len {
             // SAFETY: packets `n..len` are initialised and still the
             // caller's: moved to the front and given back to the Vec.
@@ -264,24 +289,17 @@ impl<D: Doorbell> TxRing<D> {
         }
         // SAFETY: the first `len - n` elements are the packets not taken.
         unsafe { pkts.set_len(len - n) };
-        let queued = (n - errors) as u16;
         if queued > 0 {
             let view = self.desc.view();
-            // RS on the burst's last descriptor, so that everything sent
-            // becomes reclaimable, and on each fixed batch end the burst
-            // filled (none of them is the device's yet: the tail write below
-            // hands them over). Batch ends are the indices `TX_RS_THRESH - 1`
-            // modulo `TX_RS_THRESH`: the burst filled one before its last
-            // exactly when its first and last are in different batches (on
-            // a ring smaller than `TX_RS_THRESH`, never).
+            let mask = view.mask();
+            let tail = self.tail;
             let last = t.wrapping_sub(1) & mask;
-            let rs = TXD_DCMD_RS as u64;
-            view.write_hi(last, view.read_hi(last) | rs);
+            view.write_hi(last, view.read_hi(last) | TXD_DCMD_RS as u64);
             if (tail ^ last) >= TX_RS_THRESH {
                 self.set_batch_ends(tail, last);
             }
             self.tail = t;
-            self.free -= queued;
+            self.free -= queued as u16;
             self.stats.packets += queued as u64;
             self.stats.bytes += bytes;
             self.stats.bursts += 1;
@@ -289,6 +307,34 @@ impl<D: Doorbell> TxRing<D> {
             self.doorbell.ring(t);
         }
         n
+    }
+
+    /// [`TxRing::burst`] from packet `k` on, the first that is not an
+    /// ordinary one of the ring's own pool (see [`TxRing::queue_slow`]),
+    /// then [`TxRing::finish`].
+    ///
+    /// # Safety
+    /// As for `finish`, with packets `k..n` not yet handed over and
+    /// descriptors from `t` on software's (room for `n - k` more).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn burst_rest(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        base: *mut Packet,
+        len: usize,
+        n: usize,
+        k: usize,
+        t: u16,
+        bytes: u64,
+        cache: &mut PoolCache,
+    ) -> usize {
+        // SAFETY: the caller's promises.
+        unsafe {
+            let (t, b, errors) = self.queue_slow(base.add(k), n - k, t, cache);
+            self.finish(pkts, base, len, n, n - errors, t, bytes + b)
+        }
     }
 
     /// Set RS on every fixed batch end in `first..last` (ring order; `last`
