@@ -114,7 +114,6 @@ pub struct RxRing<D: Doorbell> {
     free_thresh: u16,
     cache: PoolCache,
     doorbell: D,
-    discarding: bool,
     /// Polls in a row that stopped at descriptor `unfinished_at`, which
     /// showed DD with length 0.
     unfinished: u8,
@@ -122,10 +121,20 @@ pub struct RxRing<D: Doorbell> {
     /// EOP plus the write-back error bits that make a frame bad (per
     /// family): a good frame shows exactly EOP among these.
     check_bits: u32,
-    /// Runs the vector burst loop ([`DataPath::Vector`]).
-    vector: bool,
+    /// Which loop the next burst runs: [`MODE_VECTOR`] or [`MODE_SCALAR`],
+    /// plus [`MODE_DISCARDING`] while the rest of a dropped chain is
+    /// outstanding (one byte, so that a burst decides with one compare).
+    mode: u8,
     stats: RxStats,
 }
+
+/// `RxRing::mode`: the scalar burst loop.
+const MODE_SCALAR: u8 = 0;
+/// `RxRing::mode`: the vector burst loop ([`DataPath::Vector`]).
+const MODE_VECTOR: u8 = 1;
+/// `RxRing::mode`: the previous burst stopped inside a chain whose head it
+/// dropped (a frame longer than one buffer).
+const MODE_DISCARDING: u8 = 2;
 
 impl<D: Doorbell> RxRing<D> {
     /// Arm every descriptor of `desc` with a buffer from `pool`, and give the
@@ -166,11 +175,14 @@ impl<D: Doorbell> RxRing<D> {
             pool: pool.clone(),
             cache: PoolCache::new(pool.clone(), rx_cache_size(n)),
             doorbell,
-            discarding: false,
             unfinished: 0,
             unfinished_at: 0,
             check_bits: RXD_STAT_EOP | RXD_ERR_RXE,
-            vector: DataPath::detect() == DataPath::Vector,
+            mode: if DataPath::detect() == DataPath::Vector {
+                MODE_VECTOR
+            } else {
+                MODE_SCALAR
+            },
             stats: RxStats::default(),
         })
     }
@@ -195,12 +207,17 @@ impl<D: Doorbell> RxRing<D> {
             path == DataPath::Scalar || DataPath::vector_supported(),
             "the vector data path needs x86-64 SSE2"
         );
-        self.vector = path == DataPath::Vector;
+        let vector = if path == DataPath::Vector {
+            MODE_VECTOR
+        } else {
+            MODE_SCALAR
+        };
+        self.mode = self.mode & MODE_DISCARDING | vector;
     }
 
     /// The burst loop this ring runs.
     pub fn data_path(&self) -> DataPath {
-        if self.vector {
+        if self.mode & MODE_VECTOR != 0 {
             DataPath::Vector
         } else {
             DataPath::Scalar
@@ -241,10 +258,13 @@ impl<D: Doorbell> RxRing<D> {
     /// found the frame whole (README, "pollnic-1q's loss at 50 and 100 kpps").
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        if self.vector {
+        let mode = self.mode;
+        if mode == MODE_VECTOR {
             self.burst::<true>(out, max)
-        } else {
+        } else if mode == MODE_SCALAR {
             self.burst::<false>(out, max)
+        } else {
+            self.finish_chain(out, max)
         }
     }
 
@@ -270,9 +290,6 @@ impl<D: Doorbell> RxRing<D> {
             return 0;
         }
         let max = max.min(mask as usize + 1);
-        if self.discarding {
-            return self.finish_chain(out, max);
-        }
         let pool_ptr = self.cache.pool().as_ptr();
         let (buf_size, iovas) = (self.buf_size, self.iovas);
 
@@ -515,7 +532,7 @@ impl<D: Doorbell> RxRing<D> {
                         i = next;
                         bad += n;
                         if !done {
-                            self.discarding = true;
+                            self.mode |= MODE_DISCARDING;
                             break;
                         }
                     }
@@ -567,6 +584,7 @@ impl<D: Doorbell> RxRing<D> {
     #[inline(never)]
     fn finish_chain(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let view = self.desc.view();
+        let max = max.min(view.mask() as usize + 1);
         // SAFETY: `self.slots` is `mask + 1` long (made so in `new`) and
         // nothing else touches it during the call.
         let (next, n, done) =
@@ -577,7 +595,7 @@ impl<D: Doorbell> RxRing<D> {
             self.give_back(next);
         }
         if done {
-            self.discarding = false;
+            self.mode &= !MODE_DISCARDING;
             self.rx_burst(out, max)
         } else {
             self.stats.empty_polls += 1;
