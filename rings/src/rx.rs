@@ -110,6 +110,9 @@ pub struct RxRing<D: Doorbell> {
     next: u16,
     /// The value last written to the tail register (RDT).
     tail: u16,
+    /// Re-armed descriptors waiting behind the tail: those after `tail` up
+    /// to `next - 1`.
+    armed: u16,
     /// [`rx_free_thresh`] of the ring's size.
     free_thresh: u16,
     cache: PoolCache,
@@ -171,6 +174,7 @@ impl<D: Doorbell> RxRing<D> {
             slots: bufs.into_boxed_slice(),
             next: 0,
             tail: 0,
+            armed: 0,
             free_thresh: rx_free_thresh(n as u16),
             pool: pool.clone(),
             cache: PoolCache::new(pool.clone(), rx_cache_size(n)),
@@ -238,11 +242,20 @@ impl<D: Doorbell> RxRing<D> {
     #[inline]
     fn give_back(&mut self, next: u16) {
         let mask = self.desc.mask();
-        let newest = next.wrapping_sub(1) & mask;
-        if newest.wrapping_sub(self.tail) & mask >= self.free_thresh {
+        self.armed = (next.wrapping_sub(1) & mask).wrapping_sub(self.tail) & mask;
+        self.give_back_armed(next);
+    }
+
+    /// [`RxRing::give_back`] once `armed` counts the re-armed descriptors
+    /// before `next`.
+    #[inline(always)]
+    fn give_back_armed(&mut self, next: u16) {
+        if self.armed >= self.free_thresh {
+            let newest = next.wrapping_sub(1) & self.desc.mask();
             self.desc.publish();
             self.doorbell.ring(newest);
             self.tail = newest;
+            self.armed = 0;
         }
     }
 
@@ -419,8 +432,9 @@ impl<D: Doorbell> RxRing<D> {
         debug_assert!(got > 0);
         self.unfinished = 0;
         self.next = i;
-        // Every descriptor before `i` is re-armed.
-        self.give_back(i);
+        // Every descriptor before `i` is re-armed: the `got` taken here too.
+        self.armed += got as u16;
+        self.give_back_armed(i);
         let s = &mut self.stats;
         s.packets += got as u64;
         s.bytes += bytes;
