@@ -208,6 +208,33 @@ impl<D: Doorbell> TxRing<D> {
         // SAFETY: 0 <= len.
         unsafe { pkts.set_len(0) };
         let mut k = 0;
+        // Queues packets one at a time from `k` until one is not ordinary.
+        // A macro, so that each branch below has its own copy and the
+        // common short burst starts at a constant `k`.
+        macro_rules! one_by_one {
+            () => {
+                while k < n {
+                    // SAFETY: `k < n <= len`: an initialised packet the ring now owns.
+                    let (pool, idx, plen) = unsafe { (*base.add(k)).parts() };
+                    if pool.as_ptr().cast_const() != fast
+                        || (plen as usize).wrapping_sub(1) >= TX_MAX_DATA_LEN
+                    {
+                        break;
+                    }
+                    // SAFETY: `pool` is the ring's own pool (alive: the packet's
+                    // reference, now the ring's) and `idx` one of its buffers.
+                    let iova = unsafe { own.get(idx) };
+                    // RS goes on the batch ends after the loop.
+                    view.write(t, tx_data(iova, plen as u16));
+                    bytes += plen as u64;
+                    // SAFETY: `t & mask < idx.len()` (above); `idxs` points into
+                    // `self.idx`, which nothing else touches during the burst.
+                    unsafe { idxs.add((t & mask) as usize).write(idx) };
+                    t = (t + 1) & mask;
+                    k += 1;
+                }
+            };
+        }
         if VEC && n >= 4 {
             while k + 4 <= n && t <= mask - 3 {
                 // SAFETY: `k + 4 <= n <= len`: four initialised packets the
@@ -225,26 +252,9 @@ impl<D: Doorbell> TxRing<D> {
                 t = (t + 4) & mask;
                 k += 4;
             }
-        }
-        while k < n {
-            // SAFETY: `k < n <= len`: an initialised packet the ring now owns.
-            let (pool, idx, plen) = unsafe { (*base.add(k)).parts() };
-            if pool.as_ptr().cast_const() != fast
-                || (plen as usize).wrapping_sub(1) >= TX_MAX_DATA_LEN
-            {
-                break;
-            }
-            // SAFETY: `pool` is the ring's own pool (alive: the packet's
-            // reference, now the ring's) and `idx` one of its buffers.
-            let iova = unsafe { own.get(idx) };
-            // RS goes on the batch ends after the loop.
-            view.write(t, tx_data(iova, plen as u16));
-            bytes += plen as u64;
-            // SAFETY: `t & mask < idx.len()` (above); `idxs` points into
-            // `self.idx`, which nothing else touches during the burst.
-            unsafe { idxs.add((t & mask) as usize).write(idx) };
-            t = (t + 1) & mask;
-            k += 1;
+            one_by_one!();
+        } else {
+            one_by_one!();
         }
         if k < n {
             // SAFETY: packets `k..len` are initialised; `k..n` are the
