@@ -124,6 +124,9 @@ pub struct RxRing<D: Doorbell> {
     /// EOP plus the write-back error bits that make a frame bad (per
     /// family): a good frame shows exactly EOP among these.
     check_bits: u32,
+    /// `check_bits` plus the length field (bits 32..48) of the write-back's
+    /// `hi` word: what [`good_len`] keeps.
+    keep: u64,
     /// Which loop the next burst runs: [`MODE_VECTOR`] or [`MODE_SCALAR`],
     /// plus [`MODE_DISCARDING`] while the rest of a dropped chain is
     /// outstanding (one byte, so that a burst decides with one compare).
@@ -182,6 +185,7 @@ impl<D: Doorbell> RxRing<D> {
             unfinished: 0,
             unfinished_at: 0,
             check_bits: RXD_STAT_EOP | RXD_ERR_RXE,
+            keep: keep_bits(RXD_STAT_EOP | RXD_ERR_RXE),
             mode: if DataPath::detect() == DataPath::Vector {
                 MODE_VECTOR
             } else {
@@ -198,6 +202,7 @@ impl<D: Doorbell> RxRing<D> {
     /// sets its own mask before traffic starts.
     pub fn set_error_mask(&mut self, mask: u32) {
         self.check_bits = RXD_STAT_EOP | mask;
+        self.keep = keep_bits(self.check_bits);
     }
 
     /// Choose the burst loop: a new ring runs [`DataPath::detect`]'s. Both
@@ -316,7 +321,7 @@ impl<D: Doorbell> RxRing<D> {
         // in `new`), so a masked index is in bounds.
         debug_assert_eq!(self.slots.len(), mask as usize + 1);
         let slots = self.slots.as_mut_ptr();
-        let check_bits = self.check_bits;
+        let (check_bits, keep) = (self.check_bits, self.keep);
         let (mut got, mut bytes) = (0usize, 0u64);
         // The vector steps first: four good frames from `i` on, none across
         // the ring's end, room for four more packets, four buffers in the
@@ -372,16 +377,16 @@ impl<D: Doorbell> RxRing<D> {
         let mut slow = false;
         if !stop {
             loop {
-                let status = hi as u32;
-                let len = (hi >> 32) as u16 as u32;
                 // The device is untrusted: check what it wrote before using it.
                 // A frame is good only as one whole EOP descriptor without an
                 // error bit of the family's mask, not the tail of a chain, with
                 // 0 < len <= buffer size. Anything else is the slow path's.
-                if status & check_bits != RXD_STAT_EOP || len.wrapping_sub(1) >= buf_size {
+                // One test for both (`good_len`): the length, or a value
+                // above any buffer size when the status is not exactly EOP.
+                let Some(len) = good_len(hi, keep, buf_size) else {
                     slow = true;
                     break;
-                }
+                };
                 let Some(fresh) = cache.get() else {
                     slow = true;
                     break;
@@ -655,6 +660,32 @@ impl<D: Doorbell> RxRing<D> {
     /// the descriptors from its head up to, not including, this one.
     pub fn tail_index(&self) -> u16 {
         self.tail
+    }
+}
+
+/// What [`good_len`] keeps of a write-back's `hi` word: the status bits in
+/// `check_bits` and the length field.
+const fn keep_bits(check_bits: u32) -> u64 {
+    check_bits as u64 | 0xffff << 32
+}
+
+/// The length in bytes of the frame whose write-back `hi` word (status in
+/// bits 0..32, length in 32..48, VLAN tag above) is `hi`, if it is a good
+/// one: `status & check_bits == RXD_STAT_EOP` and `1 <= len <= buf_size`;
+/// else `None`. `keep` is [`keep_bits`]`(check_bits)`. The same test as the slow path's two, in one compare: keep
+/// the checked status bits and the length, clear EOP (so the status part
+/// is 0 exactly when it was EOP alone), and rotate the status part above the
+/// length. The result is the length when the status was right, and at least
+/// 2³² (more than any buffer) when it was not; minus 1, it is below
+/// `buf_size` exactly for a good frame (a length of 0 wraps to the top).
+#[inline(always)]
+fn good_len(hi: u64, keep: u64, buf_size: u32) -> Option<u32> {
+    let kept = hi & keep;
+    let z = (kept ^ RXD_STAT_EOP as u64).rotate_left(32);
+    if z.wrapping_sub(1) < buf_size as u64 {
+        Some(z as u32)
+    } else {
+        None
     }
 }
 
