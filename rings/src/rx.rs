@@ -323,12 +323,68 @@ impl<D: Doorbell> RxRing<D> {
         let slots = self.slots.as_mut_ptr();
         let (check_bits, keep) = (self.check_bits, self.keep);
         let (mut got, mut bytes) = (0usize, 0u64);
+        // Each turn takes one good frame whose `hi` shows DD. A macro, so
+        // that each branch below has its own copy and the common short
+        // burst starts it at a constant `got`.
+        let mut slow = false;
+        macro_rules! one_by_one {
+            () => {
+                loop {
+                    // The device is untrusted: check what it wrote before using it.
+                    // A frame is good only as one whole EOP descriptor without an
+                    // error bit of the family's mask, not the tail of a chain, with
+                    // 0 < len <= buffer size. Anything else is the slow path's.
+                    // One test for both (`good_len`): the length, or a value
+                    // above any buffer size when the status is not exactly EOP.
+                    let Some(len) = good_len(hi, keep, buf_size) else {
+                        slow = true;
+                        break;
+                    };
+                    let Some(fresh) = cache.get() else {
+                        slow = true;
+                        break;
+                    };
+                    // SAFETY: `i & mask < slots.len()` (above); `slots` points into
+                    // `self.slots`, which nothing else touches during the burst.
+                    let slot = unsafe { &mut *slots.add((i & mask) as usize) };
+                    let lo = view.read_lo_after_dd(i);
+                    let done = std::mem::replace(slot, fresh);
+                    // SAFETY: `fresh` came from the cache of the ring's pool,
+                    // which `self.pool` keeps alive.
+                    view.write(i, rx_read(unsafe { iovas.get(fresh) }));
+                    bytes += len as u64;
+                    // SAFETY: `got < max`, and `out` has room for `max` more
+                    // packets from `dst` on (reserved above); slot `got` is
+                    // written once. `done` was this slot's armed buffer of the
+                    // ring's pool, now replaced by `fresh` (so the ring no longer
+                    // owns it), with the pool reference every armed buffer
+                    // holds (`fresh` brought its own from the cache); `len <=
+                    // buf_size` was checked above.
+                    unsafe {
+                        (*dst.add(got)).write(Packet::from_parts(
+                            pool_ptr,
+                            done,
+                            len,
+                            (lo >> 32) as u32,
+                        ));
+                    }
+                    got += 1;
+                    i = (i + 1) & mask;
+                    if got == max {
+                        break;
+                    }
+                    hi = view.read_hi(i);
+                    if hi as u32 & RXD_STAT_DD == 0 {
+                        break;
+                    }
+                }
+            };
+        }
         // The vector steps first: four good frames from `i` on, none across
         // the ring's end, room for four more packets, four buffers in the
-        // cache, taken in one step as four turns of the loop below would take
+        // cache, taken in one step as four turns of the loop above would take
         // them. Whatever stops them (a descriptor not done or not a good
         // frame, the ring's end, the cache, `max`) is left to that loop.
-        let mut stop = false;
         if VEC && max >= 4 {
             while got + 4 <= max && i <= mask - 3 {
                 // SAFETY: `i` is masked (`next` and every step keep it so)
@@ -366,65 +422,15 @@ impl<D: Doorbell> RxRing<D> {
                 }
                 break;
             }
-            if got == max {
-                stop = true;
-            } else if got > 0 {
+            let stop = got == max || {
                 hi = view.read_hi(i);
-                stop = hi as u32 & RXD_STAT_DD == 0;
+                hi as u32 & RXD_STAT_DD == 0
+            };
+            if !stop {
+                one_by_one!();
             }
-        }
-        // Each turn takes one good frame whose `hi` shows DD.
-        let mut slow = false;
-        if !stop {
-            loop {
-                // The device is untrusted: check what it wrote before using it.
-                // A frame is good only as one whole EOP descriptor without an
-                // error bit of the family's mask, not the tail of a chain, with
-                // 0 < len <= buffer size. Anything else is the slow path's.
-                // One test for both (`good_len`): the length, or a value
-                // above any buffer size when the status is not exactly EOP.
-                let Some(len) = good_len(hi, keep, buf_size) else {
-                    slow = true;
-                    break;
-                };
-                let Some(fresh) = cache.get() else {
-                    slow = true;
-                    break;
-                };
-                // SAFETY: `i & mask < slots.len()` (above); `slots` points into
-                // `self.slots`, which nothing else touches during the burst.
-                let slot = unsafe { &mut *slots.add((i & mask) as usize) };
-                let lo = view.read_lo_after_dd(i);
-                let done = std::mem::replace(slot, fresh);
-                // SAFETY: `fresh` came from the cache of the ring's pool,
-                // which `self.pool` keeps alive.
-                view.write(i, rx_read(unsafe { iovas.get(fresh) }));
-                bytes += len as u64;
-                // SAFETY: `got < max`, and `out` has room for `max` more
-                // packets from `dst` on (reserved above); slot `got` is
-                // written once. `done` was this slot's armed buffer of the
-                // ring's pool, now replaced by `fresh` (so the ring no longer
-                // owns it), with the pool reference every armed buffer
-                // holds (`fresh` brought its own from the cache); `len <=
-                // buf_size` was checked above.
-                unsafe {
-                    (*dst.add(got)).write(Packet::from_parts(
-                        pool_ptr,
-                        done,
-                        len,
-                        (lo >> 32) as u32,
-                    ));
-                }
-                got += 1;
-                i = (i + 1) & mask;
-                if got == max {
-                    break;
-                }
-                hi = view.read_hi(i);
-                if hi as u32 & RXD_STAT_DD == 0 {
-                    break;
-                }
-            }
+        } else {
+            one_by_one!();
         }
         // SAFETY: the loops wrote a packet into each of the first `got`
         // spare slots, in order, and nothing else touched `out`.
