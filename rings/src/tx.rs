@@ -28,7 +28,7 @@ use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
 use crate::mempool::{BufIovas, Mempool, Packet, PoolCache, Shared};
 use crate::simd::{self, DataPath};
-use pollnic_hw::desc::{tx_data, tx_done, TXD_DCMD_RS, TX_MAX_DATA_LEN};
+use pollnic_hw::desc::{tx_data, tx_done, RawDesc, TXD_DCMD_RS, TX_MAX_DATA_LEN};
 use std::ptr::NonNull;
 
 /// Most descriptors between two that request a write-back (RS): every
@@ -199,6 +199,8 @@ impl<D: Doorbell> TxRing<D> {
         debug_assert_eq!(self.idx.len(), mask as usize + 1);
         let idxs = self.idx.as_mut_ptr();
         let mut t = self.tail;
+        // The descriptor last written (the burst's last, once it is queued).
+        let mut last = std::ptr::null_mut();
         let mut bytes = 0u64;
         let base = pkts.as_mut_ptr();
         // From here the Vec owns none of its packets: each of the first `n`
@@ -225,6 +227,7 @@ impl<D: Doorbell> TxRing<D> {
                     // reference, now the ring's) and `idx` one of its buffers.
                     let iova = unsafe { own.get(idx) };
                     // RS goes on the batch ends after the loop.
+                    last = view.slot_ptr(t);
                     view.write(t, tx_data(iova, plen as u16));
                     bytes += plen as u64;
                     // SAFETY: `t & mask < idx.len()` (above); `idxs` points into
@@ -248,6 +251,7 @@ impl<D: Doorbell> TxRing<D> {
                     simd::tx_quad(quad, fast, own, view.slot_ptr(t), idxs.add(t as usize))
                 };
                 let Some(b) = sent else { break };
+                last = view.slot_ptr(t + 3);
                 bytes += b;
                 t = (t + 4) & mask;
                 k += 4;
@@ -264,7 +268,7 @@ impl<D: Doorbell> TxRing<D> {
         }
         // SAFETY: every packet of `0..n` was queued, `n..len` are the
         // caller's; descriptors `tail..t` hold them.
-        unsafe { self.finish(pkts, base, len, n, n, t, bytes) }
+        unsafe { self.finish(pkts, base, len, n, n, (t, last), bytes) }
     }
 
     /// The end of a burst: give packets `n..len` back to `pkts`, then, if
@@ -273,13 +277,15 @@ impl<D: Doorbell> TxRing<D> {
     /// burst filled, count, and write the tail. None of those descriptors is
     /// the device's yet: the tail write hands them over. Batch ends are the
     /// indices `TX_RS_THRESH - 1` modulo `TX_RS_THRESH`: the burst filled
-    /// one before its last exactly when its first and last are in
-    /// different batches (on a ring smaller than `TX_RS_THRESH`, never).
+    /// one before its last exactly when `tail mod TX_RS_THRESH + queued >
+    /// TX_RS_THRESH` (ring sizes are multiples of it; on a ring smaller than
+    /// `TX_RS_THRESH`, never).
     ///
     /// # Safety
     /// `base` is `pkts`' buffer, whose length is 0 and whose packets `n..len`
     /// are initialised and not handed over; descriptors from the tail up to
-    /// `t` hold the `queued` frames queued by this burst.
+    /// `t` hold the `queued` frames queued by this burst, and `last` is the
+    /// slot of descriptor `t - 1` when `queued > 0`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn finish(
@@ -289,7 +295,7 @@ impl<D: Doorbell> TxRing<D> {
         len: usize,
         n: usize,
         queued: usize,
-        t: u16,
+        (t, last): (u16, *mut RawDesc),
         bytes: u64,
     ) -> usize {
         if n < len {
@@ -300,13 +306,16 @@ impl<D: Doorbell> TxRing<D> {
         // SAFETY: the first `len - n` elements are the packets not taken.
         unsafe { pkts.set_len(len - n) };
         if queued > 0 {
-            let view = self.desc.view();
-            let mask = view.mask();
+            // SAFETY: `last` is the slot of descriptor `t - 1`, the burst's
+            // last, in this ring and software's (the caller's promise);
+            // volatile, as every descriptor access.
+            unsafe {
+                let hi = std::ptr::addr_of_mut!((*last).hi);
+                hi.write_volatile(hi.read_volatile() | TXD_DCMD_RS as u64);
+            }
             let tail = self.tail;
-            let last = t.wrapping_sub(1) & mask;
-            view.write_hi(last, view.read_hi(last) | TXD_DCMD_RS as u64);
-            if (tail ^ last) >= TX_RS_THRESH {
-                self.set_batch_ends(tail, last);
+            if (tail & (TX_RS_THRESH - 1)) as usize + queued > TX_RS_THRESH as usize {
+                self.set_batch_ends(tail, queued as u16);
             }
             self.tail = t;
             self.free -= queued as u16;
@@ -343,16 +352,18 @@ impl<D: Doorbell> TxRing<D> {
         // SAFETY: the caller's promises.
         unsafe {
             let (t, b, errors) = self.queue_slow(base.add(k), n - k, t, cache);
-            self.finish(pkts, base, len, n, n - errors, t, bytes + b)
+            let last = self.desc.view().slot_ptr(t.wrapping_sub(1));
+            self.finish(pkts, base, len, n, n - errors, (t, last), bytes + b)
         }
     }
 
-    /// Set RS on every fixed batch end in `first..last` (ring order; `last`
-    /// has it already).
+    /// Set RS on every fixed batch end among the `queued` descriptors from
+    /// `first` on but the last (ring order; the last has it already).
     #[inline(never)]
-    fn set_batch_ends(&mut self, first: u16, last: u16) {
+    fn set_batch_ends(&mut self, first: u16, queued: u16) {
         let view = self.desc.view();
         let mask = view.mask();
+        let last = first.wrapping_add(queued - 1) & mask;
         let before_last = last.wrapping_sub(first) & mask;
         let mut ahead = (first | (TX_RS_THRESH - 1)).wrapping_sub(first) & mask;
         while ahead < before_last {
