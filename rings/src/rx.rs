@@ -302,7 +302,9 @@ impl<D: Doorbell> RxRing<D> {
         let view = self.desc.view();
         let mask = view.mask();
         let mut i = self.next;
-        let mut hi = view.read_hi(i);
+        // SAFETY: `next` is always masked: 0 at first, then only ever set
+        // to an index a burst or `drop_chain` masked.
+        let mut hi = unsafe { view.read_hi_slot(view.slot_at(i as usize)) };
         if max == 0 || hi as u32 & RXD_STAT_DD == 0 {
             self.stats.empty_polls += 1;
             return 0;
@@ -344,14 +346,20 @@ impl<D: Doorbell> RxRing<D> {
                         slow = true;
                         break;
                     };
-                    // SAFETY: `i & mask < slots.len()` (above); `slots` points into
-                    // `self.slots`, which nothing else touches during the burst.
-                    let slot = unsafe { &mut *slots.add((i & mask) as usize) };
-                    let lo = view.read_lo_after_dd(i);
-                    let done = std::mem::replace(slot, fresh);
-                    // SAFETY: `fresh` came from the cache of the ring's pool,
-                    // which `self.pool` keeps alive.
-                    view.write(i, rx_read(unsafe { iovas.get(fresh) }));
+                    // SAFETY: `i` is masked (`next` always is, and every
+                    // step masks it): its descriptor slot is in the ring and
+                    // `i < slots.len()` (above); `slots` points into
+                    // `self.slots`, which nothing else touches during the
+                    // burst. `lo` is read after the `hi` that showed DD.
+                    // `fresh` came from the cache of the ring's pool, which
+                    // `self.pool` keeps alive.
+                    let (lo, done) = unsafe {
+                        let p = view.slot_at(i as usize);
+                        let lo = view.read_lo_after_dd_slot(p);
+                        let done = std::mem::replace(&mut *slots.add(i as usize), fresh);
+                        view.write_slot(p, rx_read(iovas.get(fresh)));
+                        (lo, done)
+                    };
                     bytes += len as u64;
                     // SAFETY: `got < max`, and `out` has room for `max` more
                     // packets from `dst` on (reserved above); slot `got` is

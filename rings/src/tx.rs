@@ -227,12 +227,17 @@ impl<D: Doorbell> TxRing<D> {
                     // reference, now the ring's) and `idx` one of its buffers.
                     let iova = unsafe { own.get(idx) };
                     // RS goes on the batch ends after the loop.
-                    last = view.slot_ptr(t);
-                    view.write(t, tx_data(iova, plen as u16));
+                    // SAFETY: `t` is masked (the tail always is, and every
+                    // step masks it), so the slot is in the ring, and
+                    // `idx[t]` in bounds (`idx.len() == mask + 1`, above);
+                    // `idxs` points into `self.idx`, which nothing else
+                    // touches during the burst.
+                    unsafe {
+                        last = view.slot_at(t as usize);
+                        view.write_slot(last, tx_data(iova, plen as u16));
+                        idxs.add(t as usize).write(idx);
+                    }
                     bytes += plen as u64;
-                    // SAFETY: `t & mask < idx.len()` (above); `idxs` points into
-                    // `self.idx`, which nothing else touches during the burst.
-                    unsafe { idxs.add((t & mask) as usize).write(idx) };
                     t = (t + 1) & mask;
                     k += 1;
                 }
