@@ -191,6 +191,10 @@ impl<D: Doorbell> TxRing<D> {
         } else {
             len
         };
+        if n == 0 {
+            // Nothing to send, or no room: `pkts` keeps everything.
+            return 0;
+        }
         let (fast, own) = (self.fast, self.own);
         let view = self.desc.view();
         let mask = view.mask();
