@@ -649,6 +649,49 @@ mod tests {
         assert_eq!(with_rs, vec![31, 39, 63, 95, 99]);
     }
 
+    /// On every ring size, for bursts of every length at every offset in a
+    /// batch: RS is on exactly the fixed batch ends (index 31 mod 32, on
+    /// rings of at least 32) and on each burst's last descriptor.
+    #[test]
+    fn rs_rule_holds_for_every_burst_length_and_offset() {
+        for ring in [8u16, 16, 32, 64, 512] {
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ ring as u64;
+            let (mut tx, mut cache, mut pkts) = rig(ring, 0);
+            let mut sent = 0usize;
+            while sent < 4 * ring as usize {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let want = 1 + (seed % 70) as usize;
+                // Make room: pretend the device sent everything so far.
+                if tx.in_flight() > 0 {
+                    let last = tx.tail.wrapping_sub(1) & tx.desc.mask();
+                    write_back(&tx, last);
+                    tx.reclaim(&mut cache);
+                }
+                cache.alloc_burst(&mut pkts, want);
+                for p in &mut pkts {
+                    p.set_len(60).unwrap();
+                }
+                let first = tx.tail;
+                let n = tx.tx_burst(&mut pkts, &mut cache);
+                cache.free_bulk(&mut pkts);
+                assert!(n > 0);
+                for k in 0..n as u16 {
+                    let i = first.wrapping_add(k) & tx.desc.mask();
+                    let end = ring >= TX_RS_THRESH && i % TX_RS_THRESH == TX_RS_THRESH - 1;
+                    let expect = end || k == n as u16 - 1;
+                    assert_eq!(
+                        rs(&tx, i),
+                        expect,
+                        "ring {ring}, burst of {n} from {first}: {i}"
+                    );
+                }
+                sent += n;
+            }
+        }
+    }
+
     #[test]
     fn reclaim_frees_done_batches_only_in_order() {
         let (mut tx, mut cache, mut pkts) = rig(128, 100);
