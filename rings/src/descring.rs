@@ -181,6 +181,57 @@ impl DescView<'_> {
         self.slot(i)
     }
 
+    /// Pointer to descriptor `i`, for a burst loop whose index is always
+    /// masked (so masking again would be wasted work).
+    ///
+    /// # Safety
+    /// `i <= mask`.
+    #[inline(always)]
+    pub(crate) unsafe fn slot_at(self, i: usize) -> *mut RawDesc {
+        debug_assert!(i <= self.mask as usize);
+        // SAFETY: `i <= mask < count` (the caller's promise): in the ring.
+        unsafe { self.base.as_ptr().add(i) }
+    }
+
+    /// [`DescView::read_lo_after_dd`] at the slot [`DescView::slot_at`]
+    /// gave.
+    ///
+    /// # Safety
+    /// `p` is a slot of this ring (from `slot_at` or `slot_ptr`).
+    #[inline(always)]
+    pub(crate) unsafe fn read_lo_after_dd_slot(self, p: *mut RawDesc) -> u64 {
+        #[cfg(not(target_arch = "x86_64"))]
+        fence(Ordering::Acquire);
+        // SAFETY: `p` is in the ring (the caller's promise); volatile, as
+        // every descriptor access.
+        unsafe { std::ptr::addr_of!((*p).lo).read_volatile() }
+    }
+
+    /// [`DescView::read_hi`] at the slot [`DescView::slot_at`] gave.
+    ///
+    /// # Safety
+    /// `p` is a slot of this ring (from `slot_at` or `slot_ptr`).
+    #[inline(always)]
+    pub(crate) unsafe fn read_hi_slot(self, p: *mut RawDesc) -> u64 {
+        // SAFETY: `p` is in the ring (the caller's promise); volatile, as
+        // every descriptor access.
+        unsafe { std::ptr::addr_of!((*p).hi).read_volatile() }
+    }
+
+    /// [`DescView::write`] at the slot [`DescView::slot_at`] gave.
+    ///
+    /// # Safety
+    /// `p` is a slot of this ring (from `slot_at` or `slot_ptr`).
+    #[inline(always)]
+    pub(crate) unsafe fn write_slot(self, p: *mut RawDesc, d: RawDesc) {
+        // SAFETY: `p` is in the ring (the caller's promise); volatile, as
+        // every descriptor access.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).lo).write_volatile(d.lo);
+            std::ptr::addr_of_mut!((*p).hi).write_volatile(d.hi);
+        }
+    }
+
     /// Volatile load of descriptor `i`'s `hi` word (where DD lives).
     #[inline]
     pub fn read_hi(self, i: u16) -> u64 {

@@ -77,8 +77,8 @@ mod x86 {
     use crate::mempool::{BufIovas, Packet, PACKET_IDX_OFFSET, PACKET_LEN_OFFSET};
     use crate::mempool::{Shared, PACKET_POOL_OFFSET};
     use pollnic_hw::desc::{
-        RXD_STAT_DD, RXD_STAT_EOP, TXD_DCMD_DEXT, TXD_DCMD_EOP, TXD_DCMD_IFCS, TXD_DCMD_RS,
-        TXD_DTYP_DATA, TXD_PAYLEN_SHIFT,
+        RXD_STAT_DD, RXD_STAT_EOP, TXD_DCMD_DEXT, TXD_DCMD_EOP, TXD_DCMD_IFCS, TXD_DTYP_DATA,
+        TXD_PAYLEN_SHIFT,
     };
     use std::arch::x86_64::*;
 
@@ -146,8 +146,8 @@ mod x86 {
 
     /// Queue four packets at once: when all four are buffers of the pool
     /// `own` with `1..=65535` bytes, write their four TX data descriptors
-    /// (EOP, IFCS, DEXT, and RS on the descriptor whose ring index `t + k`
-    /// is `rs_thresh - 1` modulo `rs_thresh`) to `d`, their buffer indices
+    /// (EOP, IFCS, DEXT; no RS, which the caller sets on the burst's batch
+    /// ends once the burst is queued) to `d`, their buffer indices
     /// to `idx`, and return their bytes; otherwise write nothing and return
     /// `None` (the caller then queues them one by one).
     ///
@@ -155,8 +155,7 @@ mod x86 {
     /// `p` points at four initialised packets the caller owns; `d .. d + 4`
     /// are descriptors of a live ring that software owns (in bounds,
     /// aligned, not given to the device), `idx .. idx + 4` in bounds of the
-    /// ring's index array; `iovas` is of the pool at `own`, which is alive;
-    /// `rs_thresh` is a power of two.
+    /// ring's index array; `iovas` is of the pool at `own`, which is alive.
     #[inline(always)]
     pub(crate) unsafe fn tx_quad(
         p: &[Packet; 4],
@@ -164,8 +163,6 @@ mod x86 {
         iovas: BufIovas,
         d: *mut RawDesc,
         idx: *mut u32,
-        t: u16,
-        rs_thresh: u16,
     ) -> Option<u64> {
         let p = p.as_ptr().cast::<u8>();
         // SAFETY: the caller's promises: `p` holds four `repr(C)` packets
@@ -207,15 +204,10 @@ mod x86 {
             {
                 return None;
             }
-            // cmd_type_len | RS at the batch ends; olinfo_status = PAYLEN.
-            let pos = _mm_add_epi32(_mm_set1_epi32(t as i32), _mm_setr_epi32(0, 1, 2, 3));
-            let end = _mm_set1_epi32(rs_thresh as i32 - 1);
-            let rs = _mm_and_si128(
-                _mm_cmpeq_epi32(_mm_and_si128(pos, end), end),
-                _mm_set1_epi32(TXD_DCMD_RS as i32),
-            );
+            // cmd_type_len (RS is the caller's, after the burst);
+            // olinfo_status = PAYLEN.
             let fixed = (TXD_DTYP_DATA | TXD_DCMD_EOP | TXD_DCMD_IFCS | TXD_DCMD_DEXT) as i32;
-            let cmd = _mm_or_si128(_mm_or_si128(len, _mm_set1_epi32(fixed)), rs);
+            let cmd = _mm_or_si128(len, _mm_set1_epi32(fixed));
             let ol = _mm_slli_epi32::<{ TXD_PAYLEN_SHIFT as i32 }>(len);
             let hi01 = _mm_unpacklo_epi32(cmd, ol);
             let hi23 = _mm_unpackhi_epi32(cmd, ol);
@@ -249,15 +241,12 @@ mod other {
     }
 
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn tx_quad(
         _: &[Packet; 4],
         _: *const Shared,
         _: BufIovas,
         _: *mut RawDesc,
         _: *mut u32,
-        _: u16,
-        _: u16,
     ) -> Option<u64> {
         None
     }

@@ -26,9 +26,9 @@
 
 use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
-use crate::mempool::{take_front, take_front_with, BufIovas, Mempool, Packet, PoolCache, Shared};
+use crate::mempool::{BufIovas, Mempool, Packet, PoolCache, Shared};
 use crate::simd::{self, DataPath};
-use pollnic_hw::desc::{tx_data, tx_done, TXD_DCMD_RS, TX_MAX_DATA_LEN};
+use pollnic_hw::desc::{tx_data, tx_done, RawDesc, TXD_DCMD_RS, TX_MAX_DATA_LEN};
 use std::ptr::NonNull;
 
 /// Most descriptors between two that request a write-back (RS): every
@@ -44,18 +44,20 @@ pub const TX_FREE_THRESH: usize = 32;
 /// Per-ring software counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TxStats {
+    // (Counters updated by every burst sit apart, so that the compiler does
+    // not pack their updates into vector adds, which cost more here.)
     /// Frames handed to the device.
     pub packets: u64,
-    /// Bytes in those frames (no FCS).
-    pub bytes: u64,
-    /// `tx_burst` calls that queued at least one frame.
-    pub bursts: u64,
     /// `tx_burst` calls that had to leave frames behind because the ring was full.
     pub ring_full: u64,
+    /// Bytes in those frames (no FCS).
+    pub bytes: u64,
     /// Frames refused as unsendable and freed: zero length, over 65535 bytes,
     /// or in a mempool this device cannot reach (another port's, when the
     /// ports were not opened together in one VFIO container).
     pub tx_errors: u64,
+    /// `tx_burst` calls that queued at least one frame.
+    pub bursts: u64,
     /// Of `packets`, frames whose buffer belongs to another pool that this
     /// device reaches (another port's, opened in the same VFIO container):
     /// sent as they are, zero copy, and returned to their own pool once sent.
@@ -98,7 +100,9 @@ pub struct TxRing<D: Doorbell> {
     own: BufIovas,
     tail: u16,
     clean: u16,
-    in_flight: u16,
+    /// Descriptors software may fill: ring size − 1 − frames in flight
+    /// (one is always left empty, head == tail meaning an empty ring).
+    free: u16,
     doorbell: D,
     /// Runs the vector burst loop ([`DataPath::Vector`]).
     vector: bool,
@@ -126,7 +130,7 @@ impl<D: Doorbell> TxRing<D> {
             foreign_in_flight: 0,
             tail: 0,
             clean: 0,
-            in_flight: 0,
+            free: count as u16 - 1,
             doorbell,
             vector: DataPath::detect() == DataPath::Vector,
             stats: TxStats::default(),
@@ -169,29 +173,28 @@ impl<D: Doorbell> TxRing<D> {
         }
     }
 
-    /// [`TxRing::tx_burst`]; with `VEC`, four packets of the ring's own pool
-    /// in a row are queued in one step (`crate::simd::tx_quad`), exactly as
-    /// four turns of the one-packet loop would queue them.
+    /// [`TxRing::tx_burst`]. The hot loop queues packets of the ring's own
+    /// pool that the device can send (with `VEC`, four in one step,
+    /// `crate::simd::tx_quad`, exactly as four turns of the one-packet loop
+    /// would queue them); the first packet that is not (another pool's, or
+    /// unsendable) hands the rest of the burst to [`TxRing::queue_slow`].
     #[inline(always)]
     fn burst<const VEC: bool>(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
-        let count = self.desc.count();
         let len = pkts.len();
-        let free = (count - 1 - self.in_flight) as usize;
-        if free < len.max(TX_FREE_THRESH) {
+        if (self.free as usize) < len.max(TX_FREE_THRESH) {
             self.reclaim(cache);
         }
-        let room = (count - 1 - self.in_flight) as usize;
+        let room = self.free as usize;
         let n = if len > room {
             self.stats.ring_full += 1;
             room
         } else {
             len
         };
-        // A packet of another pool must be mapped for this device too: with
-        // one VFIO container per device, another port's buffer IOVA would
-        // name some other memory of this one. Checked once per burst for the
-        // ring's own pool, per packet only for others.
-        let desc_region = self.desc.region();
+        if n == 0 {
+            // Nothing to send, or no room: `pkts` keeps everything.
+            return 0;
+        }
         let (fast, own) = (self.fast, self.own);
         let view = self.desc.view();
         let mask = view.mask();
@@ -199,103 +202,132 @@ impl<D: Doorbell> TxRing<D> {
         // `new`), so a masked index is in bounds.
         debug_assert_eq!(self.idx.len(), mask as usize + 1);
         let idxs = self.idx.as_mut_ptr();
-        // Only the slow path (another pool's packet) indexes this one.
-        let foreign = &mut *self.foreign;
-        let foreign_in_flight = &mut self.foreign_in_flight;
-        let (mut bytes, mut errors, mut foreign_sent) = (0u64, 0usize, 0u64);
         let mut t = self.tail;
-        // One packet: the caller owns buffer `idx` of `pool` and one
-        // reference, handed over here; it is queued at `t` (or refused). A
-        // macro, so that both burst loops below inline it.
-        macro_rules! queue_one {
-            ($pool:expr, $idx:expr, $len:expr) => {
-                'one: {
-                    let (pool, idx, len): (NonNull<Shared>, u32, u32) = ($pool, $idx, $len);
-                    let sendable = (len as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
-                    let iova = if pool.as_ptr().cast_const() == fast && sendable {
-                        // SAFETY: `pool` is the ring's own pool (alive: the closure
-                        // holds a reference) and `idx` one of its buffers.
-                        unsafe { own.get(idx) }
-                    } else {
-                        // SAFETY: the reference handed to this closure keeps `pool` alive.
-                        match unsafe { other_iova(pool, idx, sendable, desc_region) } {
-                            Some(iova) => {
-                                if pool.as_ptr().cast_const() != fast {
-                                    foreign[(t & mask) as usize] = Foreign(Some(pool));
-                                    *foreign_in_flight += 1;
-                                    foreign_sent += 1;
-                                }
-                                iova
-                            }
-                            None => {
-                                errors += 1;
-                                refuse(cache, pool, idx);
-                                break 'one;
-                            }
-                        }
-                    };
-                    let mut d = tx_data(iova, len as u16);
-                    // RS at the fixed batch ends (the burst's last gets it below).
-                    // (`(t mod THRESH) + 1` reaches THRESH only at a batch end, so
-                    // shifted down it is that bit, with no compare.)
-                    let rs = ((t as u64 & (TX_RS_THRESH as u64 - 1)) + 1)
-                        >> TX_RS_THRESH.trailing_zeros();
-                    d.hi |= rs * TXD_DCMD_RS as u64;
-                    view.write(t, d);
-                    bytes += len as u64;
-                    // SAFETY: `t & mask < idx.len()` (above); `idxs` points into
-                    // `self.idx`, which nothing else touches during the burst.
-                    unsafe { idxs.add((t & mask) as usize).write(idx) };
+        // The descriptor last written (the burst's last, once it is queued).
+        let mut last = std::ptr::null_mut();
+        let mut bytes = 0u64;
+        let base = pkts.as_mut_ptr();
+        // From here the Vec owns none of its packets: each of the first `n`
+        // is handed to the ring (or refused) exactly once, and the other
+        // `len - n` go back to it at the end. A panic leaks packets, never
+        // drops one twice.
+        // SAFETY: 0 <= len.
+        unsafe { pkts.set_len(0) };
+        let mut k = 0;
+        // Queues packets one at a time from `k` until one is not ordinary.
+        // A macro, so that each branch below has its own copy and the
+        // common short burst starts at a constant `k`.
+        macro_rules! one_by_one {
+            () => {
+                while k < n {
+                    // SAFETY: `k < n <= len`: an initialised packet the ring now owns.
+                    let (pool, idx, plen) = unsafe { (*base.add(k)).parts() };
+                    if pool.as_ptr().cast_const() != fast
+                        || (plen as usize).wrapping_sub(1) >= TX_MAX_DATA_LEN
+                    {
+                        break;
+                    }
+                    // SAFETY: `pool` is the ring's own pool (alive: the packet's
+                    // reference, now the ring's) and `idx` one of its buffers.
+                    let iova = unsafe { own.get(idx) };
+                    // RS goes on the batch ends after the loop.
+                    // SAFETY: `t` is masked (the tail always is, and every
+                    // step masks it), so the slot is in the ring, and
+                    // `idx[t]` in bounds (`idx.len() == mask + 1`, above);
+                    // `idxs` points into `self.idx`, which nothing else
+                    // touches during the burst.
+                    unsafe {
+                        last = view.slot_at(t as usize);
+                        view.write_slot(last, tx_data(iova, plen as u16));
+                        idxs.add(t as usize).write(idx);
+                    }
+                    bytes += plen as u64;
                     t = (t + 1) & mask;
+                    k += 1;
                 }
             };
         }
         if VEC && n >= 4 {
-            take_front_with(pkts, n, |rest| {
-                if let (Some(quad), true) = (rest.first_chunk::<4>(), t <= mask - 3) {
-                    // SAFETY: the closure owns the packets of `rest`; `t` is
-                    // masked and `t + 3 <= mask`, so descriptors `t..t + 4` and
-                    // `idx[t..t + 4]` are in bounds, and software owns them (the
-                    // ring has room for `n` more); `own` is the pool at `fast`
-                    // (checked per packet by `tx_quad`), alive through
-                    // `self.pool`; TX_RS_THRESH is a power of two.
-                    let sent = unsafe {
-                        simd::tx_quad(
-                            quad,
-                            fast,
-                            own,
-                            view.slot_ptr(t),
-                            idxs.add(t as usize),
-                            t,
-                            TX_RS_THRESH,
-                        )
-                    };
-                    if let Some(b) = sent {
-                        bytes += b;
-                        t = (t + 4) & mask;
-                        // The four buffers and references now belong to the
-                        // ring (`idx[t..t + 4]`), as one turn below would do.
-                        return 4;
-                    }
-                }
-                let (pool, idx, len) = rest[0].parts();
-                queue_one!(pool, idx, len);
-                1
-            });
+            while k + 4 <= n && t <= mask - 3 {
+                // SAFETY: `k + 4 <= n <= len`: four initialised packets the
+                // ring now owns; `t` is masked and `t + 3 <= mask`, so
+                // descriptors `t..t + 4` and `idx[t..t + 4]` are in bounds,
+                // and software owns them (the ring has room for `n - k`
+                // more); `own` is the pool at `fast` (checked per packet by
+                // `tx_quad`), alive through `self.pool`.
+                let sent = unsafe {
+                    let quad = &*base.add(k).cast::<[Packet; 4]>();
+                    simd::tx_quad(quad, fast, own, view.slot_ptr(t), idxs.add(t as usize))
+                };
+                let Some(b) = sent else { break };
+                last = view.slot_ptr(t + 3);
+                bytes += b;
+                t = (t + 4) & mask;
+                k += 4;
+            }
+            one_by_one!();
         } else {
-            take_front(pkts, n, |pool, idx, len| queue_one!(pool, idx, len));
+            one_by_one!();
         }
-        self.stats.tx_errors += errors as u64;
-        self.stats.foreign += foreign_sent;
-        let queued = (n - errors) as u16;
+        if k < n {
+            // SAFETY: packets `k..len` are initialised; `k..n` are the
+            // ring's to queue or refuse, descriptors from `t` on are
+            // software's (room for `n - k` more).
+            return unsafe { self.burst_rest(pkts, base, len, n, k, t, bytes, cache) };
+        }
+        // SAFETY: every packet of `0..n` was queued, `n..len` are the
+        // caller's; descriptors `tail..t` hold them.
+        unsafe { self.finish(pkts, base, len, n, n, (t, last), bytes) }
+    }
+
+    /// The end of a burst: give packets `n..len` back to `pkts`, then, if
+    /// `queued > 0`, set RS on the burst's last descriptor (so that
+    /// everything sent becomes reclaimable) and on each fixed batch end the
+    /// burst filled, count, and write the tail. None of those descriptors is
+    /// the device's yet: the tail write hands them over. Batch ends are the
+    /// indices `TX_RS_THRESH - 1` modulo `TX_RS_THRESH`: the burst filled
+    /// one before its last exactly when `tail mod TX_RS_THRESH + queued >
+    /// TX_RS_THRESH` (ring sizes are multiples of it; on a ring smaller than
+    /// `TX_RS_THRESH`, never).
+    ///
+    /// # Safety
+    /// `base` is `pkts`' buffer, whose length is 0 and whose packets `n..len`
+    /// are initialised and not handed over; descriptors from the tail up to
+    /// `t` hold the `queued` frames queued by this burst, and `last` is the
+    /// slot of descriptor `t - 1` when `queued > 0`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        base: *mut Packet,
+        len: usize,
+        n: usize,
+        queued: usize,
+        (t, last): (u16, *mut RawDesc),
+        bytes: u64,
+    ) -> usize {
+        if n < len {
+            // SAFETY: packets `n..len` are initialised and still the
+            // caller's: moved to the front and given back to the Vec.
+            unsafe { std::ptr::copy(base.add(n), base, len - n) };
+        }
+        // SAFETY: the first `len - n` elements are the packets not taken.
+        unsafe { pkts.set_len(len - n) };
         if queued > 0 {
-            // The burst's last descriptor reports too, so that everything
-            // sent becomes reclaimable (it is not the device's yet: the tail
-            // write below hands it over).
-            let last = t.wrapping_sub(1);
-            view.write_hi(last, view.read_hi(last) | TXD_DCMD_RS as u64);
+            // SAFETY: `last` is the slot of descriptor `t - 1`, the burst's
+            // last, in this ring and software's (the caller's promise);
+            // volatile, as every descriptor access.
+            unsafe {
+                let hi = std::ptr::addr_of_mut!((*last).hi);
+                hi.write_volatile(hi.read_volatile() | TXD_DCMD_RS as u64);
+            }
+            let tail = self.tail;
+            if (tail & (TX_RS_THRESH - 1)) as usize + queued > TX_RS_THRESH as usize {
+                self.set_batch_ends(tail, queued as u16);
+            }
             self.tail = t;
-            self.in_flight += queued;
+            self.free -= queued as u16;
             self.stats.packets += queued as u64;
             self.stats.bytes += bytes;
             self.stats.bursts += 1;
@@ -303,6 +335,113 @@ impl<D: Doorbell> TxRing<D> {
             self.doorbell.ring(t);
         }
         n
+    }
+
+    /// [`TxRing::burst`] from packet `k` on, the first that is not an
+    /// ordinary one of the ring's own pool (see [`TxRing::queue_slow`]),
+    /// then [`TxRing::finish`].
+    ///
+    /// # Safety
+    /// As for `finish`, with packets `k..n` not yet handed over and
+    /// descriptors from `t` on software's (room for `n - k` more).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn burst_rest(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        base: *mut Packet,
+        len: usize,
+        n: usize,
+        k: usize,
+        t: u16,
+        bytes: u64,
+        cache: &mut PoolCache,
+    ) -> usize {
+        // SAFETY: the caller's promises.
+        unsafe {
+            let (t, b, errors) = self.queue_slow(base.add(k), n - k, t, cache);
+            let last = self.desc.view().slot_ptr(t.wrapping_sub(1));
+            self.finish(pkts, base, len, n, n - errors, (t, last), bytes + b)
+        }
+    }
+
+    /// Set RS on every fixed batch end among the `queued` descriptors from
+    /// `first` on but the last (ring order; the last has it already).
+    #[inline(never)]
+    fn set_batch_ends(&mut self, first: u16, queued: u16) {
+        let view = self.desc.view();
+        let mask = view.mask();
+        let last = first.wrapping_add(queued - 1) & mask;
+        let before_last = last.wrapping_sub(first) & mask;
+        let mut ahead = (first | (TX_RS_THRESH - 1)).wrapping_sub(first) & mask;
+        while ahead < before_last {
+            let end = first.wrapping_add(ahead) & mask;
+            view.write_hi(end, view.read_hi(end) | TXD_DCMD_RS as u64);
+            ahead += TX_RS_THRESH;
+        }
+    }
+
+    /// The rest of a burst from its first packet that is not an ordinary
+    /// one of the ring's own pool: `n` packets at `p`, queued from
+    /// descriptor `t` on, each checked on its own. Another pool's packet is
+    /// sent zero copy when the device can reach it (same IO address space;
+    /// a packet of another port's container would name some other memory of
+    /// this one) and tracked with its pool; an unsendable one (empty, too
+    /// long, unreachable) is freed and counted in `tx_errors`. Returns the
+    /// next descriptor, the bytes queued and how many were refused.
+    ///
+    /// # Safety
+    /// The `n` packets at `p` are initialised and the ring's to queue or
+    /// refuse, each once; descriptors `t..t + n` (ring order) are
+    /// software's.
+    #[cold]
+    #[inline(never)]
+    unsafe fn queue_slow(
+        &mut self,
+        p: *const Packet,
+        n: usize,
+        mut t: u16,
+        cache: &mut PoolCache,
+    ) -> (u16, u64, usize) {
+        let view = self.desc.view();
+        let mask = view.mask();
+        let desc_region = self.desc.region();
+        let (mut bytes, mut errors) = (0u64, 0usize);
+        for k in 0..n {
+            // SAFETY: the caller's promise: `k < n` packets at `p`.
+            let (pool, idx, len) = unsafe { (*p.add(k)).parts() };
+            let sendable = (len as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
+            let iova = if pool.as_ptr().cast_const() == self.fast && sendable {
+                // SAFETY: the ring's own pool (alive: the packet's reference)
+                // and one of its buffers.
+                unsafe { self.own.get(idx) }
+            } else {
+                // SAFETY: the packet's reference, now the ring's, keeps
+                // `pool` alive.
+                match unsafe { other_iova(pool, idx, sendable, desc_region) } {
+                    Some(iova) => {
+                        if pool.as_ptr().cast_const() != self.fast {
+                            self.foreign[(t & mask) as usize] = Foreign(Some(pool));
+                            self.foreign_in_flight += 1;
+                            self.stats.foreign += 1;
+                        }
+                        iova
+                    }
+                    None => {
+                        errors += 1;
+                        refuse(cache, pool, idx);
+                        continue;
+                    }
+                }
+            };
+            view.write(t, tx_data(iova, len as u16));
+            bytes += len as u64;
+            self.idx[(t & mask) as usize] = idx;
+            t = (t + 1) & mask;
+        }
+        self.stats.tx_errors += errors as u64;
+        (t, bytes, errors)
     }
 
     /// Return the buffers of every completed batch, oldest first, into
@@ -315,7 +454,7 @@ impl<D: Doorbell> TxRing<D> {
     /// read each, up to the first not done. Whatever the device writes, only
     /// descriptors this ring queued are freed, each once.
     pub fn reclaim(&mut self, cache: &mut PoolCache) -> usize {
-        let in_flight = self.in_flight;
+        let in_flight = self.in_flight() as u16;
         if in_flight == 0 {
             return 0;
         }
@@ -346,7 +485,7 @@ impl<D: Doorbell> TxRing<D> {
             self.free_mixed_run(run, cache);
         }
         self.clean = (clean + run) & mask;
-        self.in_flight -= run;
+        self.free += run;
         run as usize
     }
 
@@ -395,13 +534,13 @@ impl<D: Doorbell> TxRing<D> {
 
     /// Frames queued and not yet reclaimed.
     pub fn in_flight(&self) -> usize {
-        self.in_flight as usize
+        (self.desc.count() - 1 - self.free) as usize
     }
     /// Accounting for tests and the fuzz harness: the buffer of each
     /// descriptor in flight, oldest first, as `(index, of the ring's own pool)`.
     pub fn in_flight_buffers(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
         let mask = self.desc.mask();
-        (0..self.in_flight).map(move |k| {
+        (0..self.in_flight() as u16).map(move |k| {
             let t = ((self.clean + k) & mask) as usize;
             (self.idx[t], self.foreign[t].0.is_none())
         })
@@ -438,13 +577,13 @@ unsafe fn other_iova(
     unsafe { Shared::iova_for(pool, idx, desc_region) }
 }
 
-/// Free a refused packet's buffer, given as the parts `take_front` handed
+/// Free a refused packet's buffer, given as its parts
 /// over (so the hot loop never moves a whole `Packet` through memory).
 #[cold]
 #[inline(never)]
 fn refuse(cache: &mut PoolCache, pool: NonNull<Shared>, idx: u32) {
     // SAFETY: the caller owns buffer `idx` of `pool` and one reference (a
-    // packet's parts from `take_front`): rebuilding hands both back once.
+    // packet's parts): rebuilding hands both back once.
     cache.recycle(unsafe { Packet::from_raw_parts(pool, idx) });
 }
 
@@ -454,14 +593,14 @@ impl<D: Doorbell> Drop for TxRing<D> {
     fn drop(&mut self) {
         let mask = self.desc.mask();
         let own = self.pool.as_ptr();
-        for k in 0..self.in_flight {
+        for k in 0..self.in_flight() as u16 {
             let t = ((self.clean + k) & mask) as usize;
             let pool = self.foreign[t].0.take().unwrap_or(own);
             // SAFETY: descriptor `t` is in the live range: its buffer and one
             // reference of `pool` are handed over once (the ring is going).
             drop(unsafe { Packet::from_raw_parts(pool, self.idx[t]) });
         }
-        self.in_flight = 0;
+        self.free = self.desc.count() - 1;
     }
 }
 
@@ -508,6 +647,49 @@ mod tests {
         assert_eq!(tx.tx_burst(&mut pkts, &mut cache), 60);
         let with_rs: Vec<u16> = (0..100).filter(|&i| rs(&tx, i)).collect();
         assert_eq!(with_rs, vec![31, 39, 63, 95, 99]);
+    }
+
+    /// On every ring size, for bursts of every length at every offset in a
+    /// batch: RS is on exactly the fixed batch ends (index 31 mod 32, on
+    /// rings of at least 32) and on each burst's last descriptor.
+    #[test]
+    fn rs_rule_holds_for_every_burst_length_and_offset() {
+        for ring in [8u16, 16, 32, 64, 512] {
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ ring as u64;
+            let (mut tx, mut cache, mut pkts) = rig(ring, 0);
+            let mut sent = 0usize;
+            while sent < 4 * ring as usize {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let want = 1 + (seed % 70) as usize;
+                // Make room: pretend the device sent everything so far.
+                if tx.in_flight() > 0 {
+                    let last = tx.tail.wrapping_sub(1) & tx.desc.mask();
+                    write_back(&tx, last);
+                    tx.reclaim(&mut cache);
+                }
+                cache.alloc_burst(&mut pkts, want);
+                for p in &mut pkts {
+                    p.set_len(60).unwrap();
+                }
+                let first = tx.tail;
+                let n = tx.tx_burst(&mut pkts, &mut cache);
+                cache.free_bulk(&mut pkts);
+                assert!(n > 0);
+                for k in 0..n as u16 {
+                    let i = first.wrapping_add(k) & tx.desc.mask();
+                    let end = ring >= TX_RS_THRESH && i % TX_RS_THRESH == TX_RS_THRESH - 1;
+                    let expect = end || k == n as u16 - 1;
+                    assert_eq!(
+                        rs(&tx, i),
+                        expect,
+                        "ring {ring}, burst of {n} from {first}: {i}"
+                    );
+                }
+                sent += n;
+            }
+        }
     }
 
     #[test]

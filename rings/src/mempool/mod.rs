@@ -44,10 +44,8 @@ mod cache;
 mod packet;
 
 pub use cache::PoolCache;
-pub(crate) use packet::{
-    take_front, take_front_with, PACKET_IDX_OFFSET, PACKET_LEN_OFFSET, PACKET_POOL_OFFSET,
-};
 pub use packet::{Packet, PacketTooLong};
+pub(crate) use packet::{PACKET_IDX_OFFSET, PACKET_LEN_OFFSET, PACKET_POOL_OFFSET};
 
 use crate::dma::{DmaError, DmaMapper, DmaRegion, PageSize};
 use crossbeam_queue::ArrayQueue;
@@ -66,6 +64,10 @@ pub(crate) struct Shared {
     /// Byte offset of buffer `i` in the region (`count` entries): page
     /// `i / per_page`, slot `i % per_page` of it.
     offsets: Box<[u64]>,
+    /// IOVA of buffer `i` (`count` entries): the region's IOVA plus
+    /// `offsets[i]`, so that a burst loop looks a buffer's IOVA up with one
+    /// load.
+    iovas: Box<[u64]>,
     free: ArrayQueue<u32>,
 }
 
@@ -100,7 +102,7 @@ impl Shared {
     /// If `idx` is not a buffer of this pool.
     #[inline]
     pub(crate) fn buf_iova(&self, idx: u32) -> u64 {
-        self.region.iova() + self.offsets[idx as usize]
+        self.iovas[idx as usize]
     }
 
     /// Address of buffer `idx` in this process.
@@ -152,8 +154,7 @@ impl Shared {
     #[inline]
     pub(crate) fn iovas(&self) -> BufIovas {
         BufIovas {
-            base: self.region.iova(),
-            offsets: self.offsets.as_ptr(),
+            table: self.iovas.as_ptr(),
         }
     }
 
@@ -163,15 +164,14 @@ impl Shared {
     }
 }
 
-/// Buffer IOVAs of one pool for the burst loops: `base + offsets[i]`. A copy
+/// Buffer IOVAs of one pool for the burst loops: a pointer to its IOVA table. A copy
 /// is valid while a reference to the pool is held (a ring's handle).
 #[derive(Clone, Copy)]
 pub(crate) struct BufIovas {
-    base: u64,
-    offsets: *const u64,
+    table: *const u64,
 }
 
-// SAFETY: the pointer is into the pool's immutable offset table, read only;
+// SAFETY: the pointer is into the pool's immutable IOVA table, read only;
 // the pool itself is `Send + Sync` (see `Mempool`), so the view may move to
 // and be read from any thread that holds a reference to the pool.
 unsafe impl Send for BufIovas {}
@@ -189,7 +189,7 @@ impl BufIovas {
     pub(crate) unsafe fn get(self, idx: u32) -> u64 {
         // SAFETY: the table has `capacity` entries and lives as long as the
         // pool (the caller's promises).
-        self.base + unsafe { *self.offsets.add(idx as usize) }
+        unsafe { *self.table.add(idx as usize) }
     }
 }
 
@@ -261,6 +261,7 @@ impl Mempool {
             .map(|i| i / per_page * page.bytes() as u64 + i % per_page * buf_size as u64)
             .collect();
         let region = DmaRegion::new(len, page, mapper)?;
+        let iovas: Box<[u64]> = offsets.iter().map(|o| region.iova() + o).collect();
         let free = ArrayQueue::new(count.max(1) as usize);
         for i in 0..count {
             let _ = free.push(i);
@@ -271,6 +272,7 @@ impl Mempool {
             buf_size: buf_size as u32,
             count,
             offsets,
+            iovas,
             free,
         });
         Ok(Mempool {
