@@ -492,7 +492,7 @@ impl<D: Doorbell> RxRing<D> {
         let cache = &mut self.cache;
         debug_assert_eq!(self.slots.len(), mask as usize + 1);
         let slots = self.slots.as_mut_ptr();
-        let check_bits = self.check_bits;
+        let keep = self.keep;
         let mut bad = 0usize;
         let mut wait_for_len = false;
         let mut hi = view.read_hi(i);
@@ -504,10 +504,9 @@ impl<D: Doorbell> RxRing<D> {
                 // SAFETY: `i & mask < slots.len()` (above); `slots` points into
                 // `self.slots`, which nothing else touches during the burst.
                 let slot = unsafe { &mut *slots.add((i & mask) as usize) };
-                let len = (hi >> 32) as u16 as u32;
                 // As in the hot loop: a good frame is one whole EOP
                 // descriptor without an error bit, 0 < len <= buffer size.
-                if status & check_bits == RXD_STAT_EOP && len.wrapping_sub(1) < buf_size {
+                if let Some(len) = good_len(hi, keep, buf_size) {
                     let Some(fresh) = cache.get() else {
                         // The frame stays in its descriptor for want of a buffer.
                         self.stats.rx_nombuf += 1;
@@ -537,7 +536,7 @@ impl<D: Doorbell> RxRing<D> {
                     if got == max {
                         break;
                     }
-                } else if len == 0
+                } else if (hi >> 32) as u16 == 0
                     && (i != self.unfinished_at || self.unfinished < RX_UNFINISHED_POLLS)
                 {
                     // DD is visible but the length is not: the write-back may
@@ -686,7 +685,7 @@ const fn keep_bits(check_bits: u32) -> u64 {
 /// The length in bytes of the frame whose write-back `hi` word (status in
 /// bits 0..32, length in 32..48, VLAN tag above) is `hi`, if it is a good
 /// one: `status & check_bits == RXD_STAT_EOP` and `1 <= len <= buf_size`;
-/// else `None`. `keep` is [`keep_bits`]`(check_bits)`. The same test as the slow path's two, in one compare: keep
+/// else `None`. `keep` is [`keep_bits`]`(check_bits)`. Both tests in one compare: keep
 /// the checked status bits and the length, clear EOP (so the status part
 /// is 0 exactly when it was EOP alone), and rotate the status part above the
 /// length. The result is the length when the status was right, and at least
@@ -766,7 +765,7 @@ mod tests {
     use super::*;
     use pollnic_hw::desc::{RXD_ERR_IPE, RXD_ERR_L4E};
 
-    /// `good_len` is the slow path's two tests in one: over edge and
+    /// `good_len` is the two tests it stands for in one: over edge and
     /// pseudo-random `hi` words, error masks and buffer sizes.
     #[test]
     fn good_len_is_the_two_tests_in_one() {
