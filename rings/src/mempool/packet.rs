@@ -96,8 +96,8 @@ impl Packet {
         unsafe { Packet::from_parts(pool, idx, 0, 0) }
     }
 
-    /// The packet's parts (pool, buffer index, length), for
-    /// [`take_front_with`]'s `f`, which takes ownership of them.
+    /// The packet's parts (pool, buffer index, length), for the TX burst,
+    /// which takes ownership of them (the packet is then never dropped).
     #[inline]
     pub(crate) fn parts(&self) -> (NonNull<Shared>, u32, u32) {
         (self.pool, self.idx, self.len)
