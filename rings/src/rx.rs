@@ -121,11 +121,10 @@ pub struct RxRing<D: Doorbell> {
     /// showed DD with length 0.
     unfinished: u8,
     unfinished_at: u16,
-    /// EOP plus the write-back error bits that make a frame bad (per
-    /// family): a good frame shows exactly EOP among these.
-    check_bits: u32,
-    /// `check_bits` plus the length field (bits 32..48) of the write-back's
-    /// `hi` word: what [`good_len`] keeps.
+    /// What [`good_len`] keeps of a write-back's `hi` word: in the low 32
+    /// bits EOP plus the error bits that make a frame bad (per family; a
+    /// good frame shows exactly EOP among these, and `keep as u32` is that
+    /// mask), above them the length field.
     keep: u64,
     /// Which loop the next burst runs: [`MODE_VECTOR`] or [`MODE_SCALAR`],
     /// plus [`MODE_DISCARDING`] while the rest of a dropped chain is
@@ -184,7 +183,6 @@ impl<D: Doorbell> RxRing<D> {
             doorbell,
             unfinished: 0,
             unfinished_at: 0,
-            check_bits: RXD_STAT_EOP | RXD_ERR_RXE,
             keep: keep_bits(RXD_STAT_EOP | RXD_ERR_RXE),
             mode: if DataPath::detect() == DataPath::Vector {
                 MODE_VECTOR
@@ -201,8 +199,7 @@ impl<D: Doorbell> RxRing<D> {
     /// (`pollnic_hw::ixgbe::bits::RXDADV_ERR_FRAME_ERR_MASK`), so each family
     /// sets its own mask before traffic starts.
     pub fn set_error_mask(&mut self, mask: u32) {
-        self.check_bits = RXD_STAT_EOP | mask;
-        self.keep = keep_bits(self.check_bits);
+        self.keep = keep_bits(RXD_STAT_EOP | mask);
     }
 
     /// Choose the burst loop: a new ring runs [`DataPath::detect`]'s. Both
@@ -323,7 +320,7 @@ impl<D: Doorbell> RxRing<D> {
         // in `new`), so a masked index is in bounds.
         debug_assert_eq!(self.slots.len(), mask as usize + 1);
         let slots = self.slots.as_mut_ptr();
-        let (check_bits, keep) = (self.check_bits, self.keep);
+        let keep = self.keep;
         let (mut got, mut bytes) = (0usize, 0u64);
         // Each turn takes one good frame whose `hi` shows DD. A macro, so
         // that each branch below has its own copy and the common short
@@ -395,10 +392,10 @@ impl<D: Doorbell> RxRing<D> {
         // frame, the ring's end, the cache, `max`) is left to that loop.
         if VEC && max >= 4 {
             while got + 4 <= max && i <= mask - 3 {
+                let d = view.slot_ptr(i);
                 // SAFETY: `i` is masked (`next` and every step keep it so)
                 // and `i + 3 <= mask`: four descriptors in bounds.
-                if let Some(lens) = unsafe { simd::rx_quad(view.slot_ptr(i), check_bits, buf_size) }
-                {
+                if let Some(lens) = unsafe { simd::rx_quad(d, keep as u32, buf_size) } {
                     if let Some(fresh) = cache.take4() {
                         for k in 0..4u16 {
                             let j = i + k;

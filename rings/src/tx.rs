@@ -177,7 +177,7 @@ impl<D: Doorbell> TxRing<D> {
     /// pool that the device can send (with `VEC`, four in one step,
     /// `crate::simd::tx_quad`, exactly as four turns of the one-packet loop
     /// would queue them); the first packet that is not (another pool's, or
-    /// unsendable) hands the rest of the burst to [`TxRing::queue_slow`].
+    /// unsendable) hands the rest of the burst to [`TxRing::burst_rest`].
     #[inline(always)]
     fn burst<const VEC: bool>(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
         let len = pkts.len();
@@ -372,10 +372,12 @@ impl<D: Doorbell> TxRing<D> {
     fn set_batch_ends(&mut self, first: u16, queued: u16) {
         let view = self.desc.view();
         let mask = view.mask();
-        let last = first.wrapping_add(queued - 1) & mask;
-        let before_last = last.wrapping_sub(first) & mask;
-        let mut ahead = (first | (TX_RS_THRESH - 1)).wrapping_sub(first) & mask;
-        while ahead < before_last {
+        // The first batch end at or after `first`, as a distance from it
+        // (called only on rings of at least `TX_RS_THRESH`, where
+        // `first | (TX_RS_THRESH - 1)` is still an index of the ring).
+        debug_assert!(mask >= TX_RS_THRESH - 1);
+        let mut ahead = (first | (TX_RS_THRESH - 1)) - first;
+        while ahead < queued - 1 {
             let end = first.wrapping_add(ahead) & mask;
             view.write_hi(end, view.read_hi(end) | TXD_DCMD_RS as u64);
             ahead += TX_RS_THRESH;
