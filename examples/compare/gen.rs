@@ -25,6 +25,9 @@ pub struct Offered {
     /// The sending port's `tx_packets` counter (GPTC) over the same span:
     /// less than `sent` when the NIC dropped frames it had taken.
     pub tx_packets: u64,
+    /// In a counting guest: the guest's work around the send window
+    /// ([`crate::cost`]).
+    pub window: Option<crate::cost::Window>,
 }
 
 /// How far (frames) the generator may fall behind its schedule before it
@@ -85,7 +88,21 @@ pub fn generate(
     secs: f64,
     stop: &AtomicBool,
 ) -> Offered {
-    on_gen_core(|| send(dev, flows, size, rate, secs, stop, None, |_| {}))
+    on_gen_core(|| {
+        // In a counting guest: a quiet window, then the send window, which
+        // stays open for the receiver to empty its rings.
+        let mut meter = crate::cost::Meter::new();
+        if let Some(m) = meter.as_mut() {
+            m.begin();
+        }
+        let mut offered = send(dev, flows, size, rate, secs, stop, None, |_| {});
+        if let Some(m) = meter {
+            std::thread::sleep(crate::cost::TAIL);
+            let core = GEN_CORE.load(Relaxed);
+            offered.window = m.end((core != usize::MAX).then_some(core));
+        }
+        offered
+    })
 }
 
 /// Run `f` in a thread pinned to [`GEN_CORE`] and return its result.
@@ -238,5 +255,6 @@ fn send(
         elapsed,
         skipped,
         tx_packets,
+        window: None,
     }
 }

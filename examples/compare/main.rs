@@ -14,6 +14,7 @@
 //! rows of one run only.
 
 mod bounce;
+mod cost;
 mod curve;
 mod gen;
 mod knobs;
@@ -157,6 +158,18 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         fwd_received: None,
         fwd_sent: None,
         wrong_macs: None,
+        instructions_per_packet: None,
+        work_instructions_per_packet: None,
+        user_instructions_per_packet: None,
+        kernel_instructions_per_packet: None,
+        bytes_loaded_per_packet: None,
+        bytes_stored_per_packet: None,
+        work_bytes_loaded_per_packet: None,
+        work_bytes_stored_per_packet: None,
+        empty_polls_per_packet: None,
+        work_method: String::new(),
+        gen_instructions_per_sent: None,
+        vcpu_instructions_per_packet: String::new(),
         note,
         valid: false,
     };
@@ -200,7 +213,35 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     };
     let has_lat = t.lat.count() > 0;
     let us = |q: f64| has_lat.then(|| t.lat.quantile_ns(q) as f64 / 1000.0);
+    let cost = m
+        .offered
+        .window
+        .as_ref()
+        .and_then(|w| w.per_packet(t.received, m.offered.sent));
+    let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
     Row {
+        instructions_per_packet: c(|p| p.instructions),
+        work_instructions_per_packet: c(|p| p.work_instructions),
+        user_instructions_per_packet: c(|p| p.user_instructions),
+        kernel_instructions_per_packet: c(|p| p.kernel_instructions),
+        bytes_loaded_per_packet: c(|p| p.bytes_loaded),
+        bytes_stored_per_packet: c(|p| p.bytes_stored),
+        work_bytes_loaded_per_packet: c(|p| p.work_bytes_loaded),
+        work_bytes_stored_per_packet: c(|p| p.work_bytes_stored),
+        empty_polls_per_packet: cost.as_ref().and_then(|p| p.empty_polls),
+        work_method: cost
+            .as_ref()
+            .map_or(String::new(), |p| p.work_method.clone()),
+        gen_instructions_per_sent: cost.as_ref().and_then(|p| p.gen_instructions_per_sent),
+        vcpu_instructions_per_packet: cost.as_ref().map_or(String::new(), |p| {
+            p.per_vcpu
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x > 0.0)
+                .map(|(i, x)| format!("vcpu{i} {x:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }),
         path: path.into(),
         frame_size: size,
         offered_pps: m.offered.sent as f64 / m.offered.elapsed.as_secs_f64().max(1e-9),
@@ -265,6 +306,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
+    if let Some(meter) = cost::Meter::new() {
+        // Before any thread starts: they inherit the affinity.
+        println!("{}", cost::keep_off_generator(args.gen_core)?);
+        println!("{}", cost::measure_background(&meter)?);
+    }
     let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
     let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {
         // Not by default: pollnic-1q-rxonly, -adaptive and -irq.
@@ -658,6 +704,29 @@ const FWD_PATHS: [&str; 4] = [
 /// One row's measurement on `path` (a name from `--paths`); `macs` are the
 /// generator's and port 1's MACs.
 fn measure(
+    path: &str,
+    load: Load<'_>,
+    rx: PciAddress,
+    cores: &[usize],
+    macs: ([u8; 6], [u8; 6]),
+) -> Result<Measured, String> {
+    let m = measure_path(path, load, rx, cores, macs);
+    // A receive core that is the generator's: its counts cannot be split.
+    let gen = gen::GEN_CORE.load(std::sync::atomic::Ordering::Relaxed);
+    let receive = &cores[..(path_queues(path) as usize).min(cores.len())];
+    m.map(|mut m| {
+        if m.offered.window.is_some() && receive.contains(&gen) {
+            m.offered.window = None;
+            m.note = format!(
+                "no counts: a receive core ({receive:?}) is the generator's (--gen-core {gen}): give the guest another vCPU (--smp) and the generator its own; {}",
+                m.note
+            );
+        }
+        m
+    })
+}
+
+fn measure_path(
     path: &str,
     load: Load<'_>,
     rx: PciAddress,

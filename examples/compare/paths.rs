@@ -91,12 +91,21 @@ pub fn pollnic_rx(
     let mut warm = 0;
     let rx_cores: Vec<usize> = cores.iter().copied().take(queues as usize).collect();
     let kern0 = rx_kernel_ns(Some(&rx_cores));
+    // Busy polling: the queue threads report their empty polls, whose cost
+    // the work figure subtracts (crate::cost); slots by thread.
+    let busy = matches!(mode, pollnic::RxMode::BusyPoll);
+    if busy {
+        crate::cost::start_reporting();
+    }
+    let slots = AtomicUsize::new(0);
     let tallies = run_pinned(
         &mut dev,
         cores,
         mode,
         |q| {
             let cpu0 = thread_cpu_ns();
+            let slot = slots.fetch_add(1, Relaxed);
+            let mut empty = 0u64;
             let mut t = Tally::default();
             let mut gaps = pollnic_examples::metrics::PollGaps::default();
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
@@ -107,6 +116,8 @@ pub fn pollnic_rx(
                 let n = q.rx_burst(&mut buf, 32);
                 q.wait_rx(n);
                 if n == 0 {
+                    empty += 1;
+                    crate::cost::report_empty(slot, empty);
                     continue;
                 }
                 if !measuring.load(Relaxed) {
@@ -120,6 +131,10 @@ pub fn pollnic_rx(
             while timed && !done.load(Relaxed) {
                 let polled = q.rx_burst(&mut buf, 32);
                 q.wait_rx(polled);
+                if polled == 0 {
+                    empty += 1;
+                    crate::cost::report_empty(slot, empty);
+                }
                 let Some(now) = gaps.poll(polled) else {
                     continue;
                 };
@@ -150,6 +165,7 @@ pub fn pollnic_rx(
             done.store(true, Relaxed);
         },
     )?;
+    crate::cost::stop_reporting();
     let mut tally = Tally::default();
     for t in tallies {
         tally.merge(t);
@@ -472,15 +488,21 @@ pub fn afxdp_rx(
     let ready_after = probe_t0.elapsed() + link_back;
     let t0 = monotonic_ns();
     let account: Option<Vec<usize>> = core.map(|c| vec![c]);
-    let (mut m, _) = kernel_rows(
+    // Busy polling: an empty recv (one busy-poll syscall that found nothing)
+    // is this path's empty poll (crate::cost).
+    if busy_poll {
+        crate::cost::start_reporting();
+    }
+    let rows = kernel_rows(
         load,
         vec![(core, &mut xsk)],
         account.as_deref(),
         move |xsk, t, done| {
+            let mut empty = 0u64;
             while !done.load(Relaxed) {
                 // The time the application has the frames: once per batch.
                 let mut now = None;
-                xsk.recv(100, |f| {
+                let n = xsk.recv(100, |f| {
                     let now = *now.get_or_insert_with(monotonic_ns);
                     if let Some(info) = frame::parse(f) {
                         if info.tx_ns >= t0 {
@@ -488,9 +510,15 @@ pub fn afxdp_rx(
                         }
                     }
                 });
+                if n == 0 && busy_poll {
+                    empty += 1;
+                    crate::cost::report_empty(0, empty);
+                }
             }
         },
-    )?;
+    );
+    crate::cost::stop_reporting();
+    let (mut m, _) = rows?;
     let st = xsk.stats();
     drop(xsk);
     let set = knobs.describe();

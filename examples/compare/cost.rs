@@ -1,0 +1,378 @@
+//! Guest work per packet, counted instead of timed: the testbed's counter
+//! (`pollnic_examples::counts`) read around each row's send window.
+//!
+//! Whose work is counted: every vCPU but the generator's. The generator's
+//! vCPU stands for the other machine of a real two-host test, so when the
+//! counter is present `compare` keeps everything else off it (the process's
+//! other threads and new IRQs: [`keep_off_generator`]). A row whose own
+//! receive core is the generator's cannot be split and gets no counts.
+//!
+//! Two figures per row (docs/design/counting.md):
+//! - all instructions per received packet: everything the receiving vCPUs
+//!   did in the window, user and kernel (softirq, hard IRQ, NAPI and ksoftirqd
+//!   are kernel work on the vCPU where they ran), the idle loop left out;
+//! - work instructions per received packet: for a busy-polling path that
+//!   counts its empty polls, minus `empty polls × instructions per empty
+//!   poll`, the latter measured in a window with no traffic just before the
+//!   send window; for any other path, minus the receiving vCPUs' background
+//!   (instructions per second in the same quiet window × the window's length).
+
+use pollnic_examples::counts::{sum_where, Counter, Snapshot, VcpuCounts};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// The quiet window before each send window (no traffic, receiver running).
+pub const QUIET: Duration = Duration::from_millis(300);
+/// After the last frame is sent, the window stays open this long for the
+/// receiver to take what is still in the rings (512 descriptors at 50 kpps
+/// are 10 ms).
+pub const TAIL: Duration = Duration::from_millis(200);
+
+/// Queue threads that report empty polls (one slot each).
+const SLOTS: usize = 8;
+
+#[repr(align(64))]
+struct Slot(AtomicU64);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: Slot = Slot(AtomicU64::new(0));
+static EMPTY: [Slot; SLOTS] = [ZERO; SLOTS];
+/// Whether the row running now reports its empty polls.
+static REPORTING: AtomicBool = AtomicBool::new(false);
+/// The machine's background per vCPU (ticks, RCU, kernel threads), counted
+/// once with nothing running: the counts and the window's length, s.
+static BACKGROUND: std::sync::OnceLock<(Vec<VcpuCounts>, f64)> = std::sync::OnceLock::new();
+
+/// How long [`measure_background`] counts.
+pub const BACKGROUND_WINDOW: Duration = Duration::from_secs(1);
+
+/// Count the machine's background once, before any row (nothing of compare
+/// runs meanwhile). Returns what to say about it.
+pub fn measure_background(meter: &Meter) -> Result<String, String> {
+    let a = meter.counter.snapshot()?;
+    std::thread::sleep(BACKGROUND_WINDOW);
+    let b = meter.counter.snapshot()?;
+    let secs = (b.at_ns - a.at_ns) as f64 / 1e9;
+    let per_vcpu = b.since(&a);
+    let text = per_vcpu
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("vcpu{i} {:.0}", c.insns() as f64 / secs))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = BACKGROUND.set((per_vcpu, secs));
+    Ok(format!("counting: idle background, instructions/s: {text}"))
+}
+
+/// A busy-polling row's queue threads report their empty polls from now on
+/// (counts start at 0); [`stop_reporting`] ends it.
+pub fn start_reporting() {
+    for s in &EMPTY {
+        s.0.store(0, Relaxed);
+    }
+    REPORTING.store(true, Relaxed);
+}
+
+/// The row is over: later rows report nothing unless they start again.
+pub fn stop_reporting() {
+    REPORTING.store(false, Relaxed);
+}
+
+/// Queue thread `queue` has polled an empty ring `total` times so far (a
+/// plain store of its own count: one instruction on the hot loop).
+#[inline]
+pub fn report_empty(queue: usize, total: u64) {
+    EMPTY[queue % SLOTS].0.store(total, Relaxed);
+}
+
+fn empty_polls() -> Option<u64> {
+    REPORTING
+        .load(Relaxed)
+        .then(|| EMPTY.iter().map(|s| s.0.load(Relaxed)).sum())
+}
+
+/// What the counter saw around one send window.
+#[derive(Clone, Debug)]
+pub struct Window {
+    /// The quiet window: counts per vCPU, its length, its empty polls.
+    pub quiet: (Vec<VcpuCounts>, f64, Option<u64>),
+    /// The send window (send + [`TAIL`]): counts per vCPU, length, empty polls.
+    pub send: (Vec<VcpuCounts>, f64, Option<u64>),
+    /// The generator's vCPU.
+    pub gen_core: Option<usize>,
+    /// The machine's background ([`measure_background`]): counts per vCPU, s.
+    pub background: (Vec<VcpuCounts>, f64),
+}
+
+/// Reads the counter around a row's send window (`None` outside a counting guest).
+pub struct Meter {
+    counter: Counter,
+    quiet: Option<(Snapshot, Snapshot, Option<u64>)>,
+    start: Option<(Snapshot, Option<u64>)>,
+}
+
+impl Meter {
+    /// A meter, when this guest has a counter.
+    pub fn new() -> Option<Meter> {
+        Counter::from_env().map(|counter| Meter {
+            counter,
+            quiet: None,
+            start: None,
+        })
+    }
+
+    fn snap(&self) -> Option<Snapshot> {
+        match self.counter.snapshot() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("compare: {e}");
+                None
+            }
+        }
+    }
+
+    /// The quiet window, then the start of the send window.
+    pub fn begin(&mut self) {
+        let e0 = empty_polls();
+        let q0 = self.snap();
+        std::thread::sleep(QUIET);
+        let e1 = empty_polls();
+        let q1 = self.snap();
+        self.quiet = q0
+            .zip(q1.clone())
+            .map(|(a, b)| (a, b, e1.zip(e0).map(|(b, a)| b - a)));
+        self.start = q1.map(|s| (s, e1));
+    }
+
+    /// The end of the send window (call [`TAIL`] after the last frame).
+    pub fn end(self, gen_core: Option<usize>) -> Option<Window> {
+        let e = empty_polls();
+        let end = self.snap()?;
+        let (q0, q1, qe) = self.quiet?;
+        let (s0, se) = self.start?;
+        let secs = |a: &Snapshot, b: &Snapshot| (b.at_ns - a.at_ns) as f64 / 1e9;
+        Some(Window {
+            quiet: (q1.since(&q0), secs(&q0, &q1), qe),
+            send: (
+                end.since(&s0),
+                secs(&s0, &end),
+                e.zip(se).map(|(b, a)| b - a),
+            ),
+            gen_core,
+            background: BACKGROUND.get().cloned().unwrap_or_default(),
+        })
+    }
+}
+
+/// The figures of a row, per received packet.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PerPacket {
+    /// All instructions (user + kernel) on the receiving vCPUs.
+    pub instructions: f64,
+    /// Minus the empty polls or the background (see the module doc).
+    pub work_instructions: f64,
+    /// User-mode instructions.
+    pub user_instructions: f64,
+    /// Kernel instructions.
+    pub kernel_instructions: f64,
+    /// Bytes loaded.
+    pub bytes_loaded: f64,
+    /// Bytes stored.
+    pub bytes_stored: f64,
+    /// Bytes loaded, less the empty polls' or the background's (as the work instructions).
+    pub work_bytes_loaded: f64,
+    /// Bytes stored, less the empty polls' or the background's.
+    pub work_bytes_stored: f64,
+    /// Empty polls per packet, for the paths that count them.
+    pub empty_polls: Option<f64>,
+    /// How the work figure was made.
+    pub work_method: String,
+    /// The generator's vCPU, all instructions per sent packet (pollnic TX,
+    /// with its pacing spin).
+    pub gen_instructions_per_sent: Option<f64>,
+    /// Instructions in the window on each receiving vCPU (index = vCPU; the
+    /// generator's is 0), per received packet.
+    pub per_vcpu: Vec<f64>,
+}
+
+impl Window {
+    /// Per received packet (`received` test frames, `sent` by the generator),
+    /// counting the vCPUs other than the generator's.
+    pub fn per_packet(&self, received: u64, sent: u64) -> Option<PerPacket> {
+        if received == 0 {
+            return None;
+        }
+        let mine = |i: usize| Some(i) != self.gen_core;
+        let (ref send, secs, empty) = self.send;
+        let (ref quiet, qsecs, qempty) = self.quiet;
+        let all = sum_where(send, mine);
+        let calm = sum_where(quiet, mine);
+        let n = received as f64;
+        // What the send window held outside its packets: the machine's
+        // background for the window's length and, for a path that counts its
+        // empty polls, those polls at their cost in the quiet window (user
+        // and kernel: a clock read can be a system call), with the quiet
+        // window's own background taken out first.
+        let bg = sum_where(&self.background.0, mine);
+        let bsecs = self.background.1.max(1e-9);
+        let bg_for = |t: f64| {
+            let f = |x: u64| x as f64 / bsecs * t;
+            (f(bg.insns()), f(bg.loaded()), f(bg.stored()))
+        };
+        let (b_i, b_l, b_s) = bg_for(secs);
+        let (idle_insns, idle_loaded, idle_stored, work_method) = match (empty, qempty) {
+            (Some(e), Some(qe)) if qe > 0 => {
+                let (q_i, q_l, q_s) = bg_for(qsecs);
+                let poll =
+                    |quiet: u64, quiet_bg: f64| (quiet as f64 - quiet_bg).max(0.0) / qe as f64;
+                let (p_i, p_l, p_s) = (
+                    poll(calm.insns(), q_i),
+                    poll(calm.loaded(), q_l),
+                    poll(calm.stored(), q_s),
+                );
+                let e = e as f64;
+                (
+                    b_i + e * p_i,
+                    b_l + e * p_l,
+                    b_s + e * p_s,
+                    format!(
+                        "{e} empty polls x {p_i:.1} instructions each (quiet window: {qe} polls) \
+                         + background {:.0} instructions/s x {secs:.3} s",
+                        bg.insns() as f64 / bsecs
+                    ),
+                )
+            }
+            _ => (
+                b_i,
+                b_l,
+                b_s,
+                format!(
+                    "background {:.0} instructions/s x {secs:.3} s",
+                    bg.insns() as f64 / bsecs
+                ),
+            ),
+        };
+        let work = |all: u64, idle: f64| ((all as f64 - idle) / n).max(0.0);
+        let gen = self
+            .gen_core
+            .and_then(|g| send.get(g))
+            .filter(|_| sent > 0)
+            .map(|c| c.insns() as f64 / sent as f64);
+        Some(PerPacket {
+            instructions: all.insns() as f64 / n,
+            work_instructions: work(all.insns(), idle_insns),
+            work_bytes_loaded: work(all.loaded(), idle_loaded),
+            work_bytes_stored: work(all.stored(), idle_stored),
+            user_instructions: all.user_insns as f64 / n,
+            kernel_instructions: all.kernel_insns as f64 / n,
+            bytes_loaded: all.loaded() as f64 / n,
+            bytes_stored: all.stored() as f64 / n,
+            empty_polls: empty.map(|e| e as f64 / n),
+            work_method,
+            gen_instructions_per_sent: gen,
+            per_vcpu: send
+                .iter()
+                .enumerate()
+                .map(|(i, c)| if mine(i) { c.insns() as f64 / n } else { 0.0 })
+                .collect(),
+        })
+    }
+}
+
+/// With a counter: run this process's threads off the generator's core
+/// (threads pinned later choose their own cores) and give new IRQs a default
+/// affinity without it, so no receive work lands on the generator's vCPU.
+/// Returns what to say about it.
+pub fn keep_off_generator(gen_core: usize) -> Result<String, String> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let others: Vec<usize> = (0..online).filter(|&c| c != gen_core).collect();
+    if others.is_empty() {
+        return Err(format!(
+            "the guest has {online} vCPU: counting needs one for the generator (core {gen_core}) and one more"
+        ));
+    }
+    let mut set = CpuSet::new();
+    for &c in &others {
+        set.set(c).map_err(|e| format!("CPU set: {e}"))?;
+    }
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("sched_setaffinity: {e}"))?;
+    let mask: u64 = others.iter().map(|c| 1u64 << c).sum();
+    std::fs::write("/proc/irq/default_smp_affinity", format!("{mask:x}"))
+        .map_err(|e| format!("/proc/irq/default_smp_affinity: {e}"))?;
+    Ok(format!(
+        "counting: generator on vCPU {gen_core}; receive work counted on vCPUs {others:?} \
+         (this process and new IRQs kept off the generator's vCPU)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(user: u64, kernel: u64) -> VcpuCounts {
+        VcpuCounts {
+            user_insns: user,
+            kernel_insns: kernel,
+            user_loaded: user * 2,
+            kernel_stored: kernel,
+            ..VcpuCounts::default()
+        }
+    }
+
+    #[test]
+    fn empty_polls_are_subtracted_at_their_quiet_cost_and_the_generator_is_left_out() {
+        let w = Window {
+            // Quiet 0.3 s: 1000 empty polls cost 50,000 instructions on vCPU 0
+            // beyond its background (3,000 kernel instructions in 0.3 s).
+            quiet: (vec![c(50_000, 3_000), c(9_999_999, 0)], 0.3, Some(1000)),
+            // Send 2 s: 10,000 empty polls and 1,000 packets.
+            send: (
+                vec![c(900_000, 120_000), c(7_000_000, 0)],
+                2.0,
+                Some(10_000),
+            ),
+            gen_core: Some(1),
+            // Background: 10,000 kernel instructions/s on vCPU 0.
+            background: (vec![c(0, 10_000), c(5, 5)], 1.0),
+        };
+        let p = w.per_packet(1000, 1000).unwrap();
+        assert_eq!(p.instructions, 1020.0);
+        // 1.02e6 - 10,000 polls x 50 - 2 s x 10,000/s = 500,000.
+        assert!(
+            (p.work_instructions - 500.0).abs() < 1e-9,
+            "{}",
+            p.work_instructions
+        );
+        assert_eq!((p.user_instructions, p.kernel_instructions), (900.0, 120.0));
+        assert_eq!((p.bytes_loaded, p.bytes_stored), (1800.0, 120.0));
+        // Loads: quiet 100,000 bytes in 1000 polls (no background loads).
+        assert!((p.work_bytes_loaded - 800.0).abs() < 1e-9);
+        // Stores: quiet 3,000 = background 0.3 s x 10,000; send 120,000 - 2 x 10,000.
+        assert!(
+            (p.work_bytes_stored - 100.0).abs() < 1e-9,
+            "{}",
+            p.work_bytes_stored
+        );
+        assert_eq!(p.empty_polls, Some(10.0));
+        assert_eq!(p.gen_instructions_per_sent, Some(7000.0));
+        assert_eq!(p.per_vcpu, vec![1020.0, 0.0]);
+    }
+
+    #[test]
+    fn without_empty_polls_the_background_rate_is_subtracted() {
+        let w = Window {
+            quiet: (vec![c(0, 30_000)], 0.3, None),
+            send: (vec![c(0, 1_200_000)], 2.0, None),
+            gen_core: None,
+            background: (vec![c(0, 100_000)], 1.0),
+        };
+        let p = w.per_packet(1000, 1000).unwrap();
+        assert_eq!(p.instructions, 1200.0);
+        // 100,000 instructions/s x 2 s = 200,000.
+        assert!((p.work_instructions - 1000.0).abs() < 1e-6);
+        assert!(p.work_method.starts_with("background"));
+        assert_eq!(w.per_packet(0, 10), None, "no packet, no figure");
+    }
+}
