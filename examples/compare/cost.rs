@@ -48,10 +48,19 @@ pub const BACKGROUND_WINDOW: Duration = Duration::from_secs(1);
 
 /// Count the machine's background once, before any row (nothing of compare
 /// runs meanwhile). Returns what to say about it.
-pub fn measure_background(meter: &Meter) -> Result<String, String> {
-    let a = meter.counter.snapshot()?;
-    std::thread::sleep(BACKGROUND_WINDOW);
-    let b = meter.counter.snapshot()?;
+pub fn measure_background(meter: &Meter, gen_core: usize) -> Result<String, String> {
+    // Read from the generator's vCPU, as the rows' windows are: reading the
+    // counter file is work (9p), and it must not land on a counted vCPU.
+    let (a, b) = std::thread::scope(|s| {
+        s.spawn(|| {
+            pollnic::pin_current_thread(gen_core);
+            let a = meter.counter.snapshot()?;
+            std::thread::sleep(BACKGROUND_WINDOW);
+            Ok::<_, String>((a, meter.counter.snapshot()?))
+        })
+        .join()
+        .map_err(|_| "the background counting thread panicked".to_string())?
+    })?;
     let secs = (b.at_ns - a.at_ns) as f64 / 1e9;
     let per_vcpu = b.since(&a);
     let text = per_vcpu
@@ -185,6 +194,24 @@ pub struct PerPacket {
     pub work_bytes_stored: f64,
     /// Empty polls per packet, for the paths that count them.
     pub empty_polls: Option<f64>,
+    /// Marked loops: bursts (with packets) per packet.
+    pub bursts_per_packet: Option<f64>,
+    /// Marked loops: instructions of a burst that held one packet: the cost
+    /// of a packet alone in its burst (does not depend on how the row batched).
+    pub burst1_instructions: Option<f64>,
+    /// Marked loops: of [`Self::burst1_instructions`], those in user mode
+    /// (the kernel's share there is interrupts that fell into the burst and,
+    /// under TCG, the clock read's system call).
+    pub burst1_user_instructions: Option<f64>,
+    /// Marked loops: bytes loaded, likewise.
+    pub burst1_bytes_loaded: Option<f64>,
+    /// Marked loops: bytes stored, likewise.
+    pub burst1_bytes_stored: Option<f64>,
+    /// Marked loops with enough bursts of several packets: the fit
+    /// `work = per_burst x bursts + per_packet x packets`, per packet.
+    pub fit_per_packet: Option<f64>,
+    /// The same fit: instructions per burst.
+    pub fit_per_burst: Option<f64>,
     /// How the work figure was made.
     pub work_method: String,
     /// The generator's vCPU, all instructions per sent packet (pollnic TX,
@@ -253,6 +280,43 @@ impl Window {
             ),
         };
         let work = |all: u64, idle: f64| ((all as f64 - idle) / n).max(0.0);
+        // A loop that marks its bursts (crate's `marker`): its work is what
+        // ran inside the marked regions, counted exactly, empty polls never in
+        // it. Only busy-polling rows use it: an interrupt row's wake-ups are
+        // work too, and they happen outside the bursts.
+        let (work_i, work_l, work_s, work_method) = if all.marks > 0 && empty.is_some() {
+            (
+                all.marked_insns as f64 / n,
+                all.marked_loaded as f64 / n,
+                all.marked_stored as f64 / n,
+                format!(
+                    "marked: {} bursts with packets, from the poll to the packets freed (empty polls left out)",
+                    all.marks
+                ),
+            )
+        } else {
+            (
+                work(all.insns(), idle_insns),
+                work(all.loaded(), idle_loaded),
+                work(all.stored(), idle_stored),
+                work_method,
+            )
+        };
+        // A packet alone in its burst costs F + P; the bursts of several
+        // packets then give P: M_n = F B_n + P N_n.
+        let marked = all.marks > 0 && empty.is_some();
+        let ones = (marked && all.ones > 0).then_some(all.ones as f64);
+        let one = |x: u64| ones.map(|b| x as f64 / b);
+        let fit = ones.and_then(|b1| {
+            let f_p = all.one_insns as f64 / b1;
+            let mn = all.marked_insns.saturating_sub(all.one_insns) as f64;
+            let bn = all.marks.saturating_sub(all.ones) as f64;
+            let extra = n - b1 - bn;
+            (extra >= (0.02 * n).max(50.0)).then(|| {
+                let p = (mn - f_p * bn) / extra;
+                (p, f_p - p)
+            })
+        });
         let gen = self
             .gen_core
             .and_then(|g| send.get(g))
@@ -260,14 +324,21 @@ impl Window {
             .map(|c| c.insns() as f64 / sent as f64);
         Some(PerPacket {
             instructions: all.insns() as f64 / n,
-            work_instructions: work(all.insns(), idle_insns),
-            work_bytes_loaded: work(all.loaded(), idle_loaded),
-            work_bytes_stored: work(all.stored(), idle_stored),
+            work_instructions: work_i,
+            work_bytes_loaded: work_l,
+            work_bytes_stored: work_s,
             user_instructions: all.user_insns as f64 / n,
             kernel_instructions: all.kernel_insns as f64 / n,
             bytes_loaded: all.loaded() as f64 / n,
             bytes_stored: all.stored() as f64 / n,
             empty_polls: empty.map(|e| e as f64 / n),
+            bursts_per_packet: marked.then(|| all.marks as f64 / n),
+            burst1_instructions: one(all.one_insns),
+            burst1_user_instructions: one(all.one_user),
+            burst1_bytes_loaded: one(all.one_loaded),
+            burst1_bytes_stored: one(all.one_stored),
+            fit_per_packet: fit.map(|f| f.0),
+            fit_per_burst: fit.map(|f| f.1),
             work_method,
             gen_instructions_per_sent: gen,
             per_vcpu: send
@@ -358,6 +429,33 @@ mod tests {
         assert_eq!(p.empty_polls, Some(10.0));
         assert_eq!(p.gen_instructions_per_sent, Some(7000.0));
         assert_eq!(p.per_vcpu, vec![1020.0, 0.0]);
+    }
+
+    #[test]
+    fn marked_bursts_give_the_work_the_cost_of_a_lone_packet_and_the_fit() {
+        // 1,000 packets: 400 bursts of one (F + P = 300 each) and 100 bursts
+        // of six (F = 100, P = 200: 1,300 each).
+        let mut send = c(5_000_000, 0);
+        send.marked_insns = 400 * 300 + 100 * 1300;
+        send.marks = 500;
+        send.one_insns = 400 * 300;
+        send.ones = 400;
+        let w = Window {
+            quiet: (vec![c(50_000, 0)], 0.3, Some(1000)),
+            send: (vec![send], 2.0, Some(10_000)),
+            gen_core: None,
+            background: (vec![c(0, 0)], 1.0),
+        };
+        let p = w.per_packet(1000, 1000).unwrap();
+        assert_eq!(p.work_instructions, 250.0, "250,000 marked / 1,000 packets");
+        assert!(p.work_method.starts_with("marked"));
+        assert_eq!(p.bursts_per_packet, Some(0.5));
+        assert_eq!(p.burst1_instructions, Some(300.0));
+        let (pp, pb) = (p.fit_per_packet.unwrap(), p.fit_per_burst.unwrap());
+        assert!(
+            (pp - 200.0).abs() < 1e-9 && (pb - 100.0).abs() < 1e-9,
+            "{pp} {pb}"
+        );
     }
 
     #[test]

@@ -167,6 +167,13 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         work_bytes_loaded_per_packet: None,
         work_bytes_stored_per_packet: None,
         empty_polls_per_packet: None,
+        bursts_per_packet: None,
+        burst1_instructions_per_packet: None,
+        burst1_user_instructions_per_packet: None,
+        burst1_bytes_loaded_per_packet: None,
+        burst1_bytes_stored_per_packet: None,
+        fit_instructions_per_packet: None,
+        fit_instructions_per_burst: None,
         work_method: String::new(),
         gen_instructions_per_sent: None,
         vcpu_instructions_per_packet: String::new(),
@@ -229,6 +236,13 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         work_bytes_loaded_per_packet: c(|p| p.work_bytes_loaded),
         work_bytes_stored_per_packet: c(|p| p.work_bytes_stored),
         empty_polls_per_packet: cost.as_ref().and_then(|p| p.empty_polls),
+        bursts_per_packet: cost.as_ref().and_then(|p| p.bursts_per_packet),
+        burst1_instructions_per_packet: cost.as_ref().and_then(|p| p.burst1_instructions),
+        burst1_user_instructions_per_packet: cost.as_ref().and_then(|p| p.burst1_user_instructions),
+        burst1_bytes_loaded_per_packet: cost.as_ref().and_then(|p| p.burst1_bytes_loaded),
+        burst1_bytes_stored_per_packet: cost.as_ref().and_then(|p| p.burst1_bytes_stored),
+        fit_instructions_per_packet: cost.as_ref().and_then(|p| p.fit_per_packet),
+        fit_instructions_per_burst: cost.as_ref().and_then(|p| p.fit_per_burst),
         work_method: cost
             .as_ref()
             .map_or(String::new(), |p| p.work_method.clone()),
@@ -309,7 +323,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(meter) = cost::Meter::new() {
         // Before any thread starts: they inherit the affinity.
         println!("{}", cost::keep_off_generator(args.gen_core)?);
-        println!("{}", cost::measure_background(&meter)?);
+        println!("{}", cost::measure_background(&meter, args.gen_core)?);
     }
     let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
     let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {

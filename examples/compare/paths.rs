@@ -13,6 +13,7 @@ use pollnic::run_pinned;
 use pollnic::{Device, DeviceConfig, Packet};
 use pollnic_examples::cputime::{net_rx_softirqs, rx_kernel_ns, softirq_ns_on, thread_cpu_ns};
 use pollnic_examples::frame::{self, Flow};
+use pollnic_examples::marker;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -113,9 +114,11 @@ pub fn pollnic_rx(
             q.free_bulk(&mut buf);
             polled_once.fetch_add(1, Relaxed);
             while !timed && !done.load(Relaxed) {
+                marker::begin();
                 let n = q.rx_burst(&mut buf, 32);
                 q.wait_rx(n);
                 if n == 0 {
+                    marker::discard();
                     empty += 1;
                     crate::cost::report_empty(slot, empty);
                     continue;
@@ -127,11 +130,16 @@ pub fn pollnic_rx(
                 t.received += buf.len() as u64;
                 t.bytes += buf.iter().map(|p| p.len() as u64).sum::<u64>();
                 q.free_bulk(&mut buf);
+                commit(n);
             }
             while timed && !done.load(Relaxed) {
+                // Marked for the counter: a burst with packets, from the
+                // poll to the packets freed (empty polls discarded).
+                marker::begin();
                 let polled = q.rx_burst(&mut buf, 32);
                 q.wait_rx(polled);
                 if polled == 0 {
+                    marker::discard();
                     empty += 1;
                     crate::cost::report_empty(slot, empty);
                 }
@@ -147,6 +155,7 @@ pub fn pollnic_rx(
                     }
                 }
                 q.free_bulk(&mut buf);
+                commit(polled);
             }
             t.cpu_ns = thread_cpu_ns() - cpu0;
             t.gaps = timed.then_some(gaps);
@@ -217,6 +226,17 @@ pub fn pollnic_rx(
         .into(),
         fwd: None,
     })
+}
+
+/// End a marked burst of `n` packets ([`marker`]): a burst of one is also
+/// counted apart, the cost of a packet alone in its burst.
+#[inline(always)]
+fn commit(n: usize) {
+    if n == 1 {
+        marker::commit_one();
+    } else {
+        marker::commit();
+    }
 }
 
 /// RX descriptors per ring on every path: pollnic's `DeviceConfig` default,
@@ -502,6 +522,7 @@ pub fn afxdp_rx(
             while !done.load(Relaxed) {
                 // The time the application has the frames: once per batch.
                 let mut now = None;
+                marker::begin();
                 let n = xsk.recv(100, |f| {
                     let now = *now.get_or_insert_with(monotonic_ns);
                     if let Some(info) = frame::parse(f) {
@@ -510,9 +531,14 @@ pub fn afxdp_rx(
                         }
                     }
                 });
-                if n == 0 && busy_poll {
-                    empty += 1;
-                    crate::cost::report_empty(0, empty);
+                if n == 0 {
+                    marker::discard();
+                    if busy_poll {
+                        empty += 1;
+                        crate::cost::report_empty(0, empty);
+                    }
+                } else {
+                    commit(n);
                 }
             }
         },

@@ -85,6 +85,29 @@ pub struct Row {
     /// Counted: bytes stored per received packet, likewise.
     #[serde(default)]
     pub work_bytes_stored_per_packet: Option<f64>,
+    /// Counted, marked loops: bursts with packets per received packet.
+    #[serde(default)]
+    pub bursts_per_packet: Option<f64>,
+    /// Counted, marked loops: instructions of a packet alone in its burst
+    /// (does not depend on how the row batched: the figure two runs agree on).
+    #[serde(default)]
+    pub burst1_instructions_per_packet: Option<f64>,
+    /// Counted, marked loops: of those, the user-mode instructions.
+    #[serde(default)]
+    pub burst1_user_instructions_per_packet: Option<f64>,
+    /// Counted, marked loops: bytes loaded by a packet alone in its burst.
+    #[serde(default)]
+    pub burst1_bytes_loaded_per_packet: Option<f64>,
+    /// Counted, marked loops: bytes stored by a packet alone in its burst.
+    #[serde(default)]
+    pub burst1_bytes_stored_per_packet: Option<f64>,
+    /// Counted, marked loops: fit `work = per_burst x bursts + per_packet x
+    /// packets` over the row's bursts of one and of several: the per-packet part.
+    #[serde(default)]
+    pub fit_instructions_per_packet: Option<f64>,
+    /// The same fit: the per-burst part.
+    #[serde(default)]
+    pub fit_instructions_per_burst: Option<f64>,
     /// Counted: empty polls per received packet (busy-polling paths that count them).
     #[serde(default)]
     pub empty_polls_per_packet: Option<f64>,

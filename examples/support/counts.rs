@@ -26,6 +26,26 @@ pub struct VcpuCounts {
     pub kernel_loaded: u64,
     /// Bytes stored by kernel instructions (idle loop left out).
     pub kernel_stored: u64,
+    /// Instructions inside marked regions ([`crate::marker`]), user and kernel.
+    pub marked_insns: u64,
+    /// Bytes loaded inside marked regions.
+    pub marked_loaded: u64,
+    /// Bytes stored inside marked regions.
+    pub marked_stored: u64,
+    /// Marked regions committed.
+    pub marks: u64,
+    /// Of the marked: instructions in regions of one packet ([`crate::marker::commit_one`]).
+    pub one_insns: u64,
+    /// Bytes loaded in regions of one packet.
+    pub one_loaded: u64,
+    /// Bytes stored in regions of one packet.
+    pub one_stored: u64,
+    /// Regions of one packet.
+    pub ones: u64,
+    /// Of [`Self::marked_insns`], those in user mode.
+    pub marked_user: u64,
+    /// Of [`Self::one_insns`], those in user mode.
+    pub one_user: u64,
 }
 
 impl VcpuCounts {
@@ -55,6 +75,16 @@ impl VcpuCounts {
             user_stored: self.user_stored.saturating_sub(earlier.user_stored),
             kernel_loaded: self.kernel_loaded.saturating_sub(earlier.kernel_loaded),
             kernel_stored: self.kernel_stored.saturating_sub(earlier.kernel_stored),
+            marked_insns: self.marked_insns.saturating_sub(earlier.marked_insns),
+            marked_loaded: self.marked_loaded.saturating_sub(earlier.marked_loaded),
+            marked_stored: self.marked_stored.saturating_sub(earlier.marked_stored),
+            marks: self.marks.saturating_sub(earlier.marks),
+            one_insns: self.one_insns.saturating_sub(earlier.one_insns),
+            one_loaded: self.one_loaded.saturating_sub(earlier.one_loaded),
+            one_stored: self.one_stored.saturating_sub(earlier.one_stored),
+            ones: self.ones.saturating_sub(earlier.ones),
+            marked_user: self.marked_user.saturating_sub(earlier.marked_user),
+            one_user: self.one_user.saturating_sub(earlier.one_user),
         }
     }
 
@@ -68,6 +98,16 @@ impl VcpuCounts {
             user_stored: self.user_stored + o.user_stored,
             kernel_loaded: self.kernel_loaded + o.kernel_loaded,
             kernel_stored: self.kernel_stored + o.kernel_stored,
+            marked_insns: self.marked_insns + o.marked_insns,
+            marked_loaded: self.marked_loaded + o.marked_loaded,
+            marked_stored: self.marked_stored + o.marked_stored,
+            marks: self.marks + o.marks,
+            one_insns: self.one_insns + o.one_insns,
+            one_loaded: self.one_loaded + o.one_loaded,
+            one_stored: self.one_stored + o.one_stored,
+            ones: self.ones + o.ones,
+            marked_user: self.marked_user + o.marked_user,
+            one_user: self.one_user + o.one_user,
         }
     }
 }
@@ -169,14 +209,14 @@ impl Counter {
 pub fn parse(text: &str) -> Option<Snapshot> {
     let mut lines = text.lines();
     let head: Vec<&str> = lines.next()?.split_whitespace().collect();
-    let ["pollnic-count", "1", "seq", seq, "vcpus", n] = head[..] else {
+    let ["pollnic-count", "4", "seq", seq, "vcpus", n] = head[..] else {
         return None;
     };
     let (seq, n): (u64, usize) = (seq.parse().ok()?, n.parse().ok()?);
     let mut vcpus = Vec::with_capacity(n);
     for i in 0..n {
         let w: Vec<&str> = lines.next()?.split_whitespace().collect();
-        if w.len() != 9 || w[0] != "cpu" || w[1].parse::<usize>().ok()? != i {
+        if w.len() != 19 || w[0] != "cpu" || w[1].parse::<usize>().ok()? != i {
             return None;
         }
         let v: Vec<u64> = w[2..]
@@ -191,6 +231,16 @@ pub fn parse(text: &str) -> Option<Snapshot> {
             user_stored: v[4],
             kernel_loaded: v[5],
             kernel_stored: v[6],
+            marked_insns: v[7],
+            marked_loaded: v[8],
+            marked_stored: v[9],
+            marks: v[10],
+            one_insns: v[11],
+            one_loaded: v[12],
+            one_stored: v[13],
+            ones: v[14],
+            marked_user: v[15],
+            one_user: v[16],
         });
     }
     let end: Vec<&str> = lines.next()?.split_whitespace().collect();
@@ -207,11 +257,17 @@ mod tests {
 
     fn file(seq: u64, end: u64) -> String {
         format!(
-            "pollnic-count 1 seq {seq:020} vcpus 002\n\
+            "pollnic-count 4 seq {seq:020} vcpus 002\n\
              cpu 000 00000000000000000010 00000000000000000020 00000000000000000030 \
-             00000000000000000040 00000000000000000050 00000000000000000060 00000000000000000070\n\
+             00000000000000000040 00000000000000000050 00000000000000000060 00000000000000000070 \
+             00000000000000000008 00000000000000000009 00000000000000000011 00000000000000000002 \
+             00000000000000000004 00000000000000000004 00000000000000000005 00000000000000000001 \
+             00000000000000000006 00000000000000000003\n\
              cpu 001 00000000000000000001 00000000000000000002 00000000000000000003 \
-             00000000000000000004 00000000000000000005 00000000000000000006 00000000000000000007\n\
+             00000000000000000004 00000000000000000005 00000000000000000006 00000000000000000007 \
+             00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
+             00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
+             00000000000000000000 00000000000000000000\n\
              end {end:020}\n"
         )
     }
@@ -223,6 +279,9 @@ mod tests {
         assert_eq!(s.vcpus.len(), 2);
         assert_eq!(s.vcpus[0].user_insns, 10);
         assert_eq!(s.vcpus[0].kernel_stored, 70);
+        assert_eq!((s.vcpus[0].marked_insns, s.vcpus[0].marks), (8, 2));
+        assert_eq!((s.vcpus[0].one_insns, s.vcpus[0].ones), (4, 1));
+        assert_eq!((s.vcpus[0].marked_user, s.vcpus[0].one_user), (6, 3));
         assert_eq!(s.vcpus[1].insns(), 3);
         // The writer was caught between the header and the end line.
         assert_eq!(parse(&file(8, 7)), None);

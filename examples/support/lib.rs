@@ -4,7 +4,7 @@
 //! RFC 2544 rate search ([`sweep`]), packets/s, Mbit/s and latency
 //! ([`metrics`]), JSON lines ([`jsonout`]), pcap/pcapng files ([`pcapout`]),
 //! Ctrl-C handling ([`signal`]), procfs CPU time ([`cputime`]), the testbed's
-//! guest-work counter ([`counts`]) and what the
+//! guest-work counter ([`counts`]) and its region markers ([`marker`]) and what the
 //! smoltcp examples share with their tests ([`smol`]).
 
 pub mod args;
@@ -13,6 +13,7 @@ pub mod cputime;
 pub mod frame;
 pub mod gen;
 pub mod jsonout;
+pub mod marker;
 pub mod metrics;
 pub mod pcapout;
 pub mod signal;

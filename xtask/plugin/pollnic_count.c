@@ -77,6 +77,11 @@ void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *, mem_cb_t, enum 
                                       enum qemu_plugin_mem_rw, void *);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, udata_cb_t, void *);
 void qemu_plugin_register_vcpu_init_cb(qemu_plugin_id_t, vcpu_cb_t);
+typedef void (*insn_cb_t)(unsigned int, void *);
+void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *, insn_cb_t, enum qemu_plugin_cb_flags,
+                                            void *);
+size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *, void *, size_t);
+size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *);
 uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *);
 struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *, size_t);
@@ -95,7 +100,33 @@ struct counts {
     uint64_t insns[3];  /* USER, KERNEL, IDLE */
     uint64_t loaded[2]; /* bytes, USER and KERNEL */
     uint64_t stored[2];
+    /* Marked regions: what ran between a BEGIN and a COMMIT marker. */
+    uint64_t marked_insns, marked_loaded, marked_stored, marks, marked_user;
+    /* The same, of the regions committed by COMMIT_ONE (a burst of one packet). */
+    uint64_t one_insns, one_loaded, one_stored, ones, one_user;
+    uint64_t start_insns, start_loaded, start_stored, start_user, open;
 };
+
+/*
+ * Markers: the 8-byte no-op `nopl 0xNN434e50(%rax,%rax,1)` (0f 1f 84 00 and the
+ * displacement), emitted by the guest program (examples/support/marker.rs).
+ * BEGIN opens a region on its vCPU, COMMIT adds what ran since to the marked
+ * counts, DISCARD drops it (an empty poll), COMMIT_ONE commits a region that
+ * handled exactly one packet (kept apart as well). Each costs one callback.
+ */
+enum { MARK_BEGIN = 1, MARK_COMMIT = 2, MARK_DISCARD = 3, MARK_COMMIT_ONE = 4 };
+static int marker_of(const struct qemu_plugin_insn *insn)
+{
+    uint8_t b[8];
+    if (qemu_plugin_insn_size(insn) != 8 || qemu_plugin_insn_data(insn, b, 8) != 8) {
+        return 0;
+    }
+    if (b[0] != 0x0f || b[1] != 0x1f || b[2] != 0x84 || b[3] != 0x00 || b[5] != 0x43 || b[6] != 0x4e ||
+        b[7] != 0x50) {
+        return 0;
+    }
+    return b[4] >= MARK_BEGIN && b[4] <= MARK_COMMIT_ONE ? b[4] : 0;
+}
 
 static struct qemu_plugin_scoreboard *board;
 static uint64_t idle_start, idle_end;
@@ -131,6 +162,44 @@ static void on_store(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vad
     c->stored[(uintptr_t)udata] += 1u << qemu_plugin_mem_size_shift(info);
 }
 
+static void on_mark(unsigned int vcpu, void *udata)
+{
+    struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
+    uint64_t insns = c->insns[USER] + c->insns[KERNEL];
+    uint64_t loaded = c->loaded[USER] + c->loaded[KERNEL];
+    uint64_t stored = c->stored[USER] + c->stored[KERNEL];
+    switch ((uintptr_t)udata) {
+    case MARK_BEGIN:
+        c->start_user = c->insns[USER];
+        c->start_insns = insns;
+        c->start_loaded = loaded;
+        c->start_stored = stored;
+        c->open = 1;
+        break;
+    case MARK_COMMIT:
+    case MARK_COMMIT_ONE:
+        if (c->open) {
+            c->marked_insns += insns - c->start_insns;
+            c->marked_loaded += loaded - c->start_loaded;
+            c->marked_stored += stored - c->start_stored;
+            c->marks++;
+            c->marked_user += c->insns[USER] - c->start_user;
+            if ((uintptr_t)udata == MARK_COMMIT_ONE) {
+                c->one_user += c->insns[USER] - c->start_user;
+                c->one_insns += insns - c->start_insns;
+                c->one_loaded += loaded - c->start_loaded;
+                c->one_stored += stored - c->start_stored;
+                c->ones++;
+            }
+        }
+        c->open = 0;
+        break;
+    default:
+        c->open = 0;
+        break;
+    }
+}
+
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
@@ -138,11 +207,18 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     qemu_plugin_u64 entry = {board, offsetof(struct counts, insns) + cls * sizeof(uint64_t)};
     (void)id;
     qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, INLINE_ADD_U64, entry, n);
-    if (!count_mem || cls == IDLE) {
+    if (cls == IDLE) {
         return;
     }
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        int mark = cls == USER ? marker_of(insn) : 0;
+        if (mark) {
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_mark, CB_NO_REGS, (void *)(uintptr_t)mark);
+        }
+        if (!count_mem) {
+            continue;
+        }
         qemu_plugin_register_vcpu_mem_cb(insn, on_load, CB_NO_REGS, MEM_R, (void *)(uintptr_t)cls);
         qemu_plugin_register_vcpu_mem_cb(insn, on_store, CB_NO_REGS, MEM_W, (void *)(uintptr_t)cls);
     }
@@ -152,10 +228,10 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
  * width so every rewrite has the same length and covers the previous one. */
 static void dump(void)
 {
-    char buf[256 + 192 * 64];
+    char buf[256 + 448 * 64];
     size_t len = 0;
     seq++;
-    len += snprintf(buf + len, sizeof buf - len, "pollnic-count 1 seq %020" PRIu64 " vcpus %03d\n", seq,
+    len += snprintf(buf + len, sizeof buf - len, "pollnic-count 4 seq %020" PRIu64 " vcpus %03d\n", seq,
                     vcpus);
     int ready = __atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
     for (int v = 0; v < vcpus && v < 64; v++) {
@@ -163,9 +239,13 @@ static void dump(void)
         const struct counts *c = v < ready ? qemu_plugin_scoreboard_find(board, v) : &none;
         len += snprintf(buf + len, sizeof buf - len,
                         "cpu %03d %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
+                        " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
+                        " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
                         " %020" PRIu64 " %020" PRIu64 "\n",
                         v, c->insns[USER], c->insns[KERNEL], c->insns[IDLE], c->loaded[USER],
-                        c->stored[USER], c->loaded[KERNEL], c->stored[KERNEL]);
+                        c->stored[USER], c->loaded[KERNEL], c->stored[KERNEL], c->marked_insns,
+                        c->marked_loaded, c->marked_stored, c->marks, c->one_insns, c->one_loaded,
+                        c->one_stored, c->ones, c->marked_user, c->one_user);
     }
     len += snprintf(buf + len, sizeof buf - len, "end %020" PRIu64 "\n", seq);
     if (pwrite(out_fd, buf, len, 0) != (ssize_t)len) {
