@@ -111,6 +111,24 @@ pub struct Window {
     pub gen_core: Option<usize>,
     /// The machine's background ([`measure_background`]): counts per vCPU, s.
     pub background: (Vec<VcpuCounts>, f64),
+    /// Work counted by the path itself over another span (testpmd:
+    /// [`testpmd_work`]), which then replaces the window's work figures.
+    pub external: Option<External>,
+}
+
+/// A work figure a path made itself, per packet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct External {
+    /// Instructions per packet, the upper bound.
+    pub insns: f64,
+    /// The lower bound.
+    pub insns_low: f64,
+    /// Bytes loaded per packet (upper bound).
+    pub loaded: f64,
+    /// Bytes stored per packet (upper bound).
+    pub stored: f64,
+    /// How, with the numbers.
+    pub method: String,
 }
 
 /// Reads the counter around a row's send window (`None` outside a counting guest).
@@ -169,6 +187,7 @@ impl Meter {
             ),
             gen_core,
             background: BACKGROUND.get().cloned().unwrap_or_default(),
+            external: None,
         })
     }
 }
@@ -194,6 +213,8 @@ pub struct PerPacket {
     pub work_bytes_stored: f64,
     /// Empty polls per packet, for the paths that count them.
     pub empty_polls: Option<f64>,
+    /// The lower bound of the work, where it is a range (testpmd).
+    pub work_instructions_low: Option<f64>,
     /// Marked loops: bursts (with packets) per packet.
     pub bursts_per_packet: Option<f64>,
     /// Marked loops: instructions of a burst that held one packet: the cost
@@ -284,7 +305,9 @@ impl Window {
         // ran inside the marked regions, counted exactly, empty polls never in
         // it. Only busy-polling rows use it: an interrupt row's wake-ups are
         // work too, and they happen outside the bursts.
-        let (work_i, work_l, work_s, work_method) = if all.marks > 0 && empty.is_some() {
+        let (work_i, work_l, work_s, work_method) = if let Some(x) = &self.external {
+            (x.insns, x.loaded, x.stored, x.method.clone())
+        } else if all.marks > 0 && empty.is_some() {
             (
                 all.marked_insns as f64 / n,
                 all.marked_loaded as f64 / n,
@@ -332,6 +355,7 @@ impl Window {
             bytes_loaded: all.loaded() as f64 / n,
             bytes_stored: all.stored() as f64 / n,
             empty_polls: empty.map(|e| e as f64 / n),
+            work_instructions_low: self.external.as_ref().map(|x| x.insns_low),
             bursts_per_packet: marked.then(|| all.marks as f64 / n),
             burst1_instructions: one(all.one_insns),
             burst1_user_instructions: one(all.one_user),
@@ -378,6 +402,109 @@ pub fn keep_off_generator(gen_core: usize) -> Result<String, String> {
     ))
 }
 
+/// A snapshot read from the generator's vCPU (reading is work, and it must
+/// not land on a counted vCPU); `None` outside a counting guest.
+pub fn snapshot() -> Option<Snapshot> {
+    let meter = Meter::new()?;
+    let core = crate::gen::GEN_CORE.load(Relaxed);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if core != usize::MAX {
+                pollnic::pin_current_thread(core);
+            }
+            meter.snap()
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// The counted vCPUs' sum over `a..b`, less the machine's background for
+/// that span: (counts, seconds).
+fn net_of_background(a: &Snapshot, b: &Snapshot) -> (f64, f64, f64, f64) {
+    let gen = crate::gen::GEN_CORE.load(Relaxed);
+    let mine = |i: usize| i != gen;
+    let secs = (b.at_ns - a.at_ns) as f64 / 1e9;
+    let all = sum_where(&b.since(a), mine);
+    let (bg, bsecs) = BACKGROUND.get().cloned().unwrap_or_default();
+    let bg = sum_where(&bg, mine);
+    let per = |x: u64| x as f64 / bsecs.max(1e-9) * secs;
+    (
+        all.insns() as f64 - per(bg.insns()),
+        all.loaded() as f64 - per(bg.loaded()),
+        all.stored() as f64 - per(bg.stored()),
+        secs,
+    )
+}
+
+/// testpmd's cost of one empty RX burst (instructions, bytes loaded, bytes
+/// stored), measured once per run: a testpmd with no traffic for
+/// `secs`, its RX bursts (`--record-burst-stats`) against the counted work.
+static TESTPMD_EMPTY: std::sync::OnceLock<Option<(f64, f64, f64, u64)>> =
+    std::sync::OnceLock::new();
+
+/// [`TESTPMD_EMPTY`], measuring it with `calibrate` (start a testpmd, and
+/// return its RX bursts between two snapshots taken by `between`).
+pub fn testpmd_empty_cost(
+    calibrate: impl FnOnce(&mut dyn FnMut() -> Option<Snapshot>) -> Option<u64>,
+) -> Option<(f64, f64, f64, u64)> {
+    *TESTPMD_EMPTY.get_or_init(|| {
+        let mut snaps = Vec::new();
+        let mut between = || {
+            let s = snapshot();
+            if let Some(s) = &s {
+                snaps.push(s.clone());
+            }
+            s
+        };
+        let bursts = calibrate(&mut between)?;
+        let [a, b] = &snaps[..] else { return None };
+        let (i, l, s, _) = net_of_background(a, b);
+        (bursts > 0).then(|| {
+            let n = bursts as f64;
+            (i.max(0.0) / n, l.max(0.0) / n, s.max(0.0) / n, bursts)
+        })
+    })
+}
+
+/// testpmd's work per packet over its forwarding span `a..b`: the counted
+/// work less the background and less its empty bursts at
+/// [`testpmd_empty_cost`]. testpmd counts bursts, not empty ones: a burst held
+/// between 1 and 32 packets, so the empty ones are between `bursts - packets`
+/// and `bursts - packets / 32`, which bounds the work from both sides.
+pub fn testpmd_work(
+    a: &Snapshot,
+    b: &Snapshot,
+    bursts: u64,
+    packets: u64,
+    empty: (f64, f64, f64, u64),
+) -> Option<External> {
+    if packets == 0 {
+        return None;
+    }
+    let (i, l, s, secs) = net_of_background(a, b);
+    let n = packets as f64;
+    let most_empty = bursts.saturating_sub(packets.div_ceil(32)) as f64;
+    let least_empty = bursts.saturating_sub(packets) as f64;
+    let per = |total: f64, each: f64, e: f64| ((total - each * e) / n).max(0.0);
+    Some(External {
+        insns: per(i, empty.0, least_empty),
+        insns_low: per(i, empty.0, most_empty),
+        loaded: per(l, empty.1, least_empty),
+        stored: per(s, empty.2, least_empty),
+        method: format!(
+            "testpmd: {bursts} RX bursts over {secs:.3} s for {packets} packets (its warm-up included); \
+             empty ones {least_empty:.0}..{most_empty:.0} at {:.1} instructions each (calibrated: a \
+             testpmd with no traffic, {} bursts), background taken out; upper bound (every packet \
+             in a burst of its own), lower bound {:.1}",
+            empty.0,
+            empty.3,
+            per(i, empty.0, most_empty)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,6 +534,7 @@ mod tests {
             gen_core: Some(1),
             // Background: 10,000 kernel instructions/s on vCPU 0.
             background: (vec![c(0, 10_000), c(5, 5)], 1.0),
+            external: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1020.0);
@@ -445,6 +573,7 @@ mod tests {
             send: (vec![send], 2.0, Some(10_000)),
             gen_core: None,
             background: (vec![c(0, 0)], 1.0),
+            external: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.work_instructions, 250.0, "250,000 marked / 1,000 packets");
@@ -459,12 +588,40 @@ mod tests {
     }
 
     #[test]
+    fn testpmd_work_is_bounded_by_how_many_of_its_bursts_were_empty() {
+        let snap = |user: u64, at_ns: u64| Snapshot {
+            seq: 1,
+            vcpus: vec![c(user, 0)],
+            at_ns,
+        };
+        // 1e6 instructions, 10,000 bursts for 1,000 packets, 50 per empty burst.
+        let x = testpmd_work(
+            &snap(0, 0),
+            &snap(1_000_000, 1_000_000_000),
+            10_000,
+            1000,
+            (50.0, 0.0, 0.0, 1),
+        )
+        .unwrap();
+        // At most 9,000 empty bursts (every packet alone): (1e6 - 450,000) / 1000.
+        assert!((x.insns - 550.0).abs() < 1e-9, "{}", x.insns);
+        // At least 10,000 - 32 (32 packets a burst): (1e6 - 498,400) / 1000.
+        assert!((x.insns_low - 501.6).abs() < 1e-9, "{}", x.insns_low);
+        assert!(x.method.starts_with("testpmd: 10000 RX bursts"));
+        assert_eq!(
+            testpmd_work(&snap(0, 0), &snap(1, 1), 5, 0, (1.0, 0.0, 0.0, 1)),
+            None
+        );
+    }
+
+    #[test]
     fn without_empty_polls_the_background_rate_is_subtracted() {
         let w = Window {
             quiet: (vec![c(0, 30_000)], 0.3, None),
             send: (vec![c(0, 1_200_000)], 2.0, None),
             gen_core: None,
             background: (vec![c(0, 100_000)], 1.0),
+            external: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1200.0);

@@ -160,6 +160,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         wrong_macs: None,
         instructions_per_packet: None,
         work_instructions_per_packet: None,
+        work_instructions_per_packet_low: None,
         user_instructions_per_packet: None,
         kernel_instructions_per_packet: None,
         bytes_loaded_per_packet: None,
@@ -229,6 +230,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     Row {
         instructions_per_packet: c(|p| p.instructions),
         work_instructions_per_packet: c(|p| p.work_instructions),
+        work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),
         user_instructions_per_packet: c(|p| p.user_instructions),
         kernel_instructions_per_packet: c(|p| p.kernel_instructions),
         bytes_loaded_per_packet: c(|p| p.bytes_loaded),

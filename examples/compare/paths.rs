@@ -655,13 +655,33 @@ pub fn afpacket_tuned_rx(
 /// DPDK `dpdk-testpmd --forward-mode=rxonly` on `rx` (bound to vfio-pci), pinned
 /// to `core`. testpmd reports only a count: no latency, CPU from /proc.
 pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, String> {
-    let tp = crate::testpmd::Testpmd::start(rx, core, "rxonly")?;
+    use crate::testpmd::Testpmd;
+    // In a counting guest, once per run: what an empty RX burst costs testpmd.
+    let empty = crate::cost::Meter::new().and_then(|_| {
+        crate::cost::testpmd_empty_cost(|between| {
+            let tp = Testpmd::start(rx, core, "rxonly").ok()?;
+            between()?;
+            std::thread::sleep(Duration::from_secs(2));
+            between()?;
+            tp.stop().ok()?.rx_bursts
+        })
+    });
+    let tp = Testpmd::start(rx, core, "rxonly")?;
+    let life0 = empty.and_then(|_| crate::cost::snapshot());
     let warm = warm_up(load.gen, load.flows, load.size, load.stop);
-    let offered = generate(
+    let mut offered = generate(
         load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
     );
     std::thread::sleep(DRAIN);
+    let life1 = life0.as_ref().and_then(|_| crate::cost::snapshot());
     let c = tp.stop()?;
+    // testpmd's loop is not ours to mark: its work comes from its burst count
+    // over its whole forwarding span (crate::cost::testpmd_work).
+    if let (Some(w), Some(a), Some(b), Some(e), Some(bursts)) =
+        (offered.window.as_mut(), &life0, &life1, empty, c.rx_bursts)
+    {
+        w.external = crate::cost::testpmd_work(a, b, bursts, c.rx, e);
+    }
     // testpmd counts the warm-up too: take off what was sent of it.
     let received = c.rx.saturating_sub(warm);
     let tally = Tally {

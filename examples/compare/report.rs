@@ -66,6 +66,10 @@ pub struct Row {
     /// polling) or the background (others): see `work_method`.
     #[serde(default)]
     pub work_instructions_per_packet: Option<f64>,
+    /// Counted: the lower bound of the work, where the path gives a range
+    /// (testpmd: see `work_method`); the work figure is then the upper bound.
+    #[serde(default)]
+    pub work_instructions_per_packet_low: Option<f64>,
     /// Counted: user-mode instructions per received packet.
     #[serde(default)]
     pub user_instructions_per_packet: Option<f64>,
