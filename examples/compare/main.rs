@@ -337,11 +337,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         };
         known[..n].iter().map(|p| p.to_string()).collect()
     });
-    if let Some(bad) = paths.iter().find(|p| !known.contains(&p.as_str())) {
+    if let Some(bad) = paths.iter().find(|p| {
+        !known.contains(&p.as_str()) && (args.forward || !SCALING_PATHS.contains(&p.as_str()))
+    }) {
         return Err(Usage(format!(
-            "unknown path `{bad}`{} (known: {})",
+            "unknown path `{bad}`{} (known: {}{})",
             if args.forward { " with --forward" } else { "" },
-            known.join(", ")
+            known.join(", "),
+            if args.forward {
+                String::new()
+            } else {
+                format!(", {}", SCALING_PATHS.join(", "))
+            }
         ))
         .into());
     }
@@ -709,6 +716,15 @@ const RX_PATHS: [&str; 13] = [
     "pollnic-1q-irq",
 ];
 
+/// Receive paths for the scaling run (`--paths`, never by default): they
+/// need a guest with a vCPU for each receive core and one for the generator
+/// (`cargo xtask compare --smp 4 -- --gen-core 3 --cores 0,1,2`).
+const SCALING_PATHS: [&str; 3] = [
+    "pollnic-3q",
+    "kernel-afpacket-rps-2q",
+    "kernel-afpacket-rps-3q",
+];
+
 /// Forwarding paths (`--forward`).
 const FWD_PATHS: [&str; 4] = [
     "pollnic-fwd-io",
@@ -754,6 +770,9 @@ fn measure_path(
         "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::BusyPoll),
         "pollnic-1q-rxonly" => paths::pollnic_rx(load, rx, 1, cores, false, RxMode::BusyPoll),
         "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores, true, RxMode::BusyPoll),
+        "pollnic-3q" => paths::pollnic_rx(load, rx, 3, cores, true, RxMode::BusyPoll),
+        "kernel-afpacket-rps-2q" => paths::afpacket_rps_rx(load, rx, cores, 2),
+        "kernel-afpacket-rps-3q" => paths::afpacket_rps_rx(load, rx, cores, 3),
         "pollnic-1q-adaptive" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::adaptive()),
         "pollnic-1q-irq" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::interrupt()),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
@@ -791,9 +810,12 @@ fn testpmd_core(cores: &[usize]) -> usize {
     *cores.first().unwrap_or(&0)
 }
 
-/// RX queues a path receives on (the offered rate spreads over them).
+/// RX queues (or, for RPS, cores) a path receives on (the offered rate
+/// spreads over them).
 fn path_queues(path: &str) -> u32 {
-    if path.ends_with("-2q") {
+    if path.ends_with("-3q") {
+        3
+    } else if path.ends_with("-2q") {
         2
     } else {
         1

@@ -571,6 +571,65 @@ pub fn afxdp_rx(
     Ok(m)
 }
 
+/// The kernel's software RSS: one RX queue (its IRQ on the first of
+/// `cores`), RPS spreading its packets over the first `n` cores by flow hash
+/// (`queues/rx-0/rps_cpus`, Documentation/networking/scaling.rst), and a
+/// PACKET_FANOUT_CPU socket pinned to each of them, so each core's softirq
+/// and its reader stay together. RFS is not a row: it steers by the CPU
+/// where a flow's socket was last read (`sock_rps_record_flow`, inet sockets
+/// only), and an AF_PACKET socket records none.
+pub fn afpacket_rps_rx(
+    load: Load<'_>,
+    rx: PciAddress,
+    cores: &[usize],
+    n: usize,
+) -> Result<Measured, String> {
+    let (ifname, ifindex) = kernel_iface(rx)?;
+    if cores.len() < n {
+        return Err(format!(
+            "RPS over {n} cores needs {n} --cores, got {cores:?}"
+        ));
+    }
+    let cores = &cores[..n];
+    let mut knobs = Knobs::default();
+    knobs.combined(&ifname, 1)?;
+    wait_carrier(&ifname, Duration::from_secs(10))?;
+    let irqs = crate::knobs::queue_irqs(&ifname)?;
+    knobs.irq_affinity(irqs[0], &format!("{ifname} queue 0"), &cores[0].to_string())?;
+    let mask: u64 = cores.iter().map(|c| 1u64 << c).sum();
+    knobs.netdev(&ifname, "queues/rx-0/rps_cpus", &format!("{mask:x}"))?;
+    knobs.sysctl("net.core.netdev_budget", TUNED_NETDEV_BUDGET)?;
+    let group = (std::process::id() & 0xffff) as u16 ^ 0x5a5a;
+    let mut receivers = Vec::new();
+    for &core in cores {
+        let ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
+        ring.fanout_cpu(group)
+            .map_err(|e| format!("{ifname}: {e}"))?;
+        receivers.push((Some(core), ring));
+    }
+    let (mut m, rings) = kernel_rows(load, receivers, Some(cores), |ring, t, done| {
+        while !done.load(Relaxed) {
+            let mut now = None;
+            ring.next_block(100, |f| {
+                let now = *now.get_or_insert_with(monotonic_ns);
+                if let Some(info) = frame::parse(f) {
+                    t.frame(f.len(), info.tx_ns, now);
+                }
+            });
+        }
+    })?;
+    let drops: u64 = rings.iter().map(|r| r.drops()).sum();
+    drop(rings);
+    let set = knobs.describe();
+    let restored = knobs.restore()?;
+    m.mode = format!("irq/NAPI + RPS over {n} cores");
+    m.note = format!(
+        "{ifname}, 1 queue, RPS to cores {cores:?}, PACKET_FANOUT_CPU, NIC RX ring {RX_RING}; knobs: {set}; {restored}; ring drops {drops}; {}",
+        m.note
+    );
+    Ok(m)
+}
+
 /// The coalescing of the tuned AF_PACKET rows: `ethtool -C rx-usecs`.
 pub const TUNED_RX_USECS: [u32; 2] = [0, 100];
 /// `net.core.netdev_budget` in the tuned rows (default 300): packets per
