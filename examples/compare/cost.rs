@@ -238,6 +238,9 @@ pub struct PerPacket {
     /// The generator's vCPU, all instructions per sent packet (pollnic TX,
     /// with its pacing spin).
     pub gen_instructions_per_sent: Option<f64>,
+    /// The generator's vCPU, marked: instructions of its sending turns per
+    /// sent packet (filling the frames and the TX burst, no pacing loop).
+    pub gen_work_instructions_per_sent: Option<f64>,
     /// Instructions in the window on each receiving vCPU (index = vCPU; the
     /// generator's is 0), per received packet.
     pub per_vcpu: Vec<f64>,
@@ -345,7 +348,13 @@ impl Window {
             .and_then(|g| send.get(g))
             .filter(|_| sent > 0)
             .map(|c| c.insns() as f64 / sent as f64);
+        let gen_work = self
+            .gen_core
+            .and_then(|g| send.get(g))
+            .filter(|c| sent > 0 && c.marks > 0)
+            .map(|c| c.marked_insns as f64 / sent as f64);
         Some(PerPacket {
+            gen_work_instructions_per_sent: gen_work,
             instructions: all.insns() as f64 / n,
             work_instructions: work_i,
             work_bytes_loaded: work_l,

@@ -5,6 +5,7 @@ use crate::tally::Tally;
 use pollnic::clock::monotonic_ns;
 use pollnic::{Device, Packet};
 use pollnic_examples::frame::{self, Flow};
+use pollnic_examples::marker;
 use pollnic_examples::metrics::PollGaps;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -223,6 +224,9 @@ fn send(
             (origin, origin_seq) = (now, seq);
             due = seq + 1;
         }
+        // Marked for the counter: a turn that sends (filling the frames and
+        // the TX burst); a turn with nothing due is dropped.
+        marker::begin();
         frame::fill_burst(
             dev.mempool(),
             &mut pending,
@@ -238,11 +242,13 @@ fn send(
             }
         }
         if pending.is_empty() {
+            marker::discard();
             poll(dev);
             std::hint::spin_loop();
             continue;
         }
         dev.tx_burst(&mut pending);
+        marker::commit();
         poll(dev);
     }
     let sent = seq - pending.len() as u64;

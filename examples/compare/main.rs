@@ -177,6 +177,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         fit_instructions_per_burst: None,
         work_method: String::new(),
         gen_instructions_per_sent: None,
+        gen_work_instructions_per_sent: None,
         vcpu_instructions_per_packet: String::new(),
         note,
         valid: false,
@@ -249,6 +250,9 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             .as_ref()
             .map_or(String::new(), |p| p.work_method.clone()),
         gen_instructions_per_sent: cost.as_ref().and_then(|p| p.gen_instructions_per_sent),
+        gen_work_instructions_per_sent: cost
+            .as_ref()
+            .and_then(|p| p.gen_work_instructions_per_sent),
         vcpu_instructions_per_packet: cost.as_ref().map_or(String::new(), |p| {
             p.per_vcpu
                 .iter()

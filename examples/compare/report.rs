@@ -122,6 +122,10 @@ pub struct Row {
     /// with its pacing loop).
     #[serde(default)]
     pub gen_instructions_per_sent: Option<f64>,
+    /// Counted, marked: the generator's sending turns per sent packet
+    /// (pollnic TX: frames filled and the TX burst, without the pacing loop).
+    #[serde(default)]
+    pub gen_work_instructions_per_sent: Option<f64>,
     /// Counted: instructions per received packet on each vCPU (`vcpuN X`, the
     /// generator's left out).
     #[serde(default)]
