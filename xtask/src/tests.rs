@@ -29,6 +29,9 @@ const GUEST_PREFIX: &str = "guest_";
 /// Guest tests with this prefix run in a second guest that loads the guest-work
 /// counter ([`crate::count`]); the others run without it, as users run them.
 const COUNT_PREFIX: &str = "guest_count";
+/// The least time the guest suite gets from boot to power-off: its binaries
+/// take about 13 minutes, and one that fails runs once more.
+const SUITE_TIMEOUT: Duration = Duration::from_secs(1800);
 
 /// One guest test binary's result.
 struct GuestResult {
@@ -129,6 +132,12 @@ pub fn run(
         opts.bind,
         per_binary,
     );
+    // A binary that fails once runs again (below): give the whole suite room
+    // for that, whatever `--timeout` says for a single command.
+    let opts = &VmOptions {
+        timeout: opts.timeout.max(SUITE_TIMEOUT),
+        ..opts.clone()
+    };
     let mut outcome = qemu::run_in_guest(layout, &image, &script, opts);
     let mut results = read_results(&results_path);
     if !counted.is_empty() {
