@@ -119,12 +119,125 @@ pub fn write_all(dir: &Path, points: &[Point], knees: &[Knee], title: &str) -> R
         .map_err(|e| e.to_string())?;
     }
     w.flush().map_err(|e| e.to_string())?;
-    plot(&dir.join("load-curve.svg"), points, title)
+    plot(&dir.join("load-curve.svg"), points, title, TIME_PANELS)?;
+    if points
+        .iter()
+        .any(|p| p.row.work_instructions_per_packet.is_some())
+    {
+        std::fs::write(dir.join("load-curve-cost.md"), cost_table(points))
+            .map_err(|e| e.to_string())?;
+        plot(
+            &dir.join("load-curve-cost.svg"),
+            points,
+            &format!("{title}: counted guest work per packet"),
+            COUNT_PANELS,
+        )?;
+    }
+    Ok(())
 }
 
-/// Two panels side by side: receive CPU per packet (µs) and P99 latency
-/// (µs) against the offered rate (kpps), one line per path and size.
-fn plot(file: &Path, points: &[Point], title: &str) -> Result<(), String> {
+type Metric = fn(&Row) -> Option<f64>;
+
+/// The time panels: procfs CPU per packet and P99.
+const TIME_PANELS: [(&str, Metric); 2] = [
+    (
+        "receive CPU per packet, us (threads + softirq + kthreads)",
+        |r| r.cpu_ns_per_pkt.map(|n| n / 1000.0),
+    ),
+    ("P99 latency, us", |r| r.p99_us),
+];
+
+/// The counted panels (docs/design/counting.md): work instructions and work
+/// bytes (loaded + stored) per received packet.
+const COUNT_PANELS: [(&str, Metric); 2] = [
+    ("work instructions per packet (counted)", |r| {
+        r.work_instructions_per_packet
+    }),
+    ("work bytes loaded + stored per packet (counted)", |r| {
+        Some(r.work_bytes_loaded_per_packet? + r.work_bytes_stored_per_packet?)
+    }),
+];
+
+/// The paths pollnic-1q is set against, in the cost table's ratio columns.
+const RATIO_TO: [&str; 4] = [
+    "kernel-afxdp",
+    "kernel-afxdp-busypoll",
+    "kernel-afpacket",
+    "dpdk-testpmd",
+];
+
+/// The counted figures per size and rate as Markdown: a row per path with
+/// all and work instructions, work bytes, the instruction-count projection
+/// `1000 / work` (Mpps per core at one instruction per ns: a projection
+/// from a count, not a measurement of silicon), and pollnic-1q's work
+/// against the kernel's and testpmd's at the same asked rate.
+pub fn cost_table(points: &[Point]) -> String {
+    let mut s = String::new();
+    let mut keys: Vec<(usize, u64)> = points
+        .iter()
+        .map(|p| (p.row.frame_size, p.asked_pps))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    for (size, asked) in keys {
+        let here: Vec<&Row> = points
+            .iter()
+            .filter(|p| p.row.frame_size == size && p.asked_pps == asked && p.row.valid)
+            .map(|p| &p.row)
+            .collect();
+        let _ = writeln!(s, "\n{size} B, asked {asked} pps:\n");
+        let _ = writeln!(
+            s,
+            "| path | mode | offered pps | all insn/pkt | work insn/pkt | work bytes ld/st per pkt | Mpps/core @ 1 insn/ns |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        for r in &here {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.0} | {} | {}{} | {} / {} | {} |",
+                r.path,
+                r.mode,
+                r.offered_pps,
+                f(r.instructions_per_packet),
+                f(r.work_instructions_per_packet),
+                r.work_instructions_per_packet_low
+                    .map_or(String::new(), |l| format!(" (≥ {l:.0})")),
+                f(r.work_bytes_loaded_per_packet),
+                f(r.work_bytes_stored_per_packet),
+                r.work_instructions_per_packet
+                    .filter(|w| *w > 0.0)
+                    .map_or("-".into(), |w| format!("{:.2}", 1000.0 / w)),
+            );
+        }
+        let work = |path: &str| {
+            here.iter()
+                .find(|r| r.path == path)
+                .and_then(|r| r.work_instructions_per_packet)
+        };
+        let ratios: Vec<String> = RATIO_TO
+            .iter()
+            .filter_map(|o| Some(format!("{:.2} × {o}", work("pollnic-1q")? / work(o)?)))
+            .collect();
+        if !ratios.is_empty() {
+            let _ = writeln!(
+                s,
+                "\npollnic-1q's work instructions per packet = {}",
+                ratios.join(", ")
+            );
+        }
+    }
+    s
+}
+
+/// Two panels side by side (`panels`: label and metric) against the offered
+/// rate (kpps), one line per path and size.
+fn plot(
+    file: &Path,
+    points: &[Point],
+    title: &str,
+    panels_def: [(&str, Metric); 2],
+) -> Result<(), String> {
     let root = SVGBackend::new(file, (1400, 650)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let root = root
@@ -144,15 +257,7 @@ fn plot(file: &Path, points: &[Point], title: &str) -> Result<(), String> {
         .map(|p| p.row.offered_pps / 1000.0)
         .fold(1.0, f64::max)
         * 1.1;
-    type Metric = fn(&Row) -> Option<f64>;
-    let metrics: [(&str, Metric); 2] = [
-        (
-            "receive CPU per packet, us (threads + softirq + kthreads)",
-            |r| r.cpu_ns_per_pkt.map(|n| n / 1000.0),
-        ),
-        ("P99 latency, us", |r| r.p99_us),
-    ];
-    for (area, (label, metric)) in panels.iter().zip(metrics) {
+    for (area, (label, metric)) in panels.iter().zip(panels_def) {
         let max_y = points
             .iter()
             .filter(|p| p.row.valid)

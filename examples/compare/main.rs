@@ -566,6 +566,13 @@ fn run_curve(
     let _ = pci::bind_vfio(sysfs, rx);
     println!("--- load curve (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
     print!("{}", curve::table(&points));
+    if points
+        .iter()
+        .any(|p| p.row.work_instructions_per_packet.is_some())
+    {
+        println!("--- counted guest work per packet (docs/design/counting.md) ---");
+        print!("{}", curve::cost_table(&points));
+    }
     if !knees.is_empty() {
         print!("{}", sweep::table(&knees));
     }
