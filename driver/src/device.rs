@@ -337,7 +337,7 @@ impl Device {
             fam.configure_rx(r, q, ring(&rx_desc), pool.buf_size(), drop_en);
             fam.configure_tx(r, q, ring(&tx_desc));
             let mut rx = RxRing::new(rx_desc, &pool, Arc::clone(&bar).doorbell(fam.rdt(q)))?;
-            rx.set_error_mask(fam.rx_error_mask());
+            rx.set_error_mask(fam.rx_error_mask())?;
             let mut tx = TxRing::new(tx_desc, &pool, Arc::clone(&bar).doorbell(fam.tdt(q)));
             // Chosen once per queue here (`validate` refused a forced vector
             // path this CPU cannot run).

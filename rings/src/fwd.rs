@@ -8,20 +8,23 @@ use crate::model::{SoftDoorbell, SoftNic, TxSink};
 use crate::{rx_free_thresh, DataPath, DescRing, Mempool, Packet, RxRing, TxRing};
 use std::sync::Arc;
 
-/// Two model ports and the rings the driver side owns.
+/// Two model ports and the rings the driver side owns. The fields are
+/// private: the models keep the addresses of the rings' and the pool's DMA
+/// memory, so the rig alone decides when those are dropped (after the
+/// models, field order below).
 pub struct FwdRig {
     /// The model NIC frames arrive on.
-    pub rx_nic: SoftNic,
+    rx_nic: SoftNic,
     /// The model NIC frames leave by (TX processed only on `process_tx`).
-    pub tx_nic: SoftNic,
+    tx_nic: SoftNic,
     /// RX ring (driver side).
-    pub rx: RxRing<SoftDoorbell>,
+    rx: RxRing<SoftDoorbell>,
     /// TX ring (driver side).
-    pub tx: TxRing<SoftDoorbell>,
+    tx: TxRing<SoftDoorbell>,
     /// The mempool both use.
-    pub pool: Mempool,
+    pool: Mempool,
     /// Burst buffer, preallocated.
-    pub burst: Vec<Packet>,
+    burst: Vec<Packet>,
     frame: Vec<u8>,
 }
 
@@ -34,12 +37,22 @@ impl FwdRig {
             Mempool::new(4 * ring as u32, 2048, PageSize::Small4K, mapper.clone()).expect("pool");
         let rx_nic = SoftNic::new(TxSink::Discard);
         let tx_nic = SoftNic::deferred(TxSink::Discard);
-        rx_nic.add_region(pool.region());
-        tx_nic.add_region(pool.region());
+        // SAFETY: the pool and both rings' memory go into the returned rig,
+        // whose private fields drop the models first (declaration order) and
+        // hand out no way to drop or replace the rings or the pool before.
+        unsafe {
+            rx_nic.add_region(pool.region());
+            tx_nic.add_region(pool.region());
+        }
         let rx_desc = DescRing::new(ring, PageSize::Small4K, mapper.clone()).expect("ring");
         let tx_desc = DescRing::new(ring, PageSize::Small4K, mapper).expect("ring");
-        let rdb = rx_nic.attach_rx(&rx_desc, pool.buf_size());
-        let tdb = tx_nic.attach_tx(&tx_desc);
+        // SAFETY: as above.
+        let (rdb, tdb) = unsafe {
+            (
+                rx_nic.attach_rx(&rx_desc, pool.buf_size()),
+                tx_nic.attach_tx(&tx_desc),
+            )
+        };
         let mut rx = RxRing::new(rx_desc, &pool, rdb).expect("rx ring");
         rx.start();
         let tx = TxRing::new(tx_desc, &pool, tdb);
@@ -52,6 +65,33 @@ impl FwdRig {
             burst: Vec::with_capacity(512),
             frame: vec![0x5a; frame_len],
         }
+    }
+
+    /// The RX ring, the TX ring and the burst buffer, borrowed together
+    /// (a harness that times one side alone, e.g. an RX-only loop).
+    pub fn parts(
+        &mut self,
+    ) -> (
+        &mut RxRing<SoftDoorbell>,
+        &mut TxRing<SoftDoorbell>,
+        &mut Vec<Packet>,
+    ) {
+        (&mut self.rx, &mut self.tx, &mut self.burst)
+    }
+
+    /// The mempool both rings use.
+    pub fn pool(&self) -> &Mempool {
+        &self.pool
+    }
+
+    /// The model NIC frames arrive on.
+    pub fn rx_nic(&self) -> &SoftNic {
+        &self.rx_nic
+    }
+
+    /// The model NIC frames leave by.
+    pub fn tx_nic(&self) -> &SoftNic {
+        &self.tx_nic
     }
 
     /// Run both rings' `path` burst loops (a new rig runs

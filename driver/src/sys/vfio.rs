@@ -53,7 +53,16 @@ impl std::fmt::Debug for VfioDma {
     }
 }
 
-impl DmaMapper for VfioDma {
+// SAFETY: `map` returns an IOVA only once `VFIO_IOMMU_MAP_DMA` mapped
+// `iova..iova + len` to `va..va + len` in this container's IOMMU domain; the
+// IOVAs come from one counter per container stepped by the mapping's length
+// rounded up to 2 MiB, so live mappings never overlap (the kernel refuses an
+// overlap too). `unmap` issues `VFIO_IOMMU_UNMAP_DMA`, after which the
+// domain no longer translates the range (or the container already lost its
+// group, and no device reaches it at all). One `VfioDma` per container,
+// shared by its ports, so the default `address_space` (its address) is equal
+// exactly for ports of one container.
+unsafe impl DmaMapper for VfioDma {
     unsafe fn map(&self, va: *mut u8, len: usize) -> Result<u64, DmaError> {
         let step = (len as u64).div_ceil(2 << 20) * (2 << 20);
         let iova = self.next_iova.fetch_add(step, Ordering::Relaxed);
