@@ -44,7 +44,7 @@ fn send(tx: &mut Device, flows: &[Flow], seq0: u64, n: u64, pps: u64) {
             })
             .collect();
         while !burst.is_empty() {
-            tx.tx_burst(&mut burst);
+            tx.queue(0).tx_burst(&mut burst);
         }
         sent += k;
     }

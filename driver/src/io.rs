@@ -96,8 +96,46 @@ pub trait Interrupts: Send + Sync {
     /// event returned.
     ///
     /// # Errors
-    /// A message saying why (too few vectors, the kernel refused).
-    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String>;
+    /// [`MsixError`]: too few vectors, no eventfd, the kernel refused.
+    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, MsixError>;
     /// Disable MSI-X: no vector signals afterwards.
     fn disable_msix(&self);
+}
+
+/// Why MSI-X could not be enabled ([`Interrupts::enable_msix`], and
+/// [`crate::Error::Interrupts`] around it). Non-exhaustive: match with a
+/// `_` arm.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MsixError {
+    /// The device offers fewer vectors than the queues need.
+    #[error("the device offers {available} MSI-X vectors, {needed} are needed (one per RX queue)")]
+    TooFewVectors {
+        /// Vectors the device offers (`VFIO_DEVICE_GET_IRQ_INFO`).
+        available: u32,
+        /// Vectors asked for.
+        needed: u16,
+    },
+    /// An eventfd for a vector could not be created.
+    #[error("cannot create an eventfd: {0}")]
+    EventFd(#[source] std::io::Error),
+    /// `VFIO_DEVICE_SET_IRQS` refused to route the vectors.
+    #[error("VFIO_DEVICE_SET_IRQS (MSI-X, {vectors} vectors) failed: {source}")]
+    SetIrqs {
+        /// Vectors asked for.
+        vectors: u16,
+        /// vfio-ioctls' error.
+        #[source]
+        source: crate::Cause,
+    },
+    /// The device underneath has no MSI-X delivery ([`DeviceIo::interrupts`]
+    /// is `None`, or a software model without it).
+    #[error("the device underneath offers no MSI-X delivery")]
+    Unsupported,
+    /// The family's back end does not program MSI-X yet.
+    #[error("the {family} back end has no MSI-X support in pollnic yet")]
+    NoFamilySupport {
+        /// The family (`igb`, `ixgbe`).
+        family: &'static str,
+    },
 }

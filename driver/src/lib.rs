@@ -70,7 +70,7 @@ pub use family::{Family, HashTypes, LinkStatus};
 pub use irq::{IrqStats, RxMode, DEFAULT_IDLE_POLLS, DEFAULT_WAIT};
 pub use pollnic_rings::{DataPath, Mempool, Packet, RxStats, TxStats};
 pub use queue::Queue;
-pub use runner::{check_cores, parse_cores, pin_current_thread, run_pinned};
+pub use runner::run_pinned;
 pub use stats::{Counter, Stats};
 pub use sys::clock;
 pub use sys::dmamap::{DmaMapping, DmaPurpose};

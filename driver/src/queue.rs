@@ -26,6 +26,8 @@ pub struct Queue {
     pub(crate) irq_stats: IrqStats,
     /// Largest EITR throttle the family takes, in µs.
     pub(crate) max_usecs: u32,
+    /// The family's name, for messages (`igb`, `ixgbe`).
+    pub(crate) family: &'static str,
 }
 
 impl Queue {
@@ -183,16 +185,15 @@ impl Queue {
     /// Change this queue's receive mode, e.g. from its own thread.
     ///
     /// # Errors
-    /// [`Error::Config`] for a mode that needs interrupts on a queue whose
+    /// [`Error::RxModeNeedsMsix`] for a mode that needs interrupts on a queue whose
     /// device has not enabled MSI-X: set it with [`crate::Device::set_rx_mode`]
     /// (or [`crate::DeviceConfig::with_rx_mode`]) first.
     pub fn set_rx_mode(&mut self, mode: RxMode) -> Result<()> {
         if mode.uses_interrupts() && self.irq.is_none() {
-            return Err(Error::Config(format!(
-                "queue {}: RX mode {} needs MSI-X, which the device has not enabled:                  use Device::set_rx_mode or DeviceConfig::with_rx_mode",
-                self.id,
-                mode.name()
-            )));
+            return Err(Error::RxModeNeedsMsix {
+                queue: self.id,
+                mode,
+            });
         }
         self.mode = mode;
         self.empty_run = 0;
@@ -205,20 +206,19 @@ impl Queue {
     /// interrupt.
     ///
     /// # Errors
-    /// [`Error::Config`] when MSI-X is not enabled on the device, or `usecs`
-    /// is above the family's EITR range (igb 8191 µs, 82599 1022 µs).
+    /// [`Error::RxUsecsNeedsMsix`] when MSI-X is not enabled on the device,
+    /// [`Error::RxUsecsTooLarge`] when `usecs` is above the family's EITR
+    /// range (igb 8191 µs, 82599 1022 µs).
     pub fn set_rx_usecs(&mut self, usecs: u32) -> Result<()> {
         let Some(irq) = &self.irq else {
-            return Err(Error::Config(format!(
-                "queue {}: rx-usecs needs MSI-X, which the device has not enabled                  (an interrupt or adaptive RX mode enables it)",
-                self.id
-            )));
+            return Err(Error::RxUsecsNeedsMsix { queue: self.id });
         };
         if usecs > self.max_usecs {
-            return Err(Error::Config(format!(
-                "rx-usecs {usecs} is above the {} µs the interrupt throttle (EITR) holds",
-                self.max_usecs
-            )));
+            return Err(Error::RxUsecsTooLarge {
+                usecs,
+                max: self.max_usecs,
+                family: self.family,
+            });
         }
         irq.set_usecs(usecs);
         Ok(())

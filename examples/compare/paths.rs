@@ -149,7 +149,8 @@ pub fn pollnic_rx(
             std::thread::sleep(DRAIN);
             done.store(true, Relaxed);
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut tally = Tally::default();
     for t in tallies {
         tally.merge(t);
@@ -197,6 +198,7 @@ pub fn pollnic_rx(
             pollnic::RxMode::BusyPoll => "busy-poll",
             pollnic::RxMode::Interrupt { .. } => "irq (MSI-X)",
             pollnic::RxMode::Adaptive { .. } => "adaptive",
+            _ => mode.name(),
         }
         .into(),
         fwd: None,
@@ -311,7 +313,7 @@ fn kernel_rows<R: Send>(
                 let (recv, done) = (&recv, &done);
                 s.spawn(move || {
                     if let Some(c) = core {
-                        pollnic::pin_current_thread(c);
+                        pollnic_examples::cores::pin_current_thread(c);
                     }
                     let cpu0 = thread_cpu_ns();
                     let mut t = Tally::default();

@@ -71,13 +71,13 @@ pub fn exit_status(e: &(dyn std::error::Error + 'static)) -> i32 {
     }
 }
 
-/// `--cores`: a list such as `0,2-3` ([`pollnic::parse_cores`]), without
-/// duplicates, of cores this process may run on ([`pollnic::check_cores`]).
+/// `--cores`: a list such as `0,2-3` ([`crate::cores::parse_cores`]), without
+/// duplicates, of cores this process may run on ([`crate::cores::check_cores`]).
 ///
 /// # Errors
 /// A [`Usage`] naming `option`.
 pub fn cores(option: &str, s: &str) -> Result<Vec<usize>, Usage> {
-    let cores = pollnic::parse_cores(s).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
+    let cores = crate::cores::parse_cores(s).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
     if let Some(c) = cores
         .iter()
         .enumerate()
@@ -88,7 +88,7 @@ pub fn cores(option: &str, s: &str) -> Result<Vec<usize>, Usage> {
             "{option} {s}: core {c} is given twice: give each core once"
         )));
     }
-    pollnic::check_cores(&cores).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
+    crate::cores::check_cores(&cores).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
     Ok(cores)
 }
 
@@ -143,7 +143,7 @@ mod tests {
         let removed: Box<dyn std::error::Error> = Box::new(pollnic::Error::DeviceRemoved { addr });
         assert_eq!(exit_status(&*removed), crate::signal::REMOVED_EXIT);
         assert!(removed.to_string().contains("pollnic bind 0000:00:08.0"));
-        let other: Box<dyn std::error::Error> = Box::new(pollnic::Error::Config("x".into()));
+        let other: Box<dyn std::error::Error> = Box::new(pollnic::Error::NoPorts);
         assert_eq!(exit_status(&*other), 1);
         assert_eq!(exit_status(&Usage("x".into())), USAGE_EXIT);
     }

@@ -7,6 +7,7 @@
 //! smoltcp examples share with their tests ([`smol`]).
 
 pub mod args;
+pub mod cores;
 pub mod cputime;
 pub mod frame;
 pub mod gen;

@@ -25,8 +25,10 @@ use crate::simd::{self, DataPath};
 use pollnic_hw::desc::{rx_read, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
 use std::sync::atomic::{compiler_fence, Ordering};
 
-/// Per-ring software counters (DPDK `rte_eth_stats` terms).
+/// Per-ring software counters (DPDK `rte_eth_stats` terms). Non-exhaustive:
+/// more may come; read the fields, or start from `RxStats::default()`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RxStats {
     // (Counters updated by every burst sit apart, so that the compiler does
     // not pack their updates into vector adds, which cost more here.)

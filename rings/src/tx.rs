@@ -41,8 +41,10 @@ pub const TX_RS_THRESH: u16 = 32;
 /// (DPDK's `tx_free_thresh`). [`TxRing::reclaim`] can be called any time.
 pub const TX_FREE_THRESH: usize = 32;
 
-/// Per-ring software counters.
+/// Per-ring software counters. Non-exhaustive: more may come; read the
+/// fields, or start from `TxStats::default()`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TxStats {
     // (Counters updated by every burst sit apart, so that the compiler does
     // not pack their updates into vector adds, which cost more here.)

@@ -63,8 +63,9 @@ pub struct RingRegs {
     pub len_bytes: u32,
 }
 
-/// Link state.
+/// Link state ([`crate::Device::link`]). Non-exhaustive: more may come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LinkStatus {
     /// Link up (igb STATUS.LU, 82599 LINKS.UP).
     pub up: bool,
@@ -86,7 +87,11 @@ pub struct Caveat {
 }
 
 /// Which packet types RSS hashes (the rest go to queue 0 with hash 0).
+/// Non-exhaustive (more types may come): start from [`HashTypes::default`]
+/// (all on) or [`HashTypes::NONE`] and set fields with the `with_*` methods,
+/// e.g. `HashTypes::NONE.with_ipv4(true).with_tcp_ipv4(true)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HashTypes {
     /// IPv4 addresses.
     pub ipv4: bool,
@@ -100,6 +105,54 @@ pub struct HashTypes {
     pub tcp_ipv6: bool,
     /// UDP/IPv6 addresses and ports.
     pub udp_ipv6: bool,
+}
+
+impl HashTypes {
+    /// Every type off: RSS hashes nothing, every frame goes to queue 0.
+    pub const NONE: HashTypes = HashTypes {
+        ipv4: false,
+        tcp_ipv4: false,
+        udp_ipv4: false,
+        ipv6: false,
+        tcp_ipv6: false,
+        udp_ipv6: false,
+    };
+    /// Set [`HashTypes::ipv4`].
+    #[must_use]
+    pub const fn with_ipv4(mut self, on: bool) -> Self {
+        self.ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::tcp_ipv4`].
+    #[must_use]
+    pub const fn with_tcp_ipv4(mut self, on: bool) -> Self {
+        self.tcp_ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::udp_ipv4`].
+    #[must_use]
+    pub const fn with_udp_ipv4(mut self, on: bool) -> Self {
+        self.udp_ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::ipv6`].
+    #[must_use]
+    pub const fn with_ipv6(mut self, on: bool) -> Self {
+        self.ipv6 = on;
+        self
+    }
+    /// Set [`HashTypes::tcp_ipv6`].
+    #[must_use]
+    pub const fn with_tcp_ipv6(mut self, on: bool) -> Self {
+        self.tcp_ipv6 = on;
+        self
+    }
+    /// Set [`HashTypes::udp_ipv6`].
+    #[must_use]
+    pub const fn with_udp_ipv6(mut self, on: bool) -> Self {
+        self.udp_ipv6 = on;
+        self
+    }
 }
 
 impl Default for HashTypes {

@@ -172,9 +172,12 @@ pub(crate) trait RegisterModel: Send + 'static {
     /// disabled (`None`). Default: the model has no MSI-X.
     ///
     /// # Errors
-    /// A message when the model cannot (no MSI-X, too many vectors).
-    fn msix(&mut self, _events: Option<Vec<Arc<crate::io::IrqEvent>>>) -> Result<(), String> {
-        Err("this software model implements no MSI-X".into())
+    /// [`crate::io::MsixError`] when the model cannot (no MSI-X, too many vectors).
+    fn msix(
+        &mut self,
+        _events: Option<Vec<Arc<crate::io::IrqEvent>>>,
+    ) -> Result<(), crate::io::MsixError> {
+        Err(crate::io::MsixError::Unsupported)
     }
 }
 
@@ -294,11 +297,14 @@ impl DeviceIo for SoftIo {
 
 /// MSI-X of a model: eventfds the model signals itself.
 impl crate::io::Interrupts for SoftIo {
-    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<crate::io::IrqEvent>>, String> {
+    fn enable_msix(
+        &self,
+        vectors: u16,
+    ) -> Result<Vec<Arc<crate::io::IrqEvent>>, crate::io::MsixError> {
         let events = (0..vectors)
             .map(|_| crate::io::IrqEvent::new().map(Arc::new))
             .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| format!("cannot create an eventfd: {e}"))?;
+            .map_err(crate::io::MsixError::EventFd)?;
         lock(&self.shared).msix(Some(events.clone()))?;
         Ok(events)
     }

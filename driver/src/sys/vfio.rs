@@ -11,7 +11,7 @@
 //! (`docs/design/device-release.md`).
 
 use crate::error::Error;
-use crate::io::{DeviceBar, DeviceIo};
+use crate::io::{DeviceBar, DeviceIo, MsixError};
 use crate::pci::{PciAddress, Sysfs};
 use crate::sys::irq::IrqEvent;
 use crate::sys::mmio::Bar;
@@ -470,23 +470,27 @@ impl Vfio {
     /// A message when the device has no MSI-X capability or fewer vectors
     /// than asked (`VFIO_DEVICE_GET_IRQ_INFO`), an eventfd cannot be made, or
     /// the kernel refuses (e.g. no interrupt remapping for the device).
-    fn msix_enable(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String> {
+    fn msix_enable(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, MsixError> {
         let have = self
             .device
             .get_irq_info(VFIO_PCI_MSIX_IRQ_INDEX)
             .map_or(0, |i| i.count);
         if have < vectors as u32 {
-            return Err(format!(
-                "the device offers {have} MSI-X vectors through VFIO, {vectors} are needed (one per RX queue)"
-            ));
+            return Err(MsixError::TooFewVectors {
+                available: have,
+                needed: vectors,
+            });
         }
         let events = (0..vectors)
             .map(|_| IrqEvent::new().map(Arc::new))
             .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| format!("cannot create an eventfd: {e}"))?;
+            .map_err(MsixError::EventFd)?;
         self.device
             .enable_msix(events.iter().map(|e| e.eventfd()).collect())
-            .map_err(|e| format!("VFIO_DEVICE_SET_IRQS (MSI-X, {vectors} vectors) failed: {e}"))?;
+            .map_err(|e| MsixError::SetIrqs {
+                vectors,
+                source: Box::new(e),
+            })?;
         Ok(events)
     }
 
@@ -498,7 +502,7 @@ impl Vfio {
 }
 
 impl crate::io::Interrupts for Vfio {
-    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String> {
+    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, MsixError> {
         self.msix_enable(vectors)
     }
     fn disable_msix(&self) {

@@ -663,13 +663,12 @@ impl RegisterModel for State {
     fn msix(
         &mut self,
         events: Option<Vec<std::sync::Arc<crate::io::IrqEvent>>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::io::MsixError> {
         match events {
-            Some(e) if e.len() > super::irq::VECTORS => Err(format!(
-                "the 82599 has {} MSI-X vectors, {} asked",
-                super::irq::VECTORS,
-                e.len()
-            )),
+            Some(e) if e.len() > super::irq::VECTORS => Err(crate::io::MsixError::TooFewVectors {
+                available: super::irq::VECTORS as u32,
+                needed: e.len() as u16,
+            }),
             Some(e) => {
                 self.msix.enable(e);
                 Ok(())
