@@ -14,7 +14,7 @@
 
 use clap::Parser;
 use pollnic::run_pinned;
-use pollnic::DeviceCounters;
+use pollnic::stats::DeviceCounters;
 use pollnic::{Device, DeviceConfig, Packet, Queue};
 use pollnic_examples::args::Usage;
 use pollnic_examples::frame::{self, Flow};

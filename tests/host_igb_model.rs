@@ -206,7 +206,7 @@ fn the_model_rejects_the_82599_rss_mode_and_late_tails() {
 /// set, one mempool and two rings per queue; all gone after close.
 #[test]
 fn dma_mappings_match_the_iommu_and_are_the_rings_and_mempools() {
-    use pollnic::DmaPurpose;
+    use pollnic::dma::DmaPurpose;
     let m = model(1);
     let dev = m.open(&small(2)).unwrap();
     let listed = dev.dma_mappings();

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::family::HashTypes;
+pub use crate::family::RxFilter;
 use crate::irq::RxMode;
 use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
 use pollnic_hw::rss::{Reta, KEY_LEN, MICROSOFT_KEY};

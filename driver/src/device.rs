@@ -2,10 +2,11 @@
 //! packets on its queues, read link, MAC and counters, and shut it down in the
 //! right order (DMA stopped and the device reset before any DMA memory is
 //! released), also on panic (Drop runs while unwinding) and on Ctrl-C when the
-//! program uses [`crate::signal::stop_flag`].
+//! program's signal handler sets the flag its loops check and returns, so
+//! that the `Device` is dropped (the tools do it with `pollnic_examples::signal`).
 //!
-//! The family-specific register work goes through [`crate::family::Family`],
-//! picked from the PCI ID; the device underneath is reached through
+//! The family-specific register work goes through the crate's `Family`
+//! trait, picked from the PCI ID; the device underneath is reached through
 //! [`crate::io::DeviceIo`] (VFIO for a real NIC, a software model in host tests).
 
 use crate::config::DeviceConfig;
@@ -259,7 +260,8 @@ impl Device {
 
     /// Bring up the device behind `io` (its registers and DMA mapper) as
     /// [`Device::open`] does once VFIO is open: the same code, over any
-    /// [`DeviceIo`], e.g. the software 82599 of [`crate::model::ixgbe`].
+    /// [`DeviceIo`], e.g. the software 82599 of `pollnic::model::ixgbe`
+    /// (cargo feature `model`).
     ///
     /// # Errors
     /// As [`Device::open`] from the configuration check on. On error the

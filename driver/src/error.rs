@@ -2,8 +2,10 @@
 //! fix it; none leaves the device half-configured (the device is reset and
 //! every mapping released before the error is returned).
 
+pub use crate::io::MsixError;
 use crate::pci::PciAddress;
 use pollnic_hw::igb::{MAX_RING_SIZE, MIN_RING_SIZE};
+pub use pollnic_rings::{DmaError, PacketTooLong, RingError};
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -355,7 +357,7 @@ pub enum Error {
         addr: PciAddress,
         /// Its name.
         name: String,
-        /// What is missing, from [`crate::family::Family::missing`].
+        /// What is missing, from [`crate::pci::FamilyInfo::missing`].
         missing: &'static str,
     },
 

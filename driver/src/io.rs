@@ -126,7 +126,7 @@ pub enum MsixError {
         vectors: u16,
         /// vfio-ioctls' error.
         #[source]
-        source: crate::Cause,
+        source: crate::error::Cause,
     },
     /// The device underneath has no MSI-X delivery ([`DeviceIo::interrupts`]
     /// is `None`, or a software model without it).

@@ -171,7 +171,7 @@ pub struct RxModeArgs {
     pub rx_mode: String,
     /// Adaptive mode: empty polls in a row before the queue sleeps on its
     /// interrupt. [range: 1..=1000000000]
-    #[arg(value_parser = clap::value_parser!(u32).range(1..=1_000_000_000), long, default_value_t = pollnic::DEFAULT_IDLE_POLLS)]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=1_000_000_000), long, default_value_t = pollnic::irq::DEFAULT_IDLE_POLLS)]
     pub idle_polls: u32,
     /// Interrupt throttle in µs: at least this long between two interrupts
     /// of one queue (EITR; 0 = none), as `ethtool -C <if> rx-usecs`. [range: 0..=1022]
@@ -186,7 +186,7 @@ impl RxModeArgs {
             "irq" => pollnic::RxMode::interrupt(),
             "adaptive" => pollnic::RxMode::Adaptive {
                 idle_polls: self.idle_polls,
-                timeout: pollnic::DEFAULT_WAIT,
+                timeout: pollnic::irq::DEFAULT_WAIT,
             },
             _ => pollnic::RxMode::BusyPoll,
         }

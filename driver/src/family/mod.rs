@@ -37,22 +37,78 @@ use pollnic_hw::rss::{Reta, KEY_LEN};
 /// Every family pollnic drives, asked in order by [`lookup`] and by the PCI
 /// ID look-ups of `pollnic status`/`bind`/`doctor` ([`crate::pci::lookup`]).
 /// A new family is one line here.
-pub static FAMILIES: &[&dyn Family] = &[&crate::family::igb::Igb, &crate::family::ixgbe::IXGBE];
+pub(crate) static FAMILIES: &[FamilyInfo] = &[
+    FamilyInfo(&crate::family::igb::Igb),
+    FamilyInfo(&crate::family::ixgbe::IXGBE),
+];
 
 /// The back end that drives PCI `vendor:device`, if any.
-pub fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
-    lookup_in(FAMILIES, vendor, device)
+pub(crate) fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
+    FAMILIES
+        .iter()
+        .map(|f| f.0)
+        .find(|f| f.drives(vendor, device))
 }
 
-/// The first of `families` that drives PCI `vendor:device` ([`lookup`] is
-/// this over [`FAMILIES`]; tests pass their own list).
-pub fn lookup_in(
-    families: &[&'static dyn Family],
-    vendor: u16,
-    device: u16,
-) -> Option<&'static dyn Family> {
-    families.iter().copied().find(|f| f.drives(vendor, device))
+/// A NIC family pollnic drives (igb, ixgbe), as the PCI look-ups name it
+/// ([`crate::pci::PciDevice::family`], [`crate::pci::identify`],
+/// [`crate::pci::NicModel::family`]): what it is called and what it
+/// drives. The register work behind it stays inside the library: this
+/// handle offers none of it.
+#[derive(Clone, Copy)]
+pub struct FamilyInfo(pub(crate) &'static dyn Family);
+
+impl FamilyInfo {
+    /// Short name, as `pollnic status` prints it (`igb`, `ixgbe`).
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    /// The Linux driver that normally owns this family's ports (`igb`,
+    /// `ixgbe`): what `pollnic unbind` rebinds to.
+    pub fn kernel_driver(&self) -> &'static str {
+        self.0.kernel_driver()
+    }
+    /// The device IDs it drives.
+    pub fn models(&self) -> &'static [NicModel] {
+        self.0.models()
+    }
+    /// Whether it drives PCI `vendor:device`.
+    pub fn drives(&self, vendor: u16, device: u16) -> bool {
+        self.0.drives(vendor, device)
+    }
+    /// What pollnic does not implement yet for PCI device ID `device` (its
+    /// board-level setup), so that `Device::open` refuses it; `None` when
+    /// nothing is missing.
+    pub fn missing(&self, device: u16) -> Option<&'static str> {
+        self.0.missing(device)
+    }
+    /// What `pollnic doctor` warns about this family's ports, if anything.
+    pub fn caveat(&self) -> Option<Caveat> {
+        self.0.caveat()
+    }
+    /// RX/TX queue pairs PCI device ID `device` has.
+    pub fn max_queues(&self, device: u16) -> u16 {
+        self.0.max_queues(device)
+    }
+    /// The largest MTU its back end supports, bytes.
+    pub fn max_mtu(&self) -> u32 {
+        self.0.max_mtu()
+    }
 }
+
+impl std::fmt::Debug for FamilyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FamilyInfo").field(&self.0.name()).finish()
+    }
+}
+
+/// Two handles are equal when they name the same family.
+impl PartialEq for FamilyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+impl Eq for FamilyInfo {}
 
 /// Where one queue's descriptor ring lives, for its base/length registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,7 +260,7 @@ pub(crate) mod sealed {
 /// `eth_dev_ops` and Linux e1000/igb's `mac.ops`/`phy.ops`. Every method gets
 /// the device's registers; none keeps state (the `Device` does). Sealed:
 /// programs name it (e.g. in [`NicModel::family`]) but cannot implement it.
-pub trait Family: sealed::Sealed + Send + Sync + 'static {
+pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     /// Short name, as the Linux driver's: "igb", "ixgbe".
     fn name(&self) -> &'static str;
     /// Name of the Linux kernel driver for these parts, the one `pollnic
@@ -352,8 +408,6 @@ pub trait Family: sealed::Sealed + Send + Sync + 'static {
 /// set them up: what the queue's thread writes to arm, mask and throttle it.
 #[derive(Clone, Copy, Debug)]
 pub struct VectorRegs {
-    /// The vector's number (its eventfd's index).
-    pub vector: u16,
     /// EICR's offset (write 1 to clear the vector's cause).
     pub eicr: u32,
     /// EIMS's offset (write the bit to unmask).
