@@ -116,6 +116,24 @@ impl Device {
     /// `addr` is a [`PciAddress`] or anything that converts into one
     /// (`"0000:00:08.0"`, a `String`); a bad address is [`Error::Pci`] with
     /// the parse error.
+    ///
+    /// # Example
+    ///
+    /// Open a port bound to vfio-pci (`pollnic bind 0000:03:00.0`, with
+    /// 2 MiB hugepages reserved) with two queues and jumbo frames, and
+    /// print what came up:
+    ///
+    /// ```no_run
+    /// use pollnic::{Device, DeviceConfig, Error};
+    ///
+    /// let cfg = DeviceConfig::default().with_queues(2).with_mtu(9000);
+    /// match Device::open("0000:03:00.0", &cfg) {
+    ///     Ok(dev) => println!("{} {} link {:?}", dev.address(), dev.mac_string(), dev.link()),
+    ///     Err(e @ Error::NotBoundToVfio { .. }) => eprintln!("{e}"), // says what to run
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), pollnic::Error>(())
+    /// ```
     pub fn open<A>(addr: A, cfg: &DeviceConfig) -> Result<Device>
     where
         A: TryInto<PciAddress>,
@@ -142,6 +160,28 @@ impl Device {
     /// As [`Device::open`], for the first port that fails; the ports opened
     /// before it are shut down. [`Error::NoPorts`] for an empty list,
     /// [`Error::PortGivenTwice`] for a port given twice.
+    ///
+    /// # Example
+    ///
+    /// Forward everything port 0 receives out of port 1, zero copy (one
+    /// queue each):
+    ///
+    /// ```no_run
+    /// use pollnic::{Device, DeviceConfig};
+    ///
+    /// let mut ports = Device::open_many(["0000:03:00.0", "0000:03:00.1"], &DeviceConfig::default())?;
+    /// ports[0].check_shares_dma_with(&ports[1])?; // one container: true here
+    /// let (a, b) = ports.split_at_mut(1);
+    /// let (rx, tx) = (a[0].queue(0), b[0].queue(0));
+    /// let mut burst = Vec::with_capacity(32);
+    /// loop {
+    ///     let room = 32 - burst.len();
+    ///     rx.rx_burst(&mut burst, room);
+    ///     tx.tx_burst(&mut burst); // the same buffers; what did not fit stays
+    /// #   break;
+    /// }
+    /// # Ok::<(), pollnic::Error>(())
+    /// ```
     pub fn open_many<I>(addrs: I, cfg: &DeviceConfig) -> Result<Vec<Device>>
     where
         I: IntoIterator,
@@ -673,6 +713,26 @@ impl Device {
 }
 
 /// Reads a device's hardware counters from any thread ([`Device::stats_reader`]).
+///
+/// # Example
+///
+/// A reporter thread printing the received-packet total every second
+/// while the queues run on pinned threads:
+///
+/// ```no_run
+/// use pollnic::{Counter, Device, DeviceConfig};
+/// use std::time::Duration;
+///
+/// let dev = Device::open("0000:03:00.0", &DeviceConfig::default())?;
+/// let reader = dev.stats_reader(); // Send + Sync + Clone
+/// std::thread::spawn(move || loop {
+///     let s = reader.read(); // totals since open, in 64 bits
+///     println!("rx_packets {} rx_missed {}", s.counter(Counter::RxPackets), s.counter(Counter::RxMissedErrors));
+///     std::thread::sleep(Duration::from_secs(1));
+/// });
+/// // ... run the queues (pollnic::run_pinned) ...
+/// # Ok::<(), pollnic::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct StatsReader {
     family: &'static dyn Family,

@@ -43,6 +43,11 @@
 
 #![deny(unsafe_code)]
 
+/// The crate README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
+
 pub mod config;
 mod counters;
 mod device;
