@@ -1,12 +1,12 @@
-//! The igb back end on the software 82576 (`pollnic::model::igb`, feature `model`): the same
+//! The igb back end on the software 82576 (`pollnic_model::igb`): the same
 //! `Device` code that drives QEMU's igb in the guest tests, run over the
 //! model's BAR and IOMMU on the host (no NIC, no VM, no hugepages).
 
-use pollnic::model::igb::{Event, ModelConfig, RxOutcome, Soft82576, MODEL_ADDR};
 use pollnic::{Device, DeviceConfig, Error, Packet};
 use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::igb::{bits::*, regs::*};
 use pollnic_hw::rss::{queue_for, Reta};
+use pollnic_model::igb::{Event, ModelConfig, RxOutcome, Soft82576, MODEL_ADDR};
 use std::time::{Duration, Instant};
 
 fn small(queues: u16) -> DeviceConfig {

@@ -1,12 +1,12 @@
-//! The ixgbe back end on the software 82599 (`pollnic::model::ixgbe`, feature `model`): the
+//! The ixgbe back end on the software 82599 (`pollnic_model::ixgbe`): the
 //! same `Device` code that drives a real NIC over VFIO, run over the model's
 //! BAR and IOMMU. Host tests: no NIC, no VM, no hugepages.
 
-use pollnic::model::ixgbe::{Event, ModelConfig, RxOutcome, Soft82599, MODEL_ADDR};
 use pollnic::{Device, DeviceConfig, Error, Packet};
 use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use pollnic_hw::rss::{queue_for, Reta};
+use pollnic_model::ixgbe::{Event, ModelConfig, RxOutcome, Soft82599, MODEL_ADDR};
 use std::time::{Duration, Instant};
 
 fn small(queues: u16) -> DeviceConfig {

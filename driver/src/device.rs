@@ -300,8 +300,8 @@ impl Device {
 
     /// Bring up the device behind `io` (its registers and DMA mapper) as
     /// [`Device::open`] does once VFIO is open: the same code, over any
-    /// [`DeviceIo`], e.g. the software 82599 of `pollnic::model::ixgbe`
-    /// (cargo feature `model`).
+    /// [`DeviceIo`], e.g. the software 82599 of `pollnic_model::ixgbe` (the
+    /// repository's `pollnic-model` package).
     ///
     /// # Errors
     /// As [`Device::open`] from the configuration check on. On error the

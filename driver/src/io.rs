@@ -2,7 +2,7 @@
 //! space ([`DeviceBar`]), a DMA mapper that hands out IOVAs
 //! ([`pollnic_rings::DmaMapper`]), the page size of DMA memory, and a way to
 //! stop bus mastering. VFIO (`sys::vfio`) provides them for a real NIC; the
-//! software models (feature `model`) provides them in host tests. The
+//! software models (the `pollnic-model` package) provide them in host tests. The
 //! driver runs the same code over both: bring-up, rings, tails, shutdown.
 //!
 //! The hot path stays free of dynamic dispatch: a tail write goes through a

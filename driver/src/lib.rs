@@ -11,7 +11,8 @@
 //! ([`pci`]: addresses, IDs, bind/unbind and its guard), and VFIO, MMIO, DMA
 //! mapping and the clock. The tools (the `pollnic` command, the examples)
 //! live in their own packages. The 82599 back end is tested against a
-//! software 82599 (feature `model`) and has not yet run on hardware.
+//! software 82599 (the repository's `pollnic-model` package) and has not yet
+//! run on hardware.
 //!
 //! Open two ports together, receive a burst on one, send it out of the
 //! other with no copy, and read a counter (the ports must be bound to
@@ -38,8 +39,8 @@
 //! [`run_pinned`], RSS, counters, buffers).
 //!
 //! `unsafe` is confined to the private `sys` module tree (MMIO, VFIO, DMA
-//! mapping, the clock, the read-only PCI link probe, the software models'
-//! IOMMU); the crate root denies it everywhere else.
+//! mapping, the clock, the read-only PCI link probe); the crate root denies
+//! it everywhere else.
 
 #![deny(unsafe_code)]
 
@@ -55,8 +56,6 @@ pub mod error;
 mod family;
 pub mod io;
 pub mod irq;
-#[cfg(feature = "model")]
-pub mod model;
 pub mod pci;
 mod queue;
 mod refresh;
@@ -67,6 +66,8 @@ pub mod selfcheck;
 pub mod smoltcp;
 pub mod stats;
 mod sys;
+#[cfg(feature = "test-family")]
+pub mod test_family;
 mod wait;
 
 pub use config::{DataPathChoice, DeviceConfig};

@@ -147,7 +147,7 @@ pub unsafe trait DmaMapper: Send + Sync + fmt::Debug {
 }
 
 /// A mapper for memory no real device will see: IOVA = virtual address. The
-/// software device model in `rings::model` uses it.
+/// software device models (`pollnic_model`) use it.
 #[derive(Debug, Default)]
 pub struct IdentityMapper;
 
@@ -268,8 +268,8 @@ impl Drop for DmaRegion {
 /// Where `iova..iova + len` lies inside a mapping of `size` bytes at IOVA
 /// `base`: its byte offset from `base`, or `None` when any byte of it falls
 /// outside (an IOMMU fault). The one containment test of the software
-/// models' IOMMUs (`rings::model`, and the driver's models through
-/// `DmaSpace`). Computed on offsets, never on end addresses, so a range
+/// models' IOMMUs (`pollnic_model::ring`'s `SoftNic` and the 82576/82599
+/// models' `iommu`). Computed on offsets, never on end addresses, so a range
 /// that would wrap past `u64::MAX` (an IOVA a hostile device or a driver bug
 /// puts near the top of the address space) is refused in release builds too,
 /// never wrapped around into a mapping, and a mapping may end at 2^64. A

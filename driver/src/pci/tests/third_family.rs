@@ -1,9 +1,9 @@
-//! The third family of `crate::model::third_family` through the PCI layer:
+//! The third family of `crate::test_family` through the PCI layer:
 //! identified from its own table, listed by `status` with its name, its own
 //! link register and decode used.
 
 use crate::family;
-use crate::model::third_family::{with_third, TEST_DEVICE_ID, TEST_LINK_REG};
+use crate::test_family::{with_third, TEST_DEVICE_ID, TEST_LINK_REG};
 
 use super::super::fake::{Dev, FakeSys};
 use super::super::*;

@@ -3,7 +3,7 @@
 //! invariant that every buffer comes back to its pool.
 
 use pollnic_hw::desc::{RxCompletion, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
-use pollnic_rings::model::{SoftDoorbell, SoftNic, TxSink};
+use pollnic_model::ring::{SoftDoorbell, SoftNic, TxSink};
 use pollnic_rings::{
     DescRing, IdentityMapper, Mempool, Packet, PageSize, PoolCache, RxRing, TxRing,
     RX_UNFINISHED_POLLS,

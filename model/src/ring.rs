@@ -11,9 +11,9 @@
 //! It translates IOVAs only inside regions registered with [`SoftNic::add_region`]
 //! and panics on any other address, as an IOMMU would fault.
 
-use crate::descring::{DescRing, Doorbell};
-use crate::dma::{offset_in, DmaRegion};
 use pollnic_hw::desc::{tx_writeback, RawDesc, RxCompletion, TxRequest, RXD_STAT_DD, RXD_STAT_EOP};
+use pollnic_rings::descring::{DescRing, Doorbell};
+use pollnic_rings::dma::{offset_in, DmaRegion};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 

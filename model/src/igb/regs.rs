@@ -1,8 +1,8 @@
 //! The software 82576's register file and its rules.
 
 use super::state::{State, QUEUES};
-use crate::model::iommu::Mappings;
-use crate::model::{Event, RegisterModel};
+use crate::iommu::Mappings;
+use crate::{Event, RegisterModel};
 use pollnic_hw::igb::stats::{Width, COUNTERS};
 use pollnic_hw::igb::{bits::*, irq, phy, regs::*};
 use std::collections::HashMap;
@@ -455,13 +455,15 @@ impl RegisterModel for State {
     }
     fn msix(
         &mut self,
-        events: Option<Vec<std::sync::Arc<crate::io::IrqEvent>>>,
-    ) -> Result<(), crate::io::MsixError> {
+        events: Option<Vec<std::sync::Arc<pollnic::io::IrqEvent>>>,
+    ) -> Result<(), pollnic::io::MsixError> {
         match events {
-            Some(e) if e.len() > super::irq::VECTORS => Err(crate::io::MsixError::TooFewVectors {
-                available: super::irq::VECTORS as u32,
-                needed: e.len() as u16,
-            }),
+            Some(e) if e.len() > super::irq::VECTORS => {
+                Err(pollnic::io::MsixError::TooFewVectors {
+                    available: super::irq::VECTORS as u32,
+                    needed: e.len() as u16,
+                })
+            }
             Some(e) => {
                 self.msix.enable(e);
                 Ok(())

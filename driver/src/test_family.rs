@@ -1,4 +1,4 @@
-//! Issue 9's claim, checked: a third family is a new folder plus one line in
+//! A made-up third family for tests (cargo feature `test-family`). Issue 9's claim, checked: a third family is a new folder plus one line in
 //! `FAMILIES`. [`E1000eForTest`] stands for that folder: a family defined
 //! here and nowhere else (no edit to `pci`, `doctor` or the other families),
 //! with a device ID made up for this test. Passed in a family list in place of

@@ -12,8 +12,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pollnic_hw::rss::{FlowKey, Toeplitz, L4, MICROSOFT_KEY};
+use pollnic_model::fwd::FwdRig;
 use pollnic_rings::dma::{IdentityMapper, PageSize};
-use pollnic_rings::fwd::FwdRig;
 use pollnic_rings::{DataPath, Mempool};
 use std::hint::black_box;
 use std::sync::Arc;

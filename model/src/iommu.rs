@@ -10,9 +10,9 @@
 //! unmapped (its log, detaching rings) is its own safe code, behind
 //! [`ModelDmaHost`].
 
+use crate::ring::{DeviceRing, DmaSpace};
 use pollnic_hw::desc::{RawDesc, DESC_SIZE};
 use pollnic_rings::dma::offset_in;
-use pollnic_rings::model::{DeviceRing, DmaSpace};
 use pollnic_rings::{DmaError, DmaMapper};
 
 /// First IOVA handed out, as `VfioDma` does.

@@ -3,9 +3,9 @@
 //! model NICs, one mempool, frames delivered by the model and forwarded by
 //! `rx_burst` + `tx_burst`, zero copy.
 
-use crate::dma::{IdentityMapper, PageSize};
-use crate::model::{SoftDoorbell, SoftNic, TxSink};
-use crate::{rx_free_thresh, DataPath, DescRing, Mempool, Packet, RxRing, TxRing};
+use crate::ring::{SoftDoorbell, SoftNic, TxSink};
+use pollnic_rings::dma::{IdentityMapper, PageSize};
+use pollnic_rings::{rx_free_thresh, DataPath, DescRing, Mempool, Packet, RxRing, TxRing};
 use std::sync::Arc;
 
 /// Two model ports and the rings the driver side owns. The fields are
@@ -104,7 +104,7 @@ impl FwdRig {
     /// How many full bursts of `batch` frames the device can always take
     /// after the driver drained the ring: `ring − rx_free_thresh` frames,
     /// since up to `rx_free_thresh − 1` re-armed descriptors may wait behind
-    /// the tail, plus the one held back (`crate::rx`). Harnesses deliver that
+    /// the tail, plus the one held back (`pollnic_rings::rx`). Harnesses deliver that
     /// many bursts per round so that no `forward_burst` finds the ring empty.
     pub fn bursts_per_round(&self, batch: usize) -> usize {
         let ring = self.rx.desc().count();
@@ -143,7 +143,6 @@ impl FwdRig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::Ordering;
 
     /// Every buffer outside the shared free list holds one pool reference:
     /// after forwarding (RX refill from the cache, TX reclaim into it,
@@ -153,7 +152,7 @@ mod tests {
     fn references_follow_the_buffers_and_all_come_back() {
         let mut rig = FwdRig::new(64, 60);
         let pool = rig.pool.clone();
-        let refs = |p: &Mempool| p.shared().refs.load(Ordering::Relaxed);
+        let refs = |p: &Mempool| p.references();
         let mut done = 0;
         for round in 0..200 {
             rig.deliver(63);
