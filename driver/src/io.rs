@@ -29,34 +29,37 @@ impl DeviceBar for Bar {
         self
     }
     fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
-        TailDoorbell::Mmio { bar: self, reg }
+        TailDoorbell(Tail::Mmio { bar: self, reg })
     }
 }
 
-/// The tail register (RDT/TDT) of one ring.
-pub enum TailDoorbell {
-    /// In a memory-mapped BAR: one volatile store.
-    Mmio {
-        /// The mapping.
-        bar: Arc<Bar>,
-        /// Byte offset of the tail register.
-        reg: u32,
-    },
+/// The tail register (RDT/TDT) of one ring: one volatile store for a BAR
+/// VFIO mapped, a [`Regs::write32`] for any other register space
+/// ([`TailDoorbell::new`]).
+pub struct TailDoorbell(Tail);
+
+enum Tail {
+    /// In a memory-mapped BAR (the library's own): one volatile store.
+    Mmio { bar: Arc<Bar>, reg: u32 },
     /// In any other register space (the software device models).
-    Other {
-        /// The register space.
-        bar: Arc<dyn DeviceBar>,
-        /// Byte offset of the tail register.
-        reg: u32,
-    },
+    Other { bar: Arc<dyn DeviceBar>, reg: u32 },
+}
+
+impl TailDoorbell {
+    /// The tail register at byte offset `reg` of `bar`, written with
+    /// [`Regs::write32`] (what a [`DeviceBar`] other than VFIO's, e.g. a
+    /// software model's, returns from [`DeviceBar::doorbell`]).
+    pub fn new(bar: Arc<dyn DeviceBar>, reg: u32) -> TailDoorbell {
+        TailDoorbell(Tail::Other { bar, reg })
+    }
 }
 
 impl Doorbell for TailDoorbell {
     #[inline]
     fn ring(&mut self, tail: u16) {
-        match self {
-            TailDoorbell::Mmio { bar, reg } => bar.write32(*reg, tail as u32),
-            TailDoorbell::Other { bar, reg } => bar.regs().write32(*reg, tail as u32),
+        match &self.0 {
+            Tail::Mmio { bar, reg } => bar.write32(*reg, tail as u32),
+            Tail::Other { bar, reg } => bar.regs().write32(*reg, tail as u32),
         }
     }
 }

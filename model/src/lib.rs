@@ -220,7 +220,7 @@ impl DeviceBar for SoftBar {
         self
     }
     fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
-        TailDoorbell::Other { bar: self, reg }
+        TailDoorbell::new(self, reg)
     }
 }
 
