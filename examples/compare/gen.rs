@@ -5,6 +5,7 @@ use crate::tally::Tally;
 use pollnic::clock::monotonic_ns;
 use pollnic::{Device, Packet};
 use pollnic_examples::frame::{self, Flow};
+use pollnic_examples::marker;
 use pollnic_examples::metrics::PollGaps;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -25,6 +26,9 @@ pub struct Offered {
     /// The sending port's `tx_packets` counter (GPTC) over the same span:
     /// less than `sent` when the NIC dropped frames it had taken.
     pub tx_packets: u64,
+    /// In a counting guest: the guest's work around the send window
+    /// ([`crate::cost`]).
+    pub window: Option<crate::cost::Window>,
 }
 
 /// How far (frames) the generator may fall behind its schedule before it
@@ -85,7 +89,21 @@ pub fn generate(
     secs: f64,
     stop: &AtomicBool,
 ) -> Offered {
-    on_gen_core(|| send(dev, flows, size, rate, secs, stop, None, |_| {}))
+    on_gen_core(|| {
+        // In a counting guest: a quiet window, then the send window, which
+        // stays open for the receiver to empty its rings.
+        let mut meter = crate::cost::Meter::new();
+        if let Some(m) = meter.as_mut() {
+            m.begin();
+        }
+        let mut offered = send(dev, flows, size, rate, secs, stop, None, |_| {});
+        if let Some(m) = meter {
+            std::thread::sleep(crate::cost::TAIL);
+            let core = GEN_CORE.load(Relaxed);
+            offered.window = m.end((core != usize::MAX).then_some(core));
+        }
+        offered
+    })
 }
 
 /// Run `f` in a thread pinned to [`GEN_CORE`] and return its result.
@@ -206,6 +224,9 @@ fn send(
             (origin, origin_seq) = (now, seq);
             due = seq + 1;
         }
+        // Marked for the counter: a turn that sends (filling the frames and
+        // the TX burst); a turn with nothing due is dropped.
+        marker::begin();
         frame::fill_burst(
             dev.mempool(),
             &mut pending,
@@ -221,11 +242,13 @@ fn send(
             }
         }
         if pending.is_empty() {
+            marker::discard();
             poll(dev);
             std::hint::spin_loop();
             continue;
         }
         dev.queue(0).tx_burst(&mut pending);
+        marker::commit();
         poll(dev);
     }
     let sent = seq - pending.len() as u64;
@@ -238,5 +261,6 @@ fn send(
         elapsed,
         skipped,
         tx_packets,
+        window: None,
     }
 }

@@ -14,6 +14,7 @@
 //! rows of one run only.
 
 mod bounce;
+mod cost;
 mod curve;
 mod gen;
 mod knobs;
@@ -157,6 +158,27 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         fwd_received: None,
         fwd_sent: None,
         wrong_macs: None,
+        instructions_per_packet: None,
+        work_instructions_per_packet: None,
+        work_instructions_per_packet_low: None,
+        user_instructions_per_packet: None,
+        kernel_instructions_per_packet: None,
+        bytes_loaded_per_packet: None,
+        bytes_stored_per_packet: None,
+        work_bytes_loaded_per_packet: None,
+        work_bytes_stored_per_packet: None,
+        empty_polls_per_packet: None,
+        bursts_per_packet: None,
+        burst1_instructions_per_packet: None,
+        burst1_user_instructions_per_packet: None,
+        burst1_bytes_loaded_per_packet: None,
+        burst1_bytes_stored_per_packet: None,
+        fit_instructions_per_packet: None,
+        fit_instructions_per_burst: None,
+        work_method: String::new(),
+        gen_instructions_per_sent: None,
+        gen_work_instructions_per_sent: None,
+        vcpu_instructions_per_packet: String::new(),
         note,
         valid: false,
     };
@@ -200,7 +222,46 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     };
     let has_lat = t.lat.count() > 0;
     let us = |q: f64| has_lat.then(|| t.lat.quantile_ns(q) as f64 / 1000.0);
+    let cost = m
+        .offered
+        .window
+        .as_ref()
+        .and_then(|w| w.per_packet(t.received, m.offered.sent));
+    let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
     Row {
+        instructions_per_packet: c(|p| p.instructions),
+        work_instructions_per_packet: c(|p| p.work_instructions),
+        work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),
+        user_instructions_per_packet: c(|p| p.user_instructions),
+        kernel_instructions_per_packet: c(|p| p.kernel_instructions),
+        bytes_loaded_per_packet: c(|p| p.bytes_loaded),
+        bytes_stored_per_packet: c(|p| p.bytes_stored),
+        work_bytes_loaded_per_packet: c(|p| p.work_bytes_loaded),
+        work_bytes_stored_per_packet: c(|p| p.work_bytes_stored),
+        empty_polls_per_packet: cost.as_ref().and_then(|p| p.empty_polls),
+        bursts_per_packet: cost.as_ref().and_then(|p| p.bursts_per_packet),
+        burst1_instructions_per_packet: cost.as_ref().and_then(|p| p.burst1_instructions),
+        burst1_user_instructions_per_packet: cost.as_ref().and_then(|p| p.burst1_user_instructions),
+        burst1_bytes_loaded_per_packet: cost.as_ref().and_then(|p| p.burst1_bytes_loaded),
+        burst1_bytes_stored_per_packet: cost.as_ref().and_then(|p| p.burst1_bytes_stored),
+        fit_instructions_per_packet: cost.as_ref().and_then(|p| p.fit_per_packet),
+        fit_instructions_per_burst: cost.as_ref().and_then(|p| p.fit_per_burst),
+        work_method: cost
+            .as_ref()
+            .map_or(String::new(), |p| p.work_method.clone()),
+        gen_instructions_per_sent: cost.as_ref().and_then(|p| p.gen_instructions_per_sent),
+        gen_work_instructions_per_sent: cost
+            .as_ref()
+            .and_then(|p| p.gen_work_instructions_per_sent),
+        vcpu_instructions_per_packet: cost.as_ref().map_or(String::new(), |p| {
+            p.per_vcpu
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x > 0.0)
+                .map(|(i, x)| format!("vcpu{i} {x:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }),
         path: path.into(),
         frame_size: size,
         offered_pps: m.offered.sent as f64 / m.offered.elapsed.as_secs_f64().max(1e-9),
@@ -265,6 +326,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
+    if let Some(meter) = cost::Meter::new() {
+        // Before any thread starts: they inherit the affinity.
+        println!("{}", cost::keep_off_generator(args.gen_core)?);
+        println!("{}", cost::measure_background(&meter, args.gen_core)?);
+    }
     let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
     let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {
         // Not by default: pollnic-1q-rxonly, -adaptive and -irq.
@@ -275,11 +341,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         };
         known[..n].iter().map(|p| p.to_string()).collect()
     });
-    if let Some(bad) = paths.iter().find(|p| !known.contains(&p.as_str())) {
+    if let Some(bad) = paths.iter().find(|p| {
+        !known.contains(&p.as_str()) && (args.forward || !SCALING_PATHS.contains(&p.as_str()))
+    }) {
         return Err(Usage(format!(
-            "unknown path `{bad}`{} (known: {})",
+            "unknown path `{bad}`{} (known: {}{})",
             if args.forward { " with --forward" } else { "" },
-            known.join(", ")
+            known.join(", "),
+            if args.forward {
+                String::new()
+            } else {
+                format!(", {}", SCALING_PATHS.join(", "))
+            }
         ))
         .into());
     }
@@ -647,6 +720,15 @@ const RX_PATHS: [&str; 13] = [
     "pollnic-1q-irq",
 ];
 
+/// Receive paths for the scaling run (`--paths`, never by default): they
+/// need a guest with a vCPU for each receive core and one for the generator
+/// (`cargo xtask compare --smp 4 -- --gen-core 3 --cores 0,1,2`).
+const SCALING_PATHS: [&str; 3] = [
+    "pollnic-3q",
+    "kernel-afpacket-rps-2q",
+    "kernel-afpacket-rps-3q",
+];
+
 /// Forwarding paths (`--forward`).
 const FWD_PATHS: [&str; 4] = [
     "pollnic-fwd-io",
@@ -664,11 +746,37 @@ fn measure(
     cores: &[usize],
     macs: ([u8; 6], [u8; 6]),
 ) -> Result<Measured, String> {
+    let m = measure_path(path, load, rx, cores, macs);
+    // A receive core that is the generator's: its counts cannot be split.
+    let gen = gen::GEN_CORE.load(std::sync::atomic::Ordering::Relaxed);
+    let receive = &cores[..(path_queues(path) as usize).min(cores.len())];
+    m.map(|mut m| {
+        if m.offered.window.is_some() && receive.contains(&gen) {
+            m.offered.window = None;
+            m.note = format!(
+                "no counts: a receive core ({receive:?}) is the generator's (--gen-core {gen}): give the guest another vCPU (--smp) and the generator its own; {}",
+                m.note
+            );
+        }
+        m
+    })
+}
+
+fn measure_path(
+    path: &str,
+    load: Load<'_>,
+    rx: PciAddress,
+    cores: &[usize],
+    macs: ([u8; 6], [u8; 6]),
+) -> Result<Measured, String> {
     let core = testpmd_core(cores);
     match path {
         "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::BusyPoll),
         "pollnic-1q-rxonly" => paths::pollnic_rx(load, rx, 1, cores, false, RxMode::BusyPoll),
         "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores, true, RxMode::BusyPoll),
+        "pollnic-3q" => paths::pollnic_rx(load, rx, 3, cores, true, RxMode::BusyPoll),
+        "kernel-afpacket-rps-2q" => paths::afpacket_rps_rx(load, rx, cores, 2),
+        "kernel-afpacket-rps-3q" => paths::afpacket_rps_rx(load, rx, cores, 3),
         "pollnic-1q-adaptive" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::adaptive()),
         "pollnic-1q-irq" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::interrupt()),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
@@ -706,9 +814,12 @@ fn testpmd_core(cores: &[usize]) -> usize {
     *cores.first().unwrap_or(&0)
 }
 
-/// RX queues a path receives on (the offered rate spreads over them).
+/// RX queues (or, for RPS, cores) a path receives on (the offered rate
+/// spreads over them).
 fn path_queues(path: &str) -> u32 {
-    if path.ends_with("-2q") {
+    if path.ends_with("-3q") {
+        3
+    } else if path.ends_with("-2q") {
         2
     } else {
         1

@@ -13,6 +13,7 @@ use pollnic::run_pinned;
 use pollnic::{Device, DeviceConfig, Packet};
 use pollnic_examples::cputime::{net_rx_softirqs, rx_kernel_ns, softirq_ns_on, thread_cpu_ns};
 use pollnic_examples::frame::{self, Flow};
+use pollnic_examples::marker;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -91,12 +92,21 @@ pub fn pollnic_rx(
     let mut warm = 0;
     let rx_cores: Vec<usize> = cores.iter().copied().take(queues as usize).collect();
     let kern0 = rx_kernel_ns(Some(&rx_cores));
+    // Busy polling: the queue threads report their empty polls, whose cost
+    // the work figure subtracts (crate::cost); slots by thread.
+    let busy = matches!(mode, pollnic::RxMode::BusyPoll);
+    if busy {
+        crate::cost::start_reporting();
+    }
+    let slots = AtomicUsize::new(0);
     let tallies = run_pinned(
         &mut dev,
         cores,
         mode,
         |q| {
             let cpu0 = thread_cpu_ns();
+            let slot = slots.fetch_add(1, Relaxed);
+            let mut empty = 0u64;
             let mut t = Tally::default();
             let mut gaps = pollnic_examples::metrics::PollGaps::default();
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
@@ -104,9 +114,13 @@ pub fn pollnic_rx(
             q.free_bulk(&mut buf);
             polled_once.fetch_add(1, Relaxed);
             while !timed && !done.load(Relaxed) {
+                marker::begin();
                 let n = q.rx_burst(&mut buf, 32);
                 q.wait_rx(n);
                 if n == 0 {
+                    marker::discard();
+                    empty += 1;
+                    crate::cost::report_empty(slot, empty);
                     continue;
                 }
                 if !measuring.load(Relaxed) {
@@ -116,10 +130,19 @@ pub fn pollnic_rx(
                 t.received += buf.len() as u64;
                 t.bytes += buf.iter().map(|p| p.len() as u64).sum::<u64>();
                 q.free_bulk(&mut buf);
+                commit(n);
             }
             while timed && !done.load(Relaxed) {
+                // Marked for the counter: a burst with packets, from the
+                // poll to the packets freed (empty polls discarded).
+                marker::begin();
                 let polled = q.rx_burst(&mut buf, 32);
                 q.wait_rx(polled);
+                if polled == 0 {
+                    marker::discard();
+                    empty += 1;
+                    crate::cost::report_empty(slot, empty);
+                }
                 let Some(now) = gaps.poll(polled) else {
                     continue;
                 };
@@ -132,6 +155,7 @@ pub fn pollnic_rx(
                     }
                 }
                 q.free_bulk(&mut buf);
+                commit(polled);
             }
             t.cpu_ns = thread_cpu_ns() - cpu0;
             t.gaps = timed.then_some(gaps);
@@ -151,6 +175,7 @@ pub fn pollnic_rx(
         },
     )
     .map_err(|e| e.to_string())?;
+    crate::cost::stop_reporting();
     let mut tally = Tally::default();
     for t in tallies {
         tally.merge(t);
@@ -203,6 +228,17 @@ pub fn pollnic_rx(
         .into(),
         fwd: None,
     })
+}
+
+/// End a marked burst of `n` packets ([`marker`]): a burst of one is also
+/// counted apart, the cost of a packet alone in its burst.
+#[inline(always)]
+fn commit(n: usize) {
+    if n == 1 {
+        marker::commit_one();
+    } else {
+        marker::commit();
+    }
 }
 
 /// RX descriptors per ring on every path: pollnic's `DeviceConfig` default,
@@ -474,15 +510,22 @@ pub fn afxdp_rx(
     let ready_after = probe_t0.elapsed() + link_back;
     let t0 = monotonic_ns();
     let account: Option<Vec<usize>> = core.map(|c| vec![c]);
-    let (mut m, _) = kernel_rows(
+    // Busy polling: an empty recv (one busy-poll syscall that found nothing)
+    // is this path's empty poll (crate::cost).
+    if busy_poll {
+        crate::cost::start_reporting();
+    }
+    let rows = kernel_rows(
         load,
         vec![(core, &mut xsk)],
         account.as_deref(),
         move |xsk, t, done| {
+            let mut empty = 0u64;
             while !done.load(Relaxed) {
                 // The time the application has the frames: once per batch.
                 let mut now = None;
-                xsk.recv(100, |f| {
+                marker::begin();
+                let n = xsk.recv(100, |f| {
                     let now = *now.get_or_insert_with(monotonic_ns);
                     if let Some(info) = frame::parse(f) {
                         if info.tx_ns >= t0 {
@@ -490,9 +533,20 @@ pub fn afxdp_rx(
                         }
                     }
                 });
+                if n == 0 {
+                    marker::discard();
+                    if busy_poll {
+                        empty += 1;
+                        crate::cost::report_empty(0, empty);
+                    }
+                } else {
+                    commit(n);
+                }
             }
         },
-    )?;
+    );
+    crate::cost::stop_reporting();
+    let (mut m, _) = rows?;
     let st = xsk.stats();
     drop(xsk);
     let set = knobs.describe();
@@ -516,6 +570,65 @@ pub fn afxdp_rx(
         m.note
     );
     m.mode = mode;
+    Ok(m)
+}
+
+/// The kernel's software RSS: one RX queue (its IRQ on the first of
+/// `cores`), RPS spreading its packets over the first `n` cores by flow hash
+/// (`queues/rx-0/rps_cpus`, Documentation/networking/scaling.rst), and a
+/// PACKET_FANOUT_CPU socket pinned to each of them, so each core's softirq
+/// and its reader stay together. RFS is not a row: it steers by the CPU
+/// where a flow's socket was last read (`sock_rps_record_flow`, inet sockets
+/// only), and an AF_PACKET socket records none.
+pub fn afpacket_rps_rx(
+    load: Load<'_>,
+    rx: PciAddress,
+    cores: &[usize],
+    n: usize,
+) -> Result<Measured, String> {
+    let (ifname, ifindex) = kernel_iface(rx)?;
+    if cores.len() < n {
+        return Err(format!(
+            "RPS over {n} cores needs {n} --cores, got {cores:?}"
+        ));
+    }
+    let cores = &cores[..n];
+    let mut knobs = Knobs::default();
+    knobs.combined(&ifname, 1)?;
+    wait_carrier(&ifname, Duration::from_secs(10))?;
+    let irqs = crate::knobs::queue_irqs(&ifname)?;
+    knobs.irq_affinity(irqs[0], &format!("{ifname} queue 0"), &cores[0].to_string())?;
+    let mask: u64 = cores.iter().map(|c| 1u64 << c).sum();
+    knobs.netdev(&ifname, "queues/rx-0/rps_cpus", &format!("{mask:x}"))?;
+    knobs.sysctl("net.core.netdev_budget", TUNED_NETDEV_BUDGET)?;
+    let group = (std::process::id() & 0xffff) as u16 ^ 0x5a5a;
+    let mut receivers = Vec::new();
+    for &core in cores {
+        let ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
+        ring.fanout_cpu(group)
+            .map_err(|e| format!("{ifname}: {e}"))?;
+        receivers.push((Some(core), ring));
+    }
+    let (mut m, rings) = kernel_rows(load, receivers, Some(cores), |ring, t, done| {
+        while !done.load(Relaxed) {
+            let mut now = None;
+            ring.next_block(100, |f| {
+                let now = *now.get_or_insert_with(monotonic_ns);
+                if let Some(info) = frame::parse(f) {
+                    t.frame(f.len(), info.tx_ns, now);
+                }
+            });
+        }
+    })?;
+    let drops: u64 = rings.iter().map(|r| r.drops()).sum();
+    drop(rings);
+    let set = knobs.describe();
+    let restored = knobs.restore()?;
+    m.mode = format!("irq/NAPI + RPS over {n} cores");
+    m.note = format!(
+        "{ifname}, 1 queue, RPS to cores {cores:?}, PACKET_FANOUT_CPU, NIC RX ring {RX_RING}; knobs: {set}; {restored}; ring drops {drops}; {}",
+        m.note
+    );
     Ok(m)
 }
 
@@ -603,13 +716,33 @@ pub fn afpacket_tuned_rx(
 /// DPDK `dpdk-testpmd --forward-mode=rxonly` on `rx` (bound to vfio-pci), pinned
 /// to `core`. testpmd reports only a count: no latency, CPU from /proc.
 pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, String> {
-    let tp = crate::testpmd::Testpmd::start(rx, core, "rxonly")?;
+    use crate::testpmd::Testpmd;
+    // In a counting guest, once per run: what an empty RX burst costs testpmd.
+    let empty = crate::cost::Meter::new().and_then(|_| {
+        crate::cost::testpmd_empty_cost(|between| {
+            let tp = Testpmd::start(rx, core, "rxonly").ok()?;
+            between()?;
+            std::thread::sleep(Duration::from_secs(2));
+            between()?;
+            tp.stop().ok()?.rx_bursts
+        })
+    });
+    let tp = Testpmd::start(rx, core, "rxonly")?;
+    let life0 = empty.and_then(|_| crate::cost::snapshot());
     let warm = warm_up(load.gen, load.flows, load.size, load.stop);
-    let offered = generate(
+    let mut offered = generate(
         load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
     );
     std::thread::sleep(DRAIN);
+    let life1 = life0.as_ref().and_then(|_| crate::cost::snapshot());
     let c = tp.stop()?;
+    // testpmd's loop is not ours to mark: its work comes from its burst count
+    // over its whole forwarding span (crate::cost::testpmd_work).
+    if let (Some(w), Some(a), Some(b), Some(e), Some(bursts)) =
+        (offered.window.as_mut(), &life0, &life1, empty, c.rx_bursts)
+    {
+        w.external = crate::cost::testpmd_work(a, b, bursts, c.rx, e);
+    }
     // testpmd counts the warm-up too: take off what was sent of it.
     let received = c.rx.saturating_sub(warm);
     let tally = Tally {

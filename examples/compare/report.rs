@@ -58,6 +58,78 @@ pub struct Row {
     /// produced (io: untouched; macswap: swapped); should be 0.
     #[serde(default)]
     pub wrong_macs: Option<u64>,
+    /// Counted (testbed counter): all guest instructions per received packet
+    /// on the receiving vCPUs, user + kernel, idle loop left out.
+    #[serde(default)]
+    pub instructions_per_packet: Option<f64>,
+    /// Counted: [`Self::instructions_per_packet`] less the empty polls (busy
+    /// polling) or the background (others): see `work_method`.
+    #[serde(default)]
+    pub work_instructions_per_packet: Option<f64>,
+    /// Counted: the lower bound of the work, where the path gives a range
+    /// (testpmd: see `work_method`); the work figure is then the upper bound.
+    #[serde(default)]
+    pub work_instructions_per_packet_low: Option<f64>,
+    /// Counted: user-mode instructions per received packet.
+    #[serde(default)]
+    pub user_instructions_per_packet: Option<f64>,
+    /// Counted: kernel instructions per received packet.
+    #[serde(default)]
+    pub kernel_instructions_per_packet: Option<f64>,
+    /// Counted: bytes loaded by the receiving vCPUs per received packet.
+    #[serde(default)]
+    pub bytes_loaded_per_packet: Option<f64>,
+    /// Counted: bytes stored by the receiving vCPUs per received packet.
+    #[serde(default)]
+    pub bytes_stored_per_packet: Option<f64>,
+    /// Counted: bytes loaded per received packet less the empty polls' or the
+    /// background's (as `work_instructions_per_packet`).
+    #[serde(default)]
+    pub work_bytes_loaded_per_packet: Option<f64>,
+    /// Counted: bytes stored per received packet, likewise.
+    #[serde(default)]
+    pub work_bytes_stored_per_packet: Option<f64>,
+    /// Counted, marked loops: bursts with packets per received packet.
+    #[serde(default)]
+    pub bursts_per_packet: Option<f64>,
+    /// Counted, marked loops: instructions of a packet alone in its burst
+    /// (does not depend on how the row batched: the figure two runs agree on).
+    #[serde(default)]
+    pub burst1_instructions_per_packet: Option<f64>,
+    /// Counted, marked loops: of those, the user-mode instructions.
+    #[serde(default)]
+    pub burst1_user_instructions_per_packet: Option<f64>,
+    /// Counted, marked loops: bytes loaded by a packet alone in its burst.
+    #[serde(default)]
+    pub burst1_bytes_loaded_per_packet: Option<f64>,
+    /// Counted, marked loops: bytes stored by a packet alone in its burst.
+    #[serde(default)]
+    pub burst1_bytes_stored_per_packet: Option<f64>,
+    /// Counted, marked loops: fit `work = per_burst x bursts + per_packet x
+    /// packets` over the row's bursts of one and of several: the per-packet part.
+    #[serde(default)]
+    pub fit_instructions_per_packet: Option<f64>,
+    /// The same fit: the per-burst part.
+    #[serde(default)]
+    pub fit_instructions_per_burst: Option<f64>,
+    /// Counted: empty polls per received packet (busy-polling paths that count them).
+    #[serde(default)]
+    pub empty_polls_per_packet: Option<f64>,
+    /// How the work figure was made (empty polls or background subtracted, with the numbers).
+    #[serde(default)]
+    pub work_method: String,
+    /// Counted: the generator's vCPU, instructions per sent packet (pollnic TX
+    /// with its pacing loop).
+    #[serde(default)]
+    pub gen_instructions_per_sent: Option<f64>,
+    /// Counted, marked: the generator's sending turns per sent packet
+    /// (pollnic TX: frames filled and the TX burst, without the pacing loop).
+    #[serde(default)]
+    pub gen_work_instructions_per_sent: Option<f64>,
+    /// Counted: instructions per received packet on each vCPU (`vcpuN X`, the
+    /// generator's left out).
+    #[serde(default)]
+    pub vcpu_instructions_per_packet: String,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).
@@ -73,9 +145,13 @@ pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<20} {:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  mode",
+        "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  mode",
         "path",
         "size",
+        "insn/pkt",
+        "work/pkt",
+        "B ld/pkt",
+        "B st/pkt",
         "offered",
         "sent",
         "received",
@@ -101,9 +177,13 @@ pub fn table(rows: &[Row]) -> String {
         }
         let _ = writeln!(
             s,
-            "{:<20} {:>5} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  {}",
+            "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  {}",
             r.path,
             r.frame_size,
+            opt(r.instructions_per_packet, 0),
+            opt(r.work_instructions_per_packet, 0),
+            opt(r.bytes_loaded_per_packet, 0),
+            opt(r.bytes_stored_per_packet, 0),
             r.offered_pps,
             r.sent,
             r.received,

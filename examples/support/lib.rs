@@ -3,15 +3,18 @@
 //! frames ([`frame`]) and the generator's sizes and VLAN tags ([`gen`]), the
 //! RFC 2544 rate search ([`sweep`]), packets/s, Mbit/s and latency
 //! ([`metrics`]), JSON lines ([`jsonout`]), pcap/pcapng files ([`pcapout`]),
-//! Ctrl-C handling ([`signal`]), procfs CPU time ([`cputime`]) and what the
+//! Ctrl-C handling ([`signal`]), procfs CPU time ([`cputime`]), the testbed's
+//! guest-work counter ([`counts`]) and its region markers ([`marker`]) and what the
 //! smoltcp examples share with their tests ([`smol`]).
 
 pub mod args;
 pub mod cores;
+pub mod counts;
 pub mod cputime;
 pub mod frame;
 pub mod gen;
 pub mod jsonout;
+pub mod marker;
 pub mod metrics;
 pub mod pcapout;
 pub mod signal;

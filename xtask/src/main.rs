@@ -11,6 +11,7 @@ mod cargo;
 mod cmd;
 mod compare;
 mod console;
+mod count;
 mod cpio;
 mod demo;
 mod elf;
@@ -163,6 +164,9 @@ enum Command {
         /// Do not install DPDK or libxdp (their rows then say why they are missing).
         #[arg(long)]
         no_dpdk: bool,
+        /// Do not load the guest-work counter (no instructions or bytes per packet).
+        #[arg(long)]
+        no_count: bool,
         /// Extra arguments for the compare example.
         #[arg(last = true, value_name = "ARGS")]
         extra: Vec<String>,
@@ -187,6 +191,15 @@ struct VmArgs {
     /// Extra kernel command line words (e.g. `loglevel=7` to see the boot log).
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     kernel_args: Option<String>,
+    /// Load the guest-work counter (a TCG plugin): per vCPU, user and kernel
+    /// instructions and bytes loaded and stored, the idle loop left out; the
+    /// guest boots with `nokaslr` and reads them from `$POLLNIC_COUNTS`
+    /// (docs/design/counting.md). `compare` counts unless `--no-count`.
+    #[arg(long)]
+    count: bool,
+    /// With the counter: count instructions only, not memory bytes (faster).
+    #[arg(long)]
+    count_no_mem: bool,
 }
 
 impl VmArgs {
@@ -198,7 +211,18 @@ impl VmArgs {
             bind,
             timeout: Duration::from_secs(self.timeout),
             kernel_args: self.kernel_args.clone().unwrap_or_default(),
+            count: None,
         }
+    }
+
+    /// [`Self::options`], with the counter loaded when `count` (or `--count`) says so.
+    fn options_counting(&self, layout: &Layout, bind: bool, count: bool) -> Result<VmOptions> {
+        let mut opts = self.options(bind);
+        if count || self.count {
+            let image = guest::prepare(layout)?;
+            opts.count = Some(count::prepare(layout, &image, !self.count_no_mem)?);
+        }
+        Ok(opts)
     }
 }
 
@@ -235,7 +259,7 @@ fn run(command: Command, guest_kernel: Option<install::GuestKernel>) -> Result<E
             no_bind,
             command,
         } => {
-            let opts = vm.options(!no_bind);
+            let opts = vm.options_counting(&layout, !no_bind, false)?;
             let image = guest::prepare(&layout)?;
             if opts.bind {
                 cargo::build_pollnic_cli(&layout)?;
@@ -294,15 +318,23 @@ fn run(command: Command, guest_kernel: Option<install::GuestKernel>) -> Result<E
             full_speed,
             extra,
         } => {
-            let outcome = demo::run(&layout, &vm.options(true), seconds, full_speed, &extra)?;
+            let opts = vm.options_counting(&layout, true, false)?;
+            let outcome = demo::run(&layout, &opts, seconds, full_speed, &extra)?;
             Ok(status(outcome.code))
         }
         Command::Soak { vm, minutes } => {
-            let outcome = soak::run(&layout, &vm.options(true), minutes)?;
+            let opts = vm.options_counting(&layout, true, false)?;
+            let outcome = soak::run(&layout, &opts, minutes)?;
             Ok(status(outcome.code))
         }
-        Command::Compare { vm, no_dpdk, extra } => {
-            let outcome = compare::run(&layout, &vm.options(true), no_dpdk, &extra)?;
+        Command::Compare {
+            vm,
+            no_dpdk,
+            no_count,
+            extra,
+        } => {
+            let opts = vm.options_counting(&layout, true, !no_count)?;
+            let outcome = compare::run(&layout, &opts, no_dpdk, &extra)?;
             Ok(status(outcome.code))
         }
     }

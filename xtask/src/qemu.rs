@@ -34,6 +34,9 @@ pub struct VmOptions {
     pub timeout: Duration,
     /// Extra kernel command line words, appended last.
     pub kernel_args: String,
+    /// Load the guest-work counter ([`crate::count`]); the guest then boots with
+    /// `nokaslr` and finds the counter file in `$POLLNIC_COUNTS`.
+    pub count: Option<crate::count::Count>,
 }
 
 impl Default for VmOptions {
@@ -45,6 +48,7 @@ impl Default for VmOptions {
             bind: true,
             timeout: Duration::from_secs(1800),
             kernel_args: String::new(),
+            count: None,
         }
     }
 }
@@ -93,8 +97,16 @@ pub fn run_in_guest(
     let script_path = run_dir.join(format!("run-{nonce}.sh"));
     let relay_dir = run_dir.join(format!("qmp-{nonce}"));
     crate::layout::check_plain_path(&relay_dir)?;
+    let counts = opts
+        .count
+        .as_ref()
+        .map(|c| (c, run_dir.join(format!("count-{nonce}.txt"))));
+    let counts_export = match &counts {
+        Some((_, file)) => format!("export POLLNIC_COUNTS={}\n", cmd::shell_quote(file)),
+        None => String::new(),
+    };
     let script = format!(
-        "export POLLNIC_QMP_RELAY={}\n{script}",
+        "export POLLNIC_QMP_RELAY={}\n{counts_export}{script}",
         cmd::shell_quote(&relay_dir)
     );
     std::fs::write(&script_path, full_script(layout, &script, opts.bind))
@@ -105,8 +117,20 @@ pub fn run_in_guest(
     let qmp_socket = PathBuf::from(format!("/tmp/pollnic-qmp-{nonce}.sock"));
     let nics = (0..PORTS.len()).map(nic_id).collect();
     let relay = Relay::start(&relay_dir, &qmp_socket, nics)?;
-    let result = boot(image, &shares, &script_path, &nonce, &qmp_socket, opts);
+    let plugin = counts.as_ref().map(|(c, file)| c.qemu_arg(file));
+    let result = boot(
+        image,
+        &shares,
+        &script_path,
+        &nonce,
+        &qmp_socket,
+        opts,
+        plugin.as_deref(),
+    );
     relay.stop();
+    if let Some((_, file)) = &counts {
+        let _ = std::fs::remove_file(file);
+    }
     let _ = std::fs::remove_file(&qmp_socket);
     let _ = std::fs::remove_file(&script_path);
     result
@@ -161,6 +185,10 @@ fn cmdline(shares: &[PathBuf], script: &Path, nonce: &str, opts: &VmOptions) -> 
         rw.join(","),
         opts.hugepages
     );
+    if opts.count.is_some() {
+        // The counter leaves the idle loop out by its fixed address.
+        line.push_str(" nokaslr");
+    }
     if !opts.kernel_args.trim().is_empty() {
         line.push(' ');
         line.push_str(opts.kernel_args.trim());
@@ -176,8 +204,12 @@ fn qemu_command(
     append: &str,
     qmp_socket: &Path,
     opts: &VmOptions,
+    plugin: Option<&str>,
 ) -> Command {
     let mut c = Command::new(QEMU);
+    if let Some(arg) = plugin {
+        c.args(["-plugin", arg]);
+    }
     // Extra QEMU arguments for debugging the testbed, e.g. `-trace
     // e1000e_rx_not_written_to_guest -D /tmp/qemu-trace.log`.
     if let Some(extra) = std::env::var_os("POLLNIC_QEMU_ARGS") {
@@ -258,9 +290,10 @@ fn boot(
     nonce: &str,
     qmp_socket: &Path,
     opts: &VmOptions,
+    plugin: Option<&str>,
 ) -> Result<RunOutcome> {
     let append = cmdline(shares, script, nonce, opts);
-    let mut qemu = qemu_command(image, shares, &append, qmp_socket, opts);
+    let mut qemu = qemu_command(image, shares, &append, qmp_socket, opts, plugin);
     qemu.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

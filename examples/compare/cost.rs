@@ -1,0 +1,642 @@
+//! Guest work per packet, counted instead of timed: the testbed's counter
+//! (`pollnic_examples::counts`) read around each row's send window.
+//!
+//! Whose work is counted: every vCPU but the generator's. The generator's
+//! vCPU stands for the other machine of a real two-host test, so when the
+//! counter is present `compare` keeps everything else off it (the process's
+//! other threads and new IRQs: [`keep_off_generator`]). A row whose own
+//! receive core is the generator's cannot be split and gets no counts.
+//!
+//! Two figures per row (docs/design/counting.md):
+//! - all instructions per received packet: everything the receiving vCPUs
+//!   did in the window, user and kernel (softirq, hard IRQ, NAPI and ksoftirqd
+//!   are kernel work on the vCPU where they ran), the idle loop left out;
+//! - work instructions per received packet: for a busy-polling path that
+//!   counts its empty polls, minus `empty polls × instructions per empty
+//!   poll`, the latter measured in a window with no traffic just before the
+//!   send window; for any other path, minus the receiving vCPUs' background
+//!   (instructions per second in the same quiet window × the window's length).
+
+use pollnic_examples::counts::{sum_where, Counter, Snapshot, VcpuCounts};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// The quiet window before each send window (no traffic, receiver running).
+pub const QUIET: Duration = Duration::from_millis(300);
+/// After the last frame is sent, the window stays open this long for the
+/// receiver to take what is still in the rings (512 descriptors at 50 kpps
+/// are 10 ms).
+pub const TAIL: Duration = Duration::from_millis(200);
+
+/// Queue threads that report empty polls (one slot each).
+const SLOTS: usize = 8;
+
+#[repr(align(64))]
+struct Slot(AtomicU64);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: Slot = Slot(AtomicU64::new(0));
+static EMPTY: [Slot; SLOTS] = [ZERO; SLOTS];
+/// Whether the row running now reports its empty polls.
+static REPORTING: AtomicBool = AtomicBool::new(false);
+/// The machine's background per vCPU (ticks, RCU, kernel threads), counted
+/// once with nothing running: the counts and the window's length, s.
+static BACKGROUND: std::sync::OnceLock<(Vec<VcpuCounts>, f64)> = std::sync::OnceLock::new();
+
+/// How long [`measure_background`] counts.
+pub const BACKGROUND_WINDOW: Duration = Duration::from_secs(1);
+
+/// Count the machine's background once, before any row (nothing of compare
+/// runs meanwhile). Returns what to say about it.
+pub fn measure_background(meter: &Meter, gen_core: usize) -> Result<String, String> {
+    // Read from the generator's vCPU, as the rows' windows are: reading the
+    // counter file is work (9p), and it must not land on a counted vCPU.
+    let (a, b) = std::thread::scope(|s| {
+        s.spawn(|| {
+            pollnic_examples::cores::pin_current_thread(gen_core);
+            let a = meter.counter.snapshot()?;
+            std::thread::sleep(BACKGROUND_WINDOW);
+            Ok::<_, String>((a, meter.counter.snapshot()?))
+        })
+        .join()
+        .map_err(|_| "the background counting thread panicked".to_string())?
+    })?;
+    let secs = (b.at_ns - a.at_ns) as f64 / 1e9;
+    let per_vcpu = b.since(&a);
+    let text = per_vcpu
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("vcpu{i} {:.0}", c.insns() as f64 / secs))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = BACKGROUND.set((per_vcpu, secs));
+    Ok(format!("counting: idle background, instructions/s: {text}"))
+}
+
+/// A busy-polling row's queue threads report their empty polls from now on
+/// (counts start at 0); [`stop_reporting`] ends it.
+pub fn start_reporting() {
+    for s in &EMPTY {
+        s.0.store(0, Relaxed);
+    }
+    REPORTING.store(true, Relaxed);
+}
+
+/// The row is over: later rows report nothing unless they start again.
+pub fn stop_reporting() {
+    REPORTING.store(false, Relaxed);
+}
+
+/// Queue thread `queue` has polled an empty ring `total` times so far (a
+/// plain store of its own count: one instruction on the hot loop).
+#[inline]
+pub fn report_empty(queue: usize, total: u64) {
+    EMPTY[queue % SLOTS].0.store(total, Relaxed);
+}
+
+fn empty_polls() -> Option<u64> {
+    REPORTING
+        .load(Relaxed)
+        .then(|| EMPTY.iter().map(|s| s.0.load(Relaxed)).sum())
+}
+
+/// What the counter saw around one send window.
+#[derive(Clone, Debug)]
+pub struct Window {
+    /// The quiet window: counts per vCPU, its length, its empty polls.
+    pub quiet: (Vec<VcpuCounts>, f64, Option<u64>),
+    /// The send window (send + [`TAIL`]): counts per vCPU, length, empty polls.
+    pub send: (Vec<VcpuCounts>, f64, Option<u64>),
+    /// The generator's vCPU.
+    pub gen_core: Option<usize>,
+    /// The machine's background ([`measure_background`]): counts per vCPU, s.
+    pub background: (Vec<VcpuCounts>, f64),
+    /// Work counted by the path itself over another span (testpmd:
+    /// [`testpmd_work`]), which then replaces the window's work figures.
+    pub external: Option<External>,
+}
+
+/// A work figure a path made itself, per packet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct External {
+    /// Instructions per packet, the upper bound.
+    pub insns: f64,
+    /// The lower bound.
+    pub insns_low: f64,
+    /// Bytes loaded per packet (upper bound).
+    pub loaded: f64,
+    /// Bytes stored per packet (upper bound).
+    pub stored: f64,
+    /// How, with the numbers.
+    pub method: String,
+}
+
+/// Reads the counter around a row's send window (`None` outside a counting guest).
+pub struct Meter {
+    counter: Counter,
+    quiet: Option<(Snapshot, Snapshot, Option<u64>)>,
+    start: Option<(Snapshot, Option<u64>)>,
+}
+
+impl Meter {
+    /// A meter, when this guest has a counter.
+    pub fn new() -> Option<Meter> {
+        Counter::from_env().map(|counter| Meter {
+            counter,
+            quiet: None,
+            start: None,
+        })
+    }
+
+    fn snap(&self) -> Option<Snapshot> {
+        match self.counter.snapshot() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("compare: {e}");
+                None
+            }
+        }
+    }
+
+    /// The quiet window, then the start of the send window.
+    pub fn begin(&mut self) {
+        let e0 = empty_polls();
+        let q0 = self.snap();
+        std::thread::sleep(QUIET);
+        let e1 = empty_polls();
+        let q1 = self.snap();
+        self.quiet = q0
+            .zip(q1.clone())
+            .map(|(a, b)| (a, b, e1.zip(e0).map(|(b, a)| b - a)));
+        self.start = q1.map(|s| (s, e1));
+    }
+
+    /// The end of the send window (call [`TAIL`] after the last frame).
+    pub fn end(self, gen_core: Option<usize>) -> Option<Window> {
+        let e = empty_polls();
+        let end = self.snap()?;
+        let (q0, q1, qe) = self.quiet?;
+        let (s0, se) = self.start?;
+        let secs = |a: &Snapshot, b: &Snapshot| (b.at_ns - a.at_ns) as f64 / 1e9;
+        Some(Window {
+            quiet: (q1.since(&q0), secs(&q0, &q1), qe),
+            send: (
+                end.since(&s0),
+                secs(&s0, &end),
+                e.zip(se).map(|(b, a)| b - a),
+            ),
+            gen_core,
+            background: BACKGROUND.get().cloned().unwrap_or_default(),
+            external: None,
+        })
+    }
+}
+
+/// The figures of a row, per received packet.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PerPacket {
+    /// All instructions (user + kernel) on the receiving vCPUs.
+    pub instructions: f64,
+    /// Minus the empty polls or the background (see the module doc).
+    pub work_instructions: f64,
+    /// User-mode instructions.
+    pub user_instructions: f64,
+    /// Kernel instructions.
+    pub kernel_instructions: f64,
+    /// Bytes loaded.
+    pub bytes_loaded: f64,
+    /// Bytes stored.
+    pub bytes_stored: f64,
+    /// Bytes loaded, less the empty polls' or the background's (as the work instructions).
+    pub work_bytes_loaded: f64,
+    /// Bytes stored, less the empty polls' or the background's.
+    pub work_bytes_stored: f64,
+    /// Empty polls per packet, for the paths that count them.
+    pub empty_polls: Option<f64>,
+    /// The lower bound of the work, where it is a range (testpmd).
+    pub work_instructions_low: Option<f64>,
+    /// Marked loops: bursts (with packets) per packet.
+    pub bursts_per_packet: Option<f64>,
+    /// Marked loops: instructions of a burst that held one packet: the cost
+    /// of a packet alone in its burst (does not depend on how the row batched).
+    pub burst1_instructions: Option<f64>,
+    /// Marked loops: of [`Self::burst1_instructions`], those in user mode
+    /// (the kernel's share there is interrupts that fell into the burst and,
+    /// under TCG, the clock read's system call).
+    pub burst1_user_instructions: Option<f64>,
+    /// Marked loops: bytes loaded, likewise.
+    pub burst1_bytes_loaded: Option<f64>,
+    /// Marked loops: bytes stored, likewise.
+    pub burst1_bytes_stored: Option<f64>,
+    /// Marked loops with enough bursts of several packets: the fit
+    /// `work = per_burst x bursts + per_packet x packets`, per packet.
+    pub fit_per_packet: Option<f64>,
+    /// The same fit: instructions per burst.
+    pub fit_per_burst: Option<f64>,
+    /// How the work figure was made.
+    pub work_method: String,
+    /// The generator's vCPU, all instructions per sent packet (pollnic TX,
+    /// with its pacing spin).
+    pub gen_instructions_per_sent: Option<f64>,
+    /// The generator's vCPU, marked: instructions of its sending turns per
+    /// sent packet (filling the frames and the TX burst, no pacing loop).
+    pub gen_work_instructions_per_sent: Option<f64>,
+    /// Instructions in the window on each receiving vCPU (index = vCPU; the
+    /// generator's is 0), per received packet.
+    pub per_vcpu: Vec<f64>,
+}
+
+impl Window {
+    /// Per received packet (`received` test frames, `sent` by the generator),
+    /// counting the vCPUs other than the generator's.
+    pub fn per_packet(&self, received: u64, sent: u64) -> Option<PerPacket> {
+        if received == 0 {
+            return None;
+        }
+        let mine = |i: usize| Some(i) != self.gen_core;
+        let (ref send, secs, empty) = self.send;
+        let (ref quiet, qsecs, qempty) = self.quiet;
+        let all = sum_where(send, mine);
+        let calm = sum_where(quiet, mine);
+        let n = received as f64;
+        // What the send window held outside its packets: the machine's
+        // background for the window's length and, for a path that counts its
+        // empty polls, those polls at their cost in the quiet window (user
+        // and kernel: a clock read can be a system call), with the quiet
+        // window's own background taken out first.
+        let bg = sum_where(&self.background.0, mine);
+        let bsecs = self.background.1.max(1e-9);
+        let bg_for = |t: f64| {
+            let f = |x: u64| x as f64 / bsecs * t;
+            (f(bg.insns()), f(bg.loaded()), f(bg.stored()))
+        };
+        let (b_i, b_l, b_s) = bg_for(secs);
+        let (idle_insns, idle_loaded, idle_stored, work_method) = match (empty, qempty) {
+            (Some(e), Some(qe)) if qe > 0 => {
+                let (q_i, q_l, q_s) = bg_for(qsecs);
+                let poll =
+                    |quiet: u64, quiet_bg: f64| (quiet as f64 - quiet_bg).max(0.0) / qe as f64;
+                let (p_i, p_l, p_s) = (
+                    poll(calm.insns(), q_i),
+                    poll(calm.loaded(), q_l),
+                    poll(calm.stored(), q_s),
+                );
+                let e = e as f64;
+                (
+                    b_i + e * p_i,
+                    b_l + e * p_l,
+                    b_s + e * p_s,
+                    format!(
+                        "{e} empty polls x {p_i:.1} instructions each (quiet window: {qe} polls) \
+                         + background {:.0} instructions/s x {secs:.3} s",
+                        bg.insns() as f64 / bsecs
+                    ),
+                )
+            }
+            _ => (
+                b_i,
+                b_l,
+                b_s,
+                format!(
+                    "background {:.0} instructions/s x {secs:.3} s",
+                    bg.insns() as f64 / bsecs
+                ),
+            ),
+        };
+        let work = |all: u64, idle: f64| ((all as f64 - idle) / n).max(0.0);
+        // A loop that marks its bursts (crate's `marker`): its work is what
+        // ran inside the marked regions, counted exactly, empty polls never in
+        // it. Only busy-polling rows use it: an interrupt row's wake-ups are
+        // work too, and they happen outside the bursts.
+        let (work_i, work_l, work_s, work_method) = if let Some(x) = &self.external {
+            (x.insns, x.loaded, x.stored, x.method.clone())
+        } else if all.marks > 0 && empty.is_some() {
+            (
+                all.marked_insns as f64 / n,
+                all.marked_loaded as f64 / n,
+                all.marked_stored as f64 / n,
+                format!(
+                    "marked: {} bursts with packets, from the poll to the packets freed (empty polls left out)",
+                    all.marks
+                ),
+            )
+        } else {
+            (
+                work(all.insns(), idle_insns),
+                work(all.loaded(), idle_loaded),
+                work(all.stored(), idle_stored),
+                work_method,
+            )
+        };
+        // A packet alone in its burst costs F + P; the bursts of several
+        // packets then give P: M_n = F B_n + P N_n.
+        let marked = all.marks > 0 && empty.is_some();
+        let ones = (marked && all.ones > 0).then_some(all.ones as f64);
+        let one = |x: u64| ones.map(|b| x as f64 / b);
+        let fit = ones.and_then(|b1| {
+            let f_p = all.one_insns as f64 / b1;
+            let mn = all.marked_insns.saturating_sub(all.one_insns) as f64;
+            let bn = all.marks.saturating_sub(all.ones) as f64;
+            let extra = n - b1 - bn;
+            (extra >= (0.02 * n).max(50.0)).then(|| {
+                let p = (mn - f_p * bn) / extra;
+                (p, f_p - p)
+            })
+        });
+        let gen = self
+            .gen_core
+            .and_then(|g| send.get(g))
+            .filter(|_| sent > 0)
+            .map(|c| c.insns() as f64 / sent as f64);
+        let gen_work = self
+            .gen_core
+            .and_then(|g| send.get(g))
+            .filter(|c| sent > 0 && c.marks > 0)
+            .map(|c| c.marked_insns as f64 / sent as f64);
+        Some(PerPacket {
+            gen_work_instructions_per_sent: gen_work,
+            instructions: all.insns() as f64 / n,
+            work_instructions: work_i,
+            work_bytes_loaded: work_l,
+            work_bytes_stored: work_s,
+            user_instructions: all.user_insns as f64 / n,
+            kernel_instructions: all.kernel_insns as f64 / n,
+            bytes_loaded: all.loaded() as f64 / n,
+            bytes_stored: all.stored() as f64 / n,
+            empty_polls: empty.map(|e| e as f64 / n),
+            work_instructions_low: self.external.as_ref().map(|x| x.insns_low),
+            bursts_per_packet: marked.then(|| all.marks as f64 / n),
+            burst1_instructions: one(all.one_insns),
+            burst1_user_instructions: one(all.one_user),
+            burst1_bytes_loaded: one(all.one_loaded),
+            burst1_bytes_stored: one(all.one_stored),
+            fit_per_packet: fit.map(|f| f.0),
+            fit_per_burst: fit.map(|f| f.1),
+            work_method,
+            gen_instructions_per_sent: gen,
+            per_vcpu: send
+                .iter()
+                .enumerate()
+                .map(|(i, c)| if mine(i) { c.insns() as f64 / n } else { 0.0 })
+                .collect(),
+        })
+    }
+}
+
+/// With a counter: run this process's threads off the generator's core
+/// (threads pinned later choose their own cores) and give new IRQs a default
+/// affinity without it, so no receive work lands on the generator's vCPU.
+/// Returns what to say about it.
+pub fn keep_off_generator(gen_core: usize) -> Result<String, String> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let others: Vec<usize> = (0..online).filter(|&c| c != gen_core).collect();
+    if others.is_empty() {
+        return Err(format!(
+            "the guest has {online} vCPU: counting needs one for the generator (core {gen_core}) and one more"
+        ));
+    }
+    let mut set = CpuSet::new();
+    for &c in &others {
+        set.set(c).map_err(|e| format!("CPU set: {e}"))?;
+    }
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("sched_setaffinity: {e}"))?;
+    let mask: u64 = others.iter().map(|c| 1u64 << c).sum();
+    std::fs::write("/proc/irq/default_smp_affinity", format!("{mask:x}"))
+        .map_err(|e| format!("/proc/irq/default_smp_affinity: {e}"))?;
+    Ok(format!(
+        "counting: generator on vCPU {gen_core}; receive work counted on vCPUs {others:?} \
+         (this process and new IRQs kept off the generator's vCPU)"
+    ))
+}
+
+/// A snapshot read from the generator's vCPU (reading is work, and it must
+/// not land on a counted vCPU); `None` outside a counting guest.
+pub fn snapshot() -> Option<Snapshot> {
+    let meter = Meter::new()?;
+    let core = crate::gen::GEN_CORE.load(Relaxed);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if core != usize::MAX {
+                pollnic_examples::cores::pin_current_thread(core);
+            }
+            meter.snap()
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// The counted vCPUs' sum over `a..b`, less the machine's background for
+/// that span: (counts, seconds).
+fn net_of_background(a: &Snapshot, b: &Snapshot) -> (f64, f64, f64, f64) {
+    let gen = crate::gen::GEN_CORE.load(Relaxed);
+    let mine = |i: usize| i != gen;
+    let secs = (b.at_ns - a.at_ns) as f64 / 1e9;
+    let all = sum_where(&b.since(a), mine);
+    let (bg, bsecs) = BACKGROUND.get().cloned().unwrap_or_default();
+    let bg = sum_where(&bg, mine);
+    let per = |x: u64| x as f64 / bsecs.max(1e-9) * secs;
+    (
+        all.insns() as f64 - per(bg.insns()),
+        all.loaded() as f64 - per(bg.loaded()),
+        all.stored() as f64 - per(bg.stored()),
+        secs,
+    )
+}
+
+/// testpmd's cost of one empty RX burst (instructions, bytes loaded, bytes
+/// stored), measured once per run: a testpmd with no traffic for
+/// `secs`, its RX bursts (`--record-burst-stats`) against the counted work.
+static TESTPMD_EMPTY: std::sync::OnceLock<Option<(f64, f64, f64, u64)>> =
+    std::sync::OnceLock::new();
+
+/// [`TESTPMD_EMPTY`], measuring it with `calibrate` (start a testpmd, and
+/// return its RX bursts between two snapshots taken by `between`).
+pub fn testpmd_empty_cost(
+    calibrate: impl FnOnce(&mut dyn FnMut() -> Option<Snapshot>) -> Option<u64>,
+) -> Option<(f64, f64, f64, u64)> {
+    *TESTPMD_EMPTY.get_or_init(|| {
+        let mut snaps = Vec::new();
+        let mut between = || {
+            let s = snapshot();
+            if let Some(s) = &s {
+                snaps.push(s.clone());
+            }
+            s
+        };
+        let bursts = calibrate(&mut between)?;
+        let [a, b] = &snaps[..] else { return None };
+        let (i, l, s, _) = net_of_background(a, b);
+        (bursts > 0).then(|| {
+            let n = bursts as f64;
+            (i.max(0.0) / n, l.max(0.0) / n, s.max(0.0) / n, bursts)
+        })
+    })
+}
+
+/// testpmd's work per packet over its forwarding span `a..b`: the counted
+/// work less the background and less its empty bursts at
+/// [`testpmd_empty_cost`]. testpmd counts bursts, not empty ones: a burst held
+/// between 1 and 32 packets, so the empty ones are between `bursts - packets`
+/// and `bursts - packets / 32`, which bounds the work from both sides.
+pub fn testpmd_work(
+    a: &Snapshot,
+    b: &Snapshot,
+    bursts: u64,
+    packets: u64,
+    empty: (f64, f64, f64, u64),
+) -> Option<External> {
+    if packets == 0 {
+        return None;
+    }
+    let (i, l, s, secs) = net_of_background(a, b);
+    let n = packets as f64;
+    let most_empty = bursts.saturating_sub(packets.div_ceil(32)) as f64;
+    let least_empty = bursts.saturating_sub(packets) as f64;
+    let per = |total: f64, each: f64, e: f64| ((total - each * e) / n).max(0.0);
+    Some(External {
+        insns: per(i, empty.0, least_empty),
+        insns_low: per(i, empty.0, most_empty),
+        loaded: per(l, empty.1, least_empty),
+        stored: per(s, empty.2, least_empty),
+        method: format!(
+            "testpmd: {bursts} RX bursts over {secs:.3} s for {packets} packets (its warm-up included); \
+             empty ones {least_empty:.0}..{most_empty:.0} at {:.1} instructions each (calibrated: a \
+             testpmd with no traffic, {} bursts), background taken out; upper bound (every packet \
+             in a burst of its own), lower bound {:.1}",
+            empty.0,
+            empty.3,
+            per(i, empty.0, most_empty)
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(user: u64, kernel: u64) -> VcpuCounts {
+        VcpuCounts {
+            user_insns: user,
+            kernel_insns: kernel,
+            user_loaded: user * 2,
+            kernel_stored: kernel,
+            ..VcpuCounts::default()
+        }
+    }
+
+    #[test]
+    fn empty_polls_are_subtracted_at_their_quiet_cost_and_the_generator_is_left_out() {
+        let w = Window {
+            // Quiet 0.3 s: 1000 empty polls cost 50,000 instructions on vCPU 0
+            // beyond its background (3,000 kernel instructions in 0.3 s).
+            quiet: (vec![c(50_000, 3_000), c(9_999_999, 0)], 0.3, Some(1000)),
+            // Send 2 s: 10,000 empty polls and 1,000 packets.
+            send: (
+                vec![c(900_000, 120_000), c(7_000_000, 0)],
+                2.0,
+                Some(10_000),
+            ),
+            gen_core: Some(1),
+            // Background: 10,000 kernel instructions/s on vCPU 0.
+            background: (vec![c(0, 10_000), c(5, 5)], 1.0),
+            external: None,
+        };
+        let p = w.per_packet(1000, 1000).unwrap();
+        assert_eq!(p.instructions, 1020.0);
+        // 1.02e6 - 10,000 polls x 50 - 2 s x 10,000/s = 500,000.
+        assert!(
+            (p.work_instructions - 500.0).abs() < 1e-9,
+            "{}",
+            p.work_instructions
+        );
+        assert_eq!((p.user_instructions, p.kernel_instructions), (900.0, 120.0));
+        assert_eq!((p.bytes_loaded, p.bytes_stored), (1800.0, 120.0));
+        // Loads: quiet 100,000 bytes in 1000 polls (no background loads).
+        assert!((p.work_bytes_loaded - 800.0).abs() < 1e-9);
+        // Stores: quiet 3,000 = background 0.3 s x 10,000; send 120,000 - 2 x 10,000.
+        assert!(
+            (p.work_bytes_stored - 100.0).abs() < 1e-9,
+            "{}",
+            p.work_bytes_stored
+        );
+        assert_eq!(p.empty_polls, Some(10.0));
+        assert_eq!(p.gen_instructions_per_sent, Some(7000.0));
+        assert_eq!(p.per_vcpu, vec![1020.0, 0.0]);
+    }
+
+    #[test]
+    fn marked_bursts_give_the_work_the_cost_of_a_lone_packet_and_the_fit() {
+        // 1,000 packets: 400 bursts of one (F + P = 300 each) and 100 bursts
+        // of six (F = 100, P = 200: 1,300 each).
+        let mut send = c(5_000_000, 0);
+        send.marked_insns = 400 * 300 + 100 * 1300;
+        send.marks = 500;
+        send.one_insns = 400 * 300;
+        send.ones = 400;
+        let w = Window {
+            quiet: (vec![c(50_000, 0)], 0.3, Some(1000)),
+            send: (vec![send], 2.0, Some(10_000)),
+            gen_core: None,
+            background: (vec![c(0, 0)], 1.0),
+            external: None,
+        };
+        let p = w.per_packet(1000, 1000).unwrap();
+        assert_eq!(p.work_instructions, 250.0, "250,000 marked / 1,000 packets");
+        assert!(p.work_method.starts_with("marked"));
+        assert_eq!(p.bursts_per_packet, Some(0.5));
+        assert_eq!(p.burst1_instructions, Some(300.0));
+        let (pp, pb) = (p.fit_per_packet.unwrap(), p.fit_per_burst.unwrap());
+        assert!(
+            (pp - 200.0).abs() < 1e-9 && (pb - 100.0).abs() < 1e-9,
+            "{pp} {pb}"
+        );
+    }
+
+    #[test]
+    fn testpmd_work_is_bounded_by_how_many_of_its_bursts_were_empty() {
+        let snap = |user: u64, at_ns: u64| Snapshot {
+            seq: 1,
+            vcpus: vec![c(user, 0)],
+            at_ns,
+        };
+        // 1e6 instructions, 10,000 bursts for 1,000 packets, 50 per empty burst.
+        let x = testpmd_work(
+            &snap(0, 0),
+            &snap(1_000_000, 1_000_000_000),
+            10_000,
+            1000,
+            (50.0, 0.0, 0.0, 1),
+        )
+        .unwrap();
+        // At most 9,000 empty bursts (every packet alone): (1e6 - 450,000) / 1000.
+        assert!((x.insns - 550.0).abs() < 1e-9, "{}", x.insns);
+        // At least 10,000 - 32 (32 packets a burst): (1e6 - 498,400) / 1000.
+        assert!((x.insns_low - 501.6).abs() < 1e-9, "{}", x.insns_low);
+        assert!(x.method.starts_with("testpmd: 10000 RX bursts"));
+        assert_eq!(
+            testpmd_work(&snap(0, 0), &snap(1, 1), 5, 0, (1.0, 0.0, 0.0, 1)),
+            None
+        );
+    }
+
+    #[test]
+    fn without_empty_polls_the_background_rate_is_subtracted() {
+        let w = Window {
+            quiet: (vec![c(0, 30_000)], 0.3, None),
+            send: (vec![c(0, 1_200_000)], 2.0, None),
+            gen_core: None,
+            background: (vec![c(0, 100_000)], 1.0),
+            external: None,
+        };
+        let p = w.per_packet(1000, 1000).unwrap();
+        assert_eq!(p.instructions, 1200.0);
+        // 100,000 instructions/s x 2 s = 200,000.
+        assert!((p.work_instructions - 1000.0).abs() < 1e-6);
+        assert!(p.work_method.starts_with("background"));
+        assert_eq!(w.per_packet(0, 10), None, "no packet, no figure");
+    }
+}

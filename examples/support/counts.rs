@@ -1,0 +1,308 @@
+//! The guest-work counter, read from inside the testbed's guest: per vCPU,
+//! the instructions the guest executed (user, kernel; the idle loop apart)
+//! and the bytes they loaded and stored, as counted by the testbed's TCG
+//! plugin (`xtask/plugin/pollnic_count.c`, docs/design/counting.md). The
+//! plugin rewrites the file named by `$POLLNIC_COUNTS` every millisecond;
+//! outside a counting guest (`cargo xtask vm --count`, `cargo xtask
+//! compare`) there is no counter and [`Counter::from_env`] is `None`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// One vCPU's counts since boot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VcpuCounts {
+    /// Instructions executed in user mode (below the canonical hole).
+    pub user_insns: u64,
+    /// Instructions executed in the kernel, its idle loop (`.cpuidle.text`) left out.
+    pub kernel_insns: u64,
+    /// Instructions of the kernel's idle loop (not work; kept for the record).
+    pub idle_insns: u64,
+    /// Bytes loaded by user-mode instructions.
+    pub user_loaded: u64,
+    /// Bytes stored by user-mode instructions.
+    pub user_stored: u64,
+    /// Bytes loaded by kernel instructions (idle loop left out).
+    pub kernel_loaded: u64,
+    /// Bytes stored by kernel instructions (idle loop left out).
+    pub kernel_stored: u64,
+    /// Instructions inside marked regions ([`crate::marker`]), user and kernel.
+    pub marked_insns: u64,
+    /// Bytes loaded inside marked regions.
+    pub marked_loaded: u64,
+    /// Bytes stored inside marked regions.
+    pub marked_stored: u64,
+    /// Marked regions committed.
+    pub marks: u64,
+    /// Of the marked: instructions in regions of one packet ([`crate::marker::commit_one`]).
+    pub one_insns: u64,
+    /// Bytes loaded in regions of one packet.
+    pub one_loaded: u64,
+    /// Bytes stored in regions of one packet.
+    pub one_stored: u64,
+    /// Regions of one packet.
+    pub ones: u64,
+    /// Of [`Self::marked_insns`], those in user mode.
+    pub marked_user: u64,
+    /// Of [`Self::one_insns`], those in user mode.
+    pub one_user: u64,
+}
+
+impl VcpuCounts {
+    /// User plus kernel instructions (the idle loop left out).
+    pub fn insns(&self) -> u64 {
+        self.user_insns + self.kernel_insns
+    }
+
+    /// Bytes loaded, user and kernel.
+    pub fn loaded(&self) -> u64 {
+        self.user_loaded + self.kernel_loaded
+    }
+
+    /// Bytes stored, user and kernel.
+    pub fn stored(&self) -> u64 {
+        self.user_stored + self.kernel_stored
+    }
+
+    /// `self - earlier`, field by field (a counter never goes back; a wrapped
+    /// or reset one gives 0, not a huge number).
+    pub fn since(&self, earlier: &VcpuCounts) -> VcpuCounts {
+        VcpuCounts {
+            user_insns: self.user_insns.saturating_sub(earlier.user_insns),
+            kernel_insns: self.kernel_insns.saturating_sub(earlier.kernel_insns),
+            idle_insns: self.idle_insns.saturating_sub(earlier.idle_insns),
+            user_loaded: self.user_loaded.saturating_sub(earlier.user_loaded),
+            user_stored: self.user_stored.saturating_sub(earlier.user_stored),
+            kernel_loaded: self.kernel_loaded.saturating_sub(earlier.kernel_loaded),
+            kernel_stored: self.kernel_stored.saturating_sub(earlier.kernel_stored),
+            marked_insns: self.marked_insns.saturating_sub(earlier.marked_insns),
+            marked_loaded: self.marked_loaded.saturating_sub(earlier.marked_loaded),
+            marked_stored: self.marked_stored.saturating_sub(earlier.marked_stored),
+            marks: self.marks.saturating_sub(earlier.marks),
+            one_insns: self.one_insns.saturating_sub(earlier.one_insns),
+            one_loaded: self.one_loaded.saturating_sub(earlier.one_loaded),
+            one_stored: self.one_stored.saturating_sub(earlier.one_stored),
+            ones: self.ones.saturating_sub(earlier.ones),
+            marked_user: self.marked_user.saturating_sub(earlier.marked_user),
+            one_user: self.one_user.saturating_sub(earlier.one_user),
+        }
+    }
+
+    /// Field-by-field sum.
+    pub fn plus(&self, o: &VcpuCounts) -> VcpuCounts {
+        VcpuCounts {
+            user_insns: self.user_insns + o.user_insns,
+            kernel_insns: self.kernel_insns + o.kernel_insns,
+            idle_insns: self.idle_insns + o.idle_insns,
+            user_loaded: self.user_loaded + o.user_loaded,
+            user_stored: self.user_stored + o.user_stored,
+            kernel_loaded: self.kernel_loaded + o.kernel_loaded,
+            kernel_stored: self.kernel_stored + o.kernel_stored,
+            marked_insns: self.marked_insns + o.marked_insns,
+            marked_loaded: self.marked_loaded + o.marked_loaded,
+            marked_stored: self.marked_stored + o.marked_stored,
+            marks: self.marks + o.marks,
+            one_insns: self.one_insns + o.one_insns,
+            one_loaded: self.one_loaded + o.one_loaded,
+            one_stored: self.one_stored + o.one_stored,
+            ones: self.ones + o.ones,
+            marked_user: self.marked_user + o.marked_user,
+            one_user: self.one_user + o.one_user,
+        }
+    }
+}
+
+/// Every vCPU's counts at one moment, and when that was (CLOCK_MONOTONIC, ns).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The plugin's write sequence number.
+    pub seq: u64,
+    /// Index = vCPU.
+    pub vcpus: Vec<VcpuCounts>,
+    /// When the reader saw it.
+    pub at_ns: u64,
+}
+
+impl Snapshot {
+    /// What each vCPU did since `earlier` (index = vCPU).
+    pub fn since(&self, earlier: &Snapshot) -> Vec<VcpuCounts> {
+        self.vcpus
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.since(earlier.vcpus.get(i).unwrap_or(&VcpuCounts::default())))
+            .collect()
+    }
+}
+
+/// The sum of `per_vcpu` over the vCPUs `pick` accepts.
+pub fn sum_where(per_vcpu: &[VcpuCounts], pick: impl Fn(usize) -> bool) -> VcpuCounts {
+    per_vcpu
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| pick(*i))
+        .fold(VcpuCounts::default(), |a, (_, c)| a.plus(c))
+}
+
+/// The counter file of this guest.
+#[derive(Clone, Debug)]
+pub struct Counter {
+    path: PathBuf,
+}
+
+impl Counter {
+    /// The counter named by `$POLLNIC_COUNTS`, if this guest has one.
+    pub fn from_env() -> Option<Counter> {
+        std::env::var_os("POLLNIC_COUNTS").map(|p| Counter { path: p.into() })
+    }
+
+    /// A snapshot written after this call began: it waits for the plugin's
+    /// next rewrite (about 1 ms), so no work done before the call is missing
+    /// from it and at most one period's work after it is in it.
+    ///
+    /// # Errors
+    /// The file cannot be read or parsed, or no new rewrite came within 2 s
+    /// (QEMU stopped counting).
+    pub fn snapshot(&self) -> Result<Snapshot, String> {
+        let first = self.read()?;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            std::thread::sleep(Duration::from_micros(300));
+            let s = self.read()?;
+            if s.seq != first.seq {
+                return Ok(s);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{}: the counter did not change for 2 s (seq {})",
+                    self.path.display(),
+                    s.seq
+                ));
+            }
+        }
+    }
+
+    /// The file as it is now, retried while a rewrite is caught half done.
+    fn read(&self) -> Result<Snapshot, String> {
+        let mut last = String::new();
+        for _ in 0..100 {
+            let text = std::fs::read_to_string(&self.path)
+                .map_err(|e| format!("reading the counter {}: {e}", self.path.display()))?;
+            match parse(&text) {
+                Some(mut s) => {
+                    s.at_ns = pollnic::clock::monotonic_ns();
+                    return Ok(s);
+                }
+                None => last = text,
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Err(format!(
+            "{}: no whole snapshot in 100 reads; last: {:?}",
+            self.path.display(),
+            last.lines().next().unwrap_or("")
+        ))
+    }
+}
+
+/// Parse the plugin's file; `None` for a torn or malformed one (the sequence
+/// numbers of its first and last lines differ, or a line is short).
+pub fn parse(text: &str) -> Option<Snapshot> {
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next()?.split_whitespace().collect();
+    let ["pollnic-count", "4", "seq", seq, "vcpus", n] = head[..] else {
+        return None;
+    };
+    let (seq, n): (u64, usize) = (seq.parse().ok()?, n.parse().ok()?);
+    let mut vcpus = Vec::with_capacity(n);
+    for i in 0..n {
+        let w: Vec<&str> = lines.next()?.split_whitespace().collect();
+        if w.len() != 19 || w[0] != "cpu" || w[1].parse::<usize>().ok()? != i {
+            return None;
+        }
+        let v: Vec<u64> = w[2..]
+            .iter()
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        vcpus.push(VcpuCounts {
+            user_insns: v[0],
+            kernel_insns: v[1],
+            idle_insns: v[2],
+            user_loaded: v[3],
+            user_stored: v[4],
+            kernel_loaded: v[5],
+            kernel_stored: v[6],
+            marked_insns: v[7],
+            marked_loaded: v[8],
+            marked_stored: v[9],
+            marks: v[10],
+            one_insns: v[11],
+            one_loaded: v[12],
+            one_stored: v[13],
+            ones: v[14],
+            marked_user: v[15],
+            one_user: v[16],
+        });
+    }
+    let end: Vec<&str> = lines.next()?.split_whitespace().collect();
+    (end.len() == 2 && end[0] == "end" && end[1].parse::<u64>().ok()? == seq).then_some(Snapshot {
+        seq,
+        vcpus,
+        at_ns: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(seq: u64, end: u64) -> String {
+        format!(
+            "pollnic-count 4 seq {seq:020} vcpus 002\n\
+             cpu 000 00000000000000000010 00000000000000000020 00000000000000000030 \
+             00000000000000000040 00000000000000000050 00000000000000000060 00000000000000000070 \
+             00000000000000000008 00000000000000000009 00000000000000000011 00000000000000000002 \
+             00000000000000000004 00000000000000000004 00000000000000000005 00000000000000000001 \
+             00000000000000000006 00000000000000000003\n\
+             cpu 001 00000000000000000001 00000000000000000002 00000000000000000003 \
+             00000000000000000004 00000000000000000005 00000000000000000006 00000000000000000007 \
+             00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
+             00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
+             00000000000000000000 00000000000000000000\n\
+             end {end:020}\n"
+        )
+    }
+
+    #[test]
+    fn a_whole_file_parses_and_a_torn_one_does_not() {
+        let s = parse(&file(7, 7)).expect("whole");
+        assert_eq!(s.seq, 7);
+        assert_eq!(s.vcpus.len(), 2);
+        assert_eq!(s.vcpus[0].user_insns, 10);
+        assert_eq!(s.vcpus[0].kernel_stored, 70);
+        assert_eq!((s.vcpus[0].marked_insns, s.vcpus[0].marks), (8, 2));
+        assert_eq!((s.vcpus[0].one_insns, s.vcpus[0].ones), (4, 1));
+        assert_eq!((s.vcpus[0].marked_user, s.vcpus[0].one_user), (6, 3));
+        assert_eq!(s.vcpus[1].insns(), 3);
+        // The writer was caught between the header and the end line.
+        assert_eq!(parse(&file(8, 7)), None);
+        // Cut short.
+        let whole = file(9, 9);
+        assert_eq!(parse(&whole[..whole.len() - 30]), None);
+        assert_eq!(parse(""), None);
+    }
+
+    #[test]
+    fn deltas_are_per_vcpu_and_never_negative() {
+        let a = parse(&file(1, 1)).unwrap();
+        let mut b = a.clone();
+        b.vcpus[0].user_insns += 1000;
+        b.vcpus[1].kernel_loaded += 64;
+        let d = b.since(&a);
+        assert_eq!(d[0].user_insns, 1000);
+        assert_eq!(d[1].kernel_loaded, 64);
+        assert_eq!(d[1].user_insns, 0);
+        assert_eq!(a.since(&b)[0].user_insns, 0, "a counter going back gives 0");
+        let only1 = sum_where(&d, |i| i == 1);
+        assert_eq!((only1.insns(), only1.loaded()), (0, 64));
+    }
+}

@@ -1,0 +1,108 @@
+//! The guest-work counter (the testbed's TCG plugin, docs/design/counting.md)
+//! in the guest that `cargo xtask test` boots with it: the idle loop is left
+//! out, and the same compare row counted twice gives the same instructions
+//! per packet within 2 %, whatever the host's load did to its timing.
+
+use pollnic_examples::counts::Counter;
+use pollnic_tests::*;
+use std::time::Duration;
+
+fn counter() -> Counter {
+    Counter::from_env().expect(
+        "no $POLLNIC_COUNTS: this test runs in the counting guest of `cargo xtask test` \
+         (or `cargo xtask vm --count`)",
+    )
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed with the counter: run `cargo xtask test`"]
+fn an_idle_guest_spends_its_instructions_in_the_idle_loop_and_they_are_kept_apart() {
+    let c = counter();
+    let a = c.snapshot().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let b = c.snapshot().unwrap();
+    let d = b.since(&a);
+    assert!(d.len() >= 2, "one line per vCPU: {d:?}");
+    // `idle=poll`: an idle vCPU spins in .cpuidle.text; counted as idle, its
+    // work (ticks, RCU, this test's reads) is a small fraction of that.
+    let idle: u64 = d.iter().map(|v| v.idle_insns).sum();
+    let work: u64 = d.iter().map(|v| v.insns()).sum();
+    println!("2 s idle: {idle} idle-loop instructions, {work} others: {d:?}");
+    assert!(
+        idle > 0,
+        "no instruction counted in the idle loop: is the idle range right? {d:?}"
+    );
+    assert!(
+        work * 4 < idle,
+        "an idle guest did more work ({work}) than a quarter of its idle-loop instructions ({idle}): \
+         the idle loop is not left out"
+    );
+    assert!(
+        d.iter().all(|v| v.loaded() > 0 && v.stored() > 0),
+        "every vCPU loads and stores something (ticks): {d:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed with the counter: run `cargo xtask test`"]
+fn the_same_row_counted_twice_agrees_within_two_percent() {
+    counter();
+    let mut work = Vec::new();
+    for run in 0..2 {
+        let out = std::env::temp_dir().join(format!("pollnic-count-{}-{run}", std::process::id()));
+        let cmd = std::process::Command::new(example_exe("compare"))
+            .args(["--tx", &port(0), "--rx", &port(1)])
+            .args(["--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2"])
+            .args(["--rate", "3000", "--gen-core", "1", "--cores", "0", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&cmd.stdout).to_string()
+            + &String::from_utf8_lossy(&cmd.stderr);
+        println!("{text}");
+        assert!(cmd.status.success(), "compare failed:\n{text}");
+        assert!(text.contains("counting: generator on vCPU 1"), "{text}");
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap())
+                .unwrap();
+        let r = &rows[0];
+        println!("row: {r}");
+        let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {r}"));
+        let (all, w) = (
+            f("instructions_per_packet"),
+            f("work_instructions_per_packet"),
+        );
+        assert!(
+            w > 0.0 && w <= all,
+            "work {w} must be within all {all}: {r}"
+        );
+        assert!(
+            (f("user_instructions_per_packet") + f("kernel_instructions_per_packet") - all).abs()
+                < 1e-6 * all,
+            "user + kernel = all: {r}"
+        );
+        assert!(
+            f("bytes_loaded_per_packet") > 0.0 && f("bytes_stored_per_packet") > 0.0,
+            "{r}"
+        );
+        assert!(
+            r["work_method"].as_str().unwrap().starts_with("marked"),
+            "busy polling counts its marked bursts: {r}"
+        );
+        assert!(
+            f("burst1_user_instructions_per_packet") <= f("burst1_instructions_per_packet"),
+            "{r}"
+        );
+        work.push(f("burst1_user_instructions_per_packet"));
+    }
+    let spread = (work[0] - work[1]).abs() / work[0].min(work[1]);
+    println!(
+        "work instructions per packet: {work:?}, spread {:.2} %",
+        spread * 100.0
+    );
+    assert!(
+        spread <= 0.02,
+        "two runs of one row differ by {:.2} % (> 2 %): {work:?}",
+        spread * 100.0
+    );
+}

@@ -1,0 +1,347 @@
+/*
+ * pollnic-count: a QEMU TCG plugin that counts guest work per vCPU, for the
+ * testbed's cost-per-packet figures (docs/design/counting.md).
+ *
+ * Per vCPU it counts executed instructions, split by the translated block's
+ * address into user (below the canonical hole), kernel (above it) and the
+ * kernel's idle loop (the range [idle_start, idle_end) given as arguments:
+ * `.cpuidle.text` from /proc/kallsyms of a `nokaslr` boot), and the bytes the
+ * user and kernel instructions load and store (one memory callback per access,
+ * with its size). Idle instructions are kept apart so that a polling idle loop
+ * (`idle=poll`) costs nothing in the figures; their memory accesses are not
+ * instrumented at all.
+ *
+ * Every `period_us` microseconds (default 1000) a thread rewrites `out` with
+ * one fixed-width line per vCPU, framed by a sequence number at both ends so a
+ * reader can tell a torn read (docs/design/counting.md gives the format).
+ *
+ * Arguments: out=PATH (required), idle_start=0xADDR, idle_end=0xADDR,
+ * mem=on|off (default on), period_us=N.
+ *
+ * Only the dozen functions of QEMU's plugin API (version 4, QEMU 9.0 and
+ * later) that this file uses are declared below, from their documented
+ * signatures: Debian ships no plugin headers. The plugin is a separate program
+ * loaded by QEMU; nothing of it is linked into pollnic.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- the plugin API, as documented for API version 4 ---- */
+typedef uint64_t qemu_plugin_id_t;
+typedef struct {
+    const char *target_name;
+    struct {
+        int min;
+        int cur;
+    } version;
+    bool system_emulation;
+    union {
+        struct {
+            int smp_vcpus;
+            int max_vcpus;
+        } system;
+    };
+} qemu_info_t;
+struct qemu_plugin_tb;
+struct qemu_plugin_insn;
+struct qemu_plugin_scoreboard;
+typedef struct {
+    struct qemu_plugin_scoreboard *score;
+    size_t offset;
+} qemu_plugin_u64;
+enum qemu_plugin_cb_flags { CB_NO_REGS = 0 };
+enum qemu_plugin_mem_rw { MEM_R = 1, MEM_W = 2 };
+enum qemu_plugin_op { INLINE_ADD_U64 = 0 };
+typedef uint32_t qemu_plugin_meminfo_t;
+typedef void (*tb_trans_cb_t)(qemu_plugin_id_t, struct qemu_plugin_tb *);
+typedef void (*mem_cb_t)(unsigned int, qemu_plugin_meminfo_t, uint64_t, void *);
+typedef void (*udata_cb_t)(qemu_plugin_id_t, void *);
+typedef void (*vcpu_cb_t)(qemu_plugin_id_t, unsigned int);
+
+void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t, tb_trans_cb_t);
+void qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(struct qemu_plugin_tb *, enum qemu_plugin_op,
+                                                       qemu_plugin_u64, uint64_t);
+void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *, mem_cb_t, enum qemu_plugin_cb_flags,
+                                      enum qemu_plugin_mem_rw, void *);
+void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, udata_cb_t, void *);
+void qemu_plugin_register_vcpu_init_cb(qemu_plugin_id_t, vcpu_cb_t);
+typedef void (*insn_cb_t)(unsigned int, void *);
+void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *, insn_cb_t, enum qemu_plugin_cb_flags,
+                                            void *);
+size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *, void *, size_t);
+size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *);
+size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *);
+uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *, size_t);
+unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t);
+struct qemu_plugin_scoreboard *qemu_plugin_scoreboard_new(size_t);
+void *qemu_plugin_scoreboard_find(struct qemu_plugin_scoreboard *, unsigned int);
+void qemu_plugin_outs(const char *);
+
+EXPORT int qemu_plugin_version = 4;
+
+/* ---- the counters ---- */
+enum { USER = 0, KERNEL = 1, IDLE = 2 };
+
+/* One vCPU's counters: a scoreboard entry (QEMU keeps one per vCPU). */
+struct counts {
+    uint64_t insns[3];  /* USER, KERNEL, IDLE */
+    uint64_t loaded[2]; /* bytes, USER and KERNEL */
+    uint64_t stored[2];
+    /* Marked regions: what ran between a BEGIN and a COMMIT marker. */
+    uint64_t marked_insns, marked_loaded, marked_stored, marks, marked_user;
+    /* The same, of the regions committed by COMMIT_ONE (a burst of one packet). */
+    uint64_t one_insns, one_loaded, one_stored, ones, one_user;
+    uint64_t start_insns, start_loaded, start_stored, start_user, open;
+};
+
+/*
+ * Markers: the 8-byte no-op `nopl 0xNN434e50(%rax,%rax,1)` (0f 1f 84 00 and the
+ * displacement), emitted by the guest program (examples/support/marker.rs).
+ * BEGIN opens a region on its vCPU, COMMIT adds what ran since to the marked
+ * counts, DISCARD drops it (an empty poll), COMMIT_ONE commits a region that
+ * handled exactly one packet (kept apart as well). Each costs one callback.
+ */
+enum { MARK_BEGIN = 1, MARK_COMMIT = 2, MARK_DISCARD = 3, MARK_COMMIT_ONE = 4 };
+static int marker_of(const struct qemu_plugin_insn *insn)
+{
+    uint8_t b[8];
+    if (qemu_plugin_insn_size(insn) != 8 || qemu_plugin_insn_data(insn, b, 8) != 8) {
+        return 0;
+    }
+    if (b[0] != 0x0f || b[1] != 0x1f || b[2] != 0x84 || b[3] != 0x00 || b[5] != 0x43 || b[6] != 0x4e ||
+        b[7] != 0x50) {
+        return 0;
+    }
+    return b[4] >= MARK_BEGIN && b[4] <= MARK_COMMIT_ONE ? b[4] : 0;
+}
+
+static struct qemu_plugin_scoreboard *board;
+static uint64_t idle_start, idle_end;
+static bool count_mem = true;
+static int vcpus;       /* vCPUs of the machine */
+static int vcpus_ready; /* vCPUs initialised so far (their scoreboard entries exist) */
+static int out_fd = -1;
+static unsigned period_us = 1000;
+static volatile bool stopping;
+static pthread_t writer;
+static uint64_t seq;
+
+/* x86-64: the kernel's half of the address space starts above the canonical hole. */
+static int class_of(uint64_t vaddr)
+{
+    if (vaddr >= idle_start && vaddr < idle_end) {
+        return IDLE;
+    }
+    return vaddr >= 0xffff800000000000ULL ? KERNEL : USER;
+}
+
+static void on_load(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+    struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
+    (void)vaddr;
+    c->loaded[(uintptr_t)udata] += 1u << qemu_plugin_mem_size_shift(info);
+}
+
+static void on_store(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+    struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
+    (void)vaddr;
+    c->stored[(uintptr_t)udata] += 1u << qemu_plugin_mem_size_shift(info);
+}
+
+static void on_mark(unsigned int vcpu, void *udata)
+{
+    struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
+    uint64_t insns = c->insns[USER] + c->insns[KERNEL];
+    uint64_t loaded = c->loaded[USER] + c->loaded[KERNEL];
+    uint64_t stored = c->stored[USER] + c->stored[KERNEL];
+    switch ((uintptr_t)udata) {
+    case MARK_BEGIN:
+        c->start_user = c->insns[USER];
+        c->start_insns = insns;
+        c->start_loaded = loaded;
+        c->start_stored = stored;
+        c->open = 1;
+        break;
+    case MARK_COMMIT:
+    case MARK_COMMIT_ONE:
+        if (c->open) {
+            c->marked_insns += insns - c->start_insns;
+            c->marked_loaded += loaded - c->start_loaded;
+            c->marked_stored += stored - c->start_stored;
+            c->marks++;
+            c->marked_user += c->insns[USER] - c->start_user;
+            if ((uintptr_t)udata == MARK_COMMIT_ONE) {
+                c->one_user += c->insns[USER] - c->start_user;
+                c->one_insns += insns - c->start_insns;
+                c->one_loaded += loaded - c->start_loaded;
+                c->one_stored += stored - c->start_stored;
+                c->ones++;
+            }
+        }
+        c->open = 0;
+        break;
+    default:
+        c->open = 0;
+        break;
+    }
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    int cls = class_of(qemu_plugin_tb_vaddr(tb));
+    qemu_plugin_u64 entry = {board, offsetof(struct counts, insns) + cls * sizeof(uint64_t)};
+    (void)id;
+    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, INLINE_ADD_U64, entry, n);
+    if (cls == IDLE) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        int mark = cls == USER ? marker_of(insn) : 0;
+        if (mark) {
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_mark, CB_NO_REGS, (void *)(uintptr_t)mark);
+        }
+        if (!count_mem) {
+            continue;
+        }
+        qemu_plugin_register_vcpu_mem_cb(insn, on_load, CB_NO_REGS, MEM_R, (void *)(uintptr_t)cls);
+        qemu_plugin_register_vcpu_mem_cb(insn, on_store, CB_NO_REGS, MEM_W, (void *)(uintptr_t)cls);
+    }
+}
+
+/* The file: a header line, one line per vCPU, an end line; numbers at fixed
+ * width so every rewrite has the same length and covers the previous one. */
+static void dump(void)
+{
+    char buf[256 + 448 * 64];
+    size_t len = 0;
+    seq++;
+    len += snprintf(buf + len, sizeof buf - len, "pollnic-count 4 seq %020" PRIu64 " vcpus %03d\n", seq,
+                    vcpus);
+    int ready = __atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
+    for (int v = 0; v < vcpus && v < 64; v++) {
+        static const struct counts none;
+        const struct counts *c = v < ready ? qemu_plugin_scoreboard_find(board, v) : &none;
+        len += snprintf(buf + len, sizeof buf - len,
+                        "cpu %03d %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
+                        " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
+                        " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
+                        " %020" PRIu64 " %020" PRIu64 "\n",
+                        v, c->insns[USER], c->insns[KERNEL], c->insns[IDLE], c->loaded[USER],
+                        c->stored[USER], c->loaded[KERNEL], c->stored[KERNEL], c->marked_insns,
+                        c->marked_loaded, c->marked_stored, c->marks, c->one_insns, c->one_loaded,
+                        c->one_stored, c->ones, c->marked_user, c->one_user);
+    }
+    len += snprintf(buf + len, sizeof buf - len, "end %020" PRIu64 "\n", seq);
+    if (pwrite(out_fd, buf, len, 0) != (ssize_t)len) {
+        /* A full disk or a removed share: the reader sees a stale seq. */
+    }
+}
+
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
+{
+    (void)id;
+    /* vCPUs come up in index order; a scoreboard entry exists once its vCPU is initialised. */
+    int want = (int)vcpu + 1;
+    int cur = __atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
+    while (cur < want && !__atomic_compare_exchange_n(&vcpus_ready, &cur, want, false, __ATOMIC_RELEASE,
+                                                      __ATOMIC_ACQUIRE)) {
+    }
+}
+
+static void *write_loop(void *arg)
+{
+    struct timespec ts = {0, (long)period_us * 1000};
+    (void)arg;
+    while (!stopping) {
+        dump();
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void at_exit(qemu_plugin_id_t id, void *udata)
+{
+    (void)id;
+    (void)udata;
+    stopping = true;
+    pthread_join(writer, NULL);
+    dump();
+    close(out_fd);
+}
+
+static bool parse_u64(const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtoull(text, &end, 0);
+    return errno == 0 && end != text && *end == '\0';
+}
+
+EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv)
+{
+    const char *out = NULL;
+    char msg[512];
+    if (!info->system_emulation) {
+        qemu_plugin_outs("pollnic-count: needs system emulation\n");
+        return -1;
+    }
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        uint64_t v;
+        if (strncmp(a, "out=", 4) == 0) {
+            out = a + 4;
+        } else if (strncmp(a, "idle_start=", 11) == 0 && parse_u64(a + 11, &v)) {
+            idle_start = v;
+        } else if (strncmp(a, "idle_end=", 9) == 0 && parse_u64(a + 9, &v)) {
+            idle_end = v;
+        } else if (strcmp(a, "mem=on") == 0 || strcmp(a, "mem=off") == 0) {
+            count_mem = a[5] == 'n';
+        } else if (strncmp(a, "period_us=", 10) == 0 && parse_u64(a + 10, &v) && v >= 100 && v <= 1000000) {
+            period_us = (unsigned)v;
+        } else {
+            snprintf(msg, sizeof msg, "pollnic-count: unknown or bad argument `%s`\n", a);
+            qemu_plugin_outs(msg);
+            return -1;
+        }
+    }
+    if (!out) {
+        qemu_plugin_outs("pollnic-count: out=PATH is required\n");
+        return -1;
+    }
+    if (idle_end < idle_start) {
+        qemu_plugin_outs("pollnic-count: idle_end is below idle_start\n");
+        return -1;
+    }
+    out_fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0) {
+        snprintf(msg, sizeof msg, "pollnic-count: cannot open %s: %s\n", out, strerror(errno));
+        qemu_plugin_outs(msg);
+        return -1;
+    }
+    vcpus = info->system.smp_vcpus;
+    board = qemu_plugin_scoreboard_new(sizeof(struct counts));
+    qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+    if (pthread_create(&writer, NULL, write_loop, NULL) != 0) {
+        qemu_plugin_outs("pollnic-count: cannot start the writer thread\n");
+        return -1;
+    }
+    return 0;
+}
