@@ -14,7 +14,7 @@
 
 use clap::Parser;
 use pollnic::run_pinned;
-use pollnic::DeviceCounters;
+use pollnic::stats::DeviceCounters;
 use pollnic::{Device, DeviceConfig, Packet, Queue};
 use pollnic_examples::args::Usage;
 use pollnic_examples::frame::{self, Flow};
@@ -488,14 +488,14 @@ fn send(
             std::hint::spin_loop();
             continue;
         }
-        let n = txd.tx_burst(&mut pending);
+        let n = txd.queue(0).tx_burst(&mut pending);
         live.fetch_add(n as u64, Relaxed);
     }
     // Frames still pending were never offered: not counted as sent.
     let sent = seq - pending.len() as u64;
     drop(pending);
     let elapsed = t0.elapsed();
-    txd.flush_tx(Duration::from_secs(2));
+    txd.queue(0).flush_tx(Duration::from_secs(2));
     Ok((txd, sent, elapsed))
 }
 

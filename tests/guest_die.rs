@@ -46,7 +46,7 @@ fn child_until_signalled() {
                 p.set_len(60).unwrap();
                 burst.push(p);
             }
-            tx.tx_burst(&mut burst);
+            tx.queue(0).tx_burst(&mut burst);
             rounds += 1;
         }
     }

@@ -152,10 +152,10 @@ fn run_streams(devs: &mut [Device], streams: &mut [Stream]) {
                 due,
                 frame::mixed_len,
             );
-            dev.tx_burst(&mut s.pending);
+            dev.queue(0).tx_burst(&mut s.pending);
         }
         for s in streams.iter_mut() {
-            if devs[s.rx].rx_burst(&mut buf, 64) > 0 {
+            if devs[s.rx].queue(0).rx_burst(&mut buf, 64) > 0 {
                 last_rx = Instant::now();
                 s.got.extend(buf.drain(..).map(|p| p.data().to_vec()));
             }
@@ -169,7 +169,10 @@ fn run_streams(devs: &mut [Device], streams: &mut [Stream]) {
         assert!(t0.elapsed() < Duration::from_secs(60), "generator stuck");
     }
     for d in devs.iter_mut() {
-        assert!(d.flush_tx(Duration::from_secs(5)), "TX ring did not drain");
+        assert!(
+            d.queue(0).flush_tx(Duration::from_secs(5)),
+            "TX ring did not drain"
+        );
     }
 }
 
@@ -395,10 +398,10 @@ fn ports_opened_together_send_each_others_buffers_and_every_buffer_comes_home() 
             frame::mixed_len,
         );
         while !pending.is_empty() {
-            devs[0].tx_burst(&mut pending);
+            devs[0].queue(0).tx_burst(&mut pending);
         }
         // ... port 1 receives them, and its own buffers go back out of port 0.
-        devs[1].rx_burst(&mut got, 64);
+        devs[1].queue(0).rx_burst(&mut got, 64);
         for p in got.drain(..) {
             assert!(
                 in_pool1(&p),
@@ -421,11 +424,11 @@ fn ports_opened_together_send_each_others_buffers_and_every_buffer_comes_home() 
             }
         }
         while !pending.is_empty() {
-            devs[0].tx_burst(&mut pending);
+            devs[0].queue(0).tx_burst(&mut pending);
         }
     }
-    assert!(devs[0].flush_tx(Duration::from_secs(5)));
-    let tx0 = devs[0].tx_stats();
+    assert!(devs[0].queue(0).flush_tx(Duration::from_secs(5)));
+    let tx0 = devs[0].queues()[0].tx_stats();
     assert_eq!(
         tx0.foreign, N,
         "port 0 sent port 1's buffers as they were: {tx0:?}"
@@ -444,10 +447,10 @@ fn ports_opened_together_send_each_others_buffers_and_every_buffer_comes_home() 
     ));
     let mut p = pool1.alloc().expect("a buffer of port 1's pool");
     p.set_len(60).unwrap();
-    let before = alone.tx_stats().tx_errors;
-    assert_eq!(alone.tx_burst(&mut vec![p]), 1);
+    let before = alone.queues()[0].tx_stats().tx_errors;
+    assert_eq!(alone.queue(0).tx_burst(&mut vec![p]), 1);
     assert_eq!(
-        alone.tx_stats().tx_errors,
+        alone.queues()[0].tx_stats().tx_errors,
         before + 1,
         "refused, not sent with a foreign IOVA"
     );

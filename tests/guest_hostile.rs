@@ -46,10 +46,13 @@ fn send(tx: &mut Device, frames: &[Vec<u8>]) {
         .collect();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !pending.is_empty() {
-        tx.tx_burst(&mut pending);
+        tx.queue(0).tx_burst(&mut pending);
         assert!(Instant::now() < deadline, "TX ring stuck");
     }
-    assert!(tx.flush_tx(Duration::from_secs(5)), "TX did not drain");
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(5)),
+        "TX did not drain"
+    );
 }
 
 /// Poll every queue of `rx` until `want` frames arrived, then 200 ms more to

@@ -45,9 +45,9 @@ fn ten_thousand_mixed_frames_arrive_identical_in_order_and_counters_agree() {
         Some(bytes + 4 * n),
         "sender tx_bytes (GOTC)"
     );
-    assert_eq!(rx.rx_stats().packets, n);
-    assert_eq!(rx.rx_stats().rx_errors, 0);
-    assert_eq!(tx.tx_stats().packets, n);
+    assert_eq!(rx.queues()[0].rx_stats().packets, n);
+    assert_eq!(rx.queues()[0].rx_stats().rx_errors, 0);
+    assert_eq!(tx.queues()[0].tx_stats().packets, n);
 }
 
 /// The rest of the suite runs the default (`DataPathChoice::Auto`: the
@@ -64,9 +64,9 @@ fn frames_arrive_identical_on_the_forced_scalar_path_too() {
     assert_eq!(rx.queue(0).data_path(), DataPath::Scalar);
     let n = 3_000;
     transfer_and_verify(&mut tx, &mut rx, n, frame::mixed_len);
-    assert_eq!(rx.rx_stats().packets, n);
-    assert_eq!(rx.rx_stats().rx_errors, 0);
-    assert_eq!(tx.tx_stats().packets, n);
+    assert_eq!(rx.queues()[0].rx_stats().packets, n);
+    assert_eq!(rx.queues()[0].rx_stats().rx_errors, 0);
+    assert_eq!(tx.queues()[0].tx_stats().packets, n);
     drop((tx, rx));
     // And the default picks the vector loops on this (x86-64) guest.
     let mut d = Device::open(port(0), &small_config()).expect("open port 0");

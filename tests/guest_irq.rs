@@ -6,7 +6,8 @@
 //! throttle (EITR, rx-usecs) rises at a fixed offered rate, changed at run
 //! time. Run inside the guest by `cargo xtask test`.
 
-use pollnic::{run_pinned, Device, DeviceConfig, IrqStats, Packet, RxMode};
+use pollnic::stats::IrqStats;
+use pollnic::{run_pinned, Device, DeviceConfig, Packet, RxMode};
 use pollnic_examples::cputime::thread_cpu_ns;
 use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::rss::queue_for;
@@ -44,7 +45,7 @@ fn send(tx: &mut Device, flows: &[Flow], seq0: u64, n: u64, pps: u64) {
             })
             .collect();
         while !burst.is_empty() {
-            tx.tx_burst(&mut burst);
+            tx.queue(0).tx_burst(&mut burst);
         }
         sent += k;
     }

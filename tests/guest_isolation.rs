@@ -13,7 +13,8 @@
 //!   binds once the address is gone. (The IOMMU-group half of the guard is in
 //!   `guest_doctor`, which owns the testbed's shared group.)
 
-use pollnic::{Device, DeviceConfig, DmaPurpose};
+use pollnic::dma::DmaPurpose;
+use pollnic::{Device, DeviceConfig};
 use pollnic_tests::*;
 use std::process::Command;
 use std::time::{Duration, Instant};

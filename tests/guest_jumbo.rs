@@ -67,15 +67,18 @@ fn send_and_collect(
     let mut burst = vec![p];
     let deadline = Instant::now() + Duration::from_secs(5);
     while !burst.is_empty() {
-        tx.tx_burst(&mut burst);
+        tx.queue(0).tx_burst(&mut burst);
         assert!(Instant::now() < deadline, "TX ring stuck");
     }
-    assert!(tx.flush_tx(Duration::from_secs(5)), "TX did not drain");
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(5)),
+        "TX did not drain"
+    );
     let mut got: Vec<Packet> = Vec::new();
     let mut out = Vec::new();
     let end = Instant::now() + wait;
     while Instant::now() < end {
-        rx.rx_burst(&mut got, 32);
+        rx.queue(0).rx_burst(&mut got, 32);
         out.extend(got.drain(..).map(|p| p.data().to_vec()));
     }
     out
@@ -136,7 +139,7 @@ fn frames_of_1519_4000_and_9018_bytes_arrive_byte_identical_at_mtu_9000() {
         "a 9019-byte frame at MTU 9000",
     );
     let st = rx.stats();
-    let rs = rx.rx_stats();
+    let rs = rx.queues()[0].rx_stats();
     println!(
         "observed at MTU 9000: rx_packets {:?}, rx_bytes {:?}, rx_length_errors {:?}, \
          rx_long_length_errors {:?}; ring rx_errors {}",
@@ -227,11 +230,11 @@ fn at_mtu_1500_1519_bytes_are_dropped_and_a_tagged_1522_arrives() {
         st.get("rx_length_errors"),
         st.get("rx_long_length_errors"),
         st.get("rx_short_length_errors"),
-        rx.rx_stats().rx_errors
+        rx.queues()[0].rx_stats().rx_errors
     );
     // Arrived: 1518, 1522 tagged, 1518 double-tagged, and 4 markers.
     assert_eq!(st.get("rx_packets"), Some(7));
-    assert_eq!(rx.rx_stats().rx_errors, 0);
+    assert_eq!(rx.queues()[0].rx_stats().rx_errors, 0);
     assert_eq!(
         st.get("rx_length_errors"),
         Some(0),
@@ -272,14 +275,14 @@ fn bulk(tx: &mut Device, rx: &mut Device, flow: &Flow, wire: usize) -> (u64, u64
             burst.push(p);
         }
         while !burst.is_empty() {
-            handed += tx.tx_burst(&mut burst) as u64;
+            handed += tx.queue(0).tx_burst(&mut burst) as u64;
             assert!(Instant::now() < deadline, "{wire} B: TX ring stuck");
         }
         // QEMU sends inside the TDT write, so the burst is on the wire (or
         // lost) now: take what arrived, waiting a little for stragglers.
         let wait = Instant::now() + Duration::from_millis(50);
         while received < handed && Instant::now() < wait {
-            rx.rx_burst(&mut got, 64);
+            rx.queue(0).rx_burst(&mut got, 64);
             for p in got.drain(..) {
                 let d = p.data();
                 assert_eq!(
@@ -301,7 +304,10 @@ fn bulk(tx: &mut Device, rx: &mut Device, flow: &Flow, wire: usize) -> (u64, u64
             }
         }
     }
-    assert!(tx.flush_tx(Duration::from_secs(5)), "TX did not drain");
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(5)),
+        "TX did not drain"
+    );
     (handed, frames)
 }
 
@@ -324,14 +330,14 @@ fn at_mtu_9000_twenty_thousand_frames_of_each_size_are_all_sent_and_received() {
         // Let the last write-backs land before the counters are read.
         std::thread::sleep(Duration::from_millis(100));
         let mut late: Vec<Packet> = Vec::new();
-        rx.rx_burst(&mut late, 64);
+        rx.queue(0).rx_burst(&mut late, 64);
         let sent = tx.stats().get("tx_packets").unwrap() - before_tx;
         let arrived = rx.stats().get("rx_packets").unwrap() - before_rx;
         println!(
             "{wire} B at MTU 9000: handed to tx_burst {handed}, tx_packets {sent}, rx_packets {arrived}, \
              received {frames}, late {}, tx ring {:?}",
             late.len(),
-            tx.tx_stats()
+            tx.queues()[0].tx_stats()
         );
         report.push((wire, handed, sent, arrived, frames));
         assert!(

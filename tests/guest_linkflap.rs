@@ -129,7 +129,7 @@ fn send(
         }
         let before = tx.link().up;
         let t = Instant::now();
-        let taken = tx.tx_burst(&mut pending);
+        let taken = tx.queue(0).tx_burst(&mut pending);
         r.longest_tx_burst = r.longest_tx_burst.max(t.elapsed());
         let after = tx.link().up;
         // Read after the burst: false means `set_link on` had not even been
@@ -158,12 +158,12 @@ fn send(
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !pending.is_empty() {
-        let taken = tx.tx_burst(&mut pending);
+        let taken = tx.queue(0).tx_burst(&mut pending);
         r.classes.extend(std::iter::repeat_n(Class::UpAfter, taken));
         assert!(Instant::now() < deadline, "TX ring stuck at the end");
     }
     assert!(
-        tx.flush_tx(Duration::from_secs(10)),
+        tx.queue(0).flush_tx(Duration::from_secs(10)),
         "TX ring did not drain"
     );
     let s = tx.stats();
@@ -215,7 +215,7 @@ fn link_flap_during_traffic_is_seen_counted_and_survived() {
             started.elapsed() < Duration::from_secs(120),
             "the flap test hangs"
         );
-        if rx.rx_burst(&mut burst, 64) > 0 {
+        if rx.queue(0).rx_burst(&mut burst, 64) > 0 {
             quiet_since = None;
             for p in burst.drain(..) {
                 let info = frame::parse(p.data()).expect("a test frame");

@@ -44,10 +44,13 @@ fn a_full_ring_drops_silently_but_sets_icr_rxo() {
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !pending.is_empty() {
-        tx.tx_burst(&mut pending);
+        tx.queue(0).tx_burst(&mut pending);
         assert!(Instant::now() < deadline, "TX ring stuck");
     }
-    assert!(tx.flush_tx(Duration::from_secs(5)), "TX did not drain");
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(5)),
+        "TX did not drain"
+    );
     assert_eq!(tx.stats().get("tx_packets"), Some(SENT));
     std::thread::sleep(Duration::from_millis(200));
 
@@ -56,7 +59,7 @@ fn a_full_ring_drops_silently_but_sets_icr_rxo() {
     let mut seqs = Vec::new();
     let quiet = Instant::now() + Duration::from_secs(2);
     while Instant::now() < quiet {
-        rx.rx_burst(&mut got, 64);
+        rx.queue(0).rx_burst(&mut got, 64);
         for p in got.drain(..) {
             seqs.push(frame::parse(p.data()).expect("a test frame").seq);
         }
@@ -101,18 +104,18 @@ fn a_full_ring_drops_silently_but_sets_icr_rxo() {
         pending.push(p);
     }
     while !pending.is_empty() {
-        tx.tx_burst(&mut pending);
+        tx.queue(0).tx_burst(&mut pending);
         assert!(
             Instant::now() < deadline + Duration::from_secs(10),
             "TX ring stuck"
         );
     }
-    assert!(tx.flush_tx(Duration::from_secs(5)));
+    assert!(tx.queue(0).flush_tx(Duration::from_secs(5)));
     std::thread::sleep(Duration::from_millis(200));
     let mut n = 0;
     let quiet = Instant::now() + Duration::from_secs(1);
     while Instant::now() < quiet {
-        rx.rx_burst(&mut got, 64);
+        rx.queue(0).rx_burst(&mut got, 64);
         n += got.len();
         got.clear();
     }

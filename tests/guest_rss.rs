@@ -41,7 +41,7 @@ fn send_and_collect(tx: &mut Device, rx: &mut Device, flows: &[Flow]) -> Vec<See
             })
             .collect();
         while !pending.is_empty() {
-            tx.tx_burst(&mut pending);
+            tx.queue(0).tx_burst(&mut pending);
         }
         let want = chunk_start + chunk.len();
         let deadline = Instant::now() + Duration::from_secs(10);

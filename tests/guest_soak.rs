@@ -141,7 +141,7 @@ fn send(mut tx: Device, dst: [u8; 6], seconds: u64) -> (Sent, Device) {
             pending.push(p);
         }
         if !pending.is_empty() {
-            tx.tx_burst(&mut pending);
+            tx.queue(0).tx_burst(&mut pending);
             if !pending.is_empty() {
                 ring_full += 1;
             }
@@ -151,11 +151,11 @@ fn send(mut tx: Device, dst: [u8; 6], seconds: u64) -> (Sent, Device) {
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !pending.is_empty() {
-        tx.tx_burst(&mut pending);
+        tx.queue(0).tx_burst(&mut pending);
         assert!(Instant::now() < deadline, "TX ring stuck at the end");
     }
     assert!(
-        tx.flush_tx(Duration::from_secs(10)),
+        tx.queue(0).flush_tx(Duration::from_secs(10)),
         "TX ring did not drain"
     );
     let s = tx.stats();

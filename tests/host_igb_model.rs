@@ -1,12 +1,12 @@
-//! The igb back end on the software 82576 (`pollnic::model::igb`, feature `model`): the same
+//! The igb back end on the software 82576 (`pollnic_model::igb`): the same
 //! `Device` code that drives QEMU's igb in the guest tests, run over the
 //! model's BAR and IOMMU on the host (no NIC, no VM, no hugepages).
 
-use pollnic::model::igb::{Event, ModelConfig, RxOutcome, Soft82576, MODEL_ADDR};
 use pollnic::{Device, DeviceConfig, Error, Packet};
 use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::igb::{bits::*, regs::*};
 use pollnic_hw::rss::{queue_for, Reta};
+use pollnic_model::igb::{Event, ModelConfig, RxOutcome, Soft82576, MODEL_ADDR};
 use std::time::{Duration, Instant};
 
 fn small(queues: u16) -> DeviceConfig {
@@ -55,21 +55,21 @@ fn one_way(tx: &mut Device, txm: &Soft82576, rx: &mut Device, rxm: &Soft82576) -
         assert!(frame::write(p.data_mut(), &flow, seq, seq));
         bytes += len as u64;
         let mut burst = vec![p];
-        assert_eq!(tx.tx_burst(&mut burst), 1);
+        assert_eq!(tx.queue(0).tx_burst(&mut burst), 1);
         for f in txm.take_tx_frames() {
             assert!(matches!(
                 rxm.receive(&f),
                 RxOutcome::Delivered { queue: 0, .. }
             ));
         }
-        assert_eq!(rx.rx_burst(&mut got, 8), 1, "frame {seq}");
+        assert_eq!(rx.queue(0).rx_burst(&mut got, 8), 1, "frame {seq}");
         let p = got.pop().unwrap();
         assert!(
             p.data() == &frame::expected(len, &flow, seq, seq)[..],
             "frame {seq}"
         );
     }
-    assert!(tx.flush_tx(Duration::from_secs(1)));
+    assert!(tx.queue(0).flush_tx(Duration::from_secs(1)));
     bytes
 }
 
@@ -206,7 +206,7 @@ fn the_model_rejects_the_82599_rss_mode_and_late_tails() {
 /// set, one mempool and two rings per queue; all gone after close.
 #[test]
 fn dma_mappings_match_the_iommu_and_are_the_rings_and_mempools() {
-    use pollnic::DmaPurpose;
+    use pollnic::dma::DmaPurpose;
     let m = model(1);
     let dev = m.open(&small(2)).unwrap();
     let listed = dev.dma_mappings();
@@ -305,14 +305,14 @@ fn jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_counted() {
         let mut p = tx.mempool().alloc().unwrap();
         p.set_len(f.len()).unwrap();
         p.data_mut().copy_from_slice(&f);
-        assert_eq!(tx.tx_burst(&mut vec![p]), 1);
+        assert_eq!(tx.queue(0).tx_burst(&mut vec![p]), 1);
         for w in a.take_tx_frames() {
             assert!(
                 matches!(b.receive(&w), RxOutcome::Delivered { .. }),
                 "{wire}"
             );
         }
-        assert_eq!(rx.rx_burst(&mut got, 8), 1, "{wire}-byte frame");
+        assert_eq!(rx.queue(0).rx_burst(&mut got, 8), 1, "{wire}-byte frame");
         assert!(
             got.pop().unwrap().data() == &f[..],
             "{wire} bytes identical"
@@ -328,7 +328,7 @@ fn jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_counted() {
     let mut over = tagged.clone();
     over.push(0);
     assert_eq!(b.receive(&over), RxOutcome::Oversized, "9023 tagged");
-    assert_eq!(rx.rx_burst(&mut got, 8), 1);
+    assert_eq!(rx.queue(0).rx_burst(&mut got, 8), 1);
     assert!(got.pop().unwrap().data() == &tagged[..]);
     let st = rx.stats();
     assert_eq!(st.get("rx_long_length_errors"), Some(2));
@@ -352,13 +352,15 @@ fn at_mtu_1500_a_1519_byte_frame_is_dropped_and_counted_and_a_tagged_1522_arrive
     let tagged = sized_frame(&flow, 1, 1522, true);
     assert!(matches!(b.receive(&tagged), RxOutcome::Delivered { .. }));
     let mut got = Vec::new();
-    assert_eq!(rx.rx_burst(&mut got, 8), 1);
+    assert_eq!(rx.queue(0).rx_burst(&mut got, 8), 1);
     assert!(got[0].data() == &tagged[..]);
     assert_eq!(rx.stats().get("rx_length_errors"), Some(1));
     // Out of range: a clear error before the device is touched.
-    let e = b.open(&small(1).with_mtu(9001)).err().unwrap().to_string();
+    let e = b.open(&small(1).with_mtu(9001)).err().unwrap();
+    assert!(matches!(e, pollnic::Error::InvalidMtu { mtu: 9001 }), "{e}");
+    let e = e.to_string();
     assert!(
-        e.contains("MTU 9001 is out of range") && e.contains("1500 to 9000"),
+        e.contains("MTU 9001 (DeviceConfig::mtu) is out of range") && e.contains("1500 to 9000"),
         "{e}"
     );
 }
@@ -389,14 +391,17 @@ fn at_mtu_9000_every_buffer_carries_whole_frames_without_crossing_a_page() {
             seq += 1;
         }
         while !burst.is_empty() {
-            tx.tx_burst(&mut burst);
+            tx.queue(0).tx_burst(&mut burst);
         }
         for w in a.take_tx_frames() {
             let out = b.receive(&w);
             assert!(matches!(out, RxOutcome::Delivered { .. }), "{out:?}");
         }
         while next < seq {
-            assert!(rx.rx_burst(&mut got, 32) > 0, "frame {next} never arrived");
+            assert!(
+                rx.queue(0).rx_burst(&mut got, 32) > 0,
+                "frame {next} never arrived"
+            );
             for p in got.drain(..) {
                 assert!(
                     p.data() == &sized_frame(&flow, next, 9018, false)[..],
@@ -406,7 +411,7 @@ fn at_mtu_9000_every_buffer_carries_whole_frames_without_crossing_a_page() {
             }
         }
     }
-    assert!(tx.flush_tx(Duration::from_secs(1)));
+    assert!(tx.queue(0).flush_tx(Duration::from_secs(1)));
     assert_eq!(tx.stats().get("tx_packets"), Some(n));
     assert_eq!(rx.stats().get("rx_packets"), Some(n));
     assert!(a.violations().is_empty(), "{:?}", a.violations());

@@ -1,15 +1,15 @@
-//! Per-queue MSI-X on the software 82576 (`pollnic::model::igb`) and 82599
-//! (`pollnic::model::ixgbe`): the driver's IVAR routing, EIMS/EIMC masking
+//! Per-queue MSI-X on the software 82576 (`pollnic_model::igb`) and 82599
+//! (`pollnic_model::ixgbe`): the driver's IVAR routing, EIMS/EIMC masking
 //! and EITR throttle, checked by models that signal one eventfd per vector
 //! as the IVAR entries say. A wrong mapping wakes the wrong queue's thread
 //! and fails here; a wrong EITR encoding reads back as another interval.
 
 use pollnic::io::Regs;
-use pollnic::model::igb::Soft82576;
-use pollnic::model::ixgbe::Soft82599;
-use pollnic::model::RxOutcome;
 use pollnic::{run_pinned, Device, DeviceConfig, RxMode};
 use pollnic_examples::frame::{self, Flow};
+use pollnic_model::igb::Soft82576;
+use pollnic_model::ixgbe::Soft82599;
+use pollnic_model::RxOutcome;
 use std::time::{Duration, Instant};
 
 /// What the tests need of a model.
@@ -289,7 +289,7 @@ fn busy_poll_leaves_msix_off_and_interrupt_modes_need_it() {
 
 #[test]
 fn a_strict_igb_model_refuses_eiac_before_msix_mode() {
-    let m = Soft82576::new(pollnic::model::igb::ModelConfig {
+    let m = Soft82576::new(pollnic_model::igb::ModelConfig {
         strict: false,
         ..Default::default()
     });

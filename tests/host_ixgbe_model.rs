@@ -1,12 +1,12 @@
-//! The ixgbe back end on the software 82599 (`pollnic::model::ixgbe`, feature `model`): the
+//! The ixgbe back end on the software 82599 (`pollnic_model::ixgbe`): the
 //! same `Device` code that drives a real NIC over VFIO, run over the model's
 //! BAR and IOMMU. Host tests: no NIC, no VM, no hugepages.
 
-use pollnic::model::ixgbe::{Event, ModelConfig, RxOutcome, Soft82599, MODEL_ADDR};
 use pollnic::{Device, DeviceConfig, Error, Packet};
 use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use pollnic_hw::rss::{queue_for, Reta};
+use pollnic_model::ixgbe::{Event, ModelConfig, RxOutcome, Soft82599, MODEL_ADDR};
 use std::time::{Duration, Instant};
 
 fn small(queues: u16) -> DeviceConfig {
@@ -45,7 +45,7 @@ fn send_over_wire(tx: &mut Device, a: &Soft82599, rx: &mut Device, b: &Soft82599
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         while !pending.is_empty() {
-            tx.tx_burst(&mut pending);
+            tx.queue(0).tx_burst(&mut pending);
             assert!(Instant::now() < deadline, "TX ring stuck");
         }
         for f in a.take_tx_frames() {
@@ -57,7 +57,7 @@ fn send_over_wire(tx: &mut Device, a: &Soft82599, rx: &mut Device, b: &Soft82599
         }
         while next_rx < seq {
             assert!(Instant::now() < deadline, "frame {next_rx} never arrived");
-            rx.rx_burst(&mut got, 64);
+            rx.queue(0).rx_burst(&mut got, 64);
             for p in got.drain(..) {
                 let want = frame::expected(len_of(next_rx), &flow, next_rx, next_rx);
                 assert!(p.data() == &want[..], "frame {next_rx}: bytes differ");
@@ -65,8 +65,15 @@ fn send_over_wire(tx: &mut Device, a: &Soft82599, rx: &mut Device, b: &Soft82599
             }
         }
     }
-    assert!(tx.flush_tx(Duration::from_secs(1)), "TX ring did not drain");
-    assert_eq!(rx.rx_burst(&mut got, 64), 0, "unexpected extra frames");
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(1)),
+        "TX ring did not drain"
+    );
+    assert_eq!(
+        rx.queue(0).rx_burst(&mut got, 64),
+        0,
+        "unexpected extra frames"
+    );
     bytes
 }
 
@@ -118,7 +125,7 @@ fn traffic_both_ways_is_byte_identical_and_counters_agree() {
         assert_eq!(s.get("rx_missed_errors"), Some(0));
         assert_eq!(s.get("rx_no_dma_resources"), Some(0));
     }
-    assert_eq!(da.rx_stats().packets, 300);
+    assert_eq!(da.queues()[0].rx_stats().packets, 300);
     assert!(a.violations().is_empty() && b.violations().is_empty());
 }
 
@@ -427,14 +434,14 @@ fn model_only_jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_coun
         let mut p = tx.mempool().alloc().unwrap();
         p.set_len(f.len()).unwrap();
         p.data_mut().copy_from_slice(&f);
-        assert_eq!(tx.tx_burst(&mut vec![p]), 1);
+        assert_eq!(tx.queue(0).tx_burst(&mut vec![p]), 1);
         for w in a.take_tx_frames() {
             assert!(
                 matches!(b.receive(&w), RxOutcome::Delivered { .. }),
                 "{wire}"
             );
         }
-        assert_eq!(rx.rx_burst(&mut got, 8), 1, "{wire}-byte frame");
+        assert_eq!(rx.queue(0).rx_burst(&mut got, 8), 1, "{wire}-byte frame");
         assert!(
             got.pop().unwrap().data() == &f[..],
             "{wire} bytes identical"
@@ -445,7 +452,7 @@ fn model_only_jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_coun
     assert_eq!(b.receive(&over), RxOutcome::Oversized, "9019 untagged");
     let tagged = sized_frame(&flow, 10, 9022, true);
     assert!(matches!(b.receive(&tagged), RxOutcome::Delivered { .. }));
-    assert_eq!(rx.rx_burst(&mut got, 8), 1);
+    assert_eq!(rx.queue(0).rx_burst(&mut got, 8), 1);
     assert!(got.pop().unwrap().data() == &tagged[..]);
     let st = rx.stats();
     assert_eq!(st.get("rx_long_length_errors"), Some(1));
@@ -465,7 +472,7 @@ fn model_only_jumbo_frames_at_mtu_9000_and_oversized_frames_are_dropped_and_coun
     );
     let tagged = sized_frame(&flow, 1, 1522, true);
     assert!(matches!(d.receive(&tagged), RxOutcome::Delivered { .. }));
-    assert_eq!(rx.rx_burst(&mut got, 8), 1);
+    assert_eq!(rx.queue(0).rx_burst(&mut got, 8), 1);
     assert!(got[0].data() == &tagged[..]);
     assert_eq!(rx.stats().get("rx_length_errors"), Some(1));
 }
@@ -496,14 +503,17 @@ fn at_mtu_9000_every_buffer_carries_whole_frames_without_crossing_a_page() {
             seq += 1;
         }
         while !burst.is_empty() {
-            tx.tx_burst(&mut burst);
+            tx.queue(0).tx_burst(&mut burst);
         }
         for w in a.take_tx_frames() {
             let out = b.receive(&w);
             assert!(matches!(out, RxOutcome::Delivered { .. }), "{out:?}");
         }
         while next < seq {
-            assert!(rx.rx_burst(&mut got, 32) > 0, "frame {next} never arrived");
+            assert!(
+                rx.queue(0).rx_burst(&mut got, 32) > 0,
+                "frame {next} never arrived"
+            );
             for p in got.drain(..) {
                 assert!(
                     p.data() == &sized_frame(&flow, next, 9018, false)[..],
@@ -513,7 +523,7 @@ fn at_mtu_9000_every_buffer_carries_whole_frames_without_crossing_a_page() {
             }
         }
     }
-    assert!(tx.flush_tx(Duration::from_secs(1)));
+    assert!(tx.queue(0).flush_tx(Duration::from_secs(1)));
     assert_eq!(tx.stats().get("tx_packets"), Some(n));
     assert_eq!(rx.stats().get("rx_packets"), Some(n));
     assert!(a.violations().is_empty(), "{:?}", a.violations());
@@ -711,7 +721,7 @@ fn a_frame_under_17_bytes_wedges_its_tx_queue_and_the_driver_pads_it() {
     let mut p = dev.mempool().alloc().unwrap();
     p.set_len(10).unwrap();
     p.data_mut().copy_from_slice(&[0xAB; 10]);
-    assert_eq!(dev.tx_burst(&mut vec![p]), 1);
+    assert_eq!(dev.queue(0).tx_burst(&mut vec![p]), 1);
     let sent = m.take_tx_frames();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].len(), 60);
@@ -756,10 +766,8 @@ fn ids_whose_board_setup_is_missing_are_refused_by_open() {
     use pollnic::DeviceIdent;
     for (id, what) in [(0x151Cu16, "10GBASE-T PHY"), (0x1558, "SDP0/SDP1")] {
         let m = model(1);
-        let ident = DeviceIdent {
-            device: id,
-            ..m.ident()
-        };
+        let base = m.ident();
+        let ident = DeviceIdent::new(base.addr, base.vendor, id, base.name);
         let e = Device::open_on(m.io(), ident, &small(1))
             .err()
             .expect("refused");
@@ -817,7 +825,7 @@ fn with_wthresh_above_0_every_tx_descriptor_is_written_back() {
             p
         })
         .collect();
-    assert_eq!(dev.tx_burst(&mut burst), 3);
+    assert_eq!(dev.queue(0).tx_burst(&mut burst), 3);
     assert_eq!(m.tx_writebacks() - before, 1);
     // Queue 1 by hand with WTHRESH 8: all 3 written back.
     let io = m.io();

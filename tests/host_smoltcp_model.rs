@@ -3,9 +3,9 @@
 //! queue, ping, echo UDP and move a TCP stream between them through the
 //! rings, descriptors and mempools of the real driver code.
 
-use pollnic::model::igb::{ModelConfig, RxOutcome, Soft82576};
 use pollnic::smoltcp::{QueueDevice, SmolStats};
 use pollnic::{Device, DeviceConfig, Mempool};
+use pollnic_model::igb::{ModelConfig, RxOutcome, Soft82576};
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::phy::{Device as _, RxToken as _, TxToken as _};
 use smoltcp::socket::{icmp, tcp, udp};

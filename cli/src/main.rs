@@ -4,6 +4,7 @@
 
 #![deny(unsafe_code)]
 
+mod cores;
 mod doctor;
 mod holders;
 mod rsstool;
@@ -365,7 +366,7 @@ fn doctor(
 ) -> ExitCode {
     // A list that does not parse, or names a core twice, is a bad command
     // line (status 2); a core this machine lacks is one of doctor's findings.
-    let cores = match pollnic::parse_cores(cores) {
+    let cores = match crate::cores::parse_cores(cores) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("pollnic: --cores {cores}: {e}");

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::family::HashTypes;
+pub use crate::family::RxFilter;
 use crate::irq::RxMode;
 use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
 use pollnic_hw::rss::{Reta, KEY_LEN, MICROSOFT_KEY};
@@ -90,7 +91,7 @@ pub enum DataPathChoice {
     /// Always the scalar loops (one descriptor at a time).
     Scalar,
     /// Always the vector loops: [`DeviceConfig::validate`] refuses it
-    /// (`Error::Config`) on a CPU without them.
+    /// (`Error::VectorUnsupported`) on a CPU without them.
     Vector,
 }
 
@@ -106,15 +107,17 @@ impl DataPathChoice {
 }
 
 impl std::str::FromStr for DataPathChoice {
-    type Err = String;
+    type Err = crate::error::ParseNameError;
     /// `auto`, `scalar` or `vector`.
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
         match s {
             "auto" => Ok(DataPathChoice::Auto),
             "scalar" => Ok(DataPathChoice::Scalar),
             "vector" => Ok(DataPathChoice::Vector),
-            _ => Err(format!(
-                "unknown data path {s:?}: use auto, scalar or vector"
+            _ => Err(crate::error::ParseNameError::new(
+                "data path",
+                s,
+                "auto, scalar or vector",
             )),
         }
     }
@@ -241,15 +244,14 @@ impl DeviceConfig {
     /// Check every field.
     ///
     /// # Errors
-    /// [`Error::InvalidRingSize`] for a bad ring size, [`Error::Config`] otherwise.
+    /// The first field that is wrong: [`Error::VectorUnsupported`],
+    /// [`Error::InvalidRingSize`], [`Error::MempoolTooSmall`],
+    /// [`Error::InvalidBufSize`], [`Error::InvalidMtu`],
+    /// [`Error::InvalidQueueCount`], [`Error::RetaQueueOutOfRange`].
     pub fn validate(&self) -> Result<()> {
         if self.data_path == DataPathChoice::Vector && !pollnic_rings::DataPath::vector_supported()
         {
-            return Err(Error::Config(
-                "the vector data path needs an x86-64 CPU (SSE2), which this is not: \
-                 use DataPathChoice::Auto or DataPathChoice::Scalar"
-                    .into(),
-            ));
+            return Err(Error::VectorUnsupported);
         }
         if !usable_ring_size(self.rx_ring_size) {
             return Err(Error::InvalidRingSize {
@@ -265,47 +267,37 @@ impl DeviceConfig {
         }
         let needed = self.min_mempool_size();
         if self.mempool_size < needed {
-            return Err(Error::Config(format!(
-                "mempool size {} is too small: each queue needs at least {needed} buffers \
-                 (rx ring {} + tx ring {} + the queue's buffer cache {} + one burst of 32)",
-                self.mempool_size,
-                self.rx_ring_size,
-                self.tx_ring_size,
-                pollnic_rings::rx_cache_size(self.rx_ring_size as usize)
-            )));
+            return Err(Error::MempoolTooSmall {
+                size: self.mempool_size,
+                needed,
+                rx_ring: self.rx_ring_size,
+                tx_ring: self.tx_ring_size,
+                cache: pollnic_rings::rx_cache_size(self.rx_ring_size as usize),
+            });
         }
         if !(1024..=16 * 1024).contains(&self.buf_size) || self.buf_size % 1024 != 0 {
-            return Err(Error::Config(format!(
-                "buffer size {} must be a multiple of 1024 between 1024 and 16384 bytes",
-                self.buf_size
-            )));
+            return Err(Error::InvalidBufSize {
+                size: self.buf_size,
+            });
         }
         if !pollnic_hw::mtu::valid_mtu(self.mtu) {
-            return Err(Error::Config(format!(
-                "MTU {} is out of range: pollnic takes an MTU of {} to {} bytes \
-                 (frames of {} to {} bytes with the FCS, 4 more per VLAN tag)",
-                self.mtu,
-                pollnic_hw::mtu::MIN_MTU,
-                pollnic_hw::mtu::MAX_MTU,
-                pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MIN_MTU),
-                pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MAX_MTU)
-            )));
+            return Err(Error::InvalidMtu { mtu: self.mtu });
         }
         if self.queues == 0 || self.queues > MAX_QUEUES_82576 {
-            return Err(Error::Config(format!(
-                "{} queues requested: RSS spreads over 1 to {MAX_QUEUES_82576} (I350: 8)",
-                self.queues
-            )));
+            return Err(Error::InvalidQueueCount {
+                queues: self.queues,
+                max: MAX_QUEUES_82576,
+            });
         }
-        if let Some(bad) = self
+        if let Some(&bad) = self
             .reta
             .as_ref()
             .and_then(|r| r.0.iter().find(|&&q| q as u16 >= self.queues))
         {
-            return Err(Error::Config(format!(
-                "redirection table names queue {bad} but only {} queues are configured",
-                self.queues
-            )));
+            return Err(Error::RetaQueueOutOfRange {
+                queue: bad,
+                queues: self.queues,
+            });
         }
         Ok(())
     }
@@ -430,10 +422,12 @@ mod tests {
                 ..Default::default()
             }
             .validate()
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+            assert!(matches!(e, Error::InvalidMtu { mtu } if mtu == bad), "{e}");
+            let e = e.to_string();
             assert!(
-                e.contains(&format!("MTU {bad} is out of range")) && e.contains("1500 to 9000"),
+                e.contains(&format!("MTU {bad} (DeviceConfig::mtu) is out of range"))
+                    && e.contains("1500 to 9000"),
                 "{e}"
             );
         }
@@ -452,10 +446,17 @@ mod tests {
             reta: Some(Reta::round_robin(4)),
             ..Default::default()
         };
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("names queue 2"));
+        let e = c.validate().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::RetaQueueOutOfRange {
+                    queue: 2,
+                    queues: 2
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("names queue 2"), "{e}");
     }
 }

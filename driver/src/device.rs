@@ -2,17 +2,18 @@
 //! packets on its queues, read link, MAC and counters, and shut it down in the
 //! right order (DMA stopped and the device reset before any DMA memory is
 //! released), also on panic (Drop runs while unwinding) and on Ctrl-C when the
-//! program uses [`crate::signal::stop_flag`].
+//! program's signal handler sets the flag its loops check and returns, so
+//! that the `Device` is dropped (the tools do it with `pollnic_examples::signal`).
 //!
-//! The family-specific register work goes through [`crate::family::Family`],
-//! picked from the PCI ID; the device underneath is reached through
+//! The family-specific register work goes through the crate's `Family`
+//! trait, picked from the PCI ID; the device underneath is reached through
 //! [`crate::io::DeviceIo`] (VFIO for a real NIC, a software model in host tests).
 
 use crate::config::DeviceConfig;
 use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
 use crate::family::{self, Family, LinkStatus, RingRegs};
-use crate::io::{DeviceBar, DeviceIo};
+use crate::io::{DeviceBar, DeviceIo, MsixError};
 use crate::irq::{IrqStats, QueueIrq, RxMode};
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::Queue;
@@ -24,14 +25,15 @@ use crate::sys::vfio::Vfio;
 use crate::wait::{wait_for, TimedOut};
 use crossbeam_utils::CachePadded;
 use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
-use pollnic_rings::{DescRing, Mempool, Packet, PageSize, RxRing, RxStats, TxRing, TxStats};
+use pollnic_rings::{DescRing, Mempool, PageSize, RxRing, TxRing};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Which device [`Device::open_on`] drives: its PCI address (for messages)
-/// and PCI IDs (to pick the family).
+/// and PCI IDs (to pick the family). Non-exhaustive: build one with
+/// [`DeviceIdent::new`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceIdent {
     /// PCI address, as errors name it.
     pub addr: PciAddress,
@@ -43,9 +45,22 @@ pub struct DeviceIdent {
     pub name: String,
 }
 
+impl DeviceIdent {
+    /// The device at `addr` with PCI IDs `vendor:device`, called `name` in messages.
+    pub fn new(addr: PciAddress, vendor: u16, device: u16, name: impl Into<String>) -> Self {
+        DeviceIdent {
+            addr,
+            vendor,
+            device,
+            name: name.into(),
+        }
+    }
+}
+
 /// A NIC driven by pollnic: `cfg.queues` RX/TX queue pairs with RSS
-/// spreading flows over them. The `*_burst` methods on `Device` use queue 0;
-/// use [`Device::queues_mut`] or [`crate::runner::run_pinned`] for the others.
+/// spreading flows over them. Packets move on a queue: [`Device::queue`]
+/// (`dev.queue(0).rx_burst(..)`), [`Device::queues_mut`] or
+/// [`crate::run_pinned`] for one thread per queue.
 pub struct Device {
     addr: PciAddress,
     name: String,
@@ -86,7 +101,10 @@ impl Device {
     /// is chosen from the PCI ID.
     ///
     /// # Errors
-    /// - [`Error::InvalidRingSize`] / [`Error::Config`]: bad `cfg` (checked first, device untouched);
+    /// - a configuration error ([`DeviceConfig::validate`]'s, and those of a
+    ///   `cfg` the part cannot take: [`Error::TooManyQueues`],
+    ///   [`Error::MtuAboveFamily`], [`Error::RxUsecsTooLarge`],
+    ///   [`Error::RingBelowFamilyMin`]), checked first, device untouched;
     /// - [`Error::Pci`]: bad address, no such device, unsupported device, no IOMMU group;
     /// - [`Error::NotBoundToVfio`]: still bound to a kernel driver (run `pollnic bind`);
     /// - [`Error::GroupNotViable`], [`Error::VfioUnavailable`], [`Error::DeviceBusy`], [`Error::Vfio`];
@@ -98,6 +116,24 @@ impl Device {
     /// `addr` is a [`PciAddress`] or anything that converts into one
     /// (`"0000:00:08.0"`, a `String`); a bad address is [`Error::Pci`] with
     /// the parse error.
+    ///
+    /// # Example
+    ///
+    /// Open a port bound to vfio-pci (`pollnic bind 0000:03:00.0`, with
+    /// 2 MiB hugepages reserved) with two queues and jumbo frames, and
+    /// print what came up:
+    ///
+    /// ```no_run
+    /// use pollnic::{Device, DeviceConfig, Error};
+    ///
+    /// let cfg = DeviceConfig::default().with_queues(2).with_mtu(9000);
+    /// match Device::open("0000:03:00.0", &cfg) {
+    ///     Ok(dev) => println!("{} {} link {:?}", dev.address(), dev.mac_string(), dev.link()),
+    ///     Err(e @ Error::NotBoundToVfio { .. }) => eprintln!("{e}"), // says what to run
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), pollnic::Error>(())
+    /// ```
     pub fn open<A>(addr: A, cfg: &DeviceConfig) -> Result<Device>
     where
         A: TryInto<PciAddress>,
@@ -109,7 +145,7 @@ impl Device {
     }
 
     /// Open several ports together, in one VFIO container: they share one
-    /// IOMMU address space, so a [`Packet`] received on one can be handed to
+    /// IOMMU address space, so a [`Packet`](crate::Packet) received on one can be handed to
     /// another's `tx_burst` as the same buffer, with no copy (as ixy-fwd and
     /// DPDK's l2fwd forward). VFIO allows several IOMMU groups in one
     /// container (`Documentation/driver-api/vfio.rst`). Returned in the
@@ -122,8 +158,30 @@ impl Device {
     ///
     /// # Errors
     /// As [`Device::open`], for the first port that fails; the ports opened
-    /// before it are shut down. [`Error::Config`] for an empty list or a
-    /// port given twice.
+    /// before it are shut down. [`Error::NoPorts`] for an empty list,
+    /// [`Error::PortGivenTwice`] for a port given twice.
+    ///
+    /// # Example
+    ///
+    /// Forward everything port 0 receives out of port 1, zero copy (one
+    /// queue each):
+    ///
+    /// ```no_run
+    /// use pollnic::{Device, DeviceConfig};
+    ///
+    /// let mut ports = Device::open_many(["0000:03:00.0", "0000:03:00.1"], &DeviceConfig::default())?;
+    /// ports[0].check_shares_dma_with(&ports[1])?; // one container: true here
+    /// let (a, b) = ports.split_at_mut(1);
+    /// let (rx, tx) = (a[0].queue(0), b[0].queue(0));
+    /// let mut burst = Vec::with_capacity(32);
+    /// loop {
+    ///     let room = 32 - burst.len();
+    ///     rx.rx_burst(&mut burst, room);
+    ///     tx.tx_burst(&mut burst); // the same buffers; what did not fit stays
+    /// #   break;
+    /// }
+    /// # Ok::<(), pollnic::Error>(())
+    /// ```
     pub fn open_many<I>(addrs: I, cfg: &DeviceConfig) -> Result<Vec<Device>>
     where
         I: IntoIterator,
@@ -135,14 +193,14 @@ impl Device {
             .map(|a| a.try_into().map_err(Error::from))
             .collect::<Result<Vec<PciAddress>>>()?;
         if addrs.is_empty() {
-            return Err(Error::Config("open_many: no port given".into()));
+            return Err(Error::NoPorts);
         }
         if let Some(d) = addrs
             .iter()
             .enumerate()
             .find(|(i, a)| addrs[..*i].contains(a))
         {
-            return Err(Error::Config(format!("open_many: {} given twice", d.1)));
+            return Err(Error::PortGivenTwice { addr: *d.1 });
         }
         Device::open_in(&addrs, cfg, true)
     }
@@ -210,7 +268,7 @@ impl Device {
     }
 
     /// Whether this device's DMA reaches `other`'s buffers, i.e. whether a
-    /// [`Packet`] received on one may be sent on the other as it is (ports
+    /// [`Packet`](crate::Packet) received on one may be sent on the other as it is (ports
     /// opened together by [`Device::open_many`], or the same device).
     pub fn shares_dma_with(&self, other: &Device) -> bool {
         self.queues
@@ -242,7 +300,8 @@ impl Device {
 
     /// Bring up the device behind `io` (its registers and DMA mapper) as
     /// [`Device::open`] does once VFIO is open: the same code, over any
-    /// [`DeviceIo`], e.g. the software 82599 of [`crate::model::ixgbe`].
+    /// [`DeviceIo`], e.g. the software 82599 of `pollnic_model::ixgbe` (the
+    /// repository's `pollnic-model` package).
     ///
     /// # Errors
     /// As [`Device::open`] from the configuration check on. On error the
@@ -290,7 +349,10 @@ impl Device {
             let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
             family.update_stats(bar.regs(), &mut s);
         })
-        .map_err(|e| Error::Config(format!("cannot start the counter refresh thread: {e}")))?;
+        .map_err(|source| Error::Thread {
+            what: "counter refresh".into(),
+            source,
+        })?;
         dev.refresher = Some(refresher);
         Ok(dev)
     }
@@ -337,7 +399,7 @@ impl Device {
             fam.configure_rx(r, q, ring(&rx_desc), pool.buf_size(), drop_en);
             fam.configure_tx(r, q, ring(&tx_desc));
             let mut rx = RxRing::new(rx_desc, &pool, Arc::clone(&bar).doorbell(fam.rdt(q)))?;
-            rx.set_error_mask(fam.rx_error_mask());
+            rx.set_error_mask(fam.rx_error_mask())?;
             let mut tx = TxRing::new(tx_desc, &pool, Arc::clone(&bar).doorbell(fam.tdt(q)));
             // Chosen once per queue here (`validate` refused a forced vector
             // path this CPU cannot run).
@@ -355,6 +417,7 @@ impl Device {
                 empty_run: 0,
                 irq_stats: IrqStats::default(),
                 max_usecs: fam.max_rx_usecs(),
+                family: fam.name(),
             });
         }
         fam.start_tx(r);
@@ -446,22 +509,6 @@ impl Device {
         self.removal.watched()
     }
 
-    /// Queue 0 of a single-queue device, for the device-level conveniences.
-    ///
-    /// # Panics
-    /// If the device has more than one queue: those bursts must name their
-    /// queue ([`Device::queue`], [`crate::run_pinned`]).
-    fn q(&mut self) -> &mut Queue {
-        assert!(
-            self.queues.len() == 1,
-            "{}: Device::rx_burst/tx_burst/flush_tx/mempool serve a single-queue device only; \
-             this one has {} queues: use dev.queue(i) or pollnic::run_pinned",
-            self.addr,
-            self.queues.len()
-        );
-        &mut self.queues[0]
-    }
-
     /// Set every queue's receive mode ([`RxMode`]; [`Queue::wait_rx`] waits
     /// as it says). The first interrupt or adaptive mode enables MSI-X: one
     /// vector per RX queue, delivered to an eventfd through
@@ -487,14 +534,15 @@ impl Device {
     /// and the one vectors get if MSI-X is enabled later.
     ///
     /// # Errors
-    /// [`Error::Config`] above the family's EITR range.
+    /// [`Error::RxUsecsTooLarge`] above the family's EITR range.
     pub fn set_rx_usecs(&mut self, usecs: u32) -> Result<()> {
         let max = self.family.max_rx_usecs();
         if usecs > max {
-            return Err(Error::Config(format!(
-                "rx-usecs {usecs} is above the {max} µs the {} interrupt throttle (EITR) holds",
-                self.family.name()
-            )));
+            return Err(Error::RxUsecsTooLarge {
+                usecs,
+                max,
+                family: self.family.name(),
+            });
         }
         self.rx_usecs = usecs;
         if self.msix_on {
@@ -511,12 +559,10 @@ impl Device {
             return Ok(());
         }
         let addr = self.addr;
-        let fail = |reason: String| Error::Interrupts { addr, reason };
+        let fail = |source: MsixError| Error::Interrupts { addr, source };
         let n = self.queues.len() as u16;
         let Some(intr) = self.io.interrupts() else {
-            return Err(fail(
-                "the device underneath offers no MSI-X delivery".into(),
-            ));
+            return Err(fail(MsixError::Unsupported));
         };
         let events = intr.enable_msix(n).map_err(fail)?;
         let Some(regs) =
@@ -524,10 +570,9 @@ impl Device {
                 .configure_msix(self.bar.regs(), self.device_id, n, self.rx_usecs)
         else {
             intr.disable_msix();
-            return Err(fail(format!(
-                "the {} back end has no MSI-X support in pollnic yet",
-                self.family.name()
-            )));
+            return Err(fail(MsixError::NoFamilySupport {
+                family: self.family.name(),
+            }));
         };
         for ((q, event), regs) in self.queues.iter_mut().zip(events).zip(regs) {
             q.irq = Some(QueueIrq {
@@ -538,6 +583,11 @@ impl Device {
         }
         self.msix_on = true;
         Ok(())
+    }
+
+    /// Every queue, to read (e.g. each one's [`Queue::rx_stats`]).
+    pub fn queues(&self) -> &[Queue] {
+        &self.queues
     }
 
     /// Every queue, to hand to per-core threads (see [`crate::runner::run_pinned`]).
@@ -589,49 +639,17 @@ impl Device {
     /// §8.10.22, and the 82599 alike: RETA may be written at any time).
     ///
     /// # Errors
-    /// [`Error::Config`] when the table names a queue that does not exist.
+    /// [`Error::RetaQueueOutOfRange`] when the table names a queue that does not exist.
     pub fn set_reta(&mut self, reta: Reta) -> Result<()> {
-        if let Some(bad) = reta.0.iter().find(|&&q| q as u16 >= self.queue_count()) {
-            return Err(Error::Config(format!(
-                "redirection table names queue {bad} but the device has {} queues",
-                self.queue_count()
-            )));
+        if let Some(&bad) = reta.0.iter().find(|&&q| q as u16 >= self.queue_count()) {
+            return Err(Error::RetaQueueOutOfRange {
+                queue: bad,
+                queues: self.queue_count(),
+            });
         }
         self.family.write_reta(self.bar.regs(), &reta);
         self.reta = reta;
         Ok(())
-    }
-
-    /// Receive up to `max` frames from the device's only queue, appending
-    /// them to `out`; returns how many. Never blocks; never allocates if
-    /// `out` has room.
-    ///
-    /// # Panics
-    /// If the device was opened with more than one queue: use
-    /// [`Device::queue`] (`dev.queue(i).rx_burst(..)`) or [`crate::run_pinned`].
-    #[inline]
-    pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        self.q().rx_burst(out, max)
-    }
-
-    /// Queue frames from the front of `pkts` on the device's only TX queue
-    /// until the ring is full; returns how many were taken (the rest stay in
-    /// `pkts`, in order).
-    ///
-    /// # Panics
-    /// If the device has more than one queue (see [`Device::rx_burst`]).
-    #[inline]
-    pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
-        self.q().tx_burst(pkts)
-    }
-
-    /// Reclaim sent TX buffers of the only queue until none is in flight or
-    /// `timeout` passes; returns whether the TX ring drained.
-    ///
-    /// # Panics
-    /// If the device has more than one queue (see [`Device::rx_burst`]).
-    pub fn flush_tx(&mut self, timeout: Duration) -> bool {
-        self.q().flush_tx(timeout)
     }
 
     /// Queue 0's mempool: allocate TX frames from it with [`Mempool::alloc`]
@@ -692,25 +710,29 @@ impl Device {
             open: Arc::clone(&self.open),
         }
     }
-
-    /// Software counters of RX queue 0.
-    pub fn rx_stats(&self) -> RxStats {
-        self.queues
-            .first()
-            .map(|q| q.rx_stats())
-            .unwrap_or_default()
-    }
-
-    /// Software counters of TX queue 0.
-    pub fn tx_stats(&self) -> TxStats {
-        self.queues
-            .first()
-            .map(|q| q.tx_stats())
-            .unwrap_or_default()
-    }
 }
 
 /// Reads a device's hardware counters from any thread ([`Device::stats_reader`]).
+///
+/// # Example
+///
+/// A reporter thread printing the received-packet total every second
+/// while the queues run on pinned threads:
+///
+/// ```no_run
+/// use pollnic::{Counter, Device, DeviceConfig};
+/// use std::time::Duration;
+///
+/// let dev = Device::open("0000:03:00.0", &DeviceConfig::default())?;
+/// let reader = dev.stats_reader(); // Send + Sync + Clone
+/// std::thread::spawn(move || loop {
+///     let s = reader.read(); // totals since open, in 64 bits
+///     println!("rx_packets {} rx_missed {}", s.counter(Counter::RxPackets), s.counter(Counter::RxMissedErrors));
+///     std::thread::sleep(Duration::from_secs(1));
+/// });
+/// // ... run the queues (pollnic::run_pinned) ...
+/// # Ok::<(), pollnic::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct StatsReader {
     family: &'static dyn Family,
@@ -759,38 +781,37 @@ pub(crate) fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'
     }
     let max = family.max_queues(ident.device);
     if cfg.queues > max {
-        return Err(Error::Config(format!(
-            "{} queues requested but {} has {max}",
-            cfg.queues, ident.name
-        )));
+        return Err(Error::TooManyQueues {
+            queues: cfg.queues,
+            max,
+            device: ident.name.clone(),
+        });
     }
     if cfg.mtu > family.max_mtu() {
-        return Err(Error::Config(format!(
-            "MTU {} is above the {} bytes the {} back end supports ({})",
-            cfg.mtu,
-            family.max_mtu(),
-            family.name(),
-            ident.name
-        )));
+        return Err(Error::MtuAboveFamily {
+            mtu: cfg.mtu,
+            max: family.max_mtu(),
+            family: family.name(),
+            device: ident.name.clone(),
+        });
     }
     if cfg.rx_usecs > family.max_rx_usecs() {
-        return Err(Error::Config(format!(
-            "rx-usecs {} is above the {} µs the {} interrupt throttle (EITR) holds ({})",
-            cfg.rx_usecs,
-            family.max_rx_usecs(),
-            family.name(),
-            ident.name
-        )));
+        return Err(Error::RxUsecsTooLarge {
+            usecs: cfg.rx_usecs,
+            max: family.max_rx_usecs(),
+            family: family.name(),
+        });
     }
     let min = family.min_ring_size();
     for (which, size) in [("rx", cfg.rx_ring_size), ("tx", cfg.tx_ring_size)] {
         if size < min {
-            return Err(Error::Config(format!(
-                "{which} ring size {size} is below the {min} descriptors {} ({}) accepts: \
-                 use a power of two from {min} to 4096",
-                ident.name,
-                family.name()
-            )));
+            return Err(Error::RingBelowFamilyMin {
+                which,
+                size,
+                min,
+                family: family.name(),
+                device: ident.name.clone(),
+            });
         }
     }
     Ok(family)

@@ -2,8 +2,10 @@
 //! fix it; none leaves the device half-configured (the device is reset and
 //! every mapping released before the error is returned).
 
+pub use crate::io::MsixError;
 use crate::pci::PciAddress;
 use pollnic_hw::igb::{MAX_RING_SIZE, MIN_RING_SIZE};
+pub use pollnic_rings::{DmaError, PacketTooLong, RingError};
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -13,7 +15,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What can go wrong opening or running a device. Non-exhaustive: match
-/// with a `_` arm. Each variant's message says what to run to fix it.
+/// with a `_` arm. Each variant carries the values it names and its message
+/// says what to change (in the library's terms: `DeviceConfig` fields,
+/// `RxMode`) or what to run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -95,12 +99,13 @@ pub enum Error {
     },
 
     /// MSI-X could not be set up for an interrupt or adaptive RX mode.
-    #[error("{addr}: cannot set up MSI-X interrupts: {reason}; use busy-poll (--rx-mode poll), or check that the kernel remaps interrupts for VFIO (`dmesg | grep -i remap`; in a VM: intel-iommu,intremap=on)")]
+    #[error("{addr}: cannot set up MSI-X interrupts: {source}; use RxMode::BusyPoll, or check that the kernel remaps interrupts for VFIO (`dmesg | grep -i remap`; in a VM: intel-iommu,intremap=on)")]
     Interrupts {
         /// The device.
         addr: PciAddress,
         /// Why.
-        reason: String,
+        #[source]
+        source: crate::io::MsixError,
     },
 
     /// A VFIO ioctl failed.
@@ -137,9 +142,197 @@ pub enum Error {
         size: u32,
     },
 
-    /// Other invalid configuration.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    /// [`crate::DeviceConfig::data_path`] is [`crate::DataPathChoice::Vector`]
+    /// on a CPU without the vector loops' instructions.
+    #[error(
+        "DeviceConfig::data_path: the vector data path needs an x86-64 CPU (SSE2), which this \
+         is not: use DataPathChoice::Auto or DataPathChoice::Scalar"
+    )]
+    VectorUnsupported,
+
+    /// [`crate::DeviceConfig::mempool_size`] cannot fill both rings, the
+    /// queue's buffer cache and one burst.
+    #[error(
+        "DeviceConfig::mempool_size {size} is too small: each queue needs at least {needed} \
+         buffers (rx ring {rx_ring} + tx ring {tx_ring} + the queue's buffer cache {cache} + \
+         one burst of 32)"
+    )]
+    MempoolTooSmall {
+        /// Buffers asked for.
+        size: u32,
+        /// Buffers needed.
+        needed: u32,
+        /// RX ring size, descriptors.
+        rx_ring: u32,
+        /// TX ring size, descriptors.
+        tx_ring: u32,
+        /// The RX ring's buffer cache, buffers ([`pollnic_rings::rx_cache_size`]).
+        cache: usize,
+    },
+
+    /// [`crate::DeviceConfig::buf_size`] is not a multiple of 1024 in
+    /// 1024..=16384 bytes (SRRCTL.BSIZEPACKET is in 1 KiB units).
+    #[error(
+        "DeviceConfig::buf_size {size} must be a multiple of 1024 between 1024 and 16384 bytes"
+    )]
+    InvalidBufSize {
+        /// Bytes asked for.
+        size: usize,
+    },
+
+    /// [`crate::DeviceConfig::mtu`] is outside what pollnic takes.
+    #[error(
+        "MTU {mtu} (DeviceConfig::mtu) is out of range: pollnic takes an MTU of {} to {} bytes \
+         (frames of {} to {} bytes with the FCS, 4 more per VLAN tag)",
+        pollnic_hw::mtu::MIN_MTU,
+        pollnic_hw::mtu::MAX_MTU,
+        pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MIN_MTU),
+        pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MAX_MTU)
+    )]
+    InvalidMtu {
+        /// The MTU asked for, bytes.
+        mtu: u32,
+    },
+
+    /// [`crate::DeviceConfig::queues`] is 0 or above the most any family has.
+    #[error("DeviceConfig::queues {queues}: RSS spreads over 1 to {max} queues (I350: 8)")]
+    InvalidQueueCount {
+        /// Queues asked for.
+        queues: u16,
+        /// The most pollnic drives on any part.
+        max: u16,
+    },
+
+    /// A redirection table ([`crate::DeviceConfig::reta`],
+    /// [`crate::Device::set_reta`]) names a queue that does not exist.
+    #[error("the redirection table names queue {queue} but the device has {queues} queues")]
+    RetaQueueOutOfRange {
+        /// The first queue named that does not exist.
+        queue: u8,
+        /// Queues configured.
+        queues: u16,
+    },
+
+    /// More queues asked for than this part has.
+    #[error("DeviceConfig::queues {queues} requested but {device} has {max}")]
+    TooManyQueues {
+        /// Queues asked for.
+        queues: u16,
+        /// The part's RX/TX queue pairs.
+        max: u16,
+        /// The part's name.
+        device: String,
+    },
+
+    /// An MTU above what this family's back end supports.
+    #[error("DeviceConfig::mtu {mtu} is above the {max} bytes the {family} back end supports ({device})")]
+    MtuAboveFamily {
+        /// The MTU asked for, bytes.
+        mtu: u32,
+        /// The family's largest, bytes.
+        max: u32,
+        /// The family (`igb`, `ixgbe`).
+        family: &'static str,
+        /// The part's name.
+        device: String,
+    },
+
+    /// An interrupt throttle ([`crate::DeviceConfig::rx_usecs`],
+    /// [`crate::Device::set_rx_usecs`], [`crate::Queue::set_rx_usecs`])
+    /// above what the family's EITR holds.
+    #[error("rx_usecs {usecs} is above the {max} µs the {family} interrupt throttle (EITR) holds")]
+    RxUsecsTooLarge {
+        /// Asked for, µs.
+        usecs: u32,
+        /// The family's largest, µs (igb 8191, 82599 1022).
+        max: u32,
+        /// The family (`igb`, `ixgbe`).
+        family: &'static str,
+    },
+
+    /// A ring size below what this family accepts.
+    #[error(
+        "DeviceConfig::{which}_ring_size {size} is below the {min} descriptors {device} \
+         ({family}) accepts: use a power of two from {min} to {MAX_RING_SIZE}"
+    )]
+    RingBelowFamilyMin {
+        /// "rx" or "tx".
+        which: &'static str,
+        /// Descriptors asked for.
+        size: u32,
+        /// The family's smallest.
+        min: u32,
+        /// The family (`igb`, `ixgbe`).
+        family: &'static str,
+        /// The part's name.
+        device: String,
+    },
+
+    /// [`crate::Device::open_many`] was given no port.
+    #[error("Device::open_many: no port given")]
+    NoPorts,
+
+    /// [`crate::Device::open_many`] was given one port twice.
+    #[error("Device::open_many: {addr} given twice")]
+    PortGivenTwice {
+        /// The port.
+        addr: PciAddress,
+    },
+
+    /// A thread the device needs could not be started.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// Which (`counter refresh`, `queue 3`).
+        what: String,
+        /// The `std::thread::Builder::spawn` error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A queue's RX mode needs MSI-X, which its device has not enabled.
+    #[error(
+        "queue {queue}: RxMode::{mode:?} needs MSI-X, which the device has not enabled: \
+         use Device::set_rx_mode or DeviceConfig::with_rx_mode"
+    )]
+    RxModeNeedsMsix {
+        /// The queue.
+        queue: u16,
+        /// The mode asked for.
+        mode: crate::RxMode,
+    },
+
+    /// A queue's interrupt throttle was set with MSI-X off.
+    #[error(
+        "queue {queue}: rx_usecs needs MSI-X, which the device has not enabled \
+         (an interrupt or adaptive RxMode enables it)"
+    )]
+    RxUsecsNeedsMsix {
+        /// The queue.
+        queue: u16,
+    },
+
+    /// [`crate::run_pinned`] was given no core.
+    #[error("run_pinned: no cores given")]
+    NoCores,
+
+    /// [`crate::run_pinned`] was given a core this process may not run on.
+    #[error(
+        "core {core} is not available to this process (allowed: {allowed:?}; see `taskset -p $$`, \
+         cpusets, isolcpus)"
+    )]
+    CoreUnavailable {
+        /// The first core not allowed.
+        core: usize,
+        /// The cores this process may run on.
+        allowed: Vec<usize>,
+    },
+
+    /// A queue's thread under [`crate::run_pinned`] panicked.
+    #[error("the thread of queue {queue} panicked")]
+    QueuePanicked {
+        /// The queue.
+        queue: u16,
+    },
 
     /// The device did not come out of reset or enable a queue in time.
     #[error("{addr}: {what} did not complete within {waited_ms} ms; the device may be wedged: try `pollnic unbind {addr}` and `pollnic bind {addr}` (which resets it)")]
@@ -164,12 +357,12 @@ pub enum Error {
         addr: PciAddress,
         /// Its name.
         name: String,
-        /// What is missing, from [`crate::family::Family::missing`].
+        /// What is missing, from [`crate::pci::FamilyInfo::missing`].
         missing: &'static str,
     },
 
     /// Link did not come up.
-    #[error("{addr}: link did not come up within {waited_ms} ms: check the cable and the link partner (`pollnic status` shows link state); raise the wait with --link-timeout-ms")]
+    #[error("{addr}: link did not come up within {waited_ms} ms: check the cable and the link partner (`pollnic status` shows link state); raise the wait with DeviceConfig::link_timeout")]
     LinkDown {
         /// The device.
         addr: PciAddress,
@@ -206,5 +399,37 @@ impl From<crate::pci::ParseAddressError> for Error {
 impl From<std::convert::Infallible> for Error {
     fn from(e: std::convert::Infallible) -> Self {
         match e {}
+    }
+}
+
+/// A name that does not parse as one of a fixed set ([`crate::RxMode`],
+/// [`crate::DataPathChoice`] from `str`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{given}` (expected {expected})")]
+pub struct ParseNameError {
+    what: &'static str,
+    given: String,
+    expected: &'static str,
+}
+
+impl ParseNameError {
+    pub(crate) fn new(what: &'static str, given: &str, expected: &'static str) -> Self {
+        ParseNameError {
+            what,
+            given: given.to_string(),
+            expected,
+        }
+    }
+    /// What was parsed (`RX mode`, `data path`).
+    pub fn what(&self) -> &'static str {
+        self.what
+    }
+    /// The text given.
+    pub fn given(&self) -> &str {
+        &self.given
+    }
+    /// The names accepted, as a phrase (`poll, irq or adaptive`).
+    pub fn expected(&self) -> &'static str {
+        self.expected
     }
 }

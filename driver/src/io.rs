@@ -2,7 +2,7 @@
 //! space ([`DeviceBar`]), a DMA mapper that hands out IOVAs
 //! ([`pollnic_rings::DmaMapper`]), the page size of DMA memory, and a way to
 //! stop bus mastering. VFIO (`sys::vfio`) provides them for a real NIC; the
-//! software models (feature `model`) provides them in host tests. The
+//! software models (the `pollnic-model` package) provide them in host tests. The
 //! driver runs the same code over both: bring-up, rings, tails, shutdown.
 //!
 //! The hot path stays free of dynamic dispatch: a tail write goes through a
@@ -29,34 +29,37 @@ impl DeviceBar for Bar {
         self
     }
     fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
-        TailDoorbell::Mmio { bar: self, reg }
+        TailDoorbell(Tail::Mmio { bar: self, reg })
     }
 }
 
-/// The tail register (RDT/TDT) of one ring.
-pub enum TailDoorbell {
-    /// In a memory-mapped BAR: one volatile store.
-    Mmio {
-        /// The mapping.
-        bar: Arc<Bar>,
-        /// Byte offset of the tail register.
-        reg: u32,
-    },
+/// The tail register (RDT/TDT) of one ring: one volatile store for a BAR
+/// VFIO mapped, a [`Regs::write32`] for any other register space
+/// ([`TailDoorbell::new`]).
+pub struct TailDoorbell(Tail);
+
+enum Tail {
+    /// In a memory-mapped BAR (the library's own): one volatile store.
+    Mmio { bar: Arc<Bar>, reg: u32 },
     /// In any other register space (the software device models).
-    Other {
-        /// The register space.
-        bar: Arc<dyn DeviceBar>,
-        /// Byte offset of the tail register.
-        reg: u32,
-    },
+    Other { bar: Arc<dyn DeviceBar>, reg: u32 },
+}
+
+impl TailDoorbell {
+    /// The tail register at byte offset `reg` of `bar`, written with
+    /// [`Regs::write32`] (what a [`DeviceBar`] other than VFIO's, e.g. a
+    /// software model's, returns from [`DeviceBar::doorbell`]).
+    pub fn new(bar: Arc<dyn DeviceBar>, reg: u32) -> TailDoorbell {
+        TailDoorbell(Tail::Other { bar, reg })
+    }
 }
 
 impl Doorbell for TailDoorbell {
     #[inline]
     fn ring(&mut self, tail: u16) {
-        match self {
-            TailDoorbell::Mmio { bar, reg } => bar.write32(*reg, tail as u32),
-            TailDoorbell::Other { bar, reg } => bar.regs().write32(*reg, tail as u32),
+        match &self.0 {
+            Tail::Mmio { bar, reg } => bar.write32(*reg, tail as u32),
+            Tail::Other { bar, reg } => bar.regs().write32(*reg, tail as u32),
         }
     }
 }
@@ -96,8 +99,46 @@ pub trait Interrupts: Send + Sync {
     /// event returned.
     ///
     /// # Errors
-    /// A message saying why (too few vectors, the kernel refused).
-    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String>;
+    /// [`MsixError`]: too few vectors, no eventfd, the kernel refused.
+    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, MsixError>;
     /// Disable MSI-X: no vector signals afterwards.
     fn disable_msix(&self);
+}
+
+/// Why MSI-X could not be enabled ([`Interrupts::enable_msix`], and
+/// [`crate::Error::Interrupts`] around it). Non-exhaustive: match with a
+/// `_` arm.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MsixError {
+    /// The device offers fewer vectors than the queues need.
+    #[error("the device offers {available} MSI-X vectors, {needed} are needed (one per RX queue)")]
+    TooFewVectors {
+        /// Vectors the device offers (`VFIO_DEVICE_GET_IRQ_INFO`).
+        available: u32,
+        /// Vectors asked for.
+        needed: u16,
+    },
+    /// An eventfd for a vector could not be created.
+    #[error("cannot create an eventfd: {0}")]
+    EventFd(#[source] std::io::Error),
+    /// `VFIO_DEVICE_SET_IRQS` refused to route the vectors.
+    #[error("VFIO_DEVICE_SET_IRQS (MSI-X, {vectors} vectors) failed: {source}")]
+    SetIrqs {
+        /// Vectors asked for.
+        vectors: u16,
+        /// vfio-ioctls' error.
+        #[source]
+        source: crate::error::Cause,
+    },
+    /// The device underneath has no MSI-X delivery ([`DeviceIo::interrupts`]
+    /// is `None`, or a software model without it).
+    #[error("the device underneath offers no MSI-X delivery")]
+    Unsupported,
+    /// The family's back end does not program MSI-X yet.
+    #[error("the {family} back end has no MSI-X support in pollnic yet")]
+    NoFamilySupport {
+        /// The family (`igb`, `ixgbe`).
+        family: &'static str,
+    },
 }

@@ -28,7 +28,9 @@ pub const DEFAULT_WAIT: Duration = Duration::from_millis(100);
 pub const DEFAULT_IDLE_POLLS: u32 = 300;
 
 /// How a queue's thread waits for frames ([`crate::Queue::wait_rx`]).
+/// Non-exhaustive: match with a `_` arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum RxMode {
     /// Poll without ever sleeping: one core per queue, the lowest latency
     /// (the default, and DPDK's poll mode).
@@ -80,16 +82,18 @@ impl RxMode {
 }
 
 impl std::str::FromStr for RxMode {
-    type Err = String;
+    type Err = crate::error::ParseNameError;
     /// `poll` (or `busy-poll`), `irq` (or `interrupt`), `adaptive`, with the
     /// default timeout and idle-poll run.
-    fn from_str(s: &str) -> Result<RxMode, String> {
+    fn from_str(s: &str) -> Result<RxMode, Self::Err> {
         match s {
             "poll" | "busy-poll" => Ok(RxMode::BusyPoll),
             "irq" | "interrupt" => Ok(RxMode::interrupt()),
             "adaptive" => Ok(RxMode::adaptive()),
-            _ => Err(format!(
-                "unknown RX mode `{s}` (expected poll, irq or adaptive)"
+            _ => Err(crate::error::ParseNameError::new(
+                "RX mode",
+                s,
+                "poll, irq or adaptive",
             )),
         }
     }
@@ -143,10 +147,9 @@ mod tests {
         for m in [RxMode::BusyPoll, RxMode::interrupt(), RxMode::adaptive()] {
             assert_eq!(m.name().parse::<RxMode>().unwrap(), m);
         }
-        assert!("napi"
-            .parse::<RxMode>()
-            .unwrap_err()
-            .contains("poll, irq or adaptive"));
+        let e = "napi".parse::<RxMode>().unwrap_err();
+        assert_eq!((e.what(), e.given()), ("RX mode", "napi"));
+        assert!(e.to_string().contains("poll, irq or adaptive"), "{e}");
         assert!(!RxMode::BusyPoll.uses_interrupts());
         assert!(RxMode::adaptive().uses_interrupts());
     }

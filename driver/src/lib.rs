@@ -3,13 +3,16 @@
 //! from hugepage mempools and one RSS queue per pinned core.
 //!
 //! The library is the driver only: device bring-up ([`Device`],
-//! [`DeviceConfig`]), queues and bursts ([`Queue`]), errors ([`Error`]),
-//! hardware and software counters ([`Stats`], [`DeviceCounters`]), the igb
-//! and ixgbe families behind one sealed [`Family`] interface, PCI sysfs
+//! [`DeviceConfig`]), queues and bursts ([`Queue`]), errors ([`Error`], and
+//! the rest of [`error`]), hardware and software counters ([`Stats`],
+//! [`stats`]), RSS ([`rss`]), DMA memory ([`dma`]), receive modes ([`irq`]),
+//! the igb and ixgbe families behind one interface kept inside the library
+//! (what the PCI look-ups show of one: [`pci::FamilyInfo`]), PCI sysfs
 //! ([`pci`]: addresses, IDs, bind/unbind and its guard), and VFIO, MMIO, DMA
 //! mapping and the clock. The tools (the `pollnic` command, the examples)
 //! live in their own packages. The 82599 back end is tested against a
-//! software 82599 (feature `model`) and has not yet run on hardware.
+//! software 82599 (the repository's `pollnic-model` package) and has not yet
+//! run on hardware.
 //!
 //! Open two ports together, receive a burst on one, send it out of the
 //! other with no copy, and read a counter (the ports must be bound to
@@ -36,20 +39,23 @@
 //! [`run_pinned`], RSS, counters, buffers).
 //!
 //! `unsafe` is confined to the private `sys` module tree (MMIO, VFIO, DMA
-//! mapping, the clock, the read-only PCI link probe, the software models'
-//! IOMMU); the crate root denies it everywhere else.
+//! mapping, the clock, the read-only PCI link probe); the crate root denies
+//! it everywhere else.
 
 #![deny(unsafe_code)]
 
-mod config;
+/// The crate README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
+
+pub mod config;
 mod counters;
 mod device;
-mod error;
+pub mod error;
 mod family;
 pub mod io;
-mod irq;
-#[cfg(feature = "model")]
-pub mod model;
+pub mod irq;
 pub mod pci;
 mod queue;
 mod refresh;
@@ -58,19 +64,38 @@ mod runner;
 pub mod selfcheck;
 #[cfg(feature = "smoltcp")]
 pub mod smoltcp;
-mod stats;
+pub mod stats;
 mod sys;
+#[cfg(feature = "test-family")]
+pub mod test_family;
 mod wait;
 
-pub use config::{usable_ring_size, DataPathChoice, DeviceConfig};
-pub use counters::{DeviceCounters, QueueCounters, QueueSnapshot};
-pub use device::{Device, DeviceIdent, StatsReader};
-pub use error::{Cause, Error, Result};
-pub use family::{Family, HashTypes, LinkStatus};
-pub use irq::{IrqStats, RxMode, DEFAULT_IDLE_POLLS, DEFAULT_WAIT};
-pub use pollnic_rings::{DataPath, Mempool, Packet, RxStats, TxStats};
+pub use config::{DataPathChoice, DeviceConfig};
+pub use device::{Device, DeviceIdent};
+pub use error::{Error, Result};
+pub use family::LinkStatus;
+pub use irq::RxMode;
+pub use pollnic_rings::{DataPath, Mempool, Packet};
 pub use queue::Queue;
-pub use runner::{check_cores, parse_cores, pin_current_thread, run_pinned};
+pub use runner::run_pinned;
 pub use stats::{Counter, Stats};
 pub use sys::clock;
-pub use sys::dmamap::{DmaMapping, DmaPurpose};
+
+/// RSS: which packet types are hashed ([`rss::HashTypes`]), the 40-byte
+/// key, the redirection table ([`rss::Reta`]) and a software Toeplitz
+/// hasher ([`rss::Toeplitz`], [`Device::rss_hasher`]) to predict a flow's
+/// queue. The math is `pollnic_hw::rss`'s.
+pub mod rss {
+    pub use crate::family::HashTypes;
+    pub use pollnic_hw::rss::{
+        queue_for, FlowKey, Reta, Toeplitz, KEY_LEN, L4, MICROSOFT_KEY, RETA_LEN, SYMMETRIC_KEY,
+    };
+}
+
+/// DMA memory: hugepage regions ([`dma::DmaRegion`]) mapped through a
+/// [`dma::DmaMapper`] (the VFIO container), their page size, and the list of
+/// what a device can reach ([`Device::dma_mappings`]).
+pub mod dma {
+    pub use crate::sys::dmamap::{DmaMapping, DmaPurpose};
+    pub use pollnic_rings::{DmaError, DmaMapper, DmaRegion, PageSize};
+}

@@ -26,6 +26,8 @@ pub struct Queue {
     pub(crate) irq_stats: IrqStats,
     /// Largest EITR throttle the family takes, in µs.
     pub(crate) max_usecs: u32,
+    /// The family's name, for messages (`igb`, `ixgbe`).
+    pub(crate) family: &'static str,
 }
 
 impl Queue {
@@ -46,6 +48,32 @@ impl Queue {
 
     /// Receive up to `max` frames, appending them to `out`; returns how many.
     /// Never blocks; never allocates if `out` has room for `max` more.
+    /// Each [`Packet`] borrows the DMA buffer the NIC wrote (zero copy) and
+    /// returns it to the queue's pool when dropped; the ring is refilled
+    /// before a frame is handed up, and a frame the device wrote wrongly
+    /// (error bit, bad length, a chain) is dropped and counted in
+    /// [`Queue::rx_stats`]'s `rx_errors`.
+    ///
+    /// # Example
+    ///
+    /// Count frames and bytes on queue 0, returning each burst's buffers at
+    /// once:
+    ///
+    /// ```no_run
+    /// use pollnic::{Device, DeviceConfig};
+    ///
+    /// let mut dev = Device::open("0000:03:00.0", &DeviceConfig::default())?;
+    /// let q = dev.queue(0);
+    /// let (mut burst, mut frames, mut bytes) = (Vec::with_capacity(32), 0u64, 0u64);
+    /// while frames < 1_000_000 {
+    ///     let n = q.rx_burst(&mut burst, 32);
+    ///     frames += n as u64;
+    ///     bytes += burst.iter().map(|p| p.len() as u64).sum::<u64>();
+    ///     q.free_bulk(&mut burst); // cheaper than dropping them one by one
+    ///     q.wait_rx(n); // busy-poll: returns at once
+    /// }
+    /// # Ok::<(), pollnic::Error>(())
+    /// ```
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let n = self.rx.rx_burst(out, max);
@@ -63,6 +91,37 @@ impl Queue {
     /// `ixgbe_prep_pkts` rejects frames under 14 bytes instead; a refused
     /// frame would stay at the front of `pkts` for ever, so pollnic pads.)
     /// An empty frame is refused and counted in `tx_errors`.
+    ///
+    /// # Example
+    ///
+    /// Send 1000 broadcast frames of 60 bytes from queue 0, retrying what
+    /// did not fit, then wait until the NIC has sent them:
+    ///
+    /// ```no_run
+    /// use pollnic::{Device, DeviceConfig};
+    /// use std::time::Duration;
+    ///
+    /// let mut dev = Device::open("0000:03:00.0", &DeviceConfig::default())?;
+    /// let mac = dev.mac();
+    /// let q = dev.queue(0);
+    /// let mut pending = Vec::with_capacity(32);
+    /// let mut made = 0;
+    /// while made < 1000 || !pending.is_empty() {
+    ///     while pending.len() < 32 && made < 1000 {
+    ///         let Some(mut p) = q.mempool().alloc() else { break };
+    ///         p.set_len(60).expect("60 bytes fit a buffer");
+    ///         let d = p.data_mut();
+    ///         d[..6].copy_from_slice(&[0xff; 6]); // destination: broadcast
+    ///         d[6..12].copy_from_slice(&mac); // source: this port
+    ///         d[12..14].copy_from_slice(&[0x88, 0xb5]); // local experimental EtherType
+    ///         pending.push(p);
+    ///         made += 1;
+    ///     }
+    ///     q.tx_burst(&mut pending); // takes what fits; the rest stays, in order
+    /// }
+    /// q.flush_tx(Duration::from_secs(1));
+    /// # Ok::<(), pollnic::Error>(())
+    /// ```
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
         for p in pkts.iter_mut() {
@@ -183,16 +242,15 @@ impl Queue {
     /// Change this queue's receive mode, e.g. from its own thread.
     ///
     /// # Errors
-    /// [`Error::Config`] for a mode that needs interrupts on a queue whose
+    /// [`Error::RxModeNeedsMsix`] for a mode that needs interrupts on a queue whose
     /// device has not enabled MSI-X: set it with [`crate::Device::set_rx_mode`]
     /// (or [`crate::DeviceConfig::with_rx_mode`]) first.
     pub fn set_rx_mode(&mut self, mode: RxMode) -> Result<()> {
         if mode.uses_interrupts() && self.irq.is_none() {
-            return Err(Error::Config(format!(
-                "queue {}: RX mode {} needs MSI-X, which the device has not enabled:                  use Device::set_rx_mode or DeviceConfig::with_rx_mode",
-                self.id,
-                mode.name()
-            )));
+            return Err(Error::RxModeNeedsMsix {
+                queue: self.id,
+                mode,
+            });
         }
         self.mode = mode;
         self.empty_run = 0;
@@ -205,20 +263,19 @@ impl Queue {
     /// interrupt.
     ///
     /// # Errors
-    /// [`Error::Config`] when MSI-X is not enabled on the device, or `usecs`
-    /// is above the family's EITR range (igb 8191 µs, 82599 1022 µs).
+    /// [`Error::RxUsecsNeedsMsix`] when MSI-X is not enabled on the device,
+    /// [`Error::RxUsecsTooLarge`] when `usecs` is above the family's EITR
+    /// range (igb 8191 µs, 82599 1022 µs).
     pub fn set_rx_usecs(&mut self, usecs: u32) -> Result<()> {
         let Some(irq) = &self.irq else {
-            return Err(Error::Config(format!(
-                "queue {}: rx-usecs needs MSI-X, which the device has not enabled                  (an interrupt or adaptive RX mode enables it)",
-                self.id
-            )));
+            return Err(Error::RxUsecsNeedsMsix { queue: self.id });
         };
         if usecs > self.max_usecs {
-            return Err(Error::Config(format!(
-                "rx-usecs {usecs} is above the {} µs the interrupt throttle (EITR) holds",
-                self.max_usecs
-            )));
+            return Err(Error::RxUsecsTooLarge {
+                usecs,
+                max: self.max_usecs,
+                family: self.family,
+            });
         }
         irq.set_usecs(usecs);
         Ok(())

@@ -4,76 +4,29 @@
 //! order) outlives every queue thread by construction.
 
 use crate::device::Device;
+use crate::error::Error;
 use crate::irq::RxMode;
 use crate::queue::Queue;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Core numbers are below this (Linux's largest NR_CPUS is 8192).
-const MAX_CORE: usize = 8192;
-
-/// Parse a core list like `0,1` or `0-3,6`.
-///
-/// # Errors
-/// A message naming the bad item.
-pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        if let Some((a, b)) = item.split_once('-') {
-            let (a, b): (usize, usize) = (
-                a.parse().map_err(|_| {
-                    format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)")
-                })?,
-                b.parse().map_err(|_| {
-                    format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)")
-                })?,
-            );
-            if a > b {
-                return Err(format!("bad core range `{item}` in `{s}`"));
-            }
-            if b >= MAX_CORE {
-                return Err(format!(
-                    "core {b} in `{s}` is beyond any machine (cores are numbered below {MAX_CORE})"
-                ));
-            }
-            out.extend(a..=b);
-        } else {
-            out.push(
-                item.parse().map_err(|_| {
-                    format!("bad core `{item}` in `{s}` (expected e.g. 0,1 or 0-3)")
-                })?,
-            );
-        }
-    }
-    if out.is_empty() {
-        return Err("empty core list".into());
-    }
-    Ok(out)
-}
-
-/// Pin the calling thread to `core`. Returns false when the OS refused (e.g.
-/// the core does not exist or is outside the process's cpuset).
-pub fn pin_current_thread(core: usize) -> bool {
+/// Pin the calling thread to `core`; false when the OS refused.
+fn pin_current_thread(core: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: core })
 }
 
-/// Check that `cores` is not empty and names only cores this process may run
-/// on (its affinity mask: `taskset -p $$` shows it), before any thread starts.
-///
-/// # Errors
-/// A message naming the first core that is not allowed, with the allowed list.
-pub fn check_cores(cores: &[usize]) -> Result<(), String> {
+/// Check that `cores` is not empty and names only cores this process may
+/// run on (its affinity mask), before any thread starts.
+fn check_cores(cores: &[usize]) -> Result<(), Error> {
     if cores.is_empty() {
-        return Err("no cores given".into());
+        return Err(Error::NoCores);
     }
     let allowed: Vec<usize> = core_affinity::get_core_ids()
         .unwrap_or_default()
         .iter()
         .map(|c| c.id)
         .collect();
-    if let Some(bad) = cores.iter().find(|c| !allowed.contains(c)) {
-        return Err(format!(
-            "core {bad} is not available to this process (allowed: {allowed:?}; see `taskset -p $$`, cpusets, isolcpus)"
-        ));
+    if let Some(&core) = cores.iter().find(|c| !allowed.contains(c)) {
+        return Err(Error::CoreUnavailable { core, allowed });
     }
     Ok(())
 }
@@ -96,24 +49,59 @@ pub fn check_cores(cores: &[usize]) -> Result<(), String> {
 /// of IRQ affinity.
 ///
 /// # Errors
-/// A message when `cores` is empty or names a core this process may not run
-/// on ([`check_cores`], before any thread starts), or when `mode` needs
-/// MSI-X and it cannot be enabled ([`crate::Error::Interrupts`]). A pin that
+/// [`Error::NoCores`] when `cores` is empty, [`Error::CoreUnavailable`] when
+/// it names a core this process may not run on (its affinity mask: `taskset
+/// -p $$` shows it), both before any thread starts; what
+/// [`Device::set_rx_mode`] returns (e.g. [`Error::Interrupts`] when `mode`
+/// needs MSI-X and it cannot be enabled); [`Error::Thread`] when a queue's
+/// thread cannot be started; [`Error::QueuePanicked`] when `work` panicked
+/// on a queue (the other queues' results are dropped then). A pin that
 /// still fails at thread start is reported on stderr.
+///
+/// # Example
+///
+/// Count the frames each of four queues receives for ten seconds, one
+/// thread per core, while the calling thread waits:
+///
+/// ```no_run
+/// use pollnic::{run_pinned, Device, DeviceConfig, RxMode};
+/// use std::time::{Duration, Instant};
+///
+/// let mut dev = Device::open("0000:03:00.0", &DeviceConfig::default().with_queues(4))?;
+/// let until = Instant::now() + Duration::from_secs(10);
+/// let counts = run_pinned(
+///     &mut dev,
+///     &[0, 1, 2, 3],
+///     RxMode::BusyPoll,
+///     |q| {
+///         let (mut burst, mut n) = (Vec::with_capacity(32), 0u64);
+///         while Instant::now() < until {
+///             let got = q.rx_burst(&mut burst, 32);
+///             n += got as u64;
+///             q.free_bulk(&mut burst); // back to the queue's buffer cache
+///             q.wait_rx(got);
+///         }
+///         n
+///     },
+///     || {}, // the caller's thread: a reporter would print here
+/// )?;
+/// println!("per queue: {counts:?}");
+/// # Ok::<(), pollnic::Error>(())
+/// ```
 pub fn run_pinned<R, F, G>(
     dev: &mut Device,
     cores: &[usize],
     mode: RxMode,
     work: F,
     report: G,
-) -> Result<Vec<R>, String>
+) -> Result<Vec<R>, Error>
 where
     R: Send,
     F: Fn(&mut Queue) -> R + Sync,
     G: FnOnce(),
 {
     check_cores(cores)?;
-    dev.set_rx_mode(mode).map_err(|e| e.to_string())?;
+    dev.set_rx_mode(mode)?;
     let work = &work;
     let started = AtomicUsize::new(0);
     let started = &started;
@@ -133,9 +121,12 @@ where
                         started.fetch_add(1, Ordering::Release);
                         work(q)
                     })
-                    .expect("spawn queue thread")
+                    .map_err(|source| Error::Thread {
+                        what: format!("queue {i}"),
+                        source,
+                    })
             })
-            .collect::<Vec<_>>();
+            .collect::<Result<Vec<_>, Error>>()?;
         // Sleep between looks rather than spin: a spinning caller would
         // hold a core the queue threads may need to get going.
         while started.load(Ordering::Acquire) < handles.len() {
@@ -144,7 +135,11 @@ where
         report();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| "a queue thread panicked".to_string()))
+            .enumerate()
+            .map(|(i, h)| {
+                h.join()
+                    .map_err(|_| Error::QueuePanicked { queue: i as u16 })
+            })
             .collect()
     })
 }
@@ -153,20 +148,17 @@ where
 mod tests {
     use super::*;
     #[test]
-    fn core_lists() {
-        assert_eq!(parse_cores("0,1").unwrap(), vec![0, 1]);
-        assert_eq!(parse_cores("0-3,6").unwrap(), vec![0, 1, 2, 3, 6]);
-        assert!(parse_cores("a").is_err());
-        assert!(parse_cores("3-1").is_err());
-        assert!(parse_cores("").is_err());
-        assert!(parse_cores("0-10000000000").is_err());
-        assert!(parse_cores("0-18446744073709551615").is_err());
-    }
-    #[test]
     fn core_check_uses_the_affinity_mask() {
-        assert!(check_cores(&[]).is_err());
-        let e = check_cores(&[100_000]).unwrap_err();
-        assert!(e.contains("core 100000 is not available"), "{e}");
+        assert!(matches!(check_cores(&[]), Err(Error::NoCores)));
+        match check_cores(&[100_000]) {
+            Err(e @ Error::CoreUnavailable { core: 100_000, .. }) => {
+                assert!(
+                    e.to_string().contains("core 100000 is not available"),
+                    "{e}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
         let first = core_affinity::get_core_ids().unwrap()[0].id;
         check_cores(&[first]).unwrap();
     }

@@ -1,8 +1,8 @@
-//! smoltcp's [`phy::Device`](::smoltcp::phy::Device) over one pollnic
+//! smoltcp's [`::smoltcp::phy::Device`] over one pollnic
 //! [`Queue`] (cargo feature `smoltcp`, smoltcp 0.12): run the smoltcp TCP/IP
 //! stack on a port that pollnic drives.
 //!
-//! - **RX, zero copy.** [`QueueDevice::receive`] takes a burst from the RX
+//! - **RX, zero copy.** `QueueDevice::receive` (`phy::Device::receive`) takes a burst from the RX
 //!   ring into the wrapper; each [`RxToken`] owns one received [`Packet`]
 //!   and hands smoltcp the DMA buffer the NIC wrote, in place. Consumed
 //!   packets go back to the queue's buffer cache in bulk
@@ -84,7 +84,7 @@ pub struct SmolStats {
     /// Frames smoltcp wrote that were dropped because the mempool had no
     /// buffer for them (written into a scratch buffer, never sent).
     pub tx_nobuf: u64,
-    /// Times [`QueueDevice::transmit`] refused a token because `BURST`
+    /// Times `QueueDevice::transmit` (`phy::Device::transmit`) refused a token because `BURST`
     /// frames were still waiting for room on the TX ring (smoltcp retries
     /// on its next poll; nothing is lost).
     pub tx_ring_full: u64,

@@ -1,18 +1,23 @@
 //! Hardware counters read into 64-bit running totals under their `ethtool -S`
-//! names, for any family: each family gives a [`StatsLayout`] (its counter
+//! names, for any family: each family gives a layout (its counter
 //! table from `pollnic_hw`, sums of register arrays, alternative names, and
 //! software-only counters) and the same clear-on-read accumulation runs over it.
 //!
 //! How often the registers must be read so that none fills up (the horizon
 //! at line rate on the 82576 and the 82599), and the thread that guarantees
-//! it, are in [`crate::refresh`]. A 32-bit register that reads 0xFFFF_FFFF
+//! it, are in the crate's `refresh` module
+//! (`docs/design/counters.md`). A 32-bit register that reads 0xFFFF_FFFF
 //! went unread past its horizon (QEMU's igb sticks there,
 //! `e1000x_inc_reg_if_not_full` in `hw/net/e1000x_common.h`): its total is
 //! then a lower bound, and [`Stats::saturated`] names it.
 
+pub use crate::counters::{DeviceCounters, QueueCounters, QueueSnapshot};
+pub use crate::device::StatsReader;
+pub use crate::irq::IrqStats;
 use crate::sys::mmio::Regs;
 use pollnic_hw::ixgbe::stats::Sum;
 use pollnic_hw::stats::{Counter as Register, Width};
+pub use pollnic_rings::{RxStats, TxStats};
 
 /// The counter pollnic keeps itself on igb: reads of the counters that
 /// found ICR.RXO set (an RX ring overrun, the only trace QEMU's igb leaves
@@ -127,7 +132,7 @@ impl std::fmt::Display for Counter {
 
 /// What a family's counters are.
 #[derive(Debug)]
-pub struct StatsLayout {
+pub(crate) struct StatsLayout {
     /// The registers, in `ethtool -S` order.
     pub counters: &'static [Register],
     /// Counters that are sums of several registers of `counters` (82599's
@@ -164,7 +169,7 @@ impl Eq for Stats {}
 /// Read counter `c` once: 64-bit pairs low then high (reading the high half
 /// clears the pair on both families: 82576 datasheet §8.19, Linux
 /// `ixgbe_update_stats`).
-pub fn read_counter(r: &dyn Regs, c: &Register) -> u64 {
+pub(crate) fn read_counter(r: &dyn Regs, c: &Register) -> u64 {
     match c.width {
         Width::Bits32(o) => r.read32(o) as u64,
         Width::Bits64 { lo, hi } => {
@@ -176,7 +181,7 @@ pub fn read_counter(r: &dyn Regs, c: &Register) -> u64 {
 
 impl Stats {
     /// All zero.
-    pub fn new(layout: &'static StatsLayout) -> Self {
+    pub(crate) fn new(layout: &'static StatsLayout) -> Self {
         Stats {
             layout,
             totals: vec![0; layout.counters.len()],
@@ -188,7 +193,7 @@ impl Stats {
     /// Read every register once and add it to the totals (they clear on
     /// read). A 32-bit counter that reads 0xFFFF_FFFF is marked saturated
     /// ([`Stats::saturated`]): it went unread past its horizon.
-    pub fn read_registers(&mut self, r: &dyn Regs) {
+    pub(crate) fn read_registers(&mut self, r: &dyn Regs) {
         for ((t, c), sat) in self
             .totals
             .iter_mut()
@@ -203,7 +208,7 @@ impl Stats {
 
     /// The `ethtool -S` names of the 32-bit counters some read found
     /// saturated (0xFFFF_FFFF: left unread past the horizon, see
-    /// [`crate::refresh`]). Their totals are lower bounds: counts were lost.
+    /// `docs/design/counters.md`). Their totals are lower bounds: counts were lost.
     pub fn saturated(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.layout
             .counters
@@ -217,7 +222,7 @@ impl Stats {
     ///
     /// # Panics
     /// If the layout has no such counter (a bug in the family code).
-    pub fn bump_extra(&mut self, name: &str, n: u64) {
+    pub(crate) fn bump_extra(&mut self, name: &str, n: u64) {
         let i = self
             .layout
             .extra

@@ -234,7 +234,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let span = first.zip(last).map_or(Duration::ZERO, |(a, b)| b - a);
     drop(results);
     let stats = dev.stats().clone();
-    let rx_stats = dev.rx_stats();
+    // Every queue's: each ring counts its own.
+    let rx_nombuf: u64 = dev.queues().iter().map(|q| q.rx_stats().rx_nombuf).sum();
     if let Some(e) = write_err {
         // `out` is dropped unfinished: its temporary file is removed.
         return Err(e.into());
@@ -263,7 +264,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 "rx_pps": t.measurable().then(|| t.pps()), "rx_mbps_l2": t.measurable().then(|| t.payload_mbps()),
                 "rx_mbps_l1": t.measurable().then(|| t.l1_mbps()), "rate_seconds": span.as_secs_f64(),
                 "after_stop": after,
-                "rx_packets_counter": rx_hw, "rx_nombuf": rx_stats.rx_nombuf,
+                "rx_packets_counter": rx_hw, "rx_nombuf": rx_nombuf,
                 "icr_rxo_events": stats.rx_overrun_reads(), "queues": queues,
                 "interrupted": stop.load(Relaxed),
             })
@@ -304,7 +305,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         println!(
             "drops      rx_nombuf {}, RX ring overrun (ICR.RXO) seen: {}",
-            rx_stats.rx_nombuf,
+            rx_nombuf,
             if stats.rx_overrun_reads() > 0 {
                 "yes"
             } else {

@@ -53,7 +53,7 @@ pub fn measure_background(meter: &Meter, gen_core: usize) -> Result<String, Stri
     // counter file is work (9p), and it must not land on a counted vCPU.
     let (a, b) = std::thread::scope(|s| {
         s.spawn(|| {
-            pollnic::pin_current_thread(gen_core);
+            pollnic_examples::cores::pin_current_thread(gen_core);
             let a = meter.counter.snapshot()?;
             std::thread::sleep(BACKGROUND_WINDOW);
             Ok::<_, String>((a, meter.counter.snapshot()?))
@@ -419,7 +419,7 @@ pub fn snapshot() -> Option<Snapshot> {
     std::thread::scope(|s| {
         s.spawn(|| {
             if core != usize::MAX {
-                pollnic::pin_current_thread(core);
+                pollnic_examples::cores::pin_current_thread(core);
             }
             meter.snap()
         })

@@ -111,7 +111,7 @@ fn on_gen_core<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     std::thread::scope(|s| {
         s.spawn(|| {
             let core = GEN_CORE.load(Relaxed);
-            if core != usize::MAX && !pollnic::pin_current_thread(core) {
+            if core != usize::MAX && !pollnic_examples::cores::pin_current_thread(core) {
                 eprintln!("compare: could not pin the generator to core {core}");
             }
             f()
@@ -153,7 +153,7 @@ pub fn round_trip(
         let mut gaps = PollGaps::default();
         let mut buf: Vec<Packet> = Vec::with_capacity(32);
         let mut poll = |dev: &mut Device| {
-            let n = dev.rx_burst(&mut buf, 32);
+            let n = dev.queue(0).rx_burst(&mut buf, 32);
             let Some(now) = gaps.poll(n) else {
                 return;
             };
@@ -247,14 +247,14 @@ fn send(
             std::hint::spin_loop();
             continue;
         }
-        dev.tx_burst(&mut pending);
+        dev.queue(0).tx_burst(&mut pending);
         marker::commit();
         poll(dev);
     }
     let sent = seq - pending.len() as u64;
     let elapsed = t0.elapsed();
     drop(pending);
-    dev.flush_tx(Duration::from_secs(2));
+    dev.queue(0).flush_tx(Duration::from_secs(2));
     let tx_packets = dev.stats().get("tx_packets").unwrap_or(0) - tx_before;
     Offered {
         sent,

@@ -316,7 +316,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.rx.expect("required by clap"),
     );
     let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
-    pollnic::check_cores(&[args.gen_core])
+    pollnic_examples::cores::check_cores(&[args.gen_core])
         .map_err(|e| Usage(format!("--gen-core {}: {e}", args.gen_core)))?;
     if args.sweep_min > args.sweep_max {
         return Err(Usage(format!(

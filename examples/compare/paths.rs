@@ -173,7 +173,8 @@ pub fn pollnic_rx(
             std::thread::sleep(DRAIN);
             done.store(true, Relaxed);
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     crate::cost::stop_reporting();
     let mut tally = Tally::default();
     for t in tallies {
@@ -222,6 +223,7 @@ pub fn pollnic_rx(
             pollnic::RxMode::BusyPoll => "busy-poll",
             pollnic::RxMode::Interrupt { .. } => "irq (MSI-X)",
             pollnic::RxMode::Adaptive { .. } => "adaptive",
+            _ => mode.name(),
         }
         .into(),
         fwd: None,
@@ -347,7 +349,7 @@ fn kernel_rows<R: Send>(
                 let (recv, done) = (&recv, &done);
                 s.spawn(move || {
                     if let Some(c) = core {
-                        pollnic::pin_current_thread(c);
+                        pollnic_examples::cores::pin_current_thread(c);
                     }
                     let cpu0 = thread_cpu_ns();
                     let mut t = Tally::default();

@@ -42,9 +42,9 @@ pub struct LaneResult {
     /// Gaps between RX polls (a stalled lane overruns its RX ring).
     pub gaps: pollnic_examples::metrics::PollGaps,
     /// The RX queue's ring counters at the end.
-    pub rx: pollnic::RxStats,
+    pub rx: pollnic::stats::RxStats,
     /// The TX queue's ring counters at the end (only this lane uses that TX queue).
-    pub tx: pollnic::TxStats,
+    pub tx: pollnic::stats::TxStats,
 }
 
 impl LaneResult {
@@ -112,7 +112,12 @@ impl Lane {
     /// Send what is still pending for up to `flush`, then wait as long for the
     /// TX ring to drain; count what is left as dropped and return the counters
     /// (`rx`: the RX queue's ring counters).
-    pub fn finish(mut self, rx: pollnic::RxStats, tx: &mut Queue, flush: Duration) -> LaneResult {
+    pub fn finish(
+        mut self,
+        rx: pollnic::stats::RxStats,
+        tx: &mut Queue,
+        flush: Duration,
+    ) -> LaneResult {
         let deadline = Instant::now() + flush;
         while !self.pending.is_empty() && Instant::now() < deadline {
             self.send(tx);

@@ -19,9 +19,9 @@ mod report;
 use clap::Parser;
 use lane::Mode;
 use pollnic::pci::PciAddress;
-use pollnic::pin_current_thread;
 use pollnic::{Device, DeviceConfig};
 use pollnic_examples::args::Usage;
+use pollnic_examples::cores::pin_current_thread;
 use report::Dir;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 

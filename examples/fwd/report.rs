@@ -4,7 +4,7 @@
 
 use crate::lane::{LaneResult, Mode};
 use pollnic::pci::PciAddress;
-use pollnic::DeviceCounters;
+use pollnic::stats::DeviceCounters;
 use pollnic_examples::metrics::{Throughput, TxAccount};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};

@@ -188,7 +188,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let before: u64 = pending.iter().map(|p| p.len() as u64).sum();
-        let n = dev.tx_burst(&mut pending) as u64;
+        let n = dev.queue(0).tx_burst(&mut pending) as u64;
         let after: u64 = pending.iter().map(|p| p.len() as u64).sum();
         if !pending.is_empty() {
             full_events += 1;
@@ -210,7 +210,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // Frames still pending were never offered to the NIC: not sent.
     drop(pending);
     let elapsed = t0.elapsed();
-    dev.flush_tx(Duration::from_secs(2));
+    dev.queue(0).flush_tx(Duration::from_secs(2));
     let written = match out {
         Some(o) => {
             let n = o.frames();

@@ -71,13 +71,13 @@ pub fn exit_status(e: &(dyn std::error::Error + 'static)) -> i32 {
     }
 }
 
-/// `--cores`: a list such as `0,2-3` ([`pollnic::parse_cores`]), without
-/// duplicates, of cores this process may run on ([`pollnic::check_cores`]).
+/// `--cores`: a list such as `0,2-3` ([`crate::cores::parse_cores`]), without
+/// duplicates, of cores this process may run on ([`crate::cores::check_cores`]).
 ///
 /// # Errors
 /// A [`Usage`] naming `option`.
 pub fn cores(option: &str, s: &str) -> Result<Vec<usize>, Usage> {
-    let cores = pollnic::parse_cores(s).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
+    let cores = crate::cores::parse_cores(s).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
     if let Some(c) = cores
         .iter()
         .enumerate()
@@ -88,7 +88,7 @@ pub fn cores(option: &str, s: &str) -> Result<Vec<usize>, Usage> {
             "{option} {s}: core {c} is given twice: give each core once"
         )));
     }
-    pollnic::check_cores(&cores).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
+    crate::cores::check_cores(&cores).map_err(|e| Usage(format!("{option} {s}: {e}")))?;
     Ok(cores)
 }
 
@@ -143,7 +143,7 @@ mod tests {
         let removed: Box<dyn std::error::Error> = Box::new(pollnic::Error::DeviceRemoved { addr });
         assert_eq!(exit_status(&*removed), crate::signal::REMOVED_EXIT);
         assert!(removed.to_string().contains("pollnic bind 0000:00:08.0"));
-        let other: Box<dyn std::error::Error> = Box::new(pollnic::Error::Config("x".into()));
+        let other: Box<dyn std::error::Error> = Box::new(pollnic::Error::NoPorts);
         assert_eq!(exit_status(&*other), 1);
         assert_eq!(exit_status(&Usage("x".into())), USAGE_EXIT);
     }
@@ -171,7 +171,7 @@ pub struct RxModeArgs {
     pub rx_mode: String,
     /// Adaptive mode: empty polls in a row before the queue sleeps on its
     /// interrupt. [range: 1..=1000000000]
-    #[arg(value_parser = clap::value_parser!(u32).range(1..=1_000_000_000), long, default_value_t = pollnic::DEFAULT_IDLE_POLLS)]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=1_000_000_000), long, default_value_t = pollnic::irq::DEFAULT_IDLE_POLLS)]
     pub idle_polls: u32,
     /// Interrupt throttle in µs: at least this long between two interrupts
     /// of one queue (EITR; 0 = none), as `ethtool -C <if> rx-usecs`. [range: 0..=1022]
@@ -186,7 +186,7 @@ impl RxModeArgs {
             "irq" => pollnic::RxMode::interrupt(),
             "adaptive" => pollnic::RxMode::Adaptive {
                 idle_polls: self.idle_polls,
-                timeout: pollnic::DEFAULT_WAIT,
+                timeout: pollnic::irq::DEFAULT_WAIT,
             },
             _ => pollnic::RxMode::BusyPoll,
         }

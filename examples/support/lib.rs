@@ -8,6 +8,7 @@
 //! smoltcp examples share with their tests ([`smol`]).
 
 pub mod args;
+pub mod cores;
 pub mod counts;
 pub mod cputime;
 pub mod frame;
@@ -25,9 +26,9 @@ pub mod sweep;
 /// names a ring.
 ///
 /// # Errors
-/// The message, when `n` is not a [`pollnic::usable_ring_size`].
+/// The message, when `n` is not a [`pollnic::config::usable_ring_size`].
 pub fn check_ring_size_arg(n: u32) -> Result<(), String> {
-    if pollnic::usable_ring_size(n) {
+    if pollnic::config::usable_ring_size(n) {
         Ok(())
     } else {
         Err(format!(

@@ -104,8 +104,31 @@ pub enum DmaError {
 /// Something that maps process memory into a device's IO address space and
 /// chooses its IOVA: the VFIO container in the driver, [`IdentityMapper`] in
 /// host tests.
-pub trait DmaMapper: Send + Sync + fmt::Debug {
+///
+/// # Safety
+/// The rings hand the IOVAs a mapper returns to the device as they are, and
+/// TX sends a buffer of another pool (a port opened together with this one)
+/// when [`DmaMapper::address_space`] says the two spaces are one. A device
+/// given an IOVA that means other memory than the driver meant reads or
+/// writes that memory. So an implementor promises:
+/// - a successful [`DmaMapper::map`]`(va, len)` returns an IOVA at which the
+///   device reaches exactly `va..va + len`, in order, and no other mapping of
+///   the same address space overlaps `iova..iova + len` while it is live
+///   (`iova + len` does not pass `u64::MAX`);
+/// - [`DmaMapper::unmap`]`(iova, len)` of a live mapping removes it before it
+///   returns: from then on no device behind this mapper reaches that memory;
+/// - [`DmaMapper::address_space`] returns equal values for two live mappers
+///   only when an IOVA of one means the same memory to every device behind
+///   the other (one VFIO container, one IOMMU domain), and it does not change.
+///   The default, the mapper's own address, is right for a mapper that owns
+///   its translations and is not zero-sized (two zero-sized values may share
+///   an address: such a mapper overrides it).
+pub unsafe trait DmaMapper: Send + Sync + fmt::Debug {
     /// Map `len` bytes at `va` for device reads and writes; returns the IOVA.
+    ///
+    /// # Errors
+    /// The mapper's own ([`DmaError::Map`] from VFIO: memlock too low, no
+    /// IOVA space left).
     ///
     /// # Safety
     /// `va..va+len` must stay mapped in this process until [`DmaMapper::unmap`]
@@ -124,11 +147,17 @@ pub trait DmaMapper: Send + Sync + fmt::Debug {
 }
 
 /// A mapper for memory no real device will see: IOVA = virtual address. The
-/// software device model in [`crate::model`] uses it.
+/// software device models (`pollnic_model`) use it.
 #[derive(Debug, Default)]
 pub struct IdentityMapper;
 
-impl DmaMapper for IdentityMapper {
+// SAFETY: the IOVA is the virtual address, so `iova..iova + len` is exactly
+// `va..va + len` to the only "devices" that use it (the software models,
+// which translate IOVA = VA within the regions registered with them), and
+// two live mappings never overlap because two live allocations do not. There
+// is nothing to remove on unmap. Every identity mapper shares one space, 0,
+// which no mapper's address (the default) can be.
+unsafe impl DmaMapper for IdentityMapper {
     unsafe fn map(&self, va: *mut u8, _len: usize) -> Result<u64, DmaError> {
         Ok(va as u64)
     }
@@ -236,6 +265,27 @@ impl Drop for DmaRegion {
     }
 }
 
+/// Where `iova..iova + len` lies inside a mapping of `size` bytes at IOVA
+/// `base`: its byte offset from `base`, or `None` when any byte of it falls
+/// outside (an IOMMU fault). The one containment test of the software
+/// models' IOMMUs (`pollnic_model::ring`'s `SoftNic` and the 82576/82599
+/// models' `iommu`). Computed on offsets, never on end addresses, so a range
+/// that would wrap past `u64::MAX` (an IOVA a hostile device or a driver bug
+/// puts near the top of the address space) is refused in release builds too,
+/// never wrapped around into a mapping, and a mapping may end at 2^64. A
+/// zero-length range is inside when `iova` is in `base..=base + size`.
+#[inline]
+pub const fn offset_in(base: u64, size: u64, iova: u64, len: u64) -> Option<u64> {
+    let Some(off) = iova.checked_sub(base) else {
+        return None;
+    };
+    if off <= size && len <= size - off {
+        Some(off)
+    } else {
+        None
+    }
+}
+
 /// Free 2 MiB hugepages as the kernel reports them (0 when unreadable).
 pub fn free_hugepages() -> usize {
     std::fs::read_to_string(FREE_HUGEPAGES)
@@ -247,6 +297,25 @@ pub fn free_hugepages() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn containment_is_checked_near_the_top_of_the_address_space() {
+        let base = u64::MAX - 0xfff; // a 4 KiB mapping ending at 2^64
+        assert_eq!(offset_in(base, 0x1000, base, 0x1000), Some(0));
+        assert_eq!(offset_in(base, 0x1000, base + 0x10, 16), Some(0x10));
+        // `iova + len` wraps to a small number, which an unchecked `<=`
+        // compare would take for "inside".
+        assert_eq!(offset_in(base, 0x1000, u64::MAX, 2), None);
+        assert_eq!(
+            offset_in(base, 0x1000, base + 0x800, usize::MAX as u64),
+            None
+        );
+        // A mapping at the bottom: a wrapped range must not land in it.
+        assert_eq!(offset_in(0, 0x1000, u64::MAX - 7, 16), None);
+        assert_eq!(offset_in(0x1000, 0x1000, 0xfff, 1), None);
+        assert_eq!(offset_in(0x1000, 0x1000, 0x1fff, 1), Some(0xfff));
+        assert_eq!(offset_in(0x1000, 0x1000, 0x1fff, 2), None);
+    }
 
     #[test]
     fn small_pages_round_up_and_zero_fill() {

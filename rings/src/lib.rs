@@ -1,6 +1,6 @@
 //! Memory the device touches: hugepage DMA regions, mempools, zero-copy packets
-//! and RX/TX descriptor ring bookkeeping, plus a software device model that
-//! plays the NIC's side for tests and benches.
+//! and RX/TX descriptor ring bookkeeping. (A software device that plays the
+//! NIC's side of the rings, for tests and benches, is `pollnic_model::ring`.)
 //!
 //! The terms are DPDK's and ixy's: a *mempool* of fixed-size buffers, a
 //! *burst* of packets per call, a *descriptor write-back* by the device, the
@@ -9,14 +9,11 @@
 //! `unsafe` lives only in [`dma`] (mapping and raw buffer access), [`descring`]
 //! (volatile descriptor access), [`mempool`] (the pool's reference count and
 //! packet buffer access), [`rx`] and [`tx`] (handing buffer ownership between
-//! rings and packets: the burst's `set_len`, packets rebuilt from their parts)
-//! and [`model`] (the software device's DMA).
+//! rings and packets: the burst's `set_len`, packets rebuilt from their parts).
 
 pub mod descring;
 pub mod dma;
-pub mod fwd;
 pub mod mempool;
-pub mod model;
 pub mod rx;
 pub mod simd;
 pub mod tx;

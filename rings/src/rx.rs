@@ -23,9 +23,12 @@ use crate::descring::{DescRing, Doorbell};
 use crate::mempool::{BufIovas, Mempool, Packet, PoolCache};
 use crate::simd::{self, DataPath};
 use pollnic_hw::desc::{rx_read, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
+use std::sync::atomic::{compiler_fence, Ordering};
 
-/// Per-ring software counters (DPDK `rte_eth_stats` terms).
+/// Per-ring software counters (DPDK `rte_eth_stats` terms). Non-exhaustive:
+/// more may come; read the fields, or start from `RxStats::default()`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RxStats {
     // (Counters updated by every burst sit apart, so that the compiler does
     // not pack their updates into vector adds, which cost more here.)
@@ -44,10 +47,22 @@ pub struct RxStats {
     pub rx_errors: u64,
 }
 
-/// Errors creating a ring.
+/// Errors creating or configuring a ring.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RingError {
+    /// An RX error mask ([`RxRing::set_error_mask`]) that holds DD or EOP:
+    /// every good frame shows those, so the scalar loop would drop every
+    /// frame as bad while the vector loop (which tests DD and EOP apart)
+    /// would take them.
+    #[error(
+        "RX error mask {mask:#010x} holds the status bits DD (bit 0) or EOP (bit 1), which \
+         every good frame shows: an error mask names error bits only"
+    )]
+    ErrorMaskHasStatus {
+        /// The mask refused.
+        mask: u32,
+    },
     /// The device could not reach the pool's buffers (another IO address
     /// space, e.g. another port's VFIO container).
     #[error("the mempool is mapped in another IO address space than the descriptor ring: use a mempool of this device")]
@@ -198,8 +213,17 @@ impl<D: Doorbell> RxRing<D> {
     /// its IPv4 checksum error there and its frame errors in bits 24..=29
     /// (`pollnic_hw::ixgbe::bits::RXDADV_ERR_FRAME_ERR_MASK`), so each family
     /// sets its own mask before traffic starts.
-    pub fn set_error_mask(&mut self, mask: u32) {
+    ///
+    /// # Errors
+    /// [`RingError::ErrorMaskHasStatus`] when `mask` holds DD or EOP
+    /// (`pollnic_hw::desc::RXD_STAT_DD`, `RXD_STAT_EOP`); the mask in use
+    /// is then unchanged.
+    pub fn set_error_mask(&mut self, mask: u32) -> Result<(), RingError> {
+        if mask & (RXD_STAT_DD | RXD_STAT_EOP) != 0 {
+            return Err(RingError::ErrorMaskHasStatus { mask });
+        }
         self.keep = keep_bits(RXD_STAT_EOP | mask);
+        Ok(())
     }
 
     /// Choose the burst loop: a new ring runs [`DataPath::detect`]'s. Both
@@ -274,13 +298,31 @@ impl<D: Doorbell> RxRing<D> {
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let mode = self.mode;
-        if mode == MODE_VECTOR {
+        let got = if mode == MODE_VECTOR {
             self.burst::<true>(out, max)
         } else if mode == MODE_SCALAR {
             self.burst::<false>(out, max)
         } else {
             self.finish_chain(out, max)
-        }
+        };
+        // The packets' bytes were written by the device before it set DD,
+        // and the caller reads them with ordinary (not volatile) loads: the
+        // compiler must not move those above the burst's descriptor loads
+        // (volatile loads order only against other volatile accesses), so
+        // one compiler fence per burst, here, after every descriptor read
+        // and before any packet reaches the caller. It emits no
+        // instruction. On x86-64 the CPU does not reorder loads (TSO), so
+        // this is all that is needed. Weaker architectures also need the
+        // CPU's load-load order: there the descriptor reads emit an acquire
+        // fence after each `hi` that showed DD (`crate::descring`), which
+        // orders the packet reads too; DPDK's drivers use `rte_io_rmb` for
+        // this read side (`dmb oshld` on arm64, an outer-shareable barrier
+        // that covers device writes) and `rte_io_wmb` before a tail write,
+        // where `fence(Acquire)`/`fence(Release)` give the inner-shareable
+        // `dmb ishld`/`dmb ish`: enough on a cache-coherent DMA system, to
+        // be revisited for one that is not.
+        compiler_fence(Ordering::Acquire);
+        got
     }
 
     /// [`RxRing::rx_burst`]. The hot loop takes good frames (with `VEC`,

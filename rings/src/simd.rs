@@ -23,7 +23,9 @@ use pollnic_hw::desc::RawDesc;
 /// ring state for the same write-backs (the differential test in
 /// `rings/tests/differential.rs` checks it); the vector loops handle four
 /// descriptors per step where they can.
+/// Non-exhaustive: match with a `_` arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DataPath {
     /// One descriptor at a time: the reference, and the fallback on CPUs
     /// without the vector instructions.

@@ -75,6 +75,7 @@ pub fn transfer_and_verify(
     len_of: impl Fn(u64) -> usize,
 ) -> u64 {
     let flow = Flow::between(tx.mac(), rx.mac());
+    let (tx, rx) = (tx.queue(0), rx.queue(0));
     let mut seq = 0u64;
     let mut next_rx = 0u64;
     let mut bytes = 0u64;

@@ -245,7 +245,7 @@ pub fn parse_cpulist(text: &str) -> Vec<usize> {
     if text.trim().is_empty() {
         return Vec::new();
     }
-    pollnic::parse_cores(text.trim()).unwrap_or_default()
+    crate::cores::parse_cores(text.trim()).unwrap_or_default()
 }
 
 fn stat(path: &Path) -> Option<NodeStat> {

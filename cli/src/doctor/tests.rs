@@ -473,7 +473,7 @@ fn a_family_caveat_is_a_warning_in_the_families_words() {
         )
     );
     // A third family (defined only in its test module) is named by itself.
-    use pollnic::model::third_family::{with_third, TEST_DEVICE_ID};
+    use pollnic::test_family::{with_third, TEST_DEVICE_ID};
     let d = f.ports[0].device.as_mut().unwrap();
     d.device = TEST_DEVICE_ID;
     d.model = pollnic::pci::lookup_in(&with_third(), 0x8086, TEST_DEVICE_ID);
@@ -526,7 +526,7 @@ fn an_82599_the_back_end_cannot_bring_up_is_a_failure_naming_what_is_missing() {
 
 #[test]
 fn the_selfcheck_report_on_the_software_82599_shows_laser_link_mode_and_filters() {
-    use pollnic::model::ixgbe::Soft82599;
+    use pollnic_model::ixgbe::Soft82599;
     let m = Soft82599::default();
     m.set_eeprom_link_mode(pollnic_hw::ixgbe::bits::AUTOC_LMS_1G_AN);
     let cfg = pollnic::DeviceConfig::default()
@@ -553,7 +553,7 @@ fn the_selfcheck_report_on_the_software_82599_shows_laser_link_mode_and_filters(
 
 #[test]
 fn the_selfcheck_report_on_the_software_82576_has_the_igb_equivalents() {
-    use pollnic::model::igb::Soft82576;
+    use pollnic_model::igb::Soft82576;
     let m = Soft82576::default();
     let cfg = pollnic::DeviceConfig::default()
         .with_rx_ring_size(64)

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::Family;
+use super::FamilyInfo;
 
 /// PCI vendor ID of Intel Corporation.
 pub const INTEL_VENDOR_ID: u16 = 0x8086;
@@ -15,8 +15,8 @@ pub const INTEL_VENDOR_ID: u16 = 0x8086;
 pub struct NicModel {
     /// PCI device ID (vendor is always [`INTEL_VENDOR_ID`]).
     pub device_id: u16,
-    /// Back end that drives it (the family whose [`Family::models`] lists it).
-    pub family: &'static dyn Family,
+    /// Back end that drives it (the family whose [`FamilyInfo::models`] lists it).
+    pub family: FamilyInfo,
     /// Marketing name as in `pci.ids` / `lspci`.
     pub name: &'static str,
     /// Suffix of the kernel's `*_DEV_ID_*` constant, e.g. `82599_SFP`.
@@ -44,8 +44,8 @@ impl fmt::Debug for NicModel {
     }
 }
 
-/// Equal when every field is; families compare by [`Family::name`] (names
-/// are unique in [`FAMILIES`]; comparing `dyn` pointers is unreliable).
+/// Equal when every field is; families compare by [`FamilyInfo::name`] (names
+/// are unique in the families pollnic drives; comparing `dyn` pointers is unreliable).
 impl PartialEq for NicModel {
     fn eq(&self, other: &Self) -> bool {
         self.device_id == other.device_id

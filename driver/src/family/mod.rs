@@ -37,22 +37,78 @@ use pollnic_hw::rss::{Reta, KEY_LEN};
 /// Every family pollnic drives, asked in order by [`lookup`] and by the PCI
 /// ID look-ups of `pollnic status`/`bind`/`doctor` ([`crate::pci::lookup`]).
 /// A new family is one line here.
-pub static FAMILIES: &[&dyn Family] = &[&crate::family::igb::Igb, &crate::family::ixgbe::IXGBE];
+pub(crate) static FAMILIES: &[FamilyInfo] = &[
+    FamilyInfo(&crate::family::igb::Igb),
+    FamilyInfo(&crate::family::ixgbe::IXGBE),
+];
 
 /// The back end that drives PCI `vendor:device`, if any.
-pub fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
-    lookup_in(FAMILIES, vendor, device)
+pub(crate) fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
+    FAMILIES
+        .iter()
+        .map(|f| f.0)
+        .find(|f| f.drives(vendor, device))
 }
 
-/// The first of `families` that drives PCI `vendor:device` ([`lookup`] is
-/// this over [`FAMILIES`]; tests pass their own list).
-pub fn lookup_in(
-    families: &[&'static dyn Family],
-    vendor: u16,
-    device: u16,
-) -> Option<&'static dyn Family> {
-    families.iter().copied().find(|f| f.drives(vendor, device))
+/// A NIC family pollnic drives (igb, ixgbe), as the PCI look-ups name it
+/// ([`crate::pci::PciDevice::family`], [`crate::pci::identify`],
+/// [`crate::pci::NicModel::family`]): what it is called and what it
+/// drives. The register work behind it stays inside the library: this
+/// handle offers none of it.
+#[derive(Clone, Copy)]
+pub struct FamilyInfo(pub(crate) &'static dyn Family);
+
+impl FamilyInfo {
+    /// Short name, as `pollnic status` prints it (`igb`, `ixgbe`).
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    /// The Linux driver that normally owns this family's ports (`igb`,
+    /// `ixgbe`): what `pollnic unbind` rebinds to.
+    pub fn kernel_driver(&self) -> &'static str {
+        self.0.kernel_driver()
+    }
+    /// The device IDs it drives.
+    pub fn models(&self) -> &'static [NicModel] {
+        self.0.models()
+    }
+    /// Whether it drives PCI `vendor:device`.
+    pub fn drives(&self, vendor: u16, device: u16) -> bool {
+        self.0.drives(vendor, device)
+    }
+    /// What pollnic does not implement yet for PCI device ID `device` (its
+    /// board-level setup), so that `Device::open` refuses it; `None` when
+    /// nothing is missing.
+    pub fn missing(&self, device: u16) -> Option<&'static str> {
+        self.0.missing(device)
+    }
+    /// What `pollnic doctor` warns about this family's ports, if anything.
+    pub fn caveat(&self) -> Option<Caveat> {
+        self.0.caveat()
+    }
+    /// RX/TX queue pairs PCI device ID `device` has.
+    pub fn max_queues(&self, device: u16) -> u16 {
+        self.0.max_queues(device)
+    }
+    /// The largest MTU its back end supports, bytes.
+    pub fn max_mtu(&self) -> u32 {
+        self.0.max_mtu()
+    }
 }
+
+impl std::fmt::Debug for FamilyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FamilyInfo").field(&self.0.name()).finish()
+    }
+}
+
+/// Two handles are equal when they name the same family.
+impl PartialEq for FamilyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+impl Eq for FamilyInfo {}
 
 /// Where one queue's descriptor ring lives, for its base/length registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,8 +119,9 @@ pub struct RingRegs {
     pub len_bytes: u32,
 }
 
-/// Link state.
+/// Link state ([`crate::Device::link`]). Non-exhaustive: more may come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LinkStatus {
     /// Link up (igb STATUS.LU, 82599 LINKS.UP).
     pub up: bool,
@@ -86,7 +143,11 @@ pub struct Caveat {
 }
 
 /// Which packet types RSS hashes (the rest go to queue 0 with hash 0).
+/// Non-exhaustive (more types may come): start from [`HashTypes::default`]
+/// (all on) or [`HashTypes::NONE`] and set fields with the `with_*` methods,
+/// e.g. `HashTypes::NONE.with_ipv4(true).with_tcp_ipv4(true)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HashTypes {
     /// IPv4 addresses.
     pub ipv4: bool,
@@ -100,6 +161,54 @@ pub struct HashTypes {
     pub tcp_ipv6: bool,
     /// UDP/IPv6 addresses and ports.
     pub udp_ipv6: bool,
+}
+
+impl HashTypes {
+    /// Every type off: RSS hashes nothing, every frame goes to queue 0.
+    pub const NONE: HashTypes = HashTypes {
+        ipv4: false,
+        tcp_ipv4: false,
+        udp_ipv4: false,
+        ipv6: false,
+        tcp_ipv6: false,
+        udp_ipv6: false,
+    };
+    /// Set [`HashTypes::ipv4`].
+    #[must_use]
+    pub const fn with_ipv4(mut self, on: bool) -> Self {
+        self.ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::tcp_ipv4`].
+    #[must_use]
+    pub const fn with_tcp_ipv4(mut self, on: bool) -> Self {
+        self.tcp_ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::udp_ipv4`].
+    #[must_use]
+    pub const fn with_udp_ipv4(mut self, on: bool) -> Self {
+        self.udp_ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::ipv6`].
+    #[must_use]
+    pub const fn with_ipv6(mut self, on: bool) -> Self {
+        self.ipv6 = on;
+        self
+    }
+    /// Set [`HashTypes::tcp_ipv6`].
+    #[must_use]
+    pub const fn with_tcp_ipv6(mut self, on: bool) -> Self {
+        self.tcp_ipv6 = on;
+        self
+    }
+    /// Set [`HashTypes::udp_ipv6`].
+    #[must_use]
+    pub const fn with_udp_ipv6(mut self, on: bool) -> Self {
+        self.udp_ipv6 = on;
+        self
+    }
 }
 
 impl Default for HashTypes {
@@ -151,7 +260,7 @@ pub(crate) mod sealed {
 /// `eth_dev_ops` and Linux e1000/igb's `mac.ops`/`phy.ops`. Every method gets
 /// the device's registers; none keeps state (the `Device` does). Sealed:
 /// programs name it (e.g. in [`NicModel::family`]) but cannot implement it.
-pub trait Family: sealed::Sealed + Send + Sync + 'static {
+pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     /// Short name, as the Linux driver's: "igb", "ixgbe".
     fn name(&self) -> &'static str;
     /// Name of the Linux kernel driver for these parts, the one `pollnic
@@ -299,8 +408,6 @@ pub trait Family: sealed::Sealed + Send + Sync + 'static {
 /// set them up: what the queue's thread writes to arm, mask and throttle it.
 #[derive(Clone, Copy, Debug)]
 pub struct VectorRegs {
-    /// The vector's number (its eventfd's index).
-    pub vector: u16,
     /// EICR's offset (write 1 to clear the vector's cause).
     pub eicr: u32,
     /// EIMS's offset (write the bit to unmask).

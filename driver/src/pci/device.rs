@@ -11,7 +11,7 @@ use super::address::PciAddress;
 use super::error::{Error, Result};
 use super::ids::{self, NicModel, INTEL_VENDOR_ID};
 use super::sysfs::{self, Sysfs, READ_HINT};
-use crate::family::{Family, FAMILIES};
+use crate::family::{FamilyInfo, FAMILIES};
 
 /// Name of the VFIO PCI driver, as in `/sys/bus/pci/drivers/vfio-pci`.
 pub const VFIO_PCI: &str = "vfio-pci";
@@ -57,15 +57,11 @@ impl PciDevice {
     }
 
     /// [`PciDevice::read`], with the device's model looked up among
-    /// `families` instead of [`FAMILIES`].
+    /// `families` instead of the families pollnic drives.
     ///
     /// # Errors
     /// As [`PciDevice::read`].
-    pub fn read_in(
-        sysfs: &Sysfs,
-        addr: PciAddress,
-        families: &[&'static dyn Family],
-    ) -> Result<Self> {
+    pub fn read_in(sysfs: &Sysfs, addr: PciAddress, families: &[FamilyInfo]) -> Result<Self> {
         let dir = sysfs.device_dir(addr);
         if !dir.exists() {
             return Err(Error::NoSuchDevice { addr });
@@ -109,7 +105,7 @@ impl PciDevice {
     }
 
     /// The pollnic back end for it, `None` if unsupported.
-    pub fn family(&self) -> Option<&'static dyn Family> {
+    pub fn family(&self) -> Option<FamilyInfo> {
         self.model.map(|m| m.family)
     }
 
@@ -158,14 +154,11 @@ pub fn list_intel_nics(sysfs: &Sysfs) -> Result<Vec<PciDevice>> {
 }
 
 /// [`list_intel_nics`], with models looked up among `families` instead of
-/// [`FAMILIES`].
+/// the families pollnic drives.
 ///
 /// # Errors
 /// As [`list_intel_nics`].
-pub fn list_intel_nics_in(
-    sysfs: &Sysfs,
-    families: &[&'static dyn Family],
-) -> Result<Vec<PciDevice>> {
+pub fn list_intel_nics_in(sysfs: &Sysfs, families: &[FamilyInfo]) -> Result<Vec<PciDevice>> {
     let dir = sysfs.devices_dir();
     if !dir.exists() {
         return Err(Error::io(

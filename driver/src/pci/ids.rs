@@ -1,25 +1,21 @@
 //! Supported Intel NICs by PCI vendor/device ID.
 //!
-//! The tables belong to the families: each [`crate::family::Family`] lists its
-//! device IDs in [`crate::family::Family::models`] (`driver/src/igb/ids.rs`,
+//! The tables belong to the families: each family lists its
+//! device IDs ([`FamilyInfo::models`]) (`driver/src/igb/ids.rs`,
 //! `driver/src/ixgbe/ids.rs`), and the look-ups here walk
 //! [`crate::family::FAMILIES`], so a new family's IDs need no edit here.
 
-use crate::family::{Family, FAMILIES};
+use crate::family::{FamilyInfo, FAMILIES};
 pub use crate::family::{NicModel, INTEL_VENDOR_ID};
 
-/// Every device ID pollnic drives, family by family in [`FAMILIES`] order.
+/// Every device ID pollnic drives, family by family.
 pub fn supported_nics() -> impl Iterator<Item = &'static NicModel> {
     FAMILIES.iter().flat_map(|f| f.models().iter())
 }
 
 /// Looks up a supported device among `families`; `None` for non-Intel or
-/// unsupported IDs. [`lookup`] is this over [`FAMILIES`]; tests pass their own.
-pub fn lookup_in(
-    families: &[&'static dyn Family],
-    vendor: u16,
-    device: u16,
-) -> Option<&'static NicModel> {
+/// unsupported IDs. [`lookup`] is this over the families pollnic drives; tests pass their own.
+pub fn lookup_in(families: &[FamilyInfo], vendor: u16, device: u16) -> Option<&'static NicModel> {
     if vendor != INTEL_VENDOR_ID {
         return None;
     }
@@ -36,7 +32,7 @@ pub fn lookup(vendor: u16, device: u16) -> Option<&'static NicModel> {
 
 /// The family and `lspci` name of a supported NIC, or `None` when pollnic
 /// does not drive `vendor:device`.
-pub fn identify(vendor: u16, device: u16) -> Option<(&'static dyn Family, &'static str)> {
+pub fn identify(vendor: u16, device: u16) -> Option<(FamilyInfo, &'static str)> {
     lookup(vendor, device).map(|m| (m.family, m.name))
 }
 

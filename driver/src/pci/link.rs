@@ -32,7 +32,7 @@ pub fn link_state(sysfs: &Sysfs, dev: &PciDevice) -> LinkState {
         return LinkState::Unknown("not supported by pollnic".into());
     };
     match dev.driver.as_deref() {
-        None | Some(VFIO_PCI) => register_link(sysfs, dev, family),
+        None | Some(VFIO_PCI) => register_link(sysfs, dev, family.0),
         Some(other) => LinkState::Unknown(format!("driver {other} has no network interface")),
     }
 }

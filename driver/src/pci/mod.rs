@@ -31,6 +31,7 @@ mod fake;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use crate::family::{Caveat, FamilyInfo};
 pub use address::{ParseAddressError, PciAddress};
 pub use bind::BindReport;
 pub use binder::{BindOptions, Binder};

@@ -4,7 +4,7 @@ use super::device::{list_intel_nics_in, PciDevice};
 use super::error::Result;
 use super::link::{link_state, LinkState};
 use super::sysfs::Sysfs;
-use crate::family::{Family, FAMILIES};
+use crate::family::{FamilyInfo, FAMILIES};
 
 /// One Intel Ethernet function and its link.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,11 +23,11 @@ pub fn status(sysfs: &Sysfs) -> Result<Vec<NicStatus>> {
     status_in(sysfs, FAMILIES)
 }
 
-/// [`status`], with models looked up among `families` instead of [`FAMILIES`].
+/// [`status`], with models looked up among `families` instead of the families pollnic drives.
 ///
 /// # Errors
 /// As [`super::list_intel_nics`].
-pub fn status_in(sysfs: &Sysfs, families: &[&'static dyn Family]) -> Result<Vec<NicStatus>> {
+pub fn status_in(sysfs: &Sysfs, families: &[FamilyInfo]) -> Result<Vec<NicStatus>> {
     Ok(list_intel_nics_in(sysfs, families)?
         .into_iter()
         .map(|device| NicStatus {

@@ -79,7 +79,11 @@ impl Recording {
     }
 }
 
-impl DmaMapper for Recording {
+// SAFETY: every call goes to the inner mapper, which upholds the
+// `DmaMapper` contract: the IOVA `map` returns is the inner mapper's, `unmap`
+// removes the inner mapping before returning, and `address_space` is the
+// inner mapper's. The log is bookkeeping only.
+unsafe impl DmaMapper for Recording {
     unsafe fn map(&self, va: *mut u8, len: usize) -> Result<u64, DmaError> {
         // SAFETY: the caller upholds `DmaMapper::map`'s contract for
         // `va..va+len`, which is exactly the inner mapper's contract.

@@ -91,15 +91,6 @@ impl Bar {
         let _ = p;
     }
 
-    /// Length of the mapping in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// Never true for a mapped BAR.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     #[inline]
     fn reg(&self, off: u32) -> *mut u32 {
         assert!(

@@ -11,14 +11,11 @@
 //! - [`clock`], `clock_gettime(CLOCK_MONOTONIC)`;
 //! - [`pcilink`]: the read-only BAR0 peek `pollnic status` uses for the link
 //!   of a port no driver holds;
-//! - `model_dma` (feature `model`): the software models' IOMMU.
 #![allow(unsafe_code)]
 
 pub mod clock;
 pub(crate) mod dmamap;
 pub(crate) mod irq;
 pub(crate) mod mmio;
-#[cfg(feature = "model")]
-pub(crate) mod model_dma;
 pub(crate) mod pcilink;
 pub(crate) mod vfio;

@@ -11,7 +11,7 @@
 //! (`docs/design/device-release.md`).
 
 use crate::error::Error;
-use crate::io::{DeviceBar, DeviceIo};
+use crate::io::{DeviceBar, DeviceIo, MsixError};
 use crate::pci::{PciAddress, Sysfs};
 use crate::sys::irq::IrqEvent;
 use crate::sys::mmio::Bar;
@@ -53,7 +53,16 @@ impl std::fmt::Debug for VfioDma {
     }
 }
 
-impl DmaMapper for VfioDma {
+// SAFETY: `map` returns an IOVA only once `VFIO_IOMMU_MAP_DMA` mapped
+// `iova..iova + len` to `va..va + len` in this container's IOMMU domain; the
+// IOVAs come from one counter per container stepped by the mapping's length
+// rounded up to 2 MiB, so live mappings never overlap (the kernel refuses an
+// overlap too). `unmap` issues `VFIO_IOMMU_UNMAP_DMA`, after which the
+// domain no longer translates the range (or the container already lost its
+// group, and no device reaches it at all). One `VfioDma` per container,
+// shared by its ports, so the default `address_space` (its address) is equal
+// exactly for ports of one container.
+unsafe impl DmaMapper for VfioDma {
     unsafe fn map(&self, va: *mut u8, len: usize) -> Result<u64, DmaError> {
         let step = (len as u64).div_ceil(2 << 20) * (2 << 20);
         let iova = self.next_iova.fetch_add(step, Ordering::Relaxed);
@@ -461,23 +470,27 @@ impl Vfio {
     /// A message when the device has no MSI-X capability or fewer vectors
     /// than asked (`VFIO_DEVICE_GET_IRQ_INFO`), an eventfd cannot be made, or
     /// the kernel refuses (e.g. no interrupt remapping for the device).
-    fn msix_enable(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String> {
+    fn msix_enable(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, MsixError> {
         let have = self
             .device
             .get_irq_info(VFIO_PCI_MSIX_IRQ_INDEX)
             .map_or(0, |i| i.count);
         if have < vectors as u32 {
-            return Err(format!(
-                "the device offers {have} MSI-X vectors through VFIO, {vectors} are needed (one per RX queue)"
-            ));
+            return Err(MsixError::TooFewVectors {
+                available: have,
+                needed: vectors,
+            });
         }
         let events = (0..vectors)
             .map(|_| IrqEvent::new().map(Arc::new))
             .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| format!("cannot create an eventfd: {e}"))?;
+            .map_err(MsixError::EventFd)?;
         self.device
             .enable_msix(events.iter().map(|e| e.eventfd()).collect())
-            .map_err(|e| format!("VFIO_DEVICE_SET_IRQS (MSI-X, {vectors} vectors) failed: {e}"))?;
+            .map_err(|e| MsixError::SetIrqs {
+                vectors,
+                source: Box::new(e),
+            })?;
         Ok(events)
     }
 
@@ -489,7 +502,7 @@ impl Vfio {
 }
 
 impl crate::io::Interrupts for Vfio {
-    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, String> {
+    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, MsixError> {
         self.msix_enable(vectors)
     }
     fn disable_msix(&self) {

@@ -21,7 +21,8 @@ pub const IVAR0: u32 = 0x1700;
 pub const IVAR_COUNT: u16 = 8;
 /// Interrupt Vector Allocation for the other causes (`E1000_IVAR_MISC`).
 pub const IVAR_MISC: u32 = 0x1740;
-/// Extended Interrupt Throttle of vector `n` (`E1000_EITR(n)`), `n` below [`MSIX_VECTORS`].
+/// Extended Interrupt Throttle of vector `n` (`E1000_EITR(n)`), `n` below the part's MSI-X
+/// vector count (25 on the 82576, [`MSIX_VECTORS_QEMU`] in QEMU's igb).
 pub const fn eitr(n: u16) -> u32 {
     0x1680 + 4 * n as u32
 }

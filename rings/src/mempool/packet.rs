@@ -24,6 +24,27 @@ pub struct PacketTooLong {
 /// through a queue's [`super::PoolCache`] (`free_bulk`) is cheaper than
 /// dropping them one by one.
 ///
+/// # Example
+///
+/// A packet taken from a pool of host memory (no device: identity-mapped
+/// 4 KiB pages), filled, and returned by dropping it:
+///
+/// ```
+/// use pollnic_rings::{IdentityMapper, Mempool, PageSize};
+/// use std::sync::Arc;
+///
+/// let pool = Mempool::new(64, 2048, PageSize::Small4K, Arc::new(IdentityMapper))?;
+/// let mut p = pool.alloc().expect("a free buffer");
+/// p.set_len(60)?; // bytes of frame, at most the buffer size
+/// p.data_mut()[..6].copy_from_slice(&[0xff; 6]); // broadcast destination MAC
+/// assert_eq!((p.len(), p.capacity()), (60, 2048));
+/// assert!(p.set_len(4096).is_err()); // PacketTooLong: larger than the buffer
+/// assert_eq!(pool.free_count(), 63);
+/// drop(p); // back to the pool
+/// assert_eq!(pool.free_count(), 64);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// `repr(C)`: the vector TX path (`crate::simd`) reads the first 16 bytes
 /// (pool, buffer index, length) of four packets with four loads; the layout
 /// is checked at compile time below.

@@ -10,7 +10,7 @@ use crate::family::NicModel;
 const fn m82576(device_id: u16, variant: &'static str, name: &'static str) -> NicModel {
     NicModel {
         device_id,
-        family: &Igb,
+        family: crate::family::FamilyInfo(&Igb),
         name,
         variant,
         queues: 16,
@@ -21,7 +21,7 @@ const fn m82576(device_id: u16, variant: &'static str, name: &'static str) -> Ni
 const fn i350(device_id: u16, variant: &'static str, name: &'static str) -> NicModel {
     NicModel {
         device_id,
-        family: &Igb,
+        family: crate::family::FamilyInfo(&Igb),
         name,
         variant,
         queues: 8,

@@ -23,7 +23,6 @@ fn is_i350(device: u16) -> bool {
 /// The vector registers of RX queue `q`'s vector `q`.
 pub fn vector_regs(q: u16) -> VectorRegs {
     VectorRegs {
-        vector: q,
         eicr: EICR,
         eims: EIMS,
         eimc: EIMC,

@@ -10,7 +10,7 @@ use crate::family::NicModel;
 const fn m82599(device_id: u16, variant: &'static str, name: &'static str) -> NicModel {
     NicModel {
         device_id,
-        family: &IXGBE,
+        family: crate::family::FamilyInfo(&IXGBE),
         name,
         variant,
         queues: 128,

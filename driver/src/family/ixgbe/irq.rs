@@ -17,7 +17,6 @@ use pollnic_hw::ixgbe::regs::{EIAC, EICR, EIMC, EIMS, GPIE};
 /// The vector registers of RX queue `q`'s vector `q`.
 pub fn vector_regs(q: u16) -> VectorRegs {
     VectorRegs {
-        vector: q,
         eicr: EICR,
         eims: EIMS,
         eimc: EIMC,

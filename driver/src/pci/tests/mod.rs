@@ -3,7 +3,7 @@
 mod batch;
 mod bind;
 mod status;
-#[cfg(feature = "model")]
+#[cfg(feature = "test-family")]
 mod third_family;
 mod unbind;
 

@@ -1,9 +1,9 @@
-//! The third family of `crate::model::third_family` through the PCI layer:
+//! The third family of `crate::test_family` through the PCI layer:
 //! identified from its own table, listed by `status` with its name, its own
 //! link register and decode used.
 
 use crate::family;
-use crate::model::third_family::{with_third, TEST_DEVICE_ID, TEST_LINK_REG};
+use crate::test_family::{with_third, TEST_DEVICE_ID, TEST_LINK_REG};
 
 use super::super::fake::{Dev, FakeSys};
 use super::super::*;
@@ -18,7 +18,10 @@ fn a_third_family_is_identified_from_its_own_table() {
     );
     assert_eq!(m.family.kernel_driver(), "e1000e");
     // The default `drives` reads the same table.
-    let f = family::lookup_in(&all, INTEL_VENDOR_ID, TEST_DEVICE_ID).expect("drives");
+    let f = all
+        .iter()
+        .find(|f| f.drives(INTEL_VENDOR_ID, TEST_DEVICE_ID))
+        .expect("drives");
     assert_eq!(f.name(), "e1000e");
     // The real families are still found through the longer list.
     assert_eq!(

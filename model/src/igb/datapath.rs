@@ -2,13 +2,13 @@
 //! queue, TX on a TDT write, counters (octets include the FCS).
 
 use super::state::State;
-use crate::model::wire::{fcs, mac_of, oversized, rss_flow, FCS_LEN};
-use crate::model::RxOutcome;
+use crate::ring::{deliver, transmit as ring_transmit, Delivery};
+use crate::wire::{fcs, mac_of, oversized, rss_flow, FCS_LEN};
+use crate::RxOutcome;
 use pollnic_hw::igb::stats::{Width, RX_MISSED_ERRORS, RX_NO_BUFFER_COUNT};
 use pollnic_hw::igb::stats::{RX_BYTES, RX_PACKETS, TX_BYTES, TX_PACKETS};
 use pollnic_hw::igb::{bits::*, regs::*};
 use pollnic_hw::rss::{Toeplitz, KEY_LEN};
-use pollnic_rings::model::{deliver, transmit as ring_transmit, Delivery};
 
 fn bump(s: &mut State, w: Width, n: u64) {
     let off = match w {

@@ -2,9 +2,9 @@
 //! DMA init and autonegotiation started, the queues, the IOMMU, counters,
 //! the wire, and what the driver did wrong.
 
-use crate::model::iommu::Mappings;
-use crate::model::ModelConfig;
-use crate::model::{Event, QueueState, RegisterModel};
+use crate::iommu::Mappings;
+use crate::ModelConfig;
+use crate::{Event, QueueState, RegisterModel};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -69,7 +69,7 @@ pub(crate) struct State {
     pub partial: Vec<u8>,
     pub violations: Vec<String>,
     pub events: Vec<Event>,
-    pub msix: crate::model::msix::Msix,
+    pub msix: crate::msix::Msix,
 }
 
 impl State {

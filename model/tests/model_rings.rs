@@ -3,7 +3,7 @@
 //! invariant that every buffer comes back to its pool.
 
 use pollnic_hw::desc::{RxCompletion, RXD_ERR_RXE, RXD_STAT_DD, RXD_STAT_EOP};
-use pollnic_rings::model::{SoftDoorbell, SoftNic, TxSink};
+use pollnic_model::ring::{SoftDoorbell, SoftNic, TxSink};
 use pollnic_rings::{
     DescRing, IdentityMapper, Mempool, Packet, PageSize, PoolCache, RxRing, TxRing,
     RX_UNFINISHED_POLLS,
@@ -16,8 +16,11 @@ fn pool(n: u32) -> Mempool {
 
 fn rx_setup(nic: &SoftNic, ring: u16, pool: &Mempool) -> RxRing<SoftDoorbell> {
     let desc = DescRing::new(ring, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
-    nic.add_region(pool.region());
-    let db = nic.attach_rx(&desc, pool.buf_size());
+    // SAFETY: the pool outlives every use of the model in this test.
+    unsafe { nic.add_region(pool.region()) };
+    // SAFETY: the ring's memory moves into the returned RxRing, which each
+    // test keeps until it no longer uses the model.
+    let db = unsafe { nic.attach_rx(&desc, pool.buf_size()) };
     let mut rx = RxRing::new(desc, pool, db).unwrap();
     rx.start();
     rx
@@ -25,7 +28,8 @@ fn rx_setup(nic: &SoftNic, ring: u16, pool: &Mempool) -> RxRing<SoftDoorbell> {
 
 fn tx_setup(nic: &SoftNic, ring: u16, pool: &Mempool) -> TxRing<SoftDoorbell> {
     let desc = DescRing::new(ring, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
-    let db = nic.attach_tx(&desc);
+    // SAFETY: as in `rx_setup`, with the returned TxRing.
+    let db = unsafe { nic.attach_tx(&desc) };
     TxRing::new(desc, pool, db)
 }
 
@@ -274,7 +278,8 @@ fn make(p: &Mempool, seq: u32, len: usize) -> Packet {
 fn tx_burst_larger_than_ring_takes_what_fits_and_keeps_the_rest() {
     let nic = SoftNic::new(TxSink::Collect);
     let p = pool(128);
-    nic.add_region(p.region());
+    // SAFETY: the pool outlives every use of the model in this test.
+    unsafe { nic.add_region(p.region()) };
     let mut tx = tx_setup(&nic, 32, &p);
     let mut cache = PoolCache::new(p.clone(), 64);
     let mut pkts: Vec<Packet> = (0..100).map(|s| make(&p, s, 60 + s as usize)).collect();
@@ -302,7 +307,8 @@ fn tx_burst_larger_than_ring_takes_what_fits_and_keeps_the_rest() {
 fn tx_ring_full_when_device_is_slow() {
     let nic = SoftNic::new(TxSink::Collect);
     let p = pool(128);
-    nic.add_region(p.region());
+    // SAFETY: the pool outlives every use of the model in this test.
+    unsafe { nic.add_region(p.region()) };
     // A ring whose doorbell never reaches the model: nothing completes.
     struct Mute;
     impl pollnic_rings::Doorbell for Mute {
@@ -332,7 +338,8 @@ fn forward_rx_to_tx_zero_copy_many_wraps() {
     let rx_nic = SoftNic::default();
     let tx_nic = SoftNic::new(TxSink::Collect);
     let p = pool(256);
-    tx_nic.add_region(p.region());
+    // SAFETY: the pool outlives every use of the model in this test.
+    unsafe { tx_nic.add_region(p.region()) };
     let mut rx = rx_setup(&rx_nic, 64, &p);
     let mut tx = tx_setup(&tx_nic, 64, &p);
     let mut buf = Vec::with_capacity(32);
@@ -361,7 +368,10 @@ fn forward_rx_to_tx_zero_copy_many_wraps() {
 /// A mapper with its own IO address space, like a second device's VFIO container.
 #[derive(Debug)]
 struct OtherContainer;
-impl pollnic_rings::DmaMapper for OtherContainer {
+// SAFETY: IOVA = VA, as `IdentityMapper`, for memory no real device sees;
+// the default `address_space` (its `Arc`'s address) sets it apart from the
+// identity mappers, as a second VFIO container would be.
+unsafe impl pollnic_rings::DmaMapper for OtherContainer {
     unsafe fn map(&self, va: *mut u8, _len: usize) -> Result<u64, pollnic_rings::DmaError> {
         Ok(va as u64)
     }
@@ -373,7 +383,8 @@ fn tx_refuses_buffers_the_device_cannot_reach() {
     let nic = SoftNic::new(TxSink::Collect);
     let p = pool(64);
     let foreign = Mempool::new(8, 2048, PageSize::Small4K, Arc::new(OtherContainer)).unwrap();
-    nic.add_region(p.region());
+    // SAFETY: the pool outlives every use of the model in this test.
+    unsafe { nic.add_region(p.region()) };
     let mut tx = tx_setup(&nic, 32, &p);
     let mut cache = PoolCache::new(p.clone(), 64);
     let mut pkts = vec![make(&p, 1, 60), make(&foreign, 2, 60), make(&p, 3, 60)];
@@ -422,7 +433,8 @@ fn tx_reclaim_into_an_idle_rx_cache_never_starves_the_shared_list() {
         let tx_nic = SoftNic::new(TxSink::Discard);
         let size = 2 * ring as u32 + 2048; // what the examples give a port
         let p = Mempool::new(size, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
-        tx_nic.add_region(p.region());
+        // SAFETY: the pool outlives every use of the model in this test.
+        unsafe { tx_nic.add_region(p.region()) };
         let mut rx = rx_setup(&rx_nic, ring, &p);
         let mut tx = tx_setup(&tx_nic, ring, &p);
         let mut sent = 0u64;
@@ -471,7 +483,7 @@ fn rx_error_bits_are_per_family() {
         let p = pool(64);
         let mut rx = rx_setup(&nic, 32, &p);
         if let Some(m) = mask {
-            rx.set_error_mask(m);
+            rx.set_error_mask(m).unwrap();
         }
         assert!(nic.inject_rx_writeback(wb(RXDADV_ERR_IPE, 31)));
         assert!(nic.inject_rx_writeback(wb(RXDADV_ERR_CE, 24)));
@@ -480,6 +492,39 @@ fn rx_error_bits_are_per_family() {
         assert_eq!(out[0].rss_hash(), kept, "mask {mask:x?}");
         assert_eq!(rx.stats().rx_errors, 1);
         assert_eq!(RXDADV_ERR_IPE, RXD_ERR_RXE, "the same bit, two meanings");
+    }
+}
+
+/// An error mask holding DD or EOP is refused, and the mask in use stays:
+/// with it the scalar loop (one compare of the kept bits against EOP alone)
+/// would drop every good frame, while the vector loop, which tests DD and
+/// EOP apart from the error bits, would take them.
+#[test]
+fn rx_error_mask_with_dd_or_eop_is_refused_on_both_paths() {
+    use pollnic_rings::{DataPath, RingError};
+    let mut paths = vec![DataPath::Scalar];
+    if DataPath::vector_supported() {
+        paths.push(DataPath::Vector);
+    }
+    for path in paths {
+        let nic = SoftNic::default();
+        let p = pool(64);
+        let mut rx = rx_setup(&nic, 32, &p);
+        rx.set_data_path(path);
+        for bad in [RXD_STAT_DD, RXD_STAT_EOP, RXD_STAT_EOP | RXD_ERR_RXE] {
+            match rx.set_error_mask(bad) {
+                Err(RingError::ErrorMaskHasStatus { mask }) => assert_eq!(mask, bad),
+                other => panic!("{path:?}: mask {bad:#x} gave {other:?}"),
+            }
+        }
+        // The default mask (igb's RXE) still applies: four good frames
+        // arrive on either loop (four, so the vector loop takes a step).
+        for k in 0..4 {
+            assert!(nic.receive(&frame(k, 60), 0));
+        }
+        let mut out = Vec::new();
+        assert_eq!(rx.rx_burst(&mut out, 8), 4, "{path:?}");
+        assert_eq!(rx.stats().rx_errors, 0, "{path:?}");
     }
 }
 

@@ -11,9 +11,9 @@
 //! It translates IOVAs only inside regions registered with [`SoftNic::add_region`]
 //! and panics on any other address, as an IOMMU would fault.
 
-use crate::descring::{DescRing, Doorbell};
-use crate::dma::DmaRegion;
 use pollnic_hw::desc::{tx_writeback, RawDesc, RxCompletion, TxRequest, RXD_STAT_DD, RXD_STAT_EOP};
+use pollnic_rings::descring::{DescRing, Doorbell};
+use pollnic_rings::dma::{offset_in, DmaRegion};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -276,17 +276,27 @@ impl Ring {
 /// The SoftNic's regions, as an IOMMU that faults loudly.
 struct Regions<'a>(&'a [(u64, *mut u8, usize)]);
 
-// SAFETY: a region is registered from a live `DmaRegion` that the tests keep
-// alive while the model runs (`SoftNic::add_region`), so a translated range
-// inside it is valid memory.
+impl Regions<'_> {
+    /// The process address of `iova..iova + len`, when a region holds all
+    /// of it ([`offset_in`], the containment test both models share).
+    fn lookup(&self, iova: u64, len: usize) -> Option<*mut u8> {
+        self.0.iter().find_map(|&(base, va, size)| {
+            offset_in(base, size as u64, iova, len as u64).map(|off| va.wrapping_add(off as usize))
+        })
+    }
+}
+
+// SAFETY: a region is registered from a live `DmaRegion` that the caller of
+// `SoftNic::add_region` promised to keep alive while the model runs, so a
+// translated range inside it (`lookup`) is valid memory.
 unsafe impl DmaSpace for Regions<'_> {
     fn translate(&self, iova: u64, len: usize) -> Option<*mut u8> {
-        for &(base, va, size) in self.0 {
-            if iova >= base && iova + len as u64 <= base + size as u64 {
-                return Some(va.wrapping_add((iova - base) as usize));
+        match self.lookup(iova, len) {
+            Some(p) => Some(p),
+            None => {
+                panic!("device model: DMA to unmapped IOVA {iova:#x}+{len} (an IOMMU fault)")
             }
         }
-        panic!("device model: DMA to unmapped IOVA {iova:#x}+{len} (an IOMMU fault)");
     }
 }
 
@@ -392,8 +402,15 @@ impl SoftNic {
         self.state.borrow_mut().process_tx();
     }
 
-    /// Let the model DMA into `region` (a mempool's buffers).
-    pub fn add_region(&self, region: &DmaRegion) {
+    /// Let the model DMA into `region` (a mempool's buffers): the model
+    /// keeps its address, not a borrow.
+    ///
+    /// # Safety
+    /// `region` must stay alive (not dropped) for as long as this model (or
+    /// any clone of it, or a [`SoftDoorbell`] it handed out) may still
+    /// receive or transmit: the model reads and writes the region's memory
+    /// through the address it keeps.
+    pub unsafe fn add_region(&self, region: &DmaRegion) {
         self.state
             .borrow_mut()
             .regions
@@ -401,13 +418,20 @@ impl SoftNic {
     }
 
     /// Attach an RX ring with `buf_size`-byte buffers (SRRCTL.BSIZEPKT);
-    /// head = tail = 0. The ring must outlive its use through the model.
-    pub fn attach_rx(&self, desc: &DescRing, buf_size: usize) -> SoftDoorbell {
+    /// head = tail = 0. The model keeps the ring's address, not a borrow.
+    ///
+    /// # Safety
+    /// The descriptor memory of `desc` must stay alive for as long as this
+    /// model (or a clone, or the returned doorbell) may still be used: the
+    /// `DescRing` may be moved (into an `RxRing`, whose memory does not
+    /// move with it) but not dropped before.
+    pub unsafe fn attach_rx(&self, desc: &DescRing, buf_size: usize) -> SoftDoorbell {
         let tail = Rc::new(Cell::new(0));
         let mut s = self.state.borrow_mut();
         s.rx = Some(Ring {
-            // SAFETY: the ring must outlive its use through the model (this
-            // method's documented contract; tests keep it alive).
+            // SAFETY: `count` descriptors at `as_ptr()` are the ring's DMA
+            // memory, which the caller keeps alive while the model is used
+            // (this function's contract).
             dev: unsafe { DeviceRing::new(desc.as_ptr(), desc.count()) },
             tail: Rc::clone(&tail),
         });
@@ -418,12 +442,17 @@ impl SoftNic {
         }
     }
 
-    /// Attach a TX ring; head = tail = 0.
-    pub fn attach_tx(&self, desc: &DescRing) -> SoftDoorbell {
+    /// Attach a TX ring; head = tail = 0. The model keeps the ring's
+    /// address, not a borrow.
+    ///
+    /// # Safety
+    /// As [`SoftNic::attach_rx`]: the descriptor memory of `desc` must
+    /// outlive every use of this model and of the returned doorbell.
+    pub unsafe fn attach_tx(&self, desc: &DescRing) -> SoftDoorbell {
         let tail = Rc::new(Cell::new(0));
         let mut s = self.state.borrow_mut();
         s.tx = Some(Ring {
-            // SAFETY: as in `attach_rx`.
+            // SAFETY: as in `attach_rx` (this function's contract).
             dev: unsafe { DeviceRing::new(desc.as_ptr(), desc.count()) },
             tail: Rc::clone(&tail),
         });
@@ -518,7 +547,7 @@ impl SoftNic {
             let mapped = s
                 .regions
                 .iter()
-                .any(|&(base, _, size)| d.lo >= base && d.lo < base + size as u64);
+                .any(|&(base, _, size)| offset_in(base, size as u64, d.lo, 1).is_some());
             if d.hi as u32 & RXD_STAT_DD != 0 || !mapped {
                 return Some(i);
             }
@@ -532,5 +561,28 @@ impl SoftNic {
         let s = self.state.borrow();
         let r = s.rx.as_ref().expect("rx ring attached");
         r.dev.owned(r.tail())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A range that wraps past `u64::MAX` must fault, not land in a region
+    /// at the bottom of the IO address space (`iova + len` wrapped to a
+    /// small number passed an unchecked compare in release builds).
+    #[test]
+    fn a_range_wrapping_past_the_top_faults() {
+        let mut mem = [0u8; 64];
+        let regions = [(0x1000u64, mem.as_mut_ptr(), mem.len())];
+        let r = Regions(&regions);
+        assert!(r.lookup(0x1000, 64).is_some());
+        assert!(r.lookup(0x1000, 65).is_none());
+        assert!(r.lookup(u64::MAX - 7, 0x1010).is_none());
+        assert!(r.lookup(u64::MAX, usize::MAX).is_none());
+        let top = [(u64::MAX - 63, mem.as_mut_ptr(), mem.len())];
+        let r = Regions(&top);
+        assert!(r.lookup(u64::MAX - 63, 64).is_some());
+        assert!(r.lookup(u64::MAX - 3, 8).is_none());
     }
 }

@@ -1,13 +1,13 @@
 //! The software 82599's MSI-X: GPIE.MSIX_MODE, IVAR routing of each RX
 //! queue's cause to a vector (`ixgbe_set_ivar`'s 82599 layout, two queues
-//! per register), and the per-vector bits of [`crate::model::msix`] at the
+//! per register), and the per-vector bits of [`crate::msix`] at the
 //! 82599's offsets, EITR read as bits 11:3 in 2 µs units.
 //!
 //! Strict as the 82576 model: an IVAR entry naming a vector MSI-X does not
 //! have, or an EIMS bit for one, is a violation.
 
 use super::state::State;
-use crate::model::msix::{Layout, Msix};
+use crate::msix::{Layout, Msix};
 use pollnic_hw::ixgbe::irq::*;
 use pollnic_hw::ixgbe::regs::{EIAC, EICR, EIMS, GPIE};
 use std::time::Duration;

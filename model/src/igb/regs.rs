@@ -1,8 +1,8 @@
 //! The software 82576's register file and its rules.
 
 use super::state::{State, QUEUES};
-use crate::model::iommu::Mappings;
-use crate::model::{Event, RegisterModel};
+use crate::iommu::Mappings;
+use crate::{Event, RegisterModel};
 use pollnic_hw::igb::stats::{Width, COUNTERS};
 use pollnic_hw::igb::{bits::*, irq, phy, regs::*};
 use std::collections::HashMap;
@@ -455,14 +455,15 @@ impl RegisterModel for State {
     }
     fn msix(
         &mut self,
-        events: Option<Vec<std::sync::Arc<crate::io::IrqEvent>>>,
-    ) -> Result<(), String> {
+        events: Option<Vec<std::sync::Arc<pollnic::io::IrqEvent>>>,
+    ) -> Result<(), pollnic::io::MsixError> {
         match events {
-            Some(e) if e.len() > super::irq::VECTORS => Err(format!(
-                "the 82576 has {} MSI-X vectors, {} asked",
-                super::irq::VECTORS,
-                e.len()
-            )),
+            Some(e) if e.len() > super::irq::VECTORS => {
+                Err(pollnic::io::MsixError::TooFewVectors {
+                    available: super::irq::VECTORS as u32,
+                    needed: e.len() as u16,
+                })
+            }
             Some(e) => {
                 self.msix.enable(e);
                 Ok(())

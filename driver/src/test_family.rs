@@ -1,4 +1,4 @@
-//! Issue 9's claim, checked: a third family is a new folder plus one line in
+//! A made-up third family for tests (cargo feature `test-family`). Issue 9's claim, checked: a third family is a new folder plus one line in
 //! `FAMILIES`. [`E1000eForTest`] stands for that folder: a family defined
 //! here and nowhere else (no edit to `pci`, `doctor` or the other families),
 //! with a device ID made up for this test. Passed in a family list in place of
@@ -6,7 +6,7 @@
 //! its own link register and decode are used.
 
 use crate::family::{
-    Caveat, Family, HashTypes, LinkState, LinkStatus, NicModel, RingRegs, FAMILIES,
+    Caveat, Family, FamilyInfo, HashTypes, LinkState, LinkStatus, NicModel, RingRegs, FAMILIES,
 };
 use crate::stats::StatsLayout;
 use crate::sys::mmio::Regs;
@@ -27,16 +27,16 @@ pub struct E1000eForTest;
 
 static MODELS: &[NicModel] = &[NicModel {
     device_id: TEST_DEVICE_ID,
-    family: &E1000eForTest,
+    family: crate::family::FamilyInfo(&E1000eForTest),
     name: "Test-only Third Family Connection",
     variant: "TEST",
     queues: 2,
 }];
 
 /// The families the tests pass instead of `FAMILIES`: the real two plus this one.
-pub fn with_third() -> Vec<&'static dyn Family> {
+pub fn with_third() -> Vec<FamilyInfo> {
     let mut all = FAMILIES.to_vec();
-    all.push(&E1000eForTest);
+    all.push(FamilyInfo(&E1000eForTest));
     all
 }
 

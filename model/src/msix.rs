@@ -8,7 +8,7 @@
 //! next register access, frame or `tick`, and only if the vector is still
 //! unmasked with its cause set (silicon; QEMU's igb timer may fire anyway).
 
-use crate::io::IrqEvent;
+use pollnic::io::IrqEvent;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

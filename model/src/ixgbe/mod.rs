@@ -1,6 +1,6 @@
 //! A software 82599: a register-level model of the device's side, for host
 //! tests of the ixgbe back end with no NIC. `Device` runs over it through
-//! the same [`DeviceIo`] / [`crate::io::DeviceBar`] seam as over VFIO: the same
+//! the same [`DeviceIo`] / [`pollnic::io::DeviceBar`] seam as over VFIO: the same
 //! bring-up, rings, tail writes and shutdown.
 //!
 //! What it models:
@@ -63,14 +63,14 @@ mod irq;
 mod regs;
 mod state;
 
-pub use crate::model::{Event, ModelConfig, RxOutcome, SoftBar};
+pub use crate::{Event, ModelConfig, RxOutcome, SoftBar};
 pub use state::{CLOCK_RATE, LINK_TRAINING};
 
-use crate::config::DeviceConfig;
-use crate::device::{Device, DeviceIdent};
-use crate::error::Result;
-use crate::io::DeviceIo;
-use crate::model::{lock, SharedModel, SoftIo};
+use crate::{lock, SharedModel, SoftIo};
+use pollnic::io::DeviceIo;
+use pollnic::DeviceConfig;
+use pollnic::Result;
+use pollnic::{Device, DeviceIdent};
 use state::State;
 use std::sync::{Arc, Mutex};
 
@@ -99,12 +99,12 @@ impl Soft82599 {
 
     /// The identity `Device` sees: an 82599ES SFP+ (8086:10fb) at [`MODEL_ADDR`].
     pub fn ident(&self) -> DeviceIdent {
-        DeviceIdent {
-            addr: MODEL_ADDR.parse().expect("valid address"),
-            vendor: pollnic_hw::ixgbe::VENDOR_INTEL,
-            device: pollnic_hw::ixgbe::DEV_ID_82599_SFP,
-            name: "82599ES 10-Gigabit SFI/SFP+ Network Connection (software model)".into(),
-        }
+        DeviceIdent::new(
+            MODEL_ADDR.parse().expect("valid address"),
+            pollnic_hw::ixgbe::VENDOR_INTEL,
+            pollnic_hw::ixgbe::DEV_ID_82599_SFP,
+            "82599ES 10-Gigabit SFI/SFP+ Network Connection (software model)",
+        )
     }
 
     /// What `Device` runs over: the model's BAR0 and IOMMU.

@@ -1,8 +1,8 @@
 //! A software 82576: a register-level model of the igb device's side, for
 //! host tests of the igb back end (which otherwise runs only in the QEMU
 //! guest). `Device` runs over it through the same [`DeviceIo`] seam as over
-//! VFIO and as over the software 82599 (`crate::model::ixgbe`), whose IOMMU,
-//! enable latch and frame handling it shares (`crate::model`).
+//! VFIO and as over the software 82599 (`crate::ixgbe`), whose IOMMU,
+//! enable latch and frame handling it shares (this crate's root).
 //!
 //! What it models: CTRL.RST self-clearing, EECD.AUTO_RD after the EEPROM
 //! load (real parts set it; QEMU's igb never does, and the driver copes with
@@ -34,13 +34,13 @@ mod irq;
 mod regs;
 mod state;
 
-pub use crate::model::{Event, ModelConfig, RxOutcome, SoftBar};
+pub use crate::{Event, ModelConfig, RxOutcome, SoftBar};
 
-use crate::config::DeviceConfig;
-use crate::device::{Device, DeviceIdent};
-use crate::error::Result;
-use crate::io::DeviceIo;
-use crate::model::{lock, SharedModel, SoftIo};
+use crate::{lock, SharedModel, SoftIo};
+use pollnic::io::DeviceIo;
+use pollnic::DeviceConfig;
+use pollnic::Result;
+use pollnic::{Device, DeviceIdent};
 use state::State;
 use std::sync::{Arc, Mutex};
 
@@ -71,12 +71,12 @@ impl Soft82576 {
 
     /// The identity `Device` sees: an 82576 (8086:10c9) at [`MODEL_ADDR`].
     pub fn ident(&self) -> DeviceIdent {
-        DeviceIdent {
-            addr: MODEL_ADDR.parse().expect("valid address"),
-            vendor: pollnic_hw::igb::VENDOR_INTEL,
-            device: pollnic_hw::igb::DEV_ID_82576,
-            name: "82576 Gigabit Network Connection (software model)".into(),
-        }
+        DeviceIdent::new(
+            MODEL_ADDR.parse().expect("valid address"),
+            pollnic_hw::igb::VENDOR_INTEL,
+            pollnic_hw::igb::DEV_ID_82576,
+            "82576 Gigabit Network Connection (software model)",
+        )
     }
 
     /// What `Device` runs over: the model's BAR0 and IOMMU.

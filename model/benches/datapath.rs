@@ -12,8 +12,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pollnic_hw::rss::{FlowKey, Toeplitz, L4, MICROSOFT_KEY};
+use pollnic_model::fwd::FwdRig;
 use pollnic_rings::dma::{IdentityMapper, PageSize};
-use pollnic_rings::fwd::FwdRig;
 use pollnic_rings::{DataPath, Mempool};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -81,9 +81,10 @@ fn rx_only(c: &mut Criterion) {
                     rig.deliver(k * 32);
                     let t = Instant::now();
                     for _ in 0..k {
-                        rig.rx.rx_burst(&mut rig.burst, 32);
+                        let (rx, _, burst) = rig.parts();
+                        rx.rx_burst(burst, 32);
                         // An rxonly app returns each burst in bulk to its queue's cache.
-                        rig.rx.cache_mut().free_bulk(&mut rig.burst);
+                        rx.cache_mut().free_bulk(burst);
                     }
                     total += t.elapsed();
                     left -= k as u64;
@@ -104,12 +105,13 @@ fn tx_only(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    rig.rx.cache_mut().alloc_burst(&mut rig.burst, 32);
-                    for p in &mut rig.burst {
+                    let (rx, tx, burst) = rig.parts();
+                    rx.cache_mut().alloc_burst(burst, 32);
+                    for p in burst.iter_mut() {
                         p.set_len(60).unwrap();
                     }
                     let t = Instant::now();
-                    black_box(rig.tx.tx_burst(&mut rig.burst, rig.rx.cache_mut()));
+                    black_box(tx.tx_burst(burst, rx.cache_mut()));
                     total += t.elapsed();
                     rig.complete_tx();
                 }

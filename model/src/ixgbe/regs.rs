@@ -3,8 +3,8 @@
 //! violation naming the register and the rule).
 
 use super::state::{State, QUEUES};
-use crate::model::iommu::Mappings;
-use crate::model::{Event, RegisterModel};
+use crate::iommu::Mappings;
+use crate::{Event, RegisterModel};
 use pollnic_hw::ixgbe::stats::{Width, COUNTERS};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use std::collections::HashMap;
@@ -529,7 +529,7 @@ fn dmatxctl(s: &mut State, val: u32) {
 
 /// Check a ring's registers when its queue is enabled; the device side of
 /// the ring, or why not.
-fn ring_for(s: &State, base: u64, len: u32) -> Result<pollnic_rings::model::DeviceRing, String> {
+fn ring_for(s: &State, base: u64, len: u32) -> Result<crate::ring::DeviceRing, String> {
     if len == 0 || len % 128 != 0 || len / 16 > 32768 {
         return Err(format!(
             "length {len} is not a non-zero multiple of 128 bytes"
@@ -662,14 +662,15 @@ impl RegisterModel for State {
     }
     fn msix(
         &mut self,
-        events: Option<Vec<std::sync::Arc<crate::io::IrqEvent>>>,
-    ) -> Result<(), String> {
+        events: Option<Vec<std::sync::Arc<pollnic::io::IrqEvent>>>,
+    ) -> Result<(), pollnic::io::MsixError> {
         match events {
-            Some(e) if e.len() > super::irq::VECTORS => Err(format!(
-                "the 82599 has {} MSI-X vectors, {} asked",
-                super::irq::VECTORS,
-                e.len()
-            )),
+            Some(e) if e.len() > super::irq::VECTORS => {
+                Err(pollnic::io::MsixError::TooFewVectors {
+                    available: super::irq::VECTORS as u32,
+                    needed: e.len() as u16,
+                })
+            }
             Some(e) => {
                 self.msix.enable(e);
                 Ok(())

@@ -10,8 +10,9 @@
 //! unmapped (its log, detaching rings) is its own safe code, behind
 //! [`ModelDmaHost`].
 
+use crate::ring::{DeviceRing, DmaSpace};
 use pollnic_hw::desc::{RawDesc, DESC_SIZE};
-use pollnic_rings::model::{DeviceRing, DmaSpace};
+use pollnic_rings::dma::offset_in;
 use pollnic_rings::{DmaError, DmaMapper};
 
 /// First IOVA handed out, as `VfioDma` does.
@@ -80,13 +81,18 @@ const IOMMU_PAGE: u64 = 2 << 20;
 // needs the model's lock, held by whoever borrows `self`.
 unsafe impl DmaSpace for Mappings {
     fn translate(&self, iova: u64, len: usize) -> Option<*mut u8> {
-        if len > 0 && iova / IOMMU_PAGE != (iova + len as u64 - 1) / IOMMU_PAGE {
-            return None;
+        // The last byte, checked: a range that would wrap past `u64::MAX`
+        // faults (in release builds too).
+        if len > 0 {
+            let last = iova.checked_add(len as u64 - 1)?;
+            if iova / IOMMU_PAGE != last / IOMMU_PAGE {
+                return None;
+            }
         }
-        self.list
-            .iter()
-            .find(|m| iova >= m.iova && iova + len as u64 <= m.iova + m.len as u64)
-            .map(|m| m.va.wrapping_add((iova - m.iova) as usize))
+        self.list.iter().find_map(|m| {
+            offset_in(m.iova, m.len as u64, iova, len as u64)
+                .map(|off| m.va.wrapping_add(off as usize))
+        })
     }
 }
 
@@ -110,12 +116,43 @@ impl<H: ModelDmaHost> std::fmt::Debug for ModelDma<H> {
     }
 }
 
-impl<H: ModelDmaHost> DmaMapper for ModelDma<H> {
+// SAFETY: the model's IOMMU is `Mappings`: `map_region` records `va..va +
+// len` at a fresh IOVA above every live one (`Mappings::add`, 2 MiB steps),
+// which the models translate to exactly that memory (`DmaSpace for
+// Mappings`); `unmap_region` forgets the mapping (and detaches any ring in
+// it) under the model's lock before it returns. One `ModelDma` (non-zero
+// sized, behind one `Arc`) per model, so the default `address_space` is
+// its own.
+unsafe impl<H: ModelDmaHost> DmaMapper for ModelDma<H> {
     unsafe fn map(&self, va: *mut u8, len: usize) -> Result<u64, DmaError> {
         Ok(self.0.map_region(va, len))
     }
 
     fn unmap(&self, iova: u64, len: usize) {
         self.0.unmap_region(iova, len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A range that wraps past `u64::MAX` is an IOMMU fault, not a hit in
+    /// the mapping at the bottom (an unchecked `iova + len` wraps to a small
+    /// number in release builds and passed the containment test).
+    #[test]
+    fn a_range_wrapping_past_the_top_faults() {
+        let mut mem = vec![0u8; 4096];
+        let mut maps = Mappings::default();
+        let iova = maps.add(mem.as_mut_ptr(), mem.len());
+        assert!(maps.translate(iova, 4096).is_some());
+        assert!(maps.translate(iova + 4095, 1).is_some());
+        assert!(maps.translate(iova, 4097).is_none());
+        // A length that ends past 2^64 and wraps to just inside the
+        // mapping, its last byte in the first byte's IOMMU page.
+        let len = usize::MAX - 49;
+        assert_eq!((iova + 100).wrapping_add(len as u64), iova + 50);
+        assert!(maps.translate(iova + 100, len).is_none());
+        assert!(maps.translate(u64::MAX, 2).is_none());
     }
 }

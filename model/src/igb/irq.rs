@@ -1,6 +1,6 @@
 //! The software 82576's MSI-X: GPIE.MSIX_MODE, IVAR routing of each RX
 //! queue's cause to a vector (the 82576 layout of `igb_assign_vector`), and
-//! the per-vector bits of [`crate::model::msix`] at the 82576's offsets,
+//! the per-vector bits of [`crate::msix`] at the 82576's offsets,
 //! EITR read as bits 14:2 in µs.
 //!
 //! Strict where a mistake would route or lose an interrupt: an IVAR entry
@@ -9,7 +9,7 @@
 //! violations.
 
 use super::state::State;
-use crate::model::msix::{Layout, Msix};
+use crate::msix::{Layout, Msix};
 use pollnic_hw::igb::irq::*;
 use pollnic_hw::igb::regs::{EIAC, EICR, EIMS};
 use std::time::Duration;

@@ -4,16 +4,16 @@
 //! the 82599 keeps them (octet counters include the 4-byte FCS).
 
 use super::state::State;
-use crate::model::wire::{fcs, mac_of, oversized, rss_flow};
-use crate::model::RxOutcome;
+use crate::ring::{deliver, transmit as ring_transmit, Delivery};
+use crate::wire::{fcs, mac_of, oversized, rss_flow};
+use crate::RxOutcome;
 use pollnic_hw::ixgbe::stats::Width;
 use pollnic_hw::ixgbe::stats::RX_LENGTH_ERRORS;
 use pollnic_hw::ixgbe::stats::{mpc, qprdc, RX_BYTES, RX_PACKETS, TX_BYTES, TX_PACKETS};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use pollnic_hw::rss::{Toeplitz, KEY_LEN};
-use pollnic_rings::model::{deliver, transmit as ring_transmit, Delivery};
 
-use crate::model::wire::FCS_LEN;
+use crate::wire::FCS_LEN;
 
 fn bump(s: &mut State, w: Width, n: u64) {
     let off = match w {
@@ -204,7 +204,7 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
 /// where to stop (the first descriptor of a frame under [`TX_MIN_FRAME`]
 /// bytes, else `tail`) and that frame's position and length.
 fn look_ahead(
-    ring: &mut pollnic_rings::model::DeviceRing,
+    ring: &mut crate::ring::DeviceRing,
     tail: u16,
     partial: usize,
     every: bool,

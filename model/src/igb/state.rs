@@ -1,7 +1,7 @@
 //! The software 82576's state.
 
-use crate::model::iommu::Mappings;
-use crate::model::{Event, ModelConfig, QueueState, RegisterModel};
+use crate::iommu::Mappings;
+use crate::{Event, ModelConfig, QueueState, RegisterModel};
 use pollnic_hw::igb::{bits::*, phy, regs::*};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -26,7 +26,7 @@ pub(crate) struct State {
     pub partial: Vec<u8>,
     pub violations: Vec<String>,
     pub events: Vec<Event>,
-    pub msix: crate::model::msix::Msix,
+    pub msix: crate::msix::Msix,
 }
 
 impl State {

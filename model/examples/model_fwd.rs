@@ -38,7 +38,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let mut rig = pollnic_rings::fwd::FwdRig::new(512, 60);
+    let mut rig = pollnic_model::fwd::FwdRig::new(512, 60);
     rig.set_data_path(path);
     let per_round = rig.bursts_per_round(batch);
     let mut done = 0u64;

@@ -3,25 +3,28 @@
 //! model NICs, one mempool, frames delivered by the model and forwarded by
 //! `rx_burst` + `tx_burst`, zero copy.
 
-use crate::dma::{IdentityMapper, PageSize};
-use crate::model::{SoftDoorbell, SoftNic, TxSink};
-use crate::{rx_free_thresh, DataPath, DescRing, Mempool, Packet, RxRing, TxRing};
+use crate::ring::{SoftDoorbell, SoftNic, TxSink};
+use pollnic_rings::dma::{IdentityMapper, PageSize};
+use pollnic_rings::{rx_free_thresh, DataPath, DescRing, Mempool, Packet, RxRing, TxRing};
 use std::sync::Arc;
 
-/// Two model ports and the rings the driver side owns.
+/// Two model ports and the rings the driver side owns. The fields are
+/// private: the models keep the addresses of the rings' and the pool's DMA
+/// memory, so the rig alone decides when those are dropped (after the
+/// models, field order below).
 pub struct FwdRig {
     /// The model NIC frames arrive on.
-    pub rx_nic: SoftNic,
+    rx_nic: SoftNic,
     /// The model NIC frames leave by (TX processed only on `process_tx`).
-    pub tx_nic: SoftNic,
+    tx_nic: SoftNic,
     /// RX ring (driver side).
-    pub rx: RxRing<SoftDoorbell>,
+    rx: RxRing<SoftDoorbell>,
     /// TX ring (driver side).
-    pub tx: TxRing<SoftDoorbell>,
+    tx: TxRing<SoftDoorbell>,
     /// The mempool both use.
-    pub pool: Mempool,
+    pool: Mempool,
     /// Burst buffer, preallocated.
-    pub burst: Vec<Packet>,
+    burst: Vec<Packet>,
     frame: Vec<u8>,
 }
 
@@ -34,12 +37,22 @@ impl FwdRig {
             Mempool::new(4 * ring as u32, 2048, PageSize::Small4K, mapper.clone()).expect("pool");
         let rx_nic = SoftNic::new(TxSink::Discard);
         let tx_nic = SoftNic::deferred(TxSink::Discard);
-        rx_nic.add_region(pool.region());
-        tx_nic.add_region(pool.region());
+        // SAFETY: the pool and both rings' memory go into the returned rig,
+        // whose private fields drop the models first (declaration order) and
+        // hand out no way to drop or replace the rings or the pool before.
+        unsafe {
+            rx_nic.add_region(pool.region());
+            tx_nic.add_region(pool.region());
+        }
         let rx_desc = DescRing::new(ring, PageSize::Small4K, mapper.clone()).expect("ring");
         let tx_desc = DescRing::new(ring, PageSize::Small4K, mapper).expect("ring");
-        let rdb = rx_nic.attach_rx(&rx_desc, pool.buf_size());
-        let tdb = tx_nic.attach_tx(&tx_desc);
+        // SAFETY: as above.
+        let (rdb, tdb) = unsafe {
+            (
+                rx_nic.attach_rx(&rx_desc, pool.buf_size()),
+                tx_nic.attach_tx(&tx_desc),
+            )
+        };
         let mut rx = RxRing::new(rx_desc, &pool, rdb).expect("rx ring");
         rx.start();
         let tx = TxRing::new(tx_desc, &pool, tdb);
@@ -54,6 +67,33 @@ impl FwdRig {
         }
     }
 
+    /// The RX ring, the TX ring and the burst buffer, borrowed together
+    /// (a harness that times one side alone, e.g. an RX-only loop).
+    pub fn parts(
+        &mut self,
+    ) -> (
+        &mut RxRing<SoftDoorbell>,
+        &mut TxRing<SoftDoorbell>,
+        &mut Vec<Packet>,
+    ) {
+        (&mut self.rx, &mut self.tx, &mut self.burst)
+    }
+
+    /// The mempool both rings use.
+    pub fn pool(&self) -> &Mempool {
+        &self.pool
+    }
+
+    /// The model NIC frames arrive on.
+    pub fn rx_nic(&self) -> &SoftNic {
+        &self.rx_nic
+    }
+
+    /// The model NIC frames leave by.
+    pub fn tx_nic(&self) -> &SoftNic {
+        &self.tx_nic
+    }
+
     /// Run both rings' `path` burst loops (a new rig runs
     /// [`DataPath::detect`]'s).
     pub fn set_data_path(&mut self, path: DataPath) {
@@ -64,7 +104,7 @@ impl FwdRig {
     /// How many full bursts of `batch` frames the device can always take
     /// after the driver drained the ring: `ring − rx_free_thresh` frames,
     /// since up to `rx_free_thresh − 1` re-armed descriptors may wait behind
-    /// the tail, plus the one held back (`crate::rx`). Harnesses deliver that
+    /// the tail, plus the one held back (`pollnic_rings::rx`). Harnesses deliver that
     /// many bursts per round so that no `forward_burst` finds the ring empty.
     pub fn bursts_per_round(&self, batch: usize) -> usize {
         let ring = self.rx.desc().count();
@@ -103,7 +143,6 @@ impl FwdRig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::Ordering;
 
     /// Every buffer outside the shared free list holds one pool reference:
     /// after forwarding (RX refill from the cache, TX reclaim into it,
@@ -113,7 +152,7 @@ mod tests {
     fn references_follow_the_buffers_and_all_come_back() {
         let mut rig = FwdRig::new(64, 60);
         let pool = rig.pool.clone();
-        let refs = |p: &Mempool| p.shared().refs.load(Ordering::Relaxed);
+        let refs = |p: &Mempool| p.references();
         let mut done = 0;
         for round in 0..200 {
             rig.deliver(63);

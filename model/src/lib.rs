@@ -1,30 +1,41 @@
-//! Software device models (cargo feature `model`): a software 82576
-//! ([`igb::Soft82576`]) and 82599 ([`ixgbe::Soft82599`]) that [`crate::Device`]
-//! drives through [`crate::Device::open_on`], the same code as a real NIC, for
-//! host tests and benches without a NIC, a VM or hugepages.
+//! pollnic-model: software models of the NICs pollnic drives, for host tests
+//! and benches without a NIC, a VM or hugepages (not published; it depends
+//! on the library, never the reverse). A software 82576
+//! ([`igb::Soft82576`]) and 82599 ([`ixgbe::Soft82599`]) that [`pollnic::Device`]
+//! drives through [`pollnic::Device::open_on`], the same code as a real NIC;
+//! and below them the device's side of the descriptor rings ([`ring`]: the
+//! ring walk both models use, and `SoftNic`, a model of the rings alone for
+//! `pollnic_rings`' tests) with a forwarding rig on it ([`fwd`], the
+//! benches' and callgrind's).
+//!
+//! `unsafe` lives in [`ring`] (the device's DMA through raw pointers),
+//! `iommu` (the models' IOMMU) and [`fwd`] (registering the rig's memory
+//! with the models); the crate root denies it elsewhere.
 //!
 //! What they share: the seam `Device` runs over ([`SoftBar`] as its BAR,
-//! `SoftIo` as its [`DeviceIo`]), the IOMMU (`crate::sys::model_dma`),
+//! `SoftIo` as its [`DeviceIo`]), the IOMMU (`crate::iommu`),
 //! the queue enable latch (`QueueState`), the [`Event`] log, and frame
 //! handling both MACs do alike (`wire`: FCS, the RSS hash input by MRQC field
 //! bits, which sit at the same positions on the 82576 and the 82599). Each
 //! family's model implements the crate-private `RegisterModel` for its
 //! register file.
 
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+pub mod fwd;
 pub mod igb;
+#[allow(unsafe_code)]
+mod iommu;
 pub mod ixgbe;
 pub(crate) mod msix;
-pub mod third_family;
+#[allow(unsafe_code)]
+pub mod ring;
 pub(crate) mod wire;
 
-/// The models' IOMMU (its `unsafe` lives in the library's `sys` tree).
-pub(crate) mod iommu {
-    pub(crate) use crate::sys::model_dma::{Mappings, ModelDma, ModelDmaHost};
-}
-
-use crate::io::{DeviceBar, DeviceIo, Regs, TailDoorbell};
+use crate::ring::DeviceRing;
 use iommu::{Mappings, ModelDma, ModelDmaHost};
-use pollnic_rings::model::DeviceRing;
+use pollnic::io::{DeviceBar, DeviceIo, Regs, TailDoorbell};
 use pollnic_rings::{DmaMapper, PageSize};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -89,7 +100,7 @@ impl Default for ModelConfig {
     }
 }
 
-/// What became of a frame given to a model's `receive` (e.g. [`crate::model::ixgbe::Soft82599::receive`]).
+/// What became of a frame given to a model's `receive` (e.g. [`crate::ixgbe::Soft82599::receive`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RxOutcome {
     /// Written to RX queue `queue`, with this RSS hash in the descriptor.
@@ -172,9 +183,12 @@ pub(crate) trait RegisterModel: Send + 'static {
     /// disabled (`None`). Default: the model has no MSI-X.
     ///
     /// # Errors
-    /// A message when the model cannot (no MSI-X, too many vectors).
-    fn msix(&mut self, _events: Option<Vec<Arc<crate::io::IrqEvent>>>) -> Result<(), String> {
-        Err("this software model implements no MSI-X".into())
+    /// [`pollnic::io::MsixError`] when the model cannot (no MSI-X, too many vectors).
+    fn msix(
+        &mut self,
+        _events: Option<Vec<Arc<pollnic::io::IrqEvent>>>,
+    ) -> Result<(), pollnic::io::MsixError> {
+        Err(pollnic::io::MsixError::Unsupported)
     }
 }
 
@@ -206,7 +220,7 @@ impl DeviceBar for SoftBar {
         self
     }
     fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
-        TailDoorbell::Other { bar: self, reg }
+        TailDoorbell::new(self, reg)
     }
 }
 
@@ -287,18 +301,21 @@ impl DeviceIo for SoftIo {
             None => false,
         }
     }
-    fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
+    fn interrupts(&self) -> Option<&dyn pollnic::io::Interrupts> {
         Some(self)
     }
 }
 
 /// MSI-X of a model: eventfds the model signals itself.
-impl crate::io::Interrupts for SoftIo {
-    fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<crate::io::IrqEvent>>, String> {
+impl pollnic::io::Interrupts for SoftIo {
+    fn enable_msix(
+        &self,
+        vectors: u16,
+    ) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::io::MsixError> {
         let events = (0..vectors)
-            .map(|_| crate::io::IrqEvent::new().map(Arc::new))
+            .map(|_| pollnic::io::IrqEvent::new().map(Arc::new))
             .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| format!("cannot create an eventfd: {e}"))?;
+            .map_err(pollnic::io::MsixError::EventFd)?;
         lock(&self.shared).msix(Some(events.clone()))?;
         Ok(events)
     }
