@@ -447,32 +447,59 @@ fn net_of_background(a: &Snapshot, b: &Snapshot) -> (f64, f64, f64, f64) {
     )
 }
 
-/// testpmd's cost of one empty RX burst (instructions, bytes loaded, bytes
-/// stored), measured once per run: a testpmd with no traffic for
-/// `secs`, its RX bursts (`--record-burst-stats`) against the counted work.
-static TESTPMD_EMPTY: std::sync::OnceLock<Option<(f64, f64, f64, u64)>> =
-    std::sync::OnceLock::new();
+/// testpmd's empty RX bursts, measured once per run: (instructions, bytes
+/// loaded, bytes stored) per empty burst, and the bursts a start-to-stop
+/// cycle polls outside its counted span. Two testpmds with no traffic, one
+/// counted for 1 s and one for 3 s: the difference gives the cost per burst
+/// free of what each start and stop adds, and with it the bursts outside
+/// the span (testpmd's counters cover its whole forwarding time, from its
+/// auto-start to well after the Enter that stops it).
+static TESTPMD_EMPTY: std::sync::OnceLock<Option<EmptyBursts>> = std::sync::OnceLock::new();
 
-/// [`TESTPMD_EMPTY`], measuring it with `calibrate` (start a testpmd, and
-/// return its RX bursts between two snapshots taken by `between`).
+/// What an empty testpmd burst costs ([`testpmd_empty_cost`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EmptyBursts {
+    /// Instructions per empty burst.
+    pub insns: f64,
+    /// Bytes loaded per empty burst.
+    pub loaded: f64,
+    /// Bytes stored per empty burst.
+    pub stored: f64,
+    /// Bursts a start-to-stop cycle polls outside its counted span.
+    pub outside: f64,
+    /// The two calibration cycles' bursts.
+    pub bursts: (u64, u64),
+}
+
+/// [`TESTPMD_EMPTY`], measured with `cycle(span, between)`: start a testpmd,
+/// call `between` (a snapshot), wait `span`, call it again, stop it, and
+/// return its RX bursts.
 pub fn testpmd_empty_cost(
-    calibrate: impl FnOnce(&mut dyn FnMut() -> Option<Snapshot>) -> Option<u64>,
-) -> Option<(f64, f64, f64, u64)> {
+    mut cycle: impl FnMut(Duration, &mut dyn FnMut() -> Option<Snapshot>) -> Option<u64>,
+) -> Option<EmptyBursts> {
     *TESTPMD_EMPTY.get_or_init(|| {
-        let mut snaps = Vec::new();
-        let mut between = || {
-            let s = snapshot();
-            if let Some(s) = &s {
-                snaps.push(s.clone());
-            }
-            s
+        let mut one = |span: Duration| {
+            let mut snaps = Vec::new();
+            let bursts = cycle(span, &mut || {
+                let s = snapshot();
+                if let Some(s) = &s {
+                    snaps.push(s.clone());
+                }
+                s
+            })?;
+            let [a, b] = &snaps[..] else { return None };
+            Some((net_of_background(a, b), bursts))
         };
-        let bursts = calibrate(&mut between)?;
-        let [a, b] = &snaps[..] else { return None };
-        let (i, l, s, _) = net_of_background(a, b);
-        (bursts > 0).then(|| {
-            let n = bursts as f64;
-            (i.max(0.0) / n, l.max(0.0) / n, s.max(0.0) / n, bursts)
+        let ((i1, l1, s1, _), b1) = one(Duration::from_secs(1))?;
+        let ((i3, l3, s3, _), b3) = one(Duration::from_secs(3))?;
+        let db = b3.checked_sub(b1).filter(|&d| d > 0)? as f64;
+        let insns = (i3 - i1) / db;
+        (insns > 0.0).then(|| EmptyBursts {
+            insns,
+            loaded: ((l3 - l1) / db).max(0.0),
+            stored: ((s3 - s1) / db).max(0.0),
+            outside: (b1 as f64 - i1 / insns).max(0.0),
+            bursts: (b1, b3),
         })
     })
 }
@@ -487,29 +514,32 @@ pub fn testpmd_work(
     b: &Snapshot,
     bursts: u64,
     packets: u64,
-    empty: (f64, f64, f64, u64),
+    empty: EmptyBursts,
 ) -> Option<External> {
     if packets == 0 {
         return None;
     }
     let (i, l, s, secs) = net_of_background(a, b);
     let n = packets as f64;
-    let most_empty = bursts.saturating_sub(packets.div_ceil(32)) as f64;
-    let least_empty = bursts.saturating_sub(packets) as f64;
+    let inside = (bursts as f64 - empty.outside).max(0.0);
+    let most_empty = (inside - packets.div_ceil(32) as f64).max(0.0);
+    let least_empty = (inside - n).max(0.0);
     let per = |total: f64, each: f64, e: f64| ((total - each * e) / n).max(0.0);
     Some(External {
-        insns: per(i, empty.0, least_empty),
-        insns_low: per(i, empty.0, most_empty),
-        loaded: per(l, empty.1, least_empty),
-        stored: per(s, empty.2, least_empty),
+        insns: per(i, empty.insns, least_empty),
+        insns_low: per(i, empty.insns, most_empty),
+        loaded: per(l, empty.loaded, least_empty),
+        stored: per(s, empty.stored, least_empty),
         method: format!(
-            "testpmd: {bursts} RX bursts over {secs:.3} s for {packets} packets (its warm-up included); \
-             empty ones {least_empty:.0}..{most_empty:.0} at {:.1} instructions each (calibrated: a \
-             testpmd with no traffic, {} bursts), background taken out; upper bound (every packet \
-             in a burst of its own), lower bound {:.1}",
-            empty.0,
-            empty.3,
-            per(i, empty.0, most_empty)
+            "testpmd: {bursts} RX bursts for {packets} packets (its warm-up included), of them {:.0} \
+             outside the {secs:.3} s counted; empty ones {least_empty:.0}..{most_empty:.0} at {:.1} \
+             instructions each (calibrated: testpmds with no traffic, {} and {} bursts), background \
+             taken out; upper bound (every packet in a burst of its own), lower bound {:.1}",
+            empty.outside,
+            empty.insns,
+            empty.bursts.0,
+            empty.bursts.1,
+            per(i, empty.insns, most_empty)
         ),
     })
 }
@@ -604,23 +634,28 @@ mod tests {
             at_ns,
         };
         // 1e6 instructions, 10,000 bursts for 1,000 packets, 50 per empty burst.
-        let x = testpmd_work(
-            &snap(0, 0),
-            &snap(1_000_000, 1_000_000_000),
-            10_000,
-            1000,
-            (50.0, 0.0, 0.0, 1),
-        )
-        .unwrap();
+        let empty = EmptyBursts {
+            insns: 50.0,
+            loaded: 0.0,
+            stored: 0.0,
+            outside: 0.0,
+            bursts: (1, 2),
+        };
+        let (a, b) = (snap(0, 0), snap(1_000_000, 1_000_000_000));
+        let x = testpmd_work(&a, &b, 10_000, 1000, empty).unwrap();
         // At most 9,000 empty bursts (every packet alone): (1e6 - 450,000) / 1000.
         assert!((x.insns - 550.0).abs() < 1e-9, "{}", x.insns);
         // At least 10,000 - 32 (32 packets a burst): (1e6 - 498,400) / 1000.
         assert!((x.insns_low - 501.6).abs() < 1e-9, "{}", x.insns_low);
         assert!(x.method.starts_with("testpmd: 10000 RX bursts"));
-        assert_eq!(
-            testpmd_work(&snap(0, 0), &snap(1, 1), 5, 0, (1.0, 0.0, 0.0, 1)),
-            None
-        );
+        assert_eq!(testpmd_work(&a, &b, 5, 0, empty), None);
+        // 2,000 of the bursts fell outside the counted span: 7,000 empty inside.
+        let out = EmptyBursts {
+            outside: 2000.0,
+            ..empty
+        };
+        let y = testpmd_work(&a, &b, 10_000, 1000, out).unwrap();
+        assert!((y.insns - 650.0).abs() < 1e-9, "{}", y.insns);
     }
 
     #[test]

@@ -719,10 +719,10 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
     use crate::testpmd::Testpmd;
     // In a counting guest, once per run: what an empty RX burst costs testpmd.
     let empty = crate::cost::Meter::new().and_then(|_| {
-        crate::cost::testpmd_empty_cost(|between| {
+        crate::cost::testpmd_empty_cost(|span, between| {
             let tp = Testpmd::start(rx, core, "rxonly").ok()?;
             between()?;
-            std::thread::sleep(Duration::from_secs(2));
+            std::thread::sleep(span);
             between()?;
             tp.stop().ok()?.rx_bursts
         })
