@@ -65,6 +65,10 @@ fn build_plugin(layout: &Layout) -> Result<PathBuf> {
         }
     }
     std::fs::create_dir_all(&layout.testbed)?;
+    if Command::new("cc").arg("--version").output().is_err() {
+        say!("count: no C compiler `cc`; installing Debian's gcc for the TCG plugin");
+        crate::apt::update().and_then(|_| crate::apt::install(&["gcc"], None))?;
+    }
     say!("count: building the TCG plugin {}", out.display());
     let status = Command::new("cc")
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"])
