@@ -573,6 +573,39 @@ pub fn afxdp_rx(
     Ok(m)
 }
 
+/// One AF_PACKET ring per core of `cores`, each read by a thread pinned
+/// there, in the PACKET_FANOUT_CPU group `fanout` if given; returns the row
+/// and the rings' drops.
+fn packet_rings_rx(
+    load: Load<'_>,
+    ifname: &str,
+    ifindex: u32,
+    cores: &[usize],
+    fanout: Option<u16>,
+) -> Result<(Measured, u64), String> {
+    let mut receivers = Vec::new();
+    for &core in cores {
+        let ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
+        if let Some(group) = fanout {
+            ring.fanout_cpu(group)
+                .map_err(|e| format!("{ifname}: {e}"))?;
+        }
+        receivers.push((Some(core), ring));
+    }
+    let (m, rings) = kernel_rows(load, receivers, Some(cores), |ring, t, done| {
+        while !done.load(Relaxed) {
+            let mut now = None;
+            ring.next_block(100, |f| {
+                let now = *now.get_or_insert_with(monotonic_ns);
+                if let Some(info) = frame::parse(f) {
+                    t.frame(f.len(), info.tx_ns, now);
+                }
+            });
+        }
+    })?;
+    Ok((m, rings.iter().map(|r| r.drops()).sum()))
+}
+
 /// The kernel's software RSS: one RX queue (its IRQ on the first of
 /// `cores`), RPS spreading its packets over the first `n` cores by flow hash
 /// (`queues/rx-0/rps_cpus`, Documentation/networking/scaling.rst), and a
@@ -602,26 +635,7 @@ pub fn afpacket_rps_rx(
     knobs.netdev(&ifname, "queues/rx-0/rps_cpus", &format!("{mask:x}"))?;
     knobs.sysctl("net.core.netdev_budget", TUNED_NETDEV_BUDGET)?;
     let group = (std::process::id() & 0xffff) as u16 ^ 0x5a5a;
-    let mut receivers = Vec::new();
-    for &core in cores {
-        let ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
-        ring.fanout_cpu(group)
-            .map_err(|e| format!("{ifname}: {e}"))?;
-        receivers.push((Some(core), ring));
-    }
-    let (mut m, rings) = kernel_rows(load, receivers, Some(cores), |ring, t, done| {
-        while !done.load(Relaxed) {
-            let mut now = None;
-            ring.next_block(100, |f| {
-                let now = *now.get_or_insert_with(monotonic_ns);
-                if let Some(info) = frame::parse(f) {
-                    t.frame(f.len(), info.tx_ns, now);
-                }
-            });
-        }
-    })?;
-    let drops: u64 = rings.iter().map(|r| r.drops()).sum();
-    drop(rings);
+    let (mut m, drops) = packet_rings_rx(load, &ifname, ifindex, cores, Some(group))?;
     let set = knobs.describe();
     let restored = knobs.restore()?;
     m.mode = format!("irq/NAPI + RPS over {n} cores");
@@ -674,29 +688,8 @@ pub fn afpacket_tuned_rx(
     }
     knobs.rx_usecs(&ifname, rx_usecs)?;
     knobs.sysctl("net.core.netdev_budget", TUNED_NETDEV_BUDGET)?;
-    let group = (std::process::id() & 0xffff) as u16;
-    let mut receivers = Vec::new();
-    for &core in cores {
-        let ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
-        if queues > 1 {
-            ring.fanout_cpu(group)
-                .map_err(|e| format!("{ifname}: {e}"))?;
-        }
-        receivers.push((Some(core), ring));
-    }
-    let (mut m, rings) = kernel_rows(load, receivers, Some(cores), |ring, t, done| {
-        while !done.load(Relaxed) {
-            let mut now = None;
-            ring.next_block(100, |f| {
-                let now = *now.get_or_insert_with(monotonic_ns);
-                if let Some(info) = frame::parse(f) {
-                    t.frame(f.len(), info.tx_ns, now);
-                }
-            });
-        }
-    })?;
-    let drops: u64 = rings.iter().map(|r| r.drops()).sum();
-    drop(rings);
+    let group = (queues > 1).then_some((std::process::id() & 0xffff) as u16);
+    let (mut m, drops) = packet_rings_rx(load, &ifname, ifindex, cores, group)?;
     let set = knobs.describe();
     let restored = knobs.restore()?;
     m.mode = format!("irq/NAPI tuned, rx-usecs {rx_usecs}");
