@@ -406,18 +406,7 @@ fn kernel_rows<R: Send>(
 pub fn afpacket_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
     let (ifname, ifindex) = kernel_iface(rx)?;
     let mut ring = PacketRing::open(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
-    let mut m = kernel_row(load, |t, done| {
-        while !done.load(Relaxed) {
-            // The time a frame reaches the application: taken when its block is handed over.
-            let mut now = None;
-            ring.next_block(100, |f| {
-                let now = *now.get_or_insert_with(monotonic_ns);
-                if let Some(info) = frame::parse(f) {
-                    t.frame(f.len(), info.tx_ns, now);
-                }
-            });
-        }
-    })?;
+    let mut m = kernel_row(load, |t, done| read_blocks(&mut ring, t, done))?;
     m.note = format!("{ifname}; ring drops {}; {}", ring.drops(), m.note);
     Ok(m)
 }
@@ -592,18 +581,22 @@ fn packet_rings_rx(
         }
         receivers.push((Some(core), ring));
     }
-    let (m, rings) = kernel_rows(load, receivers, Some(cores), |ring, t, done| {
-        while !done.load(Relaxed) {
-            let mut now = None;
-            ring.next_block(100, |f| {
-                let now = *now.get_or_insert_with(monotonic_ns);
-                if let Some(info) = frame::parse(f) {
-                    t.frame(f.len(), info.tx_ns, now);
-                }
-            });
-        }
-    })?;
+    let (m, rings) = kernel_rows(load, receivers, Some(cores), read_blocks)?;
     Ok((m, rings.iter().map(|r| r.drops()).sum()))
+}
+
+/// Read `ring`'s blocks into `t` until `done`. The time a frame reaches the
+/// application is taken when its block is handed over.
+fn read_blocks(ring: &mut PacketRing, t: &mut Tally, done: &AtomicBool) {
+    while !done.load(Relaxed) {
+        let mut now = None;
+        ring.next_block(100, |f| {
+            let now = *now.get_or_insert_with(monotonic_ns);
+            if let Some(info) = frame::parse(f) {
+                t.frame(f.len(), info.tx_ns, now);
+            }
+        });
+    }
 }
 
 /// The kernel's software RSS: one RX queue (its IRQ on the first of
