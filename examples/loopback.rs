@@ -16,9 +16,9 @@ use clap::Parser;
 use pollnic::run_pinned;
 use pollnic::stats::DeviceCounters;
 use pollnic::{Device, DeviceConfig, Packet, Queue};
-use pollnic_examples::args::Usage;
-use pollnic_examples::frame::{self, Flow};
-use pollnic_examples::metrics::{Latency, PollGaps, Throughput, TxAccount};
+use pollnic_tools::args::Usage;
+use pollnic_tools::frame::{self, Flow};
+use pollnic_tools::metrics::{Latency, PollGaps, Throughput, TxAccount};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,8 +41,8 @@ struct Args {
     #[arg(value_parser = clap::value_parser!(u64).range(0..), long, default_value_t = 0)]
     count: u64,
     /// Frame size on the wire in bytes including FCS (64..=1518, up to 9018
-    /// with --mtu 9000); 0 = mixed sizes (64..=1518). [range: 0..=9022]
-    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=9022), long, default_value_t = 64)]
+    /// with --mtu 9000); 0 = mixed sizes (64..=1518). [range: 0..=9018]
+    #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=9018), long, default_value_t = 64)]
     frame_size: usize,
     /// MTU of both ports in bytes (L3 payload, as Linux; 1500..=9000): frames
     /// up to MTU + 18 bytes on the wire; 9000 takes 9018-byte frames. [range: 1500..=9000]
@@ -76,7 +76,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    wait: pollnic_examples::args::RxModeArgs,
+    wait: pollnic_tools::args::RxModeArgs,
 }
 
 /// What one RX queue saw.
@@ -95,16 +95,16 @@ struct QueueReport {
 }
 
 fn main() {
-    let result = run(pollnic_examples::args::parse("loopback"));
+    let result = run(pollnic_tools::args::parse("loopback"));
     // The devices are closed by now; a panicked thread wins over any error.
-    pollnic_examples::signal::exit_if_panicked("loopback");
+    pollnic_tools::signal::exit_if_panicked("loopback");
     if let Err(e) = result {
-        pollnic_examples::args::exit_with("loopback", &*e);
+        pollnic_tools::args::exit_with("loopback", &*e);
     }
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    pollnic_examples::gen::check_mtu(args.mtu).map_err(Usage)?;
+    pollnic_tools::gen::check_mtu(args.mtu).map_err(Usage)?;
     if args.frame_size != 0 {
         if args.frame_size < 64 {
             return Err(Usage(format!(
@@ -113,9 +113,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             ))
             .into());
         }
-        pollnic_examples::gen::check_frame_size(args.frame_size, args.mtu, false).map_err(Usage)?;
+        pollnic_tools::gen::check_frame_size(args.frame_size, args.mtu, false).map_err(Usage)?;
     }
-    let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
+    let cores = pollnic_tools::args::cores("--cores", &args.cores)?;
     let same = match (
         args.tx.parse::<pollnic::pci::PciAddress>(),
         args.rx.parse::<pollnic::pci::PciAddress>(),
@@ -129,9 +129,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
-    pollnic_examples::check_ring_size_arg(args.ring_size).map_err(Usage)?;
+    pollnic_tools::check_ring_size_arg(args.ring_size).map_err(Usage)?;
     let batch = args.batch;
-    let stop = pollnic_examples::signal::stop_flag()?;
+    let stop = pollnic_tools::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
     let mempool_size = (2 * args.ring_size + 2048).max(4096);
     let base = DeviceConfig::default()
@@ -149,10 +149,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             pollnic_hw::rss::MICROSOFT_KEY
         });
     let mut rxd = Device::open(&args.rx, &rx_cfg)?;
-    pollnic_examples::signal::stop_on_removal(&txd)?;
-    pollnic_examples::signal::stop_on_removal(&rxd)?;
+    pollnic_tools::signal::stop_on_removal(&txd)?;
+    pollnic_tools::signal::stop_on_removal(&rxd)?;
     if args.json {
-        pollnic_examples::jsonout::emit(&serde_json::json!({
+        pollnic_tools::jsonout::emit(&serde_json::json!({
             "type": "start", "tx_port": txd.address().to_string(), "rx_port": rxd.address().to_string(),
             "seconds": args.seconds, "count": args.count, "frame_size": args.frame_size,
             "mtu": args.mtu, "flows": args.flows, "queues": args.queues, "cores": cores, "rate_pps": args.rate,
@@ -273,7 +273,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             gaps.merge(&r.gaps);
         }
         let per_queue: Vec<u64> = reports.iter().map(|r| r.received).collect();
-        let shares = pollnic_examples::jsonout::shares(&per_queue);
+        let shares = pollnic_tools::jsonout::shares(&per_queue);
         let queues: Vec<_> = reports
             .iter()
             .enumerate()
@@ -287,7 +287,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 })
             })
             .collect();
-        pollnic_examples::jsonout::emit(&serde_json::json!({
+        pollnic_tools::jsonout::emit(&serde_json::json!({
             "type": "summary",
             "interrupted": stop.load(Relaxed),
             "sent": sent,
@@ -303,20 +303,20 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "out_of_order": reports.iter().map(|r| r.out_of_order).sum::<u64>(),
             "not_test_frames": reports.iter().map(|r| r.bad).sum::<u64>(),
             "rx_overrun_seen": rx_overrun,
-            "rx": pollnic_examples::jsonout::throughput(&Throughput { packets: received, bytes, elapsed: rx_span }),
+            "rx": pollnic_tools::jsonout::throughput(&Throughput { packets: received, bytes, elapsed: rx_span }),
             "queues": queues,
             "max_poll_gap_ns": gaps.max_ns,
-            "latency": pollnic_examples::jsonout::latency(&lat),
+            "latency": pollnic_tools::jsonout::latency(&lat),
             "tx_port_counters": txd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
             "rx_port_counters": rxd.stats().iter().collect::<std::collections::BTreeMap<_, _>>(),
         }));
-        pollnic_examples::signal::close_removed_first(vec![txd, rxd])?;
+        pollnic_tools::signal::close_removed_first(vec![txd, rxd])?;
         if received == 0 {
             return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
         }
         return Ok(());
     }
-    if let Some(line) = pollnic_examples::signal::interrupted_line("the device was") {
+    if let Some(line) = pollnic_tools::signal::interrupted_line("the device was") {
         println!("{line}");
     }
     println!("--- summary (under QEMU/TCG these numbers include emulation cost) ---");
@@ -340,12 +340,21 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     // What the loss is, as far as the NICs tell.
     let cause = match (account.not_received(), rx_overrun) {
-        (0, _) => "",
-        (_, true) => {
-            " -- not received: the receiving NIC found its RX ring full (ICR.RXO set), \
+        (0, _) => String::new(),
+        (_, true) if args.rate > 0 => format!(
+            " -- not received: the receiving NIC found its RX ring full (ICR.RXO set), which \
+             QEMU's igb drops without counting: the receiving thread stalled longer than {} \
+             descriptors hold at {} pps ({:.0} ms; see `stalls`); raise --ring-size (up to 4096) \
+             or lower --rate",
+            args.ring_size,
+            args.rate,
+            args.ring_size as f64 * 1e3 / args.rate as f64
+        ),
+        (_, true) => " -- not received: the receiving NIC found its RX ring full (ICR.RXO set), \
              which QEMU's igb drops without counting; pace with --rate (see `stalls`)"
-        }
-        (_, false) => " -- not received, and the NIC set no ICR.RXO: see `stalls` and the port counters (--stats)",
+            .to_owned(),
+        (_, false) => " -- not received, and the NIC set no ICR.RXO: see `stalls` and the port counters (--stats)"
+            .to_owned(),
     };
     println!(
         "lost       {lost} ({:.3} %: not transmitted by the sending port {}, not received {}); \
@@ -429,7 +438,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     // The kernel asked for a port back: close it first (its unbind or remove
     // waits for that), then the other, and exit REMOVED_EXIT.
-    pollnic_examples::signal::close_removed_first(vec![txd, rxd])?;
+    pollnic_tools::signal::close_removed_first(vec![txd, rxd])?;
     if received == 0 {
         return Err("no frame arrived: check link (`pollnic status`) and cabling".into());
     }
@@ -456,7 +465,7 @@ fn send(
     let mut seq = 0u64;
     let mut pending: Vec<Packet> = Vec::with_capacity(batch);
     let t0 = Instant::now();
-    pollnic_examples::signal::inject_panic("loopback-sender");
+    pollnic_tools::signal::inject_panic("loopback-sender");
     // With --count, go on until every counted frame has been handed to the NIC.
     while !stop.load(Relaxed)
         && deadline.is_none_or(|d| Instant::now() < d)
@@ -618,10 +627,10 @@ fn report_every_second(
             .collect();
         if json {
             let per_queue: Vec<u64> = d.iter().map(|x| x.0).collect();
-            pollnic_examples::jsonout::emit(&serde_json::json!({
+            pollnic_tools::jsonout::emit(&serde_json::json!({
                 "type": "second", "second": tick, "tx_pps": now_tx - last_tx,
-                "rx": pollnic_examples::jsonout::throughput(&total),
-                "queue_pps": per_queue, "queue_shares": pollnic_examples::jsonout::shares(&per_queue),
+                "rx": pollnic_tools::jsonout::throughput(&total),
+                "queue_pps": per_queue, "queue_shares": pollnic_tools::jsonout::shares(&per_queue),
             }));
         } else {
             println!(

@@ -147,7 +147,7 @@ fn sweep_finds_a_knee_per_path_and_writes_its_files() {
         ],
         &out,
     );
-    assert!(text.contains("zero-loss pps"), "{text}");
+    assert!(text.contains("highest pps, loss <= 0.1 %"), "{text}");
     let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
     let knees = file["knees"].as_array().unwrap();

@@ -3,8 +3,8 @@
 //! out, and the same compare row counted twice gives the same instructions
 //! per packet within 2 %, whatever the host's load did to its timing.
 
-use pollnic_examples::counts::Counter;
 use pollnic_tests::*;
+use pollnic_tools::counts::Counter;
 use std::time::Duration;
 
 fn counter() -> Counter {

@@ -22,7 +22,7 @@ fn child_until_signalled() {
     let Ok(mode) = std::env::var("POLLNIC_DIE_CHILD") else {
         return; // only meaningful when spawned by a test below
     };
-    let stop = pollnic_examples::signal::stop_flag().unwrap();
+    let stop = pollnic_tools::signal::stop_flag().unwrap();
     let mut tx = Device::open(port(0), &small_config()).unwrap();
     let mut rounds = 0u64;
     if mode == "traffic" {
@@ -127,7 +127,7 @@ fn kill_9_during_traffic_then_a_new_process_moves_traffic() {
         }
     };
     let mut rx = Device::open(port(1), &small_config()).unwrap();
-    transfer_and_verify(&mut tx, &mut rx, 2000, pollnic_examples::frame::mixed_len);
+    transfer_and_verify(&mut tx, &mut rx, 2000, pollnic_tools::frame::mixed_len);
 }
 
 #[test]

@@ -16,8 +16,8 @@
 //! opened twice, so it cannot send and receive on port 0 at once.
 
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::frame::{self, Flow};
 use pollnic_tests::*;
+use pollnic_tools::frame::{self, Flow};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -298,7 +298,7 @@ fn one_port_macswap_bounces_every_frame_back_with_swapped_macs() {
         "--cores",
         "1",
     ]);
-    let p1_mac = parse_mac(&env("POLLNIC_PORT1_MAC"));
+    let p1_mac = port_mac(1);
     let mut streams = [Stream::new(0, 0, Flow::between(devs[0].mac(), p1_mac))];
     run_streams(&mut devs, &mut streams);
     let sent_hw = devs[0].stats().get("tx_packets").unwrap();
@@ -321,7 +321,7 @@ fn two_ports_io_forwards_both_directions_untouched_until_ctrl_c() {
     let (p1, p2) = (port(1), port(2));
     let ports = format!("{p1},{p2}");
     let fwd = Fwd::start(&["--ports", &ports, "--mode", "io", "--cores", "1"]);
-    let mac = |i: usize| parse_mac(&env(&format!("POLLNIC_PORT{i}_MAC")));
+    let mac = port_mac;
     let mut streams = [
         Stream::new(0, 1, Flow::between(devs[0].mac(), mac(1))),
         Stream::new(1, 0, Flow::nth(devs[1].mac(), mac(2), 7)),
@@ -466,12 +466,4 @@ fn ports_opened_together_send_each_others_buffers_and_every_buffer_comes_home() 
         1,
         "only this handle still refers to the pool"
     );
-}
-
-fn parse_mac(s: &str) -> [u8; 6] {
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect();
-    v.try_into().expect("six bytes")
 }

@@ -4,8 +4,8 @@
 
 use pollnic::pci::{self, PciAddress, Sysfs};
 use pollnic::{DataPath, DataPathChoice, Device, DeviceConfig, Error};
-use pollnic_examples::frame;
 use pollnic_tests::*;
+use pollnic_tools::frame;
 use std::time::Duration;
 
 #[test]
@@ -194,7 +194,7 @@ fn child_traffic_until_stopped() {
     let Ok(mode) = std::env::var("POLLNIC_CHILD") else {
         return;
     };
-    let stop = pollnic_examples::signal::stop_flag().unwrap();
+    let stop = pollnic_tools::signal::stop_flag().unwrap();
     let mut tx = Device::open(port(0), &small_config()).unwrap();
     let mut rx = Device::open(port(1), &small_config()).unwrap();
     println!("child: traffic running");

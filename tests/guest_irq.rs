@@ -8,10 +8,10 @@
 
 use pollnic::stats::IrqStats;
 use pollnic::{run_pinned, Device, DeviceConfig, Packet, RxMode};
-use pollnic_examples::cputime::thread_cpu_ns;
-use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::rss::queue_for;
 use pollnic_tests::*;
+use pollnic_tools::cputime::thread_cpu_ns;
+use pollnic_tools::frame::{self, Flow};
 use std::sync::atomic::{AtomicU32, Ordering::*};
 use std::time::{Duration, Instant};
 

@@ -15,8 +15,8 @@
 //! fail if QEMU or pollnic changes it.
 
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::frame::Flow;
 use pollnic_tests::*;
+use pollnic_tools::frame::Flow;
 use std::time::{Duration, Instant};
 
 fn cfg(mtu: u32) -> DeviceConfig {
@@ -31,7 +31,7 @@ fn cfg(mtu: u32) -> DeviceConfig {
 /// buffer), with an 802.1Q tag (VLAN 7) when `vlan`.
 fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
     let mut f = vec![0u8; wire - 4];
-    assert!(pollnic_examples::gen::write(
+    assert!(pollnic_tools::gen::write(
         &mut f,
         flow,
         seq,

@@ -37,8 +37,8 @@
 mod relay;
 
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::frame::{self, Flow};
 use pollnic_tests::*;
+use pollnic_tools::frame::{self, Flow};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

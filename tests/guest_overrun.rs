@@ -11,8 +11,8 @@
 //! QEMU's model only.
 
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::frame::{self, Flow};
 use pollnic_tests::*;
+use pollnic_tools::frame::{self, Flow};
 use std::time::{Duration, Instant};
 
 const RING: u32 = 64;

@@ -166,10 +166,10 @@ fn pktgen_sends_1000_mixed_frames_and_capture_writes_them_all() {
         assert_eq!(s.len(), g.len(), "frame {i}: length");
         assert!(s == g, "frame {i}: bytes differ");
         // And it is the test frame pktgen means to send: seq i, the pattern intact.
-        let info = pollnic_examples::frame::parse(g).expect("a test frame");
+        let info = pollnic_tools::frame::parse(g).expect("a test frame");
         assert_eq!(info.seq, i as u64);
-        assert_eq!(g.len(), pollnic_examples::frame::mixed_len(i as u64));
-        assert!(pollnic_examples::frame::pattern_ok(g, i as u64));
+        assert_eq!(g.len(), pollnic_tools::frame::mixed_len(i as u64));
+        assert!(pollnic_tools::frame::pattern_ok(g, i as u64));
     }
     let mut lens: Vec<usize> = got.iter().map(Vec::len).collect();
     lens.sort_unstable();
@@ -269,7 +269,7 @@ fn capture_on_two_rss_queues_writes_every_frame_of_both() {
     assert_eq!(got.len(), N, "tcpdump reads {N} frames from the capture");
     let mut seen = vec![false; N];
     for g in &got {
-        let seq = pollnic_examples::frame::parse(g).expect("a test frame").seq as usize;
+        let seq = pollnic_tools::frame::parse(g).expect("a test frame").seq as usize;
         assert!(seq < N && !seen[seq], "frame {seq} twice or out of range");
         seen[seq] = true;
         assert!(

@@ -29,7 +29,7 @@ const RELEASE_LIMIT: Duration = Duration::from_secs(2);
 /// would keep it waiting for ever.
 const CLI_LIMIT: Duration = Duration::from_secs(10);
 /// The tools' exit status after the kernel took a port back.
-const REMOVED_EXIT: i32 = pollnic_examples::signal::REMOVED_EXIT;
+const REMOVED_EXIT: i32 = pollnic_tools::signal::REMOVED_EXIT;
 
 /// `HugePages_Free` from /proc/meminfo (2 MiB pages).
 fn hugepages_free() -> u64 {

@@ -5,9 +5,9 @@
 //! directions of a flow on one queue. Run inside the guest by `cargo xtask test`.
 
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::rss::{queue_for, Reta, SYMMETRIC_KEY};
 use pollnic_tests::*;
+use pollnic_tools::frame::{self, Flow};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

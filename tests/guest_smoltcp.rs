@@ -481,7 +481,7 @@ fn the_kernel_pings_echoes_and_fetches_from_smoltcp_on_pollnic() {
     let (lines, code) = http.finish(false);
     assert_eq!(code, 0, "smol-http: {lines:?}");
     let got = std::fs::read(out).unwrap();
-    let want = pollnic_examples::smol::http_body(BODY);
+    let want = pollnic_tools::smol::http_body(BODY);
     assert!(
         got.len() == BODY && got == want,
         "the body differs ({} bytes)",

@@ -32,9 +32,9 @@
 
 use crossbeam_channel::{bounded, Receiver};
 use pollnic::{Device, DeviceConfig, Mempool, Packet};
-use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::rss::Reta;
 use pollnic_tests::*;
+use pollnic_tools::frame::{self, Flow};
 use std::time::{Duration, Instant};
 
 /// Offered rate in frames/s. The guest tests are debug builds running under

@@ -3,10 +3,10 @@
 //! model's BAR and IOMMU on the host (no NIC, no VM, no hugepages).
 
 use pollnic::{Device, DeviceConfig, Error, Packet};
-use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::igb::{bits::*, regs::*};
 use pollnic_hw::rss::{queue_for, Reta};
 use pollnic_model::igb::{Event, ModelConfig, RxOutcome, Soft82576, MODEL_ADDR};
+use pollnic_tools::frame::{self, Flow};
 use std::time::{Duration, Instant};
 
 fn small(queues: u16) -> DeviceConfig {
@@ -276,7 +276,7 @@ fn multicast_needs_allmulti_and_foreign_unicast_needs_promisc() {
 /// the buffer), with an 802.1Q tag when `vlan`.
 fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
     let mut f = vec![0u8; wire - 4];
-    assert!(pollnic_examples::gen::write(
+    assert!(pollnic_tools::gen::write(
         &mut f,
         flow,
         seq,

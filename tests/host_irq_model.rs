@@ -6,10 +6,10 @@
 
 use pollnic::io::Regs;
 use pollnic::{run_pinned, Device, DeviceConfig, RxMode};
-use pollnic_examples::frame::{self, Flow};
 use pollnic_model::igb::Soft82576;
 use pollnic_model::ixgbe::Soft82599;
 use pollnic_model::RxOutcome;
+use pollnic_tools::frame::{self, Flow};
 use std::time::{Duration, Instant};
 
 /// What the tests need of a model.

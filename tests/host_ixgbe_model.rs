@@ -3,10 +3,10 @@
 //! BAR and IOMMU. Host tests: no NIC, no VM, no hugepages.
 
 use pollnic::{Device, DeviceConfig, Error, Packet};
-use pollnic_examples::frame::{self, Flow};
 use pollnic_hw::ixgbe::{bits::*, regs::*};
 use pollnic_hw::rss::{queue_for, Reta};
 use pollnic_model::ixgbe::{Event, ModelConfig, RxOutcome, Soft82599, MODEL_ADDR};
+use pollnic_tools::frame::{self, Flow};
 use std::time::{Duration, Instant};
 
 fn small(queues: u16) -> DeviceConfig {
@@ -404,7 +404,7 @@ fn queues_run_on_pinned_threads_over_the_model() {
 /// the buffer), with an 802.1Q tag when `vlan`.
 fn sized_frame(flow: &Flow, seq: u64, wire: usize, vlan: bool) -> Vec<u8> {
     let mut f = vec![0u8; wire - 4];
-    assert!(pollnic_examples::gen::write(
+    assert!(pollnic_tools::gen::write(
         &mut f,
         flow,
         seq,

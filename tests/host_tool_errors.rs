@@ -118,7 +118,7 @@ fn loopback_refuses_frames_above_the_mtu_clearly() {
             ),
             (
                 "--tx 00:08.0 --rx 00:0a.0 --frame-size 9019 --mtu 9000",
-                "the largest MTU is 9000 (9018 bytes)",
+                "for '--frame-size <FRAME_SIZE>': 9019 is not in 0..=9018",
             ),
             (
                 "--tx 00:08.0 --rx 00:0a.0 --mtu 9200",

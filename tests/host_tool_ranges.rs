@@ -280,3 +280,61 @@ fn cores_are_checked_alike_everywhere_and_contradictions_refused() {
     let o = run(fwd, &["--promisc", "--no-promisc"]);
     assert_eq!(o.status.code(), Some(2), "{:?}", stderr_lines(&o));
 }
+
+/// Runs `exe` with `args` (split on spaces) and returns its exit status and stderr.
+fn status_and_stderr(exe: &std::path::Path, args: &str) -> (Option<i32>, String) {
+    let o = Command::new(exe)
+        .args(args.split(' ').filter(|a| !a.is_empty()))
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_missing_argument_is_named_with_the_usage_line_and_exits_2() {
+    let pollnic: std::path::PathBuf = pollnic_tests::pollnic_exe().into();
+    let ex = pollnic_tests::example_exe;
+    let cases: [(std::path::PathBuf, &str, &str); 6] = [
+        (pollnic.clone(), "bind", "<ADDR>"),
+        (pollnic.clone(), "rss --src 1.2.3.4", "--dst <DST>"),
+        (ex("loopback"), "", "--tx <TX>"),
+        (ex("loopback"), "--tx 00:08.0", "--rx <RX>"),
+        (ex("fwd"), "", "<"),
+        (ex("compare"), "", "<"),
+    ];
+    for (exe, args, name) in cases {
+        let (code, err) = status_and_stderr(&exe, args);
+        let what = format!("{} {args}", exe.display());
+        assert_eq!(code, Some(2), "{what}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(
+            lines[0].contains("required arguments were not provided") && lines[0].contains(name),
+            "{what}: the missing argument is not named: {err}"
+        );
+        assert!(
+            lines.get(1).is_some_and(|l| l.starts_with("Usage: ")),
+            "{what}: no usage line after it: {err}"
+        );
+    }
+}
+
+#[test]
+fn pollnic_rss_refuses_bad_values_with_exit_2() {
+    let pollnic: std::path::PathBuf = pollnic_tests::pollnic_exe().into();
+    for (args, want) in [
+        ("rss --src 1.2.3.4 --dst 5.6.7.8 --key abc", "key"),
+        ("rss --src 1.2.3.4 --dst 5.6.7.8 --reta 0,5 --queues 2", "5"),
+        ("rss --src 1.2.3.4 --dst ::1", "IPv4 or both IPv6"),
+        ("rss --src 1.2.3.4 --dst 5.6.7.8 --queues 0", "queues"),
+    ] {
+        let (code, err) = status_and_stderr(&pollnic, args);
+        assert_eq!(code, Some(2), "{args}: {err}");
+        assert!(
+            err.starts_with("pollnic: ") && err.contains(want),
+            "{args}: {err}"
+        );
+    }
+}

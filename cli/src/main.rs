@@ -6,8 +6,11 @@
 
 mod cores;
 mod doctor;
+mod guard;
 mod holders;
+mod owner;
 mod rsstool;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -131,17 +134,34 @@ fn parse_cli() -> Result<Cli, ExitCode> {
     })
 }
 
-/// clap's error as one line: its first line, plus the possible values where
-/// it lists them on a line of their own.
+/// clap's error in brief: its first line; for a missing argument, the
+/// arguments' names and then the usage line; where clap lists the possible
+/// values on a line of their own, those too.
 fn one_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     let mut line = lines
-        .next()
+        .first()
+        .copied()
         .unwrap_or("bad command line")
         .trim_start_matches("error: ")
         .to_string();
-    if let Some(p) = lines.find(|l| l.starts_with("[possible values")) {
+    if e.kind() == clap::error::ErrorKind::MissingRequiredArgument {
+        let names: Vec<&str> = lines
+            .iter()
+            .skip(1)
+            .take_while(|l| !l.starts_with("Usage:"))
+            .copied()
+            .collect();
+        line = format!("{line} {}", names.join(", "));
+        if let Some(usage) = lines.iter().find(|l| l.starts_with("Usage:")) {
+            line = format!("{line}\n{usage}");
+        }
+    } else if let Some(p) = lines.iter().find(|l| l.starts_with("[possible values")) {
         line = format!("{line} {p}");
     }
     line
@@ -161,13 +181,13 @@ fn main() -> ExitCode {
             group,
             force,
         } => {
-            let owner = pollnic::pci::Owner { user, group };
+            let owner = owner::Owner { user, group };
             if let Err(e) = owner.resolve() {
                 eprintln!("pollnic: {e}");
                 return ExitCode::FAILURE;
             }
             // Checked for every port before any is bound: nothing half-done.
-            let refusals = pci::bind_refusals(&sysfs, &addrs);
+            let refusals = guard::refusals(&sysfs, &addrs);
             if !refusals.is_empty() {
                 for r in &refusals {
                     if force {
@@ -265,9 +285,10 @@ fn main() -> ExitCode {
                     print!("{text}");
                     ExitCode::SUCCESS
                 }
+                // Every failure of `rss` is a value on its command line.
                 Err(e) => {
                     eprintln!("pollnic: {e}");
-                    ExitCode::FAILURE
+                    ExitCode::from(USAGE_EXIT)
                 }
             }
         }
@@ -303,13 +324,13 @@ fn rss(
 }
 
 fn status(sysfs: &Sysfs) -> ExitCode {
-    match pci::status(sysfs) {
+    match status::status(sysfs) {
         Ok(rows) if rows.is_empty() => {
-            println!("{}", pci::NO_NICS_MESSAGE);
+            println!("{}", status::NO_NICS_MESSAGE);
             ExitCode::SUCCESS
         }
         Ok(rows) => {
-            print!("{}", pci::format_status(&rows));
+            print!("{}", status::format_status(&rows));
             ExitCode::SUCCESS
         }
         Err(e) => {

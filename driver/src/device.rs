@@ -3,7 +3,7 @@
 //! right order (DMA stopped and the device reset before any DMA memory is
 //! released), also on panic (Drop runs while unwinding) and on Ctrl-C when the
 //! program's signal handler sets the flag its loops check and returns, so
-//! that the `Device` is dropped (the tools do it with `pollnic_examples::signal`).
+//! that the `Device` is dropped (the tools do it with `pollnic_tools::signal`).
 //!
 //! The family-specific register work goes through the crate's `Family`
 //! trait, picked from the PCI ID; the device underneath is reached through

@@ -8,7 +8,7 @@
 //! [`stats`]), RSS ([`rss`]), DMA memory ([`dma`]), receive modes ([`irq`]),
 //! the igb and ixgbe families behind one interface kept inside the library
 //! (what the PCI look-ups show of one: [`pci::FamilyInfo`]), PCI sysfs
-//! ([`pci`]: addresses, IDs, bind/unbind and its guard), and VFIO, MMIO, DMA
+//! ([`pci`]: addresses, IDs, link state, bind/unbind), and VFIO, MMIO, DMA
 //! mapping and the clock. The tools (the `pollnic` command, the examples)
 //! live in their own packages. The 82599 back end is tested against a
 //! software 82599 (the repository's `pollnic-model` package) and has not yet
@@ -43,6 +43,7 @@
 //! it everywhere else.
 
 #![deny(unsafe_code)]
+#![warn(missing_docs, unnameable_types)]
 
 /// The crate README's example, compiled as a doctest.
 #[cfg(doctest)]

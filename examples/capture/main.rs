@@ -10,13 +10,13 @@
 //! its own pinned core and hands copies of its frames (at most `--snaplen`
 //! bytes, stamped with CLOCK_REALTIME when its burst was read) to the writer,
 //! which is the main thread. The file appears under its name only once it is
-//! complete (see `pollnic_examples::pcapout`); on an error nothing is left behind.
+//! complete (see `pollnic_tools::pcapout`); on an error nothing is left behind.
 
 use clap::Parser;
 use pollnic::run_pinned;
 use pollnic::{Device, DeviceConfig, Packet, Queue};
-use pollnic_examples::args::Usage;
-use pollnic_examples::pcapout::{Format, PcapOut};
+use pollnic_tools::args::Usage;
+use pollnic_tools::pcapout::{Format, PcapOut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
@@ -79,21 +79,21 @@ struct QueueReport {
 }
 
 fn main() {
-    let result = run(pollnic_examples::args::parse("capture"));
+    let result = run(pollnic_tools::args::parse("capture"));
     // The devices are closed by now; a panicked thread wins over any error.
-    pollnic_examples::signal::exit_if_panicked("capture");
+    pollnic_tools::signal::exit_if_panicked("capture");
     if let Err(e) = result {
-        pollnic_examples::args::exit_with("capture", &*e);
+        pollnic_tools::args::exit_with("capture", &*e);
     }
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
-    pollnic_examples::check_ring_size_arg(args.ring_size).map_err(Usage)?;
-    pollnic_examples::gen::check_mtu(args.mtu).map_err(Usage)?;
+    let cores = pollnic_tools::args::cores("--cores", &args.cores)?;
+    pollnic_tools::check_ring_size_arg(args.ring_size).map_err(Usage)?;
+    pollnic_tools::gen::check_mtu(args.mtu).map_err(Usage)?;
     // The file first: an unwritable path fails before the NIC is touched.
     let mut out = PcapOut::create(&args.out, Format::for_path(&args.out), args.snaplen)?;
-    let stop = pollnic_examples::signal::stop_flag()?;
+    let stop = pollnic_tools::signal::stop_flag()?;
     let cfg = DeviceConfig::default()
         .with_rx_ring_size(args.ring_size)
         .with_tx_ring_size(32)
@@ -102,7 +102,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_promisc(true)
         .with_mtu(args.mtu);
     let mut dev = Device::open(&args.port, &cfg)?;
-    pollnic_examples::signal::stop_on_removal(&dev)?;
+    pollnic_tools::signal::stop_on_removal(&dev)?;
     if !args.json {
         println!(
             "pollnic capture: {} ({}), {} queue(s) on cores {:?}, to {} ({}), {}, {}, snaplen {}; capturing",
@@ -244,7 +244,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let path = out.finish()?;
     let total: u64 = per_queue.iter().map(|q| q.frames).sum();
     let bytes: u64 = per_queue.iter().map(|q| q.bytes).sum();
-    let t = pollnic_examples::metrics::Throughput {
+    let t = pollnic_tools::metrics::Throughput {
         packets: total,
         bytes,
         elapsed: span,
@@ -270,7 +270,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             })
         );
     } else {
-        if let Some(line) = pollnic_examples::signal::interrupted_line("the device was") {
+        if let Some(line) = pollnic_tools::signal::interrupted_line("the device was") {
             println!("{line}");
         }
         println!("--- summary ---");

@@ -18,7 +18,7 @@ use crate::gen::round_trip;
 use crate::paths::{Load, Measured, DRAIN};
 use crate::testpmd::Testpmd;
 use pollnic::pci::{self, PciAddress, Sysfs};
-use pollnic_examples::cputime::process_cpu_ns;
+use pollnic_tools::cputime::process_cpu_ns;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! Guest work per packet, counted instead of timed: the testbed's counter
-//! (`pollnic_examples::counts`) read around each row's send window.
+//! (`pollnic_tools::counts`) read around each row's send window.
 //!
 //! Whose work is counted: every vCPU but the generator's. The generator's
 //! vCPU stands for the other machine of a real two-host test, so when the
@@ -17,7 +17,7 @@
 //!   send window; for any other path, minus the receiving vCPUs' background
 //!   (instructions per second in the same quiet window × the window's length).
 
-use pollnic_examples::counts::{sum_where, Counter, Snapshot, VcpuCounts};
+use pollnic_tools::counts::{sum_where, Counter, Snapshot, VcpuCounts};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ pub fn measure_background(meter: &Meter, gen_core: usize) -> Result<String, Stri
     // counter file is work (9p), and it must not land on a counted vCPU.
     let (a, b) = std::thread::scope(|s| {
         s.spawn(|| {
-            pollnic_examples::cores::pin_current_thread(gen_core);
+            pollnic_tools::cores::pin_current_thread(gen_core);
             let a = meter.counter.snapshot()?;
             std::thread::sleep(BACKGROUND_WINDOW);
             Ok::<_, String>((a, meter.counter.snapshot()?))
@@ -419,7 +419,7 @@ pub fn snapshot() -> Option<Snapshot> {
     std::thread::scope(|s| {
         s.spawn(|| {
             if core != usize::MAX {
-                pollnic_examples::cores::pin_current_thread(core);
+                pollnic_tools::cores::pin_current_thread(core);
             }
             meter.snap()
         })

@@ -4,9 +4,9 @@
 use crate::tally::Tally;
 use pollnic::clock::monotonic_ns;
 use pollnic::{Device, Packet};
-use pollnic_examples::frame::{self, Flow};
-use pollnic_examples::marker;
-use pollnic_examples::metrics::PollGaps;
+use pollnic_tools::frame::{self, Flow};
+use pollnic_tools::marker;
+use pollnic_tools::metrics::PollGaps;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -111,7 +111,7 @@ fn on_gen_core<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     std::thread::scope(|s| {
         s.spawn(|| {
             let core = GEN_CORE.load(Relaxed);
-            if core != usize::MAX && !pollnic_examples::cores::pin_current_thread(core) {
+            if core != usize::MAX && !pollnic_tools::cores::pin_current_thread(core) {
                 eprintln!("compare: could not pin the generator to core {core}");
             }
             f()

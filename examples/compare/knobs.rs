@@ -153,11 +153,11 @@ impl Drop for Knobs {
 }
 
 /// The IRQ of each RX queue of `ifname`, from /proc/interrupts (index = queue;
-/// see [`pollnic_examples::cputime::parse_queue_irqs`]).
+/// see [`pollnic_tools::cputime::parse_queue_irqs`]).
 pub fn queue_irqs(ifname: &str) -> Result<Vec<u32>, String> {
     let text = std::fs::read_to_string("/proc/interrupts")
         .map_err(|e| format!("reading /proc/interrupts: {e}"))?;
-    pollnic_examples::cputime::parse_queue_irqs(&text, ifname).ok_or_else(|| {
+    pollnic_tools::cputime::parse_queue_irqs(&text, ifname).ok_or_else(|| {
         format!("{ifname}: no IRQ named {ifname}-TxRx-<n>, {ifname}-rx-<n> or {ifname} in /proc/interrupts")
     })
 }

@@ -30,9 +30,9 @@ use clap::Parser;
 use paths::{Load, Measured};
 use pollnic::pci::{self, PciAddress, Sysfs};
 use pollnic::{Device, DeviceConfig, RxMode};
-use pollnic_examples::args::Usage;
-use pollnic_examples::frame::Flow;
-use pollnic_examples::metrics::{Throughput, TxAccount};
+use pollnic_tools::args::Usage;
+use pollnic_tools::frame::Flow;
+use pollnic_tools::metrics::{Throughput, TxAccount};
 use report::Row;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,7 +50,7 @@ struct Args {
     #[arg(long)]
     replot: bool,
     /// Seconds of traffic per row. [range: 0.1..=3600]
-    #[arg(value_parser = pollnic_examples::args::row_seconds, long, default_value_t = 3.0)]
+    #[arg(value_parser = pollnic_tools::args::row_seconds, long, default_value_t = 3.0)]
     seconds: f64,
     /// Offered packets/s. [range: 1..=1000000000]
     #[arg(value_parser = clap::value_parser!(u64).range(1..=1000000000), long, default_value_t = 20_000)]
@@ -82,7 +82,7 @@ struct Args {
     /// Writes forward.{json,csv,svg} (forward-sweep.* with --sweep).
     #[arg(long)]
     forward: bool,
-    /// Cores for receive threads (pollnic queues, testpmd uses the last).
+    /// Cores for receive threads (pollnic queues; testpmd uses the first).
     #[arg(long, default_value = "0,1")]
     cores: String,
     /// Core the generator thread is pinned to (apart from the receivers where
@@ -101,7 +101,7 @@ struct Args {
     #[arg(long)]
     sweep: bool,
     /// Loss allowed at a passing rate in a sweep, percent of frames sent. [range: 0..=100]
-    #[arg(value_parser = pollnic_examples::args::percent, long, default_value_t = 0.1)]
+    #[arg(value_parser = pollnic_tools::args::percent, long, default_value_t = 0.1)]
     loss_tolerance: f64,
     /// Sweep: lowest offered rate, packets/s. [range: 1..=1000000000]
     #[arg(value_parser = clap::value_parser!(u64).range(1..=1000000000), long, default_value_t = 10_000)]
@@ -128,11 +128,11 @@ struct Args {
 }
 
 fn main() {
-    let result = run(pollnic_examples::args::parse("compare"));
+    let result = run(pollnic_tools::args::parse("compare"));
     // The devices are closed by now; a panicked thread wins over any error.
-    pollnic_examples::signal::exit_if_panicked("compare");
+    pollnic_tools::signal::exit_if_panicked("compare");
     if let Err(e) = result {
-        pollnic_examples::args::exit_with("compare", &*e);
+        pollnic_tools::args::exit_with("compare", &*e);
     }
 }
 
@@ -315,8 +315,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.tx.expect("required by clap"),
         args.rx.expect("required by clap"),
     );
-    let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
-    pollnic_examples::cores::check_cores(&[args.gen_core])
+    let cores = pollnic_tools::args::cores("--cores", &args.cores)?;
+    pollnic_tools::cores::check_cores(&[args.gen_core])
         .map_err(|e| Usage(format!("--gen-core {}: {e}", args.gen_core)))?;
     if args.sweep_min > args.sweep_max {
         return Err(Usage(format!(
@@ -363,7 +363,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ))
         .into());
     }
-    let stop = pollnic_examples::signal::stop_flag()?;
+    let stop = pollnic_tools::signal::stop_flag()?;
     // Forwarding rows receive on the generator's port what port 1 sends back;
     // in io mode that is still addressed to port 1: promiscuous.
     let gen_cfg = DeviceConfig::default().with_promisc(args.forward);
@@ -480,7 +480,7 @@ fn run_curve(
     stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
     sysfs: &Sysfs,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let cfg = pollnic_examples::sweep::SweepCfg {
+    let cfg = pollnic_tools::sweep::SweepCfg {
         min_pps: args.sweep_min,
         max_pps: args.sweep_max,
         steps: args.sweep_steps,
@@ -610,7 +610,7 @@ fn run_sweep(
     if args.sweep_min == 0 || args.sweep_min > args.sweep_max || args.sweep_steps == 0 {
         return Err("need 0 < --sweep-min <= --sweep-max and --sweep-steps >= 1".into());
     }
-    let cfg = pollnic_examples::sweep::SweepCfg {
+    let cfg = pollnic_tools::sweep::SweepCfg {
         min_pps: args.sweep_min,
         max_pps: args.sweep_max,
         steps: args.sweep_steps,

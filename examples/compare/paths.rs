@@ -11,9 +11,9 @@ use pollnic::clock::monotonic_ns;
 use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
 use pollnic::run_pinned;
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::cputime::{net_rx_softirqs, rx_kernel_ns, softirq_ns_on, thread_cpu_ns};
-use pollnic_examples::frame::{self, Flow};
-use pollnic_examples::marker;
+use pollnic_tools::cputime::{net_rx_softirqs, rx_kernel_ns, softirq_ns_on, thread_cpu_ns};
+use pollnic_tools::frame::{self, Flow};
+use pollnic_tools::marker;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -108,7 +108,7 @@ pub fn pollnic_rx(
             let slot = slots.fetch_add(1, Relaxed);
             let mut empty = 0u64;
             let mut t = Tally::default();
-            let mut gaps = pollnic_examples::metrics::PollGaps::default();
+            let mut gaps = pollnic_tools::metrics::PollGaps::default();
             let mut buf: Vec<Packet> = Vec::with_capacity(32);
             q.rx_burst(&mut buf, 32);
             q.free_bulk(&mut buf);
@@ -349,7 +349,7 @@ fn kernel_rows<R: Send>(
                 let (recv, done) = (&recv, &done);
                 s.spawn(move || {
                     if let Some(c) = core {
-                        pollnic_examples::cores::pin_current_thread(c);
+                        pollnic_tools::cores::pin_current_thread(c);
                     }
                     let cpu0 = thread_cpu_ns();
                     let mut t = Tally::default();

@@ -7,7 +7,7 @@
 
 use crate::report::Row;
 use plotters::prelude::*;
-use pollnic_examples::sweep::{SweepCfg, Trial};
+use pollnic_tools::sweep::{SweepCfg, Trial};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -31,6 +31,10 @@ pub struct Knee {
     /// How the path received (the trials' `mode`, e.g. `xdp-drv copy`).
     #[serde(default)]
     pub mode: String,
+    /// The lowest rate tried (as achieved, packets/s) and its loss in
+    /// percent: what a path that passed no trial did at its best.
+    #[serde(default)]
+    pub lowest_tried: Option<(f64, f64)>,
 }
 
 /// What the search needs to know of a row.
@@ -51,7 +55,7 @@ pub fn search(
     frame_size: usize,
     mut row_at: impl FnMut(u64) -> Row,
 ) -> (Vec<Row>, Knee) {
-    let (rows, r) = pollnic_examples::sweep::search(cfg, |t| {
+    let (rows, r) = pollnic_tools::sweep::search(cfg, |t| {
         let row = row_at(t);
         let trial = trial_of(&row);
         (row, trial)
@@ -69,60 +73,102 @@ pub fn search(
             .find(|r| r.valid)
             .map(|r| r.mode.clone())
             .unwrap_or_default(),
+        lowest_tried: rows
+            .iter()
+            .filter(|r| r.valid && r.sent > 0)
+            .min_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))
+            .map(|r| (r.offered_pps, 100.0 * r.lost.max(0) as f64 / r.sent as f64)),
     };
     (rows, knee)
 }
 
-/// The knees as a table, with each path's ratio to the first path's knee.
+/// The knees as a table whose columns fit their contents (no line wider than
+/// the longest cell needs), then its footnotes: a rate marked `>=` is the
+/// generator's limit, a lower bound that cannot be ranked against another;
+/// a path that passed no trial shows the lowest rate tried and its loss.
 pub fn table(knees: &[Knee]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<20} {:>5} {:>16} {:>7} {:>10}  {:<14} note",
-        "path", "size", "zero-loss pps", "trials", "tolerance", "mode"
-    );
+    let tol = knees.first().map_or(0.0, |k| k.tolerance_pct);
+    let rate = format!("highest pps, loss <= {tol} %");
+    let mut rows = vec![[
+        "path".to_owned(),
+        "size".to_owned(),
+        rate,
+        "trials".to_owned(),
+        "mode".to_owned(),
+    ]];
+    let (mut bounded, mut failed) = (false, false);
     for k in knees {
+        let cell = match (k.zero_loss_pps, k.lowest_tried) {
+            (Some(p), _) if k.generator_limited => {
+                bounded = true;
+                format!(">= {p:.0}")
+            }
+            (Some(p), _) => format!("{p:.0}"),
+            (None, Some((pps, loss))) => {
+                failed = true;
+                format!("none (at {pps:.0}: {loss:.1} % lost)")
+            }
+            (None, None) => "none (no valid trial)".to_owned(),
+        };
+        rows.push([
+            k.path.clone(),
+            k.frame_size.to_string(),
+            cell,
+            k.trials.to_string(),
+            if k.mode.is_empty() {
+                "-".into()
+            } else {
+                k.mode.clone()
+            },
+        ]);
+    }
+    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
+    let w: Vec<usize> = (0..5).map(width).collect();
+    let mut s = String::new();
+    for r in &rows {
+        let line = format!(
+            "{:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3]
+        );
+        let _ = writeln!(s, "{}", line.trim_end());
+    }
+    if bounded {
         let _ = writeln!(
             s,
-            "{:<20} {:>5} {:>16} {:>7} {:>9}%  {:<14} {}",
-            k.path,
-            k.frame_size,
-            k.zero_loss_pps
-                .map_or("none passed".into(), |p| format!("{p:.0}")),
-            k.trials,
-            k.tolerance_pct,
-            if k.mode.is_empty() { "-" } else { &k.mode },
-            if k.generator_limited {
-                "generator limit reached: the path may take more"
-            } else {
-                ""
-            }
+            ">= : the generator could not offer more; the path may take more, so such \
+             rows are lower bounds and are not ranked against each other"
+        );
+    }
+    if failed {
+        let _ = writeln!(
+            s,
+            "none: no trial of the search passed; the lowest rate tried and its loss follow"
         );
     }
     s
 }
 
-/// `a / b` of two knees' rates, as text ("-" when either is missing).
+/// `a / b` of two knees' rates, as text: only where both were measured; "-"
+/// when either is missing, and "not measured" when either is the
+/// generator's limit (a bound divided by a bound says nothing).
 pub fn ratio(knees: &[Knee], a: &str, b: &str, size: usize) -> String {
-    let get = |p: &str| {
-        knees
-            .iter()
-            .find(|k| k.path == p && k.frame_size == size)
-            .and_then(|k| k.zero_loss_pps)
-    };
-    let limited = knees
-        .iter()
-        .any(|k| (k.path == a || k.path == b) && k.frame_size == size && k.generator_limited);
+    let get = |p: &str| knees.iter().find(|k| k.path == p && k.frame_size == size);
     match (get(a), get(b)) {
-        (Some(x), Some(y)) if y > 0.0 => format!(
-            "{:.2}{}",
-            x / y,
-            if limited {
-                " (a knee is the generator's limit, not the path's)"
-            } else {
-                ""
-            }
-        ),
+        (Some(x), Some(y)) if x.generator_limited || y.generator_limited => {
+            "not measured (a knee is the generator's limit)".into()
+        }
+        (Some(x), Some(y)) => match (x.zero_loss_pps, y.zero_loss_pps) {
+            (Some(x), Some(y)) if y > 0.0 => format!("{:.2}", x / y),
+            _ => "-".into(),
+        },
         _ => "-".into(),
     }
 }

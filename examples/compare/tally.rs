@@ -1,7 +1,7 @@
 //! What a receiver counts: frames, bytes, latency from the frame's send
 //! timestamp, the span between first and last frame, and CPU time.
 
-use pollnic_examples::metrics::Latency;
+use pollnic_tools::metrics::Latency;
 
 /// One receiver's view of a row.
 #[derive(Default)]
@@ -17,7 +17,7 @@ pub struct Tally {
     /// CPU time spent receiving (threads, plus softirq for the kernel path), ns.
     pub cpu_ns: u64,
     /// Gaps between RX polls, for the paths that poll (pollnic).
-    pub gaps: Option<pollnic_examples::metrics::PollGaps>,
+    pub gaps: Option<pollnic_tools::metrics::PollGaps>,
 }
 
 impl Tally {

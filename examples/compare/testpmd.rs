@@ -4,7 +4,7 @@
 
 use crate::paths::RX_RING;
 use pollnic::pci::PciAddress;
-use pollnic_examples::cputime::process_cpu_ns;
+use pollnic_tools::cputime::process_cpu_ns;
 use std::io::{Read, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -1,13 +1,13 @@
 //! fwd's `--json` output: a `second` object per direction each second and
-//! one `summary` object, one per line (see `pollnic_examples::jsonout` for units).
+//! one `summary` object, one per line (see `pollnic_tools::jsonout` for units).
 //! fwd does not timestamp frames, so it has no latency; `loopback --json`
 //! has it.
 
 use crate::lane::{LaneResult, Mode};
 use crate::report::Dir;
 use pollnic::pci::PciAddress;
-use pollnic_examples::jsonout::{emit, shares, throughput};
-use pollnic_examples::metrics::{PollGaps, Throughput};
+use pollnic_tools::jsonout::{emit, shares, throughput};
+use pollnic_tools::metrics::{PollGaps, Throughput};
 use serde_json::json;
 
 /// One direction's second: `rx` per queue `(packets, bytes)`, `tx` packets.

@@ -40,7 +40,7 @@ pub struct LaneResult {
     /// First and last non-empty RX burst.
     pub first_last: Option<(Instant, Instant)>,
     /// Gaps between RX polls (a stalled lane overruns its RX ring).
-    pub gaps: pollnic_examples::metrics::PollGaps,
+    pub gaps: pollnic_tools::metrics::PollGaps,
     /// The RX queue's ring counters at the end.
     pub rx: pollnic::stats::RxStats,
     /// The TX queue's ring counters at the end (only this lane uses that TX queue).

@@ -20,8 +20,8 @@ use clap::Parser;
 use lane::Mode;
 use pollnic::pci::PciAddress;
 use pollnic::{Device, DeviceConfig};
-use pollnic_examples::args::Usage;
-use pollnic_examples::cores::pin_current_thread;
+use pollnic_tools::args::Usage;
+use pollnic_tools::cores::pin_current_thread;
 use report::Dir;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -67,11 +67,11 @@ struct Args {
 }
 
 fn main() {
-    let result = run(pollnic_examples::args::parse("fwd"));
+    let result = run(pollnic_tools::args::parse("fwd"));
     // The devices are closed by now; a panicked thread wins over any error.
-    pollnic_examples::signal::exit_if_panicked("fwd");
+    pollnic_tools::signal::exit_if_panicked("fwd");
     if let Err(e) = result {
-        pollnic_examples::args::exit_with("fwd", &*e);
+        pollnic_tools::args::exit_with("fwd", &*e);
     }
 }
 
@@ -98,10 +98,10 @@ fn parse_ports(s: &str) -> Result<Vec<PciAddress>, String> {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let addrs = parse_ports(&args.ports).map_err(Usage)?;
-    let cores = pollnic_examples::args::cores("--cores", &args.cores)?;
-    pollnic_examples::check_ring_size_arg(args.ring_size).map_err(Usage)?;
+    let cores = pollnic_tools::args::cores("--cores", &args.cores)?;
+    pollnic_tools::check_ring_size_arg(args.ring_size).map_err(Usage)?;
     let promisc = !args.no_promisc;
-    let stop = pollnic_examples::signal::stop_flag()?;
+    let stop = pollnic_tools::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
     let cfg = DeviceConfig::default()
         .with_rx_ring_size(args.ring_size)
@@ -117,7 +117,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         a.check_shares_dma_with(b)?;
     }
     for d in &devs {
-        pollnic_examples::signal::stop_on_removal(d)?;
+        pollnic_tools::signal::stop_on_removal(d)?;
     }
     let ports: Vec<(PciAddress, String)> =
         devs.iter().map(|d| (d.address(), d.mac_string())).collect();
@@ -128,7 +128,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let counters: Vec<_> = devs.iter().map(|d| d.counters()).collect();
     if args.json {
-        pollnic_examples::jsonout::emit(&serde_json::json!({
+        pollnic_tools::jsonout::emit(&serde_json::json!({
             "type": "start",
             "ports": ports.iter().map(|p| p.0.to_string()).collect::<Vec<_>>(),
             "queues": args.queues, "cores": cores, "seconds": args.seconds,
@@ -197,9 +197,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let hw: Vec<Vec<_>> = devs.iter().map(|d| d.stats().iter().collect()).collect();
     if args.json {
         json::summary(&ports, &dirs, mode, &per_queue, &hw, stop.load(Relaxed));
-        return Ok(pollnic_examples::signal::close_removed_first(devs)?);
+        return Ok(pollnic_tools::signal::close_removed_first(devs)?);
     }
-    if let Some(line) = pollnic_examples::signal::interrupted_line("the devices were") {
+    if let Some(line) = pollnic_tools::signal::interrupted_line("the devices were") {
         println!("{line}");
     }
     report::summary(&ports, &dirs, mode, &per_queue, &hw, args.ring_size);
@@ -211,5 +211,5 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     // The kernel asked for a port back: close it first (its unbind or remove
     // waits for that), then the other, and exit REMOVED_EXIT.
-    Ok(pollnic_examples::signal::close_removed_first(devs)?)
+    Ok(pollnic_tools::signal::close_removed_first(devs)?)
 }

@@ -1,11 +1,11 @@
 //! fwd's live line per second and its summary, in loopback's terms: packets/s,
-//! Mbit/s L2 and L1 (`pollnic_examples::metrics`), per-queue shares, ring counters and
+//! Mbit/s L2 and L1 (`pollnic_tools::metrics`), per-queue shares, ring counters and
 //! the NIC's own counters, per direction and per port.
 
 use crate::lane::{LaneResult, Mode};
 use pollnic::pci::PciAddress;
 use pollnic::stats::DeviceCounters;
-use pollnic_examples::metrics::{Throughput, TxAccount};
+use pollnic_tools::metrics::{Throughput, TxAccount};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -156,7 +156,7 @@ pub fn summary(
             "  rate       {} (forwarded, timed by arrival)",
             rate.summary()
         );
-        let mut gaps = pollnic_examples::metrics::PollGaps::default();
+        let mut gaps = pollnic_tools::metrics::PollGaps::default();
         for l in &lanes {
             gaps.merge(&l.gaps);
         }

@@ -7,7 +7,7 @@
 //!
 //! Frames are pollnic's test frames (Ethernet/IPv4/UDP with a sequence
 //! number, a CLOCK_MONOTONIC send time and a byte pattern; see
-//! `pollnic_examples::frame`), optionally 802.1Q-tagged. Prints a line per second and
+//! `pollnic_tools::frame`), optionally 802.1Q-tagged. Prints a line per second and
 //! a summary (or, with `--json`, one JSON object per second and a summary
 //! object). `--write FILE` records every frame the NIC accepted, as sent, in
 //! a pcap with nanosecond timestamps. Ctrl-C stops it cleanly.
@@ -16,10 +16,10 @@ mod report;
 
 use clap::Parser;
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::args::Usage;
-use pollnic_examples::frame::Flow;
-use pollnic_examples::gen::{self, FrameSize};
-use pollnic_examples::pcapout::{Format, PcapOut};
+use pollnic_tools::args::Usage;
+use pollnic_tools::frame::Flow;
+use pollnic_tools::gen::{self, FrameSize};
+use pollnic_tools::pcapout::{Format, PcapOut};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime};
@@ -72,11 +72,11 @@ struct Args {
 }
 
 fn main() {
-    let result = run(pollnic_examples::args::parse("pktgen"));
+    let result = run(pollnic_tools::args::parse("pktgen"));
     // The device is closed by now; a panicked thread wins over any error.
-    pollnic_examples::signal::exit_if_panicked("pktgen");
+    pollnic_tools::signal::exit_if_panicked("pktgen");
     if let Err(e) = result {
-        pollnic_examples::args::exit_with("pktgen", &*e);
+        pollnic_tools::args::exit_with("pktgen", &*e);
     }
 }
 
@@ -100,20 +100,20 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     gen::check_frame_size(args.frame_size.max_wire_len(), args.mtu, vlan.is_some())
         .map_err(Usage)?;
     let dst = parse_mac(&args.dst).map_err(Usage)?;
-    pollnic_examples::check_ring_size_arg(args.ring_size).map_err(Usage)?;
+    pollnic_tools::check_ring_size_arg(args.ring_size).map_err(Usage)?;
     // The output file first: an unwritable path fails before the NIC is touched.
     let mut out = match &args.write {
         Some(p) => Some(PcapOut::create(p, Format::for_path(p), 65535)?),
         None => None,
     };
-    let stop = pollnic_examples::signal::stop_flag()?;
+    let stop = pollnic_tools::signal::stop_flag()?;
     let cfg = DeviceConfig::default()
         .with_rx_ring_size(32)
         .with_tx_ring_size(args.ring_size)
         .with_mempool_size((args.ring_size * 2 + 2048).max(4096))
         .with_mtu(args.mtu);
     let mut dev = Device::open(&args.port, &cfg)?;
-    pollnic_examples::signal::stop_on_removal(&dev)?;
+    pollnic_tools::signal::stop_on_removal(&dev)?;
     let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(dev.mac(), dst, i))
         .collect();

@@ -2,8 +2,8 @@
 //! JSON objects (one per line) for monitoring.
 
 use pollnic::Device;
-use pollnic_examples::gen::FrameSize;
-use pollnic_examples::metrics::{Throughput, TxAccount};
+use pollnic_tools::gen::FrameSize;
+use pollnic_tools::metrics::{Throughput, TxAccount};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ impl Reporter {
         seconds: u64,
     ) {
         if self.json {
-            pollnic_examples::jsonout::emit(&serde_json::json!({
+            pollnic_tools::jsonout::emit(&serde_json::json!({
                 "type": "start", "port": dev.address().to_string(), "frame_size": size.describe(),
                 "vlan": vlan, "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
             }));
@@ -134,7 +134,7 @@ impl Reporter {
         }
         if let (true, Some(line)) = (
             interrupted,
-            pollnic_examples::signal::interrupted_line("the device was"),
+            pollnic_tools::signal::interrupted_line("the device was"),
         ) {
             println!("{line}");
         }

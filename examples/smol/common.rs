@@ -5,7 +5,7 @@
 
 use pollnic::smoltcp::{QueueDevice, SmolStats};
 use pollnic::{Device, DeviceConfig};
-use pollnic_examples::args::Usage;
+use pollnic_tools::args::Usage;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 use std::sync::atomic::Ordering::Relaxed;
@@ -46,9 +46,9 @@ pub fn serve<S>(
     setup: impl FnOnce(&mut SocketSet<'static>) -> S,
     mut step: impl FnMut(&mut S, &mut SocketSet<'static>, &mut Interface) -> bool,
 ) -> Result<Outcome, Box<dyn std::error::Error>> {
-    let (addr, prefix) = pollnic_examples::smol::parse_ip_cidr(&net.ip).map_err(Usage)?;
-    pollnic_examples::check_ring_size_arg(net.ring_size).map_err(Usage)?;
-    let stop = pollnic_examples::signal::stop_flag()?;
+    let (addr, prefix) = pollnic_tools::smol::parse_ip_cidr(&net.ip).map_err(Usage)?;
+    pollnic_tools::check_ring_size_arg(net.ring_size).map_err(Usage)?;
+    let stop = pollnic_tools::signal::stop_flag()?;
     let cfg = DeviceConfig::default()
         .with_rx_ring_size(net.ring_size)
         .with_tx_ring_size(net.ring_size)
@@ -106,7 +106,7 @@ pub fn serve<S>(
 /// When a buffer is missing from the pool after the port was closed.
 pub fn print_summary(tool: &str, o: &Outcome) -> Result<(), String> {
     let s = &o.stats;
-    if let Some(line) = pollnic_examples::signal::interrupted_line("the port was") {
+    if let Some(line) = pollnic_tools::signal::interrupted_line("the port was") {
         println!("{line}");
     }
     println!(

@@ -39,10 +39,10 @@ struct Echoed {
 }
 
 fn main() {
-    let result = run(pollnic_examples::args::parse("smol-echo"));
-    pollnic_examples::signal::exit_if_panicked("smol-echo");
+    let result = run(pollnic_tools::args::parse("smol-echo"));
+    pollnic_tools::signal::exit_if_panicked("smol-echo");
     if let Err(e) = result {
-        pollnic_examples::args::exit_with("smol-echo", &*e);
+        pollnic_tools::args::exit_with("smol-echo", &*e);
     }
 }
 

@@ -1,6 +1,6 @@
 //! A small HTTP/1.0 server on smoltcp over a pollnic port: every `GET`
 //! gets the same body of `--size` bytes (a fixed pseudo-random stream,
-//! `pollnic_examples::smol::http_body`), then the server closes the
+//! `pollnic_tools::smol::http_body`), then the server closes the
 //! connection. Up to `--sockets` connections are served at once.
 //!
 //! ```text
@@ -65,10 +65,10 @@ const NOT_GET: &[u8] =
     b"HTTP/1.0 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 fn main() {
-    let result = run(pollnic_examples::args::parse("smol-http"));
-    pollnic_examples::signal::exit_if_panicked("smol-http");
+    let result = run(pollnic_tools::args::parse("smol-http"));
+    pollnic_tools::signal::exit_if_panicked("smol-http");
     if let Err(e) = result {
-        pollnic_examples::args::exit_with("smol-http", &*e);
+        pollnic_tools::args::exit_with("smol-http", &*e);
     }
 }
 
@@ -192,7 +192,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                     "HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
                 )
                 .into_bytes(),
-                body: pollnic_examples::smol::http_body(size),
+                body: pollnic_tools::smol::http_body(size),
                 done: 0,
                 refused: 0,
             }

@@ -117,17 +117,34 @@ fn f64_in(s: &str, lo: f64, hi: f64) -> Result<f64, String> {
     }
 }
 
-/// clap's error as one line: its first line, plus the possible values where
-/// it lists them on a line of their own.
+/// clap's error in brief: its first line; for a missing argument, the
+/// arguments' names and then the usage line; where clap lists the possible
+/// values on a line of their own, those too.
 fn one_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     let mut line = lines
-        .next()
+        .first()
+        .copied()
         .unwrap_or("bad command line")
         .trim_start_matches("error: ")
         .to_string();
-    if let Some(p) = lines.find(|l| l.starts_with("[possible values")) {
+    if e.kind() == clap::error::ErrorKind::MissingRequiredArgument {
+        let names: Vec<&str> = lines
+            .iter()
+            .skip(1)
+            .take_while(|l| !l.starts_with("Usage:"))
+            .copied()
+            .collect();
+        line = format!("{line} {}", names.join(", "));
+        if let Some(usage) = lines.iter().find(|l| l.starts_with("Usage:")) {
+            line = format!("{line}\n{usage}");
+        }
+    } else if let Some(p) = lines.iter().find(|l| l.starts_with("[possible values")) {
         line = format!("{line} {p}");
     }
     line

@@ -10,6 +10,7 @@
 //! [`ixgbe`] cites Linux `ixgbe_type.h` macros for its register values (see
 //! its module documentation for why).
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unnameable_types)]
 
 pub mod desc;
 pub mod igb;

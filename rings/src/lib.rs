@@ -11,6 +11,8 @@
 //! packet buffer access), [`rx`] and [`tx`] (handing buffer ownership between
 //! rings and packets: the burst's `set_len`, packets rebuilt from their parts).
 
+#![warn(missing_docs, unnameable_types)]
+
 pub mod descring;
 pub mod dma;
 pub mod mempool;

@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_examples::frame::{self, Flow};
+use pollnic_tools::frame::{self, Flow};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,16 @@ pub fn port(i: usize) -> String {
     env(&format!("POLLNIC_PORT{i}"))
 }
 
+/// The MAC QEMU gave testbed port `i` (`POLLNIC_PORTi_MAC`, `52:54:00:..`).
+pub fn port_mac(i: usize) -> [u8; 6] {
+    let text = env(&format!("POLLNIC_PORT{i}_MAC"));
+    let bytes: Vec<u8> = text
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).expect("a hex byte"))
+        .collect();
+    bytes.try_into().expect("six bytes")
+}
+
 /// target/<profile>/ of this test executable (target/<profile>/deps/<test>-<hash>).
 fn profile_dir() -> PathBuf {
     let me = std::env::current_exe().unwrap();
@@ -32,14 +42,14 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// An example of the pollnic-examples package, built next to this test
-/// executable (`cargo xtask test` builds them first):
+/// An example of the pollnic-tools or pollnic package, built next to this
+/// test executable (`cargo xtask test` builds them first):
 /// target/<profile>/examples/<name>.
 pub fn example_exe(name: &str) -> PathBuf {
     let exe = profile_dir().join("examples").join(name);
     assert!(
         exe.is_file(),
-        "{} not built: run `cargo build -p pollnic-examples --examples` first (`cargo xtask test` does)",
+        "{} not built: run `cargo build -p pollnic-tools -p pollnic --examples` first (`cargo xtask test` does)",
         exe.display()
     );
     exe
@@ -55,6 +65,18 @@ pub fn pollnic_exe() -> String {
         exe.display()
     );
     exe.to_string_lossy().into_owned()
+}
+
+/// The `cargo xtask` program (package xtask), built next to this test
+/// executable by `cargo xtask` itself: target/<profile>/xtask.
+pub fn xtask_exe() -> PathBuf {
+    let exe = profile_dir().join("xtask");
+    assert!(
+        exe.is_file(),
+        "{} not built: run `cargo build -p xtask` first (`cargo xtask test` does)",
+        exe.display()
+    );
+    exe
 }
 
 /// Small rings so tests wrap them many times.
@@ -117,4 +139,11 @@ pub fn transfer_and_verify(
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(rx.rx_burst(&mut got, 64), 0, "unexpected extra frames");
     bytes
+}
+
+/// README.md and every page of docs/, as doc-test inputs: their Rust blocks
+/// are compiled by `cargo test` (see build.rs).
+#[cfg(doctest)]
+pub mod doc_pages {
+    include!(concat!(env!("OUT_DIR"), "/doc_pages.rs"));
 }

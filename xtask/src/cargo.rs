@@ -14,6 +14,44 @@ pub fn run(layout: &Layout, args: &[&str]) -> Result<()> {
     cmd::run(cmd::cargo().current_dir(&layout.repo).args(args))
 }
 
+/// The three crates published for library users.
+const LIBRARY: [&str; 6] = ["-p", "pollnic-hw", "-p", "pollnic-rings", "-p", "pollnic"];
+
+/// What a crates.io user of `pollnic-hw`, `pollnic-rings` and `pollnic`
+/// relies on, checked on every test run:
+/// - `RUSTDOCFLAGS="-D warnings" cargo doc --no-deps`: no broken intra-doc link;
+/// - `cargo clippy --all-targets --all-features -- -D warnings`, which also
+///   holds the crates to their `rust-version` (clippy's `incompatible_msrv`
+///   refuses a std API newer than it; this machine has one toolchain, so
+///   the oldest compiler itself cannot be run here);
+/// - `cargo publish --dry-run` of the three together: each packages and
+///   builds from its own tarball, with versions on its path dependencies.
+pub fn check_library(layout: &Layout) -> Result<()> {
+    say!(
+        "RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps --all-features {}",
+        LIBRARY.join(" ")
+    );
+    cmd::run(
+        cmd::cargo()
+            .current_dir(&layout.repo)
+            .env("RUSTDOCFLAGS", "-D warnings")
+            .args(["doc", "--no-deps", "--all-features"])
+            .args(LIBRARY),
+    )
+    .context(
+        "the library's rustdoc has warnings (broken intra-doc links?); run the command above",
+    )?;
+    let mut clippy = vec!["clippy", "--all-targets", "--all-features"];
+    clippy.extend(LIBRARY);
+    clippy.extend(["--", "-D", "warnings"]);
+    run(layout, &clippy)
+        .context("clippy found warnings in the library crates; run the command above")?;
+    let mut publish = vec!["publish", "--dry-run", "--allow-dirty"];
+    publish.extend(LIBRARY);
+    run(layout, &publish)
+        .context("a library crate would not publish (metadata, path dependency versions, or its packaged build)")
+}
+
 /// Builds the debug `pollnic` CLI, which the guest uses to bind the NICs to vfio-pci.
 pub fn build_pollnic_cli(layout: &Layout) -> Result<()> {
     run(layout, &["build", "-p", "pollnic-cli", "--bin", "pollnic"])
@@ -21,10 +59,21 @@ pub fn build_pollnic_cli(layout: &Layout) -> Result<()> {
 }
 
 /// Builds the debug examples the guest tests run (`target/debug/examples/*`):
-/// they live in their own package, which `cargo test -p pollnic-tests` does not build.
+/// the tools (package pollnic-tools) and the library's own examples
+/// (driver/examples), which `cargo test -p pollnic-tests` does not build.
 pub fn build_examples(layout: &Layout) -> Result<()> {
-    run(layout, &["build", "-p", "pollnic-examples", "--examples"])
-        .context("building the examples (package pollnic-examples) failed")
+    run(
+        layout,
+        &[
+            "build",
+            "-p",
+            "pollnic-tools",
+            "-p",
+            "pollnic",
+            "--examples",
+        ],
+    )
+    .context("building the examples (packages pollnic-tools and pollnic) failed")
 }
 
 /// An integration-test executable built by cargo.

@@ -76,7 +76,7 @@ pub fn run(
             "build",
             "--release",
             "-p",
-            "pollnic-examples",
+            "pollnic-tools",
             "--example",
             "compare",
             // The pollnic-fwd-* rows of `--forward` run the fwd example.

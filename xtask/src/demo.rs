@@ -12,9 +12,16 @@ use crate::{cargo, guest};
 /// full speed of about 100-170 kpps the emulated RX ring overflows).
 pub const DEMO_RATE: u32 = 20_000;
 
+/// The demo's RX and TX ring size, descriptors: at [`DEMO_RATE`] 2048
+/// descriptors hold 102 ms of frames, where the testbed's longest vCPU stall
+/// seen in a demo was 44 ms (512, loopback's default, holds 25 ms and lost
+/// 0.2 % of a run to such stalls).
+pub const DEMO_RING_SIZE: u32 = 2048;
+
 /// Builds the release loopback example and the `pollnic` CLI (debug, for binding), boots
 /// the guest, and runs `loopback --tx $POLLNIC_PORT0 --rx $POLLNIC_PORT1 --seconds N
-/// --rate DEMO_RATE <extra>` (no `--rate` with `full_speed` or when `extra` has one).
+/// --rate DEMO_RATE --ring-size DEMO_RING_SIZE <extra>` (no `--rate` with `full_speed`,
+/// and neither flag when `extra` has it).
 pub fn run(
     layout: &Layout,
     opts: &VmOptions,
@@ -29,7 +36,7 @@ pub fn run(
             "build",
             "--release",
             "-p",
-            "pollnic-examples",
+            "pollnic-tools",
             "--example",
             "loopback",
         ],
@@ -38,7 +45,7 @@ pub fn run(
     let example = layout.target.join("release/examples/loopback");
     if !example.is_file() {
         bail!(
-            "{} was not built: is there an `examples/loopback.rs` in the pollnic-examples package?",
+            "{} was not built: is there an `examples/loopback.rs` in the pollnic-tools package?",
             example.display()
         );
     }
@@ -60,8 +67,16 @@ pub fn run(
     } else {
         format!("--rate {DEMO_RATE} ")
     };
+    let ring_arg = if extra
+        .iter()
+        .any(|a| a == "--ring-size" || a.starts_with("--ring-size="))
+    {
+        String::new()
+    } else {
+        format!("--ring-size {DEMO_RING_SIZE} ")
+    };
     let script = format!(
-        "{} --tx \"$POLLNIC_PORT0\" --rx \"$POLLNIC_PORT1\" {seconds_arg}{rate_arg}{}\n",
+        "{} --tx \"$POLLNIC_PORT0\" --rx \"$POLLNIC_PORT1\" {seconds_arg}{rate_arg}{ring_arg}{}\n",
         shell_join([&example]),
         shell_join(extra)
     );

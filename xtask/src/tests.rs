@@ -1,7 +1,9 @@
 //! `cargo xtask test`: the project's full test run.
 //!
 //! 1. setup + guest image;
-//! 2. `cargo test --workspace` on the host (guest tests are `#[ignore]`d there), then a
+//! 2. `cargo test --workspace` on the host (guest tests are `#[ignore]`d there; the
+//!    doc-tests include every page of README.md and docs/), the library crates' rustdoc,
+//!    clippy and `cargo publish --dry-run` ([`cargo::check_library`]), then a
 //!    `fuzz_seconds` pass of the rings fuzz target (`cargo xtask fuzz`);
 //! 3. build the `pollnic` CLI, the examples and the `guest_*` integration tests of the `pollnic-tests` package
 //!    (none found is a failure: guest tests must never be skipped silently);
@@ -68,6 +70,7 @@ pub fn run(
     let host_ok = match cargo::build_pollnic_cli(layout)
         .and_then(|()| cargo::build_examples(layout))
         .and_then(|()| cargo::run(layout, &["test", "--workspace"]))
+        .and_then(|()| cargo::check_library(layout))
     {
         Ok(()) => true,
         Err(err) => {

@@ -121,12 +121,9 @@ pub enum Error {
         addr: PciAddress,
     },
 
-    /// The checks of a multi-port `bind`/`unbind` ([`Binder::bind_all`],
-    /// [`Binder::unbind_all`]) failed for one or more ports, so no port was
-    /// changed; `errors` holds each failure, which says what to run.
-    ///
-    /// [`Binder::bind_all`]: super::Binder::bind_all
-    /// [`Binder::unbind_all`]: super::Binder::unbind_all
+    /// The checks of a multi-port `bind`/`unbind` ([`super::bind_vfio_all`],
+    /// [`super::unbind_vfio_all`]) failed for one or more ports, so no port
+    /// was changed; `errors` holds each failure, which says what to run.
     #[error("{}; nothing was changed", join(errors))]
     Refused {
         /// Every failed check, in the order of the addresses given.

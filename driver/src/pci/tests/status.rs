@@ -1,4 +1,5 @@
-//! Device attributes, NIC listing, link state and the status table.
+//! Device attributes, NIC listing and link state (the `pollnic status`
+//! table over them is the CLI's, tested there).
 
 use std::fs;
 
@@ -62,7 +63,7 @@ fn lists_intel_ethernet_functions_only() {
 #[test]
 fn empty_or_missing_tree() {
     let f = FakeSys::new();
-    assert!(status(&f.sysfs).unwrap().is_empty());
+    assert!(list_intel_nics(&f.sysfs).unwrap().is_empty());
     let none = Sysfs::new(f.options.state_dir.join("nowhere"));
     let msg = list_intel_nics(&none).unwrap_err().to_string();
     assert!(msg.contains("is sysfs mounted"), "{msg}");
@@ -109,73 +110,6 @@ fn link_from_registers_when_on_vfio_or_unbound() {
     assert!(link(asleep).contains("all-ones"), "{}", link(asleep));
     f.set_reg(igb, 0x8, 0x0000_0080);
     assert_eq!(link(igb), "down");
-}
-
-#[test]
-fn status_table() {
-    let f = FakeSys::new();
-    igb_port(&f);
-    f.set_net("eth0", "carrier", "1\n");
-    f.set_net("eth0", "speed", "1000\n");
-    let ix = f.add(Dev {
-        driver: Some(VFIO_PCI),
-        group: Some(12),
-        ..Dev::nic("0000:01:00.0", 0x10FB)
-    });
-    f.set_reg(ix, 0x42A4, 0x3000_0000);
-    f.add(Dev {
-        command: 0,
-        ..Dev::nic("0000:01:00.1", 0x10FB)
-    });
-
-    let text = format_status(&status(&f.sysfs).unwrap());
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
-    assert!(
-        lines[0].starts_with("ADDRESS ") && lines[0].ends_with("INTERFACE"),
-        "{text}"
-    );
-    let cols = |l: &str| {
-        l.split("  ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .map(String::from)
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        cols(lines[1]),
-        [
-            "0000:00:08.0",
-            "82576 Gigabit Network Connection",
-            "igb",
-            "5",
-            "up 1000 Mb/s",
-            "eth0"
-        ]
-    );
-    assert_eq!(
-        cols(lines[2]),
-        [
-            "0000:01:00.0",
-            "82599ES 10-Gigabit SFI/SFP+ Network Connection",
-            "vfio-pci",
-            "12",
-            "down",
-            "-"
-        ]
-    );
-    assert_eq!(
-        cols(lines[3])[2..5],
-        ["none", "none — IOMMU off?", "unknown (memory decode off)"]
-    );
-    // Columns line up.
-    let at = |l: &str| {
-        l.find("DRIVER")
-            .or_else(|| l.find("igb"))
-            .or_else(|| l.find("vfio-pci"))
-    };
-    assert_eq!(at(lines[0]), at(lines[1]));
-    assert_eq!(at(lines[1]), at(lines[2]));
 }
 
 #[test]

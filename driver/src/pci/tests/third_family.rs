@@ -1,6 +1,6 @@
 //! The third family of `crate::test_family` through the PCI layer:
-//! identified from its own table, listed by `status` with its name, its own
-//! link register and decode used.
+//! identified from its own table, listed with its name, its own link
+//! register and decode used.
 
 use crate::family;
 use crate::test_family::{with_third, TEST_DEVICE_ID, TEST_LINK_REG};
@@ -34,7 +34,7 @@ fn a_third_family_is_identified_from_its_own_table() {
 }
 
 #[test]
-fn status_lists_a_third_family_and_uses_its_link_decode() {
+fn listing_names_a_third_family_and_uses_its_link_decode() {
     let f = FakeSys::new();
     let igb = f.add(Dev::nic("0000:02:00.0", 0x1521));
     f.set_reg(igb, 0x8, 0x0000_0083);
@@ -48,43 +48,22 @@ fn status_lists_a_third_family_and_uses_its_link_decode() {
     f.set_reg(third, TEST_LINK_REG as usize, 0b101);
     f.set_reg(third, 0x8, 0);
 
-    let rows = status_in(&f.sysfs, &with_third()).unwrap();
-    assert_eq!(rows[1].device.family().map(|x| x.name()), Some("e1000e"));
-    let text = format_status(&rows);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
-    assert!(
-        lines[1].contains("I350 Gigabit Network Connection"),
-        "{text}"
-    );
-    assert!(lines[1].contains("up 1000 Mb/s"), "{text}");
-    let cols: Vec<&str> = lines[2]
-        .split("  ")
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
-    assert_eq!(
-        cols,
-        [
-            "0000:03:00.0",
-            "Test-only Third Family Connection",
-            "vfio-pci",
-            "7",
-            "up 2500 Mb/s",
-            "-"
-        ],
-        "{text}"
-    );
+    let all = with_third();
+    let rows = list_intel_nics_in(&f.sysfs, &all).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].name(), "I350 Gigabit Network Connection");
+    assert_eq!(link_state(&f.sysfs, &rows[0]).to_string(), "up 1000 Mb/s");
+    assert_eq!(rows[1].family().map(|x| x.name()), Some("e1000e"));
+    assert_eq!(rows[1].name(), "Test-only Third Family Connection");
+    assert_eq!(link_state(&f.sysfs, &rows[1]).to_string(), "up 2500 Mb/s");
     f.set_reg(third, TEST_LINK_REG as usize, 0);
-    let rows = status_in(&f.sysfs, &with_third()).unwrap();
-    assert_eq!(rows[1].link, LinkState::Down);
+    assert_eq!(link_state(&f.sysfs, &rows[1]), LinkState::Down);
 
     // The real registry does not know it: listed as unsupported, no link read.
-    let text = format_status(&status(&f.sysfs).unwrap());
-    let last = text.lines().nth(2).unwrap();
-    assert!(
-        last.contains("8086:7e57 (not supported by pollnic)")
-            && last.contains("unknown (not supported by pollnic)"),
-        "{text}"
+    let rows = list_intel_nics(&f.sysfs).unwrap();
+    assert_eq!(rows[1].name(), "8086:7e57 (not supported by pollnic)");
+    assert_eq!(
+        link_state(&f.sysfs, &rows[1]).to_string(),
+        "unknown (not supported by pollnic)"
     );
 }

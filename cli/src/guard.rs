@@ -19,9 +19,9 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::address::PciAddress;
-use super::device::{PciDevice, VFIO_PCI};
-use super::sysfs::{self, Sysfs};
+use std::path::Path;
+
+use pollnic::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 
 /// Drivers that may share an IOMMU group with a VFIO device (as in
 /// `bind.rs`): vfio-pci itself, `pci-stub`, PCIe port services on bridges.
@@ -273,7 +273,7 @@ pub fn gather(sysfs: &Sysfs, dev: &PciDevice) -> BindFacts {
         .iter()
         .map(|name| InterfaceFacts {
             name: name.clone(),
-            up: sysfs::read_hex(&sysfs.net_dir(name).join("flags")).is_ok_and(|f| f & IFF_UP != 0),
+            up: read_hex(&sysfs.net_dir(name).join("flags")).is_some_and(|f| f & IFF_UP != 0),
             addresses: addrs
                 .iter()
                 .filter(|(i, _)| i == name)
@@ -288,7 +288,7 @@ pub fn gather(sysfs: &Sysfs, dev: &PciDevice) -> BindFacts {
         .collect();
     let members = dev
         .iommu_group
-        .and_then(|g| sysfs::dir_names(&sysfs.iommu_group_devices(g)).ok())
+        .map(|g| dir_names(&sysfs.iommu_group_devices(g)))
         .unwrap_or_default()
         .iter()
         .filter_map(|m| m.parse::<PciAddress>().ok())
@@ -306,6 +306,35 @@ pub fn gather(sysfs: &Sysfs, dev: &PciDevice) -> BindFacts {
         group: dev.iommu_group,
         members,
     }
+}
+
+/// Why `pollnic bind` would refuse each of `addrs` (bound together in one
+/// command) on the running system. A port that cannot be read is left to
+/// [`pollnic::pci::bind_vfio_all`] to report.
+pub fn refusals(sysfs: &Sysfs, addrs: &[PciAddress]) -> Vec<Refusal> {
+    addrs
+        .iter()
+        .filter_map(|&a| PciDevice::read(sysfs, a).ok())
+        .flat_map(|dev| check(&gather(sysfs, &dev), addrs))
+        .collect()
+}
+
+/// A `0x`-prefixed hex attribute (`flags`), `None` when absent or not hex.
+fn read_hex(path: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    u32::from_str_radix(text.strip_prefix("0x").unwrap_or(text), 16).ok()
+}
+
+/// Entry names of directory `path`; empty when it cannot be read.
+fn dir_names(path: &Path) -> Vec<String> {
+    std::fs::read_dir(path)
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

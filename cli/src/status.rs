@@ -1,0 +1,202 @@
+//! `pollnic status`: one line per Intel Ethernet function.
+
+use pollnic::pci::{link_state, list_intel_nics, LinkState, PciDevice, Result, Sysfs};
+
+/// One Intel Ethernet function and its link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NicStatus {
+    /// What sysfs says about it.
+    pub device: PciDevice,
+    /// Its link, as far as can be told without touching it.
+    pub link: LinkState,
+}
+
+/// Every Intel Ethernet function with its link state, sorted by address.
+///
+/// # Errors
+/// As [`pollnic::pci::list_intel_nics`].
+pub fn status(sysfs: &Sysfs) -> Result<Vec<NicStatus>> {
+    Ok(list_intel_nics(sysfs)?
+        .into_iter()
+        .map(|device| NicStatus {
+            link: link_state(sysfs, &device),
+            device,
+        })
+        .collect())
+}
+
+/// Text shown when [`status`] finds nothing.
+pub const NO_NICS_MESSAGE: &str = "no Intel Ethernet devices found (vendor 0x8086, class 0x0200) \
+under /sys/bus/pci/devices; check `lspci -D -d 8086:` and that the NIC is seated / passed through \
+to this machine. No NIC at hand? In a clone of the pollnic repository, `cargo xtask demo` boots \
+the QEMU testbed, whose emulated 82576 ports pollnic drives";
+
+/// Formats [`status`] as an aligned table with a header line; columns:
+/// address, device, driver, IOMMU group, link, kernel interface.
+pub fn format_status(rows: &[NicStatus]) -> String {
+    let header = [
+        "ADDRESS",
+        "DEVICE",
+        "DRIVER",
+        "IOMMU GROUP",
+        "LINK",
+        "INTERFACE",
+    ]
+    .map(String::from);
+    let mut table = vec![header];
+    table.extend(rows.iter().map(row));
+    let widths: Vec<usize> = (0..6)
+        .map(|c| {
+            table
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in &table {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            let pad = widths[c] - cell.chars().count();
+            line.extend(std::iter::repeat_n(' ', pad));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn row(s: &NicStatus) -> [String; 6] {
+    let d = &s.device;
+    let group = match d.iommu_group {
+        Some(g) => g.to_string(),
+        None => "none — IOMMU off?".to_owned(),
+    };
+    let ifaces = if d.interfaces.is_empty() {
+        "-".to_owned()
+    } else {
+        d.interfaces.join(",")
+    };
+    [
+        d.address.to_string(),
+        d.name(),
+        d.driver.clone().unwrap_or_else(|| "none".to_owned()),
+        group,
+        s.link.to_string(),
+        ifaces,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        addr: &str,
+        id: u16,
+        driver: Option<&str>,
+        group: Option<u32>,
+        link: LinkState,
+    ) -> NicStatus {
+        NicStatus {
+            device: PciDevice {
+                address: addr.parse().unwrap(),
+                vendor: 0x8086,
+                device: id,
+                class: 0x020000,
+                model: pollnic::pci::lookup(0x8086, id),
+                driver: driver.map(str::to_owned),
+                driver_override: None,
+                iommu_group: group,
+                interfaces: if driver == Some("igb") {
+                    vec!["eth0".into()]
+                } else {
+                    vec![]
+                },
+                numa_node: None,
+            },
+            link,
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_header_and_aligned_columns() {
+        let rows = [
+            row(
+                "0000:00:08.0",
+                0x10C9,
+                Some("igb"),
+                Some(5),
+                LinkState::Up {
+                    speed_mbps: Some(1000),
+                },
+            ),
+            row(
+                "0000:01:00.0",
+                0x10FB,
+                Some("vfio-pci"),
+                Some(12),
+                LinkState::Down,
+            ),
+            row(
+                "0000:01:00.1",
+                0x10FB,
+                None,
+                None,
+                LinkState::Unknown("memory decode off".into()),
+            ),
+        ];
+        let text = format_status(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[0].starts_with("ADDRESS ") && lines[0].ends_with("INTERFACE"),
+            "{text}"
+        );
+        let cols = |l: &str| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            cols(lines[1]),
+            [
+                "0000:00:08.0",
+                "82576 Gigabit Network Connection",
+                "igb",
+                "5",
+                "up 1000 Mb/s",
+                "eth0"
+            ]
+        );
+        assert_eq!(
+            cols(lines[2]),
+            [
+                "0000:01:00.0",
+                "82599ES 10-Gigabit SFI/SFP+ Network Connection",
+                "vfio-pci",
+                "12",
+                "down",
+                "-"
+            ]
+        );
+        assert_eq!(
+            cols(lines[3])[2..5],
+            ["none", "none — IOMMU off?", "unknown (memory decode off)"]
+        );
+        let at = |l: &str| {
+            l.find("DRIVER")
+                .or_else(|| l.find("igb"))
+                .or_else(|| l.find("vfio-pci"))
+        };
+        assert_eq!(at(lines[0]), at(lines[1]));
+        assert_eq!(at(lines[1]), at(lines[2]));
+    }
+}
