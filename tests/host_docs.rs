@@ -183,3 +183,35 @@ fn readme_and_docs_links_resolve_and_readme_is_short() {
         "README.md has {lines} lines; keep it to {README_MAX_LINES} and move detail to docs/"
     );
 }
+
+/// The README's results table (the code block of its `## Results` section)
+/// is read in a terminal and on a phone: no line of it is wider than 100
+/// characters, so its columns never wrap into each other.
+#[test]
+fn the_readme_results_table_fits_100_columns() {
+    let readme = fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Results"))
+        .expect("README.md has a `## Results` section");
+    let mut in_block = false;
+    let mut rows = 0;
+    for line in section.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            rows += 1;
+            let width = line.chars().count();
+            assert!(
+                width <= 100,
+                "a results line is {width} characters wide: {line}"
+            );
+        }
+    }
+    assert!(
+        rows >= 3,
+        "no results table found in the README's Results section"
+    );
+}

@@ -502,3 +502,50 @@ fn a_release_request_stops_the_queue_threads_and_the_device_closes_in_order() {
     assert!(m.mappings().is_empty(), "left mapped: {:?}", m.mappings());
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
+
+/// CTRL_EXT.DRV_LOAD (Linux `igb_get_hw_control` / `igb_release_hw_control`):
+/// set while the driver holds the port, clear once it is closed; and a port
+/// that moves traffic with it clear (the driver's sequence before it was
+/// set) is a violation of the model.
+#[test]
+fn drv_load_is_held_while_open_and_traffic_without_it_is_refused() {
+    use pollnic::io::Regs;
+    let m = Soft82576::new(ModelConfig {
+        strict: false,
+        ..Default::default()
+    });
+    let mut dev = m.open(&small(1)).unwrap();
+    assert_ne!(
+        m.peek(CTRL_EXT) & CTRL_EXT_DRV_LOAD,
+        0,
+        "DRV_LOAD set at open"
+    );
+    let flow = Flow::between([0x02, 0, 0, 0, 0, 9], dev.mac());
+    let send_one = |dev: &mut Device, seq: u64| {
+        let mut p = dev.mempool().alloc().unwrap();
+        p.set_len(60).unwrap();
+        assert!(frame::write(p.data_mut(), &flow, seq, 0));
+        let mut burst = vec![p];
+        assert_eq!(dev.queue(0).tx_burst(&mut burst), 1);
+        m.take_tx_frames();
+        m.receive(&frame::expected(60, &flow.reversed(), seq, 0));
+    };
+    send_one(&mut dev, 0);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+    // The old sequence never set it: clear it behind the driver's back.
+    let r = m.regs();
+    r.write32(CTRL_EXT, r.read32(CTRL_EXT) & !CTRL_EXT_DRV_LOAD);
+    send_one(&mut dev, 1);
+    let v = m.violations();
+    assert!(
+        v.iter()
+            .any(|v| v.contains("sent a frame while CTRL_EXT.DRV_LOAD is clear")),
+        "{v:?}"
+    );
+    drop(dev);
+    assert_eq!(
+        m.peek(CTRL_EXT) & CTRL_EXT_DRV_LOAD,
+        0,
+        "DRV_LOAD cleared at close"
+    );
+}

@@ -855,3 +855,67 @@ fn with_wthresh_above_0_every_tx_descriptor_is_written_back() {
     drop(tx);
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
+
+/// CTRL_EXT.DRV_LOAD (Linux `ixgbe_get_hw_control` / `ixgbe_release_hw_control`):
+/// set while the driver holds the port, clear once it is closed; and a port
+/// that moves traffic with it clear (the driver's sequence before it was
+/// set) is a violation of the model.
+#[test]
+fn drv_load_is_held_while_open_and_traffic_without_it_is_refused() {
+    use pollnic::io::Regs;
+    let m = Soft82599::new(ModelConfig {
+        strict: false,
+        ..Default::default()
+    });
+    let mut dev = m.open(&small(1)).unwrap();
+    assert_ne!(
+        m.peek(CTRL_EXT) & CTRL_EXT_DRV_LOAD,
+        0,
+        "DRV_LOAD set at open"
+    );
+    let flow = Flow::between([0x02, 0, 0, 0, 0, 9], dev.mac());
+    let send_one = |dev: &mut Device, seq: u64| {
+        let mut p = dev.mempool().alloc().unwrap();
+        p.set_len(60).unwrap();
+        assert!(frame::write(p.data_mut(), &flow, seq, 0));
+        let mut burst = vec![p];
+        assert_eq!(dev.queue(0).tx_burst(&mut burst), 1);
+        m.take_tx_frames();
+        m.receive(&frame::expected(60, &flow.reversed(), seq, 0));
+    };
+    send_one(&mut dev, 0);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+    // The old sequence never set it: clear it behind the driver's back.
+    let r = m.regs();
+    r.write32(CTRL_EXT, r.read32(CTRL_EXT) & !CTRL_EXT_DRV_LOAD);
+    send_one(&mut dev, 1);
+    let v = m.violations();
+    assert!(
+        v.iter()
+            .any(|v| v.contains("sent a frame while CTRL_EXT.DRV_LOAD is clear")),
+        "{v:?}"
+    );
+    drop(dev);
+    assert_eq!(
+        m.peek(CTRL_EXT) & CTRL_EXT_DRV_LOAD,
+        0,
+        "DRV_LOAD cleared at close"
+    );
+}
+
+/// A port left running by its last user (here: a `Device` leaked without its
+/// shutdown, as a killed program whose port was not reset leaves it) is
+/// stopped before pollnic resets it, as Linux `ixgbe_stop_adapter` does:
+/// the strict model panics on a global reset with RXEN or a queue enabled.
+#[test]
+fn a_port_left_running_is_stopped_before_its_reset() {
+    let m = model(1);
+    let left = m.open(&small(2)).unwrap();
+    assert_ne!(m.peek(RXCTRL) & RXCTRL_RXEN, 0);
+    std::mem::forget(left);
+    let dev = m
+        .open(&small(1))
+        .expect("opens again over the running port");
+    assert!(dev.link().up);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}

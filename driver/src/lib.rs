@@ -29,7 +29,7 @@
 //! let mut burst = Vec::with_capacity(32);
 //! rx.rx_burst(&mut burst, 32); // Packets borrow the DMA buffers the NIC wrote
 //! tx.tx_burst(&mut burst); // the same buffers go out of port b
-//! // `&self`: readable while the queues run on pinned threads.
+//! // While queues run on pinned threads (`run_pinned`), read counters with `stats_reader()`.
 //! let stats = ports[1].stats();
 //! println!("tx_packets {}", stats.counter(Counter::TxPackets));
 //! # Ok::<(), pollnic::Error>(())

@@ -11,18 +11,17 @@
 //! - all instructions per received packet: everything the receiving vCPUs
 //!   did in the window, user and kernel (softirq, hard IRQ, NAPI and ksoftirqd
 //!   are kernel work on the vCPU where they ran), the idle loop left out;
-//! - work instructions per received packet: for a busy-polling path that
-//!   counts its empty polls, minus `empty polls × instructions per empty
-//!   poll`, the latter measured in a window with no traffic just before the
-//!   send window; for any other path, minus the receiving vCPUs' background
-//!   (instructions per second in the same quiet window × the window's length).
+//! - work instructions per received packet: for a busy-polling loop that
+//!   marks its bursts (`pollnic_tools::marker`), the instructions inside the
+//!   marked bursts that returned packets, exactly (empty polls are never in
+//!   them); for testpmd, what [`testpmd_work`] bounds; for any other path,
+//!   all minus the receiving vCPUs' background (instructions per second with
+//!   nothing running, [`measure_background`], × the window's length).
 
 use pollnic_tools::counts::{sum_where, Counter, Snapshot, VcpuCounts};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-/// The quiet window before each send window (no traffic, receiver running).
-pub const QUIET: Duration = Duration::from_millis(300);
 /// After the last frame is sent, the window stays open this long for the
 /// receiver to take what is still in the rings (512 descriptors at 50 kpps
 /// are 10 ms).
@@ -103,8 +102,6 @@ fn empty_polls() -> Option<u64> {
 /// What the counter saw around one send window.
 #[derive(Clone, Debug)]
 pub struct Window {
-    /// The quiet window: counts per vCPU, its length, its empty polls.
-    pub quiet: (Vec<VcpuCounts>, f64, Option<u64>),
     /// The send window (send + [`TAIL`]): counts per vCPU, length, empty polls.
     pub send: (Vec<VcpuCounts>, f64, Option<u64>),
     /// The generator's vCPU.
@@ -134,7 +131,6 @@ pub struct External {
 /// Reads the counter around a row's send window (`None` outside a counting guest).
 pub struct Meter {
     counter: Counter,
-    quiet: Option<(Snapshot, Snapshot, Option<u64>)>,
     start: Option<(Snapshot, Option<u64>)>,
 }
 
@@ -143,7 +139,6 @@ impl Meter {
     pub fn new() -> Option<Meter> {
         Counter::from_env().map(|counter| Meter {
             counter,
-            quiet: None,
             start: None,
         })
     }
@@ -158,28 +153,19 @@ impl Meter {
         }
     }
 
-    /// The quiet window, then the start of the send window.
+    /// The start of the send window.
     pub fn begin(&mut self) {
-        let e0 = empty_polls();
-        let q0 = self.snap();
-        std::thread::sleep(QUIET);
-        let e1 = empty_polls();
-        let q1 = self.snap();
-        self.quiet = q0
-            .zip(q1.clone())
-            .map(|(a, b)| (a, b, e1.zip(e0).map(|(b, a)| b - a)));
-        self.start = q1.map(|s| (s, e1));
+        let e = empty_polls();
+        self.start = self.snap().map(|s| (s, e));
     }
 
     /// The end of the send window (call [`TAIL`] after the last frame).
     pub fn end(self, gen_core: Option<usize>) -> Option<Window> {
         let e = empty_polls();
         let end = self.snap()?;
-        let (q0, q1, qe) = self.quiet?;
         let (s0, se) = self.start?;
         let secs = |a: &Snapshot, b: &Snapshot| (b.at_ns - a.at_ns) as f64 / 1e9;
         Some(Window {
-            quiet: (q1.since(&q0), secs(&q0, &q1), qe),
             send: (
                 end.since(&s0),
                 secs(&s0, &end),
@@ -255,54 +241,25 @@ impl Window {
         }
         let mine = |i: usize| Some(i) != self.gen_core;
         let (ref send, secs, empty) = self.send;
-        let (ref quiet, qsecs, qempty) = self.quiet;
         let all = sum_where(send, mine);
-        let calm = sum_where(quiet, mine);
         let n = received as f64;
-        // What the send window held outside its packets: the machine's
-        // background for the window's length and, for a path that counts its
-        // empty polls, those polls at their cost in the quiet window (user
-        // and kernel: a clock read can be a system call), with the quiet
-        // window's own background taken out first.
+        // What the send window held outside its packets, for a path that
+        // does not mark its bursts: the machine's background for the
+        // window's length.
         let bg = sum_where(&self.background.0, mine);
         let bsecs = self.background.1.max(1e-9);
-        let bg_for = |t: f64| {
-            let f = |x: u64| x as f64 / bsecs * t;
-            (f(bg.insns()), f(bg.loaded()), f(bg.stored()))
-        };
-        let (b_i, b_l, b_s) = bg_for(secs);
-        let (idle_insns, idle_loaded, idle_stored, work_method) = match (empty, qempty) {
-            (Some(e), Some(qe)) if qe > 0 => {
-                let (q_i, q_l, q_s) = bg_for(qsecs);
-                let poll =
-                    |quiet: u64, quiet_bg: f64| (quiet as f64 - quiet_bg).max(0.0) / qe as f64;
-                let (p_i, p_l, p_s) = (
-                    poll(calm.insns(), q_i),
-                    poll(calm.loaded(), q_l),
-                    poll(calm.stored(), q_s),
-                );
-                let e = e as f64;
-                (
-                    b_i + e * p_i,
-                    b_l + e * p_l,
-                    b_s + e * p_s,
-                    format!(
-                        "{e} empty polls x {p_i:.1} instructions each (quiet window: {qe} polls) \
-                         + background {:.0} instructions/s x {secs:.3} s",
-                        bg.insns() as f64 / bsecs
-                    ),
-                )
-            }
-            _ => (
-                b_i,
-                b_l,
-                b_s,
-                format!(
-                    "background {:.0} instructions/s x {secs:.3} s",
-                    bg.insns() as f64 / bsecs
-                ),
-            ),
-        };
+        let f = |x: u64| x as f64 / bsecs * secs;
+        let (idle_insns, idle_loaded, idle_stored) =
+            (f(bg.insns()), f(bg.loaded()), f(bg.stored()));
+        let mut work_method = format!(
+            "background {:.0} instructions/s x {secs:.3} s",
+            bg.insns() as f64 / bsecs
+        );
+        if empty.is_some() {
+            // A busy-polling loop that counted its empty polls but marked no
+            // burst: its figure holds every empty poll.
+            work_method.push_str(", empty polls included (no marked burst)");
+        }
         let work = |all: u64, idle: f64| ((all as f64 - idle) / n).max(0.0);
         // A loop that marks its bursts (crate's `marker`): its work is what
         // ran inside the marked regions, counted exactly, empty polls never in
@@ -559,12 +516,9 @@ mod tests {
     }
 
     #[test]
-    fn empty_polls_are_subtracted_at_their_quiet_cost_and_the_generator_is_left_out() {
+    fn the_generator_is_left_out_and_an_unmarked_busy_poll_keeps_its_empty_polls() {
         let w = Window {
-            // Quiet 0.3 s: 1000 empty polls cost 50,000 instructions on vCPU 0
-            // beyond its background (3,000 kernel instructions in 0.3 s).
-            quiet: (vec![c(50_000, 3_000), c(9_999_999, 0)], 0.3, Some(1000)),
-            // Send 2 s: 10,000 empty polls and 1,000 packets.
+            // Send 2 s: 10,000 empty polls and 1,000 packets, no burst marked.
             send: (
                 vec![c(900_000, 120_000), c(7_000_000, 0)],
                 2.0,
@@ -577,17 +531,21 @@ mod tests {
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1020.0);
-        // 1.02e6 - 10,000 polls x 50 - 2 s x 10,000/s = 500,000.
+        // 1.02e6 - 2 s x 10,000/s = 1e6: the empty polls stay in.
         assert!(
-            (p.work_instructions - 500.0).abs() < 1e-9,
+            (p.work_instructions - 1000.0).abs() < 1e-9,
             "{}",
             p.work_instructions
         );
+        assert!(
+            p.work_method.contains("empty polls included"),
+            "{}",
+            p.work_method
+        );
         assert_eq!((p.user_instructions, p.kernel_instructions), (900.0, 120.0));
         assert_eq!((p.bytes_loaded, p.bytes_stored), (1800.0, 120.0));
-        // Loads: quiet 100,000 bytes in 1000 polls (no background loads).
-        assert!((p.work_bytes_loaded - 800.0).abs() < 1e-9);
-        // Stores: quiet 3,000 = background 0.3 s x 10,000; send 120,000 - 2 x 10,000.
+        assert!((p.work_bytes_loaded - 1800.0).abs() < 1e-9);
+        // Stores: 120,000 - 2 s x 10,000.
         assert!(
             (p.work_bytes_stored - 100.0).abs() < 1e-9,
             "{}",
@@ -608,7 +566,6 @@ mod tests {
         send.one_insns = 400 * 300;
         send.ones = 400;
         let w = Window {
-            quiet: (vec![c(50_000, 0)], 0.3, Some(1000)),
             send: (vec![send], 2.0, Some(10_000)),
             gen_core: None,
             background: (vec![c(0, 0)], 1.0),
@@ -661,7 +618,6 @@ mod tests {
     #[test]
     fn without_empty_polls_the_background_rate_is_subtracted() {
         let w = Window {
-            quiet: (vec![c(0, 30_000)], 0.3, None),
             send: (vec![c(0, 1_200_000)], 2.0, None),
             gen_core: None,
             background: (vec![c(0, 100_000)], 1.0),

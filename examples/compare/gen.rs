@@ -90,8 +90,8 @@ pub fn generate(
     stop: &AtomicBool,
 ) -> Offered {
     on_gen_core(|| {
-        // In a counting guest: a quiet window, then the send window, which
-        // stays open for the receiver to empty its rings.
+        // In a counting guest: the send window, which stays open for the
+        // receiver to empty its rings.
         let mut meter = crate::cost::Meter::new();
         if let Some(m) = meter.as_mut() {
             m.begin();

@@ -91,7 +91,11 @@ fn note(r: &RegisterRead) -> String {
         6 => "KX4/KX/KR + 1G AN",
         _ => "KX4/KX/KR + SGMII",
     };
+    // CTRL_EXT.DRV_LOAD (bit 28 on both families): whether a driver has told
+    // the manageability firmware that it owns the port.
+    let drv_load = |v: u32| if v & (1 << 28) != 0 { "set" } else { "clear" };
     match r.name.as_str() {
+        "CTRL_EXT" => format!("  DRV_LOAD {} -> {}", drv_load(r.before), drv_load(r.after)),
         "STATUS" => format!(
             "  link {} -> {}",
             if r.before & 0x2 != 0 { "up" } else { "down" },

@@ -14,6 +14,12 @@ pub const CTRL_RST: u32 = 1 << 26;
 /// CTRL: PHY reset.
 pub const CTRL_PHY_RST: u32 = 1 << 31;
 
+/// CTRL_EXT: driver loaded (`E1000_CTRL_EXT_DRV_LOAD`, 82576 datasheet
+/// §8.2.3): tells the manageability firmware that a driver owns the port.
+/// Linux sets it in `igb_get_hw_control` and clears it in
+/// `igb_release_hw_control`.
+pub const CTRL_EXT_DRV_LOAD: u32 = 1 << 28;
+
 /// STATUS: full duplex.
 pub const STATUS_FD: u32 = 1 << 0;
 /// STATUS: link up.
@@ -147,6 +153,7 @@ mod tests {
     fn values_match_linux_e1000_defines() {
         assert_eq!(CTRL_SLU, 0x40);
         assert_eq!(CTRL_RST, 0x0400_0000);
+        assert_eq!(CTRL_EXT_DRV_LOAD, 0x1000_0000);
         assert_eq!(STATUS_LU, 0x2);
         assert_eq!(EECD_AUTO_RD, 0x200);
         assert_eq!(RCTL_SECRC, 0x0400_0000);

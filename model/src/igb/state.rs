@@ -52,6 +52,21 @@ impl State {
         s
     }
 
+    /// The rule of CTRL_EXT.DRV_LOAD: the port moves traffic only while a
+    /// driver has taken it from the manageability firmware (Linux
+    /// `igb_get_hw_control` after the reset; `igb_release_hw_control` at
+    /// the end). Reported once.
+    pub fn check_driver_owns(&mut self, what: &str) {
+        if self.reg(CTRL_EXT) & CTRL_EXT_DRV_LOAD == 0
+            && !self.violations.iter().any(|v| v.contains("DRV_LOAD"))
+        {
+            self.violation(format!(
+                "{what} while CTRL_EXT.DRV_LOAD is clear: the driver never told the \
+                 manageability firmware that it owns the port (Linux igb_get_hw_control)"
+            ));
+        }
+    }
+
     /// Record a broken rule; strict models panic here, at the culprit.
     pub fn violation(&mut self, msg: String) {
         let msg = format!("software 82576: {msg}");

@@ -110,6 +110,7 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
     };
     match deliver(ring, tail, &s.iommu, buf, &data, hash, rsstype) {
         Delivery::Done(_) => {
+            s.check_driver_owns(&format!("RX queue {q} received a frame"));
             super::irq::rx_cause(s, q);
             bump(s, RX_PACKETS.width, 1);
             bump(s, RX_BYTES.width, frame.len() as u64 + FCS_LEN);
@@ -176,6 +177,9 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
         sent.push(f)
     });
     s.tx_writebacks += w.writebacks;
+    if !sent.is_empty() {
+        s.check_driver_owns(&format!("TX queue {q} sent a frame"));
+    }
     for mut f in sent {
         if pad && f.len() < 60 {
             f.resize(60, 0);

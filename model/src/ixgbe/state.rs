@@ -104,6 +104,22 @@ impl State {
         s
     }
 
+    /// The rule of CTRL_EXT.DRV_LOAD: the port moves traffic only while a
+    /// driver has taken it from the manageability firmware (Linux
+    /// `ixgbe_get_hw_control` after the reset; `ixgbe_release_hw_control` at
+    /// the end). Reported once.
+    pub fn check_driver_owns(&mut self, what: &str) {
+        use pollnic_hw::ixgbe::{bits::CTRL_EXT_DRV_LOAD, regs::CTRL_EXT};
+        if self.reg(CTRL_EXT) & CTRL_EXT_DRV_LOAD == 0
+            && !self.violations.iter().any(|v| v.contains("DRV_LOAD"))
+        {
+            self.violation(format!(
+                "{what} while CTRL_EXT.DRV_LOAD is clear: the driver never told the \
+                 manageability firmware that it owns the port (Linux ixgbe_get_hw_control)"
+            ));
+        }
+    }
+
     /// Record that the driver did something the real part would not take.
     /// Strict models panic right here, so the test fails at the culprit.
     pub fn violation(&mut self, msg: String) {
@@ -196,6 +212,34 @@ impl State {
         // comes: this reset blocks new ones, a second must clear what the
         // completions left (82599 specification update; Linux
         // `ixgbe_disable_pcie_master`, `IXGBE_FLAGS_DOUBLE_RESET_REQUIRED`).
+        // A reset with DMA still running: the 82599 drops what it was doing
+        // mid-descriptor. Linux stops the adapter first (`ixgbe_stop_adapter`:
+        // RXEN off, every queue disabled, then the master disable).
+        let running: Vec<String> = (self.reg(RXCTRL) & RXCTRL_RXEN != 0)
+            .then(|| "RXCTRL.RXEN".to_owned())
+            .into_iter()
+            .chain(
+                self.rx
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, q)| q.enabled)
+                    .map(|(i, _)| format!("RXDCTL({i}).ENABLE")),
+            )
+            .chain(
+                self.tx
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, q)| q.enabled)
+                    .map(|(i, _)| format!("TXDCTL({i}).ENABLE")),
+            )
+            .collect();
+        if !running.is_empty() {
+            self.violation(format!(
+                "global reset with {} still set: stop the adapter first (Linux \
+                 ixgbe_stop_adapter: RXEN off, every queue disabled, the master disable)",
+                running.join(", ")
+            ));
+        }
         self.needs_second_reset =
             self.master_pending(self.reg(CTRL) & CTRL_GIO_DIS != 0) && self.master_stuck;
         self.master_stuck = false;

@@ -35,6 +35,13 @@ pub fn reset(r: &dyn Regs) -> Result<(), TimedOut> {
     Ok(())
 }
 
+/// Tell the manageability firmware the driver owns the port: CTRL_EXT.DRV_LOAD
+/// on, right after the reset (Linux `igb_get_hw_control`, called from
+/// `igb_probe` once the reset is done). [`shutdown`] clears it again.
+pub fn take_hw_control(r: &dyn Regs) {
+    r.set_bits(CTRL_EXT, CTRL_EXT_DRV_LOAD);
+}
+
 /// Wait up to 10 ms for EECD.AUTO_RD. Real parts set it within a few ms of
 /// reset; QEMU never does, so a timeout here is not an error. Returns whether it was seen.
 pub fn wait_eeprom_auto_read(r: &dyn Regs) -> bool {
@@ -121,7 +128,8 @@ pub fn link_status(r: &dyn Regs) -> LinkStatus {
 }
 
 /// Stop all DMA: receiver and transmitter off, every queue disabled (bounded
-/// wait for RXDCTL/TXDCTL.ENABLE to read back 0), then a global reset.
+/// wait for RXDCTL/TXDCTL.ENABLE to read back 0), then a global reset, and
+/// CTRL_EXT.DRV_LOAD cleared (Linux `igb_release_hw_control`).
 /// Safe to call on a device in any state.
 pub fn shutdown(r: &dyn Regs, queues: u16) {
     mask_interrupts(r);
@@ -140,4 +148,7 @@ pub fn shutdown(r: &dyn Regs, queues: u16) {
     }
     r.clear_bits(TCTL, TCTL_EN);
     let _ = reset(r);
+    // Give the port back to the firmware (Linux `igb_release_hw_control`),
+    // also where the reset left DRV_LOAD set.
+    r.clear_bits(CTRL_EXT, CTRL_EXT_DRV_LOAD);
 }

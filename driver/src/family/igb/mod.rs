@@ -80,6 +80,7 @@ impl Family for Igb {
     }
     fn init(&self, r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
         init::reset(r)?;
+        init::take_hw_control(r);
         init::wait_eeprom_auto_read(r);
         let mac = init::read_mac(r)?;
         init::link_setup(r)?;

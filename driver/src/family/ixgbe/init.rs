@@ -69,7 +69,37 @@ fn reset_once(r: &dyn Regs) -> Result<(), TimedOut> {
     Ok(())
 }
 
-/// Global reset (§4.6.3.2): mask interrupts, stop mastering, set CTRL.RST
+/// Stop whatever the port was left doing before it is reset, as Linux
+/// `ixgbe_stop_adapter` does: the receiver off (RXCTRL.RXEN), interrupts
+/// masked and the pending cause read away, every TX queue's TXDCTL set to
+/// SWFLSH alone and every RX queue's RXDCTL.ENABLE cleared with SWFLSH
+/// (all 128 of each), a flush, then, for each queue that was enabled, a
+/// bounded wait (10 ms) for its enable bit to read 0. The master disable
+/// follows in [`reset`].
+pub fn stop_adapter(r: &dyn Regs) {
+    r.clear_bits(RXCTRL, RXCTRL_RXEN);
+    mask_interrupts(r);
+    let was: Vec<(u32, bool)> = (0..QUEUES)
+        .flat_map(|q| [(txdctl(q), true), (rxdctl(q), false)])
+        .filter(|&(reg, _)| r.read32(reg) & XDCTL_ENABLE != 0)
+        .collect();
+    for q in 0..QUEUES {
+        r.write32(txdctl(q), XDCTL_SWFLSH);
+    }
+    for q in 0..QUEUES {
+        let v = r.read32(rxdctl(q));
+        r.write32(rxdctl(q), (v & !XDCTL_ENABLE) | XDCTL_SWFLSH);
+    }
+    r.read32(STATUS);
+    for (reg, tx) in was {
+        let what = if tx { "TX queue stop" } else { "RX queue stop" };
+        let _ = wait_for(what, Duration::from_millis(10), || {
+            r.read32(reg) & XDCTL_ENABLE == 0
+        });
+    }
+}
+
+/// Global reset (§4.6.3.2): stop the adapter ([`stop_adapter`]), stop mastering, set CTRL.RST
 /// and CTRL.LNK_RST, wait for both to self-clear; mask again (the reset
 /// restored the masks). When the master disable timed out, flush the TX
 /// path and reset twice, more than 1 µs apart: the 82599 specification
@@ -79,7 +109,7 @@ fn reset_once(r: &dyn Regs) -> Result<(), TimedOut> {
 /// # Errors
 /// [`TimedOut`] "device reset (CTRL.RST)" when the bits stay set.
 pub fn reset(r: &dyn Regs) -> Result<(), TimedOut> {
-    mask_interrupts(r);
+    stop_adapter(r);
     let double = !disable_pcie_master(r);
     if double {
         clear_tx_pending(r);
@@ -166,6 +196,13 @@ pub fn read_mac(r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
 /// `ixgbe_dev_tx_queue_stop`: `RTE_IXGBE_REGISTER_POLL_WAIT_10_MS`).
 pub const TX_DRAIN_TIMEOUT: Duration = Duration::from_millis(10);
 
+/// Tell the manageability firmware the driver owns the port: CTRL_EXT.DRV_LOAD
+/// on, right after the reset (Linux `ixgbe_get_hw_control`, from
+/// `ixgbe_probe`). [`shutdown`] clears it again.
+pub fn take_hw_control(r: &dyn Regs) {
+    r.set_bits(CTRL_EXT, CTRL_EXT_DRV_LOAD);
+}
+
 /// Stop all DMA in the order of §4.6.7.1 and §4.6.8.1: receiver off, each RX
 /// queue disabled and awaited; each TX queue left up to 10 ms to send what
 /// it holds (TDH reaching TDT, DPDK `ixgbe_dev_tx_queue_stop`; only with the
@@ -173,7 +210,8 @@ pub const TX_DRAIN_TIMEOUT: Duration = Duration::from_millis(10);
 /// disabled with TXDCTL.SWFLSH, which writes back what the queue has done
 /// (Linux `ixgbe_disable_tx`), and awaited; TX DMA off, a global reset,
 /// and on SFP+ boards the laser off again (Linux `ixgbe_down`, DPDK
-/// `ixgbe_dev_stop`). Safe in any state; failures are ignored (the reset
+/// `ixgbe_dev_stop`), and CTRL_EXT.DRV_LOAD cleared (Linux
+/// `ixgbe_release_hw_control`). Safe in any state; failures are ignored (the reset
 /// follows regardless).
 pub fn shutdown(r: &dyn Regs, queues: u16, media: Media) {
     mask_interrupts(r);
@@ -205,4 +243,6 @@ pub fn shutdown(r: &dyn Regs, queues: u16, media: Media) {
     if link::controls_laser(r, media) {
         link::disable_tx_laser(r);
     }
+    // Give the port back to the firmware (Linux `ixgbe_release_hw_control`).
+    r.clear_bits(CTRL_EXT, CTRL_EXT_DRV_LOAD);
 }

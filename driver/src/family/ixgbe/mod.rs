@@ -79,11 +79,13 @@ impl Family for Ixgbe {
     fn missing(&self, device: u16) -> Option<&'static str> {
         media_of(device).missing()
     }
-    /// ESDP (laser, module present), AUTOC/AUTOC2 (link mode), LINKS,
-    /// FWSM (manageability firmware), MCSTCTRL, MTA(0..128), RAL/RAH(0..128).
+    /// CTRL_EXT (DRV_LOAD), ESDP (laser, module present), AUTOC/AUTOC2 (link
+    /// mode), LINKS, FWSM (manageability firmware), MCSTCTRL, MTA(0..128),
+    /// RAL/RAH(0..128).
     fn selfcheck_registers(&self) -> Vec<(String, u32)> {
         use pollnic_hw::ixgbe::regs::*;
         let mut v: Vec<(String, u32)> = [
+            ("CTRL_EXT", CTRL_EXT),
             ("ESDP", ESDP),
             ("AUTOC", AUTOC),
             ("AUTOC2", AUTOC2),
@@ -143,6 +145,7 @@ impl Family for Ixgbe {
     /// link started for the board; counters cleared.
     fn init(&self, r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
         init::reset(r)?;
+        init::take_hw_control(r);
         init::wait_eeprom_and_dma(r)?;
         let mac = init::read_mac(r)?;
         init::clear_rx_filters(r);
