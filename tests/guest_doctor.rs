@@ -279,6 +279,7 @@ fn doctor_selfcheck_reads_the_igb_registers_before_and_after_bring_up() {
         text.contains("DRV_LOAD") && text.contains("-> set"),
         "{text}"
     );
+    assert!(text.contains("flow control after bring-up: full"), "{text}");
     assert!(text.lines().count() < 15, "{text}");
     assert_eq!(driver_of(&p0).as_deref(), Some("vfio-pci"));
 }

@@ -549,3 +549,75 @@ fn drv_load_is_held_while_open_and_traffic_without_it_is_refused() {
         "DRV_LOAD cleared at close"
     );
 }
+
+/// Flow control: every mode is programmed as Linux programs it and reads
+/// back as set; the water marks are Linux's for the part's packet buffer.
+#[test]
+fn flow_control_modes_are_programmed_and_read_back() {
+    use pollnic::config::FlowControl;
+    for mode in [
+        FlowControl::None,
+        FlowControl::Rx,
+        FlowControl::Tx,
+        FlowControl::Full,
+    ] {
+        let m = Soft82576::new(ModelConfig::default());
+        let dev = m.open(&small(1).with_flow_control(mode)).unwrap();
+        assert_eq!(dev.flow_control(), mode);
+        check_flow_registers(&m, mode);
+        assert!(m.violations().is_empty(), "{mode}: {:?}", m.violations());
+    }
+    assert_eq!(
+        DeviceConfig::default().flow_control,
+        FlowControl::Full,
+        "Linux's default"
+    );
+}
+
+fn check_flow_registers(m: &Soft82576, mode: pollnic::config::FlowControl) {
+    let ctrl = m.peek(CTRL);
+    assert_eq!(
+        ctrl & CTRL_RFCE != 0,
+        mode.receives_pause(),
+        "{mode}: CTRL {ctrl:#x}"
+    );
+    assert_eq!(
+        ctrl & CTRL_TFCE != 0,
+        mode.sends_pause(),
+        "{mode}: CTRL {ctrl:#x}"
+    );
+    assert_eq!(
+        (m.peek(FCAL), m.peek(FCAH), m.peek(FCT)),
+        (0x00C2_8001, 0x100, 0x8808)
+    );
+    assert_eq!(m.peek(FCTTV), 0xFFFF);
+    if mode.sends_pause() {
+        // igb_reset on a 64 KB buffer at MTU 1500: 58,976 and 16 below it.
+        assert_eq!(m.peek(FCRTH), 58_976, "{mode}");
+        assert_eq!(m.peek(FCRTL), 58_960 | FCRTL_XONE, "{mode}");
+    } else {
+        assert_eq!((m.peek(FCRTH), m.peek(FCRTL)), (0, 0), "{mode}");
+    }
+}
+
+/// The model's EEPROM turns both PAUSE directions on at reset, as common
+/// boards' NVM does: a driver that leaves flow control alone (pollnic before
+/// it programmed it) enables the receiver with TFCE set and no water mark,
+/// and the model refuses it.
+#[test]
+fn a_receiver_enabled_with_pause_on_and_no_water_marks_is_refused() {
+    use pollnic::io::Regs;
+    let m = Soft82576::new(ModelConfig {
+        strict: false,
+        ..Default::default()
+    });
+    let r = m.regs();
+    r.write32(CTRL, CTRL_RST);
+    while r.read32(CTRL) & CTRL_RST != 0 {}
+    r.write32(RCTL, RCTL_EN);
+    let v = m.violations();
+    assert!(
+        v.iter().any(|v| v.contains("CTRL.TFCE set but FCRTH 0x0")),
+        "{v:?}"
+    );
+}

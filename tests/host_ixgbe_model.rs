@@ -919,3 +919,60 @@ fn a_port_left_running_is_stopped_before_its_reset() {
     assert!(dev.link().up);
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
+
+/// Flow control: every mode is programmed as Linux programs it and reads
+/// back as set; the water marks are Linux's for the part's packet buffer.
+#[test]
+fn flow_control_modes_are_programmed_and_read_back() {
+    use pollnic::config::FlowControl;
+    for mode in [
+        FlowControl::None,
+        FlowControl::Rx,
+        FlowControl::Tx,
+        FlowControl::Full,
+    ] {
+        let m = Soft82599::new(ModelConfig::default());
+        let dev = m.open(&small(1).with_flow_control(mode)).unwrap();
+        assert_eq!(dev.flow_control(), mode);
+        check_flow_registers(&m, mode);
+        assert!(m.violations().is_empty(), "{mode}: {:?}", m.violations());
+    }
+    assert_eq!(
+        DeviceConfig::default().flow_control,
+        FlowControl::Full,
+        "Linux's default"
+    );
+}
+
+fn check_flow_registers(m: &Soft82599, mode: pollnic::config::FlowControl) {
+    assert_eq!(
+        m.peek(MFLCN) & MFLCN_RFCE != 0,
+        mode.receives_pause(),
+        "{mode}"
+    );
+    assert_ne!(
+        m.peek(MFLCN) & MFLCN_DPF,
+        0,
+        "{mode}: PAUSE frames consumed"
+    );
+    assert_eq!(
+        m.peek(FCCFG) & FCCFG_TFCE_802_3X != 0,
+        mode.sends_pause(),
+        "{mode}"
+    );
+    if mode.sends_pause() {
+        // ixgbe_hpbthresh/ixgbe_lpbthresh for 512 KiB at MTU 1500: 497 and 10 KB.
+        assert_eq!(m.peek(fcrth(0)), (497 << 10) | FCRTH_FCEN, "{mode}");
+        assert_eq!(m.peek(fcrtl(0)), (10 << 10) | FCRTL_XONE, "{mode}");
+    } else {
+        assert_eq!(m.peek(fcrth(0)), 0x80000 - 0x6000, "{mode}");
+        assert_eq!(m.peek(fcrtl(0)), 0, "{mode}");
+    }
+    assert_eq!(
+        (m.peek(fcrth(1)), m.peek(fcrtl(1))),
+        (0, 0),
+        "{mode}: an unsized buffer"
+    );
+    assert_eq!(m.peek(fcttv(0)), 0xFFFF_FFFF);
+    assert_eq!(m.peek(FCRTV), 0x7FFF);
+}

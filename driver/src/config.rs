@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::family::HashTypes;
 pub use crate::family::RxFilter;
 use crate::irq::RxMode;
+pub use pollnic_hw::flow::FlowControl;
 use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
 use pollnic_hw::rss::{Reta, KEY_LEN, MICROSOFT_KEY};
 use std::time::Duration;
@@ -75,6 +76,15 @@ pub struct DeviceConfig {
     /// the vector one where the CPU has its instructions, detected when the
     /// queues are set up).
     pub data_path: DataPathChoice,
+    /// Which PAUSE directions the port uses (default [`FlowControl::Full`],
+    /// the default of Linux igb and ixgbe; `ethtool -A`). Forced, not
+    /// negotiated; the water marks follow Linux (`igb_reset`,
+    /// `ixgbe_pbthresh_setup`). With several queues each queue drops its
+    /// own frames when its ring is full (SRRCTL.DROP_EN), so XOFF goes out
+    /// only when the shared packet buffer itself fills; Linux ixgbe instead
+    /// clears DROP_EN while it sends PAUSE, letting one full ring hold up
+    /// the others.
+    pub flow_control: FlowControl,
 }
 
 /// The RX/TX burst loops a device's queues run ([`DeviceConfig::data_path`]).
@@ -210,6 +220,12 @@ impl DeviceConfig {
         self.hash_types = hash_types;
         self
     }
+    /// Set [`DeviceConfig::flow_control`]: which PAUSE directions the port uses.
+    #[must_use]
+    pub fn with_flow_control(mut self, flow_control: FlowControl) -> Self {
+        self.flow_control = flow_control;
+        self
+    }
     /// Set [`DeviceConfig::data_path`]: the burst loops the queues run.
     #[must_use]
     pub fn with_data_path(mut self, data_path: DataPathChoice) -> Self {
@@ -236,6 +252,7 @@ impl Default for DeviceConfig {
             rx_mode: RxMode::BusyPoll,
             rx_usecs: 0,
             data_path: DataPathChoice::Auto,
+            flow_control: FlowControl::Full,
         }
     }
 }

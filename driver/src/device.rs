@@ -426,6 +426,7 @@ impl Device {
             q.rx.start();
             fam.enable_tx_queue(r, q.id).map_err(timeout)?;
         }
+        fam.configure_flow_control(r, cfg.flow_control, cfg.mtu);
         fam.start_rx(r, cfg.rx_filter()).map_err(timeout)?;
 
         wait_for("link up", cfg.link_timeout, || fam.link_status(r).up).map_err(|t| {
@@ -685,6 +686,13 @@ impl Device {
     /// Current link state (igb STATUS, 82599 LINKS).
     pub fn link(&self) -> LinkStatus {
         self.family.link_status(self.bar.regs())
+    }
+
+    /// The flow control mode the port runs with, read back from its
+    /// registers (igb CTRL.RFCE/TFCE; 82599 MFLCN.RFCE, FCCFG.TFCE_802_3X):
+    /// [`DeviceConfig::flow_control`] as the NIC took it. `ethtool -a`.
+    pub fn flow_control(&self) -> crate::config::FlowControl {
+        self.family.flow_control(self.bar.regs())
     }
 
     /// Read the hardware counters (adding to the totals since open) and return

@@ -40,6 +40,8 @@ pub struct SelfCheck {
     pub family: &'static str,
     /// The link once bring-up finished.
     pub link: LinkStatus,
+    /// The flow control mode read back after bring-up ([`Device::flow_control`]).
+    pub flow_control: crate::config::FlowControl,
     /// The registers, in the family's order (empty for a family without a
     /// list).
     pub registers: Vec<RegisterRead>,
@@ -74,6 +76,7 @@ pub fn selfcheck_on(
     let dev = Device::open_on(io, ident, cfg)?;
     let after: Vec<u32> = list.iter().map(|(_, o)| bar.regs().read32(*o)).collect();
     let link = dev.link();
+    let flow_control = dev.flow_control();
     drop(dev);
     Ok(SelfCheck {
         addr,
@@ -81,6 +84,7 @@ pub fn selfcheck_on(
         device,
         family: family.name(),
         link,
+        flow_control,
         registers: list
             .into_iter()
             .zip(before.into_iter().zip(after))

@@ -65,11 +65,19 @@ pub enum Counter {
     RxTotalPackets,
     /// All packets transmitted (TPT).
     TxTotalPackets,
+    /// XON PAUSE frames received (igb XONRXC; 82599 LXONRXCNT).
+    RxFlowControlXon,
+    /// XOFF PAUSE frames received (igb XOFFRXC; 82599 LXOFFRXCNT).
+    RxFlowControlXoff,
+    /// XON PAUSE frames sent (igb XONTXC; 82599 LXONTXC).
+    TxFlowControlXon,
+    /// XOFF PAUSE frames sent (igb XOFFTXC; 82599 LXOFFTXC).
+    TxFlowControlXoff,
 }
 
 impl Counter {
     /// Every counter, in `ethtool -S` order.
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 20] = [
         Counter::RxPackets,
         Counter::TxPackets,
         Counter::RxBytes,
@@ -86,6 +94,10 @@ impl Counter {
         Counter::RxShortLengthErrors,
         Counter::RxTotalPackets,
         Counter::TxTotalPackets,
+        Counter::RxFlowControlXon,
+        Counter::RxFlowControlXoff,
+        Counter::TxFlowControlXon,
+        Counter::TxFlowControlXoff,
     ];
 
     /// Its `ethtool -S` name, e.g. `rx_packets`: what [`Stats::get`] takes
@@ -108,6 +120,10 @@ impl Counter {
             Counter::RxShortLengthErrors => "rx_short_length_errors",
             Counter::RxTotalPackets => "rx_total_packets",
             Counter::TxTotalPackets => "tx_total_packets",
+            Counter::RxFlowControlXon => "rx_flow_control_xon",
+            Counter::RxFlowControlXoff => "rx_flow_control_xoff",
+            Counter::TxFlowControlXon => "tx_flow_control_xon",
+            Counter::TxFlowControlXoff => "tx_flow_control_xoff",
         }
     }
 }

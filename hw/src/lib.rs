@@ -13,6 +13,7 @@
 #![warn(missing_docs, unnameable_types)]
 
 pub mod desc;
+pub mod flow;
 pub mod igb;
 pub mod ixgbe;
 pub mod mtu;

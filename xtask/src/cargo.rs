@@ -46,10 +46,46 @@ pub fn check_library(layout: &Layout) -> Result<()> {
     clippy.extend(["--", "-D", "warnings"]);
     run(layout, &clippy)
         .context("clippy found warnings in the library crates; run the command above")?;
+    forget_packaged_sources();
     let mut publish = vec!["publish", "--dry-run", "--allow-dirty"];
     publish.extend(LIBRARY);
     run(layout, &publish)
         .context("a library crate would not publish (metadata, path dependency versions, or its packaged build)")
+}
+
+/// `cargo publish --dry-run` verifies each crate against the others through a
+/// temporary registry, whose crates cargo unpacks under
+/// `$CARGO_HOME/registry/src/` and reuses while the version is unchanged:
+/// a second run would build `pollnic` against the `pollnic-hw` of the first.
+/// Remove those unpacked copies (crates.io never supplies these names to
+/// this workspace) so every run verifies what is checked out.
+fn forget_packaged_sources() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry/src")) else {
+        return;
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return;
+    };
+    for registry in registries.flatten() {
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for c in crates.flatten() {
+            let name = c.file_name().to_string_lossy().into_owned();
+            let ours = ["pollnic-hw-", "pollnic-rings-", "pollnic-"]
+                .iter()
+                .any(|p| {
+                    name.strip_prefix(p)
+                        .is_some_and(|v| v.starts_with(|ch: char| ch.is_ascii_digit()))
+                });
+            if ours {
+                let _ = std::fs::remove_dir_all(c.path());
+            }
+        }
+    }
 }
 
 /// Builds the debug `pollnic` CLI, which the guest uses to bind the NICs to vfio-pci.

@@ -74,6 +74,7 @@ pub fn text(sc: &SelfCheck) -> String {
             "down".to_owned()
         }
     );
+    let _ = writeln!(out, "flow control after bring-up: {}", sc.flow_control);
     out
 }
 

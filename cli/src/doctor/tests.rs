@@ -545,6 +545,7 @@ fn the_selfcheck_report_on_the_software_82599_shows_laser_link_mode_and_filters(
     );
     assert!(t.contains("LMS 1G AN -> 10G serial"), "{t}");
     assert!(t.contains("DRV_LOAD clear -> set"), "{t}");
+    assert!(t.contains("flow control after bring-up: full"), "{t}");
     assert!(t.contains("MTA               128           0"), "{t}");
     assert!(t.contains("RAR 1..127        127           0"), "{t}");
     assert!(t.contains("link after bring-up: up 10000 Mb/s"), "{t}");
@@ -566,6 +567,7 @@ fn the_selfcheck_report_on_the_software_82576_has_the_igb_equivalents() {
     assert!(t.contains("STATUS") && t.contains("link down -> up"), "{t}");
     assert!(t.contains("RAR 1..15"), "{t}");
     assert!(t.contains("DRV_LOAD clear -> set"), "{t}");
+    assert!(t.contains("flow control after bring-up: full"), "{t}");
     assert!(t.contains("link after bring-up: up 1000 Mb/s"), "{t}");
     assert!(!t.contains("SFP+ laser"), "{t}");
     assert!(m.violations().is_empty(), "{:?}", m.violations());

@@ -25,6 +25,7 @@
 //! before any DMA memory is freed.
 
 use crate::sys::mmio::Regs;
+use pollnic_hw::flow::FlowControl;
 mod ids;
 pub(crate) mod igb;
 pub(crate) mod ixgbe;
@@ -326,6 +327,15 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     /// the NIC and counted in `rx_length_errors`. Default: nothing (the
     /// part's 1518/1522-byte limit).
     fn set_max_frame(&self, _r: &dyn Regs, _mtu: u32) {}
+    /// Program flow control `mode` for MTU `mtu` (water marks from the RX
+    /// packet buffer size); called once the queues are configured, before
+    /// the receiver is enabled. Default: nothing (the part's reset state).
+    fn configure_flow_control(&self, _r: &dyn Regs, _mode: FlowControl, _mtu: u32) {}
+    /// The flow control mode the port runs with, read from its registers.
+    /// Default: none.
+    fn flow_control(&self, _r: &dyn Regs) -> FlowControl {
+        FlowControl::None
+    }
     /// RX write-back error bits (in `status_error`) that make a frame bad.
     fn rx_error_mask(&self) -> u32;
     /// The counters behind [`crate::Device::stats`].

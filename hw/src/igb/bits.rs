@@ -13,6 +13,23 @@ pub const CTRL_SLU: u32 = 1 << 6;
 pub const CTRL_RST: u32 = 1 << 26;
 /// CTRL: PHY reset.
 pub const CTRL_PHY_RST: u32 = 1 << 31;
+/// CTRL: receive flow control enable: honour received PAUSE frames.
+pub const CTRL_RFCE: u32 = 1 << 27;
+/// CTRL: transmit flow control enable: send PAUSE frames.
+pub const CTRL_TFCE: u32 = 1 << 28;
+/// FCRTL: XON enable: send XON when the buffer drains below the low mark.
+pub const FCRTL_XONE: u32 = 1 << 31;
+/// RXPBS: the 82576's RX packet buffer size in KB (bits 6:0); 64 after reset.
+pub const RXPBS_SIZE_MASK_82576: u32 = 0x7f;
+/// The 82576's RX packet buffer after reset, KB (RXPBS = 0x40).
+pub const RXPBS_DEFAULT_KB: u32 = 64;
+/// FCAL/FCAH: the PAUSE destination 01:80:C2:00:00:01 (Linux
+/// `FLOW_CONTROL_ADDRESS_LOW`/`_HIGH`).
+pub const FLOW_CONTROL_ADDRESS_LOW: u32 = 0x00C2_8001;
+/// See [`FLOW_CONTROL_ADDRESS_LOW`].
+pub const FLOW_CONTROL_ADDRESS_HIGH: u32 = 0x0000_0100;
+/// FCT: the MAC Control EtherType (Linux `FLOW_CONTROL_TYPE`).
+pub const FLOW_CONTROL_TYPE: u32 = 0x8808;
 
 /// CTRL_EXT: driver loaded (`E1000_CTRL_EXT_DRV_LOAD`, 82576 datasheet
 /// §8.2.3): tells the manageability firmware that a driver owns the port.
@@ -154,6 +171,8 @@ mod tests {
         assert_eq!(CTRL_SLU, 0x40);
         assert_eq!(CTRL_RST, 0x0400_0000);
         assert_eq!(CTRL_EXT_DRV_LOAD, 0x1000_0000);
+        assert_eq!((CTRL_RFCE, CTRL_TFCE), (0x0800_0000, 0x1000_0000));
+        assert_eq!(FCRTL_XONE, 0x8000_0000);
         assert_eq!(STATUS_LU, 0x2);
         assert_eq!(EECD_AUTO_RD, 0x200);
         assert_eq!(RCTL_SECRC, 0x0400_0000);

@@ -17,6 +17,20 @@ pub const EERD: u32 = 0x0014;
 pub const CTRL_EXT: u32 = 0x0018;
 /// MDI Control: PHY register access (§8.2.4).
 pub const MDIC: u32 = 0x0020;
+/// Flow Control Address Low: the PAUSE destination 01:80:C2:00:00:01 (§8.2.5).
+pub const FCAL: u32 = 0x0028;
+/// Flow Control Address High (§8.2.6).
+pub const FCAH: u32 = 0x002c;
+/// Flow Control Type: the PAUSE EtherType 0x8808 (§8.2.7).
+pub const FCT: u32 = 0x0030;
+/// Flow Control Transmit Timer Value: the PAUSE time sent in XOFF (§8.2.8).
+pub const FCTTV: u32 = 0x0170;
+/// Flow Control Receive Threshold Low: XON below it, with XONE (§8.10.6).
+pub const FCRTL: u32 = 0x2160;
+/// Flow Control Receive Threshold High: XOFF above it (§8.10.7).
+pub const FCRTH: u32 = 0x2168;
+/// RX Packet Buffer Size, KB in bits 6:0 on the 82576 (§8.3.1).
+pub const RXPBS: u32 = 0x2404;
 /// Interrupt Cause Read, clear on read (§8.8.1).
 pub const ICR: u32 = 0x00c0;
 /// Interrupt Mask Set/Read (§8.8.5).

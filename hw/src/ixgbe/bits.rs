@@ -243,6 +243,20 @@ pub const SECRXSTAT_SECRX_RDY: u32 = 1 << 0;
 /// RXPBSIZE: the size is in KiB at bits 19:10, so a byte count is written
 /// as is (`IXGBE_RXPBSIZE_SHIFT`).
 pub const RXPBSIZE_SHIFT: u32 = 10;
+/// MFLCN: discard received PAUSE frames instead of passing them up (`IXGBE_MFLCN_DPF`).
+pub const MFLCN_DPF: u32 = 1 << 1;
+/// MFLCN: receive flow control enable (`IXGBE_MFLCN_RFCE`).
+pub const MFLCN_RFCE: u32 = 1 << 3;
+/// MFLCN: the priority flow control enables (`IXGBE_MFLCN_RPFCE_MASK`).
+pub const MFLCN_RPFCE_MASK: u32 = 0x0000_0FF4;
+/// FCCFG: transmit 802.3x PAUSE (`IXGBE_FCCFG_TFCE_802_3X`).
+pub const FCCFG_TFCE_802_3X: u32 = 1 << 3;
+/// FCCFG: transmit priority flow control (`IXGBE_FCCFG_TFCE_PRIORITY`).
+pub const FCCFG_TFCE_PRIORITY: u32 = 1 << 4;
+/// FCRTL: XON enable (`IXGBE_FCRTL_XONE`).
+pub const FCRTL_XONE: u32 = 1 << 31;
+/// FCRTH: XOFF enable (`IXGBE_FCRTH_FCEN`).
+pub const FCRTH_FCEN: u32 = 1 << 31;
 /// RXPBSIZE: the whole 512 KiB RX packet buffer (`IXGBE_RXPBSIZE_MAX`).
 pub const RXPBSIZE_MAX: u32 = 0x0008_0000;
 /// RXPBSIZE: 128 KiB (`IXGBE_RXPBSIZE_128KB`), what ixy gives packet buffer 0.
@@ -301,6 +315,15 @@ pub const DCA_RXCTRL_CLEAR: u32 =
 pub const DCA_TXCTRL_DESC_WRO_EN: u32 = 1 << 11;
 
 // ---- RSS ---------------------------------------------------------------------
+
+/// PSRTYPE: the header types the packet-split logic recognizes, as Linux
+/// `ixgbe_setup_psrtype` sets them: TCP, UDP, IPv4, IPv6 and L2 headers
+/// (`IXGBE_PSRTYPE_TCPHDR` 0x10, `_UDPHDR` 0x20, `_IPV4HDR` 0x100,
+/// `_IPV6HDR` 0x200, `_L2HDR` 0x1000).
+pub const PSRTYPE_HEADERS: u32 = 0x10 | 0x20 | 0x100 | 0x200 | 0x1000;
+/// PSRTYPE.RQPL (bits 31:29): RSS queues per pool, log2 (Linux: 1 above one
+/// RSS queue, 2 above three).
+pub const PSRTYPE_RQPL_SHIFT: u32 = 29;
 
 /// MRQC: multiple receive queues enable field, bits 3:0 (`IXGBE_MRQC_MRQE_MASK`).
 pub const MRQC_MRQE_MASK: u32 = 0xF;
@@ -457,6 +480,7 @@ mod tests {
         assert_eq!(CTRL_EXT_NS_DIS, 0x0001_0000);
         assert_eq!(CTRL_EXT_RO_DIS, 0x0002_0000);
         assert_eq!(CTRL_EXT_DRV_LOAD, 0x1000_0000);
+        assert_eq!((MFLCN_DPF, MFLCN_RFCE, FCCFG_TFCE_802_3X), (0x2, 0x8, 0x8));
         assert_eq!(EEC_PRES, 0x0000_0100);
         assert_eq!(EEC_ARD, 0x0000_0200);
         assert_eq!((EERD_START, EERD_DONE), (1, 2));

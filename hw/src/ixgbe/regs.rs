@@ -102,6 +102,24 @@ pub const SECRXCTRL: u32 = 0x08D00;
 /// Security RX Status (`IXGBE_SECRXSTAT`).
 pub const SECRXSTAT: u32 = 0x08D04;
 
+/// MAC Flow Control (`IXGBE_MFLCN`): receive PAUSE handling.
+pub const MFLCN: u32 = 0x04294;
+/// Flow Control Configuration (`IXGBE_FCCFG`): sending PAUSE.
+pub const FCCFG: u32 = 0x03D00;
+/// Flow Control Refresh Threshold Value (`IXGBE_FCRTV`).
+pub const FCRTV: u32 = 0x032A0;
+/// Flow Control Receive Threshold Low of packet buffer `n` in 0..8 (`IXGBE_FCRTL_82599(n)`).
+pub const fn fcrtl(n: u16) -> u32 {
+    0x03220 + 4 * n as u32
+}
+/// Flow Control Receive Threshold High of packet buffer `n` in 0..8 (`IXGBE_FCRTH_82599(n)`).
+pub const fn fcrth(n: u16) -> u32 {
+    0x03260 + 4 * n as u32
+}
+/// Flow Control Transmit Timer Value `n` in 0..4, two traffic classes each (`IXGBE_FCTTV(n)`).
+pub const fn fcttv(n: u16) -> u32 {
+    0x03200 + 4 * n as u32
+}
 /// Receive Packet Buffer Size of packet buffer `n` in 0..8 (`IXGBE_RXPBSIZE(n)`).
 pub const fn rxpbsize(n: u16) -> u32 {
     0x03C00 + 4 * n as u32
@@ -361,6 +379,7 @@ mod tests {
     #[test]
     fn indexed_register_offsets() {
         assert_eq!((rxpbsize(0), rxpbsize(7)), (0x03C00, 0x03C1C));
+        assert_eq!((fcrtl(7), fcrth(7), fcttv(3)), (0x0323C, 0x0327C, 0x0320C));
         assert_eq!((txpbsize(0), txpbsize(7)), (0x0CC00, 0x0CC1C));
         assert_eq!((txpbthresh(0), txpbthresh(7)), (0x04950, 0x0496C));
         assert_eq!((mta(0), mta(127)), (0x05200, 0x053FC));

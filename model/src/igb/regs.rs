@@ -55,6 +55,13 @@ fn kinds() -> &'static HashMap<u32, Kind> {
             (EECD, Eecd),
             (EERD, Eerd),
             (CTRL_EXT, Plain),
+            (FCAL, Plain),
+            (FCAH, Plain),
+            (FCT, Plain),
+            (FCTTV, Plain),
+            (FCRTL, Plain),
+            (FCRTH, Plain),
+            (RXPBS, Plain),
             (MDIC, Mdic),
             (ICR, Cause),
             (EICR, Cause),
@@ -119,6 +126,41 @@ fn kinds() -> &'static HashMap<u32, Kind> {
         }
         m
     })
+}
+
+/// The flow-control rule, checked when the receiver comes on: a port that
+/// sends PAUSE (CTRL.TFCE, which the model's EEPROM sets at reset, as the
+/// NVM of common boards does) needs FCRTH above FCRTL and within the packet
+/// buffer, and PAUSE frames need their address and type in FCAL/FCAH/FCT
+/// (Linux `igb_setup_link`, `igb_set_fc_watermarks`); with FCRTH left at 0
+/// the port would send XOFF at once and keep its partner paused.
+fn check_flow_control(s: &mut State) {
+    let ctrl = s.reg(CTRL);
+    if ctrl & (CTRL_RFCE | CTRL_TFCE) == 0 {
+        return;
+    }
+    let pba = (s.reg(RXPBS) & RXPBS_SIZE_MASK_82576) << 10;
+    let (high, low) = (s.reg(FCRTH), s.reg(FCRTL) & !FCRTL_XONE);
+    if ctrl & CTRL_TFCE != 0 && (high == 0 || low >= high || high > pba) {
+        s.violation(format!(
+            "receiver enabled with CTRL.TFCE set but FCRTH {high:#x} / FCRTL {low:#x} for a \
+             {pba}-byte packet buffer: the port would send XOFF at once (program the water \
+             marks, Linux igb_set_fc_watermarks, or clear TFCE)"
+        ));
+    }
+    if (s.reg(FCAL), s.reg(FCAH), s.reg(FCT))
+        != (
+            FLOW_CONTROL_ADDRESS_LOW,
+            FLOW_CONTROL_ADDRESS_HIGH,
+            FLOW_CONTROL_TYPE,
+        )
+    {
+        s.violation(
+            "receiver enabled with flow control on but FCAL/FCAH/FCT not holding the PAUSE \
+             address 01:80:C2:00:00:01 and type 0x8808 (Linux igb_setup_link)"
+                .to_owned(),
+        );
+    }
 }
 
 fn kind(s: &mut State, off: u32, what: &str) -> Option<Kind> {
@@ -232,6 +274,9 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
             let (was, on) = (s.reg(RCTL) & RCTL_EN != 0, val & RCTL_EN != 0);
             if was != on {
                 s.log(Event::RxEnable(on));
+            }
+            if on && !was {
+                check_flow_control(s);
             }
             s.regs.insert(RCTL, val);
         }

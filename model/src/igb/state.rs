@@ -89,6 +89,10 @@ impl State {
         for q in 0..QUEUES as u16 {
             self.regs.insert(srrctl(q), 2);
         }
+        // The EEPROM's flow control (both directions, as on common boards)
+        // and the 82576's 64 KB packet buffer.
+        self.regs.insert(CTRL, CTRL_RFCE | CTRL_TFCE);
+        self.regs.insert(RXPBS, RXPBS_DEFAULT_KB);
         for q in self.rx.iter_mut().chain(self.tx.iter_mut()) {
             *q = QueueState::default();
         }

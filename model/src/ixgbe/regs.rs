@@ -102,7 +102,15 @@ pub(crate) fn kinds() -> &'static HashMap<u32, Kind> {
         ] {
             m.insert(o, k);
         }
+        for o in [MFLCN, FCCFG, FCRTV] {
+            m.insert(o, Plain);
+        }
+        for n in 0..4 {
+            m.insert(fcttv(n), Plain);
+        }
         for n in 0..8 {
+            m.insert(fcrtl(n), Plain);
+            m.insert(fcrth(n), Plain);
             m.insert(rxpbsize(n), Plain);
             m.insert(txpbsize(n), Plain);
             m.insert(txpbthresh(n), Plain);
@@ -299,6 +307,13 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
             s.violation(format!("write of {val:#x} to read-only register {off:#x}"));
         }
         Kind::Ctrl => {
+            if val & CTRL_LNK_RST != 0 && s.link_up() {
+                s.violation(
+                    "CTRL.LNK_RST with the link up: it may reset the PHY under manageability \
+                     firmware; Linux ixgbe_reset_hw_82599 uses CTRL.RST alone then"
+                        .to_owned(),
+                );
+            }
             if val & CTRL_RST_MASK != 0 {
                 s.reset();
             } else {
@@ -452,6 +467,13 @@ fn rxctrl(s: &mut State, val: u32) {
     let was = s.reg(RXCTRL) & RXCTRL_RXEN != 0;
     let on = val & RXCTRL_RXEN != 0;
     if on && !was {
+        if s.reg(psrtype(0)) == 0 {
+            s.violation(
+                "RXCTRL.RXEN set with PSRTYPE(0) never written since reset (Linux \
+                 ixgbe_setup_psrtype: \"PSRTYPE must be initialized in non 82598 adapters\")"
+                    .to_owned(),
+            );
+        }
         // RXEN may come before the queues are enabled (ixy does that; a
         // frame for a disabled queue is dropped and counted in MPC).
         if let Some(off) = s.undefined.iter().min().copied() {
@@ -469,6 +491,25 @@ fn rxctrl(s: &mut State, val: u32) {
                 "RXCTRL.RXEN set with HLREG0.RXCRCSTRP = {hl} but RDRXCTL.CRCSTRIP = {rd}: the \
                  82599 needs both the same"
             ));
+        }
+        // Flow control (Linux ixgbe_fc_enable_generic): a port that sends
+        // PAUSE needs, in each sized packet buffer, FCRTH with FCEN above
+        // FCRTL and within the buffer.
+        if s.reg(FCCFG) & FCCFG_TFCE_802_3X != 0 {
+            let sized: Vec<u16> = (0..8).filter(|&pb| s.reg(rxpbsize(pb)) != 0).collect();
+            for pb in sized {
+                let size = s.reg(rxpbsize(pb));
+                let high = s.reg(fcrth(pb));
+                let low = s.reg(fcrtl(pb)) & !FCRTL_XONE;
+                let rth = high & !FCRTH_FCEN;
+                if high & FCRTH_FCEN == 0 || rth == 0 || low >= rth || rth > size {
+                    s.violation(format!(
+                        "RXCTRL.RXEN set with FCCFG.TFCE_802_3X on but FCRTH({pb}) {high:#x} / \
+                         FCRTL({pb}) {low:#x} for a {size:#x}-byte packet buffer (Linux \
+                         ixgbe_fc_enable_generic)"
+                    ));
+                }
+            }
         }
         let total: u32 = (0..8).map(|n| s.reg(rxpbsize(n))).sum();
         if total > RXPBSIZE_MAX {

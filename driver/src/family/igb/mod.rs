@@ -1,6 +1,7 @@
 //! Intel igb (82576, I350) back end: bring-up, queue setup, RSS, link,
 //! counters and shutdown, behind [`crate::family::Family`].
 
+pub mod flow;
 pub mod ids;
 pub mod init;
 pub mod irq;
@@ -15,6 +16,7 @@ use crate::stats::{Stats, StatsLayout};
 use crate::sys::mmio::Regs;
 use crate::wait::TimedOut;
 use pollnic_hw::desc::RXD_ERR_RXE;
+use pollnic_hw::flow::FlowControl;
 use pollnic_hw::rss::{Reta, KEY_LEN};
 
 /// The igb family (82576 and I350).
@@ -126,6 +128,12 @@ impl Family for Igb {
     }
     fn shutdown(&self, r: &dyn Regs, queues: u16) {
         init::shutdown(r, queues)
+    }
+    fn configure_flow_control(&self, r: &dyn Regs, mode: FlowControl, mtu: u32) {
+        flow::configure(r, mode, mtu)
+    }
+    fn flow_control(&self, r: &dyn Regs) -> FlowControl {
+        flow::mode(r)
     }
     /// EITR's 13-bit interval field (8191 µs).
     fn max_rx_usecs(&self) -> u32 {

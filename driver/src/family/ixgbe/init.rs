@@ -57,10 +57,18 @@ pub fn clear_tx_pending(r: &dyn Regs) {
     r.write32(HLREG0, hlreg0);
 }
 
-/// One CTRL.RST | CTRL.LNK_RST, awaited until both self-clear, then 10 ms
-/// (ixy; Linux waits 50 ms) before anything else touches the device.
+/// One reset, awaited until it self-clears, then 10 ms (ixy; Linux waits
+/// 50 ms) before anything else touches the device. The bit follows the
+/// link, as Linux `ixgbe_reset_hw_82599` chooses it: CTRL.RST (the MAC
+/// alone) while the link is up, since a link reset then may reset the PHY
+/// under manageability firmware that uses it; CTRL.LNK_RST when it is down.
 fn reset_once(r: &dyn Regs) -> Result<(), TimedOut> {
-    r.write32(CTRL, r.read32(CTRL) | CTRL_RST_MASK);
+    let bit = if r.read32(LINKS) & LINKS_UP != 0 {
+        CTRL_RST
+    } else {
+        CTRL_LNK_RST
+    };
+    r.write32(CTRL, r.read32(CTRL) | bit);
     std::thread::sleep(Duration::from_millis(1));
     wait_for("device reset (CTRL.RST)", INIT_TIMEOUT, || {
         r.read32(CTRL) & CTRL_RST_MASK == 0

@@ -3,6 +3,7 @@
 //! `pollnic_hw::ixgbe`), RSS, link, counters and shutdown. Implemented and
 //! tested against the software 82599 in [`model`]; not yet run on hardware.
 
+pub mod flow;
 pub mod ids;
 pub mod init;
 pub mod irq;
@@ -19,6 +20,7 @@ use crate::stats::StatsLayout;
 use crate::sys::mmio::Regs;
 use crate::wait::TimedOut;
 use media::{media_of, Media};
+use pollnic_hw::flow::FlowControl;
 use pollnic_hw::ixgbe::bits::RXDADV_ERR_FRAME_ERR_MASK;
 use pollnic_hw::rss::{Reta, KEY_LEN};
 
@@ -193,6 +195,12 @@ impl Family for Ixgbe {
     }
     fn shutdown(&self, r: &dyn Regs, queues: u16) {
         init::shutdown(r, queues, self.media)
+    }
+    fn configure_flow_control(&self, r: &dyn Regs, mode: FlowControl, mtu: u32) {
+        flow::configure(r, mode, mtu)
+    }
+    fn flow_control(&self, r: &dyn Regs) -> FlowControl {
+        flow::mode(r)
     }
     /// EITR's interval field, 2 µs steps (1022 µs).
     fn max_rx_usecs(&self) -> u32 {

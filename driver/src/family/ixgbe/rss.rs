@@ -37,7 +37,20 @@ pub fn write_reta(r: &dyn Regs, reta: &Reta) {
 }
 
 /// Key, table, RXCSUM.PCSD, then MRQC (which turns RSS on).
+/// PSRTYPE(0) for `queues` RSS queues, as Linux `ixgbe_setup_psrtype`
+/// writes it ("PSRTYPE must be initialized in non 82598 adapters").
+pub fn psrtype0(queues: u16) -> u32 {
+    let rqpl = match queues {
+        0..=1 => 0,
+        2..=3 => 1,
+        _ => 2,
+    };
+    PSRTYPE_HEADERS | rqpl << PSRTYPE_RQPL_SHIFT
+}
+
 pub fn enable(r: &dyn Regs, key: &[u8; KEY_LEN], reta: &Reta, types: &HashTypes) {
+    let queues = reta.0.iter().copied().max().map_or(1, |q| u16::from(q) + 1);
+    r.write32(psrtype(0), psrtype0(queues));
     for (n, v) in key_registers(key).iter().enumerate() {
         r.write32(rssrk(n as u16), *v);
     }
@@ -49,6 +62,13 @@ pub fn enable(r: &dyn Regs, key: &[u8; KEY_LEN], reta: &Reta, types: &HashTypes)
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn psrtype_is_linuxs_for_the_queue_count() {
+        assert_eq!(psrtype0(1), 0x1330);
+        assert_eq!(psrtype0(2), 0x1330 | 1 << 29);
+        assert_eq!(psrtype0(4), 0x1330 | 2 << 29);
+    }
+
     #[test]
     fn mrqc_is_rss_only_with_the_82599_field_bits() {
         // MRQE 1 | TCP_IPV4 16 | IPV4 17 | IPV6 20 | TCP_IPV6 21 | UDP_IPV4 22 | UDP_IPV6 23.
