@@ -26,9 +26,9 @@ fn link_comes_up_and_mac_matches_qemu_command_line() {
 
 /// Each flow control mode, programmed on QEMU's igb and read back from
 /// its registers (CTRL.RFCE/TFCE); frames still flow in every mode. QEMU
-/// stores the flow control registers but neither sends nor obeys PAUSE
-/// frames, so what the thresholds do is only checked on the software 82576
-/// (`tests/host_igb_model.rs`).
+/// sets RFCE and TFCE when its autonegotiation completes, so this fails if
+/// the mode is not forced again after link up. What the thresholds do is
+/// only checked on the software 82576 (`tests/host_igb_model.rs`).
 #[test]
 #[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
 fn each_flow_control_mode_reads_back_and_traffic_flows() {

@@ -434,7 +434,12 @@ impl Device {
                 addr,
                 waited_ms: t.waited_ms,
             }
-        })
+        })?;
+        // Once more after the link came up, as Linux forces the mode after
+        // autonegotiation (`igb_config_fc_after_link_up`): QEMU's igb sets
+        // CTRL.RFCE and TFCE when its autonegotiation completes.
+        fam.configure_flow_control(r, cfg.flow_control, cfg.mtu);
+        Ok(())
     }
 
     /// Every IOMMU mapping this device has now (`VFIO_IOMMU_MAP_DMA` on a
