@@ -25,7 +25,8 @@ const LIBRARY: [&str; 6] = ["-p", "pollnic-hw", "-p", "pollnic-rings", "-p", "po
 ///   refuses a std API newer than it; this machine has one toolchain, so
 ///   the oldest compiler itself cannot be run here);
 /// - `cargo publish --dry-run` of the three together: each packages and
-///   builds from its own tarball, with versions on its path dependencies.
+///   builds from its own tarball, with versions on its path dependencies
+///   (in `target/publish-check/`, emptied first).
 pub fn check_library(layout: &Layout) -> Result<()> {
     say!(
         "RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps --all-features {}",
@@ -46,8 +47,20 @@ pub fn check_library(layout: &Layout) -> Result<()> {
     clippy.extend(["--", "-D", "warnings"]);
     run(layout, &clippy)
         .context("clippy found warnings in the library crates; run the command above")?;
+    // A fresh target directory: cargo never rebuilds a registry crate of an
+    // unchanged version, so the shared one would verify `pollnic` against
+    // the `pollnic-hw` built by an earlier run.
     forget_packaged_sources();
-    let mut publish = vec!["publish", "--dry-run", "--allow-dirty"];
+    let fresh = layout.target.join("publish-check");
+    let _ = std::fs::remove_dir_all(&fresh);
+    let fresh = fresh.display().to_string();
+    let mut publish = vec![
+        "publish",
+        "--dry-run",
+        "--allow-dirty",
+        "--target-dir",
+        &fresh,
+    ];
     publish.extend(LIBRARY);
     run(layout, &publish)
         .context("a library crate would not publish (metadata, path dependency versions, or its packaged build)")
