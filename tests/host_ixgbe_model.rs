@@ -976,3 +976,71 @@ fn check_flow_registers(m: &Soft82599, mode: pollnic::config::FlowControl) {
     assert_eq!(m.peek(fcttv(0)), 0xFFFF_FFFF);
     assert_eq!(m.peek(FCRTV), 0x7FFF);
 }
+
+/// Every 82599 board pollnic brings up links on the model with its own
+/// rules: SFP+ boards through the laser and 10G serial; backplane (KX4/KX/
+/// KR), XAUI, CX4 and LS boards, whose EEPROM here disables the link in
+/// AUTOC2, only through the pipeline reset (a bare AN_RESTART, what pollnic
+/// did before, leaves them down), with the EEPROM's link mode kept and the
+/// laser pin untouched. The external-PHY and QSFP+ boards are refused.
+#[test]
+fn every_82599_board_links_through_its_own_start() {
+    use pollnic_hw::ixgbe::*;
+    let sfp = [
+        DEV_ID_82599_SFP,
+        DEV_ID_82599_SFP_FCOE,
+        DEV_ID_82599_SFP_EM,
+        DEV_ID_82599_SFP_SF2,
+        DEV_ID_82599_SFP_SF_QP,
+        DEV_ID_82599EN_SFP,
+    ];
+    let no_laser = [
+        (DEV_ID_82599_KX4, AUTOC_LMS_KX4_KX_KR),
+        (DEV_ID_82599_KX4_MEZZ, AUTOC_LMS_KX4_KX_KR),
+        (DEV_ID_82599_COMBO_BACKPLANE, AUTOC_LMS_KX4_KX_KR),
+        (DEV_ID_82599_KR, AUTOC_LMS_KX4_KX_KR),
+        (DEV_ID_82599_BACKPLANE_FCOE, AUTOC_LMS_KX4_KX_KR),
+        (DEV_ID_82599_XAUI_LOM, AUTOC_LMS_10G_LINK_NO_AN),
+        (DEV_ID_82599_CX4, AUTOC_LMS_KX4_KX_KR),
+        (DEV_ID_82599_LS, AUTOC_LMS_10G_SERIAL),
+    ];
+    for id in sfp {
+        let m = Soft82599::with_device(ModelConfig::default(), id);
+        let dev = m
+            .open(&small(1))
+            .unwrap_or_else(|e| panic!("{id:#06x}: {e}"));
+        assert!(
+            dev.link().up && dev.link().speed_mbps == 10_000,
+            "{id:#06x}"
+        );
+        assert_eq!(m.peek(ESDP) & ESDP_SDP3, 0, "{id:#06x}: laser on");
+        assert!(m.violations().is_empty(), "{id:#06x}: {:?}", m.violations());
+    }
+    for (id, lms) in no_laser {
+        let m = Soft82599::with_device(ModelConfig::default(), id);
+        let esdp = m.peek(ESDP);
+        let dev = m
+            .open(&small(1))
+            .unwrap_or_else(|e| panic!("{id:#06x}: {e}"));
+        assert!(
+            dev.link().up && dev.link().speed_mbps == 10_000,
+            "{id:#06x}"
+        );
+        assert_eq!(
+            m.peek(AUTOC) & AUTOC_LMS_MASK,
+            lms,
+            "{id:#06x}: the EEPROM's mode kept"
+        );
+        assert_eq!(
+            m.peek(AUTOC2) & AUTOC2_LINK_DISABLE_MASK,
+            0,
+            "{id:#06x}: link enabled"
+        );
+        assert_eq!(m.peek(ESDP), esdp, "{id:#06x}: no laser pin touched");
+        assert!(m.violations().is_empty(), "{id:#06x}: {:?}", m.violations());
+    }
+    for id in [DEV_ID_82599_T3_LOM, DEV_ID_82599_QSFP_SF_QP] {
+        let m = Soft82599::with_device(ModelConfig::default(), id);
+        assert!(m.open(&small(1)).is_err(), "{id:#06x} is not brought up");
+    }
+}

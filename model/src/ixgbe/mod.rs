@@ -97,13 +97,43 @@ impl Soft82599 {
         }
     }
 
-    /// The identity `Device` sees: an 82599ES SFP+ (8086:10fb) at [`MODEL_ADDR`].
+    /// A powered-on device of 82599 board `device` (a PCI device ID):
+    /// SFP+ IDs link as [`Soft82599::new`]'s 8086:10fb does; backplane
+    /// (KX4/KX/KR), XAUI, CX4 and LS IDs have no laser control, their
+    /// EEPROM puts the board's link mode in AUTOC.LMS (KX4/KX/KR; 10G
+    /// parallel on XAUI; 10G serial on LS) and disables the link in AUTOC2,
+    /// and they link only after a pipeline reset ([`state::Board`]).
+    pub fn with_device(cfg: ModelConfig, device: u16) -> Self {
+        use pollnic_hw::ixgbe::{bits::*, *};
+        let m = Self::new(cfg);
+        {
+            let mut s = lock(&m.shared);
+            s.device = device;
+            s.eeprom_lms = match device {
+                DEV_ID_82599_XAUI_LOM => AUTOC_LMS_10G_LINK_NO_AN,
+                DEV_ID_82599_LS => AUTOC_LMS_10G_SERIAL,
+                _ if state::Board::of(device) == state::Board::NoLaser => AUTOC_LMS_KX4_KX_KR,
+                _ => AUTOC_LMS_10G_SERIAL,
+            };
+            s.load_defaults();
+        }
+        m
+    }
+
+    /// The identity `Device` sees: the model's device ID (an 82599ES SFP+,
+    /// 8086:10fb, unless [`Soft82599::with_device`] chose another) at
+    /// [`MODEL_ADDR`].
     pub fn ident(&self) -> DeviceIdent {
+        let device = lock(&self.shared).device;
         DeviceIdent::new(
             MODEL_ADDR.parse().expect("valid address"),
             pollnic_hw::ixgbe::VENDOR_INTEL,
-            pollnic_hw::ixgbe::DEV_ID_82599_SFP,
-            "82599ES 10-Gigabit SFI/SFP+ Network Connection (software model)",
+            device,
+            if device == pollnic_hw::ixgbe::DEV_ID_82599_SFP {
+                "82599ES 10-Gigabit SFI/SFP+ Network Connection (software model)"
+            } else {
+                "82599 10-Gigabit Network Connection (software model)"
+            },
         )
     }
 

@@ -350,6 +350,17 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
         Kind::Autoc => {
             if val & AUTOC_AN_RESTART != 0 {
                 s.an_at = Some(s.now());
+                if super::state::Board::of(s.device) == super::state::Board::NoLaser {
+                    let toggled = (val ^ s.reg(AUTOC)) & AUTOC_LMS_MASK == 0x4 << AUTOC_LMS_SHIFT;
+                    if toggled && !s.pipeline_toggled {
+                        s.pipeline_toggled = true;
+                    } else if s.pipeline_toggled {
+                        s.pipeline_toggled = false;
+                        if s.reg(AUTOC2) & AUTOC2_LINK_DISABLE_MASK == 0 {
+                            s.pipeline_done_at = Some(s.now());
+                        }
+                    }
+                }
             }
             s.regs.insert(AUTOC, val & !AUTOC_AN_RESTART);
         }

@@ -27,6 +27,38 @@ pub const AN_STATE_TIME: Duration = Duration::from_millis(1);
 /// Queues the model implements (the 82599's 128).
 pub(crate) const QUEUES: usize = 128;
 
+/// How a board links, by device ID (Linux `ixgbe_get_media_type_82599`):
+/// SFP+ cages link once a module is seated, the laser is on (ESDP.SDP3 low)
+/// and autonegotiation restarted; backplane (KX4/KX/KR), XAUI, CX4 and
+/// LS-fiber boards have no laser control and link once a pipeline reset
+/// (`ixgbe_reset_pipeline_82599`) restarted the link with AUTOC2's link
+/// enabled. A bare AUTOC.AN_RESTART does not start them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Board {
+    /// An SFP+ cage with laser control.
+    Sfp,
+    /// No laser control: the link starts through the pipeline reset.
+    NoLaser,
+}
+
+impl Board {
+    /// The board of device `device`.
+    pub fn of(device: u16) -> Board {
+        use pollnic_hw::ixgbe::*;
+        match device {
+            DEV_ID_82599_KX4
+            | DEV_ID_82599_KX4_MEZZ
+            | DEV_ID_82599_COMBO_BACKPLANE
+            | DEV_ID_82599_KR
+            | DEV_ID_82599_BACKPLANE_FCOE
+            | DEV_ID_82599_XAUI_LOM
+            | DEV_ID_82599_CX4
+            | DEV_ID_82599_LS => Board::NoLaser,
+            _ => Board::Sfp,
+        }
+    }
+}
+
 pub(crate) struct State {
     pub cfg: ModelConfig,
     /// Plain register storage (offset → value).
@@ -45,6 +77,14 @@ pub(crate) struct State {
     pub module_present: bool,
     /// The link mode the EEPROM loads into AUTOC.LMS at reset.
     pub eeprom_lms: u32,
+    /// The PCI device ID the model plays (its board: [`Board`]).
+    pub device: u16,
+    /// Board without laser control: the first half of a pipeline reset
+    /// (AUTOC written with LMS bit 2 toggled and AN_RESTART) was seen.
+    pub pipeline_toggled: bool,
+    /// Board without laser control: when the pipeline reset completed with
+    /// AUTOC2's link enabled; the link trains from then.
+    pub pipeline_done_at: Option<Duration>,
     /// PCIe master requests that never complete: STATUS.GIO stays set after
     /// CTRL.GIO_DIS until a reset.
     pub master_stuck: bool,
@@ -84,6 +124,9 @@ impl State {
             laser_on_at: None,
             module_present: true,
             eeprom_lms: pollnic_hw::ixgbe::bits::AUTOC_LMS_10G_SERIAL,
+            device: pollnic_hw::ixgbe::DEV_ID_82599_SFP,
+            pipeline_toggled: false,
+            pipeline_done_at: None,
             master_stuck: false,
             needs_second_reset: false,
             undefined: HashSet::new(),
@@ -136,7 +179,7 @@ impl State {
     /// reads back (the relaxed-ordering bits of DCA_RXCTRL/DCA_TXCTRL among
     /// them), garbage in what reset leaves undefined (MTA, RAR 1..127, VFTA),
     /// and 0 elsewhere.
-    fn load_defaults(&mut self) {
+    pub fn load_defaults(&mut self) {
         use pollnic_hw::ixgbe::{bits::*, regs::*};
         self.regs.clear();
         self.counters.clear();
@@ -148,7 +191,17 @@ impl State {
         self.regs
             .insert(rah(0), u32::from_le_bytes([m[4], m[5], 0, 0]) | RAH_AV);
         self.regs.insert(AUTOC, self.eeprom_lms);
-        self.regs.insert(AUTOC2, AUTOC2_10G_SFI);
+        self.pipeline_toggled = false;
+        self.pipeline_done_at = None;
+        if Board::of(self.device) == Board::Sfp {
+            self.regs.insert(AUTOC2, AUTOC2_10G_SFI);
+        } else {
+            // This model's EEPROM leaves the link disabled in AUTOC2 on the
+            // boards without laser control: the case Linux's
+            // `ixgbe_reset_pipeline_82599` handles ("enable link if
+            // disabled in NVM").
+            self.regs.insert(AUTOC2, AUTOC2_LINK_DISABLE_MASK);
+        }
         self.regs.insert(ESDP, ESDP_SDP3_DIR | ESDP_SDP3);
         self.laser_on_at = None;
         self.regs
@@ -293,6 +346,11 @@ impl State {
         let Some(train) = self.cfg.link_time.map(|d| d.max(LINK_TRAINING)) else {
             return false;
         };
+        if Board::of(self.device) == Board::NoLaser {
+            return self
+                .pipeline_done_at
+                .is_some_and(|t| self.now() >= t + train);
+        }
         match (self.module_present, self.laser_on_at, self.an_at) {
             (true, Some(l), Some(a)) => self.now() >= l.max(a) + train,
             _ => false,

@@ -45,12 +45,14 @@ pub fn disable_tx_laser(r: &dyn Regs) {
     std::thread::sleep(LASER_OFF_WAIT);
 }
 
-/// Start the link for `media` (§4.6.4). SFP+ boards get link mode 10G
-/// serial (SFI) and a pipeline reset, as Linux `ixgbe_setup_sfp_modules_82599`
-/// does through `prot_autoc_write_82599`; every other board keeps the mode
-/// its EEPROM put in AUTOC.LMS and gets AN_RESTART (Linux leaves AUTOC's
-/// mode to the EEPROM on backplane boards; ixy's forcing of 10G serial
-/// everywhere is wrong there). The link is awaited later.
+/// Start the link for `media` (§4.6.4) through the pipeline reset, as Linux
+/// does on every 82599 board (`ixgbe_start_mac_link_82599` and
+/// `prot_autoc_write_82599` both end in `ixgbe_reset_pipeline_82599`, which
+/// also re-enables a link the NVM disabled in AUTOC2). SFP+ boards get link
+/// mode 10G serial (SFI), as `ixgbe_setup_sfp_modules_82599` sets it;
+/// backplane (KX4/KX/KR), XAUI, CX4 and LS boards keep the mode their
+/// EEPROM put in AUTOC.LMS (ixy's forcing of 10G serial everywhere is wrong
+/// there). The link is awaited later.
 ///
 /// Not done: the per-module init sequence Linux writes to CORECTL from the
 /// EEPROM after identifying the module over I2C (`ixgbe_setup_sfp_modules_82599`);
@@ -64,7 +66,7 @@ pub fn start_link(r: &dyn Regs, media: Media) {
         r.write32(AUTOC, autoc);
         reset_pipeline(r, autoc);
     } else {
-        r.write32(AUTOC, autoc | AUTOC_AN_RESTART);
+        reset_pipeline(r, autoc);
     }
 }
 
