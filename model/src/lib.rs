@@ -197,6 +197,28 @@ pub(crate) type SharedModel = Arc<Mutex<dyn RegisterModel>>;
 
 /// Lock a model. A violation panics with the lock held (strict mode); later
 /// users still get the state, so the first panic is the one reported.
+/// The rule of CTRL_EXT.DRV_LOAD (bit 28 on the 82576 and the 82599 alike):
+/// the port moves traffic only while a driver has taken it from the
+/// manageability firmware (Linux `<family>_get_hw_control` after the reset,
+/// `<family>_release_hw_control` at the end). `what` is the traffic, `linux`
+/// the family's function. Returns the violation to record, once per model
+/// (`None` when the bit is set or it was reported already).
+pub(crate) fn drv_load_violation(
+    ctrl_ext: u32,
+    reported: &[String],
+    what: &str,
+    linux: &str,
+) -> Option<String> {
+    (ctrl_ext & pollnic_hw::igb::bits::CTRL_EXT_DRV_LOAD == 0
+        && !reported.iter().any(|v| v.contains("DRV_LOAD")))
+    .then(|| {
+        format!(
+            "{what} while CTRL_EXT.DRV_LOAD is clear: the driver never told the \
+             manageability firmware that it owns the port (Linux {linux})"
+        )
+    })
+}
+
 pub(crate) fn lock<T: ?Sized>(s: &Mutex<T>) -> MutexGuard<'_, T> {
     s.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -147,19 +147,13 @@ impl State {
         s
     }
 
-    /// The rule of CTRL_EXT.DRV_LOAD: the port moves traffic only while a
-    /// driver has taken it from the manageability firmware (Linux
-    /// `ixgbe_get_hw_control` after the reset; `ixgbe_release_hw_control` at
-    /// the end). Reported once.
+    /// The CTRL_EXT.DRV_LOAD rule ([`crate::drv_load_violation`]).
     pub fn check_driver_owns(&mut self, what: &str) {
-        use pollnic_hw::ixgbe::{bits::CTRL_EXT_DRV_LOAD, regs::CTRL_EXT};
-        if self.reg(CTRL_EXT) & CTRL_EXT_DRV_LOAD == 0
-            && !self.violations.iter().any(|v| v.contains("DRV_LOAD"))
+        let ctrl_ext = self.reg(pollnic_hw::ixgbe::regs::CTRL_EXT);
+        if let Some(v) =
+            crate::drv_load_violation(ctrl_ext, &self.violations, what, "ixgbe_get_hw_control")
         {
-            self.violation(format!(
-                "{what} while CTRL_EXT.DRV_LOAD is clear: the driver never told the \
-                 manageability firmware that it owns the port (Linux ixgbe_get_hw_control)"
-            ));
+            self.violation(v);
         }
     }
 
