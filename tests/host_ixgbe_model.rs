@@ -982,7 +982,8 @@ fn check_flow_registers(m: &Soft82599, mode: pollnic::config::FlowControl) {
 /// KR), XAUI, CX4 and LS boards, whose EEPROM here disables the link in
 /// AUTOC2, only through the pipeline reset (a bare AN_RESTART, what pollnic
 /// did before, leaves them down), with the EEPROM's link mode kept and the
-/// laser pin untouched. The external-PHY and QSFP+ boards are refused.
+/// laser pin untouched, and AUTOC2's upper half kept across the shutdown's
+/// reset. The external-PHY and QSFP+ boards are refused.
 #[test]
 fn every_82599_board_links_through_its_own_start() {
     use pollnic_hw::ixgbe::*;
@@ -1037,6 +1038,19 @@ fn every_82599_board_links_through_its_own_start() {
             "{id:#06x}: link enabled"
         );
         assert_eq!(m.peek(ESDP), esdp, "{id:#06x}: no laser pin touched");
+        assert!(m.violations().is_empty(), "{id:#06x}: {:?}", m.violations());
+        // The shutdown's reset reloads the EEPROM's AUTOC2 (link disabled);
+        // the port is given back with the upper half it ran with, as Linux
+        // `ixgbe_reset_hw_82599` restores `orig_autoc2` (the model refuses
+        // DRV_LOAD cleared otherwise).
+        let running = m.peek(AUTOC2);
+        drop(dev);
+        assert_eq!(m.peek(CTRL_EXT) & CTRL_EXT_DRV_LOAD, 0, "{id:#06x}");
+        assert_eq!(
+            m.peek(AUTOC2) & AUTOC2_UPPER_MASK,
+            running & AUTOC2_UPPER_MASK,
+            "{id:#06x}: AUTOC2 kept across the shutdown's reset"
+        );
         assert!(m.violations().is_empty(), "{id:#06x}: {:?}", m.violations());
     }
     for id in [DEV_ID_82599_T3_LOM, DEV_ID_82599_QSFP_SF_QP] {

@@ -115,6 +115,11 @@ pub const AUTOC2_10G_SFI: u32 = 0x2 << 16;
 /// AUTOC2: the link-disable bits an NVM may set, bits 30:28; Linux
 /// `ixgbe_reset_pipeline_82599` clears them (`IXGBE_AUTOC2_LINK_DISABLE_MASK`).
 pub const AUTOC2_LINK_DISABLE_MASK: u32 = 0x7000_0000;
+/// AUTOC2 bits 31:16 (the 10G serial PMA/PMD field, the link-disable bits
+/// and the rest of the upper half): what Linux `ixgbe_reset_hw_82599` keeps
+/// across resets, restoring the value it saw after its first reset
+/// (`IXGBE_AUTOC2_UPPER_MASK`).
+pub const AUTOC2_UPPER_MASK: u32 = 0xFFFF_0000;
 
 /// ANLP1: auto-negotiation state machine, bits 19:16; 0 until the link
 /// restarts (`IXGBE_ANLP1_AN_STATE_MASK`).
@@ -463,6 +468,7 @@ mod tests {
         assert_eq!((FWSM_MODE_MASK, FWSM_FW_MODE_PT), (0xE, 0x4));
         assert_eq!(ANLP1_AN_STATE_MASK, 0x000f_0000);
         assert_eq!(AUTOC2_LINK_DISABLE_MASK, 0x7000_0000);
+        assert_eq!(AUTOC2_UPPER_MASK & AUTOC2_LINK_DISABLE_MASK, AUTOC2_LINK_DISABLE_MASK);
         assert_eq!(GCR_EXT_BUFFERS_CLEAR, 0x4000_0000);
         assert_eq!(DCA_TXCTRL_DESC_WRO_EN, 1 << 11);
         assert_eq!(DCA_RXCTRL_CLEAR, 0xB000);

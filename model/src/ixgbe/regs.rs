@@ -23,6 +23,8 @@ pub(crate) enum Kind {
     Eims,
     Eimc,
     Autoc,
+    /// CTRL_EXT: DRV_LOAD's release is checked against AUTOC2.
+    CtrlExt,
     Links,
     /// ANLP1: read-only, the AN state after a restart.
     Anlp1,
@@ -64,7 +66,7 @@ pub(crate) fn kinds() -> &'static HashMap<u32, Kind> {
         for (o, k) in [
             (CTRL, Ctrl),
             (STATUS, Status),
-            (CTRL_EXT, Plain),
+            (CTRL_EXT, CtrlExt),
             (EEC, Eec),
             (EERD, Eerd),
             (EICR, Eicr),
@@ -347,9 +349,13 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
             }
         }
         Kind::Ivar => super::irq::write_ivar(s, off, val),
+        Kind::CtrlExt => ctrl_ext(s, val),
         Kind::Autoc => {
             if val & AUTOC_AN_RESTART != 0 {
                 s.an_at = Some(s.now());
+                if s.first_autoc2_upper.is_none() {
+                    s.first_autoc2_upper = Some(s.reg(AUTOC2) & AUTOC2_UPPER_MASK);
+                }
                 if super::state::Board::of(s.device) == super::state::Board::NoLaser {
                     let toggled = (val ^ s.reg(AUTOC)) & AUTOC_LMS_MASK == 0x4 << AUTOC_LMS_SHIFT;
                     if toggled && !s.pipeline_toggled {
@@ -449,6 +455,29 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
             s.regs.insert(off, val);
         }
     }
+}
+
+/// CTRL_EXT. The AUTOC2 rule, checked when the driver gives the port back
+/// (a write that leaves DRV_LOAD clear, also where the reset cleared it
+/// already, as Linux `ixgbe_release_hw_control` writes it): every reset reloads AUTOC2 from the EEPROM, whose
+/// upper half may differ from what the port ran with (this model's EEPROM
+/// disables the link on boards without laser control), so AUTOC2's upper
+/// half must again read as it did when the driver first started the link.
+/// Linux `ixgbe_reset_hw_82599` restores it after every reset but the
+/// first (`orig_autoc2`); a port left with its NVM's link-disable bits set
+/// drops the link manageability firmware may still be using.
+fn ctrl_ext(s: &mut State, val: u32) {
+    let released = val & CTRL_EXT_DRV_LOAD == 0;
+    let upper = s.reg(AUTOC2) & AUTOC2_UPPER_MASK;
+    if let Some(first) = s.first_autoc2_upper.filter(|&f| released && f != upper) {
+        s.violation(format!(
+            "port given back (CTRL_EXT written with DRV_LOAD clear) with AUTOC2's upper half {upper:#010x} where it read \
+             {first:#010x} when the link was first started: the reset reloaded the EEPROM's \
+             value; restore AUTOC2 bits 31:16 after every reset but the first (Linux \
+             ixgbe_reset_hw_82599, orig_autoc2)"
+        ));
+    }
+    s.regs.insert(CTRL_EXT, val);
 }
 
 fn tail_check(s: &mut State, off: u32, val: u32, q: u16, rx: bool) {

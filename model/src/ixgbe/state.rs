@@ -85,6 +85,11 @@ pub(crate) struct State {
     /// Board without laser control: when the pipeline reset completed with
     /// AUTOC2's link enabled; the link trains from then.
     pub pipeline_done_at: Option<Duration>,
+    /// AUTOC2's upper half (bits 31:16) when the driver first started the
+    /// link (its first AUTOC write with AN_RESTART since power-on): what
+    /// Linux `ixgbe_reset_hw_82599` keeps across later resets
+    /// (`orig_autoc2`), checked when the driver lets go of the port.
+    pub first_autoc2_upper: Option<u32>,
     /// PCIe master requests that never complete: STATUS.GIO stays set after
     /// CTRL.GIO_DIS until a reset.
     pub master_stuck: bool,
@@ -127,6 +132,7 @@ impl State {
             device: pollnic_hw::ixgbe::DEV_ID_82599_SFP,
             pipeline_toggled: false,
             pipeline_done_at: None,
+            first_autoc2_upper: None,
             master_stuck: false,
             needs_second_reset: false,
             undefined: HashSet::new(),

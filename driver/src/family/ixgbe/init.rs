@@ -204,6 +204,27 @@ pub fn read_mac(r: &dyn Regs) -> Result<[u8; 6], TimedOut> {
 /// `ixgbe_dev_tx_queue_stop`: `RTE_IXGBE_REGISTER_POLL_WAIT_10_MS`).
 pub const TX_DRAIN_TIMEOUT: Duration = Duration::from_millis(10);
 
+/// After a reset other than the first of an open, put back AUTOC2's upper
+/// half (bits 31:16: the 10G serial PMA/PMD field and the link-disable
+/// bits) as it read before that reset, when the reset changed it, as Linux
+/// `ixgbe_reset_hw_82599` does with the value it saved at its first reset
+/// (`orig_autoc2`). The reset reloads the NVM's value, which on some boards
+/// disables the link (AUTOC2 bits 30:28); the bring-up's pipeline reset
+/// had enabled it, so the value before a later reset is the one Linux
+/// saved. AUTOC itself is not restored: pollnic writes it only to start the
+/// link, which every open does again. Returns whether it wrote AUTOC2.
+pub fn restore_autoc2_upper(r: &dyn Regs, before: u32) -> bool {
+    let now = r.read32(AUTOC2);
+    if (now ^ before) & AUTOC2_UPPER_MASK == 0 {
+        return false;
+    }
+    r.write32(
+        AUTOC2,
+        (now & !AUTOC2_UPPER_MASK) | (before & AUTOC2_UPPER_MASK),
+    );
+    true
+}
+
 /// Tell the manageability firmware the driver owns the port: CTRL_EXT.DRV_LOAD
 /// on, right after the reset (Linux `ixgbe_get_hw_control`, from
 /// `ixgbe_probe`). [`shutdown`] clears it again.
@@ -216,7 +237,8 @@ pub fn take_hw_control(r: &dyn Regs) {
 /// it holds (TDH reaching TDT, DPDK `ixgbe_dev_tx_queue_stop`; only with the
 /// link up, since without it nothing leaves: Linux `ixgbe_disable_tx`), then
 /// disabled with TXDCTL.SWFLSH, which writes back what the queue has done
-/// (Linux `ixgbe_disable_tx`), and awaited; TX DMA off, a global reset,
+/// (Linux `ixgbe_disable_tx`), and awaited; TX DMA off, a global reset
+/// with AUTOC2's upper half kept across it ([`restore_autoc2_upper`]),
 /// and on SFP+ boards the laser off again (Linux `ixgbe_down`, DPDK
 /// `ixgbe_dev_stop`), and CTRL_EXT.DRV_LOAD cleared (Linux
 /// `ixgbe_release_hw_control`). Safe in any state; failures are ignored (the reset
@@ -247,7 +269,9 @@ pub fn shutdown(r: &dyn Regs, queues: u16, media: Media) {
         });
     }
     r.clear_bits(DMATXCTL, DMATXCTL_TE);
+    let autoc2 = r.read32(AUTOC2);
     let _ = reset(r);
+    restore_autoc2_upper(r, autoc2);
     if link::controls_laser(r, media) {
         link::disable_tx_laser(r);
     }
