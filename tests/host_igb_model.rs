@@ -621,3 +621,92 @@ fn a_receiver_enabled_with_pause_on_and_no_water_marks_is_refused() {
         "{v:?}"
     );
 }
+
+/// The I350 encodes RXPBS as an index into a table of sizes (Linux
+/// `igb_rxpbs_adjust_82580`): the software I350's field 0 is 36 KB, so the
+/// water marks are igb_reset's for 36 KB, where reading the field as the
+/// 82576's size (what pollnic did before) gave the 64 KB marks, above the
+/// buffer, and the model refuses them. The 82576 keeps its 64 KB marks.
+#[test]
+fn the_i350s_water_marks_follow_its_rxpbs_encoding() {
+    use pollnic_hw::flow::igb_water_marks;
+    let i350 = Soft82576::with_device(ModelConfig::default(), 0x1521);
+    let dev = i350.open(&small(1)).unwrap();
+    let (high, low) = igb_water_marks(36, 1522);
+    assert_eq!(
+        (high, low),
+        (33_168, 33_152),
+        "90 % of 36 KB, rounded to 16"
+    );
+    assert_eq!(i350.peek(FCRTH), high);
+    assert_eq!(i350.peek(FCRTL), low | FCRTL_XONE);
+    drop(dev);
+    assert!(i350.violations().is_empty(), "{:?}", i350.violations());
+    let m82576 = Soft82576::new(ModelConfig::default());
+    let _dev = m82576.open(&small(1)).unwrap();
+    assert_eq!(m82576.peek(FCRTH), 58_976);
+}
+
+/// Energy Efficient Ethernet and DMA coalescing on the I350: off by default
+/// (the model's NVM turns EEE on, and refuses a receiver enabled before
+/// EEER was written, as pollnic did before it set EEE), on when
+/// `DeviceConfig::power_saving` asks, as Linux `igb_set_eee_i350` and
+/// `igb_init_dmac` program them, and read back by `Device::power_saving`.
+/// The 82576 has neither register, and the model refuses any access to
+/// them there.
+#[test]
+fn i350_eee_and_dma_coalescing_are_off_by_default_and_configurable() {
+    use pollnic::config::PowerSaving;
+    let m = Soft82576::with_device(ModelConfig::default(), 0x1521);
+    assert!(m.ident().name.starts_with("I350"));
+    assert_eq!(m.peek(EEER) & EEER_LPI_MASK, EEER_LPI_MASK, "the NVM's EEE");
+    let dev = m.open(&small(1)).unwrap();
+    assert_eq!(dev.power_saving(), PowerSaving::OFF);
+    assert_eq!(m.peek(EEER) & EEER_LPI_MASK, 0);
+    assert_eq!(m.peek(IPCNFG) & (IPCNFG_EEE_1G_AN | IPCNFG_EEE_100M_AN), 0);
+    assert_eq!(m.peek(DMACR) & DMACR_DMAC_EN, 0);
+    drop(dev);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+
+    let m = Soft82576::with_device(ModelConfig::default(), 0x1521);
+    let dev = m
+        .open(&small(1).with_power_saving(PowerSaving::LINUX))
+        .unwrap();
+    assert_eq!(dev.power_saving(), PowerSaving::LINUX);
+    assert_eq!(m.peek(EEER) & EEER_LPI_MASK, EEER_LPI_MASK);
+    assert_eq!(
+        m.peek(IPCNFG) & (IPCNFG_EEE_1G_AN | IPCNFG_EEE_100M_AN),
+        IPCNFG_EEE_1G_AN | IPCNFG_EEE_100M_AN
+    );
+    // igb_init_dmac for a 36 KB buffer at MTU 1500: threshold 26 KB, the
+    // 1 ms watchdog in 32 µs units, both Lx states; FCRTC 64 x 30.
+    let dmacr = m.peek(DMACR);
+    assert_eq!(
+        dmacr,
+        DMACR_DMAC_EN | DMACR_DMAC_LX_MASK | 26 << DMACR_DMACTHR_SHIFT | 31,
+        "{dmacr:#x}"
+    );
+    assert_eq!(m.peek(FCRTC), (64 * 30) << FCRTC_RTH_COAL_SHIFT);
+    assert_eq!(m.peek(DMCTXTH), (20_408 - 4096 - 1522) >> 6);
+    assert_eq!(m.peek(DMCTLX), 0x8000_0004);
+    assert_ne!(m.peek(PCIEMISC) & PCIEMISC_LX_DECISION, 0);
+    drop(dev);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+
+    let only_eee = Soft82576::with_device(ModelConfig::default(), 0x1523);
+    let dev = only_eee
+        .open(&small(1).with_power_saving(PowerSaving::OFF.with_eee(true)))
+        .unwrap();
+    assert_eq!(dev.power_saving(), PowerSaving::OFF.with_eee(true));
+    drop(dev);
+
+    // The 82576: no EEE or DMA coalescing register touched (the strict
+    // model would panic), and nothing to read back.
+    let m = Soft82576::new(ModelConfig::default());
+    let dev = m
+        .open(&small(1).with_power_saving(PowerSaving::LINUX))
+        .unwrap();
+    assert_eq!(dev.power_saving(), PowerSaving::OFF);
+    drop(dev);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}

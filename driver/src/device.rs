@@ -426,7 +426,8 @@ impl Device {
             q.rx.start();
             fam.enable_tx_queue(r, q.id).map_err(timeout)?;
         }
-        fam.configure_flow_control(r, cfg.flow_control, cfg.mtu);
+        fam.configure_flow_control(r, self.device_id, cfg.flow_control, cfg.mtu);
+        fam.configure_power_saving(r, self.device_id, cfg.power_saving, cfg.mtu);
         fam.start_rx(r, cfg.rx_filter()).map_err(timeout)?;
 
         wait_for("link up", cfg.link_timeout, || fam.link_status(r).up).map_err(|t| {
@@ -438,7 +439,7 @@ impl Device {
         // Once more after the link came up, as Linux forces the mode after
         // autonegotiation (`igb_config_fc_after_link_up`): QEMU's igb sets
         // CTRL.RFCE and TFCE when its autonegotiation completes.
-        fam.configure_flow_control(r, cfg.flow_control, cfg.mtu);
+        fam.configure_flow_control(r, self.device_id, cfg.flow_control, cfg.mtu);
         Ok(())
     }
 
@@ -698,6 +699,13 @@ impl Device {
     /// [`DeviceConfig::flow_control`] as the NIC took it. `ethtool -a`.
     pub fn flow_control(&self) -> crate::config::FlowControl {
         self.family.flow_control(self.bar.regs())
+    }
+
+    /// The I350's Energy Efficient Ethernet and DMA coalescing as the NIC
+    /// runs them, read back from EEER and DMACR ([`DeviceConfig::power_saving`]);
+    /// always off on parts without them (82576, 82599). `ethtool --show-eee`.
+    pub fn power_saving(&self) -> crate::config::PowerSaving {
+        self.family.power_saving(self.bar.regs(), self.device_id)
     }
 
     /// Read the hardware counters (adding to the totals since open) and return

@@ -42,6 +42,12 @@ pub struct SelfCheck {
     pub link: LinkStatus,
     /// The flow control mode read back after bring-up ([`Device::flow_control`]).
     pub flow_control: crate::config::FlowControl,
+    /// The I350's EEE and DMA coalescing as the port was found, before the
+    /// reset (what its previous owner left: Linux igb turns both on).
+    pub power_saving_before: crate::config::PowerSaving,
+    /// The same after bring-up ([`Device::power_saving`]): what
+    /// [`DeviceConfig::power_saving`] asked.
+    pub power_saving: crate::config::PowerSaving,
     /// The registers, in the family's order (empty for a family without a
     /// list).
     pub registers: Vec<RegisterRead>,
@@ -73,10 +79,12 @@ pub fn selfcheck_on(
     let bar = io.bar0();
     let before: Vec<u32> = list.iter().map(|(_, o)| bar.regs().read32(*o)).collect();
     let (addr, name, device) = (ident.addr, ident.name.clone(), ident.device);
+    let power_saving_before = family.power_saving(bar.regs(), device);
     let dev = Device::open_on(io, ident, cfg)?;
     let after: Vec<u32> = list.iter().map(|(_, o)| bar.regs().read32(*o)).collect();
     let link = dev.link();
     let flow_control = dev.flow_control();
+    let power_saving = dev.power_saving();
     drop(dev);
     Ok(SelfCheck {
         addr,
@@ -85,6 +93,8 @@ pub fn selfcheck_on(
         family: family.name(),
         link,
         flow_control,
+        power_saving_before,
+        power_saving,
         registers: list
             .into_iter()
             .zip(before.into_iter().zip(after))

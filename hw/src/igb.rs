@@ -14,6 +14,15 @@ pub mod stats;
 pub const VENDOR_INTEL: u16 = 0x8086;
 /// PCI device ID of the 82576 copper part, the one QEMU's `-device igb` emulates.
 pub const DEV_ID_82576: u16 = 0x10c9;
+/// PCI device IDs of the I350's physical functions (Linux `e1000_hw.h`
+/// `E1000_DEV_ID_I350_*`): copper, fiber, backplane (SerDes), SGMII.
+pub const DEV_IDS_I350: [u16; 4] = [0x1521, 0x1522, 0x1523, 0x1524];
+/// Whether PCI device `device` is an I350 (which has RXPBS's 82580
+/// encoding, Energy Efficient Ethernet and DMA coalescing; the 82576 has
+/// neither).
+pub const fn is_i350(device: u16) -> bool {
+    matches!(device, 0x1521..=0x1524)
+}
 /// Number of RX and TX queues of the 82576 (82576 datasheet §7.1.1). The I350 has 8.
 pub const MAX_QUEUES_82576: u16 = 16;
 /// Smallest ring size pollnic accepts, in descriptors.

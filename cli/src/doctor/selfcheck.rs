@@ -75,7 +75,48 @@ pub fn text(sc: &SelfCheck) -> String {
         }
     );
     let _ = writeln!(out, "flow control after bring-up: {}", sc.flow_control);
+    if sc.family == "igb" {
+        let _ = writeln!(
+            out,
+            "power saving (I350 only): {} -> {}",
+            sc.power_saving_before, sc.power_saving
+        );
+    }
+    for w in power_saving_warnings(sc) {
+        let _ = writeln!(out, "warn: {w}");
+    }
     out
+}
+
+/// Warnings about the I350's Energy Efficient Ethernet and DMA coalescing,
+/// which add wake-up latency to the first frame after a quiet spell: on
+/// after pollnic's bring-up (the configuration asked for it), or found on
+/// (the port's previous owner left it so; Linux igb turns both on), each
+/// with how to turn it off.
+pub fn power_saving_warnings(sc: &pollnic::selfcheck::SelfCheck) -> Vec<String> {
+    let mut v = Vec::new();
+    if sc.power_saving.any() {
+        v.push(format!(
+            "{} after bring-up: they add wake-up latency; build the DeviceConfig with \
+             .with_power_saving(PowerSaving::OFF) (the default)",
+            sc.power_saving
+        ));
+    }
+    if sc.power_saving_before.eee {
+        v.push(
+            "EEE was on when pollnic found the port (pollnic turns it off at open); under the \
+             kernel's igb driver turn it off with `ethtool --set-eee <interface> eee off`"
+                .to_owned(),
+        );
+    }
+    if sc.power_saving_before.dma_coalescing {
+        v.push(
+            "DMA coalescing was on when pollnic found the port (pollnic turns it off at open); \
+             the kernel's igb driver turns it on for every I350 and has no switch for it"
+                .to_owned(),
+        );
+    }
+    v
 }
 
 /// What a value means, for the 82599's pin and link registers.

@@ -572,3 +572,49 @@ fn the_selfcheck_report_on_the_software_82576_has_the_igb_equivalents() {
     assert!(!t.contains("SFP+ laser"), "{t}");
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
+
+#[test]
+fn the_selfcheck_report_warns_when_i350_power_saving_is_on() {
+    use pollnic::config::PowerSaving;
+    use pollnic_model::igb::{ModelConfig, Soft82576};
+    let cfg = pollnic::DeviceConfig::default()
+        .with_rx_ring_size(64)
+        .with_tx_ring_size(64)
+        .with_mempool_size(512);
+    // The software I350's NVM turns EEE on; pollnic's default turns it off.
+    let m = Soft82576::with_device(ModelConfig::default(), 0x1521);
+    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    let t = crate::doctor::selfcheck::text(&sc);
+    assert!(
+        t.contains(
+            "power saving (I350 only): EEE on, DMA coalescing off -> EEE off, DMA coalescing off"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("warn: EEE was on") && t.contains("ethtool --set-eee"),
+        "{t}"
+    );
+    assert!(!t.contains("after bring-up: they add"), "{t}");
+    // Asked for, as Linux sets them: a warning with the setting that turns them off.
+    let m = Soft82576::with_device(ModelConfig::default(), 0x1521);
+    let sc = pollnic::selfcheck::selfcheck_on(
+        m.io(),
+        m.ident(),
+        &cfg.clone().with_power_saving(PowerSaving::LINUX),
+    )
+    .unwrap();
+    let w = crate::doctor::selfcheck::power_saving_warnings(&sc);
+    assert!(
+        w.iter().any(
+            |w| w.starts_with("EEE on, DMA coalescing on after bring-up")
+                && w.contains("with_power_saving(PowerSaving::OFF)")
+        ),
+        "{w:?}"
+    );
+    // The 82576 has neither: nothing to warn about.
+    let m = Soft82576::default();
+    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    assert!(crate::doctor::selfcheck::power_saving_warnings(&sc).is_empty());
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}

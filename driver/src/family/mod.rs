@@ -26,6 +26,7 @@
 
 use crate::sys::mmio::Regs;
 use pollnic_hw::flow::FlowControl;
+use pollnic_hw::power::PowerSaving;
 mod ids;
 pub(crate) mod igb;
 pub(crate) mod ixgbe;
@@ -330,7 +331,18 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     /// Program flow control `mode` for MTU `mtu` (water marks from the RX
     /// packet buffer size); called once the queues are configured, before
     /// the receiver is enabled. Default: nothing (the part's reset state).
-    fn configure_flow_control(&self, _r: &dyn Regs, _mode: FlowControl, _mtu: u32) {}
+    /// `device` is the PCI device ID (the packet buffer's encoding differs
+    /// between parts).
+    fn configure_flow_control(&self, _r: &dyn Regs, _device: u16, _mode: FlowControl, _mtu: u32) {}
+    /// Program the power saving `ps` of PCI device `device` for MTU `mtu`;
+    /// called with [`Family::configure_flow_control`]'s first call, before
+    /// the receiver is enabled. Default: nothing (a part without any).
+    fn configure_power_saving(&self, _r: &dyn Regs, _device: u16, _ps: PowerSaving, _mtu: u32) {}
+    /// The power saving the port runs with, read from its registers.
+    /// Default: none.
+    fn power_saving(&self, _r: &dyn Regs, _device: u16) -> PowerSaving {
+        PowerSaving::OFF
+    }
     /// The flow control mode the port runs with, read from its registers.
     /// Default: none.
     fn flow_control(&self, _r: &dyn Regs) -> FlowControl {

@@ -23,6 +23,59 @@ pub const FCRTL_XONE: u32 = 1 << 31;
 pub const RXPBS_SIZE_MASK_82576: u32 = 0x7f;
 /// The 82576's RX packet buffer after reset, KB (RXPBS = 0x40).
 pub const RXPBS_DEFAULT_KB: u32 = 64;
+/// RXPBS on the I350 (and 82580): the buffer size field, bits 3:0, an
+/// index into [`RXPBS_TABLE_I350`] (DPDK `igb_get_rx_buffer_size` masks it so).
+pub const RXPBS_SIZE_MASK_I350: u32 = 0xf;
+/// The I350's RXPBS encoding, KB by field value: Linux
+/// `e1000_82580_rxpbs_table` (`e1000_82575.c`). Values 11..=15 have no size.
+pub const RXPBS_TABLE_I350: [u16; 11] = [36, 72, 144, 1, 2, 4, 8, 16, 35, 70, 140];
+/// The I350's RX packet buffer in KB for an RXPBS value, as Linux
+/// `igb_rxpbs_adjust_82580` decodes it for `igb_reset`; `None` for a field
+/// value outside the table (where Linux takes 0).
+pub const fn rxpbs_kb_i350(rxpbs: u32) -> Option<u32> {
+    let i = (rxpbs & RXPBS_SIZE_MASK_I350) as usize;
+    if i < RXPBS_TABLE_I350.len() {
+        Some(RXPBS_TABLE_I350[i] as u32)
+    } else {
+        None
+    }
+}
+
+/// EEER: transmit low power idle enable (Linux `E1000_EEER_TX_LPI_EN`).
+pub const EEER_TX_LPI_EN: u32 = 1 << 16;
+/// EEER: receive low power idle enable (`E1000_EEER_RX_LPI_EN`).
+pub const EEER_RX_LPI_EN: u32 = 1 << 17;
+/// EEER: low power idle also while flow control pauses (`E1000_EEER_LPI_FC`).
+pub const EEER_LPI_FC: u32 = 1 << 18;
+/// The three EEER bits Linux `igb_set_eee_i350` sets or clears together.
+pub const EEER_LPI_MASK: u32 = EEER_TX_LPI_EN | EEER_RX_LPI_EN | EEER_LPI_FC;
+/// IPCNFG: advertise EEE at 100 Mb/s (`E1000_IPCNFG_EEE_100M_AN`).
+pub const IPCNFG_EEE_100M_AN: u32 = 1 << 2;
+/// IPCNFG: advertise EEE at 1 Gb/s (`E1000_IPCNFG_EEE_1G_AN`).
+pub const IPCNFG_EEE_1G_AN: u32 = 1 << 3;
+/// DMACR: DMA coalescing watchdog, bits 13:0, in 32 µs units on the I350
+/// (`E1000_DMACR_DMACWT_MASK`).
+pub const DMACR_DMACWT_MASK: u32 = 0x3fff;
+/// DMACR: BMC-to-OS watchdog enable (`E1000_DMACR_DC_BMC2OSW_EN`).
+pub const DMACR_DC_BMC2OSW_EN: u32 = 1 << 15;
+/// DMACR: receive threshold in KB, bits 23:16 (`E1000_DMACR_DMACTHR_MASK`).
+pub const DMACR_DMACTHR_SHIFT: u32 = 16;
+/// DMACR: the receive threshold field.
+pub const DMACR_DMACTHR_MASK: u32 = 0xff << DMACR_DMACTHR_SHIFT;
+/// DMACR: go to L0s or L1 when no PCIe transaction is pending, bits 29:28
+/// (`E1000_DMACR_DMAC_LX_MASK`).
+pub const DMACR_DMAC_LX_MASK: u32 = 0x3 << 28;
+/// DMACR: DMA coalescing on (`E1000_DMACR_DMAC_EN`).
+pub const DMACR_DMAC_EN: u32 = 1 << 31;
+/// DMCTLX: do not flush on DMA coalescing exit (Linux `IGB_DMCTLX_DCFLUSH_DIS`).
+pub const DMCTLX_DCFLUSH_DIS: u32 = 1 << 31;
+/// FCRTC: DMA coalescing high water mark, bytes in bits 17:4 (`E1000_FCRTC_RTH_COAL_MASK`).
+pub const FCRTC_RTH_COAL_MASK: u32 = 0x0003_fff0;
+/// FCRTC: the field's shift (`E1000_FCRTC_RTH_COAL_SHIFT`).
+pub const FCRTC_RTH_COAL_SHIFT: u32 = 4;
+/// PCIEMISC: the low power state decision follows DMA coalescing
+/// (`E1000_PCIEMISC_LX_DECISION`).
+pub const PCIEMISC_LX_DECISION: u32 = 1 << 7;
 /// FCAL/FCAH: the PAUSE destination 01:80:C2:00:00:01 (Linux
 /// `FLOW_CONTROL_ADDRESS_LOW`/`_HIGH`).
 pub const FLOW_CONTROL_ADDRESS_LOW: u32 = 0x00C2_8001;
@@ -167,6 +220,17 @@ pub const ALL_INTERRUPTS: u32 = 0xffff_ffff;
 mod tests {
     use super::*;
     #[test]
+    fn the_i350_rxpbs_encoding_is_a_table_the_82576s_a_size() {
+        // The same register value is 2 KB on the 82576 and 144 KB on the I350.
+        assert_eq!(2 & RXPBS_SIZE_MASK_82576, 2);
+        assert_eq!(rxpbs_kb_i350(2), Some(144));
+        assert_eq!(rxpbs_kb_i350(0), Some(36));
+        assert_eq!(rxpbs_kb_i350(10), Some(140));
+        assert_eq!(rxpbs_kb_i350(11), None);
+        // Only bits 3:0 are the field.
+        assert_eq!(rxpbs_kb_i350(0x8000_0001), Some(72));
+    }
+    #[test]
     fn values_match_linux_e1000_defines() {
         assert_eq!(CTRL_SLU, 0x40);
         assert_eq!(CTRL_RST, 0x0400_0000);
@@ -184,6 +248,14 @@ mod tests {
         assert_eq!(MDIC_OP_WRITE, 0x0400_0000);
         assert_eq!(MDIC_OP_READ, 0x0800_0000);
         assert_eq!(ICR_RXO, 0x40);
+        assert_eq!(EEER_LPI_MASK, 0x0007_0000);
+        assert_eq!((IPCNFG_EEE_100M_AN, IPCNFG_EEE_1G_AN), (0x4, 0x8));
+        assert_eq!(DMACR_DMAC_EN | DMACR_DMAC_LX_MASK, 0xb000_0000);
+        assert_eq!(
+            (DMACR_DMACTHR_MASK, DMACR_DC_BMC2OSW_EN),
+            (0x00ff_0000, 0x8000)
+        );
+        assert_eq!(PCIEMISC_LX_DECISION, 0x80);
         // Linux e1000_defines.h / QEMU igb_regs.h MRQC values.
         assert_eq!(MRQC_FIELD_TCP_IPV4, 0x0001_0000);
         assert_eq!(MRQC_FIELD_IPV4, 0x0002_0000);

@@ -29,8 +29,27 @@ pub const FCTTV: u32 = 0x0170;
 pub const FCRTL: u32 = 0x2160;
 /// Flow Control Receive Threshold High: XOFF above it (§8.10.7).
 pub const FCRTH: u32 = 0x2168;
-/// RX Packet Buffer Size, KB in bits 6:0 on the 82576 (§8.3.1).
+/// RX Packet Buffer Size: KB in bits 6:0 on the 82576 (§8.3.1); an index
+/// into a table of sizes in bits 3:0 on the I350 ([`crate::igb::bits::rxpbs_kb_i350`]).
 pub const RXPBS: u32 = 0x2404;
+/// I350 only: Energy Efficient Ethernet control (I350 datasheet §8.23.1;
+/// Linux `E1000_EEER`).
+pub const EEER: u32 = 0x0e30;
+/// I350 only: internal PHY configuration, the EEE advertisement (I350
+/// datasheet §8.23.3; Linux `E1000_IPCNFG`).
+pub const IPCNFG: u32 = 0x0e38;
+/// I350 only: DMA coalescing control (I350 datasheet §8.8.27; Linux `E1000_DMACR`).
+pub const DMACR: u32 = 0x2508;
+/// I350 only: DMA coalescing time to Lx request (Linux `E1000_DMCTLX`).
+pub const DMCTLX: u32 = 0x2514;
+/// I350 only: DMA coalescing receive threshold high (Linux `E1000_FCRTC`).
+pub const FCRTC: u32 = 0x2170;
+/// I350 only: DMA coalescing transmit threshold (Linux `E1000_DMCTXTH`).
+pub const DMCTXTH: u32 = 0x3550;
+/// I350 only: PCIe miscellaneous configuration (Linux `E1000_PCIEMISC`).
+pub const PCIEMISC: u32 = 0x5bb8;
+/// I350 only: DMA coalescing receive packet rate threshold (Linux `E1000_DMCRTRH`).
+pub const DMCRTRH: u32 = 0x5dd0;
 /// Interrupt Cause Read, clear on read (§8.8.1).
 pub const ICR: u32 = 0x00c0;
 /// Interrupt Mask Set/Read (§8.8.5).

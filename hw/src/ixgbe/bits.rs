@@ -468,7 +468,10 @@ mod tests {
         assert_eq!((FWSM_MODE_MASK, FWSM_FW_MODE_PT), (0xE, 0x4));
         assert_eq!(ANLP1_AN_STATE_MASK, 0x000f_0000);
         assert_eq!(AUTOC2_LINK_DISABLE_MASK, 0x7000_0000);
-        assert_eq!(AUTOC2_UPPER_MASK & AUTOC2_LINK_DISABLE_MASK, AUTOC2_LINK_DISABLE_MASK);
+        assert_eq!(
+            AUTOC2_UPPER_MASK & AUTOC2_LINK_DISABLE_MASK,
+            AUTOC2_LINK_DISABLE_MASK
+        );
         assert_eq!(GCR_EXT_BUFFERS_CLEAR, 0x4000_0000);
         assert_eq!(DCA_TXCTRL_DESC_WRO_EN, 1 << 11);
         assert_eq!(DCA_RXCTRL_CLEAR, 0xB000);

@@ -69,13 +69,36 @@ impl Soft82576 {
         }
     }
 
-    /// The identity `Device` sees: an 82576 (8086:10c9) at [`MODEL_ADDR`].
+    /// A powered-on device playing PCI device `device`: an I350 ID
+    /// (`pollnic_hw::igb::DEV_IDS_I350`) adds the I350's registers for
+    /// Energy Efficient Ethernet (EEER, IPCNFG; the model's NVM turns EEE
+    /// on and the model refuses a receiver enabled before EEER was written)
+    /// and DMA coalescing (DMACR and its companions, stored as written) and
+    /// encodes RXPBS as the I350 does (field 0: 36 KB). Everything else is
+    /// the 82576's, 16 queues included; any other ID plays the 82576.
+    pub fn with_device(cfg: ModelConfig, device: u16) -> Self {
+        let m = Self::new(cfg);
+        {
+            let mut s = lock(&m.shared);
+            s.device = device;
+            s.load_defaults();
+        }
+        m
+    }
+
+    /// The identity `Device` sees: an 82576 (8086:10c9), or the I350 chosen
+    /// with [`Soft82576::with_device`], at [`MODEL_ADDR`].
     pub fn ident(&self) -> DeviceIdent {
+        let device = lock(&self.shared).device;
         DeviceIdent::new(
             MODEL_ADDR.parse().expect("valid address"),
             pollnic_hw::igb::VENDOR_INTEL,
-            pollnic_hw::igb::DEV_ID_82576,
-            "82576 Gigabit Network Connection (software model)",
+            device,
+            if pollnic_hw::igb::is_i350(device) {
+                "I350 Gigabit Network Connection (software model)"
+            } else {
+                "82576 Gigabit Network Connection (software model)"
+            },
         )
     }
 

@@ -30,6 +30,8 @@ enum Kind {
     Ivar,
     Rctl,
     Tctl,
+    /// EEER (I350 only): its writes are tracked.
+    Eeer,
     Mrqc,
     RxRingCfg(u16),
     Rdh(u16),
@@ -81,6 +83,10 @@ fn kinds() -> &'static HashMap<u32, Kind> {
             (MRQC, Mrqc),
         ] {
             m.insert(o, k);
+        }
+        m.insert(EEER, Eeer);
+        for o in I350_ONLY {
+            m.entry(o).or_insert(Plain);
         }
         for n in 0..128 {
             m.insert(MTA + 4 * n, Plain);
@@ -139,7 +145,7 @@ fn check_flow_control(s: &mut State) {
     if ctrl & (CTRL_RFCE | CTRL_TFCE) == 0 {
         return;
     }
-    let pba = (s.reg(RXPBS) & RXPBS_SIZE_MASK_82576) << 10;
+    let pba = s.packet_buffer_bytes();
     let (high, low) = (s.reg(FCRTH), s.reg(FCRTL) & !FCRTL_XONE);
     if ctrl & CTRL_TFCE != 0 && (high == 0 || low >= high || high > pba) {
         s.violation(format!(
@@ -163,7 +169,35 @@ fn check_flow_control(s: &mut State) {
     }
 }
 
+/// Registers only the I350 has: Energy Efficient Ethernet (EEER, IPCNFG)
+/// and DMA coalescing (DMACR, DMCTLX, FCRTC, DMCTXTH, PCIEMISC, DMCRTRH).
+/// The 82576 model refuses them as unknown offsets.
+const I350_ONLY: [u32; 8] = [
+    EEER, IPCNFG, DMACR, DMCTLX, FCRTC, DMCTXTH, PCIEMISC, DMCRTRH,
+];
+
+/// The EEE rule (I350), checked when the receiver comes on: EEER must have
+/// been written since the reset. The NVM turns low power idle on, which
+/// adds wake-up latency to the first frame after a quiet spell; a driver
+/// must decide (Linux `igb_set_eee_i350` writes it on every reset, either way).
+fn check_eee(s: &mut State) {
+    if s.i350() && !s.eeer_written {
+        let eeer = s.reg(EEER);
+        s.violation(format!(
+            "receiver enabled with EEER ({eeer:#x}) as the NVM loaded it: Energy Efficient \
+             Ethernet was never set on or off since the reset (Linux igb_set_eee_i350)"
+        ));
+    }
+}
+
 fn kind(s: &mut State, off: u32, what: &str) -> Option<Kind> {
+    if !s.i350() && I350_ONLY.contains(&off) {
+        s.violation(format!(
+            "{what} of {off:#x}, a register of the I350 (EEE or DMA coalescing) the 82576 \
+             does not have"
+        ));
+        return None;
+    }
     let k = (off % 4 == 0).then(|| kinds().get(&off).copied()).flatten();
     if k.is_none() {
         s.violation(format!(
@@ -277,6 +311,7 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
             }
             if on && !was {
                 check_flow_control(s);
+                check_eee(s);
             }
             s.regs.insert(RCTL, val);
         }
@@ -324,6 +359,10 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
         }
         Kind::Rxdctl(q) => queue_enable(s, off, q, val, true),
         Kind::Txdctl(q) => queue_enable(s, off, q, val, false),
+        Kind::Eeer => {
+            s.eeer_written = true;
+            s.regs.insert(off, val);
+        }
         Kind::Plain => {
             s.regs.insert(off, val);
         }

@@ -27,6 +27,12 @@ pub(crate) struct State {
     pub violations: Vec<String>,
     pub events: Vec<Event>,
     pub msix: crate::msix::Msix,
+    /// The PCI device ID the model plays: the 82576 (8086:10c9) or an I350
+    /// (`Soft82576::with_device`), which adds EEE and DMA coalescing and
+    /// encodes RXPBS as a table index.
+    pub device: u16,
+    /// I350: EEER written since the last reset.
+    pub eeer_written: bool,
 }
 
 impl State {
@@ -47,6 +53,8 @@ impl State {
             violations: Vec::new(),
             events: Vec::new(),
             msix: Default::default(),
+            device: pollnic_hw::igb::DEV_ID_82576,
+            eeer_written: false,
         };
         s.load_defaults();
         s
@@ -73,7 +81,7 @@ impl State {
 
     /// Registers after reset: the EEPROM's MAC in RAL0/RAH0, the rest 0
     /// (SRRCTL: 2 KiB buffers, legacy descriptors; PHY powered, no autoneg).
-    fn load_defaults(&mut self) {
+    pub fn load_defaults(&mut self) {
         self.regs.clear();
         self.counters.clear();
         let m = self.cfg.mac;
@@ -87,7 +95,20 @@ impl State {
         // The EEPROM's flow control (both directions, as on common boards)
         // and the 82576's 64 KB packet buffer.
         self.regs.insert(CTRL, CTRL_RFCE | CTRL_TFCE);
-        self.regs.insert(RXPBS, RXPBS_DEFAULT_KB);
+        if self.i350() {
+            // RXPBS field 0: 36 KB in the I350's table (the model's choice;
+            // the part's reset value was not checked here). The NVM turns
+            // EEE on, advertised at 100 Mb/s and 1 Gb/s with low power idle
+            // both ways, as Linux igb's default leaves it; DMA coalescing
+            // is off after reset (DMACR 0).
+            self.regs.insert(RXPBS, 0);
+            self.regs.insert(EEER, EEER_LPI_MASK);
+            self.regs
+                .insert(IPCNFG, IPCNFG_EEE_100M_AN | IPCNFG_EEE_1G_AN);
+        } else {
+            self.regs.insert(RXPBS, RXPBS_DEFAULT_KB);
+        }
+        self.eeer_written = false;
         for q in self.rx.iter_mut().chain(self.tx.iter_mut()) {
             *q = QueueState::default();
         }
@@ -97,6 +118,22 @@ impl State {
         // throttle history does not.
         self.msix.reset();
         self.partial.clear();
+    }
+
+    /// Whether the model plays an I350.
+    pub fn i350(&self) -> bool {
+        pollnic_hw::igb::is_i350(self.device)
+    }
+
+    /// The RX packet buffer in bytes, decoded as the part encodes RXPBS.
+    pub fn packet_buffer_bytes(&self) -> u32 {
+        let rxpbs = self.reg(RXPBS);
+        let kb = if self.i350() {
+            rxpbs_kb_i350(rxpbs).unwrap_or(0)
+        } else {
+            rxpbs & RXPBS_SIZE_MASK_82576
+        };
+        kb << 10
     }
 
     pub fn reset(&mut self) {

@@ -5,6 +5,7 @@ pub mod flow;
 pub mod ids;
 pub mod init;
 pub mod irq;
+pub mod power;
 pub mod queue;
 pub mod rss;
 pub mod stats;
@@ -17,6 +18,7 @@ use crate::sys::mmio::Regs;
 use crate::wait::TimedOut;
 use pollnic_hw::desc::RXD_ERR_RXE;
 use pollnic_hw::flow::FlowControl;
+use pollnic_hw::power::PowerSaving;
 use pollnic_hw::rss::{Reta, KEY_LEN};
 
 /// The igb family (82576 and I350).
@@ -129,8 +131,15 @@ impl Family for Igb {
     fn shutdown(&self, r: &dyn Regs, queues: u16) {
         init::shutdown(r, queues)
     }
-    fn configure_flow_control(&self, r: &dyn Regs, mode: FlowControl, mtu: u32) {
-        flow::configure(r, mode, mtu)
+    fn configure_flow_control(&self, r: &dyn Regs, device: u16, mode: FlowControl, mtu: u32) {
+        flow::configure(r, device, mode, mtu)
+    }
+    /// I350 only ([`power`]); the 82576 has neither EEE nor DMA coalescing.
+    fn configure_power_saving(&self, r: &dyn Regs, device: u16, ps: PowerSaving, mtu: u32) {
+        power::configure(r, device, ps, mtu, flow::packet_buffer_kb(r, device))
+    }
+    fn power_saving(&self, r: &dyn Regs, device: u16) -> PowerSaving {
+        power::read(r, device)
     }
     fn flow_control(&self, r: &dyn Regs) -> FlowControl {
         flow::mode(r)

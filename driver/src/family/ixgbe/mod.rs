@@ -196,7 +196,7 @@ impl Family for Ixgbe {
     fn shutdown(&self, r: &dyn Regs, queues: u16) {
         init::shutdown(r, queues, self.media)
     }
-    fn configure_flow_control(&self, r: &dyn Regs, mode: FlowControl, mtu: u32) {
+    fn configure_flow_control(&self, r: &dyn Regs, _device: u16, mode: FlowControl, mtu: u32) {
         flow::configure(r, mode, mtu)
     }
     fn flow_control(&self, r: &dyn Regs) -> FlowControl {
