@@ -1,7 +1,8 @@
 //! The guest-work counter (the testbed's TCG plugin, docs/design/counting.md)
 //! in the guest that `cargo xtask test` boots with it: the idle loop is left
-//! out, and the same compare row counted twice gives the same instructions
-//! per packet within 2 %, whatever the host's load did to its timing.
+//! out, the same compare row counted twice gives the same instructions per
+//! packet within 2 %, whatever the host's load did to its timing, and the
+//! per-function profile holds the same instructions as the marked count.
 
 use pollnic_tests::*;
 use pollnic_tools::counts::Counter;
@@ -92,6 +93,30 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
         assert!(
             f("burst1_user_instructions_per_packet") <= f("burst1_instructions_per_packet"),
             "{r}"
+        );
+        // The per-function profile of the same bursts: it holds what the
+        // marked count holds (both are taken at the same markers), and it
+        // names the driver's and the loop's functions.
+        let cover = f("top_functions_coverage");
+        assert!(
+            (0.995..=1.005).contains(&cover),
+            "the profile holds {cover} of the marked instructions: {}",
+            r["top_functions_basis"]
+        );
+        let top = r["top_functions"].as_array().expect("top_functions");
+        assert!(!top.is_empty() && top.len() <= 10, "{r}");
+        let named = |s: &str| {
+            top.iter()
+                .any(|t| t["function"].as_str().unwrap_or("").contains(s))
+        };
+        assert!(
+            named("pollnic") || named("compare"),
+            "no function of pollnic or compare among the top: {top:?}"
+        );
+        let listed: f64 = top.iter().map(|t| t["instructions_per_packet"].as_f64().unwrap()).sum();
+        assert!(
+            listed <= w * 1.006 && listed > 0.3 * w,
+            "the top functions ({listed}) are part of the work ({w}): {top:?}"
         );
         work.push(f("burst1_user_instructions_per_packet"));
     }

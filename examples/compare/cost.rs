@@ -19,7 +19,9 @@
 //!   nothing running, [`measure_background`], × the window's length).
 
 use pollnic_tools::counts::{sum_where, Counter, Snapshot, VcpuCounts};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use pollnic_tools::profile::{top_functions, Profile, Symbols};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// After the last frame is sent, the window stays open this long for the
@@ -41,6 +43,33 @@ static REPORTING: AtomicBool = AtomicBool::new(false);
 /// The machine's background per vCPU (ticks, RCU, kernel threads), counted
 /// once with nothing running: the counts and the window's length, s.
 static BACKGROUND: std::sync::OnceLock<(Vec<VcpuCounts>, f64)> = std::sync::OnceLock::new();
+
+/// How many functions each row's profile lists (`--top-functions`; 0: no profile).
+pub static TOP_FUNCTIONS: AtomicUsize = AtomicUsize::new(10);
+/// Processes other than this one whose user-mode addresses the profile
+/// resolves (testpmd while it runs).
+static PROFILE_PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Resolve `pid`'s addresses in the profiles from now on ([`forget_pid`] ends it).
+pub fn profile_pid(pid: u32) {
+    PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+}
+
+/// Stop resolving `pid`'s addresses.
+pub fn forget_pid(pid: u32) {
+    PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != pid);
+}
+
+/// The profile at the start of a window, when profiles are on.
+fn take_profile() -> Option<Profile> {
+    if TOP_FUNCTIONS.load(Relaxed) == 0 {
+        return None;
+    }
+    Profile::take().unwrap_or_else(|e| {
+        eprintln!("compare: no per-function profile: {e}");
+        None
+    })
+}
 
 /// How long [`measure_background`] counts.
 pub const BACKGROUND_WINDOW: Duration = Duration::from_secs(1);
@@ -111,6 +140,9 @@ pub struct Window {
     /// Work counted by the path itself over another span (testpmd:
     /// [`testpmd_work`]), which then replaces the window's work figures.
     pub external: Option<External>,
+    /// The per-block profile of the send window and the symbols to name its
+    /// blocks (read before the path's processes end), when profiles are on.
+    pub profile: Option<(Profile, Symbols)>,
 }
 
 /// A work figure a path made itself, per packet.
@@ -132,6 +164,7 @@ pub struct External {
 pub struct Meter {
     counter: Counter,
     start: Option<(Snapshot, Option<u64>)>,
+    profile: Option<Profile>,
 }
 
 impl Meter {
@@ -140,6 +173,7 @@ impl Meter {
         Counter::from_env().map(|counter| Meter {
             counter,
             start: None,
+            profile: None,
         })
     }
 
@@ -157,11 +191,18 @@ impl Meter {
     pub fn begin(&mut self) {
         let e = empty_polls();
         self.start = self.snap().map(|s| (s, e));
+        self.profile = take_profile();
     }
 
     /// The end of the send window (call [`TAIL`] after the last frame).
     pub fn end(self, gen_core: Option<usize>) -> Option<Window> {
         let e = empty_polls();
+        let profile = self.profile.as_ref().and_then(|p0| {
+            let p1 = take_profile()?;
+            let mut pids = vec![std::process::id()];
+            pids.extend(PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).iter());
+            Some((p1.since(p0), Symbols::load(&pids)))
+        });
         let end = self.snap()?;
         let (s0, se) = self.start?;
         let secs = |a: &Snapshot, b: &Snapshot| (b.at_ns - a.at_ns) as f64 / 1e9;
@@ -174,8 +215,19 @@ impl Meter {
             gen_core,
             background: BACKGROUND.get().cloned().unwrap_or_default(),
             external: None,
+            profile,
         })
     }
+}
+
+/// One function of a row's profile, per received packet.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TopFunction {
+    /// The function (`name [module]` for a kernel module's, `[user]` or
+    /// `[kernel]` where no symbol was found).
+    pub function: String,
+    /// Its instructions per received packet.
+    pub instructions_per_packet: f64,
 }
 
 /// The figures of a row, per received packet.
@@ -230,6 +282,17 @@ pub struct PerPacket {
     /// Instructions in the window on each receiving vCPU (index = vCPU; the
     /// generator's is 0), per received packet.
     pub per_vcpu: Vec<f64>,
+    /// The functions with the most instructions on the receiving vCPUs,
+    /// per received packet: from the marked bursts where the work figure
+    /// is (so, like it, without empty polls), else from all instructions.
+    pub top_functions: Vec<TopFunction>,
+    /// Which instructions [`Self::top_functions`] come from, and how much
+    /// of the counted figure the profile holds (a check of the profile).
+    pub top_functions_basis: String,
+    /// The profile's instructions over the counted figure they stand for
+    /// (marked bursts: both are counted at the same points, so 1.0 up to
+    /// bursts too long to log; all: the two are read a moment apart).
+    pub top_functions_coverage: Option<f64>,
 }
 
 impl Window {
@@ -310,7 +373,43 @@ impl Window {
             .and_then(|g| send.get(g))
             .filter(|c| sent > 0 && c.marks > 0)
             .map(|c| c.marked_insns as f64 / sent as f64);
+        let ((top_functions, top_functions_basis), top_functions_coverage) = self
+            .profile
+            .as_ref()
+            .map(|(p, syms)| {
+                let marked_basis = marked && self.external.is_none();
+                let (top, total) = top_functions(p, mine, marked_basis, syms, TOP_FUNCTIONS.load(Relaxed));
+                let counted = if marked_basis { all.marked_insns } else { all.insns() };
+                let coverage = total as f64 / counted.max(1) as f64;
+                let lost: u64 = p.lost.iter().enumerate().filter(|(i, _)| mine(*i)).map(|(_, x)| x).sum();
+                let basis = format!(
+                    "{}; the profile holds {total} of the {counted} counted ({:.2} %){}",
+                    if marked_basis {
+                        "marked bursts (the work figure)"
+                    } else {
+                        "all instructions of the receiving vCPUs (background and empty polls included)"
+                    },
+                    100.0 * coverage,
+                    if marked_basis && lost > 0 {
+                        format!(", {lost} in bursts too long to log")
+                    } else {
+                        String::new()
+                    }
+                );
+                let top = top
+                    .into_iter()
+                    .map(|f| TopFunction {
+                        function: f.function,
+                        instructions_per_packet: f.instructions as f64 / n,
+                    })
+                    .collect();
+                ((top, basis), Some(coverage))
+            })
+            .unwrap_or_default();
         Some(PerPacket {
+            top_functions,
+            top_functions_basis,
+            top_functions_coverage,
             gen_work_instructions_per_sent: gen_work,
             instructions: all.insns() as f64 / n,
             work_instructions: work_i,
@@ -528,6 +627,7 @@ mod tests {
             // Background: 10,000 kernel instructions/s on vCPU 0.
             background: (vec![c(0, 10_000), c(5, 5)], 1.0),
             external: None,
+            profile: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1020.0);
@@ -570,6 +670,7 @@ mod tests {
             gen_core: None,
             background: (vec![c(0, 0)], 1.0),
             external: None,
+            profile: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.work_instructions, 250.0, "250,000 marked / 1,000 packets");
@@ -622,6 +723,7 @@ mod tests {
             gen_core: None,
             background: (vec![c(0, 100_000)], 1.0),
             external: None,
+            profile: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1200.0);

@@ -97,28 +97,7 @@ pub fn write_all(dir: &Path, points: &[Point], knees: &[Knee], title: &str) -> R
     let json =
         serde_json::to_string_pretty(&CurveFile { points, knees }).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("load-curve.json"), json).map_err(|e| e.to_string())?;
-    // csv cannot serialize a flattened struct: one column per JSON field.
-    let mut w = csv::Writer::from_path(dir.join("load-curve.csv")).map_err(|e| e.to_string())?;
-    let objects: Vec<serde_json::Map<String, serde_json::Value>> = points
-        .iter()
-        .map(|p| match serde_json::to_value(p) {
-            Ok(serde_json::Value::Object(m)) => Ok(m),
-            Ok(_) => Err("a point is not a JSON object".to_string()),
-            Err(e) => Err(e.to_string()),
-        })
-        .collect::<Result<_, _>>()?;
-    if let Some(first) = objects.first() {
-        w.write_record(first.keys()).map_err(|e| e.to_string())?;
-    }
-    for o in &objects {
-        w.write_record(o.values().map(|v| match v {
-            serde_json::Value::Null => String::new(),
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        }))
-        .map_err(|e| e.to_string())?;
-    }
-    w.flush().map_err(|e| e.to_string())?;
+    crate::report::write_csv(&dir.join("load-curve.csv"), points)?;
     plot(&dir.join("load-curve.svg"), points, title, TIME_PANELS)?;
     if points
         .iter()

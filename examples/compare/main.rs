@@ -125,6 +125,11 @@ struct Args {
     /// Load curve: skip the knee search (only the --curve-rates points).
     #[arg(long)]
     no_curve_knee: bool,
+    /// In a counting guest: list each row's N guest functions with the most
+    /// instructions per received packet, from the counter's per-block
+    /// profile (docs/design/counting.md); 0 turns the profile off. [range: 0..=100]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=100), long, default_value_t = 10)]
+    top_functions: u64,
 }
 
 fn main() {
@@ -179,6 +184,9 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         gen_instructions_per_sent: None,
         gen_work_instructions_per_sent: None,
         vcpu_instructions_per_packet: String::new(),
+        top_functions: Vec::new(),
+        top_functions_basis: String::new(),
+        top_functions_coverage: None,
         note,
         valid: false,
     };
@@ -253,6 +261,11 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         gen_work_instructions_per_sent: cost
             .as_ref()
             .and_then(|p| p.gen_work_instructions_per_sent),
+        top_functions: cost.as_ref().map_or(Vec::new(), |p| p.top_functions.clone()),
+        top_functions_coverage: cost.as_ref().and_then(|p| p.top_functions_coverage),
+        top_functions_basis: cost
+            .as_ref()
+            .map_or(String::new(), |p| p.top_functions_basis.clone()),
         vcpu_instructions_per_packet: cost.as_ref().map_or(String::new(), |p| {
             p.per_vcpu
                 .iter()
@@ -326,6 +339,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
+    cost::TOP_FUNCTIONS.store(args.top_functions as usize, std::sync::atomic::Ordering::Relaxed);
     if let Some(meter) = cost::Meter::new() {
         // Before any thread starts: they inherit the affinity.
         println!("{}", cost::keep_off_generator(args.gen_core)?);
@@ -444,6 +458,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let _ = pci::bind_vfio(&sysfs, rx);
     println!("--- results (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
     print!("{}", report::table(&rows));
+    print!("{}", report::top_functions_text(&rows));
     report::write_all(&args.out, stem, &rows, title.trim())?;
     println!("wrote {}/{stem}.{{json,csv,svg}}", args.out.display());
     check_rows(&rows)
@@ -572,6 +587,8 @@ fn run_curve(
     {
         println!("--- counted guest work per packet (docs/design/counting.md) ---");
         print!("{}", curve::cost_table(&points));
+        let rows: Vec<Row> = points.iter().map(|p| p.row.clone()).collect();
+        print!("{}", report::top_functions_text(&rows));
     }
     if !knees.is_empty() {
         print!("{}", sweep::table(&knees));

@@ -130,6 +130,17 @@ pub struct Row {
     /// generator's left out).
     #[serde(default)]
     pub vcpu_instructions_per_packet: String,
+    /// Counted: the functions with the most instructions per received packet
+    /// on the receiving vCPUs (`--top-functions`), from the plugin's profile.
+    #[serde(default)]
+    pub top_functions: Vec<crate::cost::TopFunction>,
+    /// Which instructions `top_functions` come from, and how much of the
+    /// counted figure the profile holds.
+    #[serde(default)]
+    pub top_functions_basis: String,
+    /// The profile's instructions over the counted figure they stand for.
+    #[serde(default)]
+    pub top_functions_coverage: Option<f64>,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).
@@ -206,6 +217,23 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
+/// Each counted row's top functions (`--top-functions`), instructions per
+/// received packet, with the basis they come from; empty when no row has them.
+pub fn top_functions_text(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for r in rows.iter().filter(|r| r.valid && !r.top_functions.is_empty()) {
+        let _ = writeln!(
+            s,
+            "{} {} B at {:.0} pps: instructions per packet by function ({})",
+            r.path, r.frame_size, r.offered_pps, r.top_functions_basis
+        );
+        for f in &r.top_functions {
+            let _ = writeln!(s, "  {:>10.1}  {}", f.instructions_per_packet, f.function);
+        }
+    }
+    s
+}
+
 /// Write `<stem>.json`, `<stem>.csv` and `<stem>.svg` into `dir` (stem
 /// `compare`, or `forward` for forwarding rows).
 ///
@@ -215,13 +243,38 @@ pub fn write_all(dir: &Path, stem: &str, rows: &[Row], title: &str) -> Result<()
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
     std::fs::write(dir.join(format!("{stem}.json")), json).map_err(|e| e.to_string())?;
-    let mut w =
-        csv::Writer::from_path(dir.join(format!("{stem}.csv"))).map_err(|e| e.to_string())?;
-    for r in rows {
-        w.serialize(r).map_err(|e| e.to_string())?;
-    }
-    w.flush().map_err(|e| e.to_string())?;
+    write_csv(&dir.join(format!("{stem}.csv")), rows)?;
     plot(&dir.join(format!("{stem}.svg")), rows, title)
+}
+
+/// Write `items` as CSV, one column per field of their JSON objects (csv
+/// itself serializes neither a flattened struct nor a list field: a list
+/// goes into its cell as JSON text).
+///
+/// # Errors
+/// File or encoding errors, as text.
+pub fn write_csv<T: Serialize>(path: &Path, items: &[T]) -> Result<(), String> {
+    let mut w = csv::Writer::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let objects: Vec<serde_json::Map<String, serde_json::Value>> = items
+        .iter()
+        .map(|p| match serde_json::to_value(p) {
+            Ok(serde_json::Value::Object(m)) => Ok(m),
+            Ok(_) => Err("a row is not a JSON object".to_string()),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect::<Result<_, _>>()?;
+    if let Some(first) = objects.first() {
+        w.write_record(first.keys()).map_err(|e| e.to_string())?;
+    }
+    for o in &objects {
+        w.write_record(o.values().map(|v| match v {
+            serde_json::Value::Null => String::new(),
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }))
+        .map_err(|e| e.to_string())?;
+    }
+    w.flush().map_err(|e| e.to_string())
 }
 
 /// Re-draw `compare.svg` in `dir` from its `compare.json`.

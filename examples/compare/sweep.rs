@@ -195,12 +195,7 @@ pub fn write_all(
     let json =
         serde_json::to_string_pretty(&SweepFile { knees, trials }).map_err(|e| e.to_string())?;
     std::fs::write(dir.join(format!("{stem}.json")), json).map_err(|e| e.to_string())?;
-    let mut w =
-        csv::Writer::from_path(dir.join(format!("{stem}.csv"))).map_err(|e| e.to_string())?;
-    for r in trials {
-        w.serialize(r).map_err(|e| e.to_string())?;
-    }
-    w.flush().map_err(|e| e.to_string())?;
+    crate::report::write_csv(&dir.join(format!("{stem}.csv")), trials)?;
     plot(&dir.join(format!("{stem}.svg")), trials, knees, title)
 }
 

@@ -147,6 +147,7 @@ impl Testpmd {
             }
         }
         let cpu0 = process_cpu_ns(child.id());
+        crate::cost::profile_pid(child.id());
         Ok(Testpmd {
             child,
             reader,
@@ -165,6 +166,7 @@ impl Testpmd {
     /// # Errors
     /// The counters are not in its output (its last lines are quoted).
     pub fn stop(mut self) -> Result<Counts, String> {
+        crate::cost::forget_pid(self.child.id());
         let cpu_ns = process_cpu_ns(self.child.id()).saturating_sub(self.cpu0);
         let _ = self.child.stdin.take().map(|mut i| i.write_all(b"\n"));
         let _ = self.child.wait();

@@ -155,6 +155,11 @@ impl Counter {
         std::env::var_os("POLLNIC_COUNTS").map(|p| Counter { path: p.into() })
     }
 
+    /// The counter file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     /// A snapshot written after this call began: it waits for the plugin's
     /// next rewrite (about 1 ms), so no work done before the call is missing
     /// from it and at most one period's work after it is in it.

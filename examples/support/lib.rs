@@ -4,7 +4,8 @@
 //! RFC 2544 rate search ([`sweep`]), packets/s, Mbit/s and latency
 //! ([`metrics`]), JSON lines ([`jsonout`]), pcap/pcapng files ([`pcapout`]),
 //! Ctrl-C handling ([`signal`]), procfs CPU time ([`cputime`]), the testbed's
-//! guest-work counter ([`counts`]) and its region markers ([`marker`]) and what the
+//! guest-work counter ([`counts`]), its region markers ([`marker`]) and its
+//! per-function profile ([`profile`]) and what the
 //! smoltcp examples share with their tests ([`smol`]).
 
 pub mod args;
@@ -17,6 +18,7 @@ pub mod jsonout;
 pub mod marker;
 pub mod metrics;
 pub mod pcapout;
+pub mod profile;
 pub mod signal;
 pub mod smol;
 pub mod sweep;

@@ -1,4 +1,4 @@
-//! Region markers for the testbed's guest-work counter: three 8-byte no-op
+//! Region markers for the testbed's guest-work counter: 8-byte no-op
 //! instructions that the counter's TCG plugin recognises when it translates
 //! them (`xtask/plugin/pollnic_count.c`). [`begin`] opens a region on the
 //! calling CPU, [`commit`] adds the instructions and bytes since `begin` to
@@ -52,17 +52,26 @@ marker!(
     "0x504E4304"
 );
 
+marker!(
+    /// Ask the plugin to write its per-block profile file now
+    /// (`nopl 0x504e4305(%rax,%rax,1)`); the file is complete when this
+    /// returns ([`crate::profile`]).
+    profile,
+    "0x504E4305"
+);
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     /// The plugin matches these exact bytes: `0f 1f 84 00` and the
     /// displacement `NN 43 4e 50`.
     #[test]
     fn the_markers_are_the_bytes_the_plugin_looks_for() {
-        let markers: [(fn(), u8); 4] = [
+        let markers: [(fn(), u8); 5] = [
             (super::begin, 1),
             (super::commit, 2),
             (super::discard, 3),
             (super::commit_one, 4),
+            (super::profile, 5),
         ];
         for (f, id) in markers {
             let code = f as *const u8;

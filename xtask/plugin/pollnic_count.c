@@ -15,8 +15,16 @@
  * one fixed-width line per vCPU, framed by a sequence number at both ends so a
  * reader can tell a torn read (docs/design/counting.md gives the format).
  *
+ * Per translated block it also keeps a profile (profile=SLOTS, default 131072;
+ * 0 turns it off): per vCPU, the instructions executed from each block's start
+ * address ("all", an inline add), and those executed inside committed marked
+ * regions ("marked": a conditional callback while a region is open logs the
+ * block, COMMIT adds the log, DISCARD drops it). The guest asks for the profile
+ * with the PROFILE marker, which writes `out.prof` before the marker returns;
+ * the guest resolves the addresses to functions (examples/support/profile.rs).
+ *
  * Arguments: out=PATH (required), idle_start=0xADDR, idle_end=0xADDR,
- * mem=on|off (default on), period_us=N.
+ * mem=on|off (default on), period_us=N, profile=SLOTS (a power of two or 0).
  *
  * Only the dozen functions of QEMU's plugin API (version 4, QEMU 9.0 and
  * later) that this file uses are declared below, from their documented
@@ -64,6 +72,7 @@ typedef struct {
 enum qemu_plugin_cb_flags { CB_NO_REGS = 0 };
 enum qemu_plugin_mem_rw { MEM_R = 1, MEM_W = 2 };
 enum qemu_plugin_op { INLINE_ADD_U64 = 0 };
+enum qemu_plugin_cond { COND_NEVER = 0, COND_ALWAYS, COND_EQ, COND_NE };
 typedef uint32_t qemu_plugin_meminfo_t;
 typedef void (*tb_trans_cb_t)(qemu_plugin_id_t, struct qemu_plugin_tb *);
 typedef void (*mem_cb_t)(unsigned int, qemu_plugin_meminfo_t, uint64_t, void *);
@@ -73,6 +82,9 @@ typedef void (*vcpu_cb_t)(qemu_plugin_id_t, unsigned int);
 void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t, tb_trans_cb_t);
 void qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(struct qemu_plugin_tb *, enum qemu_plugin_op,
                                                        qemu_plugin_u64, uint64_t);
+typedef void (*vcpu_udata_cb_t)(unsigned int, void *);
+void qemu_plugin_register_vcpu_tb_exec_cond_cb(struct qemu_plugin_tb *, vcpu_udata_cb_t, enum qemu_plugin_cb_flags,
+                                               enum qemu_plugin_cond, qemu_plugin_u64, uint64_t, void *);
 void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *, mem_cb_t, enum qemu_plugin_cb_flags,
                                       enum qemu_plugin_mem_rw, void *);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, udata_cb_t, void *);
@@ -112,9 +124,10 @@ struct counts {
  * displacement), emitted by the guest program (examples/support/marker.rs).
  * BEGIN opens a region on its vCPU, COMMIT adds what ran since to the marked
  * counts, DISCARD drops it (an empty poll), COMMIT_ONE commits a region that
- * handled exactly one packet (kept apart as well). Each costs one callback.
+ * handled exactly one packet (kept apart as well), PROFILE writes the profile
+ * file. Each costs one callback.
  */
-enum { MARK_BEGIN = 1, MARK_COMMIT = 2, MARK_DISCARD = 3, MARK_COMMIT_ONE = 4 };
+enum { MARK_BEGIN = 1, MARK_COMMIT = 2, MARK_DISCARD = 3, MARK_COMMIT_ONE = 4, MARK_PROFILE = 5 };
 static int marker_of(const struct qemu_plugin_insn *insn)
 {
     uint8_t b[8];
@@ -125,7 +138,7 @@ static int marker_of(const struct qemu_plugin_insn *insn)
         b[7] != 0x50) {
         return 0;
     }
-    return b[4] >= MARK_BEGIN && b[4] <= MARK_COMMIT_ONE ? b[4] : 0;
+    return b[4] >= MARK_BEGIN && b[4] <= MARK_PROFILE ? b[4] : 0;
 }
 
 static struct qemu_plugin_scoreboard *board;
@@ -138,6 +151,144 @@ static unsigned period_us = 1000;
 static volatile bool stopping;
 static pthread_t writer;
 static uint64_t seq;
+
+/* ---- the profile: instructions per translated block's start address ---- */
+#define LOG_LEN 16384
+static uint64_t prof_slots = 131072; /* a power of two; 0: no profile */
+/* The block start address + 1 that owns each slot (0: free). Slot 0 is kept
+ * for blocks that found no free slot (the table is filled to 3/4 at most). */
+static uint64_t *prof_keys;
+static uint64_t prof_used, prof_unplaced;
+static pthread_mutex_t prof_lock = PTHREAD_MUTEX_INITIALIZER;
+static char prof_path[4096];
+static uint64_t prof_seq;
+/* Per vCPU, prof_slots counters each: every execution ("all"), and
+ * executions inside committed marked regions ("marked"). */
+static struct qemu_plugin_scoreboard *prof_all, *prof_marked;
+/* Per vCPU: the blocks run since the open region began, (slot << 16 | insns)
+ * each; what did not fit is counted in `pending_lost`, and what was committed
+ * without a slot in `lost` (written to the profile file). */
+struct region_log {
+    uint64_t len, pending_lost, lost;
+    uint64_t e[LOG_LEN];
+};
+static struct qemu_plugin_scoreboard *logs;
+
+static uint64_t prof_slot(uint64_t vaddr)
+{
+    uint64_t mask = prof_slots - 1, key = vaddr + 1;
+    uint64_t h = (vaddr * 0x9E3779B97F4A7C15ULL) >> 17;
+    uint64_t found = 0;
+    pthread_mutex_lock(&prof_lock);
+    for (uint64_t i = 0; i < 256; i++) {
+        uint64_t s = (h + i) & mask;
+        if (s == 0) {
+            continue;
+        }
+        if (prof_keys[s] == key) {
+            found = s;
+            break;
+        }
+        if (prof_keys[s] == 0) {
+            if (prof_used < prof_slots / 4 * 3) {
+                __atomic_store_n(&prof_keys[s], key, __ATOMIC_RELEASE);
+                prof_used++;
+                found = s;
+            }
+            break;
+        }
+    }
+    if (!found) {
+        prof_unplaced++;
+    }
+    pthread_mutex_unlock(&prof_lock);
+    return found;
+}
+
+static void on_region_tb(unsigned int vcpu, void *udata)
+{
+    struct region_log *l = qemu_plugin_scoreboard_find(logs, vcpu);
+    if (l->len < LOG_LEN) {
+        l->e[l->len++] = (uintptr_t)udata;
+    } else {
+        l->pending_lost += (uintptr_t)udata & 0xffff;
+    }
+}
+
+static void region_begin(unsigned int vcpu)
+{
+    if (prof_slots) {
+        struct region_log *l = qemu_plugin_scoreboard_find(logs, vcpu);
+        l->len = 0;
+        l->pending_lost = 0;
+    }
+}
+
+static void region_commit(unsigned int vcpu)
+{
+    if (!prof_slots) {
+        return;
+    }
+    struct region_log *l = qemu_plugin_scoreboard_find(logs, vcpu);
+    uint64_t *marked = qemu_plugin_scoreboard_find(prof_marked, vcpu);
+    for (uint64_t i = 0; i < l->len; i++) {
+        marked[l->e[i] >> 16] += l->e[i] & 0xffff;
+    }
+    l->lost += l->pending_lost;
+    l->len = 0;
+    l->pending_lost = 0;
+}
+
+/* The profile file: a header, a `lost` line per vCPU, then one line per block
+ * start address with any count: the address, "all" per vCPU, "marked" per
+ * vCPU (slot 0's line is `unplaced`), and an end line with the header's seq.
+ * Written by the vCPU that ran the PROFILE marker, before the marker returns. */
+static void dump_profile(void)
+{
+    if (!prof_slots) {
+        return;
+    }
+    FILE *f = fopen(prof_path, "w");
+    if (!f) {
+        return;
+    }
+    int ready = __atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
+    uint64_t seq_now = ++prof_seq;
+    fprintf(f, "pollnic-prof 1 seq %" PRIu64 " vcpus %d slots %" PRIu64 " used %" PRIu64 " unplaced %" PRIu64 "\n",
+            seq_now, ready, prof_slots, __atomic_load_n(&prof_used, __ATOMIC_RELAXED),
+            __atomic_load_n(&prof_unplaced, __ATOMIC_RELAXED));
+    for (int v = 0; v < ready; v++) {
+        struct region_log *l = qemu_plugin_scoreboard_find(logs, v);
+        fprintf(f, "lost %d %" PRIu64 "\n", v, l->lost);
+    }
+    for (uint64_t s = 0; s < prof_slots; s++) {
+        uint64_t key = __atomic_load_n(&prof_keys[s], __ATOMIC_ACQUIRE);
+        if (s != 0 && key == 0) {
+            continue;
+        }
+        bool any = false;
+        for (int v = 0; v < ready && !any; v++) {
+            any = ((uint64_t *)qemu_plugin_scoreboard_find(prof_all, v))[s] != 0;
+        }
+        if (!any) {
+            continue;
+        }
+        if (s == 0) {
+            fputs("unplaced", f);
+        } else {
+            fprintf(f, "%" PRIx64, key - 1);
+        }
+        for (int v = 0; v < ready; v++) {
+            fprintf(f, " %" PRIu64, ((uint64_t *)qemu_plugin_scoreboard_find(prof_all, v))[s]);
+        }
+        for (int v = 0; v < ready; v++) {
+            fprintf(f, " %" PRIu64, ((uint64_t *)qemu_plugin_scoreboard_find(prof_marked, v))[s]);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "end %" PRIu64 "\n", seq_now);
+    fclose(f);
+}
 
 /* x86-64: the kernel's half of the address space starts above the canonical hole. */
 static int class_of(uint64_t vaddr)
@@ -175,6 +326,7 @@ static void on_mark(unsigned int vcpu, void *udata)
         c->start_loaded = loaded;
         c->start_stored = stored;
         c->open = 1;
+        region_begin(vcpu);
         break;
     case MARK_COMMIT:
     case MARK_COMMIT_ONE:
@@ -191,8 +343,12 @@ static void on_mark(unsigned int vcpu, void *udata)
                 c->one_stored += stored - c->start_stored;
                 c->ones++;
             }
+            region_commit(vcpu);
         }
         c->open = 0;
+        break;
+    case MARK_PROFILE:
+        dump_profile();
         break;
     default:
         c->open = 0;
@@ -209,6 +365,14 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, INLINE_ADD_U64, entry, n);
     if (cls == IDLE) {
         return;
+    }
+    if (prof_slots) {
+        uint64_t slot = prof_slot(qemu_plugin_tb_vaddr(tb));
+        qemu_plugin_u64 all = {prof_all, slot * sizeof(uint64_t)};
+        qemu_plugin_u64 open = {board, offsetof(struct counts, open)};
+        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, INLINE_ADD_U64, all, n);
+        qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, on_region_tb, CB_NO_REGS, COND_NE, open, 0,
+                                                  (void *)(uintptr_t)(slot << 16 | n));
     }
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
@@ -312,6 +476,8 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
             idle_end = v;
         } else if (strcmp(a, "mem=on") == 0 || strcmp(a, "mem=off") == 0) {
             count_mem = a[5] == 'n';
+        } else if (strncmp(a, "profile=", 8) == 0 && parse_u64(a + 8, &v) && (v == 0 || (v >= 1024 && v <= (1u << 24) && (v & (v - 1)) == 0))) {
+            prof_slots = v;
         } else if (strncmp(a, "period_us=", 10) == 0 && parse_u64(a + 10, &v) && v >= 100 && v <= 1000000) {
             period_us = (unsigned)v;
         } else {
@@ -336,6 +502,20 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
     }
     vcpus = info->system.smp_vcpus;
     board = qemu_plugin_scoreboard_new(sizeof(struct counts));
+    if (prof_slots) {
+        if (snprintf(prof_path, sizeof prof_path, "%s.prof", out) >= (int)sizeof prof_path) {
+            qemu_plugin_outs("pollnic-count: out= path too long\n");
+            return -1;
+        }
+        prof_keys = calloc(prof_slots, sizeof(uint64_t));
+        if (!prof_keys) {
+            qemu_plugin_outs("pollnic-count: no memory for the profile\n");
+            return -1;
+        }
+        prof_all = qemu_plugin_scoreboard_new(prof_slots * sizeof(uint64_t));
+        prof_marked = qemu_plugin_scoreboard_new(prof_slots * sizeof(uint64_t));
+        logs = qemu_plugin_scoreboard_new(sizeof(struct region_log));
+    }
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
     qemu_plugin_register_atexit_cb(id, at_exit, NULL);
