@@ -164,6 +164,7 @@ pub struct External {
 pub struct Meter {
     counter: Counter,
     start: Option<(Snapshot, Option<u64>)>,
+    /// The profile was started (its window ends at [`Meter::end`]).
     profile: Option<Profile>,
 }
 
@@ -189,21 +190,24 @@ impl Meter {
 
     /// The start of the send window.
     pub fn begin(&mut self) {
+        // The profile starts first and ends last: reading it takes the
+        // generator's vCPU a while, and the receiver's polls meanwhile are
+        // not the window's.
+        self.profile = take_profile();
         let e = empty_polls();
         self.start = self.snap().map(|s| (s, e));
-        self.profile = take_profile();
     }
 
     /// The end of the send window (call [`TAIL`] after the last frame).
     pub fn end(self, gen_core: Option<usize>) -> Option<Window> {
         let e = empty_polls();
-        let profile = self.profile.as_ref().and_then(|p0| {
-            let p1 = take_profile()?;
+        let end = self.snap()?;
+        let profile = self.profile.as_ref().and_then(|_| {
+            let window = take_profile()?;
             let mut pids = vec![std::process::id()];
             pids.extend(PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).iter());
-            Some((p1.since(p0), Symbols::load(&pids)))
+            Some((window, Symbols::load(&pids)))
         });
-        let end = self.snap()?;
         let (s0, se) = self.start?;
         let secs = |a: &Snapshot, b: &Snapshot| (b.at_ns - a.at_ns) as f64 / 1e9;
         Some(Window {

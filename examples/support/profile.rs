@@ -3,23 +3,25 @@
 //! The TCG plugin (`xtask/plugin/pollnic_count.c`) keeps, per vCPU, the
 //! instructions executed from each translated block's start address: all of
 //! them, and those inside committed marked regions ([`crate::marker`]). The
-//! [`crate::marker::profile`] marker makes it write them to
-//! `$POLLNIC_COUNTS.prof` before the marker returns. [`Profile::take`] reads
-//! that file; two of them, subtracted ([`Profile::since`]), are what ran in
-//! between; [`Symbols`] turns block addresses into function names (the
-//! guest kernel's from `/proc/kallsyms`, a process's from its
-//! `/proc/PID/maps` and the ELF symbols of the files mapped there); and
-//! [`top_functions`] adds the blocks up per function.
+//! [`crate::marker::profile`] marker makes it write, to
+//! `$POLLNIC_COUNTS.prof` and before the marker returns, what ran since the
+//! previous such marker. [`Profile::take`] does that and reads the file:
+//! call it once to start a window and once to end it. [`Symbols`] turns
+//! block addresses into function names (the guest kernel's from
+//! `/proc/kallsyms`, a process's from its `/proc/PID/maps` and the ELF
+//! symbols of the files mapped there), and [`top_functions`] adds the blocks
+//! up per function.
 //!
 //! A block is attributed to the function its first instruction is in (a
 //! translated block never spans a call or a jump, so it rarely crosses a
 //! function's end). Inlined code counts in the function it was inlined into.
 
 use crate::counts::Counter;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// One profile file: counts since boot.
+/// One profile file: what ran since the previous [`Profile::take`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Profile {
     /// The plugin's sequence number of this file.
@@ -42,8 +44,9 @@ pub struct Block {
 }
 
 impl Profile {
-    /// Ask the plugin for its profile and read it; `Ok(None)` outside a
-    /// counting guest (no `$POLLNIC_COUNTS`).
+    /// Ask the plugin for what ran since the previous call (since boot for
+    /// the first) and read it; `Ok(None)` outside a counting guest (no
+    /// `$POLLNIC_COUNTS`).
     ///
     /// # Errors
     /// The file is missing, unreadable or malformed after the marker ran (a
@@ -68,34 +71,6 @@ impl Profile {
             ));
         }
         Ok(Some(p))
-    }
-
-    /// What ran between `earlier` and `self`, block by block.
-    pub fn since(&self, earlier: &Profile) -> Profile {
-        let sub = |a: &[u64], b: Option<&Vec<u64>>| -> Vec<u64> {
-            a.iter()
-                .enumerate()
-                .map(|(i, x)| x.saturating_sub(b.and_then(|b| b.get(i)).copied().unwrap_or(0)))
-                .collect()
-        };
-        let blocks = self
-            .blocks
-            .iter()
-            .map(|(k, b)| {
-                let e = earlier.blocks.get(k);
-                let d = Block {
-                    all: sub(&b.all, e.map(|e| &e.all)),
-                    marked: sub(&b.marked, e.map(|e| &e.marked)),
-                };
-                (*k, d)
-            })
-            .filter(|(_, b)| b.all.iter().chain(&b.marked).any(|&x| x != 0))
-            .collect();
-        Profile {
-            seq: self.seq,
-            blocks,
-            lost: sub(&self.lost, Some(&earlier.lost)),
-        }
     }
 
     /// Instructions over the vCPUs `pick` accepts: (all, marked).
@@ -151,31 +126,51 @@ pub fn parse(text: &str) -> Option<Profile> {
 /// The kernel's half of the x86-64 address space starts above the canonical hole.
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
-/// Function symbols sorted by address: (start, size or 0, name).
+/// Function symbols sorted by address, their names kept as ranges of one
+/// string and made readable only when asked for ([`Table::name`]): parsing
+/// all of `/proc/kallsyms` or a debug build's symbol table into strings
+/// takes a TCG guest many seconds.
 #[derive(Clone, Debug, Default)]
-struct Table(Vec<(u64, u64, String)>);
+struct Table {
+    names: String,
+    /// (start, size or 0, name offset, name length).
+    syms: Vec<(u64, u64, usize, usize)>,
+    /// Rust and C++ names are demangled for display.
+    mangled: bool,
+}
 
 impl Table {
-    fn sorted(mut v: Vec<(u64, u64, String)>) -> Table {
-        v.sort_by_key(|s| s.0);
-        v.dedup_by_key(|s| s.0);
-        Table(v)
+    fn new(names: String, mut syms: Vec<(u64, u64, usize, usize)>, mangled: bool) -> Table {
+        syms.sort_by_key(|s| s.0);
+        syms.dedup_by_key(|s| s.0);
+        Table { names, syms, mangled }
     }
 
     /// The symbol that holds `addr`: the last one starting at or below it,
     /// if `addr` is inside its size (or within `slack` when its size is 0).
-    fn find(&self, addr: u64, slack: u64) -> Option<&str> {
-        let i = self.0.partition_point(|s| s.0 <= addr).checked_sub(1)?;
-        let (start, size, name) = &self.0[i];
-        let end = start.saturating_add(if *size > 0 { *size } else { slack });
-        (addr < end).then_some(name.as_str())
+    fn find(&self, addr: u64, slack: u64) -> Option<usize> {
+        let i = self.syms.partition_point(|s| s.0 <= addr).checked_sub(1)?;
+        let (start, size, _, _) = self.syms[i];
+        let end = start.saturating_add(if size > 0 { size } else { slack });
+        (addr < end).then_some(i)
+    }
+
+    /// Symbol `i`'s name, for display.
+    fn name(&self, i: usize) -> String {
+        let (_, _, off, len) = self.syms[i];
+        let raw = &self.names[off..off + len];
+        if self.mangled {
+            format!("{:#}", rustc_demangle::demangle(raw))
+        } else {
+            raw.replace('\t', " ")
+        }
     }
 }
 
-/// An ELF file's load segments, (file offset, size, virtual address) each, and its function symbols.
-type FileSymbols = (Vec<(u64, u64, u64)>, Table);
+/// [`Mapping::table`] of a mapping with no file (`[vdso]`).
+const NO_TABLE: usize = usize::MAX;
 
-/// An executable mapping of a process, with its file's symbols.
+/// An executable mapping of a process.
 #[derive(Clone, Debug)]
 struct Mapping {
     start: u64,
@@ -183,16 +178,31 @@ struct Mapping {
     /// File offset of `start`.
     offset: u64,
     file: String,
-    /// The file's load segments: (file offset, size, virtual address).
+    /// Index of the file's symbols in [`Symbols::tables`], or [`NO_TABLE`].
+    table: usize,
+}
+
+/// An ELF file's load segments, (file offset, size, virtual address) each,
+/// and its function symbols.
+#[derive(Clone, Debug, Default)]
+struct FileSymbols {
     segments: Vec<(u64, u64, u64)>,
-    symbols: Table,
+    table: Table,
 }
 
 /// Address-to-function names for the guest kernel and some processes.
 #[derive(Clone, Debug, Default)]
 pub struct Symbols {
-    kernel: Table,
+    /// Index 0: the kernel's (no segments); then one per mapped file.
+    tables: Vec<Arc<FileSymbols>>,
     user: Vec<Mapping>,
+}
+
+/// Where an address falls: a symbol of a table, or only a label.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Place {
+    Symbol(usize, usize),
+    Label(String),
 }
 
 impl Symbols {
@@ -202,87 +212,132 @@ impl Symbols {
     /// a stripped library's static functions then count under the exported
     /// function before them). Read them while the processes still run.
     /// What cannot be read is left out, and its addresses print as
-    /// `[kernel]` or `[user]`.
+    /// `[kernel]` or `[file name]`.
+    ///
+    /// The kernel's table and each file's are read once per process and
+    /// kept (a file mapped again is not read again).
     pub fn load(pids: &[u32]) -> Symbols {
-        let kernel = std::fs::read_to_string("/proc/kallsyms")
-            .map(|t| kallsyms(&t))
-            .unwrap_or_default();
-        let mut files: HashMap<String, FileSymbols> = HashMap::new();
+        static KERNEL: OnceLock<Arc<FileSymbols>> = OnceLock::new();
+        static FILES: Mutex<BTreeMap<String, Arc<FileSymbols>>> = Mutex::new(BTreeMap::new());
+        let kernel = KERNEL
+            .get_or_init(|| {
+                Arc::new(FileSymbols {
+                    segments: Vec::new(),
+                    table: std::fs::read_to_string("/proc/kallsyms")
+                        .map(kallsyms)
+                        .unwrap_or_default(),
+                })
+            })
+            .clone();
+        let mut files = FILES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tables = vec![kernel];
+        let mut index: BTreeMap<String, usize> = BTreeMap::new();
         let mut user = Vec::new();
         for pid in pids {
             let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
                 continue;
             };
             for (start, end, offset, file) in executable_mappings(&maps) {
-                let (segments, symbols) = files
-                    .entry(file.clone())
-                    .or_insert_with(|| elf_symbols(&file).unwrap_or_default())
-                    .clone();
+                if file.starts_with('[') {
+                    user.push(Mapping {
+                        start,
+                        end,
+                        offset,
+                        file,
+                        table: NO_TABLE,
+                    });
+                    continue;
+                }
+                let table = *index.entry(file.clone()).or_insert_with(|| {
+                    let syms = files
+                        .entry(file.clone())
+                        .or_insert_with(|| Arc::new(elf_symbols(&file).unwrap_or_default()))
+                        .clone();
+                    tables.push(syms);
+                    tables.len() - 1
+                });
                 user.push(Mapping {
                     start,
                     end,
                     offset,
                     file,
-                    segments,
-                    symbols,
+                    table,
                 });
             }
         }
-        Symbols { kernel, user }
+        Symbols { tables, user }
     }
 
-    /// The function that holds `addr`.
-    pub fn name(&self, addr: u64) -> String {
+    /// Where `addr` falls.
+    fn place(&self, addr: u64) -> Place {
         if addr >= KERNEL_START {
             // kallsyms gives no sizes: a function ends where the next starts.
-            return self.kernel.find(addr, 1 << 20).map_or("[kernel]".into(), str::to_string);
+            return match self.tables.first().and_then(|k| k.table.find(addr, 1 << 20)) {
+                Some(i) => Place::Symbol(0, i),
+                None => Place::Label("[kernel]".into()),
+            };
         }
         let Some(m) = self.user.iter().find(|m| m.start <= addr && addr < m.end) else {
-            return "[user]".into();
+            return Place::Label("[user]".into());
         };
+        if m.table == NO_TABLE {
+            return Place::Label(m.file.clone());
+        }
         let file_off = addr - m.start + m.offset;
-        let vaddr = m
+        let f = &self.tables[m.table];
+        let vaddr = f
             .segments
             .iter()
             .find(|(off, size, _)| *off <= file_off && file_off < off + size)
             .map(|(off, _, va)| va + (file_off - off));
-        let base = m.file.rsplit('/').next().unwrap_or(&m.file);
-        match vaddr.and_then(|va| m.symbols.find(va, 0)) {
-            Some(f) => f.to_string(),
-            None => format!("[{base}]"),
+        match vaddr.and_then(|va| f.table.find(va, 0)) {
+            Some(i) => Place::Symbol(m.table, i),
+            None => Place::Label(format!("[{}]", m.file.rsplit('/').next().unwrap_or(&m.file))),
         }
+    }
+
+    fn describe(&self, p: &Place) -> String {
+        match p {
+            Place::Symbol(t, i) => self.tables[*t].table.name(*i),
+            Place::Label(l) => l.clone(),
+        }
+    }
+
+    /// The function that holds `addr`.
+    pub fn name(&self, addr: u64) -> String {
+        self.describe(&self.place(addr))
     }
 }
 
-/// `/proc/kallsyms`: text symbols (t, T, w, W) with their module.
-fn kallsyms(text: &str) -> Table {
-    let v = text
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let addr = u64::from_str_radix(w.next()?, 16).ok()?;
-            let kind = w.next()?;
-            let name = w.next()?;
-            if !matches!(kind, "t" | "T" | "w" | "W") || addr == 0 {
-                return None;
+/// `/proc/kallsyms`: text symbols (t, T, w, W), named with their module.
+fn kallsyms(text: String) -> Table {
+    let mut syms = Vec::new();
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let l = line.trim_end_matches('\n');
+        let b = l.as_bytes();
+        // `ffffffff81000000 T name\t[module]`
+        if b.len() > 19 && b[16] == b' ' && b[18] == b' ' && matches!(b[17], b't' | b'T' | b'w' | b'W') {
+            if let Ok(addr) = u64::from_str_radix(&l[..16], 16) {
+                if addr != 0 {
+                    syms.push((addr, 0, at + 19, l.len() - 19));
+                }
             }
-            Some(match w.next() {
-                Some(module) => (addr, 0, format!("{name} {module}")),
-                None => (addr, 0, name.to_string()),
-            })
-        })
-        .collect();
-    Table::sorted(v)
+        }
+        at += line.len();
+    }
+    Table::new(text, syms, false)
 }
 
-/// The executable, file-backed lines of `/proc/PID/maps`: (start, end, offset, path).
+/// The executable lines of `/proc/PID/maps` with a file or a name
+/// (`[vdso]`): (start, end, offset, path or name).
 fn executable_mappings(maps: &str) -> Vec<(u64, u64, u64, String)> {
     maps.lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
             let (range, perms, offset) = (w.next()?, w.next()?, w.next()?);
             let path = w.nth(2)?;
-            if !perms.contains('x') || !path.starts_with('/') {
+            if !perms.contains('x') || !(path.starts_with('/') || path.starts_with('[')) {
                 return None;
             }
             let (a, b) = range.split_once('-')?;
@@ -296,11 +351,13 @@ fn executable_mappings(maps: &str) -> Vec<(u64, u64, u64, String)> {
         .collect()
 }
 
-/// An ELF file's load segments and function symbols (demangled).
+/// An ELF file's load segments and function symbols.
 fn elf_symbols(path: &str) -> Option<FileSymbols> {
     use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
-    let data = std::fs::read(path).ok()?;
-    let file = object::File::parse(&*data).ok()?;
+    // Read on demand: only the headers and the symbol tables, not a debug
+    // build's whole file (the guest reads it over 9p).
+    let data = object::ReadCache::new(std::fs::File::open(path).ok()?);
+    let file = object::File::parse(&data).ok()?;
     let segments = file
         .segments()
         .filter_map(|s| {
@@ -312,15 +369,20 @@ fn elf_symbols(path: &str) -> Option<FileSymbols> {
     if syms.is_empty() {
         syms = file.dynamic_symbols().collect();
     }
-    let v = syms
-        .into_iter()
-        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
-        .filter_map(|s| {
-            let name = s.name().ok()?;
-            Some((s.address(), s.size(), format!("{:#}", rustc_demangle::demangle(name))))
-        })
-        .collect();
-    Some((segments, Table::sorted(v)))
+    let mut names = String::new();
+    let mut v = Vec::new();
+    for s in syms {
+        if s.kind() != SymbolKind::Text || s.address() == 0 {
+            continue;
+        }
+        let Ok(name) = s.name() else { continue };
+        v.push((s.address(), s.size(), names.len(), name.len()));
+        names.push_str(name);
+    }
+    Some(FileSymbols {
+        segments,
+        table: Table::new(names, v, true),
+    })
 }
 
 /// One function's share of a profile.
@@ -342,7 +404,7 @@ pub fn top_functions(
     symbols: &Symbols,
     n: usize,
 ) -> (Vec<FunctionCost>, u64) {
-    let mut per: HashMap<String, u64> = HashMap::new();
+    let mut per: HashMap<Place, u64> = HashMap::new();
     let mut total = 0;
     for (addr, b) in &profile.blocks {
         let v = if marked { &b.marked } else { &b.all };
@@ -351,10 +413,15 @@ pub fn top_functions(
             continue;
         }
         total += insns;
-        let name = addr.map_or_else(|| "[unplaced blocks]".to_string(), |a| symbols.name(a));
-        *per.entry(name).or_default() += insns;
+        let place = addr.map_or_else(|| Place::Label("[unplaced blocks]".into()), |a| symbols.place(a));
+        *per.entry(place).or_default() += insns;
     }
-    let mut v: Vec<FunctionCost> = per
+    // Names only for the places that ran (demangling is the slow part).
+    let mut named: HashMap<String, u64> = HashMap::new();
+    for (place, insns) in per {
+        *named.entry(symbols.describe(&place)).or_default() += insns;
+    }
+    let mut v: Vec<FunctionCost> = named
         .into_iter()
         .map(|(function, instructions)| FunctionCost {
             function,
@@ -391,49 +458,41 @@ mod tests {
     }
 
     #[test]
-    fn the_difference_keeps_what_ran_between_and_sums_by_function() {
-        let a = parse(FILE).unwrap();
-        let b = parse(
-            &FILE
-                .replace("100 0 40 0", "160 0 70 0")
-                .replace("401000 10 20 0 20", "401000 10 25 0 23")
-                .replace("seq 7", "seq 9")
-                .replace("end 7", "end 9"),
-        )
-        .unwrap();
-        let d = b.since(&a);
-        assert_eq!(d.blocks.len(), 2, "the unchanged block is gone: {d:?}");
-        assert_eq!(d.totals(|_| true), (65, 33));
-        assert_eq!(d.totals(|v| v == 0), (60, 30));
+    fn blocks_add_up_per_function_over_the_picked_vcpus() {
+        let p = parse(FILE).unwrap();
+        assert_eq!(p.totals(|_| true), (131, 60));
+        assert_eq!(p.totals(|v| v == 0), (111, 40));
         let syms = Symbols {
-            kernel: kallsyms("ffffffff81000000 T igb_poll\nffffffff81000100 t napi_x [igb]\n"),
+            tables: vec![Arc::new(FileSymbols {
+                segments: vec![],
+                table: kallsyms("ffffffff81000000 T igb_poll\nffffffff81000100 t napi_x\t[igb]\n".into()),
+            })],
             user: vec![],
         };
-        let (top, total) = top_functions(&d, |_| true, false, &syms, 10);
-        assert_eq!(total, 65);
+        let (top, total) = top_functions(&p, |_| true, false, &syms, 10);
+        assert_eq!(total, 131);
+        let f = |function: &str, instructions| FunctionCost {
+            function: function.into(),
+            instructions,
+        };
         assert_eq!(
             top,
-            vec![
-                FunctionCost {
-                    function: "igb_poll".into(),
-                    instructions: 60
-                },
-                FunctionCost {
-                    function: "[user]".into(),
-                    instructions: 5
-                },
-            ]
+            vec![f("igb_poll", 100), f("[user]", 30), f("[unplaced blocks]", 1)]
         );
+        let (top, total) = top_functions(&p, |v| v == 1, true, &syms, 1);
+        assert_eq!((top, total), (vec![f("[user]", 20)], 20));
     }
 
     #[test]
     fn kernel_symbols_end_where_the_next_begins_and_modules_are_named() {
         let t = kallsyms(
-            "ffffffff81000000 T a\nffffffff81000100 t b [igb]\nffffffff81000200 D data\n0000000000000000 T zero\n",
+            "ffffffff81000000 T a\nffffffff81000100 t b\t[igb]\nffffffff81000200 D data\n0000000000000000 T zero\n"
+                .into(),
         );
-        assert_eq!(t.find(0xffff_ffff_8100_0050, 1 << 20), Some("a"));
-        assert_eq!(t.find(0xffff_ffff_8100_0150, 1 << 20), Some("b [igb]"));
-        assert_eq!(t.find(0xffff_ffff_8000_0000, 1 << 20), None);
+        let at = |a: u64| t.find(a, 1 << 20).map(|i| t.name(i));
+        assert_eq!(at(0xffff_ffff_8100_0050).as_deref(), Some("a"));
+        assert_eq!(at(0xffff_ffff_8100_0150).as_deref(), Some("b [igb]"));
+        assert_eq!(at(0xffff_ffff_8000_0000), None);
     }
 
     #[test]
@@ -456,7 +515,10 @@ mod tests {
                     7ffd00100000-7ffd00102000 r-xp 00000000 00:00 0 [vdso]\n";
         assert_eq!(
             executable_mappings(maps),
-            vec![(0x55d0_c010_0000, 0x55d0_c020_0000, 0x10_0000, "/bin/x".to_string())]
+            vec![
+                (0x55d0_c010_0000, 0x55d0_c020_0000, 0x10_0000, "/bin/x".to_string()),
+                (0x7ffd_0010_0000, 0x7ffd_0010_2000, 0, "[vdso]".to_string())
+            ]
         );
     }
 }

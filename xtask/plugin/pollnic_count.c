@@ -15,13 +15,14 @@
  * one fixed-width line per vCPU, framed by a sequence number at both ends so a
  * reader can tell a torn read (docs/design/counting.md gives the format).
  *
- * Per translated block it also keeps a profile (profile=SLOTS, default 131072;
+ * Per translated block it also keeps a profile (profile=SLOTS, default 1048576;
  * 0 turns it off): per vCPU, the instructions executed from each block's start
  * address ("all", an inline add), and those executed inside committed marked
  * regions ("marked": a conditional callback while a region is open logs the
- * block, COMMIT adds the log, DISCARD drops it). The guest asks for the profile
- * with the PROFILE marker, which writes `out.prof` before the marker returns;
- * the guest resolves the addresses to functions (examples/support/profile.rs).
+ * block, COMMIT adds the log, DISCARD drops it). The PROFILE marker writes to
+ * `out.prof`, before it returns, what each block ran since the previous
+ * PROFILE marker; the guest resolves the addresses to functions
+ * (examples/support/profile.rs).
  *
  * Arguments: out=PATH (required), idle_start=0xADDR, idle_end=0xADDR,
  * mem=on|off (default on), period_us=N, profile=SLOTS (a power of two or 0).
@@ -153,8 +154,8 @@ static pthread_t writer;
 static uint64_t seq;
 
 /* ---- the profile: instructions per translated block's start address ---- */
-#define LOG_LEN 16384
-static uint64_t prof_slots = 131072; /* a power of two; 0: no profile */
+#define LOG_LEN 65536
+static uint64_t prof_slots = 1048576; /* a power of two; 0: no profile */
 /* The block start address + 1 that owns each slot (0: free). Slot 0 is kept
  * for blocks that found no free slot (the table is filled to 3/4 at most). */
 static uint64_t *prof_keys;
@@ -165,6 +166,9 @@ static uint64_t prof_seq;
 /* Per vCPU, prof_slots counters each: every execution ("all"), and
  * executions inside committed marked regions ("marked"). */
 static struct qemu_plugin_scoreboard *prof_all, *prof_marked;
+/* The counts at the previous PROFILE marker (index: vCPU * prof_slots + slot),
+ * and each vCPU's `lost` then. */
+static uint64_t *prev_all, *prev_marked, prev_lost[64];
 /* Per vCPU: the blocks run since the open region began, (slot << 16 | insns)
  * each; what did not fit is counted in `pending_lost`, and what was committed
  * without a slot in `lost` (written to the profile file). */
@@ -239,17 +243,22 @@ static void region_commit(unsigned int vcpu)
     l->pending_lost = 0;
 }
 
-/* The profile file: a header, a `lost` line per vCPU, then one line per block
- * start address with any count: the address, "all" per vCPU, "marked" per
- * vCPU (slot 0's line is `unplaced`), and an end line with the header's seq.
- * Written by the vCPU that ran the PROFILE marker, before the marker returns. */
+/* The profile file: what ran since the previous PROFILE marker. A header, a
+ * `lost` line per vCPU, then one line per block start address that ran: the
+ * address, "all" per vCPU, "marked" per vCPU (slot 0's line is `unplaced`),
+ * and an end line with the header's seq. Written by the vCPU that ran the
+ * PROFILE marker, before the marker returns (the others go on running: what
+ * they add meanwhile is in this file or the next). */
 static void dump_profile(void)
 {
     if (!prof_slots) {
         return;
     }
+    static pthread_mutex_t dumping = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&dumping);
     FILE *f = fopen(prof_path, "w");
     if (!f) {
+        pthread_mutex_unlock(&dumping);
         return;
     }
     int ready = __atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
@@ -257,18 +266,34 @@ static void dump_profile(void)
     fprintf(f, "pollnic-prof 1 seq %" PRIu64 " vcpus %d slots %" PRIu64 " used %" PRIu64 " unplaced %" PRIu64 "\n",
             seq_now, ready, prof_slots, __atomic_load_n(&prof_used, __ATOMIC_RELAXED),
             __atomic_load_n(&prof_unplaced, __ATOMIC_RELAXED));
+    if (ready > vcpus) {
+        ready = vcpus;
+    }
+    if (ready > 64) {
+        ready = 64;
+    }
     for (int v = 0; v < ready; v++) {
         struct region_log *l = qemu_plugin_scoreboard_find(logs, v);
-        fprintf(f, "lost %d %" PRIu64 "\n", v, l->lost);
+        uint64_t lost = l->lost;
+        fprintf(f, "lost %d %" PRIu64 "\n", v, lost - prev_lost[v]);
+        prev_lost[v] = lost;
     }
+    uint64_t all[64], marked[64];
     for (uint64_t s = 0; s < prof_slots; s++) {
         uint64_t key = __atomic_load_n(&prof_keys[s], __ATOMIC_ACQUIRE);
         if (s != 0 && key == 0) {
             continue;
         }
         bool any = false;
-        for (int v = 0; v < ready && !any; v++) {
-            any = ((uint64_t *)qemu_plugin_scoreboard_find(prof_all, v))[s] != 0;
+        for (int v = 0; v < ready; v++) {
+            uint64_t *pa = &prev_all[(uint64_t)v * prof_slots + s], *pm = &prev_marked[(uint64_t)v * prof_slots + s];
+            uint64_t a = ((uint64_t *)qemu_plugin_scoreboard_find(prof_all, v))[s];
+            uint64_t m = ((uint64_t *)qemu_plugin_scoreboard_find(prof_marked, v))[s];
+            all[v] = a - *pa;
+            marked[v] = m - *pm;
+            *pa = a;
+            *pm = m;
+            any = any || all[v] != 0 || marked[v] != 0;
         }
         if (!any) {
             continue;
@@ -279,15 +304,16 @@ static void dump_profile(void)
             fprintf(f, "%" PRIx64, key - 1);
         }
         for (int v = 0; v < ready; v++) {
-            fprintf(f, " %" PRIu64, ((uint64_t *)qemu_plugin_scoreboard_find(prof_all, v))[s]);
+            fprintf(f, " %" PRIu64, all[v]);
         }
         for (int v = 0; v < ready; v++) {
-            fprintf(f, " %" PRIu64, ((uint64_t *)qemu_plugin_scoreboard_find(prof_marked, v))[s]);
+            fprintf(f, " %" PRIu64, marked[v]);
         }
         fputc('\n', f);
     }
     fprintf(f, "end %" PRIu64 "\n", seq_now);
     fclose(f);
+    pthread_mutex_unlock(&dumping);
 }
 
 /* x86-64: the kernel's half of the address space starts above the canonical hole. */
@@ -508,7 +534,9 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
             return -1;
         }
         prof_keys = calloc(prof_slots, sizeof(uint64_t));
-        if (!prof_keys) {
+        prev_all = calloc(prof_slots * (vcpus < 64 ? vcpus : 64), sizeof(uint64_t));
+        prev_marked = calloc(prof_slots * (vcpus < 64 ? vcpus : 64), sizeof(uint64_t));
+        if (!prof_keys || !prev_all || !prev_marked) {
             qemu_plugin_outs("pollnic-count: no memory for the profile\n");
             return -1;
         }

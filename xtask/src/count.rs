@@ -31,28 +31,36 @@ pub struct Count {
     pub idle: (u64, u64),
     /// Count bytes loaded and stored too (a callback per memory access: slower).
     pub mem: bool,
+    /// Keep the per-block profile (`profile=` of the plugin; off: `profile=0`).
+    pub profile: bool,
 }
 
 impl Count {
     /// The `-plugin` argument that writes the counters to `out`.
     pub fn qemu_arg(&self, out: &Path) -> String {
         format!(
-            "{},out={},idle_start={:#x},idle_end={:#x},mem={}",
+            "{},out={},idle_start={:#x},idle_end={:#x},mem={}{}",
             self.plugin.display(),
             out.display(),
             self.idle.0,
             self.idle.1,
-            if self.mem { "on" } else { "off" }
+            if self.mem { "on" } else { "off" },
+            if self.profile { "" } else { ",profile=0" }
         )
     }
 }
 
 /// Builds the plugin (when its source is newer) and finds the idle range of
 /// `image`'s kernel (one short boot the first time, then cached).
-pub fn prepare(layout: &Layout, image: &GuestImage, mem: bool) -> Result<Count> {
+pub fn prepare(layout: &Layout, image: &GuestImage, mem: bool, profile: bool) -> Result<Count> {
     let plugin = build_plugin(layout)?;
     let idle = idle_range(layout, image)?;
-    Ok(Count { plugin, idle, mem })
+    Ok(Count {
+        plugin,
+        idle,
+        mem,
+        profile,
+    })
 }
 
 fn build_plugin(layout: &Layout) -> Result<PathBuf> {
@@ -176,10 +184,13 @@ mod tests {
             plugin: "/t/pollnic-count.so".into(),
             idle: (0x10, 0x20),
             mem: false,
+            profile: true,
         };
         assert_eq!(
             c.qemu_arg(Path::new("/t/run/count-x.txt")),
             "/t/pollnic-count.so,out=/t/run/count-x.txt,idle_start=0x10,idle_end=0x20,mem=off"
         );
+        let c = Count { profile: false, ..c };
+        assert!(c.qemu_arg(Path::new("/t/x")).ends_with(",mem=off,profile=0"));
     }
 }

@@ -200,6 +200,10 @@ struct VmArgs {
     /// With the counter: count instructions only, not memory bytes (faster).
     #[arg(long)]
     count_no_mem: bool,
+    /// With the counter: no per-function profile (`compare --top-functions`
+    /// then says there is none; faster).
+    #[arg(long)]
+    count_no_profile: bool,
 }
 
 impl VmArgs {
@@ -220,7 +224,7 @@ impl VmArgs {
         let mut opts = self.options(bind);
         if count || self.count {
             let image = guest::prepare(layout)?;
-            opts.count = Some(count::prepare(layout, &image, !self.count_no_mem)?);
+            opts.count = Some(count::prepare(layout, &image, !self.count_no_mem, !self.count_no_profile)?);
         }
         Ok(opts)
     }

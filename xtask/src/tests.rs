@@ -146,7 +146,7 @@ pub fn run(
     if !counted.is_empty() {
         let counted_path = layout.testbed.join("guest-count-test-results.txt");
         let _ = fs::remove_file(&counted_path);
-        let second = crate::count::prepare(layout, &image, true).and_then(|count| {
+        let second = crate::count::prepare(layout, &image, true, true).and_then(|count| {
             let opts = VmOptions {
                 count: Some(count),
                 ..opts.clone()
