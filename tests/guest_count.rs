@@ -54,7 +54,11 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
         let cmd = std::process::Command::new(example_exe("compare"))
             .args(["--tx", &port(0), "--rx", &port(1)])
             .args(["--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2"])
-            .args(["--rate", "3000", "--gen-core", "1", "--cores", "0", "--out"])
+            .args(["--rate", "3000", "--gen-core", "1", "--cores", "0"])
+            // The profile in the first run only (naming its functions takes
+            // a debug build under TCG a while); the counts do not change.
+            .args(["--top-functions", if run == 0 { "10" } else { "0" }])
+            .arg("--out")
             .arg(&out)
             .output()
             .unwrap();
@@ -94,6 +98,11 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
             f("burst1_user_instructions_per_packet") <= f("burst1_instructions_per_packet"),
             "{r}"
         );
+        work.push(f("burst1_user_instructions_per_packet"));
+        if run == 1 {
+            assert!(r["top_functions"].as_array().is_some_and(|t| t.is_empty()), "{r}");
+            continue;
+        }
         // The per-function profile of the same bursts: it holds what the
         // marked count holds (both are taken at the same markers), and it
         // names the driver's and the loop's functions.
@@ -118,7 +127,6 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
             listed <= w * 1.006 && listed > 0.3 * w,
             "the top functions ({listed}) are part of the work ({w}): {top:?}"
         );
-        work.push(f("burst1_user_instructions_per_packet"));
     }
     let spread = (work[0] - work[1]).abs() / work[0].min(work[1]);
     println!(

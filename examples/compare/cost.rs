@@ -60,11 +60,19 @@ pub fn forget_pid(pid: u32) {
     PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != pid);
 }
 
-/// The profile at the start of a window, when profiles are on.
-fn take_profile() -> Option<Profile> {
+/// Start a window's profile, when profiles are on; whether it started.
+fn start_profile() -> bool {
     if TOP_FUNCTIONS.load(Relaxed) == 0 {
-        return None;
+        return false;
     }
+    Profile::start().unwrap_or_else(|e| {
+        eprintln!("compare: no per-function profile: {e}");
+        false
+    })
+}
+
+/// The profile of the window [`start_profile`] started.
+fn take_profile() -> Option<Profile> {
     Profile::take().unwrap_or_else(|e| {
         eprintln!("compare: no per-function profile: {e}");
         None
@@ -165,7 +173,7 @@ pub struct Meter {
     counter: Counter,
     start: Option<(Snapshot, Option<u64>)>,
     /// The profile was started (its window ends at [`Meter::end`]).
-    profile: Option<Profile>,
+    profile: bool,
 }
 
 impl Meter {
@@ -174,7 +182,7 @@ impl Meter {
         Counter::from_env().map(|counter| Meter {
             counter,
             start: None,
-            profile: None,
+            profile: false,
         })
     }
 
@@ -193,7 +201,7 @@ impl Meter {
         // The profile starts first and ends last: reading it takes the
         // generator's vCPU a while, and the receiver's polls meanwhile are
         // not the window's.
-        self.profile = take_profile();
+        self.profile = start_profile();
         let e = empty_polls();
         self.start = self.snap().map(|s| (s, e));
     }
@@ -202,11 +210,10 @@ impl Meter {
     pub fn end(self, gen_core: Option<usize>) -> Option<Window> {
         let e = empty_polls();
         let end = self.snap()?;
-        let profile = self.profile.as_ref().and_then(|_| {
-            let window = take_profile()?;
+        let profile = self.profile.then(take_profile).flatten().map(|window| {
             let mut pids = vec![std::process::id()];
             pids.extend(PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).iter());
-            Some((window, Symbols::load(&pids)))
+            (window, Symbols::load(&pids))
         });
         let (s0, se) = self.start?;
         let secs = |a: &Snapshot, b: &Snapshot| (b.at_ns - a.at_ns) as f64 / 1e9;

@@ -52,25 +52,49 @@ impl Profile {
     /// The file is missing, unreadable or malformed after the marker ran (a
     /// plugin started with `profile=0`, or an old plugin build).
     pub fn take() -> Result<Option<Profile>, String> {
+        let Some(path) = Self::mark()? else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("reading the profile {}: {e}", path.display()))?;
+        parse(&text)
+            .map(Some)
+            .ok_or_else(|| format!("{}: not a whole pollnic-prof file", path.display()))
+    }
+
+    /// Start a window: [`Profile::take`] without reading what ran before
+    /// (since boot, the first time: every block the guest ever ran).
+    ///
+    /// # Errors
+    /// As [`Profile::take`].
+    pub fn start() -> Result<bool, String> {
+        Self::mark().map(|p| p.is_some())
+    }
+
+    /// Run the marker and check that the plugin rewrote the file (its
+    /// first line's sequence number changed); the file's path.
+    fn mark() -> Result<Option<PathBuf>, String> {
         let Some(counter) = Counter::from_env() else {
             return Ok(None);
         };
         let mut path: PathBuf = counter.path().into();
         path.as_mut_os_string().push(".prof");
-        let before = std::fs::read_to_string(&path).ok().and_then(|t| parse(&t)).map(|p| p.seq);
+        let head = || -> Option<String> {
+            use std::io::BufRead;
+            let f = std::fs::File::open(&path).ok()?;
+            std::io::BufReader::new(f).lines().next()?.ok()
+        };
+        let before = head();
         crate::marker::profile();
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("reading the profile {}: {e}", path.display()))?;
-        let p = parse(&text)
-            .ok_or_else(|| format!("{}: not a whole pollnic-prof file", path.display()))?;
-        if before == Some(p.seq) {
+        let after = head();
+        if after.is_none() || after == before {
             return Err(format!(
-                "{}: the plugin did not rewrite the profile (seq {}): was it started with profile=0?",
+                "{}: the plugin did not write the profile ({}): was it started with profile=0 (`--count-no-profile`)?",
                 path.display(),
-                p.seq
+                after.unwrap_or_else(|| "no file".into())
             ));
         }
-        Ok(Some(p))
+        Ok(Some(path))
     }
 
     /// Instructions over the vCPUs `pick` accepts: (all, marked).
@@ -415,6 +439,23 @@ pub fn top_functions(
         total += insns;
         let place = addr.map_or_else(|| Place::Label("[unplaced blocks]".into()), |a| symbols.place(a));
         *per.entry(place).or_default() += insns;
+    }
+    if std::env::var_os("POLLNIC_PROFILE_UNRESOLVED").is_some() {
+        let mut v: Vec<(u64, u64)> = profile
+            .blocks
+            .iter()
+            .filter_map(|(a, b)| {
+                let a = (*a)?;
+                let i: u64 = b.all.iter().chain(&b.marked).sum();
+                matches!(symbols.place(a), Place::Label(_)).then_some((a, i))
+            })
+            .collect();
+        v.sort_by_key(|x| std::cmp::Reverse(x.1));
+        eprintln!("profile: unresolved blocks (address, instructions): {:x?}", &v[..v.len().min(20)]);
+        eprintln!(
+            "profile: mappings: {:x?}",
+            symbols.user.iter().map(|m| (m.start, m.end, &m.file)).collect::<Vec<_>>()
+        );
     }
     // Names only for the places that ran (demangling is the slow part).
     let mut named: HashMap<String, u64> = HashMap::new();
