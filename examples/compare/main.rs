@@ -20,10 +20,12 @@ mod gen;
 mod knobs;
 mod paths;
 mod report;
+mod rfs;
 mod sock;
 mod sweep;
 mod tally;
 mod testpmd;
+mod tx;
 mod xsk;
 
 use clap::Parser;
@@ -179,6 +181,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         gen_instructions_per_sent: None,
         gen_work_instructions_per_sent: None,
         vcpu_instructions_per_packet: String::new(),
+        direction: direction(path),
         note,
         valid: false,
     };
@@ -201,6 +204,8 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     if let Some(line) = account.shortfall_line() {
         m.note = format!("{line}; {}", m.note);
     }
+    // Transmit rows: counted per sent packet, on the sending vCPU(s).
+    let tx = path.starts_with("tx-");
     let t = &m.tally;
     if t.received == 0 {
         // Honesty check: never print rates for a receiver that saw nothing.
@@ -222,11 +227,10 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     };
     let has_lat = t.lat.count() > 0;
     let us = |q: f64| has_lat.then(|| t.lat.quantile_ns(q) as f64 / 1000.0);
-    let cost = m
-        .offered
-        .window
-        .as_ref()
-        .and_then(|w| w.per_packet(t.received, m.offered.sent));
+    let cost =
+        m.offered.window.as_ref().and_then(|w| {
+            w.per_packet(if tx { m.offered.sent } else { t.received }, m.offered.sent)
+        });
     let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
     Row {
         instructions_per_packet: c(|p| p.instructions),
@@ -249,10 +253,15 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         work_method: cost
             .as_ref()
             .map_or(String::new(), |p| p.work_method.clone()),
-        gen_instructions_per_sent: cost.as_ref().and_then(|p| p.gen_instructions_per_sent),
+        gen_instructions_per_sent: cost
+            .as_ref()
+            .and_then(|p| p.gen_instructions_per_sent)
+            .filter(|_| !tx),
         gen_work_instructions_per_sent: cost
             .as_ref()
-            .and_then(|p| p.gen_work_instructions_per_sent),
+            .and_then(|p| p.gen_work_instructions_per_sent)
+            .filter(|_| !tx),
+        direction: direction(path),
         vcpu_instructions_per_packet: cost.as_ref().map_or(String::new(), |p| {
             p.per_vcpu
                 .iter()
@@ -341,9 +350,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         };
         known[..n].iter().map(|p| p.to_string()).collect()
     });
-    if let Some(bad) = paths.iter().find(|p| {
-        !known.contains(&p.as_str()) && (args.forward || !SCALING_PATHS.contains(&p.as_str()))
-    }) {
+    if let Some(bad) = paths
+        .iter()
+        .find(|p| !known.contains(&p.as_str()) && (args.forward || !extra_path(p)))
+    {
         return Err(Usage(format!(
             "unknown path `{bad}`{} (known: {}{})",
             if args.forward { " with --forward" } else { "" },
@@ -351,7 +361,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             if args.forward {
                 String::new()
             } else {
-                format!(", {}", SCALING_PATHS.join(", "))
+                format!(
+                    ", {}, {}, {}",
+                    SCALING_PATHS.join(", "),
+                    rfs::RFS_PATHS.join(", "),
+                    tx::TX_PATHS.join(", ")
+                )
             }
         ))
         .into());
@@ -447,6 +462,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     report::write_all(&args.out, stem, &rows, title.trim())?;
     println!("wrote {}/{stem}.{{json,csv,svg}}", args.out.display());
     check_rows(&rows)
+}
+
+/// `tx` for a transmit row (figures per sent packet), `rx` for the others.
+fn direction(path: &str) -> String {
+    if path.starts_with("tx-") { "tx" } else { "rx" }.into()
 }
 
 /// A pollnic row without a result, or a row whose knobs did not come back,
@@ -736,6 +756,12 @@ const SCALING_PATHS: [&str; 3] = [
     "kernel-afpacket-rps-3q",
 ];
 
+/// Paths named only in `--paths` beside [`RX_PATHS`]: the scaling rows,
+/// the RFS rows and the transmit rows (`tx-*`, counted per sent packet).
+fn extra_path(p: &str) -> bool {
+    SCALING_PATHS.contains(&p) || rfs::RFS_PATHS.contains(&p) || tx::TX_PATHS.contains(&p)
+}
+
 /// Forwarding paths (`--forward`).
 const FWD_PATHS: [&str; 4] = [
     "pollnic-fwd-io",
@@ -784,6 +810,9 @@ fn measure_path(
         "pollnic-3q" => paths::pollnic_rx(load, rx, 3, cores, true, RxMode::BusyPoll),
         "kernel-afpacket-rps-2q" => paths::afpacket_rps_rx(load, rx, cores, 2),
         "kernel-afpacket-rps-3q" => paths::afpacket_rps_rx(load, rx, cores, 3),
+        "kernel-recvmmsg-rfs-2q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 2),
+        "kernel-recvmmsg-rfs-3q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 3),
+        tx if tx.starts_with("tx-") => tx::measure(tx, load, rx, cores),
         "pollnic-1q-adaptive" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::adaptive()),
         "pollnic-1q-irq" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::interrupt()),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
