@@ -76,6 +76,12 @@ struct Args {
     /// frames only, no clock reads or timestamp parsing, as testpmd rxonly),
     /// pollnic-1q-adaptive and pollnic-1q-irq (pollnic-1q sleeping on its
     /// MSI-X interrupt after a run of empty polls, or at every empty poll).
+    /// Scaling rows: pollnic-3q, kernel-afpacket-rps-2q/-3q,
+    /// kernel-recvmmsg-rfs-2q/-3q (one queue, RPS + RFS, a connected UDP
+    /// socket per flow read on its core). Transmit rows, counted per sent
+    /// packet on the sending core (the first of --cores), pollnic receiving
+    /// on port 0: tx-pollnic, tx-kernel-pktgen, tx-kernel-afpacket
+    /// (sendmmsg), tx-kernel-afxdp.
     #[arg(long, value_delimiter = ',')]
     paths: Option<Vec<String>>,
     /// Forwarding instead of receiving: the path under test sends every frame
@@ -232,7 +238,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             w.per_packet(if tx { m.offered.sent } else { t.received }, m.offered.sent)
         });
     let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
-    Row {
+    let mut r = Row {
         instructions_per_packet: c(|p| p.instructions),
         work_instructions_per_packet: c(|p| p.work_instructions),
         work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),
@@ -253,14 +259,10 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         work_method: cost
             .as_ref()
             .map_or(String::new(), |p| p.work_method.clone()),
-        gen_instructions_per_sent: cost
-            .as_ref()
-            .and_then(|p| p.gen_instructions_per_sent)
-            .filter(|_| !tx),
+        gen_instructions_per_sent: cost.as_ref().and_then(|p| p.gen_instructions_per_sent),
         gen_work_instructions_per_sent: cost
             .as_ref()
-            .and_then(|p| p.gen_work_instructions_per_sent)
-            .filter(|_| !tx),
+            .and_then(|p| p.gen_work_instructions_per_sent),
         direction: direction(path),
         vcpu_instructions_per_packet: cost.as_ref().map_or(String::new(), |p| {
             p.per_vcpu
@@ -309,7 +311,11 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             None => m.note,
         },
         valid: true,
+    };
+    if tx {
+        tx::adjust(&mut r);
     }
+    r
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
