@@ -18,7 +18,6 @@ use crate::tally::Tally;
 use pollnic::clock::monotonic_ns;
 use pollnic::pci::PciAddress;
 use pollnic_tools::frame;
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -31,9 +30,10 @@ pub const RFS_ENTRIES: &str = "32768";
 
 /// Per CPU, /proc/net/softnet_stat's `processed` (packets through
 /// `__netif_receive_skb`, counted on the CPU that processed them: with RPS
-/// and RFS the CPU a packet was steered to) and `received_rps` (IPIs to
-/// process a remote backlog). Index = CPU.
-fn softnet() -> Vec<(u64, u64)> {
+/// and RFS the CPU a packet was steered to), `dropped` (its backlog was
+/// over `net.core.netdev_max_backlog`) and `received_rps` (IPIs to process
+/// a remote backlog). Index = CPU.
+fn softnet() -> Vec<(u64, u64, u64)> {
     let text = std::fs::read_to_string("/proc/net/softnet_stat").unwrap_or_default();
     text.lines()
         .map(|l| {
@@ -41,12 +41,32 @@ fn softnet() -> Vec<(u64, u64)> {
                 .split_whitespace()
                 .map(|x| u64::from_str_radix(x, 16).unwrap_or(0))
                 .collect();
-            (
-                f.first().copied().unwrap_or(0),
-                f.get(9).copied().unwrap_or(0),
-            )
+            let at = |i: usize| f.get(i).copied().unwrap_or(0);
+            (at(0), at(1), at(9))
         })
         .collect()
+}
+
+/// A core's connected sockets and the datagrams it read.
+type Group = (Vec<UdpBatch>, u64);
+
+/// /proc/net/snmp's UDP `RcvbufErrors` and `InErrors` (datagrams dropped
+/// because a socket's receive buffer was full, and all UDP input errors).
+fn udp_errors() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(names), Some(values)) = (udp.next(), udp.next()) else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        names
+            .split_whitespace()
+            .position(|n| n == name)
+            .and_then(|i| values.split_whitespace().nth(i))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("RcvbufErrors"), field("InErrors"))
 }
 
 /// One queue (its IRQ on the first of `cores`), RPS over the first `n`
@@ -74,7 +94,7 @@ pub fn recvmmsg_rfs_rx(
     knobs.sysctl("net.core.rps_sock_flow_entries", RFS_ENTRIES)?;
     knobs.netdev(&ifname, "queues/rx-0/rps_flow_cnt", RFS_ENTRIES)?;
     knobs.sysctl("net.core.netdev_budget", TUNED_NETDEV_BUDGET)?;
-    let mut groups: Vec<(Option<usize>, (Vec<UdpBatch>, u64))> =
+    let mut groups: Vec<(Option<usize>, Group)> =
         cores.iter().map(|&c| (Some(c), (Vec::new(), 0))).collect();
     for (i, f) in load.flows.iter().enumerate() {
         let peer = std::net::SocketAddrV4::new(f.src_ip.into(), f.src_port);
@@ -83,9 +103,9 @@ pub fn recvmmsg_rfs_rx(
         groups[i % n].1 .0.push(s);
     }
     let flows = load.flows.len();
-    let before = softnet();
+    let (before, udp0) = (softnet(), udp_errors());
     let rows = kernel_rows(load, groups, Some(cores), read_sockets);
-    let after = softnet();
+    let (after, udp1) = (softnet(), udp_errors());
     let (mut m, states) = rows?;
     let set = knobs.describe();
     let restored = knobs.restore()?;
@@ -96,21 +116,24 @@ pub fn recvmmsg_rfs_rx(
         .collect();
     let steered: Vec<String> = after
         .iter()
-        .zip(before.iter().chain(std::iter::repeat(&(0, 0))))
+        .zip(before.iter().chain(std::iter::repeat(&(0, 0, 0))))
         .enumerate()
         .map(|(cpu, (a, b))| {
             format!(
-                "cpu{cpu} {} ({} RPS IPIs)",
+                "cpu{cpu} {} ({} backlog drops, {} RPS IPIs)",
                 a.0.saturating_sub(b.0),
-                a.1.saturating_sub(b.1)
+                a.1.saturating_sub(b.1),
+                a.2.saturating_sub(b.2)
             )
         })
         .collect();
     m.mode = format!("irq/NAPI + RPS/RFS over {n} cores");
     m.note = format!(
-        "{ifname}, 1 queue, RPS + RFS to cores {cores:?}, {flows} connected UDP sockets (flow i read on core i mod {n}), NIC RX ring {RX_RING}; knobs: {set}; {restored}; datagrams read per core: {}; packets processed per CPU (softnet_stat): {}; {}",
+        "{ifname}, 1 queue, RPS + RFS to cores {cores:?}, {flows} connected UDP sockets (flow i read on core i mod {n}), NIC RX ring {RX_RING}; knobs: {set}; {restored}; datagrams read per core: {}; packets processed per CPU (softnet_stat): {}; UDP RcvbufErrors {}, InErrors {}; {}",
         per_core.join(", "),
         steered.join(", "),
+        udp1.0.saturating_sub(udp0.0),
+        udp1.1.saturating_sub(udp0.1),
         m.note
     );
     Ok(m)
@@ -118,12 +141,12 @@ pub fn recvmmsg_rfs_rx(
 
 /// Read every socket of a core's group until `done`: poll(2) on all of them
 /// (100 ms), then `recvmmsg` on each until it has nothing.
-fn read_sockets(state: &mut (Vec<UdpBatch>, u64), t: &mut Tally, done: &AtomicBool) {
+fn read_sockets(state: &mut Group, t: &mut Tally, done: &AtomicBool) {
     let (socks, got) = state;
     let mut fds: Vec<libc::pollfd> = socks
         .iter()
         .map(|s| libc::pollfd {
-            fd: s.raw_fd() as RawFd,
+            fd: s.raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         })

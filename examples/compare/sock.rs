@@ -490,28 +490,24 @@ impl UdpBatch {
         };
         let local = addr(std::net::Ipv4Addr::UNSPECIFIED, port);
         // SAFETY: `local` is a valid sockaddr_in of the size passed.
-        check(
-            unsafe {
-                libc::bind(
-                    fd.as_raw_fd(),
-                    (&local as *const libc::sockaddr_in).cast(),
-                    std::mem::size_of::<libc::sockaddr_in>() as u32,
-                )
-            },
-            "bind(UDP)",
-        )?;
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&local as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as u32,
+            )
+        };
+        check(rc, "bind(UDP)")?;
         let remote = addr(*peer.ip(), peer.port());
-        // SAFETY: as above.
-        check(
-            unsafe {
-                libc::connect(
-                    fd.as_raw_fd(),
-                    (&remote as *const libc::sockaddr_in).cast(),
-                    std::mem::size_of::<libc::sockaddr_in>() as u32,
-                )
-            },
-            "connect(UDP)",
-        )?;
+        // SAFETY: `remote` is a valid sockaddr_in of the size passed.
+        let rc = unsafe {
+            libc::connect(
+                fd.as_raw_fd(),
+                (&remote as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as u32,
+            )
+        };
+        check(rc, "connect(UDP)")?;
         Ok(UdpBatch {
             sock: std::net::UdpSocket::from(fd),
             bufs: vec![[0u8; 2048]; 32],
