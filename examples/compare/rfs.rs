@@ -7,7 +7,7 @@
 //! ([`crate::sock::UdpBatch::connected`]), so the row opens one connected
 //! UDP socket per flow (all bound to the flows' destination port), gives the
 //! flows to the cores in turn (flow i to core i mod n) and reads each core's
-//! sockets with `recvmmsg` from a thread pinned there.
+//! sockets (one epoll set) with `recvmmsg` from a thread pinned there.
 
 use crate::knobs::Knobs;
 use crate::paths::{
@@ -18,6 +18,7 @@ use crate::tally::Tally;
 use pollnic::clock::monotonic_ns;
 use pollnic::pci::PciAddress;
 use pollnic_tools::frame;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -139,31 +140,50 @@ pub fn recvmmsg_rfs_rx(
     Ok(m)
 }
 
-/// Read every socket of a core's group until `done`: poll(2) on all of them
-/// (100 ms), then `recvmmsg` on each until it has nothing.
+/// Read every socket of a core's group until `done`: one epoll set over
+/// them (an epoll wait costs per ready socket, not per socket, as poll(2)
+/// over all of them would), waiting up to 100 ms, then `recvmmsg` on each
+/// ready socket until it has nothing.
 fn read_sockets(state: &mut Group, t: &mut Tally, done: &AtomicBool) {
     let (socks, got) = state;
-    let mut fds: Vec<libc::pollfd> = socks
-        .iter()
-        .map(|s| libc::pollfd {
-            fd: s.raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    // SAFETY: plain epoll_create1(2); the fd is owned at once below.
+    let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if raw < 0 {
+        eprintln!(
+            "compare: epoll_create1: {}",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    // SAFETY: `raw` is a fresh fd nobody else owns.
+    let ep = unsafe { OwnedFd::from_raw_fd(raw) };
+    for (i, s) in socks.iter().enumerate() {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: i as u64,
+        };
+        // SAFETY: a live epoll fd, a live socket fd and a valid event.
+        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, s.raw_fd(), &mut ev) } < 0
+        {
+            eprintln!("compare: epoll_ctl: {}", std::io::Error::last_os_error());
+            return;
+        }
+    }
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; socks.len().max(1)];
     while !done.load(Relaxed) {
-        for f in fds.iter_mut() {
-            f.revents = 0;
-        }
-        // SAFETY: `fds` is a live array of pollfds of the length passed.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
-        if ready <= 0 {
-            continue;
-        }
-        for (f, s) in fds.iter().zip(socks.iter_mut()) {
-            if f.revents & libc::POLLIN == 0 {
+        // SAFETY: `events` is a live array of the length passed.
+        let ready = unsafe {
+            libc::epoll_wait(
+                ep.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as i32,
+                100,
+            )
+        };
+        for ev in events.iter().take(ready.max(0) as usize) {
+            let Some(s) = socks.get_mut(ev.u64 as usize) else {
                 continue;
-            }
+            };
             loop {
                 let mut now = None;
                 let n = s.recv_batch(|p| {
