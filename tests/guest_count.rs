@@ -1,8 +1,9 @@
 //! The guest-work counter (the testbed's TCG plugin, docs/design/counting.md)
 //! in the guest that `cargo xtask test` boots with it: the idle loop is left
 //! out, the same compare row counted twice gives the same instructions per
-//! packet within 2 %, whatever the host's load did to its timing, and the
-//! per-function profile holds the same instructions as the marked count.
+//! packet within 2 %, whatever the host's load did to its timing, the
+//! per-function profile holds the same instructions as the marked count, and
+//! the transmit rows are counted per sent packet on the sending vCPU.
 
 use pollnic_tests::*;
 use pollnic_tools::counts::Counter;
@@ -138,4 +139,61 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
         "two runs of one row differ by {:.2} % (> 2 %): {work:?}",
         spread * 100.0
     );
+}
+
+#[test]
+#[ignore = "needs the QEMU igb testbed with the counter: run `cargo xtask test`"]
+fn transmit_rows_are_counted_per_sent_packet() {
+    counter();
+    let out = std::env::temp_dir().join(format!("pollnic-count-tx-{}", std::process::id()));
+    let cmd = std::process::Command::new(example_exe("compare"))
+        .args(["--tx", &port(0), "--rx", &port(1)])
+        .args(["--paths", "tx-pollnic,tx-kernel-afpacket", "--sizes", "64"])
+        .args(["--top-functions", "0"])
+        .args([
+            "--seconds",
+            "1",
+            "--rate",
+            "5000",
+            "--gen-core",
+            "1",
+            "--cores",
+            "0",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&cmd.stdout).to_string() + &String::from_utf8_lossy(&cmd.stderr);
+    println!("{text}");
+    assert!(cmd.status.success(), "compare failed:\n{text}");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for r in &rows {
+        println!("row: {r}");
+        assert_eq!(r["valid"], true, "{r}");
+        assert_eq!(r["direction"], "tx", "{r}");
+        let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} missing: {r}"));
+        assert!(n("sent") > 0 && n("received") > 0, "{r}");
+        let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {r}"));
+        let (all, w) = (
+            f("instructions_per_packet"),
+            f("work_instructions_per_packet"),
+        );
+        assert!(
+            w > 0.0 && w <= all,
+            "work {w} must be within all {all}: {r}"
+        );
+        assert!(
+            f("bytes_loaded_per_packet") > 0.0 && f("bytes_stored_per_packet") > 0.0,
+            "{r}"
+        );
+        assert!(
+            r["work_method"].as_str().unwrap().starts_with("marked"),
+            "user-space senders mark their sending turns: {r}"
+        );
+        assert!(r["gen_instructions_per_sent"].is_null(), "{r}");
+    }
 }

@@ -187,7 +187,7 @@ pub fn round_trip(
 /// with their payload magic cleared (warm-up frames); `None`: test frames
 /// until `secs` is up.
 #[allow(clippy::too_many_arguments)]
-fn send(
+pub(crate) fn send(
     dev: &mut Device,
     flows: &[Flow],
     size: usize,

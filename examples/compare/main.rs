@@ -20,10 +20,12 @@ mod gen;
 mod knobs;
 mod paths;
 mod report;
+mod rfs;
 mod sock;
 mod sweep;
 mod tally;
 mod testpmd;
+mod tx;
 mod xsk;
 
 use clap::Parser;
@@ -74,6 +76,12 @@ struct Args {
     /// frames only, no clock reads or timestamp parsing, as testpmd rxonly),
     /// pollnic-1q-adaptive and pollnic-1q-irq (pollnic-1q sleeping on its
     /// MSI-X interrupt after a run of empty polls, or at every empty poll).
+    /// Scaling rows: pollnic-3q, kernel-afpacket-rps-2q/-3q,
+    /// kernel-recvmmsg-rfs-2q/-3q (one queue, RPS + RFS, a connected UDP
+    /// socket per flow read on its core). Transmit rows, counted per sent
+    /// packet on the sending core (the first of --cores), pollnic receiving
+    /// on port 0: tx-pollnic, tx-kernel-pktgen, tx-kernel-afpacket
+    /// (sendmmsg), tx-kernel-afxdp.
     #[arg(long, value_delimiter = ',')]
     paths: Option<Vec<String>>,
     /// Forwarding instead of receiving: the path under test sends every frame
@@ -187,6 +195,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         top_functions: Vec::new(),
         top_functions_basis: String::new(),
         top_functions_coverage: None,
+        direction: direction(path),
         note,
         valid: false,
     };
@@ -209,6 +218,8 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     if let Some(line) = account.shortfall_line() {
         m.note = format!("{line}; {}", m.note);
     }
+    // Transmit rows: counted per sent packet, on the sending vCPU(s).
+    let tx = path.starts_with("tx-");
     let t = &m.tally;
     if t.received == 0 {
         // Honesty check: never print rates for a receiver that saw nothing.
@@ -230,13 +241,12 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     };
     let has_lat = t.lat.count() > 0;
     let us = |q: f64| has_lat.then(|| t.lat.quantile_ns(q) as f64 / 1000.0);
-    let cost = m
-        .offered
-        .window
-        .as_ref()
-        .and_then(|w| w.per_packet(t.received, m.offered.sent));
+    let cost =
+        m.offered.window.as_ref().and_then(|w| {
+            w.per_packet(if tx { m.offered.sent } else { t.received }, m.offered.sent)
+        });
     let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
-    Row {
+    let mut r = Row {
         instructions_per_packet: c(|p| p.instructions),
         work_instructions_per_packet: c(|p| p.work_instructions),
         work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),
@@ -266,6 +276,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         top_functions_basis: cost
             .as_ref()
             .map_or(String::new(), |p| p.top_functions_basis.clone()),
+        direction: direction(path),
         vcpu_instructions_per_packet: cost.as_ref().map_or(String::new(), |p| {
             p.per_vcpu
                 .iter()
@@ -313,7 +324,11 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             None => m.note,
         },
         valid: true,
+    };
+    if tx {
+        tx::adjust(&mut r);
     }
+    r
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -355,9 +370,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         };
         known[..n].iter().map(|p| p.to_string()).collect()
     });
-    if let Some(bad) = paths.iter().find(|p| {
-        !known.contains(&p.as_str()) && (args.forward || !SCALING_PATHS.contains(&p.as_str()))
-    }) {
+    if let Some(bad) = paths
+        .iter()
+        .find(|p| !known.contains(&p.as_str()) && (args.forward || !extra_path(p)))
+    {
         return Err(Usage(format!(
             "unknown path `{bad}`{} (known: {}{})",
             if args.forward { " with --forward" } else { "" },
@@ -365,7 +381,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             if args.forward {
                 String::new()
             } else {
-                format!(", {}", SCALING_PATHS.join(", "))
+                format!(
+                    ", {}, {}, {}",
+                    SCALING_PATHS.join(", "),
+                    rfs::RFS_PATHS.join(", "),
+                    tx::TX_PATHS.join(", ")
+                )
             }
         ))
         .into());
@@ -462,6 +483,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     report::write_all(&args.out, stem, &rows, title.trim())?;
     println!("wrote {}/{stem}.{{json,csv,svg}}", args.out.display());
     check_rows(&rows)
+}
+
+/// `tx` for a transmit row (figures per sent packet), `rx` for the others.
+fn direction(path: &str) -> String {
+    if path.starts_with("tx-") { "tx" } else { "rx" }.into()
 }
 
 /// A pollnic row without a result, or a row whose knobs did not come back,
@@ -753,6 +779,12 @@ const SCALING_PATHS: [&str; 3] = [
     "kernel-afpacket-rps-3q",
 ];
 
+/// Paths named only in `--paths` beside [`RX_PATHS`]: the scaling rows,
+/// the RFS rows and the transmit rows (`tx-*`, counted per sent packet).
+fn extra_path(p: &str) -> bool {
+    SCALING_PATHS.contains(&p) || rfs::RFS_PATHS.contains(&p) || tx::TX_PATHS.contains(&p)
+}
+
 /// Forwarding paths (`--forward`).
 const FWD_PATHS: [&str; 4] = [
     "pollnic-fwd-io",
@@ -801,6 +833,9 @@ fn measure_path(
         "pollnic-3q" => paths::pollnic_rx(load, rx, 3, cores, true, RxMode::BusyPoll),
         "kernel-afpacket-rps-2q" => paths::afpacket_rps_rx(load, rx, cores, 2),
         "kernel-afpacket-rps-3q" => paths::afpacket_rps_rx(load, rx, cores, 3),
+        "kernel-recvmmsg-rfs-2q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 2),
+        "kernel-recvmmsg-rfs-3q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 3),
+        tx if tx.starts_with("tx-") => tx::measure(tx, load, rx, cores),
         "pollnic-1q-adaptive" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::adaptive()),
         "pollnic-1q-irq" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::interrupt()),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),

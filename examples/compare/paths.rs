@@ -60,7 +60,7 @@ pub struct FwdCounts {
 
 pub const DRAIN: Duration = Duration::from_millis(1500);
 
-fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
+pub(crate) fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
     pci::bind_vfio(&Sysfs::default(), addr)
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -247,7 +247,7 @@ pub const RX_RING: u32 = 512;
 
 /// Hand `rx` to the kernel igb driver and configure its interface: up,
 /// 198.19.0.1/15 (the flows' destination), carrier awaited.
-fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
+pub(crate) fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
     let sysfs = Sysfs::default();
     pci::unbind_vfio(&sysfs, rx).map_err(|e| e.to_string())?;
     let mut ifname = None;
@@ -293,7 +293,7 @@ fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
 }
 
 /// Wait until `ifname` reports carrier; returns how long that took.
-fn wait_carrier(ifname: &str, timeout: Duration) -> Result<Duration, String> {
+pub(crate) fn wait_carrier(ifname: &str, timeout: Duration) -> Result<Duration, String> {
     let carrier = format!("/sys/class/net/{ifname}/carrier");
     let t0 = std::time::Instant::now();
     while t0.elapsed() < timeout {
@@ -330,7 +330,7 @@ fn kernel_row(
 /// CPU per row: the threads' own time plus `rx_kernel_ns` on `account`'s
 /// cores (every CPU if `None`), the same sum the pollnic rows report.
 /// Returns the receivers' states for their socket statistics.
-fn kernel_rows<R: Send>(
+pub(crate) fn kernel_rows<R: Send>(
     load: Load<'_>,
     receivers: Vec<(Option<usize>, R)>,
     account: Option<&[usize]>,

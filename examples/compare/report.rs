@@ -141,6 +141,12 @@ pub struct Row {
     /// The profile's instructions over the counted figure they stand for.
     #[serde(default)]
     pub top_functions_coverage: Option<f64>,
+    /// `rx`: the counted figures are per received packet on the receiving
+    /// vCPUs; `tx` (the `tx-*` rows): per **sent** packet on the sending
+    /// vCPU(s), the receiver's vCPU left out. Empty in files written before
+    /// it existed (= `rx`).
+    #[serde(default)]
+    pub direction: String,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).

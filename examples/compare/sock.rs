@@ -444,3 +444,149 @@ pub fn set_rx_usecs(ifname: &str, usecs: u32) -> io::Result<()> {
     c.rx_coalesce_usecs = usecs;
     ethtool(ifname, &mut c)
 }
+
+impl UdpBatch {
+    /// A UDP socket for one flow: bound to `0.0.0.0:port` beside the flow's
+    /// other sockets (`SO_REUSEADDR` + `SO_REUSEPORT`), connected to the
+    /// flow's source `peer`, non-blocking, 4 MiB receive buffer. A connected
+    /// UDP socket is the only kind RFS can steer by: the kernel saves a
+    /// datagram's flow hash on the socket only when it is connected
+    /// (`__udp_queue_rcv_skb`: `inet_daddr` set), and `sock_rps_record_flow`
+    /// records the reading CPU only for a socket in `TCP_ESTABLISHED`, which
+    /// a UDP socket is once connected. The kernel's UDP lookup prefers the
+    /// connected socket of the exact 4-tuple.
+    pub fn connected(port: u16, peer: std::net::SocketAddrV4) -> io::Result<UdpBatch> {
+        // SAFETY: plain socket(2); the fd is owned at once below.
+        let raw = check(
+            unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, 0) },
+            "socket(AF_INET, SOCK_DGRAM)",
+        )?;
+        // SAFETY: `raw` is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let one: libc::c_int = 1;
+        setsockopt(
+            &fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            &one,
+            "SO_REUSEADDR",
+        )?;
+        setsockopt(
+            &fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEPORT,
+            &one,
+            "SO_REUSEPORT",
+        )?;
+        let size: libc::c_int = 4 << 20;
+        let _ = setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &size, "SO_RCVBUF");
+        let addr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(ip).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let local = addr(std::net::Ipv4Addr::UNSPECIFIED, port);
+        // SAFETY: `local` is a valid sockaddr_in of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&local as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as u32,
+            )
+        };
+        check(rc, "bind(UDP)")?;
+        let remote = addr(*peer.ip(), peer.port());
+        // SAFETY: `remote` is a valid sockaddr_in of the size passed.
+        let rc = unsafe {
+            libc::connect(
+                fd.as_raw_fd(),
+                (&remote as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as u32,
+            )
+        };
+        check(rc, "connect(UDP)")?;
+        Ok(UdpBatch {
+            sock: std::net::UdpSocket::from(fd),
+            bufs: vec![[0u8; 2048]; 32],
+        })
+    }
+
+    /// The socket's fd, to wait on several sockets at once.
+    pub fn raw_fd(&self) -> libc::c_int {
+        self.sock.as_raw_fd()
+    }
+}
+
+/// An AF_PACKET raw socket that only transmits (bound to one interface with
+/// protocol 0, so it receives nothing), sending a batch with one
+/// `sendmmsg(2)` call. Frames go through the interface's qdisc, as an
+/// application's do by default (no `PACKET_QDISC_BYPASS`).
+pub struct RawTx {
+    fd: OwnedFd,
+}
+
+impl RawTx {
+    /// Open and bind to `ifindex`.
+    pub fn open(ifindex: u32) -> io::Result<RawTx> {
+        // SAFETY: plain socket(2) call; the fd is owned right below.
+        let raw = check(
+            unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) },
+            "socket(AF_PACKET)",
+        )?;
+        // SAFETY: `raw` is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = 0;
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        check(rc, "bind(AF_PACKET)")?;
+        Ok(RawTx { fd })
+    }
+
+    /// Send `frames` (complete Ethernet frames without FCS) with one
+    /// `sendmmsg`; returns how many the kernel took (0 when it took none:
+    /// the qdisc or the socket's send buffer is full).
+    pub fn send_batch(&self, frames: &mut [Vec<u8>]) -> usize {
+        if frames.is_empty() {
+            return 0;
+        }
+        let mut iov: Vec<libc::iovec> = frames
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: plain data; zero is "no name, no control".
+        let mut msgs: Vec<libc::mmsghdr> = (0..iov.len())
+            .map(|_| unsafe { std::mem::zeroed() })
+            .collect();
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: `msgs` holds headers whose iovecs point into `frames`, all
+        // alive for the call; the kernel only reads them.
+        let sent = unsafe {
+            libc::sendmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                msgs.len() as u32,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        sent.max(0) as usize
+    }
+}

@@ -585,3 +585,315 @@ pub fn ensure_bpffs() -> Result<bool, String> {
     }
     Ok(true)
 }
+
+/// The socket's TX ring, descriptors (libxdp's default).
+pub const XSK_TX_RING: u32 = 2048;
+/// Chunks of the UMEM that the TX socket sends from (the rest go to the
+/// fill ring, so a zero-copy RX queue is never short of buffers).
+const TX_CHUNKS: usize = FRAMES / 2;
+
+/// An AF_XDP socket that transmits on one queue of one interface (the
+/// `tx-kernel-afxdp` row): a UMEM of 2048 × 4 KiB chunks, half of them
+/// handed to the fill ring before the bind (the socket has an RX ring too:
+/// libxdp's XSK program is attached as for [`XskRx`], and igb runs a
+/// zero-copy queue only with an XDP program), the other half the frames it
+/// sends. Each send reclaims completed chunks from the completion ring,
+/// writes frames into free chunks, publishes their descriptors on the TX
+/// ring and kicks the kernel with `sendto(MSG_DONTWAIT)`: in copy mode that
+/// call transmits (`xsk_generic_xmit`), in zero-copy mode it wakes the
+/// queue's NAPI (`igb_xsk_wakeup`), which puts the chunks on the NIC's ring.
+pub struct XskTx {
+    lib: &'static Libxdp,
+    umem: *mut c_void,
+    xsk: *mut c_void,
+    fill: Box<XskRing>,
+    comp: Box<XskRing>,
+    rx: Box<XskRing>,
+    tx: Box<XskRing>,
+    area: *mut u8,
+    fd: c_int,
+    zero_copy: bool,
+    free: Vec<u64>,
+    /// Descriptors published on the TX ring.
+    pub submitted: u64,
+    /// Chunks the kernel returned on the completion ring.
+    pub completed: u64,
+    /// Kicks (`sendto`) made, and of them refused (EAGAIN, EBUSY, ENOBUFS).
+    pub kicks: (u64, u64),
+}
+
+// SAFETY: as for XskRx: everything belongs to this value alone.
+unsafe impl Send for XskTx {}
+
+impl XskTx {
+    /// Attach libxdp's XSK program to `ifname` in native (driver) mode and
+    /// bind a socket to `queue` with `XDP_ZEROCOPY` (`zero_copy`) or
+    /// `XDP_COPY`.
+    ///
+    /// # Errors
+    /// libxdp missing, or what libxdp/the kernel refused, as text.
+    pub fn open(ifname: &str, queue: u32, zero_copy: bool) -> Result<XskTx, String> {
+        let lib = Libxdp::get()?;
+        let len = FRAME * FRAMES;
+        // SAFETY: a fresh private anonymous mapping, owned by the XskTx below.
+        let area = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if area == libc::MAP_FAILED {
+            return Err(format!("UMEM mmap: {}", io::Error::last_os_error()));
+        }
+        let mut s = XskTx {
+            lib,
+            umem: std::ptr::null_mut(),
+            xsk: std::ptr::null_mut(),
+            fill: XskRing::empty(),
+            comp: XskRing::empty(),
+            rx: XskRing::empty(),
+            tx: XskRing::empty(),
+            area: area.cast(),
+            fd: -1,
+            zero_copy,
+            free: (FRAMES - TX_CHUNKS..FRAMES)
+                .map(|i| (i * FRAME) as u64)
+                .collect(),
+            submitted: 0,
+            completed: 0,
+            kicks: (0, 0),
+        };
+        // SAFETY: as in XskRx::open: our area, boxed ring structs.
+        let rc = unsafe {
+            (lib.umem_create)(
+                &mut s.umem,
+                area,
+                len as u64,
+                &mut *s.fill,
+                &mut *s.comp,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(format!(
+                "xsk_umem__create: {}",
+                io::Error::from_raw_os_error(-rc)
+            ));
+        }
+        let n = prod_reserve(&mut s.fill, (FRAMES - TX_CHUNKS) as u32);
+        for i in 0..n {
+            prod_set(&s.fill, i, (i as usize * FRAME) as u64);
+        }
+        prod_submit(&mut s.fill, n);
+        let name = CString::new(ifname).map_err(|_| "interface name with NUL".to_string())?;
+        let cfg = XskSocketConfig {
+            rx_size: XSK_RX_RING,
+            tx_size: XSK_TX_RING,
+            libxdp_flags: 0,
+            xdp_flags: XDP_FLAGS_DRV_MODE,
+            bind_flags: if zero_copy {
+                libc::XDP_ZEROCOPY
+            } else {
+                libc::XDP_COPY
+            },
+        };
+        // SAFETY: valid C string, our UMEM, boxed RX and TX ring structs, a
+        // config of the layout xsk.h declares.
+        let rc = unsafe {
+            (lib.socket_create)(
+                &mut s.xsk,
+                name.as_ptr(),
+                queue,
+                s.umem,
+                &mut *s.rx,
+                &mut *s.tx,
+                &cfg,
+            )
+        };
+        if rc != 0 {
+            s.xsk = std::ptr::null_mut();
+            return Err(format!(
+                "xsk_socket__create({ifname}, queue {queue}, native XDP, {}): {}",
+                if zero_copy { "zero-copy" } else { "copy" },
+                io::Error::from_raw_os_error(-rc)
+            ));
+        }
+        // SAFETY: a live socket.
+        s.fd = unsafe { (lib.socket_fd)(s.xsk) };
+        Ok(s)
+    }
+
+    /// `xdp-drv zc` or `xdp-drv copy`, as the kernel reports it (XDP_OPTIONS).
+    pub fn mode(&self) -> String {
+        let mut o = libc::xdp_options { flags: 0 };
+        let mut l = std::mem::size_of::<libc::xdp_options>() as u32;
+        // SAFETY: `o`/`l` valid for writing; the kernel writes at most `l` bytes.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_XDP,
+                libc::XDP_OPTIONS,
+                (&mut o as *mut libc::xdp_options).cast(),
+                &mut l,
+            )
+        };
+        let zc = rc == 0 && o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0;
+        debug_assert!(zc == self.zero_copy || rc != 0);
+        format!("xdp-drv {} TX", if zc { "zc" } else { "copy" })
+    }
+
+    /// Take back the chunks the kernel has completed.
+    pub fn reclaim(&mut self) -> u32 {
+        let n = cons_peek(&mut self.comp, XSK_TX_RING);
+        let first = self.comp.cached_cons.wrapping_sub(n);
+        for i in 0..n {
+            // SAFETY: entry `first + i` was published by the kernel (peeked
+            // under acquire), in the ring of `size` u64 entries.
+            let addr = unsafe {
+                self.comp
+                    .ring
+                    .cast::<u64>()
+                    .add((first.wrapping_add(i) & self.comp.mask) as usize)
+                    .read()
+            };
+            self.free.push(addr & !(FRAME as u64 - 1));
+        }
+        cons_release(&self.comp);
+        self.completed += n as u64;
+        n
+    }
+
+    /// Write up to `n` frames of `len` bytes with `write(frame, k)` (k = 0..)
+    /// into free chunks, publish them on the TX ring and kick the kernel.
+    /// Returns how many were published.
+    pub fn send(&mut self, n: usize, len: usize, mut write: impl FnMut(&mut [u8], usize)) -> usize {
+        self.reclaim();
+        let want = (n.min(self.free.len()) as u32).min(XSK_TX_RING);
+        let got = prod_reserve(&mut self.tx, want);
+        for i in 0..got {
+            let addr = self.free.pop().expect("reserved no more than free");
+            // SAFETY: chunk `addr` is ours (not on any ring) and `len` fits a chunk.
+            let frame = unsafe {
+                std::slice::from_raw_parts_mut(self.area.add(addr as usize), len.min(FRAME))
+            };
+            write(frame, i as usize);
+            let d = libc::xdp_desc {
+                addr,
+                len: len as u32,
+                options: 0,
+            };
+            // SAFETY: slot `cached_prod + i` was reserved, in the ring of `size` descriptors.
+            unsafe {
+                self.tx
+                    .ring
+                    .cast::<libc::xdp_desc>()
+                    .add((self.tx.cached_prod.wrapping_add(i) & self.tx.mask) as usize)
+                    .write(d)
+            };
+        }
+        prod_submit(&mut self.tx, got);
+        self.submitted += got as u64;
+        if got > 0 || self.submitted > self.completed {
+            self.kick();
+        }
+        got as usize
+    }
+
+    fn kick(&mut self) {
+        // SAFETY: a zero-length sendto on our socket; nothing is read or written.
+        let rc = unsafe {
+            libc::sendto(
+                self.fd,
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        self.kicks.0 += 1;
+        if rc < 0 {
+            self.kicks.1 += 1;
+        }
+    }
+
+    /// Kick and reclaim until every published frame has completed or
+    /// `timeout` passed; returns the frames still outstanding.
+    pub fn flush(&mut self, timeout: std::time::Duration) -> u64 {
+        let t0 = std::time::Instant::now();
+        while self.submitted > self.completed && t0.elapsed() < timeout {
+            self.kick();
+            self.reclaim();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        self.submitted - self.completed
+    }
+}
+
+impl Drop for XskTx {
+    fn drop(&mut self) {
+        // SAFETY: as for XskRx.
+        unsafe {
+            if !self.xsk.is_null() {
+                (self.lib.socket_delete)(self.xsk);
+            }
+            if !self.umem.is_null() {
+                (self.lib.umem_delete)(self.umem);
+            }
+            libc::munmap(self.area.cast(), FRAME * FRAMES);
+        }
+    }
+}
+
+/// Reserve up to `n` slots of a producer ring; returns how many.
+fn prod_reserve(r: &mut XskRing, n: u32) -> u32 {
+    let mut free = r.cached_cons.wrapping_sub(r.cached_prod);
+    if free < n {
+        // SAFETY: `consumer` points into the kernel-mapped ring, u32-aligned.
+        let c = unsafe { AtomicU32::from_ptr(r.consumer) }.load(Ordering::Acquire);
+        r.cached_cons = c.wrapping_add(r.size);
+        free = r.cached_cons.wrapping_sub(r.cached_prod);
+    }
+    free.min(n)
+}
+
+/// Write a fill-ring entry (an address) in reserved slot `cached_prod + i`.
+fn prod_set(r: &XskRing, i: u32, addr: u64) {
+    // SAFETY: the slot was reserved, masked into the ring of `size` u64 entries.
+    unsafe {
+        r.ring
+            .cast::<u64>()
+            .add((r.cached_prod.wrapping_add(i) & r.mask) as usize)
+            .write(addr)
+    };
+}
+
+/// Publish `n` reserved entries.
+fn prod_submit(r: &mut XskRing, n: u32) {
+    r.cached_prod = r.cached_prod.wrapping_add(n);
+    // SAFETY: as in `prod_reserve`; release publishes the entries written.
+    unsafe { AtomicU32::from_ptr(r.producer) }.store(r.cached_prod, Ordering::Release);
+}
+
+/// Entries the kernel published on a consumer ring, at most `max` (advances `cached_cons`).
+fn cons_peek(r: &mut XskRing, max: u32) -> u32 {
+    let mut avail = r.cached_prod.wrapping_sub(r.cached_cons);
+    if avail == 0 {
+        // SAFETY: `producer` points into the kernel-mapped ring, u32-aligned.
+        r.cached_prod = unsafe { AtomicU32::from_ptr(r.producer) }.load(Ordering::Acquire);
+        avail = r.cached_prod.wrapping_sub(r.cached_cons);
+    }
+    let n = avail.min(max);
+    r.cached_cons = r.cached_cons.wrapping_add(n);
+    n
+}
+
+/// Hand the peeked entries back.
+fn cons_release(r: &XskRing) {
+    // SAFETY: as in `cons_peek`; release orders our reads of the entries before.
+    unsafe { AtomicU32::from_ptr(r.consumer) }.store(r.cached_cons, Ordering::Release);
+}
