@@ -232,11 +232,12 @@ enum Place {
 impl Symbols {
     /// The kernel's symbols (`/proc/kallsyms`, modules included, each named
     /// `function [module]`) and the executable mappings of the processes
-    /// `pids` (their ELF `.symtab` when the file has one, else `.dynsym`:
-    /// a stripped library's static functions then count under the exported
-    /// function before them). Read them while the processes still run.
-    /// What cannot be read is left out, and its addresses print as
-    /// `[kernel]` or `[file name]`.
+    /// `pids`, then of every other process (their ELF `.symtab` when the
+    /// file has one, else `.dynsym`: a stripped library's static functions
+    /// then count under the exported function before them). Read them
+    /// while the processes still run. What cannot be read is left out, and
+    /// its addresses print as `[kernel]`, `[file name]`, or `[user]` for
+    /// code whose first process has exited (see [`top_functions`]).
     ///
     /// The kernel's table and each file's are read once per process and
     /// kept (a file mapped again is not read again).
@@ -257,7 +258,19 @@ impl Symbols {
         let mut tables = vec![kernel];
         let mut index: BTreeMap<String, usize> = BTreeMap::new();
         let mut user = Vec::new();
-        for pid in pids {
+        // The processes asked for first, then every other one: TCG shares a
+        // translated block between processes that map the same physical
+        // code (a shared library), and the profile keys it by the address
+        // it had in the process that ran it first; that process's mapping
+        // of the same file names it.
+        let others = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| !pids.contains(p));
+        let all: Vec<u32> = pids.iter().copied().chain(others).collect();
+        for pid in &all {
             let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
                 continue;
             };
@@ -421,6 +434,12 @@ pub struct FunctionCost {
 /// The `n` functions with the most instructions in `profile` over the vCPUs
 /// `pick` accepts, from the marked counts (`marked`) or from all, and the
 /// total over every function.
+///
+/// `[user]` collects user-mode blocks that no running process maps: TCG
+/// translates a shared library's code once for every process that maps
+/// the same physical page, and keys the block by the address of the
+/// process that ran it first; when that process has exited, the block
+/// cannot be named (its instructions still count, here).
 pub fn top_functions(
     profile: &Profile,
     pick: impl Fn(usize) -> bool,
@@ -439,23 +458,6 @@ pub fn top_functions(
         total += insns;
         let place = addr.map_or_else(|| Place::Label("[unplaced blocks]".into()), |a| symbols.place(a));
         *per.entry(place).or_default() += insns;
-    }
-    if std::env::var_os("POLLNIC_PROFILE_UNRESOLVED").is_some() {
-        let mut v: Vec<(u64, u64)> = profile
-            .blocks
-            .iter()
-            .filter_map(|(a, b)| {
-                let a = (*a)?;
-                let i: u64 = b.all.iter().chain(&b.marked).sum();
-                matches!(symbols.place(a), Place::Label(_)).then_some((a, i))
-            })
-            .collect();
-        v.sort_by_key(|x| std::cmp::Reverse(x.1));
-        eprintln!("profile: unresolved blocks (address, instructions): {:x?}", &v[..v.len().min(20)]);
-        eprintln!(
-            "profile: mappings: {:x?}",
-            symbols.user.iter().map(|m| (m.start, m.end, &m.file)).collect::<Vec<_>>()
-        );
     }
     // Names only for the places that ran (demangling is the slow part).
     let mut named: HashMap<String, u64> = HashMap::new();

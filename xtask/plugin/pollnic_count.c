@@ -24,8 +24,13 @@
  * PROFILE marker; the guest resolves the addresses to functions
  * (examples/support/profile.rs).
  *
+ * A marked region belongs to the process that opened it: with switch=ADDR
+ * (the kernel's finish_task_switch), each task switch reads CR3, and while
+ * another process runs on the region's vCPU the region is paused.
+ *
  * Arguments: out=PATH (required), idle_start=0xADDR, idle_end=0xADDR,
- * mem=on|off (default on), period_us=N, profile=SLOTS (a power of two or 0).
+ * mem=on|off (default on), period_us=N, profile=SLOTS (a power of two or 0),
+ * switch=0xADDR.
  *
  * Only the dozen functions of QEMU's plugin API (version 4, QEMU 9.0 and
  * later) that this file uses are declared below, from their documented
@@ -70,7 +75,7 @@ typedef struct {
     struct qemu_plugin_scoreboard *score;
     size_t offset;
 } qemu_plugin_u64;
-enum qemu_plugin_cb_flags { CB_NO_REGS = 0 };
+enum qemu_plugin_cb_flags { CB_NO_REGS = 0, CB_R_REGS = 1 };
 enum qemu_plugin_mem_rw { MEM_R = 1, MEM_W = 2 };
 enum qemu_plugin_op { INLINE_ADD_U64 = 0 };
 enum qemu_plugin_cond { COND_NEVER = 0, COND_ALWAYS, COND_EQ, COND_NE };
@@ -93,6 +98,25 @@ void qemu_plugin_register_vcpu_init_cb(qemu_plugin_id_t, vcpu_cb_t);
 typedef void (*insn_cb_t)(unsigned int, void *);
 void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *, insn_cb_t, enum qemu_plugin_cb_flags,
                                             void *);
+/* Registers (API version 3 and later), with the two glib types they use. */
+typedef struct {
+    char *data;
+    unsigned int len;
+} GArray;
+typedef struct {
+    uint8_t *data;
+    unsigned int len;
+} GByteArray;
+struct qemu_plugin_register;
+typedef struct {
+    struct qemu_plugin_register *handle;
+    const char *name;
+    const char *feature;
+} qemu_plugin_reg_descriptor;
+GArray *qemu_plugin_get_registers(void);
+int qemu_plugin_read_register(struct qemu_plugin_register *, GByteArray *);
+GByteArray *g_byte_array_new(void);
+GByteArray *g_byte_array_set_size(GByteArray *, unsigned int);
 size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *, void *, size_t);
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *);
@@ -118,6 +142,10 @@ struct counts {
     /* The same, of the regions committed by COMMIT_ONE (a burst of one packet). */
     uint64_t one_insns, one_loaded, one_stored, ones, one_user;
     uint64_t start_insns, start_loaded, start_stored, start_user, open;
+    /* The address space (CR3) of the process that opened the region; while
+     * another process runs on the vCPU the region is paused (open = 0,
+     * paused = 1) and what it ran is left out (see on_switch). */
+    uint64_t region_cr3, paused, pause_insns, pause_loaded, pause_stored, pause_user, pauses;
 };
 
 /*
@@ -339,6 +367,60 @@ static void on_store(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vad
     c->stored[(uintptr_t)udata] += 1u << qemu_plugin_mem_size_shift(info);
 }
 
+/* ---- which process runs: CR3, read at the marker and at every task switch ---- */
+static uint64_t switch_addr; /* finish_task_switch (0: not tracked) */
+static struct qemu_plugin_register *cr3_reg;
+
+/* CR3 without its PCID (bits 11:0) and the page-table-isolation user bit (12):
+ * the same for a process in user and in kernel mode. 0 when unreadable. */
+static uint64_t read_cr3(void)
+{
+    static __thread GByteArray *buf;
+    if (!cr3_reg) {
+        return 0;
+    }
+    if (!buf) {
+        buf = g_byte_array_new();
+    }
+    g_byte_array_set_size(buf, 0);
+    if (qemu_plugin_read_register(cr3_reg, buf) < 8 || buf->len < 8) {
+        return 0;
+    }
+    uint64_t v;
+    memcpy(&v, buf->data, 8);
+    return v & 0x7fffffffffffe000ULL;
+}
+
+/* A task switch on `vcpu` (the new task's address space is loaded): a region
+ * whose process is switched out pauses, and resumes, with what ran meanwhile
+ * left out, when its process is switched back in. Kernel threads keep the
+ * previous address space, so the kernel work they do there stays counted. */
+static void on_switch(unsigned int vcpu, void *udata)
+{
+    struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
+    (void)udata;
+    if (!c->open && !c->paused) {
+        return;
+    }
+    uint64_t cr3 = read_cr3();
+    if (c->open && cr3 != c->region_cr3) {
+        c->open = 0;
+        c->paused = 1;
+        c->pause_insns = c->insns[USER] + c->insns[KERNEL];
+        c->pause_user = c->insns[USER];
+        c->pause_loaded = c->loaded[USER] + c->loaded[KERNEL];
+        c->pause_stored = c->stored[USER] + c->stored[KERNEL];
+        c->pauses++;
+    } else if (c->paused && cr3 == c->region_cr3) {
+        c->start_insns += c->insns[USER] + c->insns[KERNEL] - c->pause_insns;
+        c->start_user += c->insns[USER] - c->pause_user;
+        c->start_loaded += c->loaded[USER] + c->loaded[KERNEL] - c->pause_loaded;
+        c->start_stored += c->stored[USER] + c->stored[KERNEL] - c->pause_stored;
+        c->paused = 0;
+        c->open = 1;
+    }
+}
+
 static void on_mark(unsigned int vcpu, void *udata)
 {
     struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
@@ -352,6 +434,8 @@ static void on_mark(unsigned int vcpu, void *udata)
         c->start_loaded = loaded;
         c->start_stored = stored;
         c->open = 1;
+        c->paused = 0;
+        c->region_cr3 = switch_addr ? read_cr3() : 0;
         region_begin(vcpu);
         break;
     case MARK_COMMIT:
@@ -372,12 +456,14 @@ static void on_mark(unsigned int vcpu, void *udata)
             region_commit(vcpu);
         }
         c->open = 0;
+        c->paused = 0;
         break;
     case MARK_PROFILE:
         dump_profile();
         break;
     default:
         c->open = 0;
+        c->paused = 0;
         break;
     }
 }
@@ -404,7 +490,11 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         int mark = cls == USER ? marker_of(insn) : 0;
         if (mark) {
-            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_mark, CB_NO_REGS, (void *)(uintptr_t)mark);
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_mark, switch_addr ? CB_R_REGS : CB_NO_REGS,
+                                                   (void *)(uintptr_t)mark);
+        }
+        if (i == 0 && switch_addr && qemu_plugin_tb_vaddr(tb) == switch_addr) {
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_switch, CB_R_REGS, NULL);
         }
         if (!count_mem) {
             continue;
@@ -446,6 +536,19 @@ static void dump(void)
 static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
 {
     (void)id;
+    if (switch_addr && !__atomic_load_n(&cr3_reg, __ATOMIC_ACQUIRE)) {
+        GArray *regs = qemu_plugin_get_registers();
+        for (unsigned int i = 0; regs && i < regs->len; i++) {
+            qemu_plugin_reg_descriptor *d = &((qemu_plugin_reg_descriptor *)regs->data)[i];
+            if (d->name && strcmp(d->name, "cr3") == 0) {
+                __atomic_store_n(&cr3_reg, d->handle, __ATOMIC_RELEASE);
+                break;
+            }
+        }
+        if (!cr3_reg) {
+            qemu_plugin_outs("pollnic-count: no cr3 register: marked regions also count other processes\n");
+        }
+    }
     /* vCPUs come up in index order; a scoreboard entry exists once its vCPU is initialised. */
     int want = (int)vcpu + 1;
     int cur = __atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
@@ -502,6 +605,8 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
             idle_end = v;
         } else if (strcmp(a, "mem=on") == 0 || strcmp(a, "mem=off") == 0) {
             count_mem = a[5] == 'n';
+        } else if (strncmp(a, "switch=", 7) == 0 && parse_u64(a + 7, &v)) {
+            switch_addr = v;
         } else if (strncmp(a, "profile=", 8) == 0 && parse_u64(a + 8, &v) && (v == 0 || (v >= 1024 && v <= (1u << 24) && (v & (v - 1)) == 0))) {
             prof_slots = v;
         } else if (strncmp(a, "period_us=", 10) == 0 && parse_u64(a + 10, &v) && v >= 100 && v <= 1000000) {

@@ -29,6 +29,9 @@ pub struct Count {
     pub plugin: PathBuf,
     /// `.cpuidle.text` of the guest kernel booted with `nokaslr`: `[start, end)`.
     pub idle: (u64, u64),
+    /// `finish_task_switch` of the same kernel (0: unknown), where the plugin
+    /// pauses a marked region while another process runs on its vCPU.
+    pub switch: u64,
     /// Count bytes loaded and stored too (a callback per memory access: slower).
     pub mem: bool,
     /// Keep the per-block profile (`profile=` of the plugin; off: `profile=0`).
@@ -39,13 +42,18 @@ impl Count {
     /// The `-plugin` argument that writes the counters to `out`.
     pub fn qemu_arg(&self, out: &Path) -> String {
         format!(
-            "{},out={},idle_start={:#x},idle_end={:#x},mem={}{}",
+            "{},out={},idle_start={:#x},idle_end={:#x},mem={}{}{}",
             self.plugin.display(),
             out.display(),
             self.idle.0,
             self.idle.1,
             if self.mem { "on" } else { "off" },
-            if self.profile { "" } else { ",profile=0" }
+            if self.profile { "" } else { ",profile=0" },
+            if self.switch != 0 {
+                format!(",switch={:#x}", self.switch)
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -54,10 +62,14 @@ impl Count {
 /// `image`'s kernel (one short boot the first time, then cached).
 pub fn prepare(layout: &Layout, image: &GuestImage, mem: bool, profile: bool) -> Result<Count> {
     let plugin = build_plugin(layout)?;
-    let idle = idle_range(layout, image)?;
+    let (idle, switch) = kernel_marks(layout, image)?;
+    if switch == 0 {
+        say!("count: no finish_task_switch in the guest's kallsyms: marked regions will also count other processes that run on their vCPU");
+    }
     Ok(Count {
         plugin,
         idle,
+        switch,
         mem,
         profile,
     })
@@ -97,15 +109,16 @@ fn build_plugin(layout: &Layout) -> Result<PathBuf> {
 }
 
 /// `[__cpuidle_text_start, __cpuidle_text_end)` of the guest kernel under
-/// `nokaslr`, read once from the guest's /proc/kallsyms and kept in
-/// `target/testbed/cpuidle-<kernel version>.txt`.
-fn idle_range(layout: &Layout, image: &GuestImage) -> Result<(u64, u64)> {
+/// `nokaslr`, and its `finish_task_switch` (0 when it has none), read once
+/// from the guest's /proc/kallsyms and kept in
+/// `target/testbed/kallsyms-marks-<kernel version>.txt`.
+fn kernel_marks(layout: &Layout, image: &GuestImage) -> Result<((u64, u64), u64)> {
     let cache = layout
         .testbed
-        .join(format!("cpuidle-{}.txt", image.kernel.version));
+        .join(format!("kallsyms-marks-{}.txt", image.kernel.version));
     if let Ok(text) = std::fs::read_to_string(&cache) {
         if let Some(r) = parse_kallsyms(&text) {
-            return Ok(r);
+            return Ok((r, switch_addr(&text)));
         }
     }
     say!(
@@ -115,7 +128,7 @@ fn idle_range(layout: &Layout, image: &GuestImage) -> Result<(u64, u64)> {
     );
     crate::layout::check_plain_path(&cache)?;
     let script = format!(
-        "grep -E ' __cpuidle_text_(start|end)$' /proc/kallsyms > {}\nsync\n",
+        "grep -E ' (__cpuidle_text_(start|end)|finish_task_switch(\\.[a-z0-9.]+)?)$' /proc/kallsyms > {}\nsync\n",
         cache.display()
     );
     let opts = VmOptions {
@@ -128,7 +141,7 @@ fn idle_range(layout: &Layout, image: &GuestImage) -> Result<(u64, u64)> {
     let outcome = qemu::run_in_guest(layout, image, &script, &opts)?;
     let text = std::fs::read_to_string(&cache).unwrap_or_default();
     match parse_kallsyms(&text) {
-        Some(r) if outcome.code == 0 => Ok(r),
+        Some(r) if outcome.code == 0 => Ok((r, switch_addr(&text))),
         _ => {
             let _ = std::fs::remove_file(&cache);
             bail!(
@@ -140,6 +153,22 @@ fn idle_range(layout: &Layout, image: &GuestImage) -> Result<(u64, u64)> {
             )
         }
     }
+}
+
+/// `finish_task_switch` (or a compiler's copy of it, `finish_task_switch.isra.0`)
+/// from kallsyms lines; 0 when there is none.
+fn switch_addr(text: &str) -> u64 {
+    text.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            let a = u64::from_str_radix(w.next()?, 16).ok()?;
+            let kind = w.next()?;
+            let name = w.next()?;
+            (matches!(kind, "t" | "T")
+                && (name == "finish_task_switch" || name.starts_with("finish_task_switch.")))
+            .then_some(a)
+        })
+        .unwrap_or(0)
 }
 
 /// The idle range from kallsyms lines `ffffffff81e0a000 T __cpuidle_text_start`.
@@ -183,6 +212,7 @@ mod tests {
         let c = Count {
             plugin: "/t/pollnic-count.so".into(),
             idle: (0x10, 0x20),
+            switch: 0,
             mem: false,
             profile: true,
         };
@@ -192,5 +222,14 @@ mod tests {
         );
         let c = Count { profile: false, ..c };
         assert!(c.qemu_arg(Path::new("/t/x")).ends_with(",mem=off,profile=0"));
+        let c = Count { switch: 0xffff_ffff_8100_0000, ..c };
+        assert!(c.qemu_arg(Path::new("/t/x")).ends_with(",profile=0,switch=0xffffffff81000000"));
+    }
+
+    #[test]
+    fn the_task_switch_is_found_under_a_compilers_name_too() {
+        let text = "ffffffff82000000 T __cpuidle_text_start\nffffffff81100000 t finish_task_switch.isra.0\n";
+        assert_eq!(switch_addr(text), 0xffff_ffff_8110_0000);
+        assert_eq!(switch_addr("ffffffff81100000 t finish_task_switch_x\n"), 0);
     }
 }
