@@ -525,7 +525,7 @@ impl Device {
     /// as it says). The first interrupt or adaptive mode enables MSI-X: one
     /// vector per RX queue, delivered to an eventfd through
     /// `VFIO_DEVICE_SET_IRQS`, the queue's cause routed to it through IVAR,
-    /// throttled by EITR ([`DeviceConfig::rx_usecs`]), masked until the
+    /// throttled by EITR ([`DeviceConfig::moderation`]), masked until the
     /// queue arms it (Linux `igb_configure_msix`, `ixgbe_configure_msix`).
     /// Going back to busy-poll leaves MSI-X on, every vector masked.
     ///
