@@ -142,7 +142,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let txd = Device::open(&args.tx, &base)?;
     let rx_cfg = base
         .with_queues(args.queues)
-        .with_rx_usecs(args.wait.rx_usecs)
+        .with_moderation(args.wait.moderation())
         .with_rss_key(if args.symmetric {
             pollnic_hw::rss::SYMMETRIC_KEY
         } else {

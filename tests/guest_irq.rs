@@ -99,12 +99,12 @@ fn phased(
         let p = phase.load(Acquire);
         if p != at {
             let s = q.irq_stats();
-            cur.irq = IrqStats {
-                sleeps: s.sleeps - irq0.sleeps,
-                interrupts: s.interrupts - irq0.interrupts,
-                timeouts: s.timeouts - irq0.timeouts,
-                raced: s.raced - irq0.raced,
-            };
+            let mut d = IrqStats::default();
+            d.sleeps = s.sleeps - irq0.sleeps;
+            d.interrupts = s.interrupts - irq0.interrupts;
+            d.timeouts = s.timeouts - irq0.timeouts;
+            d.raced = s.raced - irq0.raced;
+            cur.irq = d;
             cur.cpu_ns = thread_cpu_ns() - cpu0;
             cur.wall = t0.elapsed();
             out.push(std::mem::take(&mut cur));

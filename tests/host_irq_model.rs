@@ -5,7 +5,7 @@
 //! and fails here; a wrong EITR encoding reads back as another interval.
 
 use pollnic::io::Regs;
-use pollnic::{run_pinned, Device, DeviceConfig, RxMode};
+use pollnic::{run_pinned, Device, DeviceConfig, Moderation, RxMode};
 use pollnic_model::igb::Soft82576;
 use pollnic_model::ixgbe::Soft82599;
 use pollnic_model::RxOutcome;
@@ -247,6 +247,112 @@ fn eitr_holds_rx_usecs_and_throttles_the_vector<M: Model>(m: &M) {
     m.write(M::EIMS, 1);
     assert_eq!(m.fired()[0], f + 1, "fired on unmask");
     assert!(m.broken_rules().is_empty(), "{:?}", m.broken_rules());
+}
+
+/// Dynamic moderation (igb's classes, Linux `igb_update_itr`): the vector
+/// starts at `low_latency` (49 µs); a sleep after ten full-size frames moves
+/// it to `bulk_latency` (245 µs) or the latency cap, one after a lone small
+/// frame brings it back; EITR is written as the class says.
+fn dynamic_moderation_follows_the_traffic<M: Model>(m: &M, cap: u32, step: u32) {
+    let mode = RxMode::Interrupt {
+        timeout: Duration::from_millis(1),
+    };
+    let cfg = config(1)
+        .with_rx_mode(mode)
+        .with_moderation(Moderation::dynamic(cap));
+    let mut dev = m.open_dev(&cfg);
+    // The EITR's step: 1 µs on igb, 2 µs on the 82599 (rounded down).
+    let us = |u: u32| Duration::from_micros((u / step * step) as u64);
+    assert_eq!(m.interval(0), us(49.min(cap)), "low_latency at open");
+    assert_eq!(dev.queue(0).irq_stats().itr_usecs, 49.min(cap));
+    let mac = dev.mac();
+    let raw = |len: usize| {
+        let mut b = vec![0u8; len];
+        b[..6].copy_from_slice(&mac);
+        b[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        b[12..14].copy_from_slice(&[0x88, 0xb5]);
+        b
+    };
+    let q = dev.queue(0);
+    let mut buf = Vec::new();
+    let mut drain = |q: &mut pollnic::Queue| {
+        let mut got = 0;
+        loop {
+            let k = q.rx_burst(&mut buf, 32);
+            got += k;
+            buf.clear();
+            if k == 0 {
+                // The empty poll: moderation moves, then a (short) sleep.
+                q.wait_rx(0);
+                return got;
+            }
+        }
+    };
+    for _ in 0..10 {
+        assert!(matches!(m.rx(&raw(1514)), RxOutcome::Delivered { .. }));
+    }
+    assert_eq!(drain(q), 10);
+    assert_eq!(
+        m.interval(0),
+        us(245.min(cap)),
+        "bulk_latency after 10 x 1514 B"
+    );
+    assert_eq!(q.irq_stats().itr_usecs, 245.min(cap));
+    assert!(matches!(m.rx(&raw(60)), RxOutcome::Delivered { .. }));
+    assert_eq!(drain(q), 1);
+    assert_eq!(
+        m.interval(0),
+        us(49.min(cap)),
+        "low_latency after one small frame"
+    );
+    // Fixed again: as rx-usecs.
+    q.set_moderation(Moderation::Fixed { usecs: 30 }).unwrap();
+    assert_eq!(m.interval(0), us(30));
+    assert!(m.broken_rules().is_empty(), "{:?}", m.broken_rules());
+}
+
+#[test]
+fn igb_dynamic_moderation_follows_the_traffic() {
+    dynamic_moderation_follows_the_traffic(&Soft82576::default(), 250, 1);
+    dynamic_moderation_follows_the_traffic(&Soft82576::default(), 100, 1);
+}
+
+#[test]
+fn ixgbe_dynamic_moderation_follows_the_traffic() {
+    dynamic_moderation_follows_the_traffic(&Soft82599::default(), 250, 2);
+    dynamic_moderation_follows_the_traffic(&Soft82599::default(), 40, 2);
+}
+
+/// An idle adaptive queue sleeps at its first empty poll (no gap measured:
+/// spin budget 0), where it once polled 300 times; a fixed interval beyond
+/// the family's EITR is refused, a dynamic cap beyond igb's longest class
+/// (245 µs) is not.
+#[test]
+fn adaptive_idle_queue_sleeps_at_its_first_empty_poll() {
+    let m = Soft82576::default();
+    let mode = RxMode::Adaptive {
+        max_spin: Duration::from_micros(50),
+        timeout: Duration::from_millis(1),
+    };
+    let mut dev = m.open(&config(1).with_rx_mode(mode)).unwrap();
+    let q = dev.queue(0);
+    assert!(q.wait_rx(0), "slept at the first empty poll");
+    let s = q.irq_stats();
+    assert_eq!(
+        (s.sleeps, s.spin_budget_ns, s.spins_paid),
+        (1, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(s.wakeups_per_packet(0), None);
+    assert_eq!(s.wakeups_per_packet(4), Some(0.25));
+    let m = Soft82599::default();
+    let mut dev = m.open(&config(1).with_rx_mode(mode)).unwrap();
+    assert!(dev.set_moderation(Moderation::dynamic(2000)).is_ok());
+    assert_eq!(dev.queue(0).moderation(), Moderation::dynamic(2000));
+    let e = dev
+        .set_moderation(Moderation::Fixed { usecs: 2000 })
+        .unwrap_err();
+    assert!(e.to_string().contains("rx_usecs 2000 is above"), "{e}");
 }
 
 #[test]

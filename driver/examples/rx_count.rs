@@ -1,9 +1,12 @@
-//! Count what each RSS queue of one port receives, one busy-polling thread
-//! per queue, each pinned to its own core (queue i on core i), for a set time:
+//! Count what each RSS queue of one port receives, one thread per queue,
+//! each pinned to its own core (queue i on core i), for a set time; the
+//! threads busy-poll, or wait as an optional fourth word says (`poll`, `irq`,
+//! `adaptive`: [`pollnic::RxMode`]):
 //!
 //! ```sh
 //! cargo build --release -p pollnic --example rx_count
 //! sudo target/release/examples/rx_count 0000:03:00.0 2 10   # port, queues, seconds
+//! sudo target/release/examples/rx_count 0000:03:00.0 1 10 adaptive
 //! ```
 //!
 //! It prints `ready` once the link is up and every queue thread runs, one
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 use pollnic::{run_pinned, Counter, Device, DeviceConfig, RxMode};
 
 const USAGE: &str =
-    "usage: rx_count <PCI address> <queues> <seconds>, e.g. rx_count 0000:03:00.0 2 10";
+    "usage: rx_count <PCI address> <queues> <seconds> [poll|irq|adaptive], e.g. rx_count 0000:03:00.0 2 10";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,9 +30,20 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
-    let [addr, queues, secs] = &args[..] else {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
+    let (addr, queues, secs, mode) = match &args[..] {
+        [a, q, s] => (a, q, s, Ok(RxMode::BusyPoll)),
+        [a, q, s, m] => (a, q, s, m.parse::<RxMode>()),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mode = match mode {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("rx_count: {e}; {USAGE}");
+            return ExitCode::from(2);
+        }
     };
     let (Ok(queues @ 1..), Ok(secs)) = (queues.parse::<u16>(), secs.parse::<f64>()) else {
         eprintln!("rx_count: queues must be a whole number from 1 and seconds a number; {USAGE}");
@@ -39,7 +53,7 @@ fn main() -> ExitCode {
         eprintln!("rx_count: seconds must be above 0; {USAGE}");
         return ExitCode::from(2);
     }
-    match run(addr, queues, Duration::from_secs_f64(secs)) {
+    match run(addr, queues, Duration::from_secs_f64(secs), mode) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rx_count: {e}");
@@ -48,7 +62,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(addr: &str, queues: u16, time: Duration) -> pollnic::Result<()> {
+fn run(addr: &str, queues: u16, time: Duration, mode: RxMode) -> pollnic::Result<()> {
     let mut dev = Device::open(addr, &DeviceConfig::default().with_queues(queues))?;
     let cores: Vec<usize> = (0..usize::from(queues)).collect();
     let until = Instant::now() + time;
@@ -56,13 +70,15 @@ fn run(addr: &str, queues: u16, time: Duration) -> pollnic::Result<()> {
     let per_queue = run_pinned(
         &mut dev,
         &cores,
-        RxMode::BusyPoll,
+        mode,
         |q| {
             let (mut burst, mut packets, mut bytes) = (Vec::with_capacity(32), 0u64, 0u64);
             while Instant::now() < until {
-                packets += q.rx_burst(&mut burst, 32) as u64;
+                let n = q.rx_burst(&mut burst, 32);
+                packets += n as u64;
                 bytes += burst.iter().map(|p| p.len() as u64).sum::<u64>();
                 q.free_bulk(&mut burst); // the buffers go back to the queue's cache
+                q.wait_rx(n); // busy-poll: returns at once
             }
             (packets, bytes)
         },

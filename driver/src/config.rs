@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::family::HashTypes;
 pub use crate::family::RxFilter;
-use crate::irq::RxMode;
+use crate::irq::{Moderation, RxMode};
 pub use pollnic_hw::flow::FlowControl;
 use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
 pub use pollnic_hw::power::PowerSaving;
@@ -68,11 +68,13 @@ pub struct DeviceConfig {
     /// queue; [`crate::run_pinned`] and [`crate::Device::set_rx_mode`]
     /// change it later.
     pub rx_mode: RxMode,
-    /// Minimum interval between two interrupts of one queue's vector, in µs
-    /// (EITR; default 0: none), as `ethtool -C <if> rx-usecs`; at most 8191
-    /// on igb, 1022 on the 82599. Used once MSI-X is on; changeable at run
-    /// time ([`crate::Queue::set_rx_usecs`], [`crate::Device::set_rx_usecs`]).
-    pub rx_usecs: u32,
+    /// How each queue's vector is throttled (EITR), as `ethtool -C <if>
+    /// rx-usecs`: a fixed minimum interval between two interrupts in µs
+    /// (default `Fixed { usecs: 0 }`: none; at most 8191 on igb, 1022 on
+    /// the 82599), or igb's dynamic classes under a latency bound
+    /// ([`Moderation::Dynamic`]). Used once MSI-X is on; changeable at run
+    /// time ([`crate::Queue::set_moderation`], [`crate::Device::set_moderation`]).
+    pub moderation: Moderation,
     /// Which burst loops the queues run (default [`DataPathChoice::Auto`]:
     /// the vector one where the CPU has its instructions, detected when the
     /// queues are set up).
@@ -149,10 +151,17 @@ impl DeviceConfig {
         self.rx_mode = rx_mode;
         self
     }
-    /// Set [`DeviceConfig::rx_usecs`]: the interrupt throttle in µs.
+    /// Set [`DeviceConfig::moderation`] to a fixed interrupt throttle of
+    /// `rx_usecs` µs.
     #[must_use]
     pub fn with_rx_usecs(mut self, rx_usecs: u32) -> Self {
-        self.rx_usecs = rx_usecs;
+        self.moderation = Moderation::Fixed { usecs: rx_usecs };
+        self
+    }
+    /// Set [`DeviceConfig::moderation`].
+    #[must_use]
+    pub fn with_moderation(mut self, moderation: Moderation) -> Self {
+        self.moderation = moderation;
         self
     }
     /// Set [`DeviceConfig::rx_ring_size`]: RX descriptors per queue.
@@ -263,7 +272,7 @@ impl Default for DeviceConfig {
             reta: None,
             hash_types: HashTypes::default(),
             rx_mode: RxMode::BusyPoll,
-            rx_usecs: 0,
+            moderation: Moderation::default(),
             data_path: DataPathChoice::Auto,
             flow_control: FlowControl::Full,
             power_saving: PowerSaving::OFF,

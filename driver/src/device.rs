@@ -14,7 +14,7 @@ use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
 use crate::family::{self, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo, MsixError};
-use crate::irq::{IrqStats, QueueIrq, RxMode};
+use crate::irq::{IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::Queue;
 use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
@@ -76,7 +76,7 @@ pub struct Device {
     /// PCI device ID (the IVAR layout differs between parts).
     device_id: u16,
     /// The throttle MSI-X vectors get when enabled, in µs (EITR).
-    rx_usecs: u32,
+    moderation: Moderation,
     /// Whether MSI-X is enabled (disabled at shutdown).
     msix_on: bool,
     /// Counter totals, read every [`STATS_REFRESH`] by `refresher` (the
@@ -328,7 +328,7 @@ impl Device {
             mtu: cfg.mtu,
             hw_queues: cfg.queues,
             device_id: ident.device,
-            rx_usecs: cfg.rx_usecs,
+            moderation: cfg.moderation,
             msix_on: false,
             stats: Arc::new(Mutex::new(Stats::new(family.stats_layout()))),
             refresher: None,
@@ -416,6 +416,12 @@ impl Device {
                 mode: RxMode::BusyPoll,
                 empty_run: 0,
                 irq_stats: IrqStats::default(),
+                moderation: Moderation::default(),
+                itr: Itr::default(),
+                itr_seen: (0, 0),
+                spin: SpinBudget::default(),
+                idle: None,
+                epoch: None,
                 max_usecs: fam.max_rx_usecs(),
                 family: fam.name(),
             });
@@ -520,7 +526,7 @@ impl Device {
     /// as it says). The first interrupt or adaptive mode enables MSI-X: one
     /// vector per RX queue, delivered to an eventfd through
     /// `VFIO_DEVICE_SET_IRQS`, the queue's cause routed to it through IVAR,
-    /// throttled by EITR ([`DeviceConfig::rx_usecs`]), masked until the
+    /// throttled by EITR ([`DeviceConfig::moderation`]), masked until the
     /// queue arms it (Linux `igb_configure_msix`, `ixgbe_configure_msix`).
     /// Going back to busy-poll leaves MSI-X on, every vector masked.
     ///
@@ -543,18 +549,29 @@ impl Device {
     /// # Errors
     /// [`Error::RxUsecsTooLarge`] above the family's EITR range.
     pub fn set_rx_usecs(&mut self, usecs: u32) -> Result<()> {
+        self.set_moderation(Moderation::Fixed { usecs })
+    }
+
+    /// Set how every queue's vector is throttled ([`Queue::set_moderation`]:
+    /// a fixed interval, or igb's dynamic classes under a latency bound),
+    /// and what vectors get if MSI-X is enabled later.
+    ///
+    /// # Errors
+    /// [`Error::RxUsecsTooLarge`] when the interval (or the dynamic cap, up
+    /// to igb's longest class, 245 µs) is above the family's EITR range.
+    pub fn set_moderation(&mut self, moderation: Moderation) -> Result<()> {
         let max = self.family.max_rx_usecs();
-        if usecs > max {
+        if moderation.max_usecs() > max {
             return Err(Error::RxUsecsTooLarge {
-                usecs,
+                usecs: moderation.max_usecs(),
                 max,
                 family: self.family.name(),
             });
         }
-        self.rx_usecs = usecs;
+        self.moderation = moderation;
         if self.msix_on {
             for q in &mut self.queues {
-                q.set_rx_usecs(usecs)?;
+                q.set_moderation(moderation)?;
             }
         }
         Ok(())
@@ -572,10 +589,12 @@ impl Device {
             return Err(fail(MsixError::Unsupported));
         };
         let events = intr.enable_msix(n).map_err(fail)?;
-        let Some(regs) =
-            self.family
-                .configure_msix(self.bar.regs(), self.device_id, n, self.rx_usecs)
-        else {
+        let Some(regs) = self.family.configure_msix(
+            self.bar.regs(),
+            self.device_id,
+            n,
+            self.moderation.initial_usecs(),
+        ) else {
             intr.disable_msix();
             return Err(fail(MsixError::NoFamilySupport {
                 family: self.family.name(),
@@ -587,6 +606,8 @@ impl Device {
                 regs,
                 bar: Arc::clone(&self.bar),
             });
+            // In range: checked at open and by `set_moderation`.
+            q.set_moderation(self.moderation)?;
         }
         self.msix_on = true;
         Ok(())
@@ -816,9 +837,9 @@ pub(crate) fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'
             device: ident.name.clone(),
         });
     }
-    if cfg.rx_usecs > family.max_rx_usecs() {
+    if cfg.moderation.max_usecs() > family.max_rx_usecs() {
         return Err(Error::RxUsecsTooLarge {
-            usecs: cfg.rx_usecs,
+            usecs: cfg.moderation.max_usecs(),
             max: family.max_rx_usecs(),
             family: family.name(),
         });

@@ -237,7 +237,7 @@ pub enum Error {
         device: String,
     },
 
-    /// An interrupt throttle ([`crate::DeviceConfig::rx_usecs`],
+    /// An interrupt throttle ([`crate::DeviceConfig::moderation`],
     /// [`crate::Device::set_rx_usecs`], [`crate::Queue::set_rx_usecs`])
     /// above what the family's EITR holds.
     #[error("rx_usecs {usecs} is above the {max} µs the {family} interrupt throttle (EITR) holds")]

@@ -75,7 +75,7 @@ pub use config::{DataPathChoice, DeviceConfig};
 pub use device::{Device, DeviceIdent};
 pub use error::{Error, Result};
 pub use family::LinkStatus;
-pub use irq::RxMode;
+pub use irq::{Moderation, RxMode};
 pub use pollnic_rings::{DataPath, Mempool, Packet};
 pub use queue::Queue;
 pub use runner::run_pinned;

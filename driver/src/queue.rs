@@ -5,7 +5,7 @@
 use crate::counters::DeviceCounters;
 use crate::error::{Error, Result};
 use crate::io::TailDoorbell;
-use crate::irq::{IrqStats, QueueIrq, RxMode};
+use crate::irq::{IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
 use crate::removal::Removal;
 use pollnic_rings::{Mempool, Packet, RxRing, RxStats, TxRing, TxStats};
 use std::sync::Arc;
@@ -21,9 +21,19 @@ pub struct Queue {
     /// The queue's MSI-X vector, once the device enabled MSI-X.
     pub(crate) irq: Option<QueueIrq>,
     pub(crate) mode: RxMode,
-    /// Empty polls in a row (adaptive mode).
+    /// Empty polls in the current idle period (adaptive mode).
     pub(crate) empty_run: u32,
     pub(crate) irq_stats: IrqStats,
+    /// How the vector is throttled, and dynamic moderation's state with the
+    /// RX counters (packets, bytes) at its last update.
+    pub(crate) moderation: Moderation,
+    pub(crate) itr: Itr,
+    pub(crate) itr_seen: (u64, u64),
+    /// Adaptive mode: the spin budget, and when the current idle period
+    /// started with its budget in ns (`None` while frames arrive).
+    pub(crate) spin: SpinBudget,
+    pub(crate) idle: Option<(Instant, u64)>,
+    pub(crate) epoch: Option<Instant>,
     /// Largest EITR throttle the family takes, in µs.
     pub(crate) max_usecs: u32,
     /// The family's name, for messages (`igb`, `ixgbe`).
@@ -175,13 +185,22 @@ impl Queue {
     /// [`Queue::rx_burst`] with what that returned. Returns whether it
     /// slept.
     ///
-    /// - busy-poll: returns at once (no register access);
+    /// - busy-poll: returns at once (no register access, no clock read);
     /// - interrupt: when `received` is 0, arms the queue's MSI-X vector
     ///   (EICR cause cleared, EIMS), looks at the ring once more, and blocks
     ///   on the vector's eventfd until it fires or the mode's timeout passes;
-    ///   then masks the vector (EIMC);
-    /// - adaptive: as interrupt, but only after the mode's `idle_polls`
-    ///   empty polls in a row; a non-empty poll resets the run.
+    ///   then masks the vector (EIMC). The vector stays masked while the loop
+    ///   polls and is armed again only at the next empty poll: one arm per
+    ///   wake-up however many bursts the ring holds (NAPI's rule: Linux
+    ///   `napi_complete_done` re-enables the interrupt only when a poll did
+    ///   less than its budget);
+    /// - adaptive: as interrupt, but first spins for a time budget (see
+    ///   [`RxMode::Adaptive`]): the clock is read at the first empty poll of
+    ///   an idle period and then every 4th.
+    ///
+    /// Before each sleep, [`Moderation::Dynamic`] moves the vector's EITR
+    /// class by the frames and bytes received since the last sleep (Linux
+    /// `igb_update_itr`), writing EITR only when it changes.
     ///
     /// A spurious wake-up (QEMU's igb may signal once more after the mask)
     /// only makes the next poll come back empty. Blocking happens on the
@@ -189,29 +208,83 @@ impl Queue {
     /// queue's core (the counterpart of IRQ affinity).
     #[inline]
     pub fn wait_rx(&mut self, received: usize) -> bool {
-        if received > 0 {
-            self.empty_run = 0;
-            return false;
-        }
         match self.mode {
             RxMode::BusyPoll => false,
-            RxMode::Interrupt { timeout } => self.sleep(timeout),
-            RxMode::Adaptive {
-                idle_polls,
-                timeout,
-            } => {
-                self.empty_run = self.empty_run.saturating_add(1);
-                if self.empty_run < idle_polls.max(1) {
+            RxMode::Interrupt { timeout } => received == 0 && self.sleep(timeout),
+            RxMode::Adaptive { timeout, .. } => self.adapt(received, timeout),
+        }
+    }
+
+    /// Adaptive mode's step: see [`RxMode::Adaptive`].
+    fn adapt(&mut self, received: usize, timeout: Duration) -> bool {
+        if received > 0 {
+            if self.idle.take().is_some() {
+                // Frames came while spinning: the spin saved a wake-up.
+                self.spin.paid();
+                self.irq_stats.spins_paid += 1;
+            }
+            return false;
+        }
+        let now = match self.idle {
+            None => {
+                let now = Instant::now();
+                let t = nanos_since(self.epoch(), now);
+                let packets = self.rx.stats().packets;
+                let budget = self.spin.idle_starts(t, packets);
+                self.irq_stats.spin_budget_ns = budget;
+                self.empty_run = 0;
+                self.idle = Some((now, budget));
+                now
+            }
+            Some(_) => {
+                self.empty_run = self.empty_run.wrapping_add(1);
+                if self.empty_run % 4 != 0 {
                     return false;
                 }
-                self.empty_run = 0;
-                self.sleep(timeout)
+                Instant::now()
             }
+        };
+        let (start, budget) = self.idle.expect("set above");
+        if (now - start).as_nanos() < budget as u128 {
+            return false;
+        }
+        if budget > 0 {
+            self.spin.missed();
+        }
+        self.idle = None;
+        self.sleep(timeout)
+    }
+
+    /// The instant adaptive mode measures its cycles from: the first idle
+    /// period's start.
+    fn epoch(&mut self) -> Instant {
+        *self.epoch.get_or_insert_with(Instant::now)
+    }
+
+    /// Move dynamic moderation's class by what arrived since the last sleep;
+    /// write EITR when it changes.
+    fn moderate(&mut self) {
+        let Moderation::Dynamic { max_latency_us } = self.moderation else {
+            return;
+        };
+        let s = self.rx.stats();
+        let (p, b) = (s.packets - self.itr_seen.0, s.bytes - self.itr_seen.1);
+        self.itr_seen = (s.packets, s.bytes);
+        let usecs = self.itr.update(p, b, max_latency_us).min(self.max_usecs);
+        if usecs != self.irq_stats.itr_usecs {
+            if let Some(irq) = &self.irq {
+                irq.set_usecs(usecs);
+            }
+            self.irq_stats.itr_usecs = usecs;
         }
     }
 
     /// Arm, re-check the ring, block, mask: see [`Queue::wait_rx`].
     fn sleep(&mut self, timeout: Duration) -> bool {
+        if self.irq.is_none() {
+            return false;
+        }
+        self.moderate();
         let Some(irq) = &self.irq else {
             return false;
         };
@@ -254,6 +327,12 @@ impl Queue {
         }
         self.mode = mode;
         self.empty_run = 0;
+        self.idle = None;
+        self.spin = match mode {
+            RxMode::Adaptive { max_spin, .. } => SpinBudget::new(max_spin),
+            _ => SpinBudget::default(),
+        };
+        self.irq_stats.spin_budget_ns = 0;
         Ok(())
     }
 
@@ -267,18 +346,43 @@ impl Queue {
     /// [`Error::RxUsecsTooLarge`] when `usecs` is above the family's EITR
     /// range (igb 8191 µs, 82599 1022 µs).
     pub fn set_rx_usecs(&mut self, usecs: u32) -> Result<()> {
+        self.set_moderation(Moderation::Fixed { usecs })
+    }
+
+    /// Set how this queue's vector is throttled: a fixed EITR interval
+    /// ([`Queue::set_rx_usecs`]) or igb's dynamic classes under a latency
+    /// bound ([`Moderation::Dynamic`], Linux `igb_update_itr`/`igb_set_itr`),
+    /// at run time, e.g. from the queue's own thread. Dynamic moderation
+    /// starts at 49 µs (igb's `low_latency`) under its cap.
+    ///
+    /// # Errors
+    /// [`Error::RxUsecsNeedsMsix`] when MSI-X is not enabled on the device,
+    /// [`Error::RxUsecsTooLarge`] when the interval (or the dynamic cap, up
+    /// to 245 µs, igb's longest class) is above the family's EITR range.
+    pub fn set_moderation(&mut self, moderation: Moderation) -> Result<()> {
         let Some(irq) = &self.irq else {
             return Err(Error::RxUsecsNeedsMsix { queue: self.id });
         };
-        if usecs > self.max_usecs {
+        if moderation.max_usecs() > self.max_usecs {
             return Err(Error::RxUsecsTooLarge {
-                usecs,
+                usecs: moderation.max_usecs(),
                 max: self.max_usecs,
                 family: self.family,
             });
         }
+        let usecs = moderation.initial_usecs();
         irq.set_usecs(usecs);
+        self.moderation = moderation;
+        self.itr = Itr::default();
+        let s = self.rx.stats();
+        self.itr_seen = (s.packets, s.bytes);
+        self.irq_stats.itr_usecs = usecs;
         Ok(())
+    }
+
+    /// How this queue's vector is throttled now.
+    pub fn moderation(&self) -> Moderation {
+        self.moderation
     }
 
     /// What this queue's waits did (zeros in busy-poll mode).
@@ -313,4 +417,11 @@ fn pad_short_frame(p: &mut Packet) {
     if p.set_len(TX_MIN_FRAME).is_ok() {
         p.data_mut()[n..].fill(0);
     }
+}
+
+/// Nanoseconds from `epoch` to `now` (0 if `now` is earlier).
+fn nanos_since(epoch: Instant, now: Instant) -> u64 {
+    now.saturating_duration_since(epoch)
+        .as_nanos()
+        .min(u64::MAX as u128) as u64
 }

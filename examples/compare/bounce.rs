@@ -62,6 +62,8 @@ fn finish(
     let mut tally = back.tally;
     tally.cpu_ns = cpu_ns;
     Measured {
+        wakeups: None,
+        irq_state: None,
         fwd: Some(crate::paths::FwdCounts {
             received,
             sent,

@@ -168,13 +168,13 @@ pub fn cost_table(points: &[Point]) -> String {
         let _ = writeln!(s, "\n{size} B, asked {asked} pps:\n");
         let _ = writeln!(
             s,
-            "| path | mode | offered pps | all insn/pkt | work insn/pkt | work bytes ld/st per pkt | Mpps/core @ 1 insn/ns |"
+            "| path | mode | offered pps | all insn/pkt | work insn/pkt | work bytes ld/st per pkt | Mpps/core @ 1 insn/ns | wake-ups/pkt | P50 / P99 µs |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
         for r in &here {
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.0} | {} | {}{} | {} / {} | {} |",
+                "| {} | {} | {:.0} | {} | {}{} | {} / {} | {} | {} | {} / {} |",
                 r.path,
                 r.mode,
                 r.offered_pps,
@@ -187,6 +187,10 @@ pub fn cost_table(points: &[Point]) -> String {
                 r.work_instructions_per_packet
                     .filter(|w| *w > 0.0)
                     .map_or("-".into(), |w| format!("{:.2}", 1000.0 / w)),
+                r.wakeups_per_packet
+                    .map_or("-".into(), |w| format!("{w:.3}")),
+                f(r.p50_us),
+                f(r.p99_us),
             );
         }
         let work = |path: &str| {

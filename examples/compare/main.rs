@@ -97,6 +97,14 @@ struct Args {
     /// the machine has room: pollnic-1q receives on the first of --cores). [range: 0..=1023]
     #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1023), long, default_value_t = 1)]
     gen_core: usize,
+    /// pollnic-1q-irq and pollnic-1q-adaptive: dynamic interrupt moderation
+    /// (igb's classes) capped at this many µs; 0: a fixed EITR of 0 (an
+    /// interrupt per frame, the rows before dynamic moderation). [range: 0..=1022]
+    #[arg(value_parser = clap::value_parser!(u32).range(0..=1022), long, default_value_t = pollnic::irq::DEFAULT_MAX_LATENCY_US)]
+    max_latency_us: u32,
+    /// pollnic-1q-adaptive: the longest spin on an empty ring, µs. [range: 0..=1000000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=1_000_000), long, default_value_t = 50)]
+    max_spin_us: u64,
     /// Folder for compare.json / compare.csv / compare.svg.
     #[arg(long, default_value = "results/compare")]
     out: PathBuf,
@@ -196,6 +204,9 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         top_functions_basis: String::new(),
         top_functions_coverage: None,
         direction: direction(path),
+        wakeups_per_packet: None,
+        spin_budget_us: None,
+        itr_usecs: None,
         note,
         valid: false,
     };
@@ -247,6 +258,12 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         });
     let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
     let mut r = Row {
+        wakeups_per_packet: m
+            .wakeups
+            .filter(|w| w.1 > 0)
+            .map(|(w, n)| w as f64 / n as f64),
+        spin_budget_us: m.irq_state.map(|(b, _)| b as f64 / 1000.0),
+        itr_usecs: m.irq_state.map(|(_, u)| u),
         instructions_per_packet: c(|p| p.instructions),
         work_instructions_per_packet: c(|p| p.work_instructions),
         work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),
@@ -332,6 +349,11 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let moderation = match args.max_latency_us {
+        0 => pollnic::Moderation::Fixed { usecs: 0 },
+        us => pollnic::Moderation::dynamic(us),
+    };
+    let _ = paths::IRQ_TUNING.set((moderation, Duration::from_micros(args.max_spin_us)));
     let title = format!(
         "pollnic compare: same generator, receive paths side by side {}",
         args.label
@@ -836,7 +858,16 @@ fn measure_path(
         "kernel-recvmmsg-rfs-2q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 2),
         "kernel-recvmmsg-rfs-3q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 3),
         tx if tx.starts_with("tx-") => tx::measure(tx, load, rx, cores),
-        "pollnic-1q-adaptive" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::adaptive()),
+        "pollnic-1q-adaptive" => {
+            let max_spin = paths::IRQ_TUNING
+                .get()
+                .map_or(pollnic::irq::DEFAULT_MAX_SPIN, |t| t.1);
+            let mode = RxMode::Adaptive {
+                max_spin,
+                timeout: pollnic::irq::DEFAULT_WAIT,
+            };
+            paths::pollnic_rx(load, rx, 1, cores, true, mode)
+        }
         "pollnic-1q-irq" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::interrupt()),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),

@@ -45,6 +45,13 @@ pub struct Measured {
     pub mode: String,
     /// Forwarding rows: what the forwarder counted.
     pub fwd: Option<FwdCounts>,
+    /// Wake-ups (pollnic: sleeps on the queue's interrupt; the kernel's
+    /// rows: NET_RX softirqs on every CPU) and the frames received over the
+    /// same span (warm-up included).
+    pub wakeups: Option<(u64, u64)>,
+    /// pollnic's interrupt modes at the end of the row: the adaptive spin
+    /// budget (ns, largest over the queues) and the vector's EITR (µs).
+    pub irq_state: Option<(u64, u32)>,
 }
 
 /// A forwarding row's counts at the forwarder and of the frames returned.
@@ -66,6 +73,11 @@ pub(crate) fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// The interrupt rows' moderation and adaptive mode's longest spin
+/// (`--max-latency-us`, `--max-spin-us`), set once by `main`.
+pub static IRQ_TUNING: std::sync::OnceLock<(pollnic::Moderation, Duration)> =
+    std::sync::OnceLock::new();
+
 /// pollnic with `queues` RSS queues on `cores`. `timed`: read the clock once
 /// per poll (poll gaps) and parse every frame for its send timestamp
 /// (latency histogram); otherwise only count frames and bytes and free them,
@@ -79,9 +91,11 @@ pub fn pollnic_rx(
     mode: pollnic::RxMode,
 ) -> Result<Measured, String> {
     ensure_vfio(rx)?;
+    let moderation = IRQ_TUNING.get().map_or_else(Default::default, |t| t.0);
     let cfg = DeviceConfig::default()
         .with_queues(queues)
-        .with_rx_ring_size(RX_RING);
+        .with_rx_ring_size(RX_RING)
+        .with_moderation(moderation);
     let mut dev = Device::open(rx, &cfg).map_err(|e| e.to_string())?;
     let done = AtomicBool::new(false);
     // Queue threads that have polled once; whether the trial (after the
@@ -201,13 +215,26 @@ pub fn pollnic_rx(
         st.get("rx_no_buffer_count").unwrap_or(0),
         st.rx_overrun_reads()
     );
-    let irq = dev
-        .queues_mut()
-        .iter()
-        .map(|q| q.irq_stats())
-        .fold((0, 0), |(s, i), q| (s + q.sleeps, i + q.interrupts));
+    let stats: Vec<pollnic::stats::IrqStats> = dev.queues().iter().map(|q| q.irq_stats()).collect();
+    let sum = |f: fn(&pollnic::stats::IrqStats) -> u64| stats.iter().map(f).sum::<u64>();
+    let frames: u64 = (0..queues as usize)
+        .map(|i| dev.counters()[i].snapshot().rx_packets)
+        .sum();
+    let budget = stats.iter().map(|s| s.spin_budget_ns).max().unwrap_or(0);
+    let itr = stats.iter().map(|s| s.itr_usecs).max().unwrap_or(0);
+    let wakeups = mode
+        .uses_interrupts()
+        .then_some((sum(|s| s.sleeps), frames));
     let irq = if mode.uses_interrupts() {
-        format!("; sleeps {}, interrupts {}", irq.0, irq.1)
+        format!(
+            "; sleeps {} ({:.3} per frame), interrupts {}, spins paid {}, spin budget {:.1} µs, EITR {itr} µs ({:?})",
+            sum(|s| s.sleeps),
+            sum(|s| s.sleeps) as f64 / frames.max(1) as f64,
+            sum(|s| s.interrupts),
+            sum(|s| s.spins_paid),
+            budget as f64 / 1000.0,
+            dev.queues()[0].moderation(),
+        )
     } else {
         String::new()
     };
@@ -227,6 +254,8 @@ pub fn pollnic_rx(
         }
         .into(),
         fwd: None,
+        wakeups,
+        irq_state: mode.uses_interrupts().then_some((budget, itr)),
     })
 }
 
@@ -342,7 +371,7 @@ pub(crate) fn kernel_rows<R: Send>(
         net_rx_softirqs(),
         softirq_ns_on(account),
     );
-    let (offered, results) = std::thread::scope(|s| {
+    let ((offered, warm), results) = std::thread::scope(|s| {
         let handles: Vec<_> = receivers
             .into_iter()
             .map(|(core, mut state)| {
@@ -359,14 +388,14 @@ pub(crate) fn kernel_rows<R: Send>(
                 })
             })
             .collect();
-        warm_up(load.gen, load.flows, load.size, load.stop);
+        let warm = warm_up(load.gen, load.flows, load.size, load.stop);
         let offered = generate(
             load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
         );
         std::thread::sleep(DRAIN);
         done.store(true, Relaxed);
         (
-            offered,
+            (offered, warm),
             handles.into_iter().map(|h| h.join()).collect::<Vec<_>>(),
         )
     });
@@ -380,6 +409,8 @@ pub(crate) fn kernel_rows<R: Send>(
     let kern = rx_kernel_ns(account) - kern0;
     let soft = softirq_ns_on(account) - soft0;
     tally.cpu_ns += kern;
+    let softirqs = net_rx_softirqs() - nrx0;
+    let frames = tally.received + warm;
     let note = format!(
         "CPU: receiving threads + softirq {:.0} ms + hard IRQ and ksoftirqd/napi threads {:.0} ms on {}; {} NET_RX softirqs",
         soft as f64 / 1e6,
@@ -388,7 +419,7 @@ pub(crate) fn kernel_rows<R: Send>(
             Some(c) => format!("cores {c:?}"),
             None => "all cores".into(),
         },
-        net_rx_softirqs() - nrx0
+        softirqs
     );
     Ok((
         Measured {
@@ -397,6 +428,8 @@ pub(crate) fn kernel_rows<R: Send>(
             note,
             mode: "irq/NAPI".into(),
             fwd: None,
+            wakeups: Some((softirqs, frames)),
+            irq_state: None,
         },
         states,
     ))
@@ -745,5 +778,7 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
         ),
         mode: "busy-poll".into(),
         fwd: None,
+        wakeups: None,
+        irq_state: None,
     })
 }

@@ -147,6 +147,17 @@ pub struct Row {
     /// it existed (= `rx`).
     #[serde(default)]
     pub direction: String,
+    /// Wake-ups per received frame: pollnic's interrupt modes, sleeps on the
+    /// queue's vector; the kernel's interrupt rows, NET_RX softirqs (every
+    /// CPU). Warm-up frames included on both sides.
+    #[serde(default)]
+    pub wakeups_per_packet: Option<f64>,
+    /// pollnic adaptive mode: the spin budget in use at the end of the row, µs.
+    #[serde(default)]
+    pub spin_budget_us: Option<f64>,
+    /// pollnic interrupt modes: the vector's EITR at the end of the row, µs.
+    #[serde(default)]
+    pub itr_usecs: Option<u32>,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).

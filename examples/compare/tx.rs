@@ -234,6 +234,8 @@ fn tx_row(
         ),
         mode,
         fwd: None,
+        wakeups: None,
+        irq_state: None,
     })
 }
 

@@ -176,24 +176,31 @@ mod tests {
     }
 }
 
-/// How the receive queues wait for frames: `--rx-mode`, `--idle-polls`,
-/// `--rx-usecs` ([`pollnic::RxMode`], [`pollnic::DeviceConfig::rx_usecs`]).
+/// How the receive queues wait for frames: `--rx-mode`, `--max-spin-us`,
+/// `--rx-usecs`, `--max-latency-us` ([`pollnic::RxMode`],
+/// [`pollnic::DeviceConfig::moderation`]).
 #[derive(clap::Args, Clone, Debug)]
 pub struct RxModeArgs {
     /// How each RX queue's thread waits: `poll` (busy-poll, a core per
     /// queue), `irq` (sleep on the queue's MSI-X interrupt at every empty
-    /// poll) or `adaptive` (poll while frames arrive, sleep after
-    /// --idle-polls empty polls in a row).
+    /// poll) or `adaptive` (poll while frames arrive, spin on an empty
+    /// ring for twice the measured gap between frames, at most
+    /// --max-spin-us, then sleep).
     #[arg(long, default_value = "poll", value_parser = ["poll", "irq", "adaptive"])]
     pub rx_mode: String,
-    /// Adaptive mode: empty polls in a row before the queue sleeps on its
-    /// interrupt. [range: 1..=1000000000]
-    #[arg(value_parser = clap::value_parser!(u32).range(1..=1_000_000_000), long, default_value_t = pollnic::irq::DEFAULT_IDLE_POLLS)]
-    pub idle_polls: u32,
+    /// Adaptive mode: the longest spin on an empty ring before the queue
+    /// sleeps on its interrupt, in µs (0: sleep at the first empty poll). [range: 0..=1000000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=1_000_000), long, default_value_t = 50)]
+    pub max_spin_us: u64,
     /// Interrupt throttle in µs: at least this long between two interrupts
     /// of one queue (EITR; 0 = none), as `ethtool -C <if> rx-usecs`. [range: 0..=1022]
-    #[arg(value_parser = clap::value_parser!(u32).range(0..=1022), long, default_value_t = 0)]
+    #[arg(value_parser = clap::value_parser!(u32).range(0..=1022), long, default_value_t = 0, conflicts_with = "max_latency_us")]
     pub rx_usecs: u32,
+    /// Dynamic interrupt moderation instead of a fixed --rx-usecs: igb's
+    /// classes (49 µs for small frames, 245 µs for bulk), never longer than
+    /// this many µs. [range: 1..=1022]
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=1022), long)]
+    pub max_latency_us: Option<u32>,
 }
 
 impl RxModeArgs {
@@ -202,10 +209,19 @@ impl RxModeArgs {
         match self.rx_mode.as_str() {
             "irq" => pollnic::RxMode::interrupt(),
             "adaptive" => pollnic::RxMode::Adaptive {
-                idle_polls: self.idle_polls,
+                max_spin: std::time::Duration::from_micros(self.max_spin_us),
                 timeout: pollnic::irq::DEFAULT_WAIT,
             },
             _ => pollnic::RxMode::BusyPoll,
+        }
+    }
+    /// The interrupt moderation these options name.
+    pub fn moderation(&self) -> pollnic::Moderation {
+        match self.max_latency_us {
+            Some(us) => pollnic::Moderation::dynamic(us),
+            None => pollnic::Moderation::Fixed {
+                usecs: self.rx_usecs,
+            },
         }
     }
 }
