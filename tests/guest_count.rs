@@ -9,6 +9,26 @@ use pollnic_tests::*;
 use pollnic_tools::counts::Counter;
 use std::time::Duration;
 
+/// Run `compare` between ports 0 and 1 with the generator on vCPU 1 and the
+/// path on vCPU 0, with `args` added; its output (printed) and its rows.
+fn run_compare(tag: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let out = std::env::temp_dir().join(format!("pollnic-count-{}-{tag}", std::process::id()));
+    let cmd = std::process::Command::new(example_exe("compare"))
+        .args(["--tx", &port(0), "--rx", &port(1), "--gen-core", "1", "--cores", "0"])
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&cmd.stdout).to_string() + &String::from_utf8_lossy(&cmd.stderr);
+    println!("{text}");
+    assert!(cmd.status.success(), "compare failed:\n{text}");
+    let rows =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    (text, rows)
+}
+
 fn counter() -> Counter {
     Counter::from_env().expect(
         "no $POLLNIC_COUNTS: this test runs in the counting guest of `cargo xtask test` \
@@ -51,26 +71,17 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
     counter();
     let mut work = Vec::new();
     for run in 0..2 {
-        let out = std::env::temp_dir().join(format!("pollnic-count-{}-{run}", std::process::id()));
-        let cmd = std::process::Command::new(example_exe("compare"))
-            .args(["--tx", &port(0), "--rx", &port(1)])
-            .args(["--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2"])
-            .args(["--rate", "3000", "--gen-core", "1", "--cores", "0"])
-            // The profile in the first run only (naming its functions takes
-            // a debug build under TCG a while); the counts do not change.
-            .args(["--top-functions", if run == 0 { "10" } else { "0" }])
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&cmd.stdout).to_string()
-            + &String::from_utf8_lossy(&cmd.stderr);
-        println!("{text}");
-        assert!(cmd.status.success(), "compare failed:\n{text}");
+        let (text, rows) = run_compare(
+            &format!("{run}"),
+            &[
+                "--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2", "--rate", "3000",
+                // The profile in the first run only (naming its functions
+                // takes a debug build under TCG a while); the counts do not
+                // change.
+                "--top-functions", if run == 0 { "10" } else { "0" },
+            ],
+        );
         assert!(text.contains("counting: generator on vCPU 1"), "{text}");
-        let rows: Vec<serde_json::Value> =
-            serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap())
-                .unwrap();
         let r = &rows[0];
         println!("row: {r}");
         let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {r}"));
@@ -145,31 +156,13 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
 #[ignore = "needs the QEMU igb testbed with the counter: run `cargo xtask test`"]
 fn transmit_rows_are_counted_per_sent_packet() {
     counter();
-    let out = std::env::temp_dir().join(format!("pollnic-count-tx-{}", std::process::id()));
-    let cmd = std::process::Command::new(example_exe("compare"))
-        .args(["--tx", &port(0), "--rx", &port(1)])
-        .args(["--paths", "tx-pollnic,tx-kernel-afpacket", "--sizes", "64"])
-        .args(["--top-functions", "0"])
-        .args([
-            "--seconds",
-            "1",
-            "--rate",
-            "5000",
-            "--gen-core",
-            "1",
-            "--cores",
-            "0",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&cmd.stdout).to_string() + &String::from_utf8_lossy(&cmd.stderr);
-    println!("{text}");
-    assert!(cmd.status.success(), "compare failed:\n{text}");
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    let (_, rows) = run_compare(
+        "tx",
+        &[
+            "--paths", "tx-pollnic,tx-kernel-afpacket", "--sizes", "64", "--top-functions", "0",
+            "--seconds", "1", "--rate", "5000",
+        ],
+    );
     assert_eq!(rows.len(), 2, "{rows:?}");
     for r in &rows {
         println!("row: {r}");
