@@ -15,7 +15,8 @@
 //! GPTC, GOTC, BPRC, MPRC, MPC and RNBC, and an IOMMU.
 //!
 //! Strict like the 82599 model, with the rules that hold for the 82576: no
-//! access during reset, no unknown or read-only register written, no ring
+//! access during reset, no CTRL.RST without the stop Linux does first (PCIe
+//! master disabled, RCTL.EN and TCTL.EN off), no unknown or read-only register written, no ring
 //! register of an enabled queue rewritten, no queue enabled on an
 //! unconfigured ring, no tail before the enable latched or beyond the ring,
 //! MRQC mode 0 or 010b only, no DMA memory freed while a queue can DMA.
