@@ -75,7 +75,9 @@ struct Args {
     /// dpdk-testpmd-macswap. Also: pollnic-1q-rxonly (pollnic-1q counting
     /// frames only, no clock reads or timestamp parsing, as testpmd rxonly),
     /// pollnic-1q-adaptive and pollnic-1q-irq (pollnic-1q sleeping on its
-    /// MSI-X interrupt after a run of empty polls, or at every empty poll).
+    /// MSI-X interrupt after a run of empty polls, or at every empty poll),
+    /// and the same two with a fixed EITR of 0 whatever --max-latency-us
+    /// says: pollnic-1q-adaptive-eitr0, pollnic-1q-irq-eitr0.
     /// Scaling rows: pollnic-3q, kernel-afpacket-rps-2q/-3q,
     /// kernel-recvmmsg-rfs-2q/-3q (one queue, RPS + RFS, a connected UDP
     /// socket per flow read on its core). Transmit rows, counted per sent
@@ -801,10 +803,23 @@ const SCALING_PATHS: [&str; 3] = [
     "kernel-afpacket-rps-3q",
 ];
 
+/// pollnic-1q in its interrupt modes: the two of [`RX_PATHS`] (moderation
+/// from `--max-latency-us`) and the same with a fixed EITR of 0.
+const IRQ_PATHS: [&str; 4] = [
+    "pollnic-1q-adaptive",
+    "pollnic-1q-irq",
+    "pollnic-1q-adaptive-eitr0",
+    "pollnic-1q-irq-eitr0",
+];
+
 /// Paths named only in `--paths` beside [`RX_PATHS`]: the scaling rows,
-/// the RFS rows and the transmit rows (`tx-*`, counted per sent packet).
+/// the RFS rows, the interrupt rows with EITR 0 and the transmit rows
+/// (`tx-*`, counted per sent packet).
 fn extra_path(p: &str) -> bool {
-    SCALING_PATHS.contains(&p) || rfs::RFS_PATHS.contains(&p) || tx::TX_PATHS.contains(&p)
+    SCALING_PATHS.contains(&p)
+        || rfs::RFS_PATHS.contains(&p)
+        || tx::TX_PATHS.contains(&p)
+        || IRQ_PATHS.contains(&p)
 }
 
 /// Forwarding paths (`--forward`).
@@ -858,17 +873,26 @@ fn measure_path(
         "kernel-recvmmsg-rfs-2q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 2),
         "kernel-recvmmsg-rfs-3q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 3),
         tx if tx.starts_with("tx-") => tx::measure(tx, load, rx, cores),
-        "pollnic-1q-adaptive" => {
-            let max_spin = paths::IRQ_TUNING
+        irq if IRQ_PATHS.contains(&irq) => {
+            let (moderation, max_spin) = paths::IRQ_TUNING
                 .get()
-                .map_or(pollnic::irq::DEFAULT_MAX_SPIN, |t| t.1);
-            let mode = RxMode::Adaptive {
-                max_spin,
-                timeout: pollnic::irq::DEFAULT_WAIT,
+                .copied()
+                .unwrap_or((Default::default(), pollnic::irq::DEFAULT_MAX_SPIN));
+            let moderation = if irq.ends_with("-eitr0") {
+                pollnic::Moderation::Fixed { usecs: 0 }
+            } else {
+                moderation
             };
-            paths::pollnic_rx(load, rx, 1, cores, true, mode)
+            let mode = if irq.starts_with("pollnic-1q-adaptive") {
+                RxMode::Adaptive {
+                    max_spin,
+                    timeout: pollnic::irq::DEFAULT_WAIT,
+                }
+            } else {
+                RxMode::interrupt()
+            };
+            paths::pollnic_irq_rx(load, rx, cores, mode, moderation)
         }
-        "pollnic-1q-irq" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::interrupt()),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
         "kernel-afxdp" => paths::afxdp_rx(load, rx, cores, false),
