@@ -16,6 +16,7 @@
 //! more after it was masked; a signal that finds the ring empty sends the
 //! queue back to sleep, still armed ([`IrqStats::stale`]).
 
+pub use crate::cpuwait::Waitpkg;
 use crate::family::VectorRegs;
 use crate::io::{DeviceBar, IrqEvent};
 use std::sync::Arc;

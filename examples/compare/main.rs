@@ -209,6 +209,8 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         wakeups_per_packet: None,
         spin_budget_us: None,
         itr_usecs: None,
+        interrupts_per_wakeup: None,
+        waitpkg: None,
         note,
         valid: false,
     };
@@ -264,8 +266,13 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             .wakeups
             .filter(|w| w.1 > 0)
             .map(|(w, n)| w as f64 / n as f64),
-        spin_budget_us: m.irq_state.map(|(b, _)| b as f64 / 1000.0),
-        itr_usecs: m.irq_state.map(|(_, u)| u),
+        spin_budget_us: m.irq_state.map(|s| s.spin_budget_ns as f64 / 1000.0),
+        itr_usecs: m.irq_state.map(|s| s.itr_usecs),
+        interrupts_per_wakeup: m
+            .irq_state
+            .filter(|s| s.sleeps > 0)
+            .map(|s| s.interrupts as f64 / s.sleeps as f64),
+        waitpkg: m.irq_state.map(|s| s.waitpkg),
         instructions_per_packet: c(|p| p.instructions),
         work_instructions_per_packet: c(|p| p.work_instructions),
         work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),

@@ -49,9 +49,22 @@ pub struct Measured {
     /// rows: NET_RX softirqs on every CPU) and the frames received over the
     /// same span (warm-up included).
     pub wakeups: Option<(u64, u64)>,
-    /// pollnic's interrupt modes at the end of the row: the adaptive spin
-    /// budget (ns, largest over the queues) and the vector's EITR (µs).
-    pub irq_state: Option<(u64, u32)>,
+    /// pollnic's interrupt modes at the end of the row.
+    pub irq_state: Option<IrqState>,
+}
+
+/// pollnic's interrupt modes at the end of a row, over its queues.
+#[derive(Clone, Copy, Debug)]
+pub struct IrqState {
+    /// The adaptive spin budget, ns (largest over the queues).
+    pub spin_budget_ns: u64,
+    /// The vector's EITR, µs (largest over the queues).
+    pub itr_usecs: u32,
+    /// Sleeps and interrupts taken in them (warm-up included).
+    pub sleeps: u64,
+    pub interrupts: u64,
+    /// Whether this CPU offers WAITPKG (UMONITOR/UMWAIT); no mode uses it.
+    pub waitpkg: bool,
 }
 
 /// A forwarding row's counts at the forwarder and of the frames returned.
@@ -251,7 +264,7 @@ fn pollnic_rx_with(
         .then_some((sum(|s| s.sleeps), frames));
     let irq = if mode.uses_interrupts() {
         format!(
-            "; sleeps {} ({:.3} per frame), interrupts {}, stale signals {}, raced arms {}, spins paid {}, spin budget {:.1} µs, EITR {itr} µs ({:?})",
+            "; sleeps {} ({:.3} per frame), interrupts {}, stale signals {}, raced arms {}, spins paid {}, spin budget {:.1} µs, EITR {itr} µs ({:?}); WAITPKG {} (not used)",
             sum(|s| s.sleeps),
             sum(|s| s.sleeps) as f64 / frames.max(1) as f64,
             sum(|s| s.interrupts),
@@ -260,6 +273,11 @@ fn pollnic_rx_with(
             sum(|s| s.spins_paid),
             budget as f64 / 1000.0,
             dev.queues()[0].moderation(),
+            if pollnic::irq::Waitpkg::detect(&Sysfs::default()).usable() {
+                "usable"
+            } else {
+                "not offered"
+            },
         )
     } else {
         String::new()
@@ -281,7 +299,13 @@ fn pollnic_rx_with(
         .into(),
         fwd: None,
         wakeups,
-        irq_state: mode.uses_interrupts().then_some((budget, itr)),
+        irq_state: mode.uses_interrupts().then_some(IrqState {
+            spin_budget_ns: budget,
+            itr_usecs: itr,
+            sleeps: sum(|s| s.sleeps),
+            interrupts: sum(|s| s.interrupts),
+            waitpkg: pollnic::irq::Waitpkg::detect(&Sysfs::default()).usable(),
+        }),
     })
 }
 
