@@ -328,8 +328,6 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
             "pollnic-1q-rxonly" => "pn-1q-ro",
             "pollnic-1q-adaptive" => "pn-1q-adpt",
             "pollnic-1q-irq" => "pn-1q-irq",
-            "pollnic-1q-adaptive-eitr0" => "pn-1q-adpt-e0",
-            "pollnic-1q-irq-eitr0" => "pn-1q-irq-e0",
             "pollnic-2q" => "pn-2q",
             "kernel-afpacket" => "afpkt",
             "kernel-recvmmsg" => "mmsg",
@@ -339,7 +337,11 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
             "dpdk-testpmd-io" => "dpdk-io",
             "dpdk-testpmd-macswap" => "dpdk-mswap",
             "dpdk-testpmd" => "dpdk",
-            other => other,
+            other => {
+                return other
+                    .replace("pollnic-1q-adaptive-eitr", "pn-1q-adpt-e")
+                    .replace("pollnic-1q-irq-eitr", "pn-1q-irq-e")
+            }
         }
         .to_string()
     };
