@@ -146,8 +146,8 @@ struct Args {
     no_curve_knee: bool,
     /// In a counting guest: list each row's N guest functions with the most
     /// instructions per received packet, from the counter's per-block
-    /// profile (docs/design/counting.md); 0 turns the profile off. [range: 0..=100]
-    #[arg(value_parser = clap::value_parser!(u64).range(0..=100), long, default_value_t = 10)]
+    /// profile (docs/design/counting.md); 0 turns the profile off. [range: 0..=2000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=2000), long, default_value_t = 10)]
     top_functions: u64,
 }
 
