@@ -43,7 +43,8 @@ pub enum RxMode {
     #[default]
     BusyPoll,
     /// Every empty poll arms the queue's MSI-X vector and blocks on its
-    /// eventfd for at most `timeout`.
+    /// eventfd for at most `timeout` (counted from the last signal that
+    /// found the ring empty, if one did: [`IrqStats::stale`]).
     Interrupt {
         /// Longest sleep per empty poll.
         timeout: Duration,
