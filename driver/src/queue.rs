@@ -192,8 +192,9 @@ impl Queue {
     ///   the mode's timeout passes; then masks the vector (EIMC). A signal
     ///   that finds the ring empty (left over from before the arm) is
     ///   counted in [`IrqStats::stale`] and the queue sleeps on, still armed;
-    ///   the timeout then counts from that signal. The vector stays masked while the loop
-    ///   polls and is armed again only at the next empty poll: one arm per
+    ///   the timeout then counts from that signal. The vector stays masked
+    ///   while the loop polls and is armed again only at the next empty
+    ///   poll: one arm per
     ///   wake-up however many bursts the ring holds (NAPI's rule: Linux
     ///   `napi_complete_done` re-enables the interrupt only when a poll did
     ///   less than its budget);
@@ -205,9 +206,9 @@ impl Queue {
     /// class by the frames and bytes received since the last sleep (Linux
     /// `igb_update_itr`), writing EITR only when it changes.
     ///
-    /// Blocking happens on the
-    /// calling thread: the queue's pinned thread, so the wake-up lands on the
-    /// queue's core (the counterpart of IRQ affinity).
+    /// Blocking happens on the calling thread: the queue's pinned thread, so
+    /// the wake-up lands on the queue's core (the counterpart of IRQ
+    /// affinity).
     #[inline]
     pub fn wait_rx(&mut self, received: usize) -> bool {
         match self.mode {
