@@ -463,13 +463,21 @@ fn igb_a_late_signal_keeps_the_queue_asleep_and_armed() {
                 }
             }
             let s = q.irq_stats();
-            (n, s.sleeps - s0.sleeps, s.stale - s0.stale, s.timeouts - s0.timeouts)
+            (
+                n,
+                s.sleeps - s0.sleeps,
+                s.stale - s0.stale,
+                s.timeouts - s0.timeouts,
+            )
         },
         || {
             std::thread::sleep(Duration::from_millis(200));
             m.signal_late(0);
             std::thread::sleep(Duration::from_millis(200));
-            assert!(matches!(m.rx(&bytes(&flow, 0)), RxOutcome::Delivered { .. }));
+            assert!(matches!(
+                m.rx(&bytes(&flow, 0)),
+                RxOutcome::Delivered { .. }
+            ));
         },
     )
     .unwrap();

@@ -89,6 +89,10 @@ mod tests {
             .find(|l| l.starts_with("flags"))
             .expect("a flags line in /proc/cpuinfo");
         let listed = flags.split_whitespace().any(|f| f == "waitpkg");
-        assert_eq!(cpu_has_waitpkg(), listed, "CPUID.7.0:ECX[5] against /proc/cpuinfo's flags");
+        assert_eq!(
+            cpu_has_waitpkg(),
+            listed,
+            "CPUID.7.0:ECX[5] against /proc/cpuinfo's flags"
+        );
     }
 }

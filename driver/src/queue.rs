@@ -194,8 +194,8 @@ impl Queue {
     ///   counted in [`IrqStats::stale`] and the queue sleeps on, still armed;
     ///   the timeout then counts from that signal. The vector stays masked
     ///   while the loop polls and is armed again only at the next empty
-    ///   poll: one arm per
-    ///   wake-up however many bursts the ring holds (NAPI's rule: Linux
+    ///   poll: one arm per wake-up however many bursts the ring holds
+    ///   (NAPI's rule: Linux
     ///   `napi_complete_done` re-enables the interrupt only when a poll did
     ///   less than its budget);
     /// - adaptive: as interrupt, but first spins for a time budget (see

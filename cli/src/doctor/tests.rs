@@ -625,7 +625,8 @@ fn doctor_says_whether_the_cpu_offers_waitpkg() {
     let fs = checks::run(&healthy());
     let w = find(&fs, "cpu-wait", Status::Ok);
     assert!(
-        w.detail.contains("this CPU offers WAITPKG (UMONITOR/UMWAIT): no"),
+        w.detail
+            .contains("this CPU offers WAITPKG (UMONITOR/UMWAIT): no"),
         "{}",
         w.detail
     );
