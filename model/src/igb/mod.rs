@@ -185,6 +185,18 @@ impl Soft82576 {
         irq::interval(&lock(&self.shared), v)
     }
 
+    /// Signal vector `v`'s eventfd with no cause, whatever EIMS and EICR
+    /// say: what QEMU 10.0's igb does when a vector's EITR timer expires
+    /// (`igb_intrmgr_on_msix_throttling_timer` notifies unconditionally), a
+    /// signal the driver must survive. Counted in [`Self::msix_fired`].
+    pub fn signal_late(&self, v: u16) {
+        let mut s = lock(&self.shared);
+        if let Some(e) = s.msix.events.get(v as usize) {
+            e.signal();
+            s.msix.fired[v as usize] += 1;
+        }
+    }
+
     /// Let time act: fire throttled interrupts whose interval has passed
     /// (the model otherwise does at its next register access or frame).
     pub fn tick(&self) {
