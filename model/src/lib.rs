@@ -28,6 +28,7 @@ pub mod igb;
 #[allow(unsafe_code)]
 mod iommu;
 pub mod ixgbe;
+pub mod offload;
 pub(crate) mod msix;
 #[allow(unsafe_code)]
 pub mod ring;
