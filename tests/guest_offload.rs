@@ -64,7 +64,10 @@ fn wait_carrier(ifname: &str) {
         .map(|s| s.trim() != "1")
         .unwrap_or(true)
     {
-        assert!(t0.elapsed() < Duration::from_secs(15), "{ifname}: no carrier");
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "{ifname}: no carrier"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -89,7 +92,11 @@ fn send_raw(ifname: &str, frames: &[Vec<u8>]) {
         let idx = libc::if_nametoindex(name.as_ptr());
         assert!(idx != 0, "{ifname}: no such interface");
         let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-        assert!(fd >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+        assert!(
+            fd >= 0,
+            "AF_PACKET socket: {}",
+            std::io::Error::last_os_error()
+        );
         let mut sll: libc::sockaddr_ll = std::mem::zeroed();
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_ifindex = idx as i32;
@@ -103,7 +110,12 @@ fn send_raw(ifname: &str, frames: &[Vec<u8>]) {
                 (&sll as *const libc::sockaddr_ll).cast(),
                 std::mem::size_of::<libc::sockaddr_ll>() as u32,
             );
-            assert_eq!(n, f.len() as isize, "sendto: {}", std::io::Error::last_os_error());
+            assert_eq!(
+                n,
+                f.len() as isize,
+                "sendto: {}",
+                std::io::Error::last_os_error()
+            );
         }
         libc::close(fd);
     }
@@ -170,7 +182,12 @@ fn checksum_status_vlan_strip_and_tx_offloads_against_the_kernel() {
         .args(["link", "del", &kv])
         .stderr(std::process::Stdio::null())
         .status();
-    sh("ip", &["link", "add", "link", &k0, "name", &kv, "type", "vlan", "id", "100"]);
+    sh(
+        "ip",
+        &[
+            "link", "add", "link", &k0, "name", &kv, "type", "vlan", "id", "100",
+        ],
+    );
     sh("ip", &["addr", "add", "10.0.100.1/24", "dev", &kv]);
     sh("ip", &["link", "set", "dev", &kv, "up"]);
     wait_carrier(&k0);
@@ -181,7 +198,7 @@ fn checksum_status_vlan_strip_and_tx_offloads_against_the_kernel() {
         .with_mempool_size(2048)
         .with_rx_checksum(true)
         .with_vlan_strip(true);
-    let mut dev = Device::open(&p1.to_string(), &cfg).expect("open port 1 with pollnic");
+    let mut dev = Device::open(p1, &cfg).expect("open port 1 with pollnic");
     let pmac = dev.mac();
 
     // ---- RX: good and bad checksums, frame by frame ----------------------
@@ -208,7 +225,16 @@ fn checksum_status_vlan_strip_and_tx_offloads_against_the_kernel() {
     send_raw(&k0, &frames);
     // Through the VLAN device: the kernel (or QEMU's igb, when the kernel
     // asks it to insert the tag) puts tag 100 on the wire.
-    send_raw(&kv, &[frame(mac_of(&kv), pmac, L4::Udp4, 8, (K_VLAN_IP, P_VLAN_IP))]);
+    send_raw(
+        &kv,
+        &[frame(
+            mac_of(&kv),
+            pmac,
+            L4::Udp4,
+            8,
+            (K_VLAN_IP, P_VLAN_IP),
+        )],
+    );
     let mut seen = std::collections::BTreeMap::new();
     let mut burst = Vec::with_capacity(32);
     let t0 = Instant::now();
@@ -222,21 +248,38 @@ fn checksum_status_vlan_strip_and_tx_offloads_against_the_kernel() {
         }
     }
     for &(seq, _, bad, ip, l4) in &cases {
-        let got = seen.get(&seq).unwrap_or_else(|| panic!("frame {seq} never arrived: {seen:?}"));
-        assert_eq!((got.0, got.1), (ip, l4), "frame {seq} (corrupted at {bad:?})");
+        let got = seen
+            .get(&seq)
+            .unwrap_or_else(|| panic!("frame {seq} never arrived: {seen:?}"));
+        assert_eq!(
+            (got.0, got.1),
+            (ip, l4),
+            "frame {seq} (corrupted at {bad:?})"
+        );
         assert_eq!(got.2, None, "frame {seq}: no tag");
     }
-    let tagged = seen.get(&8).unwrap_or_else(|| panic!("the VLAN frame never arrived: {seen:?}"));
-    assert_eq!(tagged.2.map(|t| t & 0xfff), Some(VID), "tag stripped and reported");
+    let tagged = seen
+        .get(&8)
+        .unwrap_or_else(|| panic!("the VLAN frame never arrived: {seen:?}"));
+    assert_eq!(
+        tagged.2.map(|t| t & 0xfff),
+        Some(VID),
+        "tag stripped and reported"
+    );
     assert_eq!(tagged.3, vec![0x08, 0x00], "the frame's bytes hold no tag");
-    assert_eq!((tagged.0, tagged.1), (Good, Good), "checked past the stripped tag");
+    assert_eq!(
+        (tagged.0, tagged.1),
+        (Good, Good),
+        "checked past the stripped tag"
+    );
     println!("rx: {seen:?}");
 
     // ---- TX: checksums (and a tag) inserted by the NIC -------------------
     let plain = UdpSocket::bind(("10.0.0.1", 9)).unwrap();
     let vlan = UdpSocket::bind(("10.0.100.1", 9)).unwrap();
     for s in [&plain, &vlan] {
-        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
     }
     let zeroed = |ip: ([u8; 4], [u8; 4]), seq: u8, dst: [u8; 6]| {
         let mut f = frame(pmac, dst, L4::Udp4, seq, ip);
@@ -256,7 +299,10 @@ fn checksum_status_vlan_strip_and_tx_offloads_against_the_kernel() {
     for seq in 0..n {
         let mut b = vec![mk(q, &zeroed((P_IP, K_IP), 100 + seq, kmac))];
         assert_eq!(q.tx_burst_offload(&mut b, &csum), 1);
-        let mut b = vec![mk(q, &zeroed((P_VLAN_IP, K_VLAN_IP), 150 + seq, mac_of(&kv)))];
+        let mut b = vec![mk(
+            q,
+            &zeroed((P_VLAN_IP, K_VLAN_IP), 150 + seq, mac_of(&kv)),
+        )];
         assert_eq!(q.tx_burst_offload(&mut b, &csum.with_vlan(VID)), 1);
     }
     // The control: a wrong UDP checksum, no offload: the kernel drops it.
@@ -276,8 +322,16 @@ fn checksum_status_vlan_strip_and_tx_offloads_against_the_kernel() {
         }
     }
     println!("tx: plain {:?} vlan {:?}", got.0, got.1);
-    assert_eq!(got.0, (100..100 + n).collect::<Vec<u8>>(), "every offloaded datagram, and not the control");
-    assert_eq!(got.1, (150..150 + n).collect::<Vec<u8>>(), "every tagged datagram");
+    assert_eq!(
+        got.0,
+        (100..100 + n).collect::<Vec<u8>>(),
+        "every offloaded datagram, and not the control"
+    );
+    assert_eq!(
+        got.1,
+        (150..150 + n).collect::<Vec<u8>>(),
+        "every tagged datagram"
+    );
     drop(dev);
     let _ = Command::new("ip").args(["link", "del", &kv]).status();
 }

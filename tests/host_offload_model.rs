@@ -144,10 +144,25 @@ fn rx_checksum_status_and_vlan_strip_are_read_into_each_packet_on_both_models() 
             ("udp4 good", udp4(mac, None, &pl), Good, Good),
             ("tcp4 good", tcp4(mac, &pl), Good, Good),
             ("udp6 good", udp6(mac, &pl), NotChecked, Good),
-            ("udp4 bad ip", flip(udp4(mac, None, &pl), IP_CSUM), Bad, Good),
-            ("udp4 bad l4", flip(udp4(mac, None, &pl), UDP4_CSUM), Good, Bad),
+            (
+                "udp4 bad ip",
+                flip(udp4(mac, None, &pl), IP_CSUM),
+                Bad,
+                Good,
+            ),
+            (
+                "udp4 bad l4",
+                flip(udp4(mac, None, &pl), UDP4_CSUM),
+                Good,
+                Bad,
+            ),
             ("tcp4 bad l4", flip(tcp4(mac, &pl), TCP4_CSUM), Good, Bad),
-            ("udp6 bad l4", flip(udp6(mac, &pl), UDP6_CSUM), NotChecked, Bad),
+            (
+                "udp6 bad l4",
+                flip(udp6(mac, &pl), UDP6_CSUM),
+                NotChecked,
+                Bad,
+            ),
         ];
         for (what, f, ip, l4) in &cases {
             let p = receive_one(&mut dev, &*m, f);
@@ -210,11 +225,31 @@ fn tx_checksums_and_vlan_are_inserted_by_the_nic_and_contexts_are_reused() {
         // Three like UDP frames (one context), then TCP (another), then
         // UDP/IPv6 with the L4 checksum only (another).
         let good: Vec<(Vec<u8>, Vec<u8>, TxOffload)> = vec![
-            (udp4(dst, None, &[1; 20]), zeroed(udp4(dst, None, &[1; 20]), UDP4_CSUM, true), full),
-            (udp4(dst, None, &[2; 21]), zeroed(udp4(dst, None, &[2; 21]), UDP4_CSUM, true), full),
-            (udp4(dst, None, &[3; 900]), zeroed(udp4(dst, None, &[3; 900]), UDP4_CSUM, true), full),
-            (tcp4(dst, &[4; 33]), zeroed(tcp4(dst, &[4; 33]), TCP4_CSUM, true), full),
-            (udp6(dst, &[5; 50]), zeroed(udp6(dst, &[5; 50]), UDP6_CSUM, false), TxOffload::NONE.with_l4_checksum()),
+            (
+                udp4(dst, None, &[1; 20]),
+                zeroed(udp4(dst, None, &[1; 20]), UDP4_CSUM, true),
+                full,
+            ),
+            (
+                udp4(dst, None, &[2; 21]),
+                zeroed(udp4(dst, None, &[2; 21]), UDP4_CSUM, true),
+                full,
+            ),
+            (
+                udp4(dst, None, &[3; 900]),
+                zeroed(udp4(dst, None, &[3; 900]), UDP4_CSUM, true),
+                full,
+            ),
+            (
+                tcp4(dst, &[4; 33]),
+                zeroed(tcp4(dst, &[4; 33]), TCP4_CSUM, true),
+                full,
+            ),
+            (
+                udp6(dst, &[5; 50]),
+                zeroed(udp6(dst, &[5; 50]), UDP6_CSUM, false),
+                TxOffload::NONE.with_l4_checksum(),
+            ),
         ];
         let mut want = Vec::new();
         for (right, sent, ol) in &good {
@@ -223,7 +258,10 @@ fn tx_checksums_and_vlan_are_inserted_by_the_nic_and_contexts_are_reused() {
             want.push(right.clone());
         }
         // VLAN insert with the checksums, in one burst of two.
-        let v = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum().with_vlan(0x2064);
+        let v = TxOffload::NONE
+            .with_ipv4_checksum()
+            .with_l4_checksum()
+            .with_vlan(0x2064);
         let sent = zeroed(udp4(dst, None, &[6; 64]), UDP4_CSUM, true);
         let mut burst = vec![packet(&mut dev, &sent), packet(&mut dev, &sent)];
         assert_eq!(dev.queue(0).tx_burst_offload(&mut burst, &v), 2, "{name}");
@@ -251,7 +289,14 @@ fn requests_the_nic_cannot_do_are_refused_counted_and_lose_no_buffer() {
         let mut icmp = udp4(dst, None, &[0; 30]);
         icmp[14 + 9] = 1;
         let cases: Vec<(Vec<u8>, TxOffload, TxRefusal)> = vec![
-            (short, full, TxRefusal::TooShort { len: 38, needed: 72 }),
+            (
+                short,
+                full,
+                TxRefusal::TooShort {
+                    len: 38,
+                    needed: 72,
+                },
+            ),
             (icmp, full, TxRefusal::UnsupportedL4 { protocol: 1 }),
             (udp6(dst, &[0; 8]), full, TxRefusal::NotIpv4),
         ];
@@ -264,7 +309,11 @@ fn requests_the_nic_cannot_do_are_refused_counted_and_lose_no_buffer() {
             assert!(burst.is_empty());
             assert_eq!(dev.queue(0).last_tx_refusal(), Some(*why), "{name}");
             let s = dev.queue(0).tx_stats();
-            assert_eq!((s.tx_offload_errors, s.tx_errors), (k as u64 + 1, k as u64 + 1), "{name}");
+            assert_eq!(
+                (s.tx_offload_errors, s.tx_errors),
+                (k as u64 + 1, k as u64 + 1),
+                "{name}"
+            );
         }
         // The refused frames never reached the wire; the good one behind
         // each did.
@@ -272,7 +321,11 @@ fn requests_the_nic_cannot_do_are_refused_counted_and_lose_no_buffer() {
         assert!(dev.queue(0).flush_tx(Duration::from_secs(1)));
         assert!(m.violations().is_empty(), "{name}: {:?}", m.violations());
         drop(dev);
-        assert_eq!(pool.free_count(), pool.capacity() as usize, "{name}: every buffer back");
+        assert_eq!(
+            pool.free_count(),
+            pool.capacity() as usize,
+            "{name}: every buffer back"
+        );
     }
 }
 
@@ -292,12 +345,18 @@ fn the_models_refuse_a_context_that_does_not_describe_its_frame() {
     assert!(e.contains("MACLEN"), "{e}");
     // TCP L4T on a UDP frame.
     ctxs[0] = Some(TxContext::new(0, 14, 20, true, true, 8).unwrap());
-    assert!(tx(f.clone(), 0, olinfo, &ctxs, Part::Igb).unwrap_err().contains("L4T"));
+    assert!(tx(f.clone(), 0, olinfo, &ctxs, Part::Igb)
+        .unwrap_err()
+        .contains("L4T"));
     // The right context: fine on igb; the 82599 also wants CC.
     ctxs[0] = plan.ctx;
     assert!(tx(f.clone(), 0, olinfo, &ctxs, Part::Igb).is_ok());
-    assert!(tx(f.clone(), 0, olinfo, &ctxs, Part::Ixgbe).unwrap_err().contains("CC"));
+    assert!(tx(f.clone(), 0, olinfo, &ctxs, Part::Ixgbe)
+        .unwrap_err()
+        .contains("CC"));
     assert!(tx(f.clone(), 0, olinfo | TXD_OLINFO_CC, &ctxs, Part::Ixgbe).is_ok());
     // PAYLEN must be the frame's length.
-    assert!(tx(f, 0, olinfo + (1 << 14), &ctxs, Part::Igb).unwrap_err().contains("PAYLEN"));
+    assert!(tx(f, 0, olinfo + (1 << 14), &ctxs, Part::Igb)
+        .unwrap_err()
+        .contains("PAYLEN"));
 }

@@ -20,7 +20,7 @@
 //! IPCS, bits 16..32 the stripped tag (TCI). 0 means nothing checked and
 //! no tag, which is what a ring with offload status off keeps.
 
-use crate::desc::{RXD_STAT_VP, TXD_DTYP_CTXT, TXD_DCMD_DEXT};
+use crate::desc::{RXD_STAT_VP, TXD_DCMD_DEXT, TXD_DTYP_CTXT};
 use core::fmt;
 
 /// RX write-back status: UDP checksum checked (`UDPCS`, bit 4; igb and 82599).
@@ -566,7 +566,12 @@ pub fn tx_plan(frame: &[u8], req: &TxOffload) -> Result<TxPlan, TxRefusal> {
                 return Err(TxRefusal::NotIpv4);
             }
             short(maclen + 40)?;
-            (false, 40, frame[maclen + 6], maclen + 40 + be16(maclen + 4) as usize)
+            (
+                false,
+                40,
+                frame[maclen + 6],
+                maclen + 40 + be16(maclen + 4) as usize,
+            )
         }
         other => return Err(TxRefusal::NotIp { ethertype: other }),
     };
@@ -651,7 +656,10 @@ mod tests {
         assert_eq!(TXD_DTYP_CTXT, 0x0020_0000); // E1000_ADVTXD_DTYP_CTXT
         assert_eq!((CTX_MACLEN_SHIFT, CTX_VLAN_SHIFT), (9, 16));
         assert_eq!((CTX_L4LEN_SHIFT, CTX_MSS_SHIFT), (8, 16));
-        assert_eq!((RXD_STAT_UDPCS, RXD_STAT_L4CS, RXD_STAT_IPCS), (0x10, 0x20, 0x40));
+        assert_eq!(
+            (RXD_STAT_UDPCS, RXD_STAT_L4CS, RXD_STAT_IPCS),
+            (0x10, 0x20, 0x40)
+        );
     }
 
     #[test]
@@ -666,17 +674,24 @@ mod tests {
         assert_eq!((c.ip, c.l4), (ChecksumStatus::Good, ChecksumStatus::Bad));
         let c = RxChecksum::from_status_word(rx_status_word(base | RXD_ERR_IPE, 0, IGB_L4E_BIT));
         assert_eq!((c.ip, c.l4), (ChecksumStatus::Bad, ChecksumStatus::Good));
-        let c = RxChecksum::from_status_word(rx_status_word(
-            base | RXDADV_ERR_IPE,
-            0,
-            IXGBE_L4E_BIT,
-        ));
+        let c =
+            RxChecksum::from_status_word(rx_status_word(base | RXDADV_ERR_IPE, 0, IXGBE_L4E_BIT));
         assert_eq!((c.ip, c.l4), (ChecksumStatus::Bad, ChecksumStatus::Good));
         let none = RxChecksum::from_status_word(0);
-        assert_eq!((none.ip, none.l4), (ChecksumStatus::NotChecked, ChecksumStatus::NotChecked));
-        let w = rx_status_word(RXD_STAT_DD | RXD_STAT_EOP | RXD_STAT_VP, 0x2064, IGB_L4E_BIT);
+        assert_eq!(
+            (none.ip, none.l4),
+            (ChecksumStatus::NotChecked, ChecksumStatus::NotChecked)
+        );
+        let w = rx_status_word(
+            RXD_STAT_DD | RXD_STAT_EOP | RXD_STAT_VP,
+            0x2064,
+            IGB_L4E_BIT,
+        );
         assert_eq!(rx_vlan(w), Some(0x2064));
-        assert_eq!(rx_vlan(rx_status_word(RXD_STAT_DD, 0x2064, IGB_L4E_BIT)), None);
+        assert_eq!(
+            rx_vlan(rx_status_word(RXD_STAT_DD, 0x2064, IGB_L4E_BIT)),
+            None
+        );
     }
 
     #[test]
@@ -684,13 +699,19 @@ mod tests {
         let f = udp4(10);
         let p = tx_plan(&f, &TxOffload::NONE.with_ipv4_checksum().with_l4_checksum()).unwrap();
         let c = p.ctx.unwrap();
-        assert_eq!((c.maclen(), c.iplen(), c.l4len(), c.ipv4(), c.tcp()), (14, 20, 8, true, false));
+        assert_eq!(
+            (c.maclen(), c.iplen(), c.l4len(), c.ipv4(), c.tcp()),
+            (14, 20, 8, true, false)
+        );
         assert_eq!(p.popts, TXD_POPTS_IXSM | TXD_POPTS_TXSM);
         assert_eq!(p.dcmd, 0);
         let (d, idx) = TxContext::decode(c.encode(1));
         assert_eq!((d, idx), (c, 1));
         let p = tx_plan(&f, &TxOffload::NONE.with_vlan(0x0123)).unwrap();
-        assert_eq!((p.ctx.unwrap().vlan(), p.dcmd, p.popts), (0x0123, TXD_DCMD_VLE, 0));
+        assert_eq!(
+            (p.ctx.unwrap().vlan(), p.dcmd, p.popts),
+            (0x0123, TXD_DCMD_VLE, 0)
+        );
         assert_eq!(tx_plan(&f, &TxOffload::NONE).unwrap().ctx, None);
     }
 
@@ -700,14 +721,23 @@ mod tests {
         let f = udp4(0);
         assert_eq!(
             tx_plan(&f[..40], &full),
-            Err(TxRefusal::TooShort { len: 40, needed: 42 })
+            Err(TxRefusal::TooShort {
+                len: 40,
+                needed: 42
+            })
         );
         let mut icmp = udp4(8);
         icmp[14 + 9] = 1;
-        assert_eq!(tx_plan(&icmp, &full), Err(TxRefusal::UnsupportedL4 { protocol: 1 }));
+        assert_eq!(
+            tx_plan(&icmp, &full),
+            Err(TxRefusal::UnsupportedL4 { protocol: 1 })
+        );
         let mut arp = udp4(8);
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        assert_eq!(tx_plan(&arp, &full), Err(TxRefusal::NotIp { ethertype: 0x0806 }));
+        assert_eq!(
+            tx_plan(&arp, &full),
+            Err(TxRefusal::NotIp { ethertype: 0x0806 })
+        );
         let mut frag = udp4(8);
         frag[14 + 6] = 0x20; // MF
         assert_eq!(tx_plan(&frag, &full), Err(TxRefusal::Fragment));
@@ -722,7 +752,11 @@ mod tests {
         assert_eq!(tx_plan(&bad_ihl, &full), Err(TxRefusal::BadHeader));
         assert_eq!(
             TxContext::new(0, 128, 20, true, false, 8),
-            Err(TxRefusal::HeaderTooLong { field: "MACLEN", len: 128, max: 127 })
+            Err(TxRefusal::HeaderTooLong {
+                field: "MACLEN",
+                len: 128,
+                max: 127
+            })
         );
         assert!(matches!(
             TxContext::new(0, 14, 512, true, false, 8),

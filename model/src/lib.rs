@@ -28,8 +28,8 @@ pub mod igb;
 #[allow(unsafe_code)]
 mod iommu;
 pub mod ixgbe;
-pub mod offload;
 pub(crate) mod msix;
+pub mod offload;
 #[allow(unsafe_code)]
 pub mod ring;
 pub(crate) mod wire;

@@ -44,7 +44,13 @@ fn headers(f: &[u8]) -> Option<(usize, bool, usize, u8, usize)> {
         0x0800 if f.len() >= l2 + 20 => {
             let ihl = (f[l2] & 0xf) as usize * 4;
             let end = l2 + be16(l2 + 2) as usize;
-            (ihl >= 20 && end >= l2 + ihl && end <= f.len()).then_some((l2, true, ihl, f[l2 + 9], end))
+            (ihl >= 20 && end >= l2 + ihl && end <= f.len()).then_some((
+                l2,
+                true,
+                ihl,
+                f[l2 + 9],
+                end,
+            ))
         }
         0x86dd if f.len() >= l2 + 40 => {
             let end = l2 + 40 + be16(l2 + 4) as usize;
@@ -56,7 +62,11 @@ fn headers(f: &[u8]) -> Option<(usize, bool, usize, u8, usize)> {
 
 /// The checksum over the pseudo-header and `f[l4..end]` (0 when right).
 fn l4_check(f: &[u8], l2: usize, v4: bool, l4: usize, end: usize, proto: u8) -> u16 {
-    let addrs = if v4 { &f[l2 + 12..l2 + 20] } else { &f[l2 + 8..l2 + 40] };
+    let addrs = if v4 {
+        &f[l2 + 12..l2 + 20]
+    } else {
+        &f[l2 + 8..l2 + 40]
+    };
     let sum = ones_sum(addrs, proto as u64 + (end - l4) as u64);
     !fold(ones_sum(&f[l4..end], sum))
 }
@@ -66,7 +76,13 @@ fn l4_check(f: &[u8], l2: usize, v4: bool, l4: usize, end: usize, proto: u8) -> 
 /// `check_l4` (not on a fragment; not a UDP/IPv4 checksum of 0, which
 /// means none). Returns the write-back's extra status bits (VP, IPCS, L4CS,
 /// UDPCS and the part's error bits) and the stripped tag.
-pub fn rx(frame: &mut Vec<u8>, part: Part, strip: bool, check_ip: bool, check_l4: bool) -> (u32, u16) {
+pub fn rx(
+    frame: &mut Vec<u8>,
+    part: Part,
+    strip: bool,
+    check_ip: bool,
+    check_l4: bool,
+) -> (u32, u16) {
     let (mut status, mut vlan) = (0u32, 0u16);
     if strip && frame.len() >= 18 && frame[12..14] == [0x81, 0x00] {
         vlan = u16::from_be_bytes([frame[14], frame[15]]);
@@ -111,7 +127,13 @@ pub type Contexts = [Option<TxContext>; 8];
 /// TX: what the wire gets for `frame`, whose first data descriptor had
 /// `cmd_type_len` and `olinfo_status`, with the queue's `contexts`; or the
 /// violation that makes silicon send it wrong.
-pub fn tx(mut frame: Vec<u8>, cmd: u32, olinfo: u32, contexts: &Contexts, part: Part) -> Result<Vec<u8>, String> {
+pub fn tx(
+    mut frame: Vec<u8>,
+    cmd: u32,
+    olinfo: u32,
+    contexts: &Contexts,
+    part: Part,
+) -> Result<Vec<u8>, String> {
     let _ = TXD_DCMD_EOP;
     if cmd & TXD_DCMD_TSE != 0 {
         return Err("TSE set: TCP segmentation is not modelled".into());
@@ -123,7 +145,11 @@ pub fn tx(mut frame: Vec<u8>, cmd: u32, olinfo: u32, contexts: &Contexts, part: 
             frame.len()
         ));
     }
-    let (vle, ixsm, txsm) = (cmd & TXD_DCMD_VLE != 0, olinfo & TXD_POPTS_IXSM != 0, olinfo & TXD_POPTS_TXSM != 0);
+    let (vle, ixsm, txsm) = (
+        cmd & TXD_DCMD_VLE != 0,
+        olinfo & TXD_POPTS_IXSM != 0,
+        olinfo & TXD_POPTS_TXSM != 0,
+    );
     if !(vle || ixsm || txsm) {
         return Ok(frame);
     }
@@ -135,7 +161,9 @@ pub fn tx(mut frame: Vec<u8>, cmd: u32, olinfo: u32, contexts: &Contexts, part: 
         return Err(format!("IDX {idx}: the 82576 has contexts 0 and 1"));
     }
     let Some(ctx) = contexts[idx] else {
-        return Err(format!("offload asked with IDX {idx}, but no context descriptor set it"));
+        return Err(format!(
+            "offload asked with IDX {idx}, but no context descriptor set it"
+        ));
     };
     if ixsm || txsm {
         let Some((l2, v4, iplen, proto, end)) = headers(&frame) else {
@@ -149,7 +177,11 @@ pub fn tx(mut frame: Vec<u8>, cmd: u32, olinfo: u32, contexts: &Contexts, part: 
             ));
         }
         if ctx.ipv4() != v4 {
-            return Err(format!("context TUCMD.IPV4 {} on a frame that is IPv{}", ctx.ipv4(), if v4 { 4 } else { 6 }));
+            return Err(format!(
+                "context TUCMD.IPV4 {} on a frame that is IPv{}",
+                ctx.ipv4(),
+                if v4 { 4 } else { 6 }
+            ));
         }
         if ixsm {
             if !v4 {

@@ -169,7 +169,10 @@ pub enum Delivery {
 /// Write `frame` into the ring from its head, as the 82576 and 82599 do
 /// with advanced one-buffer descriptors: as many `buf_size`-byte chunks as
 /// it needs, EOP on the last, each written back with DD, its length,
-/// `rss_hash` and `pkt_info`.
+/// `rss_hash` and `pkt_info`; the last one also with `extra`: status bits
+/// (the offloads' VP, IPCS, L4CS, UDPCS and checksum errors) and the
+/// stripped VLAN tag.
+#[allow(clippy::too_many_arguments)]
 pub fn deliver(
     ring: &mut DeviceRing,
     tail: u16,

@@ -503,9 +503,8 @@ impl<D: Doorbell> RxRing<D> {
                 let d = view.slot_ptr(i);
                 // SAFETY: `i` is masked (`next` and every step keep it so)
                 // and `i + 3 <= mask`: four descriptors in bounds.
-                if let Some((lens, ols)) =
-                    unsafe { simd::rx_quad::<OL>(d, keep as u32, buf_size, l4e_bit) }
-                {
+                let quad = unsafe { simd::rx_quad::<OL>(d, keep as u32, buf_size, l4e_bit) };
+                if let Some((lens, ols)) = quad {
                     if let Some(fresh) = cache.take4() {
                         for k in 0..4u16 {
                             let j = i + k;
@@ -526,14 +525,13 @@ impl<D: Doorbell> RxRing<D> {
                             // is replaced by `f` (with its own reference);
                             // `1 <= len <= buf_size` (checked by `rx_quad`).
                             unsafe {
-                                (*dst.add(got + k as usize))
-                                    .write(Packet::from_parts(
-                                        pool_ptr,
-                                        done,
-                                        len,
-                                        rss,
-                                        ols[k as usize],
-                                    ));
+                                (*dst.add(got + k as usize)).write(Packet::from_parts(
+                                    pool_ptr,
+                                    done,
+                                    len,
+                                    rss,
+                                    ols[k as usize],
+                                ));
                             }
                         }
                         got += 4;

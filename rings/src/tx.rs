@@ -676,7 +676,10 @@ impl<D: Doorbell> TxRing<D> {
                 // A batch end that holds a context descriptor has its RS on
                 // the data descriptor after it (`set_rs_at`).
                 if self.marked_in_flight != 0
-                    && matches!(self.slots[((clean + end - 1) & mask) as usize], Slot::Context)
+                    && matches!(
+                        self.slots[((clean + end - 1) & mask) as usize],
+                        Slot::Context
+                    )
                 {
                     end += 1;
                 }

@@ -334,10 +334,10 @@ fn scenario(ring: u16, pool_size: u32, burst: usize, kind: Kind, seed: u64, roun
                 let mut got = Vec::with_capacity(burst);
                 let n = t.rx.rx_burst(&mut got, burst);
                 assert_eq!(n, got.len());
-                t.seen
-                    .extend(got.iter().map(|p| {
-                        (p.buf_index(), p.len(), p.rss_hash(), p.rx_status_word())
-                    }));
+                t.seen.extend(
+                    got.iter()
+                        .map(|p| (p.buf_index(), p.len(), p.rss_hash(), p.rx_status_word())),
+                );
                 t.held.append(&mut got);
             }
             match what {

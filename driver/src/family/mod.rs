@@ -364,7 +364,14 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     /// Turn on RX checksum status (`rx_checksum`) and VLAN strip
     /// (`vlan_strip`) for queues `0..queues`; called once every RX queue is
     /// configured and enabled, before the receiver is. Default: nothing.
-    fn configure_rx_offloads(&self, _r: &dyn Regs, _queues: u16, _rx_checksum: bool, _vlan_strip: bool) {}
+    fn configure_rx_offloads(
+        &self,
+        _r: &dyn Regs,
+        _queues: u16,
+        _rx_checksum: bool,
+        _vlan_strip: bool,
+    ) {
+    }
     /// The counters behind [`crate::Device::stats`].
     fn stats_layout(&self) -> &'static StatsLayout;
 

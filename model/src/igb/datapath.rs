@@ -141,9 +141,15 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
         return;
     };
     let mut sent = Vec::new();
-    let w = ring_transmit(ring, tail, &s.iommu, true, &mut s.partial, &mut None, &mut |f, m| {
-        sent.push((f, m))
-    });
+    let w = ring_transmit(
+        ring,
+        tail,
+        &s.iommu,
+        true,
+        &mut s.partial,
+        &mut None,
+        &mut |f, m| sent.push((f, m)),
+    );
     if !sent.is_empty() {
         s.check_driver_owns(&format!("TX queue {q} sent a frame"));
     }

@@ -183,9 +183,15 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
     };
     let (limit, wedge) = look_ahead(ring, tail, partial, wthresh > 0);
     let mut sent = Vec::new();
-    let w = ring_transmit(ring, limit, &s.iommu, true, &mut s.partial, &mut None, &mut |f, m| {
-        sent.push((f, m))
-    });
+    let w = ring_transmit(
+        ring,
+        limit,
+        &s.iommu,
+        true,
+        &mut s.partial,
+        &mut None,
+        &mut |f, m| sent.push((f, m)),
+    );
     s.tx_writebacks += w.writebacks;
     if !sent.is_empty() {
         s.check_driver_owns(&format!("TX queue {q} sent a frame"));

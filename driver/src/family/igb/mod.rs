@@ -17,9 +17,9 @@ use crate::stats::{Stats, StatsLayout};
 use crate::sys::mmio::Regs;
 use crate::wait::TimedOut;
 use pollnic_hw::desc::RXD_ERR_RXE;
+use pollnic_hw::flow::FlowControl;
 use pollnic_hw::igb::bits::{CTRL_VME, RXCSUM_IPOFLD, RXCSUM_TUOFLD};
 use pollnic_hw::igb::regs::{CTRL, RXCSUM};
-use pollnic_hw::flow::FlowControl;
 use pollnic_hw::power::PowerSaving;
 use pollnic_hw::rss::{Reta, KEY_LEN};
 
@@ -73,7 +73,13 @@ impl Family for Igb {
     fn rx_error_mask(&self) -> u32 {
         RXD_ERR_RXE
     }
-    fn configure_rx_offloads(&self, r: &dyn Regs, _queues: u16, rx_checksum: bool, vlan_strip: bool) {
+    fn configure_rx_offloads(
+        &self,
+        r: &dyn Regs,
+        _queues: u16,
+        rx_checksum: bool,
+        vlan_strip: bool,
+    ) {
         // 82576 §8.10.11: RXCSUM.IPOFLD and TUOFLD (PCSD stays set for the
         // RSS hash: the status bits do not need the checksum field); §8.2.1:
         // CTRL.VME strips the tag for every queue.

@@ -137,7 +137,13 @@ impl Family for Ixgbe {
     fn tx_check_context(&self) -> bool {
         true
     }
-    fn configure_rx_offloads(&self, r: &dyn Regs, queues: u16, _rx_checksum: bool, vlan_strip: bool) {
+    fn configure_rx_offloads(
+        &self,
+        r: &dyn Regs,
+        queues: u16,
+        _rx_checksum: bool,
+        vlan_strip: bool,
+    ) {
         // The 82599 checks IPv4, TCP and UDP checksums on receive whenever
         // it can parse the frame (82599 datasheet §7.1.11; RXCSUM holds only
         // PCSD and IPPCSE): nothing to turn on for them. Its VLAN strip is
