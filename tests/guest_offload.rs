@@ -12,6 +12,8 @@
 //!   the NIC, to kernel UDP sockets: the kernel, which drops a datagram
 //!   with a wrong checksum, must deliver every one (and a control datagram
 //!   sent with a wrong checksum and no offload must not arrive).
+//! - pktgen `--tx-checksum --vlan 100 --hw-vlan`: tcpdump on the kernel's
+//!   port sees every frame tagged 100 with good IPv4 and UDP checksums.
 //!
 //! Run inside the testbed: `cargo xtask test`.
 
@@ -19,7 +21,7 @@ use etherparse::PacketBuilder;
 use pollnic::offload::{ChecksumStatus, TxOffload};
 use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
 use pollnic::{Device, DeviceConfig, Packet};
-use pollnic_tests::{port, small_config};
+use pollnic_tests::{example_exe, port, small_config};
 use std::net::UdpSocket;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -333,5 +335,69 @@ fn checksum_status_vlan_strip_and_tx_offloads_against_the_kernel() {
         "every tagged datagram"
     );
     drop(dev);
+
+    // ---- pktgen: checksums and tag by the NIC, seen by tcpdump -------------
+    let frames = 20;
+    let dump = Command::new("tcpdump")
+        .args([
+            "-i",
+            &k0,
+            "-nn",
+            "-vv",
+            "-e",
+            "-l",
+            "-c",
+            &frames.to_string(),
+        ])
+        .args(["vlan", "100", "and", "udp"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start tcpdump");
+    std::thread::sleep(Duration::from_secs(2));
+    let kmac_s = std::fs::read_to_string(format!("/sys/class/net/{k0}/address")).unwrap();
+    let gen = Command::new(example_exe("pktgen"))
+        .args([
+            "--port",
+            &p1.to_string(),
+            "--count",
+            &frames.to_string(),
+            "--rate",
+            "200",
+        ])
+        .args([
+            "--vlan",
+            "100",
+            "--hw-vlan",
+            "--tx-checksum",
+            "--dst",
+            kmac_s.trim(),
+        ])
+        .output()
+        .expect("run pktgen");
+    let gen_out = String::from_utf8_lossy(&gen.stdout);
+    println!("{gen_out}");
+    assert!(
+        gen.status.success(),
+        "pktgen: {gen_out} {}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    assert!(
+        gen_out.contains("tagged VLAN 100 (inserted by the NIC)")
+            && gen_out.contains("IPv4 and UDP checksums inserted by the NIC"),
+        "pktgen says what the NIC does: {gen_out}"
+    );
+    let t0 = Instant::now();
+    let mut dump = dump;
+    while dump.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = dump.kill();
+    let out = dump.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert_eq!(text.matches("vlan 100").count(), frames, "{text}");
+    assert_eq!(text.matches("[udp sum ok]").count(), frames, "{text}");
+    assert_eq!(text.matches("bad").count(), 0, "{text}");
     let _ = Command::new("ip").args(["link", "del", &kv]).status();
 }
