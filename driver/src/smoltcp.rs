@@ -330,10 +330,15 @@ fn check_frame(frame: &[u8], hw: RxChecksum) -> Verdict {
     if ip.version() != 4 || ip.header_len() < 20 {
         return Verdict::Malformed;
     }
-    if hw.ip == ChecksumStatus::Bad || hw.l4 == ChecksumStatus::Bad {
-        return Verdict::BadChecksum;
-    }
-    if hw.ip != ChecksumStatus::Good && !ip.verify_checksum() {
+    // The NIC's verdict replaces the sum, never the structural checks: a
+    // truncated or inconsistent frame is malformed even when the NIC, which
+    // summed what it had, calls its checksum bad.
+    let ip_ok = match hw.ip {
+        ChecksumStatus::Good => true,
+        ChecksumStatus::Bad => false,
+        _ => ip.verify_checksum(),
+    };
+    if !ip_ok {
         return Verdict::BadChecksum;
     }
     if ip.more_frags() || ip.frag_offset() != 0 {
@@ -346,14 +351,18 @@ fn check_frame(frame: &[u8], hw: RxChecksum) -> Verdict {
         IpAddress::Ipv4(ip.dst_addr()),
     );
     let payload = ip.payload();
-    let l4_good = hw.l4 == ChecksumStatus::Good;
+    let l4_ok = |sum: &dyn Fn() -> bool| match hw.l4 {
+        ChecksumStatus::Good => true,
+        ChecksumStatus::Bad => false,
+        _ => sum(),
+    };
     let ok = match ip.next_header() {
         IpProtocol::Tcp => match TcpPacket::new_checked(payload) {
-            Ok(t) => l4_good || t.verify_checksum(&src, &dst),
+            Ok(t) => l4_ok(&|| t.verify_checksum(&src, &dst)),
             Err(_) => return Verdict::Malformed,
         },
         IpProtocol::Udp => match UdpPacket::new_checked(payload) {
-            Ok(u) => l4_good || u.verify_checksum(&src, &dst),
+            Ok(u) => l4_ok(&|| u.verify_checksum(&src, &dst)),
             Err(_) => return Verdict::Malformed,
         },
         IpProtocol::Icmp => match Icmpv4Packet::new_checked(payload) {
@@ -555,6 +564,19 @@ mod tests {
         assert_eq!(
             check_frame(&good, hw(checked | 1 << 30)),
             Verdict::BadChecksum
+        );
+        // ... but a malformed frame stays malformed whatever the NIC summed
+        // (IPv4 total length beyond the frame; UDP length beyond the packet).
+        let bad_both = hw(checked | 1 << 29 | 1 << 30);
+        assert_eq!(
+            check_frame(&good[..14 + 20 + 4], bad_both),
+            Verdict::Malformed
+        );
+        let mut bad_udp_len = good.clone();
+        bad_udp_len[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&100u16.to_be_bytes());
+        assert_eq!(
+            check_frame(&bad_udp_len, hw(checked | 1 << 29)),
+            Verdict::Malformed
         );
         // The NIC says good: not summed again (a wrong sum passes).
         let mut wrong = good.clone();
