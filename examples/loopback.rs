@@ -87,6 +87,9 @@ struct QueueReport {
     bytes: u64,
     out_of_order: u64,
     bad: u64,
+    /// Frames the NIC found with a bad IPv4 or UDP checksum (RX checksum
+    /// status is on for the receiving port).
+    bad_checksum: u64,
     first_last: Option<(Instant, Instant)>,
     gaps: PollGaps,
     /// Frames still handed up after a signal stopped the run: drained, not
@@ -140,7 +143,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_mempool_size(mempool_size)
         .with_mtu(args.mtu);
     let txd = Device::open(&args.tx, &base)?;
+    // The receiving port reports each frame's checksum status, and every
+    // one must be good (the test frames carry an IPv4 header checksum and
+    // no UDP checksum, so the NIC checks the IPv4 one).
     let rx_cfg = base
+        .with_rx_checksum(true)
         .with_queues(args.queues)
         .with_moderation(args.wait.moderation())
         .with_rss_key(if args.symmetric {
@@ -302,6 +309,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "not_received": account.not_received(),
             "out_of_order": reports.iter().map(|r| r.out_of_order).sum::<u64>(),
             "not_test_frames": reports.iter().map(|r| r.bad).sum::<u64>(),
+            "bad_checksums": reports.iter().map(|r| r.bad_checksum).sum::<u64>(),
             "rx_overrun_seen": rx_overrun,
             "rx": pollnic_tools::jsonout::throughput(&Throughput { packets: received, bytes, elapsed: rx_span }),
             "queues": queues,
@@ -358,7 +366,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     println!(
         "lost       {lost} ({:.3} %: not transmitted by the sending port {}, not received {}); \
-         out of order {}, not test frames {}; RX ring overrun (ICR.RXO) seen: {}{cause}",
+         out of order {}, not test frames {}, bad checksums {}; RX ring overrun (ICR.RXO) seen: {}{cause}",
         if sent > 0 {
             lost as f64 * 100.0 / sent as f64
         } else {
@@ -368,6 +376,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         account.not_received(),
         reports.iter().map(|r| r.out_of_order).sum::<u64>(),
         reports.iter().map(|r| r.bad).sum::<u64>(),
+        reports.iter().map(|r| r.bad_checksum).sum::<u64>(),
         if rx_overrun { "yes" } else { "no" }
     );
     // Why frames are lost: a receive loop that stops polling for longer than
@@ -562,6 +571,9 @@ fn receive(
         idle_since = now;
         r.first_last = Some((r.first_last.map_or(now, |(a, _)| a), now));
         for p in &buf {
+            if !p.rx_checksum().none_bad() {
+                r.bad_checksum += 1;
+            }
             let Some(info) = frame::parse(p.data()) else {
                 r.bad += 1;
                 continue;

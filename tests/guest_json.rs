@@ -61,6 +61,8 @@ fn loopback_json_has_rates_shares_drops_and_latency() {
         s["sent"].as_u64().unwrap() - received
     );
     assert_eq!(s["queues"][0]["share"], 1.0);
+    // The receiving port reports checksum status: every IPv4 header good.
+    assert_eq!(s["bad_checksums"].as_u64(), Some(0), "{s}");
     assert_eq!(
         s["rx_port_counters"]["rx_packets"].as_u64().unwrap(),
         received

@@ -277,6 +277,33 @@ fn capture_on_two_rss_queues_writes_every_frame_of_both() {
             "frame {seq}: bytes differ from what pktgen sent"
         );
     }
+    // Each packet block carries the NIC's checksum status as its comment:
+    // the test frames' IPv4 header checksum good, no UDP checksum to check.
+    let bytes = std::fs::read(&rx_file).unwrap();
+    let mut r = pcap_file::pcapng::PcapNgReader::new(&bytes[..]).unwrap();
+    let mut comments = Vec::new();
+    while let Some(b) = r.next_block() {
+        if let pcap_file::pcapng::Block::EnhancedPacket(p) = b.unwrap() {
+            for o in &p.options {
+                if let pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption::Comment(
+                    c,
+                ) = o
+                {
+                    comments.push(c.to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(comments.len(), N, "one comment per frame");
+    assert!(
+        comments
+            .iter()
+            .all(|c| c == "pollnic: checksum ip=good l4=not-checked"),
+        "{:?}",
+        comments
+            .iter()
+            .find(|c| *c != "pollnic: checksum ip=good l4=not-checked")
+    );
 }
 
 /// Waits for `capture`, which stops by itself after `frames` frames; kills it

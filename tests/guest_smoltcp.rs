@@ -4,7 +4,9 @@
 //! on one QEMU hub). The kernel pings, echoes 10,000 UDP datagrams, sends
 //! a burst of truncated and malformed IPv4/TCP frames from a raw socket and
 //! fetches 16 MiB with busybox `wget`; every buffer must be back in its pool
-//! at the end. Then port 1 goes to the kernel too (in its own network
+//! at the end. By default the examples leave the IPv4, TCP and UDP
+//! checksums to the NIC; ping and the fetch run once more with
+//! `--no-checksum-offload` (every checksum in software) for comparison. Then port 1 goes to the kernel too (in its own network
 //! namespace, so the frames cross the wire) and the same ping and fetch run
 //! kernel to kernel, for the figures in
 //! `docs/results/2026-12-01-vm-2core/smoltcp.md` (RTT and throughput are
@@ -498,6 +500,27 @@ fn the_kernel_pings_echoes_and_fetches_from_smoltcp_on_pollnic() {
         "{dev}"
     );
 
+    // 2b. Ping and the fetch again with every checksum in software
+    // (`--no-checksum-offload`, smoltcp alone), for the comparison.
+    let mut sw = net.to_vec();
+    sw.push("--no-checksum-offload");
+    let echo = Example::start("smol-echo", &sw);
+    let rtt_sw = ping(100, None);
+    let (lines, code) = echo.finish(true);
+    assert_eq!(code, 0, "smol-echo --no-checksum-offload: {lines:?}");
+    let mut args = sw.clone();
+    args.extend(["--size", &size, "--requests", "1"]);
+    let http = Example::start("smol-http", &args);
+    let sw_secs = wget(&format!("http://{SMOL_IP}/file"), out, None);
+    let (lines, code) = http.finish(false);
+    assert_eq!(code, 0, "smol-http --no-checksum-offload: {lines:?}");
+    assert_eq!(
+        std::fs::read(out).unwrap(),
+        want,
+        "body with software checksums"
+    );
+    assert_pool_full(&lines);
+
     // 3. The same, kernel to kernel: port 1 on igb in its own namespace.
     let k1 = to_kernel(p1);
     sh("ip", &["netns", "add", NETNS]);
@@ -535,6 +558,12 @@ fn the_kernel_pings_echoes_and_fetches_from_smoltcp_on_pollnic() {
         rtt_smol[rtt_smol.len() - 1]
     );
     println!(
+        "MEASURED ping 100x  kernel -> pollnic+smoltcp, software checksums: P50 {:.3} ms  P99 {:.3} ms  max {:.3} ms",
+        pct(&rtt_sw, 0.50),
+        pct(&rtt_sw, 0.99),
+        rtt_sw[rtt_sw.len() - 1]
+    );
+    println!(
         "MEASURED ping 100x  kernel -> kernel:          P50 {:.3} ms  P99 {:.3} ms  max {:.3} ms",
         pct(&rtt_kernel, 0.50),
         pct(&rtt_kernel, 0.99),
@@ -543,6 +572,10 @@ fn the_kernel_pings_echoes_and_fetches_from_smoltcp_on_pollnic() {
     println!(
         "MEASURED wget 16 MiB kernel <- pollnic+smoltcp (smol-http): {smol_secs:.2} s, {:.1} Mbit/s",
         mbit(smol_secs)
+    );
+    println!(
+        "MEASURED wget 16 MiB kernel <- pollnic+smoltcp (smol-http), software checksums: {sw_secs:.2} s, {:.1} Mbit/s",
+        mbit(sw_secs)
     );
     println!(
         "MEASURED wget 16 MiB kernel <- kernel (busybox httpd):     {kernel_secs:.2} s, {:.1} Mbit/s",

@@ -94,6 +94,18 @@ pub struct DeviceConfig {
     /// turns both on for the I350. The 82576 (QEMU's igb too) and the 82599
     /// have neither: there it changes nothing.
     pub power_saving: PowerSaving,
+    /// Report each received frame's IPv4 and TCP/UDP checksum status
+    /// ([`crate::Packet::rx_checksum`]; default off). On igb this sets
+    /// RXCSUM.IPOFLD and TUOFLD (82576 datasheet §8.10.11); the 82599
+    /// checks them always. Frames with a bad checksum are still delivered.
+    /// Off, the queues run the burst loops without the status work
+    /// (its cost: docs/design/offloads.md).
+    pub rx_checksum: bool,
+    /// Strip the 802.1Q tag of received frames and report it
+    /// ([`crate::Packet::vlan`]; default off): CTRL.VME on igb (every
+    /// queue), RXDCTL.VME of each queue on the 82599, as Linux's
+    /// `rxvlan` offload. The frame's bytes then hold no tag.
+    pub vlan_strip: bool,
 }
 
 /// The RX/TX burst loops a device's queues run ([`DeviceConfig::data_path`]).
@@ -254,6 +266,18 @@ impl DeviceConfig {
         self.data_path = data_path;
         self
     }
+    /// Set [`DeviceConfig::rx_checksum`]: report RX checksum status.
+    #[must_use]
+    pub fn with_rx_checksum(mut self, on: bool) -> Self {
+        self.rx_checksum = on;
+        self
+    }
+    /// Set [`DeviceConfig::vlan_strip`]: strip and report VLAN tags.
+    #[must_use]
+    pub fn with_vlan_strip(mut self, on: bool) -> Self {
+        self.vlan_strip = on;
+        self
+    }
 }
 
 impl Default for DeviceConfig {
@@ -276,6 +300,8 @@ impl Default for DeviceConfig {
             data_path: DataPathChoice::Auto,
             flow_control: FlowControl::Full,
             power_saving: PowerSaving::OFF,
+            rx_checksum: false,
+            vlan_strip: false,
         }
     }
 }

@@ -400,7 +400,9 @@ impl Device {
             fam.configure_tx(r, q, ring(&tx_desc));
             let mut rx = RxRing::new(rx_desc, &pool, Arc::clone(&bar).doorbell(fam.rdt(q)))?;
             rx.set_error_mask(fam.rx_error_mask())?;
+            rx.set_offload_status(cfg.rx_checksum || cfg.vlan_strip, fam.rx_l4e_bit());
             let mut tx = TxRing::new(tx_desc, &pool, Arc::clone(&bar).doorbell(fam.tdt(q)));
+            tx.set_check_context(fam.tx_check_context());
             // Chosen once per queue here (`validate` refused a forced vector
             // path this CPU cannot run).
             let path = cfg.data_path.resolve();
@@ -432,6 +434,7 @@ impl Device {
             q.rx.start();
             fam.enable_tx_queue(r, q.id).map_err(timeout)?;
         }
+        fam.configure_rx_offloads(r, cfg.queues, cfg.rx_checksum, cfg.vlan_strip);
         fam.configure_flow_control(r, self.device_id, cfg.flow_control, cfg.mtu);
         fam.configure_power_saving(r, self.device_id, cfg.power_saving, cfg.mtu);
         fam.start_rx(r, cfg.rx_filter()).map_err(timeout)?;

@@ -78,6 +78,15 @@ pub use error::{Error, Result};
 pub use family::LinkStatus;
 pub use irq::{Moderation, RxMode};
 pub use pollnic_rings::{DataPath, Mempool, Packet};
+
+/// Checksum and VLAN offloads: the RX status a [`Packet`] carries
+/// ([`Packet::rx_checksum`], [`Packet::vlan`]; turned on by
+/// [`DeviceConfig::rx_checksum`] and [`DeviceConfig::vlan_strip`]) and the
+/// per-frame TX request ([`Queue::tx_burst_offload`]). See
+/// `docs/library.md` ("Offloads").
+pub mod offload {
+    pub use pollnic_hw::offload::{ChecksumStatus, RxChecksum, TxOffload, TxRefusal};
+}
 pub use queue::Queue;
 pub use runner::run_pinned;
 pub use stats::{Counter, Stats};

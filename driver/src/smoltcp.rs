@@ -19,17 +19,22 @@
 //!   plus the 14-byte Ethernet header (smoltcp counts the header, not the
 //!   FCS); `max_burst_size` is the number of frames the RX ring holds for
 //!   the NIC between two polls (ring size − `rx_free_thresh` − 1, see
-//!   [`pollnic_rings::rx_free_thresh`]); checksums are all computed and
-//!   verified in software ([`ChecksumCapabilities::default`]): pollnic
-//!   enables no checksum offload (RXCSUM.PCSD is set for the RSS hash, so the
-//!   82576 reports no L4 checksum, and the TX path uses no context
-//!   descriptor).
+//!   [`pollnic_rings::rx_free_thresh`]); checksums: with checksum offload
+//!   on (the default, [`QueueDevice::set_checksum_offload`]) smoltcp
+//!   computes no IPv4, TCP or UDP checksum on transmit (its
+//!   [`ChecksumCapabilities`] say `Rx` for them): the frames go out with
+//!   [`Queue::tx_burst_offload`] and the NIC inserts them (ICMP's it still
+//!   computes: the NIC has no ICMP checksum). On receive smoltcp still
+//!   verifies (it cannot be told per frame what the NIC checked).
 //! - **Bad input is counted.** Before a frame reaches smoltcp, its IPv4
 //!   header and, for an unfragmented TCP, UDP or ICMP packet, its L4 header
 //!   are checked with smoltcp's own `wire` parsers and checksums. A frame
 //!   that fails is dropped here (smoltcp would drop it silently) and counted
 //!   in [`SmolStats::rx_malformed`] or [`SmolStats::rx_bad_checksum`]; its
-//!   buffer goes straight back to the cache.
+//!   buffer goes straight back to the cache. When the port reports RX
+//!   checksum status ([`crate::DeviceConfig::rx_checksum`]), a layer the
+//!   NIC found bad is counted without summing it again, and one it found
+//!   good is not summed here.
 //!
 //! ```no_run
 //! use pollnic::smoltcp::QueueDevice;
@@ -59,6 +64,7 @@ use ::smoltcp::wire::{
     EthernetFrame, EthernetProtocol, Icmpv4Packet, IpAddress, IpProtocol, Ipv4Packet, TcpPacket,
     UdpPacket,
 };
+use pollnic_hw::offload::{ChecksumStatus, RxChecksum, TxOffload};
 use pollnic_rings::{rx_free_thresh, Packet};
 
 /// Frames taken from the RX ring per poll, and TX frames batched per tail
@@ -110,6 +116,10 @@ pub struct QueueDevice<'q> {
     stats: SmolStats,
     ip_mtu: usize,
     max_burst: usize,
+    /// TX checksums left to the NIC ([`QueueDevice::set_checksum_offload`]).
+    offload: bool,
+    /// A run of TX frames with one offload request, on its way to the ring.
+    run: Vec<Packet>,
 }
 
 impl<'q> QueueDevice<'q> {
@@ -137,7 +147,18 @@ impl<'q> QueueDevice<'q> {
             stats: SmolStats::default(),
             ip_mtu,
             max_burst,
+            offload: true,
+            run: Vec::with_capacity(BURST),
         }
+    }
+
+    /// Leave the IPv4, TCP and UDP checksums of transmitted frames to the
+    /// NIC (`on`, the default; advertised to smoltcp by
+    /// `phy::Device::capabilities`) or compute them in software as
+    /// smoltcp does by default. Call it before the `Interface` is made:
+    /// smoltcp reads the capabilities as it builds each frame.
+    pub fn set_checksum_offload(&mut self, on: bool) {
+        self.offload = on;
     }
 
     /// The counters so far.
@@ -155,7 +176,11 @@ impl<'q> QueueDevice<'q> {
     /// many are still waiting.
     pub fn flush(&mut self) -> usize {
         if !self.tx.is_empty() {
-            let n = self.queue.tx_burst(&mut self.tx);
+            let n = if self.offload {
+                send_offloaded(self.queue, &mut self.tx, &mut self.run)
+            } else {
+                self.queue.tx_burst(&mut self.tx)
+            };
             self.stats.tx_frames += n as u64;
         }
         self.tx.len()
@@ -193,7 +218,7 @@ impl<'q> QueueDevice<'q> {
     fn next_rx(&mut self) -> Option<Packet> {
         loop {
             if let Some(p) = self.rx.pop() {
-                match check_frame(p.data()) {
+                match check_frame(p.data(), p.rx_checksum()) {
                     Verdict::Pass => return Some(p),
                     Verdict::Malformed => self.stats.rx_malformed += 1,
                     Verdict::BadChecksum => self.stats.rx_bad_checksum += 1,
@@ -237,9 +262,59 @@ enum Verdict {
     BadChecksum,
 }
 
+/// Send the frames of `tx` from its front, each run of frames that ask the
+/// same offloads ([`offload_for`]) in one [`Queue::tx_burst_offload`],
+/// until the ring is full; what is not taken stays in `tx`, in order.
+/// Returns how many were taken. `run` is an empty scratch `Vec`.
+fn send_offloaded(queue: &mut Queue, tx: &mut Vec<Packet>, run: &mut Vec<Packet>) -> usize {
+    let mut taken = 0;
+    while !tx.is_empty() {
+        let ol = offload_for(tx[0].data());
+        let same = tx
+            .iter()
+            .take_while(|p| offload_for(p.data()) == ol)
+            .count();
+        run.extend(tx.drain(..same));
+        let n = queue.tx_burst_offload(run, &ol);
+        taken += n;
+        if !run.is_empty() {
+            // The ring is full: the rest goes back in front, in order.
+            tx.splice(0..0, run.drain(..));
+            break;
+        }
+    }
+    taken
+}
+
+/// The offloads a frame smoltcp wrote with [`QueueDevice`]'s capabilities
+/// needs: the IPv4 header checksum for every IPv4 frame, the L4 checksum
+/// for TCP and UDP over IPv4 (not a fragment) or IPv6; nothing otherwise.
+fn offload_for(f: &[u8]) -> TxOffload {
+    if f.len() < 14 {
+        return TxOffload::NONE;
+    }
+    match [f[12], f[13]] {
+        [0x08, 0x00] if f.len() >= 34 => {
+            let frag = u16::from_be_bytes([f[20], f[21]]) & 0x3fff != 0;
+            let ol = TxOffload::NONE.with_ipv4_checksum();
+            if !frag && matches!(f[23], 6 | 17) {
+                ol.with_l4_checksum()
+            } else {
+                ol
+            }
+        }
+        [0x86, 0xdd] if f.len() >= 54 && matches!(f[20], 6 | 17) => {
+            TxOffload::NONE.with_l4_checksum()
+        }
+        _ => TxOffload::NONE,
+    }
+}
+
 /// Check an Ethernet frame's IPv4 and L4 headers with smoltcp's parsers;
-/// other EtherTypes (ARP, IPv6) pass untouched.
-fn check_frame(frame: &[u8]) -> Verdict {
+/// other EtherTypes (ARP, IPv6) pass untouched. `hw` is what the NIC
+/// found: a layer it found bad is bad, one it found good is not summed
+/// again.
+fn check_frame(frame: &[u8], hw: RxChecksum) -> Verdict {
     let Ok(eth) = EthernetFrame::new_checked(frame) else {
         return Verdict::Malformed;
     };
@@ -255,7 +330,15 @@ fn check_frame(frame: &[u8]) -> Verdict {
     if ip.version() != 4 || ip.header_len() < 20 {
         return Verdict::Malformed;
     }
-    if !ip.verify_checksum() {
+    // The NIC's verdict replaces the sum, never the structural checks: a
+    // truncated or inconsistent frame is malformed even when the NIC, which
+    // summed what it had, calls its checksum bad.
+    let ip_ok = match hw.ip {
+        ChecksumStatus::Good => true,
+        ChecksumStatus::Bad => false,
+        _ => ip.verify_checksum(),
+    };
+    if !ip_ok {
         return Verdict::BadChecksum;
     }
     if ip.more_frags() || ip.frag_offset() != 0 {
@@ -268,13 +351,18 @@ fn check_frame(frame: &[u8]) -> Verdict {
         IpAddress::Ipv4(ip.dst_addr()),
     );
     let payload = ip.payload();
+    let l4_ok = |sum: &dyn Fn() -> bool| match hw.l4 {
+        ChecksumStatus::Good => true,
+        ChecksumStatus::Bad => false,
+        _ => sum(),
+    };
     let ok = match ip.next_header() {
         IpProtocol::Tcp => match TcpPacket::new_checked(payload) {
-            Ok(t) => t.verify_checksum(&src, &dst),
+            Ok(t) => l4_ok(&|| t.verify_checksum(&src, &dst)),
             Err(_) => return Verdict::Malformed,
         },
         IpProtocol::Udp => match UdpPacket::new_checked(payload) {
-            Ok(u) => u.verify_checksum(&src, &dst),
+            Ok(u) => l4_ok(&|| u.verify_checksum(&src, &dst)),
             Err(_) => return Verdict::Malformed,
         },
         IpProtocol::Icmp => match Icmpv4Packet::new_checked(payload) {
@@ -316,6 +404,8 @@ pub struct TxToken<'a> {
     tx: &'a mut Vec<Packet>,
     scratch: &'a mut Vec<u8>,
     stats: &'a mut SmolStats,
+    offload: &'a bool,
+    run: &'a mut Vec<Packet>,
 }
 
 impl phy::TxToken for TxToken<'_> {
@@ -340,7 +430,11 @@ impl phy::TxToken for TxToken<'_> {
         let r = f(p.data_mut());
         self.tx.push(p);
         if self.tx.len() >= BURST {
-            let n = self.queue.tx_burst(self.tx);
+            let n = if *self.offload {
+                send_offloaded(self.queue, self.tx, self.run)
+            } else {
+                self.queue.tx_burst(self.tx)
+            };
             self.stats.tx_frames += n as u64;
         }
         r
@@ -374,6 +468,8 @@ impl phy::Device for QueueDevice<'_> {
                 tx: &mut self.tx,
                 scratch: &mut self.scratch,
                 stats: &mut self.stats,
+                offload: &self.offload,
+                run: &mut self.run,
             },
         ))
     }
@@ -392,6 +488,8 @@ impl phy::Device for QueueDevice<'_> {
             tx: &mut self.tx,
             scratch: &mut self.scratch,
             stats: &mut self.stats,
+            offload: &self.offload,
+            run: &mut self.run,
         })
     }
 
@@ -401,6 +499,13 @@ impl phy::Device for QueueDevice<'_> {
         caps.max_transmission_unit = self.ip_mtu + 14;
         caps.max_burst_size = Some(self.max_burst);
         caps.checksum = ChecksumCapabilities::default();
+        if self.offload {
+            // The NIC inserts these on transmit (`send_offloaded`); smoltcp
+            // still verifies them on receive. ICMP stays with smoltcp.
+            caps.checksum.ipv4 = phy::Checksum::Rx;
+            caps.checksum.tcp = phy::Checksum::Rx;
+            caps.checksum.udp = phy::Checksum::Rx;
+        }
         caps
     }
 }
@@ -441,31 +546,80 @@ mod tests {
         f
     }
 
+    fn check_frame_sw(f: &[u8]) -> Verdict {
+        check_frame(f, RxChecksum::from_status_word(0))
+    }
+
+    #[test]
+    fn the_nics_verdict_is_taken_and_offloads_are_asked_per_frame() {
+        use pollnic_hw::offload::{rx_status_word, IGB_L4E_BIT, RXD_STAT_IPCS, RXD_STAT_L4CS};
+        let good = udp_frame(b"hello");
+        let checked = RXD_STAT_IPCS | RXD_STAT_L4CS;
+        let hw = |st: u32| RxChecksum::from_status_word(rx_status_word(st, 0, IGB_L4E_BIT));
+        // The NIC says bad: counted as bad without summing (the frame is fine).
+        assert_eq!(
+            check_frame(&good, hw(checked | 1 << 29)),
+            Verdict::BadChecksum
+        );
+        assert_eq!(
+            check_frame(&good, hw(checked | 1 << 30)),
+            Verdict::BadChecksum
+        );
+        // ... but a malformed frame stays malformed whatever the NIC summed
+        // (IPv4 total length beyond the frame; UDP length beyond the packet).
+        let bad_both = hw(checked | 1 << 29 | 1 << 30);
+        assert_eq!(
+            check_frame(&good[..14 + 20 + 4], bad_both),
+            Verdict::Malformed
+        );
+        let mut bad_udp_len = good.clone();
+        bad_udp_len[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&100u16.to_be_bytes());
+        assert_eq!(
+            check_frame(&bad_udp_len, hw(checked | 1 << 29)),
+            Verdict::Malformed
+        );
+        // The NIC says good: not summed again (a wrong sum passes).
+        let mut wrong = good.clone();
+        let last = wrong.len() - 1;
+        wrong[last] ^= 0x55;
+        assert_eq!(check_frame(&wrong, hw(checked)), Verdict::Pass);
+        assert_eq!(check_frame_sw(&wrong), Verdict::BadChecksum);
+        // Per-frame requests.
+        let full = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
+        assert_eq!(offload_for(&good), full);
+        let mut icmp = good.clone();
+        icmp[23] = 1;
+        assert_eq!(offload_for(&icmp), TxOffload::NONE.with_ipv4_checksum());
+        let mut arp = good.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(offload_for(&arp), TxOffload::NONE);
+    }
+
     #[test]
     fn a_good_frame_passes_and_bad_ones_are_sorted() {
         let good = udp_frame(b"hello");
-        assert_eq!(check_frame(&good), Verdict::Pass);
-        assert_eq!(check_frame(&good[..10]), Verdict::Malformed);
+        assert_eq!(check_frame_sw(&good), Verdict::Pass);
+        assert_eq!(check_frame_sw(&good[..10]), Verdict::Malformed);
         // IPv4 total length beyond the frame.
-        assert_eq!(check_frame(&good[..14 + 20 + 4]), Verdict::Malformed);
+        assert_eq!(check_frame_sw(&good[..14 + 20 + 4]), Verdict::Malformed);
         let mut bad_ihl = good.clone();
         bad_ihl[14] = 0x43; // IHL 3 words < 20 bytes
-        assert_eq!(check_frame(&bad_ihl), Verdict::Malformed);
+        assert_eq!(check_frame_sw(&bad_ihl), Verdict::Malformed);
         let mut bad_ver = good.clone();
         bad_ver[14] = 0x65;
-        assert_ne!(check_frame(&bad_ver), Verdict::Pass);
+        assert_ne!(check_frame_sw(&bad_ver), Verdict::Pass);
         let mut bad_ip_sum = good.clone();
         bad_ip_sum[14 + 10] ^= 0xff;
-        assert_eq!(check_frame(&bad_ip_sum), Verdict::BadChecksum);
+        assert_eq!(check_frame_sw(&bad_ip_sum), Verdict::BadChecksum);
         let mut bad_udp = good.clone();
         let last = bad_udp.len() - 1;
         bad_udp[last] ^= 0x55; // payload byte: the UDP checksum no longer matches
-        assert_eq!(check_frame(&bad_udp), Verdict::BadChecksum);
+        assert_eq!(check_frame_sw(&bad_udp), Verdict::BadChecksum);
         let mut bad_udp_len = good.clone();
         bad_udp_len[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&100u16.to_be_bytes());
-        assert_eq!(check_frame(&bad_udp_len), Verdict::Malformed);
+        assert_eq!(check_frame_sw(&bad_udp_len), Verdict::Malformed);
         let mut arp = good.clone();
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        assert_eq!(check_frame(&arp), Verdict::Pass);
+        assert_eq!(check_frame_sw(&arp), Verdict::Pass);
     }
 }

@@ -64,6 +64,26 @@ struct Frame {
     ts: Duration,
     data: Vec<u8>,
     len: usize,
+    /// What the NIC reported (checksum status, stripped tag), as the
+    /// pcapng packet comment.
+    status: String,
+}
+
+/// The NIC's RX status of `p` as a pcapng comment:
+/// `checksum ip=good l4=not-checked` and, when it stripped one, `vlan=100`.
+fn status_comment(p: &Packet) -> String {
+    use pollnic::offload::ChecksumStatus;
+    let word = |c: ChecksumStatus| match c {
+        ChecksumStatus::Good => "good",
+        ChecksumStatus::Bad => "bad",
+        _ => "not-checked",
+    };
+    let c = p.rx_checksum();
+    let mut s = format!("pollnic: checksum ip={} l4={}", word(c.ip), word(c.l4));
+    if let Some(tci) = p.vlan() {
+        s.push_str(&format!(" vlan={} (stripped)", tci & 0x0fff));
+    }
+    s
 }
 
 /// What one queue saw.
@@ -100,6 +120,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_mempool_size((args.ring_size * 3 + 2048).max(4096))
         .with_queues(args.queues)
         .with_promisc(true)
+        .with_rx_checksum(true)
         .with_mtu(args.mtu);
     let mut dev = Device::open(&args.port, &cfg)?;
     pollnic_tools::signal::stop_on_removal(&dev)?;
@@ -158,7 +179,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 match rx.recv_timeout(Duration::from_millis(50)) {
                     Ok((q, f)) => {
                         if write_err.is_none() {
-                            if let Err(e) = out.write(f.ts, &f.data) {
+                            if let Err(e) = out.write_commented(f.ts, &f.data, Some(&f.status)) {
                                 write_err = Some(e);
                                 stopping.store(true, Relaxed);
                             }
@@ -171,7 +192,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                         // Every queue has returned; take what is still queued.
                         while let Ok((q, f)) = rx.try_recv() {
                             if write_err.is_none() {
-                                if let Err(e) = out.write(f.ts, &f.data) {
+                                if let Err(e) = out.write_commented(f.ts, &f.data, Some(&f.status))
+                                {
                                     write_err = Some(e);
                                 }
                             }
@@ -372,6 +394,7 @@ fn receive(
                     ts,
                     data: data[..data.len().min(snap)].to_vec(),
                     len: data.len(),
+                    status: status_comment(p),
                 },
             ));
         }

@@ -54,6 +54,15 @@ struct Args {
     /// Tag every frame with this 802.1Q VLAN ID (1..=4094; the frame grows by 4 bytes). [range: 1..=4094]
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4094))]
     vlan: Option<u16>,
+    /// With --vlan: have the NIC insert the tag (TX VLAN offload, DCMD.VLE)
+    /// instead of writing it into each frame; the wire carries the same frame.
+    #[arg(long, requires = "vlan")]
+    hw_vlan: bool,
+    /// Have the NIC insert the IPv4 header and UDP checksums (TX checksum
+    /// offload) instead of sending the test frames' software IPv4 checksum
+    /// and no UDP checksum.
+    #[arg(long)]
+    tx_checksum: bool,
     /// Destination MAC (default: broadcast ff:ff:ff:ff:ff:ff).
     #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
     dst: String,
@@ -118,10 +127,19 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| Flow::nth(dev.mac(), dst, i))
         .collect();
     let mut rep = report::Reporter::new(args.json);
+    // What the NIC does to every frame (none of it without the flags).
+    let mut offload = pollnic::offload::TxOffload::NONE;
+    if args.tx_checksum {
+        offload = offload.with_ipv4_checksum().with_l4_checksum();
+    }
+    if let (true, Some(v)) = (args.hw_vlan, vlan) {
+        offload = offload.with_vlan(v & 0x0fff);
+    }
     rep.start(
         &dev,
         &args.frame_size,
         vlan,
+        (args.hw_vlan, args.tx_checksum),
         args.flows,
         args.rate,
         args.count,
@@ -165,14 +183,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             let Some(mut p) = dev.mempool().alloc() else {
                 break;
             };
-            let len = args.frame_size.len(seq, vlan);
+            // A tag the NIC inserts is not in the frame handed to it.
+            let (len, sw_vlan) = match (args.hw_vlan, vlan) {
+                (true, Some(_)) => (args.frame_size.len(seq, vlan) - gen::VLAN_TAG_LEN, None),
+                _ => (args.frame_size.len(seq, vlan), vlan),
+            };
             if p.set_len(len).is_err()
                 || !gen::write(
                     p.data_mut(),
                     &flows[(seq % flows.len() as u64) as usize],
                     seq,
                     pollnic::clock::monotonic_ns(),
-                    vlan,
+                    sw_vlan,
                 )
             {
                 return Err(format!("frame {seq}: {len} bytes do not fit a buffer").into());
@@ -188,7 +210,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let before: u64 = pending.iter().map(|p| p.len() as u64).sum();
-        let n = dev.queue(0).tx_burst(&mut pending) as u64;
+        let n = if offload.is_none() {
+            dev.queue(0).tx_burst(&mut pending) as u64
+        } else {
+            dev.queue(0).tx_burst_offload(&mut pending, &offload) as u64
+        };
         let after: u64 = pending.iter().map(|p| p.len() as u64).sum();
         if !pending.is_empty() {
             full_events += 1;

@@ -23,6 +23,7 @@ impl Reporter {
         dev: &Device,
         size: &FrameSize,
         vlan: Option<u16>,
+        (hw_vlan, hw_csum): (bool, bool),
         flows: u32,
         rate: u64,
         count: u64,
@@ -31,17 +32,29 @@ impl Reporter {
         if self.json {
             pollnic_tools::jsonout::emit(&serde_json::json!({
                 "type": "start", "port": dev.address().to_string(), "frame_size": size.describe(),
-                "vlan": vlan, "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
+                "vlan": vlan, "vlan_by_nic": hw_vlan, "checksums_by_nic": hw_csum, "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
             }));
             return;
         }
         println!(
-            "pollnic pktgen: {} ({}), {} frames{}, {} flow(s), {}, {}, {}",
+            "pollnic pktgen: {} ({}), {} frames{}{}, {} flow(s), {}, {}, {}",
             dev.address(),
             dev.mac_string(),
             size.describe(),
-            vlan.map(|v| format!(" tagged VLAN {v}"))
-                .unwrap_or_default(),
+            vlan.map(|v| format!(
+                " tagged VLAN {v} ({})",
+                if hw_vlan {
+                    "inserted by the NIC"
+                } else {
+                    "in software"
+                }
+            ))
+            .unwrap_or_default(),
+            if hw_csum {
+                ", IPv4 and UDP checksums inserted by the NIC"
+            } else {
+                ""
+            },
             flows,
             if rate == 0 {
                 "as fast as possible".into()

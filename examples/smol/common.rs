@@ -25,6 +25,11 @@ pub struct NetArgs {
     /// Descriptors per RX and TX ring (a power of two, 32..=4096). [range: 32..=4096]
     #[arg(value_parser = clap::value_parser!(u32).range(32..=4096), long, default_value_t = 512)]
     pub ring_size: u32,
+    /// Compute every IPv4, TCP and UDP checksum in software, as smoltcp does
+    /// alone, instead of leaving them to the NIC (TX checksum offload, RX
+    /// checksum status); for comparisons.
+    #[arg(long)]
+    pub no_checksum_offload: bool,
 }
 
 /// What the run ended with, for the summary.
@@ -52,7 +57,8 @@ pub fn serve<S>(
     let cfg = DeviceConfig::default()
         .with_rx_ring_size(net.ring_size)
         .with_tx_ring_size(net.ring_size)
-        .with_mempool_size((2 * net.ring_size + 2048).max(4096));
+        .with_mempool_size((2 * net.ring_size + 2048).max(4096))
+        .with_rx_checksum(!net.no_checksum_offload);
     cfg.validate()?;
     let mut dev = Device::open(net.port.as_str(), &cfg)?;
     let pool = dev.mempool().clone();
@@ -61,6 +67,7 @@ pub fn serve<S>(
     let start = Instant::now();
     let stats = {
         let mut phy = QueueDevice::new(&mut dev, 0);
+        phy.set_checksum_offload(!net.no_checksum_offload);
         let conf = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
         let mut iface = Interface::new(conf, &mut phy, smoltcp::time::Instant::now());
         iface.update_ip_addrs(|a| {
@@ -69,7 +76,12 @@ pub fn serve<S>(
         });
         let mut sockets = SocketSet::new(vec![]);
         let mut app = setup(&mut sockets);
-        println!("{tool}: up: {addr}/{prefix} on {pci} ({mac_s}), {what}");
+        let sums = if net.no_checksum_offload {
+            "checksums in software"
+        } else {
+            "checksums offloaded (IPv4, TCP, UDP)"
+        };
+        println!("{tool}: up: {addr}/{prefix} on {pci} ({mac_s}), {what}, {sums}");
         let mut n = 0u32;
         loop {
             phy.poll(&mut iface, &mut sockets, smoltcp::time::Instant::now());

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
@@ -140,6 +140,21 @@ impl PcapOut {
     /// # Errors
     /// [`PcapOutError::Write`] (e.g. disk full).
     pub fn write(&mut self, ts: Duration, data: &[u8]) -> Result<(), PcapOutError> {
+        self.write_commented(ts, data, None)
+    }
+
+    /// [`PcapOut::write`] with a pcapng packet comment (`opt_comment`, e.g.
+    /// the NIC's checksum status); classic pcap has no place for it and
+    /// drops it.
+    ///
+    /// # Errors
+    /// [`PcapOutError::Write`] (e.g. disk full).
+    pub fn write_commented(
+        &mut self,
+        ts: Duration,
+        data: &[u8],
+        comment: Option<&str>,
+    ) -> Result<(), PcapOutError> {
         let keep = &data[..data.len().min(self.snaplen as usize)];
         let orig = data.len() as u32;
         let r = match &mut self.sink {
@@ -150,7 +165,9 @@ impl PcapOut {
                     timestamp: ts,
                     original_len: orig,
                     data: Cow::Borrowed(keep),
-                    options: vec![],
+                    options: comment
+                        .map(|c| vec![EnhancedPacketOption::Comment(Cow::Borrowed(c))])
+                        .unwrap_or_default(),
                 })
                 .map(|_| ()),
             Sink::Done => return Ok(()),
@@ -276,6 +293,33 @@ mod tests {
             }
         }
         assert_eq!(saw, (true, true));
+    }
+
+    #[test]
+    fn pcapng_keeps_the_packet_comment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cap.pcapng");
+        let mut out = PcapOut::create(&path, Format::for_path(&path), 65535).unwrap();
+        out.write_commented(
+            Duration::new(1, 0),
+            &[2; 60],
+            Some("pollnic: checksum ip=good l4=bad"),
+        )
+        .unwrap();
+        out.finish().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let mut r = PcapNgReader::new(&bytes[..]).unwrap();
+        let mut comments = Vec::new();
+        while let Some(b) = r.next_block() {
+            if let Block::EnhancedPacket(p) = b.unwrap() {
+                for o in &p.options {
+                    if let EnhancedPacketOption::Comment(c) = o {
+                        comments.push(c.to_string());
+                    }
+                }
+            }
+        }
+        assert_eq!(comments, ["pollnic: checksum ip=good l4=bad"]);
     }
 
     #[test]

@@ -116,6 +116,11 @@ impl RxCompletion {
 
 /// TX `cmd_type_len` DTYP field value for an advanced data descriptor (bits 23:20 = 0011b).
 pub const TXD_DTYP_DATA: u32 = 0x3 << 20;
+/// TX `type_tucmd_mlhl` DTYP field value for an advanced context descriptor
+/// (bits 23:20 = 0010b; [`crate::offload::TxContext`]).
+pub const TXD_DTYP_CTXT: u32 = 0x2 << 20;
+/// TX DTYP field mask (bits 23:20).
+pub const TXD_DTYP_MASK: u32 = 0xf << 20;
 /// TX DCMD: end of packet.
 pub const TXD_DCMD_EOP: u32 = 1 << 24;
 /// TX DCMD: insert FCS (Ethernet CRC).
@@ -143,6 +148,19 @@ pub const fn tx_data(buf_iova: u64, len: u16) -> RawDesc {
     RawDesc {
         lo: buf_iova,
         hi: cmd_type_len as u64 | ((olinfo_status as u64) << 32),
+    }
+}
+
+/// [`tx_data`] for a frame sent with offloads: `dcmd` added to DCMD (VLE)
+/// and `olinfo` to `olinfo_status` (POPTS IXSM/TXSM, IDX, CC), PAYLEN the
+/// whole frame (no TSO; 82576 §7.2.2.3.x: "PAYLEN ... the entire packet
+/// length for a non-TSO packet").
+#[inline]
+pub const fn tx_data_offload(buf_iova: u64, len: u16, dcmd: u32, olinfo: u32) -> RawDesc {
+    let d = tx_data(buf_iova, len);
+    RawDesc {
+        lo: d.lo,
+        hi: d.hi | dcmd as u64 | (olinfo as u64) << 32,
     }
 }
 
@@ -176,6 +194,12 @@ pub struct TxRequest {
     pub rs: bool,
     /// Advanced data descriptor (DEXT set and DTYP = data).
     pub is_adv_data: bool,
+    /// Advanced context descriptor (DEXT set and DTYP = context).
+    pub is_adv_ctx: bool,
+    /// The whole `cmd_type_len` word (DCMD, DTYP, DTALEN).
+    pub cmd_type_len: u32,
+    /// The whole `olinfo_status` word (PAYLEN, POPTS, CC, IDX).
+    pub olinfo_status: u32,
 }
 
 impl TxRequest {
@@ -188,7 +212,10 @@ impl TxRequest {
             len: ctl as u16,
             eop: ctl & TXD_DCMD_EOP != 0,
             rs: ctl & TXD_DCMD_RS != 0,
-            is_adv_data: ctl & TXD_DCMD_DEXT != 0 && ctl & (0xf << 20) == TXD_DTYP_DATA,
+            is_adv_data: ctl & TXD_DCMD_DEXT != 0 && ctl & TXD_DTYP_MASK == TXD_DTYP_DATA,
+            is_adv_ctx: ctl & TXD_DCMD_DEXT != 0 && ctl & TXD_DTYP_MASK == TXD_DTYP_CTXT,
+            cmd_type_len: ctl,
+            olinfo_status: (d.hi >> 32) as u32,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod flow;
 pub mod igb;
 pub mod ixgbe;
 pub mod mtu;
+pub mod offload;
 pub mod power;
 pub mod rss;
 pub mod stats;

@@ -4,13 +4,14 @@
 //! ```text
 //! cargo build --release -p pollnic-rings --example model_fwd
 //! valgrind --tool=callgrind --toggle-collect='*forward_burst*' \
-//!     target/release/examples/model_fwd 1000000 32 [vector|scalar]
+//!     target/release/examples/model_fwd 1000000 32 [vector|scalar] [offload]
 //! ```
 //!
 //! Callgrind then counts only the driver's side (`FwdRig::forward_burst`):
 //! divide its total Ir by the packets printed here. The third argument
 //! picks the rings' burst loops (default: what this CPU runs, see
-//! `DataPath::detect`).
+//! `DataPath::detect`). A fourth argument, `offload`, makes the RX ring keep
+//! each frame's checksum status and VLAN tag (`RxRing::set_offload_status`).
 
 use pollnic_rings::DataPath;
 
@@ -38,8 +39,19 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let offload = match args.next().as_deref() {
+        None => false,
+        Some("offload") => true,
+        Some(other) => {
+            eprintln!("model_fwd: unknown fourth argument {other:?}: use offload");
+            std::process::exit(2);
+        }
+    };
     let mut rig = pollnic_model::fwd::FwdRig::new(512, 60);
     rig.set_data_path(path);
+    rig.parts()
+        .0
+        .set_offload_status(offload, pollnic_hw::offload::IGB_L4E_BIT);
     let per_round = rig.bursts_per_round(batch);
     let mut done = 0u64;
     while done < packets {
@@ -50,7 +62,8 @@ fn main() {
         rig.complete_tx();
     }
     println!(
-        "forwarded {done} packets in bursts of {batch} ({} path)",
-        path.name()
+        "forwarded {done} packets in bursts of {batch} ({} path{})",
+        path.name(),
+        if offload { ", RX offload status" } else { "" }
     );
 }

@@ -29,6 +29,7 @@ pub mod igb;
 mod iommu;
 pub mod ixgbe;
 pub(crate) mod msix;
+pub mod offload;
 #[allow(unsafe_code)]
 pub mod ring;
 pub(crate) mod wire;

@@ -48,6 +48,20 @@ pub struct DeviceRing {
     base: *mut RawDesc,
     count: u16,
     head: u16,
+    /// The TX context slots (advanced context descriptors read so far).
+    contexts: crate::offload::Contexts,
+}
+
+/// What a TX frame's first data descriptor asked, with the contexts the
+/// device held when it reached the frame's last descriptor.
+#[derive(Clone, Copy, Debug)]
+pub struct TxMeta {
+    /// The first data descriptor's `cmd_type_len` (DCMD: VLE, TSE).
+    pub cmd_type_len: u32,
+    /// Its `olinfo_status` (PAYLEN, POPTS, IDX, CC).
+    pub olinfo_status: u32,
+    /// The context slots.
+    pub contexts: crate::offload::Contexts,
 }
 
 // SAFETY: a DeviceRing is a pointer into DMA memory that its creator promised
@@ -69,6 +83,7 @@ impl DeviceRing {
             base,
             count,
             head: 0,
+            contexts: [None; 8],
         }
     }
     /// Next descriptor the device will use (the head register, RDH/TDH).
@@ -154,7 +169,10 @@ pub enum Delivery {
 /// Write `frame` into the ring from its head, as the 82576 and 82599 do
 /// with advanced one-buffer descriptors: as many `buf_size`-byte chunks as
 /// it needs, EOP on the last, each written back with DD, its length,
-/// `rss_hash` and `pkt_info`.
+/// `rss_hash` and `pkt_info`; the last one also with `extra`: status bits
+/// (the offloads' VP, IPCS, L4CS, UDPCS and checksum errors) and the
+/// stripped VLAN tag.
+#[allow(clippy::too_many_arguments)]
 pub fn deliver(
     ring: &mut DeviceRing,
     tail: u16,
@@ -163,6 +181,7 @@ pub fn deliver(
     frame: &[u8],
     rss_hash: u32,
     pkt_info: u16,
+    extra: (u32, u16),
 ) -> Delivery {
     let needed = frame.len().div_ceil(buf_size).max(1);
     if ring.owned(tail) < needed {
@@ -186,13 +205,13 @@ pub fn deliver(
         // `dma` still borrowed), and the descriptor at head is owned by the
         // device side, so the driver does not touch its buffer until DD is set.
         unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), dst, chunk.len()) };
-        let status = RXD_STAT_DD | if k == last { RXD_STAT_EOP } else { 0 };
+        let status = RXD_STAT_DD | if k == last { RXD_STAT_EOP | extra.0 } else { 0 };
         let wb = RxCompletion {
             len: chunk.len() as u16,
             status_error: status,
             rss_hash,
             pkt_info,
-            vlan: 0,
+            vlan: if k == last { extra.1 } else { 0 },
         };
         ring.write(ring.head, wb.encode());
         ring.advance();
@@ -222,12 +241,20 @@ pub fn transmit(
     dma: &dyn DmaSpace,
     collect: bool,
     partial: &mut Vec<u8>,
-    sent: &mut dyn FnMut(Vec<u8>),
+    first: &mut Option<(u32, u32)>,
+    sent: &mut dyn FnMut(Vec<u8>, TxMeta),
 ) -> TxWork {
     let mut w = TxWork::default();
     while ring.head != tail {
         let d = ring.read(ring.head);
         let req = TxRequest::decode(d);
+        if req.is_adv_ctx {
+            let (ctx, idx) = pollnic_hw::offload::TxContext::decode(d);
+            ring.contexts[idx as usize & 7] = Some(ctx);
+        }
+        if req.is_adv_data && first.is_none() {
+            *first = Some((req.cmd_type_len, req.olinfo_status));
+        }
         if req.is_adv_data && req.len > 0 {
             let Some(src) = dma.translate(req.buf_iova, req.len as usize) else {
                 w.fault = Some(req.buf_iova);
@@ -242,9 +269,17 @@ pub fn transmit(
             }
             w.bytes += req.len as u64;
         }
-        if req.eop {
+        if req.eop && !req.is_adv_ctx {
             w.frames += 1;
-            sent(std::mem::take(partial));
+            let (cmd_type_len, olinfo_status) = first.take().unwrap_or_default();
+            sent(
+                std::mem::take(partial),
+                TxMeta {
+                    cmd_type_len,
+                    olinfo_status,
+                    contexts: ring.contexts,
+                },
+            );
         }
         if req.rs {
             ring.write(ring.head, tx_writeback(d));
@@ -326,7 +361,8 @@ impl State {
             &Regions(&self.regions),
             collect,
             &mut self.partial,
-            &mut |f| {
+            &mut None,
+            &mut |f, _| {
                 if collect {
                     frames.push(f)
                 }
@@ -481,6 +517,7 @@ impl SoftNic {
             frame,
             rss_hash,
             0,
+            (0, 0),
         ) {
             Delivery::Done(_) => {
                 s.stats.gprc += 1;

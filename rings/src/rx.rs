@@ -145,6 +145,10 @@ pub struct RxRing<D: Doorbell> {
     /// plus [`MODE_DISCARDING`] while the rest of a dropped chain is
     /// outstanding (one byte, so that a burst decides with one compare).
     mode: u8,
+    /// With [`MODE_OFFLOAD`]: the bit of `status_error` that holds the L4
+    /// checksum error (the IPv4 one is the next), per family
+    /// (`pollnic_hw::offload::IGB_L4E_BIT`, `IXGBE_L4E_BIT`).
+    l4e_bit: u32,
     stats: RxStats,
 }
 
@@ -155,6 +159,9 @@ const MODE_VECTOR: u8 = 1;
 /// `RxRing::mode`: the previous burst stopped inside a chain whose head it
 /// dropped (a frame longer than one buffer).
 const MODE_DISCARDING: u8 = 2;
+/// `RxRing::mode`: each packet keeps its write-back's checksum status and
+/// VLAN tag ([`RxRing::set_offload_status`]).
+const MODE_OFFLOAD: u8 = 4;
 
 impl<D: Doorbell> RxRing<D> {
     /// Arm every descriptor of `desc` with a buffer from `pool`, and give the
@@ -199,6 +206,7 @@ impl<D: Doorbell> RxRing<D> {
             unfinished: 0,
             unfinished_at: 0,
             keep: keep_bits(RXD_STAT_EOP | RXD_ERR_RXE),
+            l4e_bit: pollnic_hw::offload::IGB_L4E_BIT,
             mode: if DataPath::detect() == DataPath::Vector {
                 MODE_VECTOR
             } else {
@@ -242,7 +250,40 @@ impl<D: Doorbell> RxRing<D> {
         } else {
             MODE_SCALAR
         };
-        self.mode = self.mode & MODE_DISCARDING | vector;
+        self.mode = self.mode & (MODE_DISCARDING | MODE_OFFLOAD) | vector;
+    }
+
+    /// Keep (`on`) or not each frame's checksum status and stripped VLAN tag
+    /// from its write-back, for [`Packet::rx_checksum`] and [`Packet::vlan`]
+    /// (off in a new ring: every packet then reads "not checked", no tag).
+    /// `l4e_bit` is the family's bit of the L4 checksum error in
+    /// `status_error`, the IPv4 one being the next:
+    /// `pollnic_hw::offload::IGB_L4E_BIT` (29) or `IXGBE_L4E_BIT` (30).
+    /// The NIC reports the status only once the driver has enabled the
+    /// offloads (RXCSUM, VLAN strip); this only decides whether the ring
+    /// keeps it. With it on, a burst runs its own copy of the loops (off,
+    /// the loops are those without the offload work).
+    ///
+    /// # Panics
+    /// When `l4e_bit` is not 29 or 30 (the two families' layouts).
+    pub fn set_offload_status(&mut self, on: bool, l4e_bit: u32) {
+        assert!(
+            l4e_bit == pollnic_hw::offload::IGB_L4E_BIT
+                || l4e_bit == pollnic_hw::offload::IXGBE_L4E_BIT,
+            "the L4 checksum error is bit 29 (igb) or 30 (82599)"
+        );
+        self.l4e_bit = l4e_bit;
+        if on {
+            self.mode |= MODE_OFFLOAD;
+        } else {
+            self.mode &= !MODE_OFFLOAD;
+        }
+    }
+
+    /// Whether the ring keeps each frame's offload status
+    /// ([`RxRing::set_offload_status`]).
+    pub fn offload_status(&self) -> bool {
+        self.mode & MODE_OFFLOAD != 0
     }
 
     /// The burst loop this ring runs.
@@ -299,11 +340,11 @@ impl<D: Doorbell> RxRing<D> {
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let mode = self.mode;
         let got = if mode == MODE_VECTOR {
-            self.burst::<true>(out, max)
+            self.burst::<true, false>(out, max)
         } else if mode == MODE_SCALAR {
-            self.burst::<false>(out, max)
+            self.burst::<false, false>(out, max)
         } else {
-            self.finish_chain(out, max)
+            self.burst_other(out, max)
         };
         // The packets' bytes were written by the device before it set DD,
         // and the caller reads them with ordinary (not volatile) loads: the
@@ -325,13 +366,35 @@ impl<D: Doorbell> RxRing<D> {
         got
     }
 
-    /// [`RxRing::rx_burst`]. The hot loop takes good frames (with `VEC`,
+    /// [`RxRing::rx_burst`] in the modes other than plain vector or scalar:
+    /// with offload status, or finishing a dropped chain. Cold, as the
+    /// chain's end was before it: so the plain loops' dispatch stays as
+    /// it was (one compare each), whatever these modes cost.
+    #[cold]
+    #[inline(never)]
+    fn burst_other(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        let mode = self.mode;
+        if mode & MODE_DISCARDING != 0 {
+            self.finish_chain(out, max)
+        } else if mode & MODE_VECTOR != 0 {
+            self.burst::<true, true>(out, max)
+        } else {
+            self.burst::<false, true>(out, max)
+        }
+    }
+
+    /// [`RxRing::rx_burst`]. With `OL`, each packet keeps its write-back's
+    /// status word (`pollnic_hw::offload::rx_status_word`). The hot loop takes good frames (with `VEC`,
     /// four in a row in one step, `crate::simd::rx_quad`, exactly as four
     /// turns of the one-descriptor loop would take them); the first
     /// descriptor that shows DD and is not a good frame, or a cache with no
     /// buffer, hands the rest of the burst to [`RxRing::burst_slow`].
     #[inline(always)]
-    fn burst<const VEC: bool>(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+    fn burst<const VEC: bool, const OL: bool>(
+        &mut self,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> usize {
         // The cache is handed out by `cache_mut`: make sure it still serves
         // this ring's pool, whose buffer indices the slots hold.
         assert!(
@@ -363,6 +426,7 @@ impl<D: Doorbell> RxRing<D> {
         debug_assert_eq!(self.slots.len(), mask as usize + 1);
         let slots = self.slots.as_mut_ptr();
         let keep = self.keep;
+        let l4e_bit = self.l4e_bit;
         let (mut got, mut bytes) = (0usize, 0u64);
         // Each turn takes one good frame whose `hi` shows DD. A macro, so
         // that each branch below has its own copy and the common short
@@ -400,6 +464,7 @@ impl<D: Doorbell> RxRing<D> {
                         (lo, done)
                     };
                     bytes += len as u64;
+                    let ol = if OL { ol_word(hi, l4e_bit) } else { 0 };
                     // SAFETY: `got < max`, and `out` has room for `max` more
                     // packets from `dst` on (reserved above); slot `got` is
                     // written once. `done` was this slot's armed buffer of the
@@ -413,6 +478,7 @@ impl<D: Doorbell> RxRing<D> {
                             done,
                             len,
                             (lo >> 32) as u32,
+                            ol,
                         ));
                     }
                     got += 1;
@@ -437,7 +503,8 @@ impl<D: Doorbell> RxRing<D> {
                 let d = view.slot_ptr(i);
                 // SAFETY: `i` is masked (`next` and every step keep it so)
                 // and `i + 3 <= mask`: four descriptors in bounds.
-                if let Some(lens) = unsafe { simd::rx_quad(d, keep as u32, buf_size) } {
+                let quad = unsafe { simd::rx_quad::<OL>(d, keep as u32, buf_size, l4e_bit) };
+                if let Some((lens, ols)) = quad {
                     if let Some(fresh) = cache.take4() {
                         for k in 0..4u16 {
                             let j = i + k;
@@ -458,8 +525,13 @@ impl<D: Doorbell> RxRing<D> {
                             // is replaced by `f` (with its own reference);
                             // `1 <= len <= buf_size` (checked by `rx_quad`).
                             unsafe {
-                                (*dst.add(got + k as usize))
-                                    .write(Packet::from_parts(pool_ptr, done, len, rss));
+                                (*dst.add(got + k as usize)).write(Packet::from_parts(
+                                    pool_ptr,
+                                    done,
+                                    len,
+                                    rss,
+                                    ols[k as usize],
+                                ));
                             }
                         }
                         got += 4;
@@ -532,6 +604,7 @@ impl<D: Doorbell> RxRing<D> {
         debug_assert_eq!(self.slots.len(), mask as usize + 1);
         let slots = self.slots.as_mut_ptr();
         let keep = self.keep;
+        let (ol_on, l4e_bit) = (self.mode & MODE_OFFLOAD != 0, self.l4e_bit);
         let mut bad = 0usize;
         let mut wait_for_len = false;
         let mut hi = view.read_hi(i);
@@ -568,6 +641,7 @@ impl<D: Doorbell> RxRing<D> {
                             done,
                             len,
                             (lo >> 32) as u32,
+                            if ol_on { ol_word(hi, l4e_bit) } else { 0 },
                         ));
                     }
                     got += 1;
@@ -739,6 +813,14 @@ fn good_len(hi: u64, keep: u64, buf_size: u32) -> Option<u32> {
     } else {
         None
     }
+}
+
+/// The RX status word (`pollnic_hw::offload::rx_status_word`) of a
+/// write-back whose `hi` word (status in bits 0..32, VLAN tag in 48..64) is
+/// `hi`.
+#[inline(always)]
+fn ol_word(hi: u64, l4e_bit: u32) -> u32 {
+    pollnic_hw::offload::rx_status_word(hi as u32, (hi >> 48) as u16, l4e_bit)
 }
 
 /// Count a burst that found descriptors but handed up nothing (only bad

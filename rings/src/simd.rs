@@ -92,17 +92,21 @@ mod x86 {
     /// used; the caller reads the `lo` words (RSS hash) afterwards.
     ///
     /// `check_bits` is EOP plus the family's error mask; `max_len` is the
-    /// buffer size in bytes, at most `u16::MAX` counts.
+    /// buffer size in bytes, at most `u16::MAX` counts. With `OL`, the
+    /// second array holds the four RX status words
+    /// (`pollnic_hw::offload::rx_status_word`, `l4e_bit` the family's L4
+    /// checksum error bit), built in the same registers; without, zeros.
     ///
     /// # Safety
     /// `d .. d + 4` are descriptors of a live ring (in bounds, 16-byte
     /// aligned).
     #[inline(always)]
-    pub(crate) unsafe fn rx_quad(
+    pub(crate) unsafe fn rx_quad<const OL: bool>(
         d: *const RawDesc,
         check_bits: u32,
         max_len: u32,
-    ) -> Option<[u32; 4]> {
+        l4e_bit: u32,
+    ) -> Option<([u32; 4], [u32; 4])> {
         // SAFETY: the caller's promise: four aligned descriptors in bounds;
         // volatile because the device writes them. SSE2 is enabled on every
         // x86-64 target, so the intrinsics are available.
@@ -142,7 +146,21 @@ mod x86 {
             }
             let mut out = [0u32; 4];
             _mm_storeu_si128(out.as_mut_ptr().cast(), len);
-            Some(out)
+            let mut ols = [0u32; 4];
+            if OL {
+                // rx_status_word: VP, UDPCS, L4CS, IPCS where they are; the
+                // two checksum errors shifted down to bits 0 and 1; the
+                // VLAN tag (the top half of length|vlan) kept in 16..32.
+                let keep = _mm_and_si128(st, _mm_set1_epi32(0x78));
+                let errs = _mm_and_si128(
+                    _mm_srl_epi32(st, _mm_cvtsi32_si128(l4e_bit as i32)),
+                    _mm_set1_epi32(3),
+                );
+                let tag = _mm_and_si128(lv, _mm_set1_epi32(0xffff_0000u32 as i32));
+                let ol = _mm_or_si128(_mm_or_si128(keep, errs), tag);
+                _mm_storeu_si128(ols.as_mut_ptr().cast(), ol);
+            }
+            Some((out, ols))
         }
     }
 
@@ -238,7 +256,12 @@ mod other {
     use crate::mempool::{BufIovas, Packet, Shared};
 
     #[inline(always)]
-    pub(crate) unsafe fn rx_quad(_: *const RawDesc, _: u32, _: u32) -> Option<[u32; 4]> {
+    pub(crate) unsafe fn rx_quad<const OL: bool>(
+        _: *const RawDesc,
+        _: u32,
+        _: u32,
+        _: u32,
+    ) -> Option<([u32; 4], [u32; 4])> {
         None
     }
 

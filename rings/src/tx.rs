@@ -28,7 +28,8 @@ use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
 use crate::mempool::{BufIovas, Mempool, Packet, PoolCache, Shared};
 use crate::simd::{self, DataPath};
-use pollnic_hw::desc::{tx_data, tx_done, RawDesc, TXD_DCMD_RS, TX_MAX_DATA_LEN};
+use pollnic_hw::desc::{tx_data, tx_data_offload, tx_done, RawDesc, TXD_DCMD_RS, TX_MAX_DATA_LEN};
+use pollnic_hw::offload::{tx_plan, TxContext, TxOffload, TxRefusal, TXD_OLINFO_CC};
 use std::ptr::NonNull;
 
 /// Most descriptors between two that request a write-back (RS): every
@@ -64,17 +65,31 @@ pub struct TxStats {
     /// device reaches (another port's, opened in the same VFIO container):
     /// sent as they are, zero copy, and returned to their own pool once sent.
     pub foreign: u64,
+    /// Of `tx_errors`, frames refused because the NIC cannot do the offload
+    /// they asked for ([`TxRing::tx_burst_offload`]; the reason of the last
+    /// one: [`TxRing::last_refusal`]).
+    pub tx_offload_errors: u64,
+    /// Advanced context descriptors written (a context is written only when
+    /// a frame needs another one than the last).
+    pub tx_contexts: u64,
 }
 
-/// The pool of an in-flight buffer that is not the ring's own.
+/// What an in-flight descriptor holds besides a buffer of the ring's own pool.
 #[derive(Clone, Copy)]
-struct Foreign(Option<NonNull<Shared>>);
+enum Slot {
+    /// A buffer of the ring's own pool (or nothing in flight).
+    Own,
+    /// A buffer of this other pool.
+    Foreign(NonNull<Shared>),
+    /// An advanced context descriptor: no buffer.
+    Context,
+}
 
-// SAFETY: a filled entry stands for the buffer and pool reference of the
+// SAFETY: a `Foreign` entry stands for the buffer and pool reference of the
 // `Packet` it was taken from, and `Packet` is `Send` and `Sync`.
-unsafe impl Send for Foreign {}
+unsafe impl Send for Slot {}
 // SAFETY: as above.
-unsafe impl Sync for Foreign {}
+unsafe impl Sync for Slot {}
 
 // SAFETY: the ring's raw pointer (`fast`) is only compared, never
 // dereferenced; every other field is `Send`/`Sync` on its own (`Foreign` as
@@ -91,11 +106,20 @@ pub struct TxRing<D: Doorbell> {
     pool: Mempool,
     /// Buffer index behind each descriptor in `clean..tail`.
     idx: Box<[u32]>,
-    /// `Some(pool)` for each descriptor in `clean..tail` whose buffer is of
-    /// another pool, `None` everywhere else.
-    foreign: Box<[Foreign]>,
-    /// How many `foreign` entries are `Some`.
-    foreign_in_flight: u16,
+    /// [`Slot::Foreign`] for each descriptor in `clean..tail` whose buffer
+    /// is of another pool, [`Slot::Context`] for each context descriptor,
+    /// [`Slot::Own`] everywhere else.
+    slots: Box<[Slot]>,
+    /// How many `slots` entries are not `Own`.
+    marked_in_flight: u16,
+    /// The context the device holds in slot 0 once it has read every
+    /// queued descriptor (the last one written), if any.
+    ctx_last: Option<TxContext>,
+    /// Set CC in the `olinfo_status` of a data descriptor that uses a
+    /// context (the 82599 needs it; igb has no such bit).
+    check_context: bool,
+    /// Why the last frame refused for its offload was refused.
+    last_refusal: Option<TxRefusal>,
     /// The own pool's shared part when the device can reach it (else null),
     /// and its buffer IOVAs: the per-packet fast path.
     fast: *const Shared,
@@ -128,8 +152,11 @@ impl<D: Doorbell> TxRing<D> {
             own,
             pool: pool.clone(),
             idx: vec![0; count].into_boxed_slice(),
-            foreign: vec![Foreign(None); count].into_boxed_slice(),
-            foreign_in_flight: 0,
+            slots: vec![Slot::Own; count].into_boxed_slice(),
+            marked_in_flight: 0,
+            ctx_last: None,
+            check_context: false,
+            last_refusal: None,
             tail: 0,
             clean: 0,
             free: count as u16 - 1,
@@ -426,8 +453,8 @@ impl<D: Doorbell> TxRing<D> {
                 match unsafe { other_iova(pool, idx, sendable, desc_region) } {
                     Some(iova) => {
                         if pool.as_ptr().cast_const() != self.fast {
-                            self.foreign[(t & mask) as usize] = Foreign(Some(pool));
-                            self.foreign_in_flight += 1;
+                            self.slots[(t & mask) as usize] = Slot::Foreign(pool);
+                            self.marked_in_flight += 1;
                             self.stats.foreign += 1;
                         }
                         iova
@@ -446,6 +473,178 @@ impl<D: Doorbell> TxRing<D> {
         }
         self.stats.tx_errors += errors as u64;
         (t, bytes, errors)
+    }
+
+    /// Queue frames from the front of `pkts`, each sent with the offloads
+    /// `offload` asks (checksum insertion, VLAN insert), until the ring is
+    /// full; the queued ones are removed from `pkts`, the rest stay in
+    /// order. Returns how many were taken, including those refused.
+    ///
+    /// Each frame's header lengths are read from its bytes
+    /// ([`pollnic_hw::offload::tx_plan`]); when they differ from the
+    /// context the device holds, an advanced context descriptor (slot 0)
+    /// goes before the frame's data descriptor, so a run of like frames
+    /// costs one context. A frame the NIC cannot do the request for is
+    /// refused: freed (into `cache` or its pool), counted in `tx_errors`
+    /// and `tx_offload_errors`, its reason kept ([`TxRing::last_refusal`]);
+    /// it is never sent without the offload. Unsendable frames (empty, over
+    /// 65535 bytes, unreachable) are refused as in [`TxRing::tx_burst`].
+    /// With [`TxOffload::NONE`] this is [`TxRing::tx_burst`].
+    ///
+    /// Report status never sits on a context descriptor: a fixed batch end
+    /// that holds one has RS on the data descriptor after it instead, and
+    /// reclaim looks there.
+    pub fn tx_burst_offload(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        offload: &TxOffload,
+        cache: &mut PoolCache,
+    ) -> usize {
+        if offload.is_none() {
+            return self.tx_burst(pkts, cache);
+        }
+        let len = pkts.len();
+        // Up to two descriptors per frame.
+        if (self.free as usize) < (2 * len).max(TX_FREE_THRESH) {
+            self.reclaim(cache);
+        }
+        let view = self.desc.view();
+        let mask = view.mask();
+        let desc_region = self.desc.region();
+        let start = self.tail;
+        let mut t = start;
+        let mut free = self.free as usize;
+        let (mut taken, mut queued, mut bytes, mut errors) = (0usize, 0u64, 0u64, 0u64);
+        let mut last_data = start;
+        let mut ctx_last = self.ctx_last;
+        let cc = if self.check_context { TXD_OLINFO_CC } else { 0 };
+        let base = pkts.as_mut_ptr();
+        // From here the Vec owns none of its packets: each of the first
+        // `taken` is handed to the ring or refused exactly once, the rest go
+        // back to it at the end (as in `tx_burst`; a panic leaks, never
+        // frees twice).
+        // SAFETY: 0 <= len.
+        unsafe { pkts.set_len(0) };
+        while taken < len {
+            // SAFETY: `taken < len`: an initialised packet not yet handed over.
+            let p = unsafe { &*base.add(taken) };
+            let plan = tx_plan(p.data(), offload);
+            let need = match &plan {
+                Ok(pl) if pl.ctx.is_some() && pl.ctx != ctx_last => 2,
+                Ok(_) => 1,
+                Err(_) => 0,
+            };
+            if free < need {
+                self.stats.ring_full += 1;
+                break;
+            }
+            taken += 1;
+            let (pool, idx, plen) = p.parts();
+            let plan = match plan {
+                Ok(pl) => {
+                    // SAFETY: `taken - 1 < len`: the packet, which the
+                    // ring now owns and nothing else references.
+                    pollnic_hw::offload::tx_prepare(
+                        unsafe { (*base.add(taken - 1)).data_mut() },
+                        &pl.prep,
+                    );
+                    pl
+                }
+                Err(why) => {
+                    self.stats.tx_offload_errors += 1;
+                    self.last_refusal = Some(why);
+                    errors += 1;
+                    refuse(cache, pool, idx);
+                    continue;
+                }
+            };
+            let sendable = (plen as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
+            let iova = if pool.as_ptr().cast_const() == self.fast && sendable {
+                // SAFETY: the ring's own pool (alive: the packet's
+                // reference) and one of its buffers.
+                Some(unsafe { self.own.get(idx) })
+            } else {
+                // SAFETY: the packet's reference, now the ring's, keeps
+                // `pool` alive.
+                unsafe { other_iova(pool, idx, sendable, desc_region) }
+            };
+            let Some(iova) = iova else {
+                errors += 1;
+                refuse(cache, pool, idx);
+                continue;
+            };
+            if let Some(ctx) = plan.ctx.filter(|c| Some(*c) != ctx_last) {
+                view.write(t, ctx.encode(0));
+                self.slots[(t & mask) as usize] = Slot::Context;
+                self.marked_in_flight += 1;
+                self.stats.tx_contexts += 1;
+                ctx_last = Some(ctx);
+                t = (t + 1) & mask;
+                free -= 1;
+            }
+            let olinfo = plan.popts | if plan.ctx.is_some() { cc } else { 0 };
+            view.write(t, tx_data_offload(iova, plen as u16, plan.dcmd, olinfo));
+            self.idx[(t & mask) as usize] = idx;
+            if pool.as_ptr().cast_const() != self.fast {
+                self.slots[(t & mask) as usize] = Slot::Foreign(pool);
+                self.marked_in_flight += 1;
+                self.stats.foreign += 1;
+            }
+            last_data = t;
+            t = (t + 1) & mask;
+            free -= 1;
+            queued += 1;
+            bytes += plen as u64;
+        }
+        // SAFETY: packets `taken..len` are initialised and still the
+        // caller's: moved to the front and given back to the Vec.
+        unsafe {
+            std::ptr::copy(base.add(taken), base, len - taken);
+            pkts.set_len(len - taken);
+        }
+        self.ctx_last = ctx_last;
+        self.stats.tx_errors += errors;
+        if queued > 0 {
+            self.set_rs_at(last_data);
+            let used = (t.wrapping_sub(start) & mask) as usize;
+            if (start & (TX_RS_THRESH - 1)) as usize + used > TX_RS_THRESH as usize {
+                self.set_batch_ends_ctx(start, used as u16);
+            }
+            self.tail = t;
+            self.free = free as u16;
+            self.stats.packets += queued;
+            self.stats.bytes += bytes;
+            self.stats.bursts += 1;
+            self.desc.publish();
+            self.doorbell.ring(t);
+        }
+        taken
+    }
+
+    /// Set RS on descriptor `i`, a data descriptor.
+    fn set_rs_at(&mut self, i: u16) {
+        let view = self.desc.view();
+        view.write_hi(i, view.read_hi(i) | TXD_DCMD_RS as u64);
+    }
+
+    /// [`TxRing::set_batch_ends`] for a burst that may hold context
+    /// descriptors: a batch end that holds one gets no RS; the data
+    /// descriptor after it (the same frame's) gets it instead.
+    #[inline(never)]
+    fn set_batch_ends_ctx(&mut self, first: u16, used: u16) {
+        let mask = self.desc.mask();
+        debug_assert!(mask >= TX_RS_THRESH - 1);
+        let mut ahead = (first | (TX_RS_THRESH - 1)) - first;
+        while ahead < used - 1 {
+            let end = first.wrapping_add(ahead) & mask;
+            let at = if matches!(self.slots[end as usize], Slot::Context) {
+                (end + 1) & mask
+            } else {
+                end
+            };
+            self.set_rs_at(at);
+            ahead += TX_RS_THRESH;
+        }
     }
 
     /// Return the buffers of every completed batch, oldest first, into
@@ -473,7 +672,17 @@ impl<D: Doorbell> TxRing<D> {
             let mut run = 0u16;
             loop {
                 let pos = (clean + run) & mask;
-                let end = run + (TX_RS_THRESH - 1 - (pos & (TX_RS_THRESH - 1))) + 1;
+                let mut end = run + (TX_RS_THRESH - 1 - (pos & (TX_RS_THRESH - 1))) + 1;
+                // A batch end that holds a context descriptor has its RS on
+                // the data descriptor after it (`set_rs_at`).
+                if self.marked_in_flight != 0
+                    && matches!(
+                        self.slots[((clean + end - 1) & mask) as usize],
+                        Slot::Context
+                    )
+                {
+                    end += 1;
+                }
                 if end >= in_flight || !tx_done(self.desc.read_hi((clean + end - 1) & mask)) {
                     break run;
                 }
@@ -483,7 +692,7 @@ impl<D: Doorbell> TxRing<D> {
         if run == 0 {
             return 0;
         }
-        if self.foreign_in_flight == 0 && cache.pool().same_pool(&self.pool) {
+        if self.marked_in_flight == 0 && cache.pool().same_pool(&self.pool) {
             self.free_own_run(run, cache);
         } else {
             self.free_mixed_run(run, cache);
@@ -516,18 +725,23 @@ impl<D: Doorbell> TxRing<D> {
     }
 
     /// Free `run` descriptors from `clean` when some buffer may be of another
-    /// pool, or `cache` is not of the ring's own pool.
+    /// pool, some descriptor is a context, or `cache` is not of the ring's
+    /// own pool.
     fn free_mixed_run(&mut self, run: u16, cache: &mut PoolCache) {
         let mask = self.desc.mask();
         let own = self.pool.as_ptr();
         for k in 0..run {
             let t = ((self.clean + k) & mask) as usize;
-            let pool = match self.foreign[t].0.take() {
-                Some(p) => {
-                    self.foreign_in_flight -= 1;
+            let pool = match std::mem::replace(&mut self.slots[t], Slot::Own) {
+                Slot::Own => own,
+                Slot::Foreign(p) => {
+                    self.marked_in_flight -= 1;
                     p
                 }
-                None => own,
+                Slot::Context => {
+                    self.marked_in_flight -= 1;
+                    continue;
+                }
             };
             // SAFETY: descriptor `t` is in the live range being freed: its
             // buffer and one reference of `pool` (recorded in `tx_burst`) are
@@ -541,13 +755,29 @@ impl<D: Doorbell> TxRing<D> {
         (self.desc.count() - 1 - self.free) as usize
     }
     /// Accounting for tests and the fuzz harness: the buffer of each
-    /// descriptor in flight, oldest first, as `(index, of the ring's own pool)`.
+    /// descriptor in flight (context descriptors, which hold none, left
+    /// out), oldest first, as `(index, of the ring's own pool)`.
     pub fn in_flight_buffers(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
         let mask = self.desc.mask();
-        (0..self.in_flight() as u16).map(move |k| {
+        (0..self.in_flight() as u16).filter_map(move |k| {
             let t = ((self.clean + k) & mask) as usize;
-            (self.idx[t], self.foreign[t].0.is_none())
+            match self.slots[t] {
+                Slot::Own => Some((self.idx[t], true)),
+                Slot::Foreign(_) => Some((self.idx[t], false)),
+                Slot::Context => None,
+            }
         })
+    }
+    /// Set CC (check context) in the data descriptors that use a context:
+    /// the 82599 reads the context only then (`IXGBE_ADVTXD_CC`, 82599
+    /// datasheet §7.2.3.2.4); igb has no such bit (off in a new ring).
+    pub fn set_check_context(&mut self, on: bool) {
+        self.check_context = on;
+    }
+    /// Why the last frame refused for its offload request was refused
+    /// (counted in [`TxStats::tx_offload_errors`]), if any was.
+    pub fn last_refusal(&self) -> Option<TxRefusal> {
+        self.last_refusal
     }
     /// Counters since creation.
     pub fn stats(&self) -> TxStats {
@@ -599,7 +829,11 @@ impl<D: Doorbell> Drop for TxRing<D> {
         let own = self.pool.as_ptr();
         for k in 0..self.in_flight() as u16 {
             let t = ((self.clean + k) & mask) as usize;
-            let pool = self.foreign[t].0.take().unwrap_or(own);
+            let pool = match std::mem::replace(&mut self.slots[t], Slot::Own) {
+                Slot::Own => own,
+                Slot::Foreign(p) => p,
+                Slot::Context => continue,
+            };
             // SAFETY: descriptor `t` is in the live range: its buffer and one
             // reference of `pool` are handed over once (the ring is going).
             drop(unsafe { Packet::from_raw_parts(pool, self.idx[t]) });

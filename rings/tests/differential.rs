@@ -76,15 +76,15 @@ struct Twin {
     tdt: Log,
     /// Frames the application holds.
     held: Vec<Packet>,
-    /// What each burst handed up, as (buffer, length, hash).
-    seen: Vec<(u32, usize, u32)>,
+    /// What each burst handed up, as (buffer, length, hash, RX status word).
+    seen: Vec<(u32, usize, u32, u32)>,
     /// Foreign-pool packets to mix into TX (another pool, same address space).
     other: Mempool,
     other_cache: PoolCache,
 }
 
 impl Twin {
-    fn new(ring: u16, pool_size: u32, path: DataPath) -> Twin {
+    fn new(ring: u16, pool_size: u32, path: DataPath, offload: Option<u32>) -> Twin {
         let m = Arc::new(IdentityMapper);
         let pool = Mempool::new(pool_size, 2048, PageSize::Small4K, m.clone()).unwrap();
         let other = Mempool::new(64, 2048, PageSize::Small4K, m.clone()).unwrap();
@@ -94,6 +94,9 @@ impl Twin {
         let td = DescRing::new(ring, PageSize::Small4K, m).unwrap();
         let mut rx = RxRing::new(rd, &pool, rdt.clone()).unwrap();
         rx.set_data_path(path);
+        if let Some(l4e_bit) = offload {
+            rx.set_offload_status(true, l4e_bit);
+        }
         rx.start();
         let mut tx = TxRing::new(td, &pool, tdt.clone());
         tx.set_data_path(path);
@@ -130,8 +133,8 @@ struct State {
     cache: Vec<u32>,
     pool_free: Vec<u32>,
     other_free: usize,
-    held: Vec<(u32, usize, u32)>,
-    seen: Vec<(u32, usize, u32)>,
+    held: Vec<(u32, usize, u32, u32)>,
+    seen: Vec<(u32, usize, u32, u32)>,
 }
 
 /// A descriptor with any buffer address made relative to its pool (the
@@ -169,7 +172,7 @@ fn state(t: &mut Twin) -> State {
         held: t
             .held
             .iter()
-            .map(|p| (p.buf_index(), p.len(), p.rss_hash()))
+            .map(|p| (p.buf_index(), p.len(), p.rss_hash(), p.rx_status_word()))
             .collect(),
         seen: std::mem::take(&mut t.seen),
     }
@@ -192,12 +195,16 @@ enum Kind {
 
 /// One RX write-back for descriptor `i` (the same for both twins).
 fn write_back(kind: Kind, rng: &mut Rng, buf: u16) -> RawDesc {
+    // Good frames carry random offload status (VP, UDPCS, L4CS, IPCS and
+    // the checksum error bits 29 and 30, none of which makes a frame bad)
+    // and a random VLAN field, so that a ring keeping the status shows
+    // any difference between the paths' status words.
     let good = RxCompletion {
         len: 60 + rng.below(buf as u64 - 59) as u16,
-        status_error: RXD_STAT_DD | RXD_STAT_EOP,
+        status_error: RXD_STAT_DD | RXD_STAT_EOP | (rng.next() as u32 & (0x78 | 0x6000_0000)),
         rss_hash: rng.next() as u32,
         pkt_info: rng.next() as u16,
-        vlan: 0,
+        vlan: rng.next() as u16,
     };
     let wb = match kind {
         Kind::Normal | Kind::Empty => good,
@@ -300,9 +307,11 @@ fn complete_tx(twins: &mut [Twin; 2], dev: &mut Dev, upto: u16) {
 /// One scenario: `rounds` rounds of deliver / receive / forward / free on a
 /// ring of `ring` descriptors with bursts of `burst`.
 fn scenario(ring: u16, pool_size: u32, burst: usize, kind: Kind, seed: u64, rounds: usize) {
+    // Offload status off, or on with igb's or the 82599's error layout.
+    let offload = [None, Some(29), Some(30)][(seed % 3) as usize];
     let mut twins = [
-        Twin::new(ring, pool_size, DataPath::Scalar),
-        Twin::new(ring, pool_size, DataPath::Vector),
+        Twin::new(ring, pool_size, DataPath::Scalar, offload),
+        Twin::new(ring, pool_size, DataPath::Vector, offload),
     ];
     let mut rng = Rng(seed | 1);
     let mut dev = Dev {
@@ -325,8 +334,10 @@ fn scenario(ring: u16, pool_size: u32, burst: usize, kind: Kind, seed: u64, roun
                 let mut got = Vec::with_capacity(burst);
                 let n = t.rx.rx_burst(&mut got, burst);
                 assert_eq!(n, got.len());
-                t.seen
-                    .extend(got.iter().map(|p| (p.buf_index(), p.len(), p.rss_hash())));
+                t.seen.extend(
+                    got.iter()
+                        .map(|p| (p.buf_index(), p.len(), p.rss_hash(), p.rx_status_word())),
+                );
                 t.held.append(&mut got);
             }
             match what {
@@ -452,8 +463,8 @@ fn the_vector_path_takes_four_at_a_time() {
     // both paths; the vector ring's packets come out in ring order with the
     // lengths written, the same as the scalar's.
     let mut twins = [
-        Twin::new(64, 192, DataPath::Scalar),
-        Twin::new(64, 192, DataPath::Vector),
+        Twin::new(64, 192, DataPath::Scalar, None),
+        Twin::new(64, 192, DataPath::Vector, None),
     ];
     let mut rng = Rng(42);
     let mut dev = Dev {

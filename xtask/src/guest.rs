@@ -67,6 +67,11 @@ pub const MODULES: &[Want] = &[
         name: "igb",
         optional: false,
     },
+    // 802.1Q VLAN devices, for the VLAN offload tests (guest_offload).
+    Want {
+        name: "8021q",
+        optional: false,
+    },
 ];
 
 /// Bump when the archive layout changes in ways the recipe below does not capture.

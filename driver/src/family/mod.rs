@@ -350,6 +350,28 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     }
     /// RX write-back error bits (in `status_error`) that make a frame bad.
     fn rx_error_mask(&self) -> u32;
+    /// The bit of the RX write-back's `status_error` that holds the L4
+    /// checksum error, the IPv4 one being the next
+    /// (`pollnic_hw::offload::IGB_L4E_BIT` or `IXGBE_L4E_BIT`).
+    fn rx_l4e_bit(&self) -> u32 {
+        pollnic_hw::offload::IGB_L4E_BIT
+    }
+    /// Whether a TX data descriptor that uses a context needs CC (the
+    /// 82599's check-context bit). Default: no.
+    fn tx_check_context(&self) -> bool {
+        false
+    }
+    /// Turn on RX checksum status (`rx_checksum`) and VLAN strip
+    /// (`vlan_strip`) for queues `0..queues`; called once every RX queue is
+    /// configured and enabled, before the receiver is. Default: nothing.
+    fn configure_rx_offloads(
+        &self,
+        _r: &dyn Regs,
+        _queues: u16,
+        _rx_checksum: bool,
+        _vlan_strip: bool,
+    ) {
+    }
     /// The counters behind [`crate::Device::stats`].
     fn stats_layout(&self) -> &'static StatsLayout;
 

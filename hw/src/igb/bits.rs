@@ -190,6 +190,16 @@ pub const XDCTL_HTHRESH_SHIFT: u32 = 8;
 /// RXDCTL / TXDCTL: write-back threshold shift (bits 20:16).
 pub const XDCTL_WTHRESH_SHIFT: u32 = 16;
 
+/// RXCSUM: IPv4 header checksum offload (IPOFLD, bit 8): the write-back
+/// reports IPCS/IPE (82576 datasheet §8.10.11).
+pub const RXCSUM_IPOFLD: u32 = 1 << 8;
+/// RXCSUM: TCP/UDP checksum offload (TUOFLD, bit 9): the write-back reports
+/// L4I/UDPCS/L4E.
+pub const RXCSUM_TUOFLD: u32 = 1 << 9;
+/// CTRL: VLAN mode enable (VME, bit 30): strip the 802.1Q tag of received
+/// frames into the write-back's VLAN field (VP set), 82576 §8.2.1.
+pub const CTRL_VME: u32 = 1 << 30;
+
 /// RXCSUM: packet checksum disable; must be set for the RSS hash to be written
 /// back (the field is shared with the IP identification / checksum).
 pub const RXCSUM_PCSD: u32 = 1 << 13;

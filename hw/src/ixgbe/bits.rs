@@ -288,6 +288,10 @@ pub const SRRCTL_DROP_EN: u32 = 1 << 28;
 /// RXDCTL / TXDCTL: queue enable; reads back 1 once the queue runs
 /// (`IXGBE_RXDCTL_ENABLE`, `IXGBE_TXDCTL_ENABLE`).
 pub const XDCTL_ENABLE: u32 = 1 << 25;
+/// RXDCTL: VLAN mode enable, strip the 802.1Q tag of this queue's frames
+/// (`IXGBE_RXDCTL_VME`, bit 30; the 82599 strips per queue, Linux
+/// `ixgbe_vlan_strip_enable`).
+pub const RXDCTL_VME: u32 = 1 << 30;
 /// RXDCTL / TXDCTL: software flush of write-back (`IXGBE_RXDCTL_SWFLSH`,
 /// `IXGBE_TXDCTL_SWFLSH`).
 pub const XDCTL_SWFLSH: u32 = 1 << 26;

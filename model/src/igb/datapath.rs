@@ -80,9 +80,20 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
     } else {
         0
     };
+    // The offloads (82576 §7.1.5): CTRL.VME strips the tag, RXCSUM.IPOFLD
+    // and TUOFLD check the IPv4 and TCP/UDP checksums.
     let mut data = frame.to_vec();
+    let rxcsum = s.reg(RXCSUM);
+    let extra = crate::offload::rx(
+        &mut data,
+        crate::offload::Part::Igb,
+        s.reg(CTRL) & pollnic_hw::igb::bits::CTRL_VME != 0,
+        rxcsum & pollnic_hw::igb::bits::RXCSUM_IPOFLD != 0,
+        rxcsum & pollnic_hw::igb::bits::RXCSUM_TUOFLD != 0,
+    );
     if s.reg(RCTL) & RCTL_SECRC == 0 {
-        data.extend_from_slice(&fcs(frame));
+        let fcs = fcs(&data);
+        data.extend_from_slice(&fcs);
     }
     let buf = ((s.reg(srrctl(q)) & SRRCTL_BSIZEPKT_MASK) * SRRCTL_BSIZEPKT_UNIT) as usize;
     let tail = s.reg(rdt(q)) as u16;
@@ -91,7 +102,7 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
         bump(s, RX_MISSED_ERRORS.width, 1);
         return RxOutcome::QueueOff(q);
     };
-    match deliver(ring, tail, &s.iommu, buf, &data, hash, rsstype) {
+    match deliver(ring, tail, &s.iommu, buf, &data, hash, rsstype, extra) {
         Delivery::Done(_) => {
             s.check_driver_owns(&format!("RX queue {q} received a frame"));
             super::irq::rx_cause(s, q);
@@ -130,13 +141,34 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
         return;
     };
     let mut sent = Vec::new();
-    let w = ring_transmit(ring, tail, &s.iommu, true, &mut s.partial, &mut |f| {
-        sent.push(f)
-    });
+    let w = ring_transmit(
+        ring,
+        tail,
+        &s.iommu,
+        true,
+        &mut s.partial,
+        &mut None,
+        &mut |f, m| sent.push((f, m)),
+    );
     if !sent.is_empty() {
         s.check_driver_owns(&format!("TX queue {q} sent a frame"));
     }
-    for mut f in sent {
+    for (f, m) in sent {
+        // The offloads the frame's descriptors asked for (VLAN insert,
+        // checksums), strictly: a wrong context is a violation, not sent.
+        let mut f = match crate::offload::tx(
+            f,
+            m.cmd_type_len,
+            m.olinfo_status,
+            &m.contexts,
+            crate::offload::Part::Igb,
+        ) {
+            Ok(f) => f,
+            Err(why) => {
+                s.violation(format!("TX queue {q}: {why}"));
+                continue;
+            }
+        };
         if pad && f.len() < 60 {
             f.resize(60, 0);
         }

@@ -96,9 +96,19 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
     } else {
         0
     };
+    // The offloads (82599 §7.1.6.2): RXDCTL.VME of the queue strips the
+    // tag; the IPv4 and TCP/UDP checksums are always checked.
     let mut data = frame.to_vec();
+    let extra = crate::offload::rx(
+        &mut data,
+        crate::offload::Part::Ixgbe,
+        s.reg(rxdctl(q)) & pollnic_hw::ixgbe::bits::RXDCTL_VME != 0,
+        true,
+        true,
+    );
     if s.reg(HLREG0) & HLREG0_RXCRCSTRP == 0 {
-        data.extend_from_slice(&fcs(frame));
+        let fcs = fcs(&data);
+        data.extend_from_slice(&fcs);
     }
     let srrctl = s.reg(srrctl(q));
     let buf = ((srrctl & SRRCTL_BSIZEPKT_MASK) << SRRCTL_BSIZEPKT_SHIFT) as usize;
@@ -108,7 +118,7 @@ pub(crate) fn receive(s: &mut State, frame: &[u8]) -> RxOutcome {
         bump32(s, mpc(0));
         return RxOutcome::QueueOff(q);
     };
-    match deliver(ring, tail, &s.iommu, buf, &data, hash, rsstype) {
+    match deliver(ring, tail, &s.iommu, buf, &data, hash, rsstype, extra) {
         Delivery::Done(_) => {
             s.check_driver_owns(&format!("RX queue {q} received a frame"));
             super::irq::rx_cause(s, q);
@@ -173,14 +183,35 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
     };
     let (limit, wedge) = look_ahead(ring, tail, partial, wthresh > 0);
     let mut sent = Vec::new();
-    let w = ring_transmit(ring, limit, &s.iommu, true, &mut s.partial, &mut |f| {
-        sent.push(f)
-    });
+    let w = ring_transmit(
+        ring,
+        limit,
+        &s.iommu,
+        true,
+        &mut s.partial,
+        &mut None,
+        &mut |f, m| sent.push((f, m)),
+    );
     s.tx_writebacks += w.writebacks;
     if !sent.is_empty() {
         s.check_driver_owns(&format!("TX queue {q} sent a frame"));
     }
-    for mut f in sent {
+    for (f, m) in sent {
+        // The offloads the frame's descriptors asked for (VLAN insert,
+        // checksums), strictly: a wrong context is a violation, not sent.
+        let mut f = match crate::offload::tx(
+            f,
+            m.cmd_type_len,
+            m.olinfo_status,
+            &m.contexts,
+            crate::offload::Part::Ixgbe,
+        ) {
+            Ok(f) => f,
+            Err(why) => {
+                s.violation(format!("TX queue {q}: {why}"));
+                continue;
+            }
+        };
         if pad && f.len() < 60 {
             f.resize(60, 0);
         }

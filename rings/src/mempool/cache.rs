@@ -181,7 +181,7 @@ impl PoolCache {
     pub fn alloc(&mut self) -> Option<Packet> {
         let idx = self.get()?;
         // SAFETY: `idx` came off this cache (owned, free) with its reference.
-        Some(unsafe { Packet::from_parts(self.pool.as_ptr(), idx, 0, 0) })
+        Some(unsafe { Packet::from_parts(self.pool.as_ptr(), idx, 0, 0, 0) })
     }
 
     /// Append up to `n` empty packets (length 0) to `out`, with no atomic
@@ -195,7 +195,7 @@ impl PoolCache {
             let Some(idx) = self.get() else { break };
             // SAFETY: `idx` came off this cache (owned, free) with its
             // reference.
-            out.push(unsafe { Packet::from_parts(ptr, idx, 0, 0) });
+            out.push(unsafe { Packet::from_parts(ptr, idx, 0, 0, 0) });
             got += 1;
         }
         got

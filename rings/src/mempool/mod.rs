@@ -324,7 +324,7 @@ impl Mempool {
         self.shared().acquire(1);
         // SAFETY: `idx` came off the shared free list (owned, free) and one
         // reference was acquired above for the packet.
-        Some(unsafe { Packet::from_parts(self.ptr, idx, 0, 0) })
+        Some(unsafe { Packet::from_parts(self.ptr, idx, 0, 0, 0) })
     }
 
     /// Buffers on the shared free list now. Buffers parked in a queue's

@@ -54,6 +54,9 @@ pub struct Packet {
     idx: u32,
     len: u32,
     rss_hash: u32,
+    /// The RX status word (`pollnic_hw::offload::rx_status_word`): checksum
+    /// status and stripped VLAN tag, 0 when the ring reports none.
+    ol: u32,
 }
 
 /// Byte offsets the vector TX path relies on (`crate::simd::tx_quad`).
@@ -97,12 +100,14 @@ impl Packet {
         idx: u32,
         len: u32,
         rss_hash: u32,
+        ol: u32,
     ) -> Packet {
         Packet {
             pool,
             idx,
             len,
             rss_hash,
+            ol,
         }
     }
 
@@ -114,7 +119,7 @@ impl Packet {
     #[inline]
     pub(crate) unsafe fn from_raw_parts(pool: NonNull<Shared>, idx: u32) -> Packet {
         // SAFETY: the caller's guarantee is `from_parts`'s.
-        unsafe { Packet::from_parts(pool, idx, 0, 0) }
+        unsafe { Packet::from_parts(pool, idx, 0, 0, 0) }
     }
 
     /// The packet's parts (pool, buffer index, length), for the TX burst,
@@ -208,6 +213,30 @@ impl Packet {
     #[inline]
     pub fn rss_hash(&self) -> u32 {
         self.rss_hash
+    }
+    /// The checksum status the NIC wrote back for this frame, per layer:
+    /// good, bad or not checked ([`pollnic_hw::offload::RxChecksum`]).
+    /// Every layer reads "not checked" unless the queue reports offload
+    /// status (`DeviceConfig::rx_offload_status`) and the NIC checked it;
+    /// on a packet not received (allocated for TX), likewise. A frame with
+    /// a bad checksum is delivered, not dropped: the caller decides, as with
+    /// DPDK's `RTE_MBUF_F_RX_L4_CKSUM_BAD`.
+    #[inline]
+    pub fn rx_checksum(&self) -> pollnic_hw::offload::RxChecksum {
+        pollnic_hw::offload::RxChecksum::from_status_word(self.ol)
+    }
+    /// The 802.1Q tag (TCI) the NIC stripped from this frame (VLAN strip
+    /// on, `DeviceConfig::vlan_strip`), `None` when it stripped none: the
+    /// frame's bytes then no longer hold the tag.
+    #[inline]
+    pub fn vlan(&self) -> Option<u16> {
+        pollnic_hw::offload::rx_vlan(self.ol)
+    }
+    /// The RX status word itself (`pollnic_hw::offload::rx_status_word`),
+    /// for accounting and tests.
+    #[inline]
+    pub fn rx_status_word(&self) -> u32 {
+        self.ol
     }
 }
 

@@ -18,6 +18,8 @@ use crate::sys::mmio::Regs;
 use crate::wait::TimedOut;
 use pollnic_hw::desc::RXD_ERR_RXE;
 use pollnic_hw::flow::FlowControl;
+use pollnic_hw::igb::bits::{CTRL_VME, RXCSUM_IPOFLD, RXCSUM_TUOFLD};
+use pollnic_hw::igb::regs::{CTRL, RXCSUM};
 use pollnic_hw::power::PowerSaving;
 use pollnic_hw::rss::{Reta, KEY_LEN};
 
@@ -70,6 +72,23 @@ impl Family for Igb {
     /// RXE (bit 31): CRC, symbol, sequence or length error (82576 §7.1.5).
     fn rx_error_mask(&self) -> u32 {
         RXD_ERR_RXE
+    }
+    fn configure_rx_offloads(
+        &self,
+        r: &dyn Regs,
+        _queues: u16,
+        rx_checksum: bool,
+        vlan_strip: bool,
+    ) {
+        // 82576 §8.10.11: RXCSUM.IPOFLD and TUOFLD (PCSD stays set for the
+        // RSS hash: the status bits do not need the checksum field); §8.2.1:
+        // CTRL.VME strips the tag for every queue.
+        if rx_checksum {
+            r.set_bits(RXCSUM, RXCSUM_IPOFLD | RXCSUM_TUOFLD);
+        }
+        if vlan_strip {
+            r.set_bits(CTRL, CTRL_VME);
+        }
     }
     fn stats_layout(&self) -> &'static StatsLayout {
         &stats::LAYOUT

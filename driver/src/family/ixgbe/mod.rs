@@ -21,7 +21,8 @@ use crate::sys::mmio::Regs;
 use crate::wait::TimedOut;
 use media::{media_of, Media};
 use pollnic_hw::flow::FlowControl;
-use pollnic_hw::ixgbe::bits::RXDADV_ERR_FRAME_ERR_MASK;
+use pollnic_hw::ixgbe::bits::{RXDADV_ERR_FRAME_ERR_MASK, RXDCTL_VME};
+use pollnic_hw::ixgbe::regs::rxdctl;
 use pollnic_hw::rss::{Reta, KEY_LEN};
 
 /// The ixgbe family (82599 physical functions), for one kind of board: the
@@ -129,6 +130,29 @@ impl Family for Ixgbe {
     /// IPv4 checksum error here, not a reason to drop the frame.
     fn rx_error_mask(&self) -> u32 {
         RXDADV_ERR_FRAME_ERR_MASK
+    }
+    fn rx_l4e_bit(&self) -> u32 {
+        pollnic_hw::offload::IXGBE_L4E_BIT
+    }
+    fn tx_check_context(&self) -> bool {
+        true
+    }
+    fn configure_rx_offloads(
+        &self,
+        r: &dyn Regs,
+        queues: u16,
+        _rx_checksum: bool,
+        vlan_strip: bool,
+    ) {
+        // The 82599 checks IPv4, TCP and UDP checksums on receive whenever
+        // it can parse the frame (82599 datasheet §7.1.11; RXCSUM holds only
+        // PCSD and IPPCSE): nothing to turn on for them. Its VLAN strip is
+        // per queue, RXDCTL.VME (Linux `ixgbe_vlan_strip_enable`).
+        if vlan_strip {
+            for q in 0..queues {
+                r.set_bits(rxdctl(q), RXDCTL_VME);
+            }
+        }
     }
     fn stats_layout(&self) -> &'static StatsLayout {
         &stats::LAYOUT

@@ -1,0 +1,770 @@
+//! Checksum and VLAN offloads: what the RX write-back says about a frame's
+//! checksums and VLAN tag, and the TX context a frame's offload request
+//! needs (the advanced context descriptor's fields, from the frame's own
+//! headers).
+//!
+//! Sources: 82576 datasheet §7.1.5 (RX write-back status: VP, UDPCS, L4I,
+//! IPCS; errors L4E, IPE), §7.2.2.3.x (advanced TX context descriptor:
+//! VLAN, MACLEN, IPLEN, TUCMD, L4LEN, MSS, IDX; data descriptor POPTS
+//! IXSM/TXSM, DCMD VLE); 82599 datasheet §7.1.6.2 (the same status bits; its
+//! errors are TCPE at bit 30 and IPE at bit 31) and §7.2.3.2.3 (the same
+//! context layout, plus the data descriptor's CC bit); Linux
+//! `igb_rx_checksum`, `igb_tx_csum`, `ixgbe_rx_checksum`, `ixgbe_tx_csum`.
+//!
+//! # RX status word
+//!
+//! The RX ring keeps, per received frame, one `u32` built from the
+//! write-back by [`rx_status_word`] (the same layout on both families):
+//! bit 0 L4 checksum error, bit 1 IPv4 checksum error, bit 3 VP (tag
+//! stripped), bit 4 UDPCS, bit 5 L4CS (TCP or UDP checksum checked), bit 6
+//! IPCS, bits 16..32 the stripped tag (TCI). 0 means nothing checked and
+//! no tag, which is what a ring with offload status off keeps.
+
+use crate::desc::{RXD_STAT_VP, TXD_DCMD_DEXT, TXD_DTYP_CTXT};
+use core::fmt;
+
+/// RX write-back status: UDP checksum checked (`UDPCS`, bit 4; igb and 82599).
+pub const RXD_STAT_UDPCS: u32 = 1 << 4;
+/// RX write-back status: L4 (TCP or UDP) checksum checked (`L4I`/`TCPCS` on
+/// igb, `L4CS` on the 82599; bit 5).
+pub const RXD_STAT_L4CS: u32 = 1 << 5;
+/// RX write-back status: IPv4 header checksum checked (`IPCS`, bit 6).
+pub const RXD_STAT_IPCS: u32 = 1 << 6;
+
+/// Status bits [`rx_status_word`] keeps where they are.
+const KEEP_STATUS: u32 = RXD_STAT_VP | RXD_STAT_UDPCS | RXD_STAT_L4CS | RXD_STAT_IPCS;
+/// Status word: L4 checksum error.
+const WORD_L4E: u32 = 1 << 0;
+/// Status word: IPv4 checksum error.
+const WORD_IPE: u32 = 1 << 1;
+
+/// Bit of the write-back's `status_error` holding the L4 checksum error, on
+/// igb (`L4E`, bit 29; IPE is the next one, bit 30). 82576 datasheet §7.1.5.
+pub const IGB_L4E_BIT: u32 = 29;
+/// Bit of the write-back's `status_error` holding the L4 checksum error, on
+/// the 82599 (`TCPE`, bit 30; IPE is the next one, bit 31). Linux
+/// `IXGBE_RXDADV_ERR_TCPE`.
+pub const IXGBE_L4E_BIT: u32 = 30;
+
+/// The RX status word (see the module documentation) of a write-back whose
+/// `status_error` is `status` and whose VLAN field is `vlan`, on a family
+/// whose L4 checksum error is bit `l4e_bit` (and the IPv4 one the next bit):
+/// [`IGB_L4E_BIT`] or [`IXGBE_L4E_BIT`]. The RX ring computes the same in
+/// its burst loops (`pollnic_rings::rx`), four at a time on the vector path.
+#[inline(always)]
+pub const fn rx_status_word(status: u32, vlan: u16, l4e_bit: u32) -> u32 {
+    (status & KEEP_STATUS) | ((status >> l4e_bit) & (WORD_L4E | WORD_IPE)) | ((vlan as u32) << 16)
+}
+
+/// What the NIC found for one layer's checksum of a received frame.
+/// Non-exhaustive: match with a `_` arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChecksumStatus {
+    /// Not checked: offload off, not that protocol (e.g. no IPv4 header
+    /// checksum in IPv6; ICMP has no L4 checksum the NIC checks), or the
+    /// NIC could not parse the headers. DPDK `RTE_MBUF_F_RX_*_CKSUM_UNKNOWN`.
+    NotChecked,
+    /// Checked and correct (`RTE_MBUF_F_RX_*_CKSUM_GOOD`).
+    Good,
+    /// Checked and wrong (`RTE_MBUF_F_RX_*_CKSUM_BAD`).
+    Bad,
+}
+
+/// The RX checksum status of one frame, per layer, as the NIC wrote it back
+/// (82576 §7.1.5: IPCS/IPE for the IPv4 header, L4I/UDPCS/L4E for TCP or
+/// UDP). Non-exhaustive: read the fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RxChecksum {
+    /// The IPv4 header checksum.
+    pub ip: ChecksumStatus,
+    /// The TCP or UDP checksum (over the pseudo-header and the payload).
+    pub l4: ChecksumStatus,
+}
+
+impl RxChecksum {
+    /// Decode an RX status word ([`rx_status_word`]). Follows Linux
+    /// `igb_rx_checksum`: a layer is checked when its status bit is set
+    /// (IPCS; L4CS or UDPCS), bad when its error bit is set too.
+    #[inline]
+    pub const fn from_status_word(w: u32) -> RxChecksum {
+        const fn one(checked: bool, bad: bool) -> ChecksumStatus {
+            if !checked {
+                ChecksumStatus::NotChecked
+            } else if bad {
+                ChecksumStatus::Bad
+            } else {
+                ChecksumStatus::Good
+            }
+        }
+        RxChecksum {
+            ip: one(w & RXD_STAT_IPCS != 0, w & WORD_IPE != 0),
+            l4: one(w & (RXD_STAT_L4CS | RXD_STAT_UDPCS) != 0, w & WORD_L4E != 0),
+        }
+    }
+    /// Neither layer was found bad (each is good or not checked).
+    #[inline]
+    pub const fn none_bad(&self) -> bool {
+        !matches!(self.ip, ChecksumStatus::Bad) && !matches!(self.l4, ChecksumStatus::Bad)
+    }
+}
+
+/// The VLAN tag (TCI: priority, DEI, VLAN ID) the NIC stripped from a
+/// received frame, from an RX status word; `None` when it stripped none
+/// (VP clear).
+#[inline]
+pub const fn rx_vlan(w: u32) -> Option<u16> {
+    if w & RXD_STAT_VP != 0 {
+        Some((w >> 16) as u16)
+    } else {
+        None
+    }
+}
+
+// ---- TX ----------------------------------------------------------------------
+
+/// TX data descriptor DCMD: VLAN insert from the context's VLAN field (VLE).
+pub const TXD_DCMD_VLE: u32 = 1 << 30;
+/// TX data descriptor DCMD: TCP segmentation (TSE).
+pub const TXD_DCMD_TSE: u32 = 1 << 31;
+/// TX data descriptor `olinfo_status`: insert the IPv4 header checksum (POPTS.IXSM).
+pub const TXD_POPTS_IXSM: u32 = 1 << 8;
+/// TX data descriptor `olinfo_status`: insert the TCP/UDP checksum (POPTS.TXSM).
+pub const TXD_POPTS_TXSM: u32 = 1 << 9;
+/// TX data descriptor `olinfo_status`: check context (CC, 82599 only; bit 7,
+/// `IXGBE_ADVTXD_CC`): the descriptor uses the context of its IDX.
+pub const TXD_OLINFO_CC: u32 = 1 << 7;
+/// TX data descriptor `olinfo_status` / context `mss_l4len_idx`: context
+/// index shift (IDX, bits 6:4 and 6:4).
+pub const TXD_IDX_SHIFT: u32 = 4;
+/// Context `vlan_macip_lens`: MACLEN shift (bits 15:9, 7 bits).
+pub const CTX_MACLEN_SHIFT: u32 = 9;
+/// Context `vlan_macip_lens`: VLAN tag shift (bits 31:16).
+pub const CTX_VLAN_SHIFT: u32 = 16;
+/// Context `type_tucmd_mlhl`: TUCMD.IPV4 (the packet is IPv4; bit 10).
+pub const CTX_TUCMD_IPV4: u32 = 1 << 10;
+/// Context `type_tucmd_mlhl`: TUCMD.L4T = TCP (bits 12:11 = 01b; 00b is UDP).
+pub const CTX_TUCMD_L4T_TCP: u32 = 1 << 11;
+/// Context `type_tucmd_mlhl`: TUCMD.L4T mask (bits 12:11).
+pub const CTX_TUCMD_L4T_MASK: u32 = 3 << 11;
+/// Context `mss_l4len_idx`: L4LEN shift (bits 15:8).
+pub const CTX_L4LEN_SHIFT: u32 = 8;
+/// Context `mss_l4len_idx`: MSS shift (bits 31:16).
+pub const CTX_MSS_SHIFT: u32 = 16;
+
+/// Largest MACLEN (7 bits), IPLEN (9 bits) and L4LEN (8 bits) the context
+/// descriptor holds, in bytes.
+pub const MAX_MACLEN: usize = 0x7f;
+/// See [`MAX_MACLEN`].
+pub const MAX_IPLEN: usize = 0x1ff;
+/// See [`MAX_MACLEN`].
+pub const MAX_L4LEN: usize = 0xff;
+
+/// EtherType of an 802.1Q tag (the TPID; VET's default on both families).
+pub const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETHERTYPE_QINQ: u16 = 0x88a8;
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
+/// What a frame asks the NIC to do on transmit, per frame (DPDK's
+/// `RTE_MBUF_F_TX_IP_CKSUM`, `RTE_MBUF_F_TX_TCP_CKSUM`/`UDP_CKSUM` and
+/// `RTE_MBUF_F_TX_VLAN`). The header lengths the context descriptor needs
+/// are read from the frame itself (Ethernet, an optional 802.1Q tag, IPv4
+/// with options or IPv6 without extension headers, TCP or UDP), so a
+/// request cannot name wrong ones. Build with the `with_*` methods from
+/// [`TxOffload::NONE`]. Non-exhaustive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct TxOffload {
+    /// Insert the IPv4 header checksum (POPTS.IXSM).
+    pub ipv4_checksum: bool,
+    /// Insert the TCP or UDP checksum, over IPv4 or IPv6 (POPTS.TXSM): the
+    /// NIC sums the pseudo-header and the payload into the L4 checksum
+    /// field, whatever the field held.
+    pub l4_checksum: bool,
+    /// Insert this 802.1Q tag (TCI) after the source MAC (DCMD.VLE; the
+    /// TPID is VET's, 0x8100).
+    pub vlan: Option<u16>,
+}
+
+impl TxOffload {
+    /// No offload: the frame goes as it is.
+    pub const NONE: TxOffload = TxOffload {
+        ipv4_checksum: false,
+        l4_checksum: false,
+        vlan: None,
+    };
+    /// Ask for the IPv4 header checksum.
+    #[must_use]
+    pub const fn with_ipv4_checksum(mut self) -> Self {
+        self.ipv4_checksum = true;
+        self
+    }
+    /// Ask for the TCP or UDP checksum.
+    #[must_use]
+    pub const fn with_l4_checksum(mut self) -> Self {
+        self.l4_checksum = true;
+        self
+    }
+    /// Ask for an 802.1Q tag with this TCI (priority in bits 15:13, DEI
+    /// bit 12, VLAN ID bits 11:0).
+    #[must_use]
+    pub const fn with_vlan(mut self, tci: u16) -> Self {
+        self.vlan = Some(tci);
+        self
+    }
+    /// Whether anything is asked.
+    pub const fn is_none(&self) -> bool {
+        !self.ipv4_checksum && !self.l4_checksum && self.vlan.is_none()
+    }
+    /// Whether the NIC can do this request for `frame` (the frame's
+    /// Ethernet bytes, no FCS): the answer the TX burst gives it
+    /// ([`tx_plan`]), without sending.
+    ///
+    /// # Errors
+    /// The [`TxRefusal`] the TX burst would count the frame under.
+    pub fn check(&self, frame: &[u8]) -> Result<(), TxRefusal> {
+        tx_plan(frame, self).map(|_| ())
+    }
+}
+
+/// Why a frame's [`TxOffload`] request was refused: the NIC cannot do it on
+/// this frame, so the frame is not sent (and is counted, never sent with a
+/// wrong checksum). Non-exhaustive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxRefusal {
+    /// The frame ends before the headers the request needs do.
+    TooShort {
+        /// Frame length in bytes.
+        len: usize,
+        /// Bytes the headers need.
+        needed: usize,
+    },
+    /// A checksum was asked of a frame that is neither IPv4 nor IPv6
+    /// (after at most one 802.1Q tag): this EtherType.
+    NotIp {
+        /// The EtherType found.
+        ethertype: u16,
+    },
+    /// An IPv4 header checksum was asked of an IPv6 frame.
+    NotIpv4,
+    /// An L4 checksum was asked of a protocol the NIC does not checksum
+    /// (not TCP or UDP; an IPv6 extension header, a tunnel): this IP
+    /// protocol / next header number.
+    UnsupportedL4 {
+        /// The IP protocol number found.
+        protocol: u8,
+    },
+    /// An L4 checksum was asked of an IPv4 fragment (the NIC sums only the
+    /// bytes it sends, not the whole datagram).
+    Fragment,
+    /// A stacked (QinQ, 0x88a8, or a second 802.1Q) tag: the context's
+    /// MACLEN would have to cover it, which pollnic does not do.
+    StackedVlan,
+    /// A header length does not fit its context descriptor field.
+    HeaderTooLong {
+        /// "MACLEN" (7 bits), "IPLEN" (9 bits) or "L4LEN" (8 bits).
+        field: &'static str,
+        /// The length in bytes.
+        len: usize,
+        /// The field's largest value.
+        max: usize,
+    },
+    /// A bad IPv4 header length (IHL under 5) or TCP data offset (under 5).
+    BadHeader,
+    /// Bytes after the IP datagram (Ethernet padding) that are not zero:
+    /// the NIC sums the L4 checksum to the end of the frame, so they would
+    /// make it wrong.
+    TrailingBytes,
+}
+
+impl fmt::Display for TxRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            TxRefusal::TooShort { len, needed } => write!(
+                f,
+                "TX offload refused: the frame has {len} bytes but its headers need {needed}: \
+                 send it whole, or without the offload"
+            ),
+            TxRefusal::NotIp { ethertype } => write!(
+                f,
+                "TX checksum offload refused: EtherType {ethertype:#06x} is neither IPv4 nor IPv6"
+            ),
+            TxRefusal::NotIpv4 => write!(
+                f,
+                "TX offload refused: an IPv4 header checksum was asked of an IPv6 frame: \
+                 drop with_ipv4_checksum() for IPv6"
+            ),
+            TxRefusal::UnsupportedL4 { protocol } => write!(
+                f,
+                "TX L4 checksum offload refused: IP protocol {protocol} is not TCP (6) or UDP \
+                 (17) (IPv6 extension headers and tunnels are not offloaded): compute it in software"
+            ),
+            TxRefusal::Fragment => write!(
+                f,
+                "TX L4 checksum offload refused: the frame is an IPv4 fragment: compute the \
+                 checksum over the whole datagram in software"
+            ),
+            TxRefusal::StackedVlan => write!(
+                f,
+                "TX offload refused: stacked VLAN tags (QinQ) are not offloaded"
+            ),
+            TxRefusal::HeaderTooLong { field, len, max } => write!(
+                f,
+                "TX offload refused: {field} of {len} bytes does not fit the context \
+                 descriptor (at most {max})"
+            ),
+            TxRefusal::BadHeader => write!(
+                f,
+                "TX offload refused: IPv4 IHL or TCP data offset under 5 words"
+            ),
+            TxRefusal::TrailingBytes => write!(
+                f,
+                "TX L4 checksum offload refused: the frame has non-zero bytes after its IP \
+                 datagram, which the NIC would sum: trim the frame to the datagram"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TxRefusal {}
+
+/// The three words of an advanced TX context descriptor (82576 §7.2.2.3.x,
+/// 82599 §7.2.3.2.3), without IDX (the ring chooses the slot).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxContext {
+    /// `vlan_macip_lens`: VLAN (31:16), MACLEN (15:9), IPLEN (8:0).
+    pub vlan_macip_lens: u32,
+    /// `type_tucmd_mlhl`: DEXT, DTYP = context, TUCMD (IPV4, L4T).
+    pub type_tucmd_mlhl: u32,
+    /// `mss_l4len_idx`: MSS (31:16), L4LEN (15:8); IDX (6:4) added on write.
+    pub mss_l4len: u32,
+}
+
+impl TxContext {
+    /// Build one from its fields.
+    ///
+    /// # Errors
+    /// [`TxRefusal::HeaderTooLong`] when `maclen`, `iplen` or `l4len` exceed
+    /// their fields ([`MAX_MACLEN`], [`MAX_IPLEN`], [`MAX_L4LEN`]).
+    pub fn new(
+        vlan: u16,
+        maclen: usize,
+        iplen: usize,
+        ipv4: bool,
+        tcp: bool,
+        l4len: usize,
+    ) -> Result<TxContext, TxRefusal> {
+        for (field, len, max) in [
+            ("MACLEN", maclen, MAX_MACLEN),
+            ("IPLEN", iplen, MAX_IPLEN),
+            ("L4LEN", l4len, MAX_L4LEN),
+        ] {
+            if len > max {
+                return Err(TxRefusal::HeaderTooLong { field, len, max });
+            }
+        }
+        let mut tucmd = TXD_DCMD_DEXT | TXD_DTYP_CTXT;
+        if ipv4 {
+            tucmd |= CTX_TUCMD_IPV4;
+        }
+        if tcp {
+            tucmd |= CTX_TUCMD_L4T_TCP;
+        }
+        Ok(TxContext {
+            vlan_macip_lens: (vlan as u32) << CTX_VLAN_SHIFT
+                | (maclen as u32) << CTX_MACLEN_SHIFT
+                | iplen as u32,
+            type_tucmd_mlhl: tucmd,
+            mss_l4len: (l4len as u32) << CTX_L4LEN_SHIFT,
+        })
+    }
+    /// The descriptor for context slot `idx` (0 or 1 on igb).
+    pub const fn encode(&self, idx: u32) -> crate::desc::RawDesc {
+        crate::desc::RawDesc {
+            lo: self.vlan_macip_lens as u64,
+            hi: self.type_tucmd_mlhl as u64
+                | ((self.mss_l4len | (idx << TXD_IDX_SHIFT)) as u64) << 32,
+        }
+    }
+    /// Decode a context descriptor (the software models read it so): the
+    /// context and its IDX.
+    pub const fn decode(d: crate::desc::RawDesc) -> (TxContext, u32) {
+        let mss_l4len_idx = (d.hi >> 32) as u32;
+        (
+            TxContext {
+                vlan_macip_lens: d.lo as u32,
+                type_tucmd_mlhl: d.hi as u32,
+                mss_l4len: mss_l4len_idx & !(7 << TXD_IDX_SHIFT),
+            },
+            (mss_l4len_idx >> TXD_IDX_SHIFT) & 7,
+        )
+    }
+    /// VLAN tag field.
+    pub const fn vlan(&self) -> u16 {
+        (self.vlan_macip_lens >> CTX_VLAN_SHIFT) as u16
+    }
+    /// MACLEN in bytes.
+    pub const fn maclen(&self) -> usize {
+        ((self.vlan_macip_lens >> CTX_MACLEN_SHIFT) & 0x7f) as usize
+    }
+    /// IPLEN in bytes.
+    pub const fn iplen(&self) -> usize {
+        (self.vlan_macip_lens & 0x1ff) as usize
+    }
+    /// L4LEN in bytes.
+    pub const fn l4len(&self) -> usize {
+        ((self.mss_l4len >> CTX_L4LEN_SHIFT) & 0xff) as usize
+    }
+    /// TUCMD.IPV4.
+    pub const fn ipv4(&self) -> bool {
+        self.type_tucmd_mlhl & CTX_TUCMD_IPV4 != 0
+    }
+    /// TUCMD.L4T is TCP (else UDP).
+    pub const fn tcp(&self) -> bool {
+        self.type_tucmd_mlhl & CTX_TUCMD_L4T_MASK == CTX_TUCMD_L4T_TCP
+    }
+}
+
+/// What one frame's transmit needs: the context (when the request uses one)
+/// and the data descriptor's extra bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxPlan {
+    /// What [`tx_prepare`] writes into the frame before it is queued.
+    pub prep: TxPrep,
+    /// The context descriptor the data descriptor refers to; `None` when
+    /// nothing is asked.
+    pub ctx: Option<TxContext>,
+    /// DCMD bits to add (VLE).
+    pub dcmd: u32,
+    /// `olinfo_status` bits to add (IXSM, TXSM).
+    pub popts: u32,
+}
+
+/// What the driver writes into a frame before the NIC offloads its
+/// checksums, as DPDK's `rte_net_intel_cksum_prepare` does: the 82576 and
+/// 82599 sum the IPv4 header as it is (so its checksum field must be 0) and
+/// the L4 bytes from the L4 header to the end of the frame (so the L4
+/// checksum field must hold the pseudo-header's sum). QEMU's igb computes
+/// both itself and needs neither; silicon does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxPrep {
+    /// Offset of the IPv4 header checksum to zero (IXSM), if any.
+    pub ip_csum_at: Option<usize>,
+    /// Offset of the L4 checksum field and the pseudo-header sum to put
+    /// there, folded to 16 bits and not complemented (TXSM), if any.
+    pub l4_seed: Option<(usize, u16)>,
+}
+
+/// Write `prep` into `frame` (the bytes [`tx_plan`] planned it for).
+pub fn tx_prepare(frame: &mut [u8], prep: &TxPrep) {
+    if let Some(at) = prep.ip_csum_at {
+        frame[at..at + 2].copy_from_slice(&[0, 0]);
+    }
+    if let Some((at, seed)) = prep.l4_seed {
+        frame[at..at + 2].copy_from_slice(&seed.to_be_bytes());
+    }
+}
+
+/// One's complement sum of `bytes` as big-endian 16-bit words (an odd last
+/// byte padded with 0) added to `acc`, not folded (RFC 1071).
+pub fn ones_sum(bytes: &[u8], mut acc: u64) -> u64 {
+    let mut chunks = bytes.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u16::from_be_bytes([c[0], c[1]]) as u64;
+    }
+    if let [last] = chunks.remainder() {
+        acc += (*last as u64) << 8;
+    }
+    acc
+}
+
+/// `acc` folded to 16 bits (end-around carry), not complemented.
+pub const fn fold(mut acc: u64) -> u16 {
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// The plan for sending `frame` with `req`: its header lengths read from the
+/// frame (Ethernet with at most one 802.1Q tag; IPv4 with its IHL, IPv6's 40
+/// bytes; TCP's data offset, UDP's 8), checked against what the NIC does
+/// (Linux `igb_tx_csum`, DPDK `igbe_set_xmit_ctx`).
+///
+/// # Errors
+/// A [`TxRefusal`] saying why the NIC cannot do it for this frame.
+pub fn tx_plan(frame: &[u8], req: &TxOffload) -> Result<TxPlan, TxRefusal> {
+    if req.is_none() {
+        return Ok(TxPlan {
+            prep: TxPrep::default(),
+            ctx: None,
+            dcmd: 0,
+            popts: 0,
+        });
+    }
+    let short = |needed: usize| {
+        if frame.len() < needed {
+            Err(TxRefusal::TooShort {
+                len: frame.len(),
+                needed,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    short(14)?;
+    let be16 = |at: usize| u16::from_be_bytes([frame[at], frame[at + 1]]);
+    let mut maclen = 14;
+    let mut ethertype = be16(12);
+    if ethertype == ETHERTYPE_VLAN {
+        short(18)?;
+        maclen = 18;
+        ethertype = be16(16);
+    }
+    if ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
+        return Err(TxRefusal::StackedVlan);
+    }
+    let vlan = req.vlan.unwrap_or(0);
+    let dcmd = if req.vlan.is_some() { TXD_DCMD_VLE } else { 0 };
+    if !req.ipv4_checksum && !req.l4_checksum {
+        // VLAN insert only: MACLEN and IPLEN as Linux gives them for a
+        // non-IP frame (the NIC uses neither without a checksum).
+        let ctx = TxContext::new(vlan, maclen, 0, false, false, 0)?;
+        return Ok(TxPlan {
+            prep: TxPrep::default(),
+            ctx: Some(ctx),
+            dcmd,
+            popts: 0,
+        });
+    }
+    // The IP datagram's end (from its own length field).
+    let (ipv4, iplen, proto, end) = match ethertype {
+        ETHERTYPE_IPV4 => {
+            short(maclen + 20)?;
+            let ihl = (frame[maclen] & 0x0f) as usize * 4;
+            if ihl < 20 {
+                return Err(TxRefusal::BadHeader);
+            }
+            short(maclen + ihl)?;
+            let frag = be16(maclen + 6) & 0x3fff;
+            if req.l4_checksum && frag != 0 {
+                return Err(TxRefusal::Fragment);
+            }
+            let total = be16(maclen + 2) as usize;
+            if total < ihl {
+                return Err(TxRefusal::BadHeader);
+            }
+            (true, ihl, frame[maclen + 9], maclen + total)
+        }
+        ETHERTYPE_IPV6 => {
+            if req.ipv4_checksum {
+                return Err(TxRefusal::NotIpv4);
+            }
+            short(maclen + 40)?;
+            (
+                false,
+                40,
+                frame[maclen + 6],
+                maclen + 40 + be16(maclen + 4) as usize,
+            )
+        }
+        other => return Err(TxRefusal::NotIp { ethertype: other }),
+    };
+    short(end)?;
+    let mut popts = 0;
+    let mut prep = TxPrep::default();
+    if req.ipv4_checksum {
+        popts |= TXD_POPTS_IXSM;
+        prep.ip_csum_at = Some(maclen + 10);
+    }
+    let (tcp, l4len) = if req.l4_checksum {
+        let l4 = maclen + iplen;
+        match proto {
+            PROTO_TCP => {
+                short(l4 + 20)?;
+                let doff = (frame[l4 + 12] >> 4) as usize * 4;
+                if doff < 20 {
+                    return Err(TxRefusal::BadHeader);
+                }
+                short(l4 + doff)?;
+                popts |= TXD_POPTS_TXSM;
+                (true, doff)
+            }
+            PROTO_UDP => {
+                short(l4 + 8)?;
+                popts |= TXD_POPTS_TXSM;
+                (false, 8)
+            }
+            other => return Err(TxRefusal::UnsupportedL4 { protocol: other }),
+        }
+    } else {
+        (false, 0)
+    };
+    if req.l4_checksum {
+        if frame[end..].iter().any(|&b| b != 0) {
+            return Err(TxRefusal::TrailingBytes);
+        }
+        // The pseudo-header: addresses, protocol, L4 length (RFC 768/793,
+        // RFC 8200 §8.1).
+        let l4 = maclen + iplen;
+        let addrs = if ipv4 {
+            &frame[maclen + 12..maclen + 20]
+        } else {
+            &frame[maclen + 8..maclen + 40]
+        };
+        let sum = ones_sum(addrs, proto as u64 + (end - l4) as u64);
+        let at = l4 + if tcp { 16 } else { 6 };
+        prep.l4_seed = Some((at, fold(sum)));
+    }
+    let ctx = TxContext::new(vlan, maclen, iplen, ipv4, tcp, l4len)?;
+    Ok(TxPlan {
+        prep,
+        ctx: Some(ctx),
+        dcmd,
+        popts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn udp4(payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8 + payload];
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&((20 + 8 + payload) as u16).to_be_bytes());
+        f[14 + 9] = PROTO_UDP;
+        f
+    }
+
+    #[test]
+    fn bits_are_where_linux_puts_them() {
+        // Linux e1000_82575.h / ixgbe_type.h.
+        assert_eq!(TXD_DCMD_VLE, 0x4000_0000); // E1000_ADVTXD_DCMD_VLE
+        assert_eq!(TXD_DCMD_TSE, 0x8000_0000); // E1000_ADVTXD_DCMD_TSE
+        assert_eq!(TXD_POPTS_IXSM, 0x100); // E1000_ADVTXD_POPTS_IXSM
+        assert_eq!(TXD_POPTS_TXSM, 0x200); // E1000_ADVTXD_POPTS_TXSM
+        assert_eq!(TXD_OLINFO_CC, 0x80); // IXGBE_ADVTXD_CC
+        assert_eq!(CTX_TUCMD_IPV4, 0x400); // E1000_ADVTXD_TUCMD_IPV4
+        assert_eq!(CTX_TUCMD_L4T_TCP, 0x800); // E1000_ADVTXD_TUCMD_L4T_TCP
+        assert_eq!(TXD_DTYP_CTXT, 0x0020_0000); // E1000_ADVTXD_DTYP_CTXT
+        assert_eq!((CTX_MACLEN_SHIFT, CTX_VLAN_SHIFT), (9, 16));
+        assert_eq!((CTX_L4LEN_SHIFT, CTX_MSS_SHIFT), (8, 16));
+        assert_eq!(
+            (RXD_STAT_UDPCS, RXD_STAT_L4CS, RXD_STAT_IPCS),
+            (0x10, 0x20, 0x40)
+        );
+    }
+
+    #[test]
+    fn status_word_reads_the_same_on_both_families() {
+        use crate::desc::{RXD_ERR_IPE, RXD_ERR_L4E, RXD_STAT_DD, RXD_STAT_EOP};
+        use crate::ixgbe::bits::{RXDADV_ERR_IPE, RXDADV_ERR_TCPE};
+        let base = RXD_STAT_DD | RXD_STAT_EOP | RXD_STAT_IPCS | RXD_STAT_L4CS;
+        let igb = rx_status_word(base | RXD_ERR_L4E, 0, IGB_L4E_BIT);
+        let ixgbe = rx_status_word(base | RXDADV_ERR_TCPE, 0, IXGBE_L4E_BIT);
+        assert_eq!(igb, ixgbe);
+        let c = RxChecksum::from_status_word(igb);
+        assert_eq!((c.ip, c.l4), (ChecksumStatus::Good, ChecksumStatus::Bad));
+        let c = RxChecksum::from_status_word(rx_status_word(base | RXD_ERR_IPE, 0, IGB_L4E_BIT));
+        assert_eq!((c.ip, c.l4), (ChecksumStatus::Bad, ChecksumStatus::Good));
+        let c =
+            RxChecksum::from_status_word(rx_status_word(base | RXDADV_ERR_IPE, 0, IXGBE_L4E_BIT));
+        assert_eq!((c.ip, c.l4), (ChecksumStatus::Bad, ChecksumStatus::Good));
+        let none = RxChecksum::from_status_word(0);
+        assert_eq!(
+            (none.ip, none.l4),
+            (ChecksumStatus::NotChecked, ChecksumStatus::NotChecked)
+        );
+        let w = rx_status_word(
+            RXD_STAT_DD | RXD_STAT_EOP | RXD_STAT_VP,
+            0x2064,
+            IGB_L4E_BIT,
+        );
+        assert_eq!(rx_vlan(w), Some(0x2064));
+        assert_eq!(
+            rx_vlan(rx_status_word(RXD_STAT_DD, 0x2064, IGB_L4E_BIT)),
+            None
+        );
+    }
+
+    #[test]
+    fn plan_reads_lengths_from_the_frame() {
+        let f = udp4(10);
+        let p = tx_plan(&f, &TxOffload::NONE.with_ipv4_checksum().with_l4_checksum()).unwrap();
+        let c = p.ctx.unwrap();
+        assert_eq!(
+            (c.maclen(), c.iplen(), c.l4len(), c.ipv4(), c.tcp()),
+            (14, 20, 8, true, false)
+        );
+        assert_eq!(p.popts, TXD_POPTS_IXSM | TXD_POPTS_TXSM);
+        assert_eq!(p.dcmd, 0);
+        let (d, idx) = TxContext::decode(c.encode(1));
+        assert_eq!((d, idx), (c, 1));
+        let p = tx_plan(&f, &TxOffload::NONE.with_vlan(0x0123)).unwrap();
+        assert_eq!(
+            (p.ctx.unwrap().vlan(), p.dcmd, p.popts),
+            (0x0123, TXD_DCMD_VLE, 0)
+        );
+        assert_eq!(tx_plan(&f, &TxOffload::NONE).unwrap().ctx, None);
+    }
+
+    #[test]
+    fn plan_refuses_what_the_nic_cannot_do() {
+        let full = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
+        let f = udp4(0);
+        assert_eq!(
+            tx_plan(&f[..40], &full),
+            Err(TxRefusal::TooShort {
+                len: 40,
+                needed: 42
+            })
+        );
+        let mut icmp = udp4(8);
+        icmp[14 + 9] = 1;
+        assert_eq!(
+            tx_plan(&icmp, &full),
+            Err(TxRefusal::UnsupportedL4 { protocol: 1 })
+        );
+        let mut arp = udp4(8);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(
+            tx_plan(&arp, &full),
+            Err(TxRefusal::NotIp { ethertype: 0x0806 })
+        );
+        let mut frag = udp4(8);
+        frag[14 + 6] = 0x20; // MF
+        assert_eq!(tx_plan(&frag, &full), Err(TxRefusal::Fragment));
+        let mut v6 = vec![0u8; 14 + 40 + 8];
+        v6[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        v6[14 + 5] = 8; // payload length
+        v6[14 + 6] = PROTO_UDP;
+        assert_eq!(tx_plan(&v6, &full), Err(TxRefusal::NotIpv4));
+        assert!(tx_plan(&v6, &TxOffload::NONE.with_l4_checksum()).is_ok());
+        let mut bad_ihl = udp4(8);
+        bad_ihl[14] = 0x44;
+        assert_eq!(tx_plan(&bad_ihl, &full), Err(TxRefusal::BadHeader));
+        assert_eq!(
+            TxContext::new(0, 128, 20, true, false, 8),
+            Err(TxRefusal::HeaderTooLong {
+                field: "MACLEN",
+                len: 128,
+                max: 127
+            })
+        );
+        assert!(matches!(
+            TxContext::new(0, 14, 512, true, false, 8),
+            Err(TxRefusal::HeaderTooLong { field: "IPLEN", .. })
+        ));
+        assert!(matches!(
+            TxContext::new(0, 14, 20, true, true, 256),
+            Err(TxRefusal::HeaderTooLong { field: "L4LEN", .. })
+        ));
+    }
+}
