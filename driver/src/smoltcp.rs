@@ -125,8 +125,8 @@ impl<'q> QueueDevice<'q> {
     /// smoltcp's device over `queue`, for a port set up for an IP MTU of
     /// `ip_mtu` bytes ([`Device::mtu`]).
     pub fn on_queue(queue: &'q mut Queue, ip_mtu: usize) -> Self {
-        let ring = queue.rx.desc().count();
-        let max_burst = (ring - rx_free_thresh(ring) - 1).max(1) as usize;
+        let ring = queue.rx_ring_buffers();
+        let max_burst = (ring - rx_free_thresh(ring as u16) as usize - 1).max(1);
         QueueDevice {
             queue,
             rx: Vec::with_capacity(BURST),
@@ -178,10 +178,10 @@ impl<'q> QueueDevice<'q> {
     /// after reclaiming sent buffers.
     fn ensure_spare(&mut self) -> bool {
         if self.spare.is_none() {
-            self.spare = self.queue.rx.cache_mut().alloc();
+            self.spare = self.queue.cache_mut().alloc();
             if self.spare.is_none() {
-                self.queue.tx.reclaim(self.queue.rx.cache_mut());
-                self.spare = self.queue.rx.cache_mut().alloc();
+                self.queue.reclaim();
+                self.spare = self.queue.cache_mut().alloc();
             }
         }
         self.spare.is_some()

@@ -83,12 +83,16 @@ unsafe impl DmaMapper for VfioDma {
     }
 }
 
-/// An open VFIO device: its container, device fd and mapped BAR0.
+/// An open VFIO device: its container, device fd and mapped BARs.
 pub struct Vfio {
     // Dropped in `Drop for Vfio` (the release section): the request watch
-    // stopped, BAR0 detached from the device fd, the device fd and group
+    // stopped, the BARs detached from the device fd, the device fd and group
     // released; then the fields in order, the container last.
     bar0: Arc<Bar>,
+    /// Every memory BAR VFIO lets us map, by index (`bars[0]` is `bar0`
+    /// when the device has a BAR 0; a modern virtio device has none and
+    /// `bar0` is then its first mapped BAR).
+    bars: [Option<Arc<Bar>>; 6],
     device: ManuallyDrop<VfioDevice>,
     dma: Arc<VfioDma>,
     /// The device-release request: its eventfd and watching thread.
@@ -155,23 +159,36 @@ impl Vfio {
             },
         })?;
 
-        let flags = device.get_region_flags(0);
-        let size = device.get_region_size(0) as usize;
-        if flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || size == 0 {
+        // BAR 0 must map (the Intel families' registers); any other memory
+        // BAR is mapped when VFIO allows it (a virtio device's capabilities
+        // point into them), and skipped otherwise (e.g. a BAR that holds
+        // only the MSI-X table).
+        let mut bars: [Option<Arc<Bar>>; 6] = Default::default();
+        let mut first_error = None;
+        for (i, slot) in bars.iter_mut().enumerate() {
+            let flags = device.get_region_flags(i as u32);
+            let size = device.get_region_size(i as u32) as usize;
+            if flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || size == 0 {
+                if i == 0 {
+                    first_error = Some(format!(
+                        "region 0 is not mappable (flags {flags:#x}, size {size})"
+                    ));
+                }
+                continue;
+            }
+            match Bar::map(device.as_raw_fd(), device.get_region_offset(i as u32), size) {
+                Ok(b) => *slot = Some(Arc::new(b)),
+                Err(e) if i == 0 => first_error = Some(e.to_string()),
+                Err(_) => {}
+            }
+        }
+        let Some(bar0) = bars.iter().flatten().next().cloned() else {
             return Err(Error::Vfio {
                 addr,
                 what: "mapping BAR0",
-                source: format!("region 0 is not mappable (flags {flags:#x}, size {size})").into(),
+                source: first_error.unwrap_or_default().into(),
             });
-        }
-        let bar0 =
-            Bar::map(device.as_raw_fd(), device.get_region_offset(0), size).map_err(|e| {
-                Error::Vfio {
-                    addr,
-                    what: "mapping BAR0",
-                    source: Box::new(e),
-                }
-            })?;
+        };
         let dma = match shared {
             Some(dma) => Arc::clone(dma),
             None => Arc::new(VfioDma {
@@ -187,7 +204,8 @@ impl Vfio {
             source,
         })?;
         let vfio = Vfio {
-            bar0: Arc::new(bar0),
+            bar0,
+            bars,
             device: ManuallyDrop::new(device),
             dma,
             release,
@@ -195,6 +213,18 @@ impl Vfio {
         };
         vfio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
         Ok(vfio)
+    }
+
+    /// Read `buf.len()` bytes of PCI configuration space at `off`
+    /// (`VFIO_PCI_CONFIG_REGION_INDEX`); false when the read fails.
+    fn read_config(&self, off: u32, buf: &mut [u8]) -> bool {
+        let size = self.device.get_region_size(VFIO_PCI_CONFIG_REGION_INDEX);
+        if off as u64 + buf.len() as u64 > size {
+            return false;
+        }
+        self.device
+            .region_read(VFIO_PCI_CONFIG_REGION_INDEX, buf, off as u64);
+        true
     }
 
     /// The container's DMA mapper, to open another device into the same
@@ -218,9 +248,18 @@ impl Vfio {
 }
 
 impl DeviceIo for Vfio {
-    /// BAR0, mapped.
+    /// BAR0, mapped (or the first mapped BAR of a device without BAR 0).
     fn bar0(&self) -> Arc<dyn DeviceBar> {
         self.bar0.clone()
+    }
+    /// Memory BAR `index`, if VFIO let it be mapped.
+    fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
+        let b = self.bars.get(index as usize)?.clone()?;
+        Some(b)
+    }
+    /// PCI configuration space through VFIO.
+    fn config_read(&self, off: u32, buf: &mut [u8]) -> bool {
+        self.read_config(off, buf)
     }
     /// The container, mapping whole regions at IOVAs above 4 GiB.
     fn dma(&self) -> Arc<dyn DmaMapper> {
@@ -371,6 +410,9 @@ impl Drop for Vfio {
         // outlive this (a `StatsReader` kept after its device); they now read
         // zeros from anonymous memory instead of keeping the device.
         self.bar0.detach();
+        for b in self.bars.iter().flatten() {
+            b.detach();
+        }
         // SAFETY: `device` is dropped exactly once, here, and never used
         // again (the other fields do not refer to it).
         unsafe { ManuallyDrop::drop(&mut self.device) };
