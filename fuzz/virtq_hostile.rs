@@ -31,8 +31,7 @@
 
 use pollnic_rings::virtq::device::DeviceView;
 use pollnic_rings::{
-    Doorbell, IdentityMapper, Mempool, Packet, PageSize, VirtqRx, VirtqTx,
-    VIRTIO_NET_HDR_LEN,
+    Doorbell, IdentityMapper, Mempool, Packet, PageSize, VirtqRx, VirtqTx, VIRTIO_NET_HDR_LEN,
 };
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -72,7 +71,8 @@ impl Dev {
     fn fetch(&mut self) {
         let idx = self.view.avail_idx();
         while self.avail_seen != idx {
-            self.outstanding.push(self.view.avail_entry(self.avail_seen));
+            self.outstanding
+                .push(self.view.avail_entry(self.avail_seen));
             self.avail_seen = self.avail_seen.wrapping_add(1);
         }
     }
@@ -153,7 +153,9 @@ pub fn run_with(data: &[u8], lose: bool) {
                 if rdev.outstanding.is_empty() {
                     continue;
                 }
-                let id = rdev.outstanding.remove(pick as usize % rdev.outstanding.len());
+                let id = rdev
+                    .outstanding
+                    .remove(pick as usize % rdev.outstanding.len());
                 let len = 1 + input.u16().unwrap_or(60) as usize % BUF;
                 let (addr, dlen, flags, next) = rdev.view.desc(id);
                 assert_eq!((dlen, flags, next), (VIRTIO_NET_HDR_LEN, 3, id + 1));
@@ -172,7 +174,9 @@ pub fn run_with(data: &[u8], lose: bool) {
             1 => {
                 // Device: a used entry with any id and any length.
                 rdev.fetch();
-                let (Some(id), Some(len)) = (input.u32(), input.u32()) else { break };
+                let (Some(id), Some(len)) = (input.u32(), input.u32()) else {
+                    break;
+                };
                 let id = if id & 0x100 != 0 { id % 24 } else { id };
                 let legit = id < RING as u32 && rdev.outstanding.contains(&(id as u16));
                 if legit {
@@ -223,7 +227,11 @@ pub fn run_with(data: &[u8], lose: bool) {
                 if rx_break_pending && max >= 39 && after.rx_nombuf == before.rx_nombuf {
                     assert!(rx.virtq_stats().stopped, "a protocol break was followed");
                     assert!(rx.virtq_stats().device_errors > 0);
-                    assert_eq!(rx.rx_burst(&mut held, 32), 0, "a stopped queue gives nothing");
+                    assert_eq!(
+                        rx.rx_burst(&mut held, 32),
+                        0,
+                        "a stopped queue gives nothing"
+                    );
                     rx_break_pending = false;
                 }
             }
@@ -274,12 +282,15 @@ pub fn run_with(data: &[u8], lose: bool) {
                     let (haddr, hlen, hflags, hnext) = tdev.view.desc(id);
                     assert_eq!((hlen, hflags, hnext), (VIRTIO_NET_HDR_LEN, 1, id + 1));
                     // SAFETY: identity-mapped header of this queue.
-                    let hdr = unsafe { std::slice::from_raw_parts(haddr as usize as *const u8, 12) };
+                    let hdr =
+                        unsafe { std::slice::from_raw_parts(haddr as usize as *const u8, 12) };
                     assert_eq!(hdr, &[0u8; 12], "TX header is zero");
                     let (addr, len, flags, _) = tdev.view.desc(id + 1);
                     assert_eq!(flags, 0);
                     // SAFETY: identity-mapped buffer posted by the driver.
-                    let data = unsafe { std::slice::from_raw_parts(addr as usize as *const u8, len as usize) };
+                    let data = unsafe {
+                        std::slice::from_raw_parts(addr as usize as *const u8, len as usize)
+                    };
                     if !hostile {
                         let want = expect_tx.pop_front().expect("a frame handed to tx_burst");
                         assert_eq!(data, &want[..]);
@@ -289,7 +300,9 @@ pub fn run_with(data: &[u8], lose: bool) {
             }
             7 => {
                 // Device: a hostile TX used entry, or a used-index jump.
-                let (Some(id), Some(k)) = (input.u32(), input.byte()) else { break };
+                let (Some(id), Some(k)) = (input.u32(), input.byte()) else {
+                    break;
+                };
                 if k & 1 == 0 {
                     tdev.push_used(if id & 0x100 != 0 { id % 24 } else { id }, 0);
                 } else {

@@ -433,8 +433,11 @@ impl<D: Doorbell> VirtqRx<D> {
                     break;
                 };
                 let done = std::mem::replace(&mut self.slots[k], fresh);
-                self.ring
-                    .write_desc_buf(id as u16 + 1, self.pool.shared().buf_iova(fresh), self.buf_size);
+                self.ring.write_desc_buf(
+                    id as u16 + 1,
+                    self.pool.shared().buf_iova(fresh),
+                    self.buf_size,
+                );
                 // SAFETY: `done` was chain `k`'s armed buffer of the ring's
                 // pool, now replaced by `fresh` (the ring no longer owns it),
                 // with the pool reference every armed buffer holds (`fresh`
@@ -476,7 +479,8 @@ impl<D: Doorbell> VirtqRx<D> {
             self.posted[(id / 2) as usize] = true;
         }
         self.ring.publish_avail(self.avail_idx);
-        self.ring.kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
+        self.ring
+            .kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
     }
 
     #[cold]
@@ -662,7 +666,8 @@ impl<D: Doorbell> VirtqTx<D> {
         }
         if sent > 0 {
             self.ring.publish_avail(self.avail_idx);
-            self.ring.kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
+            self.ring
+                .kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
             self.stats.packets += sent;
             self.stats.bytes += bytes;
             self.stats.foreign += foreign;
@@ -703,9 +708,7 @@ impl<D: Doorbell> VirtqTx<D> {
             // of the pool at `f.pool` with one reference, taken from a packet
             // in `tx_burst`; `posted[k]` is now false, so it is handed back
             // once.
-            let p = unsafe {
-                Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx)
-            };
+            let p = unsafe { Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx) };
             cache.recycle(p);
             self.free.push(k as u16);
             done += 1;
@@ -824,7 +827,12 @@ pub mod device {
         /// Write used.idx.
         pub fn set_used_idx(&self, idx: u16) {
             // SAFETY: `new`'s contract; used.idx.
-            unsafe { self.base.add(self.used + 2).cast::<u16>().write_volatile(idx) }
+            unsafe {
+                self.base
+                    .add(self.used + 2)
+                    .cast::<u16>()
+                    .write_volatile(idx)
+            }
         }
         /// Write used.flags (`1`: `VRING_USED_F_NO_NOTIFY`).
         pub fn set_used_flags(&self, flags: u16) {

@@ -19,7 +19,10 @@ fn seed_corpus_replays_clean() {
         virtq_hostile::run(&std::fs::read(&path).unwrap());
         n += 1;
     }
-    assert!(n >= 4, "expected the committed seed corpus, found {n} inputs");
+    assert!(
+        n >= 4,
+        "expected the committed seed corpus, found {n} inputs"
+    );
 }
 
 #[test]

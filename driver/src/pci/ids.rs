@@ -121,7 +121,10 @@ mod tests {
     #[test]
     fn virtio_net_is_identified_and_the_transitional_device_refused() {
         let (f, name) = identify(0x1af4, 0x1041).expect("modern virtio-net");
-        assert_eq!((f.name(), name), ("virtio-net", "Virtio 1.0 network device"));
+        assert_eq!(
+            (f.name(), name),
+            ("virtio-net", "Virtio 1.0 network device")
+        );
         assert!(f.missing(0x1041).is_none());
         let (f, _) = identify(0x1af4, 0x1000).expect("transitional virtio-net is named");
         let why = f.missing(0x1000).expect("and refused");

@@ -149,9 +149,8 @@ impl Family for VirtioNet {
     }
     fn missing(&self, device: u16) -> Option<&'static str> {
         (device == DEVICE_ID_NET_TRANSITIONAL).then_some(
-            "the modern virtio 1.x interface only (this is a transitional device, 1af4:1000, \
-             which also offers the legacy one: give QEMU `disable-legacy=on`, and \
-             `iommu_platform=on` for VIRTIO_F_ACCESS_PLATFORM)",
+            "the modern virtio 1.x interface (this transitional device, 1af4:1000, offers the \
+             legacy one too): give QEMU `disable-legacy=on` and `iommu_platform=on`",
         )
     }
     /// One queue pair: `VIRTIO_NET_F_MQ` is not negotiated yet.

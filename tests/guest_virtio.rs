@@ -1,0 +1,294 @@
+//! The virtio-net family on the testbed's two virtio-net ports
+//! (`POLLNIC_VIRTIO_PORT0/1`: modern virtio 1.x, `iommu_platform=on`, behind
+//! the guest's vIOMMU, bound to vfio-pci, wired back to back through a QEMU
+//! hub), and the two devices it must refuse (`POLLNIC_VIRTIO_NOPLATFORM`,
+//! `POLLNIC_VIRTIO_TRANSITIONAL`). Run by `cargo xtask test` in the guest.
+
+#[path = "common/relay.rs"]
+mod relay;
+
+use pollnic::{Counter, Device, DeviceConfig, Error};
+use pollnic_tests::*;
+use pollnic_tools::frame::{self, Flow};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn vport(i: usize) -> String {
+    env(&format!("POLLNIC_VIRTIO_PORT{i}"))
+}
+
+fn vport_mac(i: usize) -> [u8; 6] {
+    let text = env(&format!("POLLNIC_VIRTIO_PORT{i}_MAC"));
+    let bytes: Vec<u8> = text
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).expect("a hex byte"))
+        .collect();
+    bytes.try_into().expect("six bytes")
+}
+
+/// 256-descriptor rings: 128 buffers each, inside both of QEMU's queue sizes.
+fn config() -> DeviceConfig {
+    DeviceConfig::default()
+        .with_rx_ring_size(256)
+        .with_tx_ring_size(256)
+        .with_mempool_size(2048)
+}
+
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn status_lists_the_virtio_ports_with_family_virtio_net() {
+    let out = Command::new(pollnic_exe()).arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "pollnic status failed:\n{text}");
+    for i in 0..2 {
+        let addr = vport(i);
+        let line = text
+            .lines()
+            .find(|l| l.contains(&addr))
+            .unwrap_or_else(|| panic!("{addr} missing from pollnic status:\n{text}"));
+        let cols: Vec<&str> = line
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(
+            cols[..4],
+            [
+                addr.as_str(),
+                "Virtio 1.0 network device",
+                "virtio-net",
+                "vfio-pci"
+            ],
+            "{line}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn link_is_up_and_the_mac_is_qemus() {
+    for i in 0..2 {
+        let dev = Device::open(vport(i), &config()).expect("open a virtio-net port");
+        assert_eq!(dev.family(), "virtio-net");
+        assert_eq!(
+            dev.mac(),
+            vport_mac(i),
+            "MAC from the device config (VIRTIO_NET_F_MAC)"
+        );
+        assert!(dev.link().up);
+        assert_eq!(dev.queue_count(), 1);
+        dev.check_device().expect("no DEVICE_NEEDS_RESET");
+    }
+}
+
+/// Loopback of 20,000 frames of 64 B and of 1518 B on the wire (60 and
+/// 1514 without FCS, which virtio never carries): every frame arrives,
+/// byte-identical and in order, and the driver's counters agree on both
+/// ports.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn loopback_20000_frames_at_64_and_1518_bytes_and_counters_agree() {
+    let cfg = config();
+    let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("open both");
+    let (a, b) = ports.split_at_mut(1);
+    let (tx, rx) = (&mut a[0], &mut b[0]);
+    let mut bytes = 0;
+    for len in [60usize, 1514] {
+        bytes += transfer_and_verify(tx, rx, 20_000, |_| len);
+    }
+    let (ts, rs) = (tx.stats(), rx.stats());
+    assert_eq!(ts.counter(Counter::TxPackets), 40_000);
+    assert_eq!(rs.counter(Counter::RxPackets), 40_000);
+    assert_eq!(ts.counter(Counter::TxBytes), bytes);
+    assert_eq!(rs.counter(Counter::RxBytes), bytes);
+    assert_eq!(rs.get("rx_errors"), Some(0));
+    let q = rx.queue(0);
+    assert_eq!(q.rx_stats().packets, 40_000);
+    let (vrx, _) = q.virtq_stats().expect("a virtqueue");
+    assert_eq!(vrx.device_errors, 0);
+    assert!(!vrx.stopped);
+    let (_, vtx) = tx.queue(0).virtq_stats().unwrap();
+    // Poll mode: QEMU suppresses kicks while it works on a queue
+    // (VRING_USED_F_NO_NOTIFY); at most one kick per burst.
+    assert!(vtx.kicks + vtx.kicks_suppressed <= tx.queue(0).tx_stats().bursts);
+    eprintln!(
+        "TX kicks {} suppressed {}; RX kicks {} suppressed {}",
+        vtx.kicks, vtx.kicks_suppressed, vrx.kicks, vrx.kicks_suppressed
+    );
+}
+
+/// Frames received on port 1 are sent out of port 0 as they are (zero
+/// copy: buffers of port 1's mempool on port 0's TX virtqueue, the two
+/// ports opened in one VFIO container) and arrive back on port 1 intact.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn forwarding_between_the_virtio_ports_copies_nothing() {
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).expect("open both");
+    assert!(ports[0].shares_dma_with(&ports[1]));
+    let flow = Flow::between(ports[0].mac(), ports[1].mac());
+    let n = 2_048u64; // 64 rounds of 32
+    let mut got = Vec::with_capacity(64);
+    let mut pending = Vec::with_capacity(32);
+    let mut forwarded = 0u64;
+    let mut back = 0u64;
+    for round in 0..n / 32 {
+        let (a, b) = ports.split_at_mut(1);
+        let (p0, p1) = (a[0].queue(0), b[0].queue(0));
+        for k in 0..32 {
+            let seq = round * 32 + k;
+            let mut p = p0.mempool().alloc().expect("a buffer");
+            p.set_len(60).unwrap();
+            assert!(frame::write(p.data_mut(), &flow, seq, seq));
+            pending.push(p);
+        }
+        while !pending.is_empty() {
+            p0.tx_burst(&mut pending);
+        }
+        // Receive all 32 on 1, then forward them out of 0 untouched.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.len() < 32 {
+            assert!(Instant::now() < deadline, "round {round}: frames missing");
+            let room = 32 - got.len();
+            p1.rx_burst(&mut got, room);
+        }
+        forwarded += got.len() as u64;
+        while !got.is_empty() {
+            p0.tx_burst(&mut got);
+        }
+        // They come back to 1, intact.
+        let mut seen = 0;
+        while seen < 32 {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: forwarded frames missing"
+            );
+            p1.rx_burst(&mut got, 32);
+            for p in got.drain(..) {
+                let seq = round * 32 + seen as u64;
+                assert!(
+                    p.data() == &frame::expected(60, &flow, seq, seq)[..],
+                    "frame {seq}"
+                );
+                seen += 1;
+            }
+        }
+        back += seen as u64;
+    }
+    assert_eq!((forwarded, back), (n, n));
+    let q0 = ports[0].queue(0);
+    assert_eq!(
+        q0.tx_stats().foreign,
+        n,
+        "every forwarded frame left in its own buffer"
+    );
+    assert_eq!(q0.tx_stats().tx_errors, 0);
+}
+
+/// Run by the kill test as a child: verified traffic until killed.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn child_traffic_until_killed() {
+    if std::env::var_os("POLLNIC_VIRTIO_CHILD").is_none() {
+        return;
+    }
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
+    let (a, b) = ports.split_at_mut(1);
+    println!("traffic running");
+    loop {
+        transfer_and_verify(&mut a[0], &mut b[0], 32, |_| 60);
+    }
+}
+
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn killed_with_sigkill_during_traffic_then_reopened() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_traffic_until_killed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("POLLNIC_VIRTIO_CHILD", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains("traffic running") {
+        line.clear();
+    }
+    assert!(line.contains("traffic running"), "child never started");
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    // The ports open again at once and carry traffic: the open resets the
+    // device, whatever the dead process left in its virtqueues.
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).expect("reopen");
+    let (a, b) = ports.split_at_mut(1);
+    transfer_and_verify(&mut a[0], &mut b[0], 2_000, |s| 60 + (s as usize % 1455));
+}
+
+/// QMP `set_link` on the QEMU device: the device config's
+/// `VIRTIO_NET_S_LINK_UP` follows, and `Device::link` with it.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn link_status_follows_the_cable() {
+    let dev = Device::open(vport(0), &config()).unwrap();
+    assert!(dev.link().up);
+    let wait = |up: bool| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while dev.link().up != up {
+            assert!(Instant::now() < deadline, "link never went {up}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    relay::set_link_of("pollnic_virtio0", false);
+    wait(false);
+    relay::set_link_of("pollnic_virtio0", true);
+    wait(true);
+    // Opening waits for the link: with the cable out it says so.
+    relay::set_link_of("pollnic_virtio0", false);
+    drop(dev);
+    let cfg = config().with_link_timeout(Duration::from_millis(300));
+    let err = Device::open(vport(0), &cfg).err().expect("link is down");
+    assert!(matches!(err, Error::LinkDown { .. }), "{err}");
+    relay::set_link_of("pollnic_virtio0", true);
+    Device::open(vport(0), &config()).expect("up again");
+}
+
+/// The refusals: a device without VIRTIO_F_ACCESS_PLATFORM (it would bypass
+/// the vIOMMU) and a transitional one, each with a message naming what is
+/// missing and how to get it.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn devices_pollnic_cannot_drive_safely_are_refused_by_name() {
+    let err = Device::open(env("POLLNIC_VIRTIO_NOPLATFORM"), &config())
+        .err()
+        .expect("no ACCESS_PLATFORM: refused");
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            err,
+            Error::VirtioFeatureMissing {
+                feature: "VIRTIO_F_ACCESS_PLATFORM",
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("iommu_platform=on"), "{msg}");
+    let err = Device::open(env("POLLNIC_VIRTIO_TRANSITIONAL"), &config())
+        .err()
+        .expect("a transitional device: refused");
+    let msg = err.to_string();
+    assert!(matches!(err, Error::NotImplemented { .. }), "{msg}");
+    assert!(msg.contains("disable-legacy=on"), "{msg}");
+    // The refused device was reset and left FAILED, the good ports still work.
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
+    let (a, b) = ports.split_at_mut(1);
+    transfer_and_verify(&mut a[0], &mut b[0], 200, |_| 60);
+}
