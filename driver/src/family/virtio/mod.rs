@@ -533,3 +533,234 @@ impl std::fmt::Debug for Port {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The bring-up's refusals against a made-up virtio device: a register
+    //! file behind a fake BAR that offers chosen features and may refuse
+    //! FEATURES_OK, and a configuration space with chosen capabilities.
+
+    use super::*;
+    use crate::io::{DeviceBar, DeviceIo, TailDoorbell};
+    use crate::sys::mmio::Regs;
+    use pollnic_rings::{DmaMapper, IdentityMapper, PageSize};
+    use std::sync::Mutex;
+
+    /// Common configuration at 0, device configuration at 0x100, notify at
+    /// 0x200, ISR at 0x300, all in BAR 4.
+    struct FakeDev {
+        regs: Mutex<Vec<u8>>,
+        offered: u64,
+        refuse_features_ok: bool,
+        select: Mutex<u32>,
+    }
+
+    impl Regs for FakeDev {
+        fn read32(&self, off: u32) -> u32 {
+            if off == common::DEVICE_FEATURE {
+                return (self.offered >> (32 * *self.select.lock().unwrap())) as u32;
+            }
+            let r = self.regs.lock().unwrap();
+            let o = off as usize;
+            u32::from_le_bytes([r[o], r[o + 1], r[o + 2], r[o + 3]])
+        }
+        fn write32(&self, off: u32, val: u32) {
+            if off == common::DEVICE_FEATURE_SELECT {
+                *self.select.lock().unwrap() = val;
+            }
+            let mut r = self.regs.lock().unwrap();
+            r[off as usize..off as usize + 4].copy_from_slice(&val.to_le_bytes());
+        }
+        fn read8(&self, off: u32) -> u8 {
+            self.regs.lock().unwrap()[off as usize]
+        }
+        fn write8(&self, off: u32, val: u8) {
+            let val = if off == common::DEVICE_STATUS && self.refuse_features_ok {
+                val & !status::FEATURES_OK
+            } else {
+                val
+            };
+            self.regs.lock().unwrap()[off as usize] = val;
+        }
+    }
+
+    impl DeviceBar for FakeDev {
+        fn regs(&self) -> &dyn Regs {
+            self
+        }
+        fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
+            TailDoorbell::new(self, reg)
+        }
+    }
+
+    struct FakeIo {
+        bar: Arc<FakeDev>,
+        config: Vec<u8>,
+    }
+
+    impl DeviceIo for FakeIo {
+        fn bar0(&self) -> Arc<dyn DeviceBar> {
+            self.bar.clone()
+        }
+        fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
+            (index == 4).then(|| self.bar.clone() as Arc<dyn DeviceBar>)
+        }
+        fn dma(&self) -> Arc<dyn DmaMapper> {
+            Arc::new(IdentityMapper)
+        }
+        fn page_size(&self) -> PageSize {
+            PageSize::Small4K
+        }
+        fn disable_bus_master(&self) {}
+        fn config_read(&self, off: u32, buf: &mut [u8]) -> bool {
+            let o = off as usize;
+            match self.config.get(o..o + buf.len()) {
+                Some(src) => {
+                    buf.copy_from_slice(src);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    /// A configuration space with the four virtio capabilities (or none).
+    fn config(with_caps: bool) -> Vec<u8> {
+        let mut c = vec![0u8; 256];
+        if !with_caps {
+            return c;
+        }
+        c[0x06] = PCI_STATUS_CAP_LIST as u8;
+        c[0x34] = 0x40;
+        let caps = [
+            (CAP_COMMON, 0x000u32, 0x38u32),
+            (CAP_DEVICE, 0x100, 0x20),
+            (CAP_NOTIFY, 0x200, 0x10),
+            (CAP_ISR, 0x300, 4),
+        ];
+        for (i, (ty, off, len)) in caps.iter().enumerate() {
+            let p = 0x40 + 0x14 * i;
+            c[p] = PCI_CAP_ID_VNDR;
+            c[p + 1] = if i + 1 < caps.len() {
+                (p + 0x14) as u8
+            } else {
+                0
+            };
+            c[p + 2] = if *ty == CAP_NOTIFY { 20 } else { 16 };
+            c[p + 3] = *ty;
+            c[p + 4] = 4;
+            c[p + 8..p + 12].copy_from_slice(&off.to_le_bytes());
+            c[p + 12..p + 16].copy_from_slice(&len.to_le_bytes());
+            c[p + 16..p + 20].copy_from_slice(&4u32.to_le_bytes());
+        }
+        c
+    }
+
+    fn io(offered: u64, refuse: bool, with_caps: bool) -> FakeIo {
+        FakeIo {
+            bar: Arc::new(FakeDev {
+                regs: Mutex::new(vec![0; 0x400]),
+                offered,
+                refuse_features_ok: refuse,
+                select: Mutex::new(0),
+            }),
+            config: config(with_caps),
+        }
+    }
+
+    fn addr() -> PciAddress {
+        "0000:00:10.0".parse().unwrap()
+    }
+
+    #[test]
+    fn a_device_without_virtio_capabilities_is_refused_by_name() {
+        let err = Port::find(&io(0, false, false), addr()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::VirtioCapability { .. }), "{msg}");
+        assert!(msg.contains("no common configuration capability"), "{msg}");
+        assert!(msg.contains("disable-legacy=on"), "{msg}");
+    }
+
+    #[test]
+    fn missing_required_features_are_named_and_the_device_marked_failed() {
+        let all = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC;
+        for (offered, name, hint) in [
+            (
+                all & !feature::ACCESS_PLATFORM,
+                "VIRTIO_F_ACCESS_PLATFORM",
+                "iommu_platform=on",
+            ),
+            (
+                all & !feature::VERSION_1,
+                "VIRTIO_F_VERSION_1",
+                "disable-legacy=on",
+            ),
+        ] {
+            let io = io(offered, false, true);
+            let mut port = Port::find(&io, addr()).expect("capabilities found");
+            let err = port.negotiate().unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                matches!(err, Error::VirtioFeatureMissing { feature, .. } if feature == name),
+                "{msg}"
+            );
+            assert!(msg.contains(hint), "{msg}");
+            let st = port.status();
+            assert_eq!(st & status::FAILED, status::FAILED, "{st:#x}");
+            assert_eq!(st & status::FEATURES_OK, 0);
+        }
+    }
+
+    #[test]
+    fn a_device_that_clears_features_ok_gets_a_clear_error() {
+        let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC | 1 << 15;
+        let io = io(offered, true, true);
+        let mut port = Port::find(&io, addr()).unwrap();
+        let err = port.negotiate().unwrap_err();
+        let msg = err.to_string();
+        // What was written: the wanted features the device offered, not
+        // MRG_RXBUF (bit 15), which pollnic does not ask for.
+        let want = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC;
+        assert!(
+            matches!(err, Error::VirtioFeaturesRefused { features, .. } if features == want),
+            "{msg}"
+        );
+        assert!(msg.contains("FEATURES_OK did not stay set"), "{msg}");
+        assert_eq!(port.status() & status::FAILED, status::FAILED);
+    }
+
+    #[test]
+    fn a_device_that_keeps_features_ok_negotiates_what_pollnic_wants() {
+        let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS | 1 << 15;
+        let io = io(offered, false, true);
+        let mut port = Port::find(&io, addr()).unwrap();
+        let got = port.negotiate().unwrap();
+        assert_eq!(
+            got,
+            feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS
+        );
+        let st = port.status();
+        assert_eq!(
+            st,
+            status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
+            "{st:#x}"
+        );
+        // The driver's feature words were written low then high: the high
+        // one (VERSION_1, ACCESS_PLATFORM) is the last in the register.
+        let r = |o: u32| io.bar.read32(o);
+        assert_eq!(r(common::DRIVER_FEATURE), (got >> 32) as u32);
+        assert_eq!(r(common::DRIVER_FEATURE_SELECT), 1);
+        // No MAC feature: none read (the device opens with a made-up one).
+        assert_eq!(port.mac(), None);
+        // A notify offset past the structure is refused, not followed.
+        io.bar.write16(common::QUEUE_NOTIFY_OFF, 100);
+        let err = port
+            .notify_for(0)
+            .err()
+            .expect("outside the notify structure");
+        assert!(
+            err.to_string().contains("outside the notify structure"),
+            "{err}"
+        );
+    }
+}
