@@ -211,7 +211,7 @@ pub fn run_with(data: &[u8], lose: bool) {
                 let got = rx.rx_burst(&mut held, max);
                 assert_eq!(held.len() - start, got);
                 for p in &held[start..] {
-                    assert!(p.len() <= p.capacity() && p.len() > 0);
+                    assert!(p.len() <= p.capacity() && !p.is_empty());
                     if !hostile {
                         let (n, len) = expect_rx.pop_front().expect("a frame the device wrote");
                         assert_eq!(p.len(), len, "frame {n}");
