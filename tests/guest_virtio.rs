@@ -342,7 +342,15 @@ fn pktgen_and_capture_run_on_virtio_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rx.pcap");
     let mut capture = Command::new(example_exe("capture"))
-        .args(["--port", &vport(1), "--count", "1000", "--seconds", "120", "--out"])
+        .args([
+            "--port",
+            &vport(1),
+            "--count",
+            "1000",
+            "--seconds",
+            "120",
+            "--out",
+        ])
         .arg(&file)
         .stdout(Stdio::piped())
         .spawn()
