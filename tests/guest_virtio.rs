@@ -407,3 +407,62 @@ fn pktgen_and_capture_run_on_virtio_unchanged() {
     }
     assert_eq!((frames, at), (1000, bytes.len()));
 }
+
+/// Interrupt-driven receive on virtio: MSI-X vector 0 on the RX queue,
+/// armed by clearing `VRING_AVAIL_F_NO_INTERRUPT`. Frames sent every 5 ms
+/// all arrive, the receiver sleeps between them and is woken by interrupts
+/// (not only by its timeout); virtio has no throttle, so a non-zero
+/// `rx_usecs` is refused with the family's range.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
+    use pollnic::RxMode;
+    for mode in [RxMode::interrupt(), RxMode::adaptive()] {
+        let cfg = config().with_rx_mode(mode);
+        let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("MSI-X on virtio");
+        let flow = Flow::between(ports[0].mac(), ports[1].mac());
+        let (a, b) = ports.split_at_mut(1);
+        let (tx, rx) = (a[0].queue(0), b[0].queue(0));
+        let n = 200u64;
+        let got = std::thread::scope(|s| {
+            s.spawn(move || {
+                for seq in 0..n {
+                    let mut p = tx.mempool().alloc().expect("a buffer");
+                    p.set_len(60).unwrap();
+                    assert!(frame::write(p.data_mut(), &flow, seq, seq));
+                    let mut one = vec![p];
+                    while !one.is_empty() {
+                        tx.tx_burst(&mut one);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+            let mut got = 0u64;
+            let mut burst = Vec::with_capacity(32);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while got < n && Instant::now() < deadline {
+                let k = rx.rx_burst(&mut burst, 32);
+                for p in burst.drain(..) {
+                    assert!(p.data() == &frame::expected(60, &flow, got, got)[..], "frame {got}");
+                    got += 1;
+                }
+                rx.wait_rx(k);
+            }
+            got
+        });
+        assert_eq!(got, n, "{mode:?}");
+        let st = b[0].queue(0).irq_stats();
+        eprintln!("{mode:?}: {st:?}");
+        assert!(st.sleeps > 0, "{mode:?}: never slept: {st:?}");
+        assert!(st.interrupts > 0, "{mode:?}: never woken by an interrupt: {st:?}");
+    }
+    let err = Device::open(
+        vport(0),
+        &config()
+            .with_rx_mode(RxMode::interrupt())
+            .with_rx_usecs(50),
+    )
+    .err()
+    .expect("virtio has no throttle");
+    assert!(matches!(err, Error::RxUsecsTooLarge { max: 0, .. }), "{err}");
+}

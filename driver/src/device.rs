@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::family::virtio::{self, VirtioNet};
 use crate::family::{self, DescFamily, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo, MsixError};
-use crate::irq::{IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
+use crate::irq::{IrqControl, IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::{Queue, Rings};
 use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
@@ -712,9 +712,7 @@ impl Device {
             return Err(fail(MsixError::Unsupported));
         };
         let Some(desc) = self.family.desc() else {
-            return Err(fail(MsixError::NoFamilySupport {
-                family: self.family.name(),
-            }));
+            return self.enable_msix_virtio();
         };
         let events = intr.enable_msix(n).map_err(fail)?;
         let Some(regs) = desc.configure_msix(
@@ -731,10 +729,38 @@ impl Device {
         for ((q, event), regs) in self.queues.iter_mut().zip(events).zip(regs) {
             q.irq = Some(QueueIrq {
                 event,
-                regs,
-                bar: Arc::clone(&self.bar),
+                ctl: IrqControl::Vector {
+                    regs,
+                    bar: Arc::clone(&self.bar),
+                },
             });
             // In range: checked at open and by `set_moderation`.
+            q.set_moderation(self.moderation)?;
+        }
+        self.msix_on = true;
+        Ok(())
+    }
+
+    /// [`Device::enable_msix`] on virtio-net: vector 0 for the RX queue
+    /// (`queue_msix_vector`, read back: `VIRTIO_MSI_NO_VECTOR` means the
+    /// device could not take it), none for TX and configuration changes;
+    /// the RX virtqueue's `VRING_AVAIL_F_NO_INTERRUPT` arms and masks it.
+    fn enable_msix_virtio(&mut self) -> Result<()> {
+        let addr = self.addr;
+        let fail = |source: MsixError| Error::Interrupts { addr, source };
+        let (Some(intr), Some(port)) = (self.io.interrupts(), self.virtio.as_ref()) else {
+            return Err(fail(MsixError::Unsupported));
+        };
+        let events = intr.enable_msix(1).map_err(fail)?;
+        if !port.set_queue_vector(0, 0) {
+            intr.disable_msix();
+            return Err(fail(MsixError::Unsupported));
+        }
+        for (q, event) in self.queues.iter_mut().zip(events) {
+            q.irq = Some(QueueIrq {
+                event,
+                ctl: IrqControl::Virtq,
+            });
             q.set_moderation(self.moderation)?;
         }
         self.msix_on = true;

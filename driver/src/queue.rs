@@ -373,19 +373,33 @@ impl Queue {
         // say nothing about now.
         irq.event.take();
         irq.arm();
+        if let Rings::Virtq { rx, .. } = &mut self.rings {
+            rx.set_interrupts(true);
+        }
         if self.rx_ready() {
-            irq.mask();
+            self.mask_irq();
             self.irq_stats.raced += 1;
             return false;
         }
         let n = irq.event.wait(timeout);
-        irq.mask();
+        self.mask_irq();
         self.irq_stats.sleeps += 1;
         if n == 0 {
             self.irq_stats.timeouts += 1;
         }
         self.irq_stats.interrupts += n;
         true
+    }
+
+    /// Mask the queue's interrupt (the vector's EIMC, or the virtqueue's
+    /// `VRING_AVAIL_F_NO_INTERRUPT`).
+    fn mask_irq(&mut self) {
+        if let Some(irq) = &self.irq {
+            irq.mask();
+        }
+        if let Rings::Virtq { rx, .. } = &mut self.rings {
+            rx.set_interrupts(false);
+        }
     }
 
     /// This queue's receive mode.

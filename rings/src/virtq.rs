@@ -489,6 +489,17 @@ impl<D: Doorbell> VirtqRx<D> {
         self.vq.stopped = true;
     }
 
+    /// Ask the device for a used-buffer notification (an interrupt) or not:
+    /// clears or sets `VRING_AVAIL_F_NO_INTERRUPT` (virtio 1.x §2.7.7), then a
+    /// full fence, so that a [`VirtqRx::ready`] after arming sees any frame
+    /// the device used before it saw the flag. The flag is a hint: a device
+    /// may still notify (a spurious wake-up).
+    pub fn set_interrupts(&mut self, on: bool) {
+        self.ring
+            .set_avail_flags(if on { 0 } else { AVAIL_F_NO_INTERRUPT });
+        fence(Ordering::SeqCst);
+    }
+
     /// Whether a frame is waiting (the used index moved), for interrupt
     /// modes' last look before sleeping.
     pub fn ready(&self) -> bool {

@@ -481,6 +481,15 @@ impl Port {
         })
     }
 
+    /// Route queue `q`'s used-buffer notifications to MSI-X vector
+    /// `vector` (§4.1.5.1.2); false when the device answers
+    /// `VIRTIO_MSI_NO_VECTOR` (it could not map it).
+    pub(crate) fn set_queue_vector(&self, q: u16, vector: u16) -> bool {
+        self.common.w16(common::QUEUE_SELECT, q);
+        self.common.w16(common::QUEUE_MSIX_VECTOR, vector);
+        self.common.r16(common::QUEUE_MSIX_VECTOR) == vector
+    }
+
     /// No configuration-change interrupt (poll mode).
     pub(crate) fn no_config_vector(&self) {
         self.common.w16(common::MSIX_CONFIG, NO_VECTOR);
