@@ -443,7 +443,10 @@ fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
             while got < n && Instant::now() < deadline {
                 let k = rx.rx_burst(&mut burst, 32);
                 for p in burst.drain(..) {
-                    assert!(p.data() == &frame::expected(60, &flow, got, got)[..], "frame {got}");
+                    assert!(
+                        p.data() == &frame::expected(60, &flow, got, got)[..],
+                        "frame {got}"
+                    );
                     got += 1;
                 }
                 rx.wait_rx(k);
@@ -454,15 +457,19 @@ fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
         let st = b[0].queue(0).irq_stats();
         eprintln!("{mode:?}: {st:?}");
         assert!(st.sleeps > 0, "{mode:?}: never slept: {st:?}");
-        assert!(st.interrupts > 0, "{mode:?}: never woken by an interrupt: {st:?}");
+        assert!(
+            st.interrupts > 0,
+            "{mode:?}: never woken by an interrupt: {st:?}"
+        );
     }
     let err = Device::open(
         vport(0),
-        &config()
-            .with_rx_mode(RxMode::interrupt())
-            .with_rx_usecs(50),
+        &config().with_rx_mode(RxMode::interrupt()).with_rx_usecs(50),
     )
     .err()
     .expect("virtio has no throttle");
-    assert!(matches!(err, Error::RxUsecsTooLarge { max: 0, .. }), "{err}");
+    assert!(
+        matches!(err, Error::RxUsecsTooLarge { max: 0, .. }),
+        "{err}"
+    );
 }

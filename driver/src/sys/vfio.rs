@@ -89,10 +89,11 @@ pub struct Vfio {
     // stopped, the BARs detached from the device fd, the device fd and group
     // released; then the fields in order, the container last.
     bar0: Arc<Bar>,
-    /// Every memory BAR VFIO lets us map, by index (`bars[0]` is `bar0`
-    /// when the device has a BAR 0; a modern virtio device has none and
-    /// `bar0` is then its first mapped BAR).
-    bars: [Option<Arc<Bar>>; 6],
+    /// The BARs mapped so far, by index: BAR 0 at open, any other when
+    /// asked for ([`DeviceIo::bar`]: a virtio device's capabilities name
+    /// them). A modern virtio device has no BAR 0; `bar0` is then its first
+    /// mappable BAR.
+    bars: Mutex<[Option<Arc<Bar>>; 6]>,
     device: ManuallyDrop<VfioDevice>,
     dma: Arc<VfioDma>,
     /// The device-release request: its eventfd and watching thread.
@@ -159,30 +160,32 @@ impl Vfio {
             },
         })?;
 
-        // BAR 0 must map (the Intel families' registers); any other memory
-        // BAR is mapped when VFIO allows it (a virtio device's capabilities
-        // point into them), and skipped otherwise (e.g. a BAR that holds
-        // only the MSI-X table).
+        // BAR 0 (the Intel families' registers); a device without one (a
+        // modern virtio device) gets its first mappable BAR in its place.
         let mut bars: [Option<Arc<Bar>>; 6] = Default::default();
+        let mut bar0 = None;
         let mut first_error = None;
-        for (i, slot) in bars.iter_mut().enumerate() {
-            let flags = device.get_region_flags(i as u32);
-            let size = device.get_region_size(i as u32) as usize;
-            if flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || size == 0 {
-                if i == 0 {
-                    first_error = Some(format!(
-                        "region 0 is not mappable (flags {flags:#x}, size {size})"
-                    ));
+        for i in 0..6u32 {
+            match map_region(&device, i) {
+                Ok(b) => {
+                    let b = Arc::new(b);
+                    bars[i as usize] = Some(Arc::clone(&b));
+                    bar0 = Some(b);
+                    break;
                 }
-                continue;
-            }
-            match Bar::map(device.as_raw_fd(), device.get_region_offset(i as u32), size) {
-                Ok(b) => *slot = Some(Arc::new(b)),
-                Err(e) if i == 0 => first_error = Some(e.to_string()),
+                // A BAR 0 that exists but cannot be mapped is an error (the
+                // Intel families' registers); only an absent one is skipped.
+                Err(e) if i == 0 => {
+                    let absent = device.get_region_size(0) == 0;
+                    first_error = Some(e);
+                    if !absent {
+                        break;
+                    }
+                }
                 Err(_) => {}
             }
         }
-        let Some(bar0) = bars.iter().flatten().next().cloned() else {
+        let Some(bar0) = bar0 else {
             return Err(Error::Vfio {
                 addr,
                 what: "mapping BAR0",
@@ -205,7 +208,7 @@ impl Vfio {
         })?;
         let vfio = Vfio {
             bar0,
-            bars,
+            bars: Mutex::new(bars),
             device: ManuallyDrop::new(device),
             dma,
             release,
@@ -252,9 +255,14 @@ impl DeviceIo for Vfio {
     fn bar0(&self) -> Arc<dyn DeviceBar> {
         self.bar0.clone()
     }
-    /// Memory BAR `index`, if VFIO let it be mapped.
+    /// Memory BAR `index`, mapped on first use, if VFIO lets it be mapped.
     fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
-        let b = self.bars.get(index as usize)?.clone()?;
+        let mut bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = bars.get_mut(index as usize)?;
+        if slot.is_none() {
+            *slot = Some(Arc::new(map_region(&self.device, u32::from(index)).ok()?));
+        }
+        let b: Arc<dyn DeviceBar> = slot.clone()?;
         Some(b)
     }
     /// PCI configuration space through VFIO.
@@ -281,6 +289,18 @@ impl DeviceIo for Vfio {
     fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
         Some(self)
     }
+}
+
+/// Map VFIO region `index` (BAR `index`) whole, or say why not.
+fn map_region(device: &VfioDevice, index: u32) -> Result<Bar, String> {
+    let flags = device.get_region_flags(index);
+    let size = device.get_region_size(index) as usize;
+    if flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || size == 0 {
+        return Err(format!(
+            "region {index} is not mappable (flags {flags:#x}, size {size})"
+        ));
+    }
+    Bar::map(device.as_raw_fd(), device.get_region_offset(index), size).map_err(|e| e.to_string())
 }
 
 /// Devices in IOMMU group `group`, other than `addr`, bound to a driver that
@@ -410,9 +430,11 @@ impl Drop for Vfio {
         // outlive this (a `StatsReader` kept after its device); they now read
         // zeros from anonymous memory instead of keeping the device.
         self.bar0.detach();
-        for b in self.bars.iter().flatten() {
+        let bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
+        for b in bars.iter().flatten() {
             b.detach();
         }
+        drop(bars);
         // SAFETY: `device` is dropped exactly once, here, and never used
         // again (the other fields do not refer to it).
         unsafe { ManuallyDrop::drop(&mut self.device) };
