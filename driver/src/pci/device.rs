@@ -89,7 +89,14 @@ impl PciDevice {
             .ok()
             .and_then(|s| s.parse::<i64>().ok())
             .and_then(|n| u32::try_from(n).ok());
-        let interfaces = sysfs::dir_names(&dir.join("net"))?;
+        // A virtio-net device's interface hangs off its virtio child
+        // device (`<pci dir>/virtio<N>/net/<if>`), not the PCI function.
+        let mut interfaces = sysfs::dir_names(&dir.join("net"))?;
+        for child in sysfs::dir_names(&dir)? {
+            if child.starts_with("virtio") {
+                interfaces.extend(sysfs::dir_names(&dir.join(child).join("net"))?);
+            }
+        }
         Ok(Self {
             address: addr,
             vendor,
