@@ -474,3 +474,81 @@ fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
         "{err}"
     );
 }
+
+/// smoltcp on the two virtio ports (`pollnic::smoltcp::QueueDevice`, as
+/// `smol-echo` and `smol-http` use it): a 1 MiB TCP stream from one stack
+/// to the other arrives whole, and every buffer of both pools comes home.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn smoltcp_moves_a_tcp_stream_between_the_virtio_ports() {
+    use pollnic::smoltcp::QueueDevice;
+    use smoltcp::iface::{Config, Interface, SocketSet};
+    use smoltcp::socket::tcp;
+    use smoltcp::time::Instant as SmolInstant;
+    use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
+
+    let (ip_a, ip_b) = (IpAddress::v4(10, 0, 0, 1), IpAddress::v4(10, 0, 0, 2));
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
+    let pools = [ports[0].mempool().clone(), ports[1].mempool().clone()];
+    let (a, b) = ports.split_at_mut(1);
+    let (mac_a, mac_b) = (a[0].mac(), b[0].mac());
+    let mut pa = QueueDevice::new(&mut a[0], 0);
+    let mut pb = QueueDevice::new(&mut b[0], 0);
+    let iface = |dev: &mut QueueDevice<'_>, mac: [u8; 6], ip: IpAddress| {
+        let conf = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
+        let mut i = Interface::new(conf, dev, SmolInstant::now());
+        i.update_ip_addrs(|x| x.push(IpCidr::new(ip, 24)).unwrap());
+        i
+    };
+    let (mut ia, mut ib) = (iface(&mut pa, mac_a, ip_a), iface(&mut pb, mac_b, ip_b));
+    let (mut sa, mut sb) = (SocketSet::new(vec![]), SocketSet::new(vec![]));
+    let tcp_socket = || {
+        tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; 65536]),
+            tcp::SocketBuffer::new(vec![0; 65536]),
+        )
+    };
+    let server = sa.add(tcp_socket());
+    sa.get_mut::<tcp::Socket>(server).listen(80).unwrap();
+    let client = sb.add(tcp_socket());
+    sb.get_mut::<tcp::Socket>(client)
+        .connect(ib.context(), (ip_a, 80), 49152)
+        .unwrap();
+    let len = 1 << 20;
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let (mut off, mut got) = (0, Vec::with_capacity(len));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        let now = SmolInstant::now();
+        pa.poll(&mut ia, &mut sa, now);
+        pb.poll(&mut ib, &mut sb, now);
+        let s = sa.get_mut::<tcp::Socket>(server);
+        if s.may_send() && off < len {
+            off += s.send_slice(&data[off..]).unwrap();
+            if off == len {
+                s.close();
+            }
+        }
+        let c = sb.get_mut::<tcp::Socket>(client);
+        while c.can_recv() {
+            c.recv(|x| {
+                got.extend_from_slice(x);
+                (x.len(), ())
+            })
+            .unwrap();
+        }
+        if got.len() == len && !c.may_recv() {
+            break;
+        }
+    }
+    assert!(
+        got.len() == len && got == data,
+        "got {} of {len} bytes, or they differ",
+        got.len()
+    );
+    drop((pa, pb));
+    drop(ports);
+    for p in &pools {
+        assert_eq!(p.free_count(), p.capacity() as usize, "buffers missing");
+    }
+}
