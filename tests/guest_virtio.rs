@@ -552,3 +552,33 @@ fn smoltcp_moves_a_tcp_stream_between_the_virtio_ports() {
         assert_eq!(p.free_count(), p.capacity() as usize, "buffers missing");
     }
 }
+
+/// `pollnic unbind` gives a virtio port back to `virtio-pci` (the driver
+/// `bind` recorded), and `pollnic bind` takes it again; it then works.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn unbind_returns_a_virtio_port_to_virtio_pci_and_bind_takes_it_back() {
+    let addr = vport(1);
+    let driver = || {
+        std::fs::read_link(format!("/sys/bus/pci/devices/{addr}/driver"))
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+    };
+    let run = |what: &str| {
+        let out = Command::new(pollnic_exe())
+            .args([what, &addr])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "pollnic {what} {addr}: {text}");
+        text
+    };
+    let text = run("unbind");
+    assert_eq!(driver().as_deref(), Some("virtio-pci"), "{text}");
+    let text = run("bind");
+    assert_eq!(driver().as_deref(), Some("vfio-pci"), "{text}");
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
+    let (a, b) = ports.split_at_mut(1);
+    transfer_and_verify(&mut a[0], &mut b[0], 200, |_| 60);
+}
