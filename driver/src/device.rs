@@ -101,8 +101,8 @@ pub struct Device {
 
 impl Device {
     /// Open the NIC at `addr` (e.g. `0000:00:08.0`), reset it and bring it up
-    /// with `cfg`; returns once the link is up. The back end (igb or ixgbe)
-    /// is chosen from the PCI ID.
+    /// with `cfg`; returns once the link is up. The back end (igb, ixgbe or
+    /// virtio-net) is chosen from the PCI ID.
     ///
     /// # Errors
     /// - a configuration error ([`DeviceConfig::validate`]'s, and those of a
@@ -113,7 +113,12 @@ impl Device {
     /// - [`Error::NotBoundToVfio`]: still bound to a kernel driver (run `pollnic bind`);
     /// - [`Error::GroupNotViable`], [`Error::VfioUnavailable`], [`Error::DeviceBusy`], [`Error::Vfio`];
     /// - [`Error::Dma`]: no hugepages reserved, or memlock too low;
-    /// - [`Error::Timeout`], [`Error::LinkDown`]: the device did not respond or the link stayed down.
+    /// - [`Error::Timeout`], [`Error::LinkDown`]: the device did not respond or the link stayed down;
+    /// - virtio-net only: [`Error::VirtioCapability`] (a structure missing from the
+    ///   capability list), [`Error::VirtioFeatureMissing`] (no `VIRTIO_F_VERSION_1` or
+    ///   `VIRTIO_F_ACCESS_PLATFORM`), [`Error::VirtioFeaturesRefused`] (FEATURES_OK
+    ///   cleared), [`Error::VirtioNeedsReset`] (DEVICE_NEEDS_RESET after DRIVER_OK);
+    ///   a transitional device is [`Error::NotImplemented`].
     ///
     /// On every error after the device was opened it is reset and all memory released.
     ///
