@@ -307,6 +307,38 @@ fn unbind_during_traffic_returns_at_once_and_the_tool_says_why() {
     transfer_and_verify(&mut tx, &mut rx, 200, |_| 60);
 }
 
+/// The same on the virtio-net ports: loopback from virtio port 0 to
+/// virtio port 1, and port 1 unbound from vfio-pci while frames flow.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn unbind_of_a_virtio_port_during_traffic_returns_at_once_and_the_tool_says_why() {
+    let (p0, addr) = (env("POLLNIC_VIRTIO_PORT0"), env("POLLNIC_VIRTIO_PORT1"));
+    let _restore = Restore { addr: addr.clone() };
+    let huge_before = hugepages_free();
+    let log_before = dmesg().len();
+    let o = release_during_traffic(
+        "loopback",
+        &[
+            "--tx",
+            &p0,
+            "--rx",
+            &addr,
+            "--seconds",
+            "0",
+            "--rate",
+            "2000",
+        ],
+        "/sys/bus/pci/drivers/vfio-pci/unbind",
+        &addr,
+    );
+    assert_eq!(driver_of(&addr), None, "{addr} after the unbind");
+    check_outcome(&o, "loopback", &addr, huge_before, log_before);
+    drop(_restore);
+    let mut ports = Device::open_many([p0, addr], &small_config()).unwrap();
+    let (a, b) = ports.split_at_mut(1);
+    transfer_and_verify(&mut a[0], &mut b[0], 200, |_| 60);
+}
+
 /// pktgen sends from port 0; another process removes port 0
 /// (`/sys/bus/pci/devices/<addr>/remove`); a rescan brings it back, and it
 /// is bound to vfio-pci and moves traffic again.

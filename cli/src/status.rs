@@ -1,4 +1,5 @@
-//! `pollnic status`: one line per Intel Ethernet function.
+//! `pollnic status`: one line per Ethernet function of a vendor pollnic has
+//! a family for (Intel; virtio-net).
 
 use pollnic::pci::{link_state, list_intel_nics, LinkState, PciDevice, Result, Sysfs};
 
@@ -32,11 +33,14 @@ to this machine. No NIC at hand? In a clone of the pollnic repository, `cargo xt
 the QEMU testbed, whose emulated 82576 ports pollnic drives";
 
 /// Formats [`status`] as an aligned table with a header line; columns:
-/// address, device, driver, IOMMU group, link, kernel interface.
+/// address, device, family (`igb`, `ixgbe`, `virtio-net`; `-` for a
+/// device pollnic does not drive), driver, IOMMU group, link, kernel
+/// interface.
 pub fn format_status(rows: &[NicStatus]) -> String {
     let header = [
         "ADDRESS",
         "DEVICE",
+        "FAMILY",
         "DRIVER",
         "IOMMU GROUP",
         "LINK",
@@ -45,7 +49,7 @@ pub fn format_status(rows: &[NicStatus]) -> String {
     .map(String::from);
     let mut table = vec![header];
     table.extend(rows.iter().map(row));
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..7)
         .map(|c| {
             table
                 .iter()
@@ -71,7 +75,7 @@ pub fn format_status(rows: &[NicStatus]) -> String {
     out
 }
 
-fn row(s: &NicStatus) -> [String; 6] {
+fn row(s: &NicStatus) -> [String; 7] {
     let d = &s.device;
     let group = match d.iommu_group {
         Some(g) => g.to_string(),
@@ -85,6 +89,7 @@ fn row(s: &NicStatus) -> [String; 6] {
     [
         d.address.to_string(),
         d.name(),
+        d.family().map_or("-", |f| f.name()).to_owned(),
         d.driver.clone().unwrap_or_else(|| "none".to_owned()),
         group,
         s.link.to_string(),
@@ -171,6 +176,7 @@ mod tests {
                 "0000:00:08.0",
                 "82576 Gigabit Network Connection",
                 "igb",
+                "igb",
                 "5",
                 "up 1000 Mb/s",
                 "eth0"
@@ -181,6 +187,7 @@ mod tests {
             [
                 "0000:01:00.0",
                 "82599ES 10-Gigabit SFI/SFP+ Network Connection",
+                "ixgbe",
                 "vfio-pci",
                 "12",
                 "down",
@@ -188,15 +195,16 @@ mod tests {
             ]
         );
         assert_eq!(
-            cols(lines[3])[2..5],
+            cols(lines[3])[3..6],
             ["none", "none — IOMMU off?", "unknown (memory decode off)"]
         );
         let at = |l: &str| {
-            l.find("DRIVER")
+            l.find("FAMILY")
                 .or_else(|| l.find("igb"))
-                .or_else(|| l.find("vfio-pci"))
+                .or_else(|| l.find("ixgbe"))
         };
         assert_eq!(at(lines[0]), at(lines[1]));
         assert_eq!(at(lines[1]), at(lines[2]));
+        assert_eq!(lines[0].find("DRIVER"), lines[2].find("vfio-pci"));
     }
 }

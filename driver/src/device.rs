@@ -12,11 +12,12 @@
 use crate::config::DeviceConfig;
 use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
-use crate::family::{self, Family, LinkStatus, RingRegs};
+use crate::family::virtio::{self, VirtioNet};
+use crate::family::{self, DescFamily, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo, MsixError};
-use crate::irq::{IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
+use crate::irq::{IrqControl, IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
-use crate::queue::Queue;
+use crate::queue::{Queue, Rings};
 use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
 use crate::removal::Removal;
 use crate::stats::Stats;
@@ -25,7 +26,7 @@ use crate::sys::vfio::Vfio;
 use crate::wait::{wait_for, TimedOut};
 use crossbeam_utils::CachePadded;
 use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
-use pollnic_rings::{DescRing, Mempool, PageSize, RxRing, TxRing};
+use pollnic_rings::{DescRing, Mempool, PageSize, RxRing, TxRing, VirtqRx, VirtqTx};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -65,6 +66,9 @@ pub struct Device {
     addr: PciAddress,
     name: String,
     family: &'static dyn Family,
+    /// A virtio-net device's structures and features (`None` for the
+    /// descriptor-ring families).
+    virtio: Option<virtio::Port>,
     mac: [u8; 6],
     queues: Vec<Queue>,
     counters: DeviceCounters,
@@ -97,8 +101,8 @@ pub struct Device {
 
 impl Device {
     /// Open the NIC at `addr` (e.g. `0000:00:08.0`), reset it and bring it up
-    /// with `cfg`; returns once the link is up. The back end (igb or ixgbe)
-    /// is chosen from the PCI ID.
+    /// with `cfg`; returns once the link is up. The back end (igb, ixgbe or
+    /// virtio-net) is chosen from the PCI ID.
     ///
     /// # Errors
     /// - a configuration error ([`DeviceConfig::validate`]'s, and those of a
@@ -109,7 +113,12 @@ impl Device {
     /// - [`Error::NotBoundToVfio`]: still bound to a kernel driver (run `pollnic bind`);
     /// - [`Error::GroupNotViable`], [`Error::VfioUnavailable`], [`Error::DeviceBusy`], [`Error::Vfio`];
     /// - [`Error::Dma`]: no hugepages reserved, or memlock too low;
-    /// - [`Error::Timeout`], [`Error::LinkDown`]: the device did not respond or the link stayed down.
+    /// - [`Error::Timeout`], [`Error::LinkDown`]: the device did not respond or the link stayed down;
+    /// - virtio-net only: [`Error::VirtioCapability`] (a structure missing from the
+    ///   capability list), [`Error::VirtioFeatureMissing`] (no `VIRTIO_F_VERSION_1` or
+    ///   `VIRTIO_F_ACCESS_PLATFORM`), [`Error::VirtioFeaturesRefused`] (FEATURES_OK
+    ///   cleared), [`Error::VirtioNeedsReset`] (DEVICE_NEEDS_RESET after DRIVER_OK);
+    ///   a transitional device is [`Error::NotImplemented`].
     ///
     /// On every error after the device was opened it is reset and all memory released.
     ///
@@ -320,6 +329,7 @@ impl Device {
             addr: ident.addr,
             name: ident.name,
             family,
+            virtio: None,
             mac: [0; 6],
             queues: Vec::new(),
             counters,
@@ -342,12 +352,16 @@ impl Device {
         let watched = dev.io.watch_release(Box::new(move || removal.request()));
         dev.removal.set_watched(watched);
         // On error `dev` is dropped here, which resets the device and frees everything.
-        dev.bring_up(cfg)?;
+        match family.desc() {
+            Some(desc) => dev.bring_up(desc, cfg)?,
+            None => dev.bring_up_virtio(cfg)?,
+        }
         dev.set_rx_mode(cfg.rx_mode)?;
-        let (bar, stats) = (Arc::clone(&dev.bar), Arc::clone(&dev.stats));
+        let source = dev.stats_source();
+        let stats = Arc::clone(&dev.stats);
         let refresher = StatsRefresher::start(STATS_REFRESH, move || {
             let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
-            family.update_stats(bar.regs(), &mut s);
+            source.update(&mut s);
         })
         .map_err(|source| Error::Thread {
             what: "counter refresh".into(),
@@ -357,14 +371,13 @@ impl Device {
         Ok(dev)
     }
 
-    fn bring_up(&mut self, cfg: &DeviceConfig) -> Result<()> {
+    fn bring_up(&mut self, fam: &'static dyn DescFamily, cfg: &DeviceConfig) -> Result<()> {
         let addr = self.addr;
         let timeout = |t: TimedOut| Error::Timeout {
             addr,
             what: t.what,
             waited_ms: t.waited_ms,
         };
-        let fam = self.family;
         let bar = Arc::clone(&self.bar);
         let r = bar.regs();
         self.mac = fam.init(r).map_err(timeout)?;
@@ -410,8 +423,7 @@ impl Device {
             tx.set_data_path(path);
             self.queues.push(Queue {
                 id: q,
-                rx,
-                tx,
+                rings: Rings::Desc { rx, tx },
                 counters: Arc::clone(&self.counters),
                 removal: Arc::clone(&self.removal),
                 irq: None,
@@ -431,7 +443,9 @@ impl Device {
         fam.start_tx(r);
         for q in &mut self.queues {
             fam.enable_rx_queue(r, q.id).map_err(timeout)?;
-            q.rx.start();
+            if let Rings::Desc { rx, .. } = &mut q.rings {
+                rx.start();
+            }
             fam.enable_tx_queue(r, q.id).map_err(timeout)?;
         }
         fam.configure_rx_offloads(r, cfg.queues, cfg.rx_checksum, cfg.vlan_strip);
@@ -450,6 +464,120 @@ impl Device {
         // CTRL.RFCE and TFCE when its autonegotiation completes.
         fam.configure_flow_control(r, self.device_id, cfg.flow_control, cfg.mtu);
         Ok(())
+    }
+
+    /// [`Device::bring_up`] for a virtio-net device (virtio 1.x §3.1.1):
+    /// capabilities, reset, ACKNOWLEDGE, DRIVER, features, FEATURES_OK, one
+    /// RX and one TX virtqueue (queues 0 and 1), DRIVER_OK, link wait.
+    /// A ring size above the device's `queue_size` is taken down to it (as
+    /// DPDK's virtio PMD does with `nb_desc`); each buffer takes two
+    /// descriptors (`pollnic_rings::virtq`).
+    fn bring_up_virtio(&mut self, cfg: &DeviceConfig) -> Result<()> {
+        let addr = self.addr;
+        let mut port = virtio::Port::find(self.io.as_ref(), addr)?;
+        let negotiated = port.negotiate();
+        // Kept from here on, so that every error path resets it on drop.
+        self.virtio = Some(port);
+        negotiated?;
+        let port = self.virtio.as_ref().expect("set above");
+        self.mac = port.mac().unwrap_or_else(|| local_mac(addr));
+        if let Some(mtu) = port.mtu() {
+            if cfg.mtu > u32::from(mtu) {
+                return Err(Error::MtuAboveFamily {
+                    mtu: cfg.mtu,
+                    max: u32::from(mtu),
+                    family: VirtioNet.name(),
+                    device: self.name.clone(),
+                });
+            }
+        }
+        let missing = |what: String| Error::VirtioCapability { addr, what };
+        if port.num_queues() < 2 {
+            return Err(missing(format!(
+                "it has {} virtqueues, a receive and a transmit queue are needed",
+                port.num_queues()
+            )));
+        }
+        let size = |want: u32, max: u16, which: &str| -> Result<u16> {
+            let got = want.min(u32::from(max));
+            if got < VirtioNet.min_ring_size() {
+                return Err(missing(format!(
+                    "its {which} queue holds {max} descriptors, pollnic needs at least {}",
+                    VirtioNet.min_ring_size()
+                )));
+            }
+            // A split virtqueue's size is a power of two (virtio 1.x §2.7).
+            Ok(1 << (31 - got.leading_zeros()))
+        };
+        let rx_size = size(cfg.rx_ring_size, port.max_queue_size(0), "receive")?;
+        let tx_size = size(cfg.tx_ring_size, port.max_queue_size(1), "transmit")?;
+
+        let page = self.io.page_size();
+        if page == PageSize::Huge2M {
+            check_hugepages(cfg)?;
+        }
+        let dma = self.io.dma();
+        let mapper = |purpose| -> Arc<dyn pollnic_rings::DmaMapper> {
+            Recording::new(dma.clone(), purpose, Arc::clone(&self.mappings))
+        };
+        let pool = Mempool::new(
+            cfg.mempool_size,
+            cfg.rx_buf_size(),
+            page,
+            mapper(DmaPurpose::Mempool(0)),
+        )?;
+        port.no_config_vector();
+        let mut rx = VirtqRx::new(
+            rx_size,
+            page,
+            mapper(DmaPurpose::RxRing(0)),
+            &pool,
+            port.notify_for(0)?,
+        )?;
+        let tx = VirtqTx::new(
+            tx_size,
+            page,
+            mapper(DmaPurpose::TxRing(0)),
+            port.notify_for(1)?,
+        )?;
+        port.setup_queue(0, rx.addrs());
+        port.setup_queue(1, tx.addrs());
+        port.driver_ok()?;
+        rx.start();
+        self.queues.push(Queue {
+            id: 0,
+            rings: Rings::Virtq { rx, tx },
+            counters: Arc::clone(&self.counters),
+            removal: Arc::clone(&self.removal),
+            irq: None,
+            mode: RxMode::BusyPoll,
+            empty_run: 0,
+            irq_stats: IrqStats::default(),
+            moderation: Moderation::default(),
+            itr: Itr::default(),
+            itr_seen: (0, 0),
+            spin: SpinBudget::default(),
+            idle: None,
+            epoch: None,
+            max_usecs: 0,
+            family: VirtioNet.name(),
+        });
+        wait_for("link up", cfg.link_timeout, || port.link().up).map_err(|t| Error::LinkDown {
+            addr,
+            waited_ms: t.waited_ms,
+        })?;
+        port.check()
+    }
+
+    /// Where this device's counters come from.
+    fn stats_source(&self) -> StatsSource {
+        match self.family.desc() {
+            Some(desc) => StatsSource::Registers {
+                family: desc,
+                bar: Arc::clone(&self.bar),
+            },
+            None => StatsSource::Driver(Arc::clone(&self.counters)),
+        }
     }
 
     /// Every IOMMU mapping this device has now (`VFIO_IOMMU_MAP_DMA` on a
@@ -591,8 +719,11 @@ impl Device {
         let Some(intr) = self.io.interrupts() else {
             return Err(fail(MsixError::Unsupported));
         };
+        let Some(desc) = self.family.desc() else {
+            return self.enable_msix_virtio();
+        };
         let events = intr.enable_msix(n).map_err(fail)?;
-        let Some(regs) = self.family.configure_msix(
+        let Some(regs) = desc.configure_msix(
             self.bar.regs(),
             self.device_id,
             n,
@@ -606,10 +737,38 @@ impl Device {
         for ((q, event), regs) in self.queues.iter_mut().zip(events).zip(regs) {
             q.irq = Some(QueueIrq {
                 event,
-                regs,
-                bar: Arc::clone(&self.bar),
+                ctl: IrqControl::Vector {
+                    regs,
+                    bar: Arc::clone(&self.bar),
+                },
             });
             // In range: checked at open and by `set_moderation`.
+            q.set_moderation(self.moderation)?;
+        }
+        self.msix_on = true;
+        Ok(())
+    }
+
+    /// [`Device::enable_msix`] on virtio-net: vector 0 for the RX queue
+    /// (`queue_msix_vector`, read back: `VIRTIO_MSI_NO_VECTOR` means the
+    /// device could not take it), none for TX and configuration changes;
+    /// the RX virtqueue's `VRING_AVAIL_F_NO_INTERRUPT` arms and masks it.
+    fn enable_msix_virtio(&mut self) -> Result<()> {
+        let addr = self.addr;
+        let fail = |source: MsixError| Error::Interrupts { addr, source };
+        let (Some(intr), Some(port)) = (self.io.interrupts(), self.virtio.as_ref()) else {
+            return Err(fail(MsixError::Unsupported));
+        };
+        let events = intr.enable_msix(1).map_err(fail)?;
+        if !port.set_queue_vector(0, 0) {
+            intr.disable_msix();
+            return Err(fail(MsixError::Unsupported));
+        }
+        for (q, event) in self.queues.iter_mut().zip(events) {
+            q.irq = Some(QueueIrq {
+                event,
+                ctl: IrqControl::Virtq,
+            });
             q.set_moderation(self.moderation)?;
         }
         self.msix_on = true;
@@ -678,7 +837,10 @@ impl Device {
                 queues: self.queue_count(),
             });
         }
-        self.family.write_reta(self.bar.regs(), &reta);
+        // virtio-net has one queue: every entry names queue 0, nothing to write.
+        if let Some(desc) = self.family.desc() {
+            desc.write_reta(self.bar.regs(), &reta);
+        }
         self.reta = reta;
         Ok(())
     }
@@ -713,23 +875,53 @@ impl Device {
         &self.name
     }
 
-    /// Current link state (igb STATUS, 82599 LINKS).
+    /// Current link state (igb STATUS, 82599 LINKS; virtio-net the
+    /// `status` field of the device configuration, down while the device
+    /// reports DEVICE_NEEDS_RESET, speed 0: not reported).
     pub fn link(&self) -> LinkStatus {
-        self.family.link_status(self.bar.regs())
+        match (self.family.desc(), &self.virtio) {
+            (Some(desc), _) => desc.link_status(self.bar.regs()),
+            (None, Some(port)) => port.link(),
+            (None, None) => LinkStatus {
+                up: false,
+                speed_mbps: 0,
+                full_duplex: true,
+            },
+        }
+    }
+
+    /// [`Error::VirtioNeedsReset`] when a virtio-net device has set
+    /// DEVICE_NEEDS_RESET since it was opened (virtio 1.x §2.1.1: its
+    /// queues are then not to be trusted; close and reopen the port); `Ok`
+    /// otherwise, and always on the Intel families.
+    ///
+    /// # Errors
+    /// [`Error::VirtioNeedsReset`].
+    pub fn check_device(&self) -> Result<()> {
+        match &self.virtio {
+            Some(port) => port.check(),
+            None => Ok(()),
+        }
     }
 
     /// The flow control mode the port runs with, read back from its
     /// registers (igb CTRL.RFCE/TFCE; 82599 MFLCN.RFCE, FCCFG.TFCE_802_3X):
     /// [`DeviceConfig::flow_control`] as the NIC took it. `ethtool -a`.
     pub fn flow_control(&self) -> crate::config::FlowControl {
-        self.family.flow_control(self.bar.regs())
+        match self.family.desc() {
+            Some(desc) => desc.flow_control(self.bar.regs()),
+            None => crate::config::FlowControl::None,
+        }
     }
 
     /// The I350's Energy Efficient Ethernet and DMA coalescing as the NIC
     /// runs them, read back from EEER and DMACR ([`DeviceConfig::power_saving`]);
     /// always off on parts without them (82576, 82599). `ethtool --show-eee`.
     pub fn power_saving(&self) -> crate::config::PowerSaving {
-        self.family.power_saving(self.bar.regs(), self.device_id)
+        match self.family.desc() {
+            Some(desc) => desc.power_saving(self.bar.regs(), self.device_id),
+            None => crate::config::PowerSaving::OFF,
+        }
     }
 
     /// Read the hardware counters (adding to the totals since open) and return
@@ -749,8 +941,8 @@ impl Device {
     /// is closed it returns the last totals without touching the hardware.
     pub fn stats_reader(&self) -> StatsReader {
         StatsReader {
-            family: self.family,
-            bar: Arc::clone(&self.bar),
+            family: self.family.name(),
+            source: self.stats_source(),
             stats: Arc::clone(&self.stats),
             open: Arc::clone(&self.open),
         }
@@ -780,10 +972,53 @@ impl Device {
 /// ```
 #[derive(Clone)]
 pub struct StatsReader {
-    family: &'static dyn Family,
-    bar: Arc<dyn DeviceBar>,
+    family: &'static str,
+    source: StatsSource,
     stats: SharedStats,
     open: Arc<AtomicBool>,
+}
+
+/// Where a device's counters come from.
+#[derive(Clone)]
+enum StatsSource {
+    /// The family's clear-on-read registers (igb, ixgbe).
+    Registers {
+        family: &'static dyn DescFamily,
+        bar: Arc<dyn DeviceBar>,
+    },
+    /// The driver's own per-queue counters (virtio-net, which has no
+    /// counter registers): set, not added, from the queues' totals.
+    Driver(DeviceCounters),
+}
+
+impl StatsSource {
+    fn update(&self, s: &mut Stats) {
+        match self {
+            StatsSource::Registers { family, bar } => family.update_stats(bar.regs(), s),
+            StatsSource::Driver(counters) => {
+                let mut t = crate::counters::QueueSnapshot::default();
+                for q in counters.iter() {
+                    let q = q.snapshot();
+                    t.rx_packets += q.rx_packets;
+                    t.tx_packets += q.tx_packets;
+                    t.rx_bytes += q.rx_bytes;
+                    t.tx_bytes += q.tx_bytes;
+                    t.rx_errors += q.rx_errors;
+                    t.rx_nombuf += q.rx_nombuf;
+                }
+                for (name, v) in [
+                    ("rx_packets", t.rx_packets),
+                    ("tx_packets", t.tx_packets),
+                    ("rx_bytes", t.rx_bytes),
+                    ("tx_bytes", t.tx_bytes),
+                    ("rx_errors", t.rx_errors),
+                    ("rx_nombuf", t.rx_nombuf),
+                ] {
+                    s.set_extra(name, v);
+                }
+            }
+        }
+    }
 }
 
 impl StatsReader {
@@ -792,7 +1027,7 @@ impl StatsReader {
     pub fn read(&self) -> Stats {
         let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         if self.open.load(Ordering::Acquire) {
-            self.family.update_stats(self.bar.regs(), &mut s);
+            self.source.update(&mut s);
         }
         s.clone()
     }
@@ -801,7 +1036,7 @@ impl StatsReader {
 impl std::fmt::Debug for StatsReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StatsReader")
-            .field("family", &self.family.name())
+            .field("family", &self.family)
             .field("open", &self.open.load(Ordering::Relaxed))
             .finish()
     }
@@ -889,7 +1124,16 @@ impl Drop for Device {
             let _s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
             self.open.store(false, Ordering::Release);
         }
-        self.family.shutdown(self.bar.regs(), self.hw_queues);
+        match (self.family.desc(), &self.virtio) {
+            (Some(desc), _) => desc.shutdown(self.bar.regs(), self.hw_queues),
+            // A reset stops the device's use of every virtqueue (virtio
+            // 1.x §2.4); a device that does not finish it still loses bus
+            // mastering next.
+            (None, Some(port)) => {
+                let _ = port.reset();
+            }
+            (None, None) => {}
+        }
         if self.msix_on {
             if let Some(intr) = self.io.interrupts() {
                 intr.disable_msix();
@@ -898,4 +1142,17 @@ impl Drop for Device {
         self.io.disable_bus_master();
         self.queues.clear();
     }
+}
+
+/// A locally administered MAC for a virtio device without
+/// `VIRTIO_NET_F_MAC` (virtio 1.x §5.1.5: the driver then makes one up):
+/// `02:00:<domain low byte>:<bus>:<device>:<function>`.
+fn local_mac(addr: PciAddress) -> [u8; 6] {
+    let s = addr.to_string();
+    let hex = |r: std::ops::Range<usize>| {
+        s.get(r)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .unwrap_or(0)
+    };
+    [0x02, 0x00, hex(2..4), hex(5..7), hex(8..10), hex(11..12)]
 }

@@ -361,6 +361,59 @@ pub enum Error {
         missing: &'static str,
     },
 
+    /// A virtio device's PCI capabilities (virtio 1.x §4.1.4) cannot be
+    /// read or lack a structure pollnic needs.
+    #[error(
+        "{addr}: virtio capability problem: {what}; pollnic needs a modern virtio 1.x device \
+         (QEMU: `-device virtio-net-pci,disable-legacy=on,iommu_platform=on`)"
+    )]
+    VirtioCapability {
+        /// The device.
+        addr: PciAddress,
+        /// What is wrong.
+        what: String,
+    },
+
+    /// A virtio device does not offer a feature pollnic requires
+    /// (`VIRTIO_F_VERSION_1`, `VIRTIO_F_ACCESS_PLATFORM`); the device is
+    /// marked FAILED.
+    #[error("{addr}: the virtio device does not offer {feature}: {why}")]
+    VirtioFeatureMissing {
+        /// The device.
+        addr: PciAddress,
+        /// The feature's name in the virtio specification.
+        feature: &'static str,
+        /// Why pollnic needs it and how to get it.
+        why: &'static str,
+    },
+
+    /// A virtio device cleared FEATURES_OK after the driver wrote its
+    /// features (virtio 1.x §3.1.1 step 6): it does not accept them.
+    #[error(
+        "{addr}: the virtio device refused the features pollnic asked for ({features:#x}: \
+         FEATURES_OK did not stay set); check the device's QEMU options, or give the port back \
+         with `pollnic unbind {addr}`"
+    )]
+    VirtioFeaturesRefused {
+        /// The device.
+        addr: PciAddress,
+        /// The feature bits written.
+        features: u64,
+    },
+
+    /// A virtio device set DEVICE_NEEDS_RESET (virtio 1.x §2.1.1): it hit
+    /// an error it cannot recover from without a reset.
+    #[error(
+        "{addr}: the virtio device reports DEVICE_NEEDS_RESET (status {status:#04x}); close and \
+         open the port again to reset it"
+    )]
+    VirtioNeedsReset {
+        /// The device.
+        addr: PciAddress,
+        /// `device_status` as read.
+        status: u8,
+    },
+
     /// Link did not come up.
     #[error("{addr}: link did not come up within {waited_ms} ms: check the cable and the link partner (`pollnic status` shows link state); raise the wait with DeviceConfig::link_timeout")]
     LinkDown {

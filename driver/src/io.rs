@@ -85,6 +85,21 @@ pub trait DeviceIo: Send + Sync {
         false
     }
 
+    /// Memory BAR `index` (0..=5) as a register space, if mapped. The
+    /// default offers BAR 0 only ([`DeviceIo::bar0`]).
+    fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
+        (index == 0).then(|| self.bar0())
+    }
+
+    /// Read `buf.len()` bytes of the device's PCI configuration space at
+    /// byte offset `off` (the capability list a virtio device's registers
+    /// are found through); false when it cannot be read. The default, for a
+    /// device without one (the software models): false.
+    fn config_read(&self, off: u32, buf: &mut [u8]) -> bool {
+        let _ = (off, buf);
+        false
+    }
+
     /// The device's MSI-X vectors, if it can deliver them (VFIO, the
     /// software models); `None` (the default): busy-poll only.
     fn interrupts(&self) -> Option<&dyn Interrupts> {

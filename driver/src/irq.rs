@@ -345,26 +345,42 @@ impl IrqStats {
 /// One RX queue's MSI-X vector: its eventfd and registers.
 pub(crate) struct QueueIrq {
     pub event: Arc<IrqEvent>,
-    pub regs: VectorRegs,
-    pub bar: Arc<dyn DeviceBar>,
+    pub ctl: IrqControl,
+}
+
+/// How a queue's interrupt is armed and masked.
+pub(crate) enum IrqControl {
+    /// Through the vector's registers (igb, ixgbe: EICR, EIMS, EIMC, EITR).
+    Vector {
+        regs: VectorRegs,
+        bar: Arc<dyn DeviceBar>,
+    },
+    /// Through the RX virtqueue's `VRING_AVAIL_F_NO_INTERRUPT` flag
+    /// (virtio-net; no throttle): the queue does it, as it owns the ring.
+    Virtq,
 }
 
 impl QueueIrq {
-    /// Clear the cause, unmask (EICR then EIMS).
+    /// Clear the cause, unmask (EICR then EIMS); nothing for a virtqueue.
     pub fn arm(&self) {
-        let r = self.bar.regs();
-        r.write32(self.regs.eicr, self.regs.bit);
-        r.write32(self.regs.eims, self.regs.bit);
+        if let IrqControl::Vector { regs, bar } = &self.ctl {
+            let r = bar.regs();
+            r.write32(regs.eicr, regs.bit);
+            r.write32(regs.eims, regs.bit);
+        }
     }
-    /// Mask (EIMC).
+    /// Mask (EIMC); nothing for a virtqueue.
     pub fn mask(&self) {
-        self.bar.regs().write32(self.regs.eimc, self.regs.bit);
+        if let IrqControl::Vector { regs, bar } = &self.ctl {
+            bar.regs().write32(regs.eimc, regs.bit);
+        }
     }
-    /// Program the vector's throttle (EITR) to `usecs` µs.
+    /// Program the vector's throttle (EITR) to `usecs` µs; nothing for a
+    /// virtqueue (virtio has no throttle: its `max_rx_usecs` is 0).
     pub fn set_usecs(&self, usecs: u32) {
-        self.bar
-            .regs()
-            .write32(self.regs.eitr, (self.regs.eitr_value)(usecs));
+        if let IrqControl::Vector { regs, bar } = &self.ctl {
+            bar.regs().write32(regs.eitr, (regs.eitr_value)(usecs));
+        }
     }
 }
 

@@ -1,12 +1,13 @@
 //! pollnic: a userspace poll-mode driver for Intel igb (82576, I350) and
-//! ixgbe (82599/X520) NICs over VFIO, with zero-copy receive and transmit
-//! from hugepage mempools and one RSS queue per pinned core.
+//! ixgbe (82599/X520) NICs and virtio-net (modern virtio 1.x, in a VM with a
+//! virtual IOMMU) over VFIO, with zero-copy receive and transmit from
+//! hugepage mempools and one RSS queue per pinned core.
 //!
 //! The library is the driver only: device bring-up ([`Device`],
 //! [`DeviceConfig`]), queues and bursts ([`Queue`]), errors ([`Error`], and
 //! the rest of [`error`]), hardware and software counters ([`Stats`],
 //! [`stats`]), RSS ([`rss`]), DMA memory ([`dma`]), receive modes ([`irq`]),
-//! the igb and ixgbe families behind one interface kept inside the library
+//! the igb, ixgbe and virtio-net families behind one interface kept inside the library
 //! (what the PCI look-ups show of one: [`pci::FamilyInfo`]), PCI sysfs
 //! ([`pci`]: addresses, IDs, link state, bind/unbind), and VFIO, MMIO, DMA
 //! mapping and the clock. The tools (the `pollnic` command, the examples)

@@ -4,19 +4,38 @@
 
 use crate::counters::DeviceCounters;
 use crate::error::{Error, Result};
+use crate::family::virtio::Notify;
 use crate::io::TailDoorbell;
 use crate::irq::{IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
 use crate::removal::Removal;
 use pollnic_hw::offload::{TxOffload, TxRefusal};
-use pollnic_rings::{Mempool, Packet, RxRing, RxStats, TxRing, TxStats};
+use pollnic_rings::{
+    Mempool, Packet, PoolCache, RxRing, RxStats, TxRing, TxStats, VirtqRx, VirtqStats, VirtqTx,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The rings of one queue pair: Intel descriptor rings (igb, ixgbe) or
+/// virtio split virtqueues (virtio-net). An enum, not a trait object: the
+/// match is one well-predicted compare per burst call, and each arm's burst
+/// is inlined (`docs/design/families.md`, "Two kinds of ring").
+pub(crate) enum Rings {
+    /// Descriptor rings written through tail registers.
+    Desc {
+        rx: RxRing<TailDoorbell>,
+        tx: TxRing<TailDoorbell>,
+    },
+    /// Split virtqueues with their notification doorbells.
+    Virtq {
+        rx: VirtqRx<Notify>,
+        tx: VirtqTx<Notify>,
+    },
+}
 
 /// RX queue `id`, TX queue `id`, and the mempool both use.
 pub struct Queue {
     pub(crate) id: u16,
-    pub(crate) rx: RxRing<TailDoorbell>,
-    pub(crate) tx: TxRing<TailDoorbell>,
+    pub(crate) rings: Rings,
     pub(crate) counters: DeviceCounters,
     pub(crate) removal: Arc<Removal>,
     /// The queue's MSI-X vector, once the device enabled MSI-X.
@@ -87,8 +106,11 @@ impl Queue {
     /// ```
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        let n = self.rx.rx_burst(out, max);
-        self.counters[self.id as usize].publish_rx(&self.rx.stats());
+        let (n, stats) = match &mut self.rings {
+            Rings::Desc { rx, .. } => (rx.rx_burst(out, max), rx.stats()),
+            Rings::Virtq { rx, .. } => (rx.rx_burst(out, max), rx.stats()),
+        };
+        self.counters[self.id as usize].publish_rx(&stats);
         n
     }
 
@@ -140,8 +162,11 @@ impl Queue {
                 pad_short_frame(p);
             }
         }
-        let n = self.tx.tx_burst(pkts, self.rx.cache_mut());
-        self.counters[self.id as usize].publish_tx(&self.tx.stats());
+        let (n, stats) = match &mut self.rings {
+            Rings::Desc { rx, tx } => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
+            Rings::Virtq { rx, tx } => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
+        };
+        self.counters[self.id as usize].publish_tx(&stats);
         n
     }
 
@@ -160,6 +185,9 @@ impl Queue {
     /// counted in `tx_errors` and `tx_offload_errors`
     /// ([`Queue::tx_stats`]); [`Queue::last_tx_refusal`] says why.
     /// [`TxOffload::check`] gives the same answer before sending. Short frames are padded as in [`Queue::tx_burst`].
+    /// A virtio-net port offers no transmit offloads: there every frame of a
+    /// request other than [`TxOffload::NONE`] is refused
+    /// ([`TxRefusal::NoTxOffloads`]) and counted the same way.
     ///
     /// # Example
     ///
@@ -185,15 +213,82 @@ impl Queue {
                 pad_short_frame(p);
             }
         }
-        let n = self.tx.tx_burst_offload(pkts, offload, self.rx.cache_mut());
-        self.counters[self.id as usize].publish_tx(&self.tx.stats());
+        let (n, stats) = match &mut self.rings {
+            Rings::Desc { rx, tx } => (tx.tx_burst_offload(pkts, offload, rx.cache_mut()), tx.stats()),
+            Rings::Virtq { rx, tx } if offload.is_none() => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
+            Rings::Virtq { rx, tx } => (tx.refuse_offloads(pkts, rx.cache_mut()), tx.stats()),
+        };
+        self.counters[self.id as usize].publish_tx(&stats);
         n
+    }
+
+    /// Whether this queue's device does transmit offloads (the Intel
+    /// families' context descriptors; a virtio-net port offers none).
+    #[cfg_attr(not(feature = "smoltcp"), allow(dead_code))]
+    pub(crate) fn offers_tx_offloads(&self) -> bool {
+        matches!(self.rings, Rings::Desc { .. })
     }
 
     /// Why the last frame refused by [`Queue::tx_burst_offload`] was
     /// refused, if one was.
     pub fn last_tx_refusal(&self) -> Option<TxRefusal> {
-        self.tx.last_refusal()
+        match &self.rings {
+            Rings::Desc { tx, .. } => tx.last_refusal(),
+            Rings::Virtq { tx, .. } => (tx.stats().tx_offload_errors > 0).then_some(TxRefusal::NoTxOffloads),
+        }
+    }
+
+    /// Reclaim sent TX buffers into the queue's cache; returns how many.
+    pub(crate) fn reclaim(&mut self) -> usize {
+        match &mut self.rings {
+            Rings::Desc { rx, tx } => tx.reclaim(rx.cache_mut()),
+            Rings::Virtq { rx, tx } => tx.reclaim(rx.cache_mut()),
+        }
+    }
+
+    /// Frames handed to the TX ring and not yet reclaimed.
+    pub(crate) fn tx_in_flight(&self) -> usize {
+        match &self.rings {
+            Rings::Desc { tx, .. } => tx.in_flight(),
+            Rings::Virtq { tx, .. } => tx.in_flight(),
+        }
+    }
+
+    /// The queue's buffer cache (the RX ring's).
+    #[inline]
+    pub(crate) fn cache_mut(&mut self) -> &mut PoolCache {
+        match &mut self.rings {
+            Rings::Desc { rx, .. } => rx.cache_mut(),
+            Rings::Virtq { rx, .. } => rx.cache_mut(),
+        }
+    }
+
+    /// Buffers the RX ring holds for the device (descriptors on the Intel
+    /// rings; chains, half the descriptors, on a virtqueue).
+    #[cfg_attr(not(feature = "smoltcp"), allow(dead_code))]
+    pub(crate) fn rx_ring_buffers(&self) -> usize {
+        match &self.rings {
+            Rings::Desc { rx, .. } => rx.desc().count() as usize,
+            Rings::Virtq { rx, .. } => rx.chains(),
+        }
+    }
+
+    /// Whether a frame waits on the RX ring.
+    fn rx_ready(&self) -> bool {
+        match &self.rings {
+            Rings::Desc { rx, .. } => rx.ready(),
+            Rings::Virtq { rx, .. } => rx.ready(),
+        }
+    }
+
+    /// The virtqueues' driver-side counters (kicks, suppressed kicks,
+    /// device errors) as `(rx, tx)`, or `None` on a family whose queues are
+    /// descriptor rings (igb, ixgbe).
+    pub fn virtq_stats(&self) -> Option<(VirtqStats, VirtqStats)> {
+        match &self.rings {
+            Rings::Desc { .. } => None,
+            Rings::Virtq { rx, tx } => Some((rx.virtq_stats(), tx.virtq_stats())),
+        }
     }
 
     /// Reclaim sent TX buffers until none is in flight or `timeout` passes;
@@ -201,8 +296,8 @@ impl Queue {
     pub fn flush_tx(&mut self, timeout: Duration) -> bool {
         let start = Instant::now();
         loop {
-            self.tx.reclaim(self.rx.cache_mut());
-            if self.tx.in_flight() == 0 {
+            self.reclaim();
+            if self.tx_in_flight() == 0 {
                 return true;
             }
             if start.elapsed() > timeout {
@@ -216,7 +311,10 @@ impl Queue {
     /// [`Mempool::alloc`] works from any thread; on the queue's own thread
     /// [`Queue::alloc_burst`] is cheaper.
     pub fn mempool(&self) -> &Mempool {
-        self.rx.pool()
+        match &self.rings {
+            Rings::Desc { rx, .. } => rx.pool(),
+            Rings::Virtq { rx, .. } => rx.pool(),
+        }
     }
 
     /// Append up to `n` empty packets (length 0) from this queue's buffer
@@ -224,14 +322,14 @@ impl Queue {
     /// No atomic operation unless the cache refills (DPDK
     /// `rte_pktmbuf_alloc_bulk`).
     pub fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> usize {
-        self.rx.cache_mut().alloc_burst(out, n)
+        self.cache_mut().alloc_burst(out, n)
     }
 
     /// Return every packet in `pkts` (leaves it empty): this queue's buffers
     /// go to its cache with no atomic operation (unless it spills), cheaper
     /// than dropping them one by one (DPDK `rte_pktmbuf_free_bulk`).
     pub fn free_bulk(&mut self, pkts: &mut Vec<Packet>) {
-        self.rx.cache_mut().free_bulk(pkts)
+        self.cache_mut().free_bulk(pkts)
     }
     /// Wait for frames as the queue's [`RxMode`] says; call it after every
     /// [`Queue::rx_burst`] with what that returned. Returns whether it
@@ -284,7 +382,7 @@ impl Queue {
             None => {
                 let now = Instant::now();
                 let t = nanos_since(self.epoch(), now);
-                let packets = self.rx.stats().packets;
+                let packets = self.rx_stats().packets;
                 let budget = self.spin.idle_starts(t, packets);
                 self.irq_stats.spin_budget_ns = budget;
                 self.empty_run = 0;
@@ -322,7 +420,7 @@ impl Queue {
         let Moderation::Dynamic { max_latency_us } = self.moderation else {
             return;
         };
-        let s = self.rx.stats();
+        let s = self.rx_stats();
         let (p, b) = (s.packets - self.itr_seen.0, s.bytes - self.itr_seen.1);
         self.itr_seen = (s.packets, s.bytes);
         let usecs = self.itr.update(p, b, max_latency_us).min(self.max_usecs);
@@ -352,8 +450,11 @@ impl Queue {
             return false;
         };
         irq.arm();
-        if self.rx.ready() {
-            irq.mask();
+        if let Rings::Virtq { rx, .. } = &mut self.rings {
+            rx.set_interrupts(true);
+        }
+        if self.rx_ready() {
+            self.mask_irq();
             self.irq_stats.raced += 1;
             return false;
         }
@@ -366,7 +467,7 @@ impl Queue {
                 self.irq_stats.timeouts += 1;
                 break;
             }
-            if self.rx.ready() {
+            if self.rx_ready() {
                 break;
             }
             // Nothing in the ring: a signal from before the arm. Still armed
@@ -378,9 +479,20 @@ impl Queue {
                 break;
             }
         }
-        irq.mask();
+        self.mask_irq();
         self.irq_stats.sleeps += 1;
         true
+    }
+
+    /// Mask the queue's interrupt (the vector's EIMC, or the virtqueue's
+    /// `VRING_AVAIL_F_NO_INTERRUPT`).
+    fn mask_irq(&mut self) {
+        if let Some(irq) = &self.irq {
+            irq.mask();
+        }
+        if let Rings::Virtq { rx, .. } = &mut self.rings {
+            rx.set_interrupts(false);
+        }
     }
 
     /// This queue's receive mode.
@@ -450,7 +562,7 @@ impl Queue {
         irq.set_usecs(usecs);
         self.moderation = moderation;
         self.itr = Itr::default();
-        let s = self.rx.stats();
+        let s = self.rx_stats();
         self.itr_seen = (s.packets, s.bytes);
         self.irq_stats.itr_usecs = usecs;
         Ok(())
@@ -468,16 +580,25 @@ impl Queue {
 
     /// RX ring counters.
     pub fn rx_stats(&self) -> RxStats {
-        self.rx.stats()
+        match &self.rings {
+            Rings::Desc { rx, .. } => rx.stats(),
+            Rings::Virtq { rx, .. } => rx.stats(),
+        }
     }
     /// TX ring counters.
     pub fn tx_stats(&self) -> TxStats {
-        self.tx.stats()
+        match &self.rings {
+            Rings::Desc { tx, .. } => tx.stats(),
+            Rings::Virtq { tx, .. } => tx.stats(),
+        }
     }
     /// The burst loops this queue runs, chosen at setup from
-    /// [`crate::DeviceConfig::data_path`].
+    /// [`crate::DeviceConfig::data_path`]; a virtqueue has the scalar loop only.
     pub fn data_path(&self) -> crate::DataPath {
-        self.rx.data_path()
+        match &self.rings {
+            Rings::Desc { rx, .. } => rx.data_path(),
+            Rings::Virtq { .. } => crate::DataPath::Scalar,
+        }
     }
 }
 

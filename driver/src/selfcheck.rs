@@ -83,7 +83,10 @@ pub fn selfcheck_on(
     let bar = io.bar0();
     let before: Vec<u32> = list.iter().map(|(_, o)| bar.regs().read32(*o)).collect();
     let (addr, name, device) = (ident.addr, ident.name.clone(), ident.device);
-    let power_saving_before = family.power_saving(bar.regs(), device);
+    let power_saving_before = match family.desc() {
+        Some(desc) => desc.power_saving(bar.regs(), device),
+        None => crate::config::PowerSaving::OFF,
+    };
     let dev = Device::open_on(io, ident, cfg)?;
     let after: Vec<u32> = list.iter().map(|(_, o)| bar.regs().read32(*o)).collect();
     let link = dev.link();

@@ -135,8 +135,9 @@ impl<'q> QueueDevice<'q> {
     /// smoltcp's device over `queue`, for a port set up for an IP MTU of
     /// `ip_mtu` bytes ([`Device::mtu`]).
     pub fn on_queue(queue: &'q mut Queue, ip_mtu: usize) -> Self {
-        let ring = queue.rx.desc().count();
-        let max_burst = (ring - rx_free_thresh(ring) - 1).max(1) as usize;
+        let ring = queue.rx_ring_buffers();
+        let offload = queue.offers_tx_offloads();
+        let max_burst = (ring - rx_free_thresh(ring as u16) as usize - 1).max(1);
         QueueDevice {
             queue,
             rx: Vec::with_capacity(BURST),
@@ -147,7 +148,7 @@ impl<'q> QueueDevice<'q> {
             stats: SmolStats::default(),
             ip_mtu,
             max_burst,
-            offload: true,
+            offload,
             run: Vec::with_capacity(BURST),
         }
     }
@@ -156,9 +157,10 @@ impl<'q> QueueDevice<'q> {
     /// NIC (`on`, the default; advertised to smoltcp by
     /// `phy::Device::capabilities`) or compute them in software as
     /// smoltcp does by default. Call it before the `Interface` is made:
-    /// smoltcp reads the capabilities as it builds each frame.
+    /// smoltcp reads the capabilities as it builds each frame. On a port
+    /// whose device offers no transmit offloads (virtio-net) it stays off.
     pub fn set_checksum_offload(&mut self, on: bool) {
-        self.offload = on;
+        self.offload = on && self.queue.offers_tx_offloads();
     }
 
     /// The counters so far.
@@ -203,10 +205,10 @@ impl<'q> QueueDevice<'q> {
     /// after reclaiming sent buffers.
     fn ensure_spare(&mut self) -> bool {
         if self.spare.is_none() {
-            self.spare = self.queue.rx.cache_mut().alloc();
+            self.spare = self.queue.cache_mut().alloc();
             if self.spare.is_none() {
-                self.queue.tx.reclaim(self.queue.rx.cache_mut());
-                self.spare = self.queue.rx.cache_mut().alloc();
+                self.queue.reclaim();
+                self.spare = self.queue.cache_mut().alloc();
             }
         }
         self.spare.is_some()

@@ -248,6 +248,21 @@ impl Stats {
         self.extra[i] += n;
     }
 
+    /// Set the software counter `name` of [`StatsLayout::extra`] to `v`
+    /// (a total the driver keeps elsewhere, e.g. virtio-net's ring counters).
+    ///
+    /// # Panics
+    /// If the layout has no such counter (a bug in the family code).
+    pub(crate) fn set_extra(&mut self, name: &str, v: u64) {
+        let i = self
+            .layout
+            .extra
+            .iter()
+            .position(|e| *e == name)
+            .unwrap_or_else(|| panic!("no software counter {name} in this layout"));
+        self.extra[i] = v;
+    }
+
     fn index_of(&self, name: &str) -> Option<usize> {
         let name = self
             .layout

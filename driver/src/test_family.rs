@@ -54,8 +54,8 @@ impl Family for E1000eForTest {
     fn max_queues(&self, _device: u16) -> u16 {
         MODELS[0].queues
     }
-    fn link_register(&self) -> u32 {
-        TEST_LINK_REG
+    fn link_register(&self) -> Option<u32> {
+        Some(TEST_LINK_REG)
     }
     /// Bit 0: link up; bits 2:1 = 2 → 2500 Mb/s (made up, and a speed neither
     /// igb nor ixgbe decodes, so the test sees whose decode ran).
@@ -77,10 +77,16 @@ impl Family for E1000eForTest {
     fn min_ring_size(&self) -> u32 {
         unreachable!("{NOT_OPENED}")
     }
-    fn rx_error_mask(&self) -> u32 {
+    fn stats_layout(&self) -> &'static StatsLayout {
         unreachable!("{NOT_OPENED}")
     }
-    fn stats_layout(&self) -> &'static StatsLayout {
+    fn desc(&self) -> Option<&dyn crate::family::DescFamily> {
+        Some(self)
+    }
+}
+
+impl crate::family::DescFamily for E1000eForTest {
+    fn rx_error_mask(&self) -> u32 {
         unreachable!("{NOT_OPENED}")
     }
     fn init(&self, _: &dyn Regs) -> Result<[u8; 6], TimedOut> {

@@ -276,6 +276,9 @@ pub enum TxRefusal {
     },
     /// A bad IPv4 header length (IHL under 5) or TCP data offset (under 5).
     BadHeader,
+    /// The device offers no transmit offloads at all (a virtio-net port:
+    /// pollnic does not negotiate `VIRTIO_NET_F_CSUM`).
+    NoTxOffloads,
     /// Bytes after the IP datagram (Ethernet padding) that are not zero:
     /// the NIC sums the L4 checksum to the end of the frame, so they would
     /// make it wrong.
@@ -317,6 +320,11 @@ impl fmt::Display for TxRefusal {
                 f,
                 "TX offload refused: {field} of {len} bytes does not fit the context \
                  descriptor (at most {max})"
+            ),
+            TxRefusal::NoTxOffloads => write!(
+                f,
+                "TX offload refused: this port's device offers no transmit offloads \
+                 (virtio-net): compute checksums and insert tags in software"
             ),
             TxRefusal::BadHeader => write!(
                 f,

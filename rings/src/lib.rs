@@ -6,7 +6,8 @@
 //! *burst* of packets per call, a *descriptor write-back* by the device, the
 //! *tail* register (RDT/TDT) written once per burst.
 //!
-//! `unsafe` lives only in [`dma`] (mapping and raw buffer access), [`descring`]
+//! `unsafe` lives only in [`virtq`] (volatile access to a split virtqueue),
+//! [`dma`] (mapping and raw buffer access), [`descring`]
 //! (volatile descriptor access), [`mempool`] (the pool's reference count and
 //! packet buffer access), [`rx`] and [`tx`] (handing buffer ownership between
 //! rings and packets: the burst's `set_len`, packets rebuilt from their parts).
@@ -19,6 +20,7 @@ pub mod mempool;
 pub mod rx;
 pub mod simd;
 pub mod tx;
+pub mod virtq;
 
 pub use descring::{DescRing, Doorbell};
 pub use dma::{DmaError, DmaMapper, DmaRegion, IdentityMapper, PageSize};
@@ -26,3 +28,4 @@ pub use mempool::{Mempool, Packet, PacketTooLong, PoolCache};
 pub use rx::{rx_cache_size, rx_free_thresh, RingError, RxRing, RxStats, RX_UNFINISHED_POLLS};
 pub use simd::DataPath;
 pub use tx::{TxRing, TxStats, TX_RS_THRESH};
+pub use virtq::{VirtqAddrs, VirtqRx, VirtqStats, VirtqTx, VIRTIO_NET_HDR_LEN};

@@ -67,6 +67,9 @@ pub enum RingError {
     /// space, e.g. another port's VFIO container).
     #[error("the mempool is mapped in another IO address space than the descriptor ring: use a mempool of this device")]
     Unreachable,
+    /// The ring's own DMA region could not be allocated or mapped.
+    #[error(transparent)]
+    Dma(#[from] crate::dma::DmaError),
     /// The mempool cannot arm every descriptor.
     #[error("mempool has {free} free buffers but the ring needs {needed}: make the pool larger than the ring")]
     PoolTooSmall {

@@ -26,6 +26,16 @@ fn relay_dir() -> PathBuf {
 /// # Panics
 /// When the relay answers with an error or does not answer within 30 s.
 pub fn set_link(port: usize, up: bool) {
+    set_link_of(&format!("pollnic_port{port}"), up)
+}
+
+/// Sets the link of the QEMU network device with id `nic` (e.g.
+/// `pollnic_virtio0`, a virtio-net port) up or down; returns once QEMU has
+/// done it.
+///
+/// # Panics
+/// As [`set_link`].
+pub fn set_link_of(nic: &str, up: bool) {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = relay_dir();
     let id = format!(
@@ -33,10 +43,7 @@ pub fn set_link(port: usize, up: bool) {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
-    let request = format!(
-        "set_link pollnic_port{port} {}\n",
-        if up { "on" } else { "off" }
-    );
+    let request = format!("set_link {nic} {}\n", if up { "on" } else { "off" });
     let tmp = dir.join(format!("req-{id}.tmp"));
     std::fs::write(&tmp, &request).unwrap_or_else(|e| panic!("writing {}: {e}", tmp.display()));
     std::fs::rename(&tmp, dir.join(format!("req-{id}"))).expect("renaming the request");

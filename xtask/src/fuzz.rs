@@ -1,7 +1,9 @@
 //! `cargo xtask fuzz`: the cargo-fuzz targets `rings` and `rings_vector` (fuzz/fuzz_targets/,
 //! the rings on their scalar and on their vector burst loops against a hostile device model,
-//! fuzz/hostile.rs) under libFuzzer with AddressSanitizer, one after the other, each for half
-//! the time (both read the seeds in fuzz/seeds/rings).
+//! fuzz/hostile.rs) and `virtq` (the split virtqueue against a hostile virtio device,
+//! fuzz/virtq_hostile.rs) under libFuzzer with AddressSanitizer, one after the other, each for
+//! a third of the time (the first two read the seeds in fuzz/seeds/rings, `virtq` those in
+//! fuzz/seeds/virtq).
 //!
 //! Installs cargo-fuzz from crates.io when missing (`cargo install cargo-fuzz --locked`), builds
 //! the target on the nightly toolchain (ASan, debug assertions and overflow checks on), and runs
@@ -19,10 +21,14 @@ use crate::cmd;
 use crate::layout::Layout;
 use crate::say;
 
-/// The fuzz targets' names (fuzz/Cargo.toml `[[bin]]`): the scalar and the vector burst loops.
-const TARGETS: [&str; 2] = ["rings", "rings_vector"];
-/// The seed corpus both read (fuzz/seeds/<SEEDS>): one input format.
-const SEEDS: &str = "rings";
+/// The fuzz targets' names (fuzz/Cargo.toml `[[bin]]`): the descriptor rings on the scalar and
+/// the vector burst loops, and the split virtqueue; each with its seed corpus
+/// (fuzz/seeds/<seeds>, one per input format).
+const TARGETS: [(&str, &str); 3] = [
+    ("rings", "rings"),
+    ("rings_vector", "rings"),
+    ("virtq", "virtq"),
+];
 /// Longest input in bytes: about 80 steps of the hostile-device harness.
 const MAX_LEN: u32 = 256;
 
@@ -130,23 +136,23 @@ impl Budget {
     }
 }
 
-/// Installs and builds as needed, then fuzzes each target in turn within half of `budget`
+/// Installs and builds as needed, then fuzzes each target in turn within a third of `budget`
 /// (at least 1 s each when time-limited) with `jobs` libFuzzer processes sharing one corpus per
 /// target, holding the testbed lock while fuzzing unless `budget.background`. The outcome adds
-/// both runs up (executions, times) and is clean only when both are; `log` is the last one's.
+/// the runs up (executions, times) and is clean only when all are; `log` is the last one's.
 pub fn run(layout: &Layout, budget: Budget, jobs: u32) -> Result<FuzzOutcome> {
-    let half = Budget {
+    let share = Budget {
         seconds: if budget.seconds == 0 {
             0
         } else {
-            (budget.seconds / 2).max(1)
+            (budget.seconds / TARGETS.len() as u64).max(1)
         },
         ..budget
     };
     let mut total: Option<FuzzOutcome> = None;
-    for target in TARGETS {
+    for (target, seeds) in TARGETS {
         say!("fuzz: target {target}");
-        let o = run_target(layout, target, half, jobs)?;
+        let o = run_target(layout, target, seeds, share, jobs)?;
         say!("fuzz: {target}: {}", describe(&o));
         total = Some(match total {
             None => o,
@@ -159,11 +165,17 @@ pub fn run(layout: &Layout, budget: Budget, jobs: u32) -> Result<FuzzOutcome> {
             },
         });
     }
-    Ok(total.expect("two targets"))
+    Ok(total.expect("three targets"))
 }
 
 /// [`run`] for one target.
-fn run_target(layout: &Layout, target: &str, budget: Budget, jobs: u32) -> Result<FuzzOutcome> {
+fn run_target(
+    layout: &Layout,
+    target: &str,
+    seeds: &str,
+    budget: Budget,
+    jobs: u32,
+) -> Result<FuzzOutcome> {
     let t = Instant::now();
     ensure_tools()?;
     let mut build = nightly_cargo();
@@ -182,7 +194,7 @@ fn run_target(layout: &Layout, target: &str, budget: Budget, jobs: u32) -> Resul
     for dir in [&corpus, &artifacts, &logs] {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let seeds = layout.repo.join("fuzz").join("seeds").join(SEEDS);
+    let seeds = layout.repo.join("fuzz").join("seeds").join(seeds);
     let log = logs.join(format!("{target}-{}.log", crate::runscript::nonce()));
 
     let command = |job: u32| {

@@ -13,7 +13,10 @@ use crate::guest::GuestImage;
 use crate::install::QEMU;
 use crate::layout::Layout;
 use crate::qmp::Relay;
-use crate::runscript::{full_script, hub_of, nic_id, nonce, PORTS, SHARED_GROUP};
+use crate::runscript::{
+    full_script, hub_of, nic_id, nonce, virtio_id, PORTS, SHARED_GROUP, VIRTIO_NOPLATFORM,
+    VIRTIO_PORTS, VIRTIO_TRANSITIONAL,
+};
 use crate::{cmd, say};
 
 /// How long QEMU may take to exit after the guest reported its exit status.
@@ -115,7 +118,10 @@ pub fn run_in_guest(
 
     // QMP listens in /tmp: a unix socket path must stay under 108 bytes.
     let qmp_socket = PathBuf::from(format!("/tmp/pollnic-qmp-{nonce}.sock"));
-    let nics = (0..PORTS.len()).map(nic_id).collect();
+    let nics = (0..PORTS.len())
+        .map(nic_id)
+        .chain((0..VIRTIO_PORTS.len()).map(virtio_id))
+        .collect();
     let relay = Relay::start(&relay_dir, &qmp_socket, nics)?;
     let plugin = counts.as_ref().map(|(c, file)| c.qemu_arg(file));
     let result = boot(
@@ -260,6 +266,32 @@ fn qemu_command(
         c.args([
             "-device",
             &format!("igb,netdev=p{i},addr=0x{slot},mac={mac},id={}", nic_id(i)),
+        ]);
+    }
+    // The virtio-net ports, back to back through hub 3; rx_queue_size 1024
+    // (QEMU's largest; TX stays at 256, the most QEMU allows but for
+    // vhost-user). Then the two devices the bad-input test must see refused.
+    for (i, (pci, mac)) in VIRTIO_PORTS.iter().enumerate() {
+        let slot = &pci[8..10];
+        c.args(["-netdev", &format!("hubport,id=v{i},hubid=3")]);
+        c.args([
+            "-device",
+            &format!(
+                "virtio-net-pci,netdev=v{i},addr=0x{slot},mac={mac},id={},disable-legacy=on,\
+                 iommu_platform=on,rx_queue_size=1024",
+                virtio_id(i)
+            ),
+        ]);
+    }
+    for (name, pci, opts) in [
+        ("np", VIRTIO_NOPLATFORM, "disable-legacy=on"),
+        ("tr", VIRTIO_TRANSITIONAL, "disable-legacy=off"),
+    ] {
+        let slot = &pci[8..10];
+        c.args(["-netdev", &format!("hubport,id=v{name},hubid=2")]);
+        c.args([
+            "-device",
+            &format!("virtio-net-pci,netdev=v{name},addr=0x{slot},{opts}"),
         ]);
     }
     // Two root ports as functions of one slot, without ACS, each with an igb

@@ -33,6 +33,46 @@ pub const PORTS: [(&str, &str); 4] = [
 /// guest's kernel igb driver takes both at boot and the testbed leaves them there.
 pub const SHARED_GROUP: [&str; 2] = ["0000:01:00.0", "0000:02:00.0"];
 
+/// The virtio-net ports: modern virtio 1.x devices (`disable-legacy=on`, PCI
+/// ID 1af4:1041) whose DMA goes through the guest's vIOMMU
+/// (`iommu_platform=on`, so they offer `VIRTIO_F_ACCESS_PLATFORM`), guest PCI
+/// address and MAC in port order, wired back to back through QEMU hub 3 like
+/// the igb pairs. Slots 0x10 and 0x11 keep clear of the igb ports' VF slots
+/// (0x16..=0x1d). Bound to vfio-pci with the igb ports; exported as
+/// `POLLNIC_VIRTIO_PORT{0,1}` and `POLLNIC_VIRTIO_PORT{0,1}_MAC`.
+pub const VIRTIO_PORTS: [(&str, &str); 2] = [
+    ("0000:00:10.0", "52:54:00:12:36:01"),
+    ("0000:00:11.0", "52:54:00:12:36:02"),
+];
+
+/// Two virtio-net devices pollnic must refuse, for the bad-input test: one
+/// without `iommu_platform=on` (modern, but no `VIRTIO_F_ACCESS_PLATFORM`:
+/// it would bypass the vIOMMU; bound to vfio-pci so that the refusal comes
+/// from the feature negotiation) and one transitional (legacy interface
+/// too, PCI ID 1af4:1000, which QEMU does not give `iommu_platform`; left
+/// with the guest's virtio-pci driver). On the
+/// traffic-free hub 2. Exported as `POLLNIC_VIRTIO_NOPLATFORM` and
+/// `POLLNIC_VIRTIO_TRANSITIONAL`.
+pub const VIRTIO_NOPLATFORM: &str = "0000:00:12.0";
+/// See [`VIRTIO_NOPLATFORM`].
+pub const VIRTIO_TRANSITIONAL: &str = "0000:00:13.0";
+
+/// Every device the testbed binds to vfio-pci: the igb ports, the virtio-net
+/// ports and the virtio device without ACCESS_PLATFORM.
+pub fn bound_ports() -> Vec<&'static str> {
+    PORTS
+        .iter()
+        .chain(&VIRTIO_PORTS)
+        .map(|p| p.0)
+        .chain([VIRTIO_NOPLATFORM])
+        .collect()
+}
+
+/// The QEMU device id of virtio-net port `i` (what QMP's `set_link` names).
+pub fn virtio_id(port: usize) -> String {
+    format!("pollnic_virtio{port}")
+}
+
 /// The QEMU hub that port `i` is on: ports 0 and 1 share hub 0, ports 2 and 3 hub 1.
 pub fn hub_of(port: usize) -> usize {
     port / 2
@@ -57,7 +97,9 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool) -> String {
         let (Some(key), Some(value)) = (key.to_str(), value.to_str()) else {
             continue;
         };
-        let ours = key == "POLLNIC_GUEST" || key.starts_with("POLLNIC_PORT");
+        let ours = key == "POLLNIC_GUEST"
+            || key.starts_with("POLLNIC_PORT")
+            || key.starts_with("POLLNIC_VIRTIO_");
         if PASSTHROUGH.contains(&key) || (key.starts_with("POLLNIC_") && !ours) {
             export(key, value);
         }
@@ -77,8 +119,14 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool) -> String {
         export(&format!("POLLNIC_PORT{i}_MAC"), mac);
     }
     export("POLLNIC_SHARED_GROUP", &SHARED_GROUP.join(","));
+    for (i, (pci, mac)) in VIRTIO_PORTS.iter().enumerate() {
+        export(&format!("POLLNIC_VIRTIO_PORT{i}"), pci);
+        export(&format!("POLLNIC_VIRTIO_PORT{i}_MAC"), mac);
+    }
+    export("POLLNIC_VIRTIO_NOPLATFORM", VIRTIO_NOPLATFORM);
+    export("POLLNIC_VIRTIO_TRANSITIONAL", VIRTIO_TRANSITIONAL);
     let _ = writeln!(s, "cd {} || exit 125", cmd::shell_quote(&layout.repo));
-    let pcis: Vec<&str> = PORTS.iter().map(|p| p.0).collect();
+    let pcis = bound_ports();
     let _ = writeln!(
         s,
         "for dev in {}; do\n    [ -e /sys/bus/pci/devices/$dev ] || {{ echo \"pollnic-testbed: NIC $dev is missing in the guest\" >&2; exit 125; }}\ndone",
@@ -135,6 +183,12 @@ mod tests {
         assert!(!s.contains(" bind "));
         assert!(s.ends_with("sh -c 'exit 3'\n"));
         let bound = full_script(&layout, "true", true);
-        assert!(bound.contains("/work/main/target/debug/pollnic bind 0000:00:08.0 0000:00:0a.0 0000:00:0c.0 0000:00:06.0 ||"));
+        assert!(bound.contains(
+            "/work/main/target/debug/pollnic bind 0000:00:08.0 0000:00:0a.0 0000:00:0c.0 \
+             0000:00:06.0 0000:00:10.0 0000:00:11.0 0000:00:12.0 ||"
+        ));
+        assert!(s.contains("export POLLNIC_VIRTIO_PORT1=0000:00:11.0\n"));
+        assert!(s.contains("export POLLNIC_VIRTIO_PORT0_MAC=52:54:00:12:36:01\n"));
+        assert!(s.contains("export POLLNIC_VIRTIO_TRANSITIONAL=0000:00:13.0\n"));
     }
 }

@@ -21,7 +21,6 @@ use crate::cargo::{self, TestExe};
 use crate::cmd::shell_quote;
 use crate::layout::Layout;
 use crate::qemu::{self, VmOptions};
-use crate::runscript::PORTS;
 use crate::{guest, say};
 
 /// The package whose `guest_*` integration tests run in the guest.
@@ -287,7 +286,7 @@ fn guest_script(
         "results={}\n: > \"$results\"\nfailed=0",
         shell_quote(results)
     );
-    let pcis: Vec<&str> = PORTS.iter().map(|p| p.0).collect();
+    let pcis = crate::runscript::bound_ports();
     for (i, exe) in exes.iter().enumerate() {
         let _ = writeln!(s, "echo '==== guest test: {} ===='", exe.name);
         if bind && i > 0 {

@@ -30,6 +30,7 @@ use pollnic_hw::power::PowerSaving;
 mod ids;
 pub(crate) mod igb;
 pub(crate) mod ixgbe;
+pub(crate) mod virtio;
 
 use crate::stats::{Stats, StatsLayout};
 use crate::wait::TimedOut;
@@ -42,6 +43,7 @@ use pollnic_hw::rss::{Reta, KEY_LEN};
 pub(crate) static FAMILIES: &[FamilyInfo] = &[
     FamilyInfo(&crate::family::igb::Igb),
     FamilyInfo(&crate::family::ixgbe::IXGBE),
+    FamilyInfo(&crate::family::virtio::VirtioNet),
 ];
 
 /// The back end that drives PCI `vendor:device`, if any.
@@ -95,6 +97,10 @@ impl FamilyInfo {
     /// The largest MTU its back end supports, bytes.
     pub fn max_mtu(&self) -> u32 {
         self.0.max_mtu()
+    }
+    /// The PCI vendor ID of its parts (Intel 0x8086; virtio 0x1af4).
+    pub fn vendor(&self) -> u16 {
+        self.0.vendor()
     }
 }
 
@@ -307,7 +313,10 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     /// Byte offset in BAR 0 of the register `pollnic status` reads, once and
     /// read-only, for the link of a port no kernel network driver owns
     /// (igb `STATUS`, 82599 `LINKS`); decoded by [`Family::decode_link_register`].
-    fn link_register(&self) -> u32;
+    /// `None` for a family whose link is not one BAR 0 register (virtio-net:
+    /// its `status` field sits in the device configuration the capability
+    /// list points at, read when pollnic opens the port).
+    fn link_register(&self) -> Option<u32>;
     /// The link a value of [`Family::link_register`] shows.
     fn decode_link_register(&self, value: u32) -> LinkState;
     /// A warning `pollnic doctor` gives for every port of this family (a back
@@ -322,6 +331,31 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     fn max_mtu(&self) -> u32 {
         pollnic_hw::mtu::DEFAULT_MTU
     }
+    /// The counters behind [`crate::Device::stats`].
+    fn stats_layout(&self) -> &'static StatsLayout;
+
+    /// Largest per-vector interrupt throttle (EITR) in µs; 0 (the default):
+    /// the family has no MSI-X support in pollnic.
+    fn max_rx_usecs(&self) -> u32 {
+        0
+    }
+    /// The vendor ID of the parts it drives. Default: [`INTEL_VENDOR_ID`].
+    fn vendor(&self) -> u16 {
+        INTEL_VENDOR_ID
+    }
+    /// The descriptor-ring register work (Intel's advanced descriptors:
+    /// base/length/head/tail registers, RSS registers, clear-on-read
+    /// counters), or `None` for a family whose queues are virtqueues
+    /// (virtio-net, brought up by `family::virtio`).
+    fn desc(&self) -> Option<&dyn DescFamily>;
+}
+
+/// The register work of a family whose queues are Intel-style descriptor
+/// rings driven through BAR 0 registers (igb, ixgbe): what `Device` calls,
+/// in the order the module docs give, for such a family
+/// ([`Family::desc`]). Stateless like [`Family`]: every method gets the
+/// registers.
+pub(crate) trait DescFamily: Family {
     /// Program the largest frame the receiver accepts for `mtu` (in
     /// 1500..=[`Family::max_mtu`]); called after [`Family::init`], before
     /// any queue is configured, receiver off. Longer frames are dropped by
@@ -372,8 +406,6 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
         _vlan_strip: bool,
     ) {
     }
-    /// The counters behind [`crate::Device::stats`].
-    fn stats_layout(&self) -> &'static StatsLayout;
 
     /// Reset the device and bring it to the point where queues can be
     /// configured: interrupts masked, reset done, EEPROM and DMA init
@@ -425,12 +457,6 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     /// Stop all DMA (receiver, transmitter, the first `queues` queues, each
     /// awaited with a bound) and reset. Safe on a device in any state.
     fn shutdown(&self, r: &dyn Regs, queues: u16);
-
-    /// Largest per-vector interrupt throttle (EITR) in µs; 0 (the default):
-    /// the family has no MSI-X support in pollnic.
-    fn max_rx_usecs(&self) -> u32 {
-        0
-    }
     /// Put the device in MSI-X mode with RX queue `q`'s cause routed to
     /// vector `q` for `q` in `0..queues` (IVAR), every vector masked and its
     /// cause cleared, auto-clear on (EIAC), each throttled to `rx_usecs` µs

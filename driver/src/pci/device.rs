@@ -89,7 +89,14 @@ impl PciDevice {
             .ok()
             .and_then(|s| s.parse::<i64>().ok())
             .and_then(|n| u32::try_from(n).ok());
-        let interfaces = sysfs::dir_names(&dir.join("net"))?;
+        // A virtio-net device's interface hangs off its virtio child
+        // device (`<pci dir>/virtio<N>/net/<if>`), not the PCI function.
+        let mut interfaces = sysfs::dir_names(&dir.join("net"))?;
+        for child in sysfs::dir_names(&dir)? {
+            if child.starts_with("virtio") {
+                interfaces.extend(sysfs::dir_names(&dir.join(child).join("net"))?);
+            }
+        }
         Ok(Self {
             address: addr,
             vendor,
@@ -116,7 +123,13 @@ impl PciDevice {
 
     /// `true` if it is an Intel Ethernet controller (class 0x0200xx).
     pub fn is_intel_ethernet(&self) -> bool {
-        self.vendor == INTEL_VENDOR_ID && self.class >> 8 == CLASS_ETHERNET
+        self.vendor == INTEL_VENDOR_ID && self.is_ethernet()
+    }
+
+    /// `true` if it is an Ethernet controller (class 0x0200xx) of any vendor
+    /// (Intel's NICs, virtio-net devices).
+    pub fn is_ethernet(&self) -> bool {
+        self.class >> 8 == CLASS_ETHERNET
     }
 
     /// `true` if bound to vfio-pci.
@@ -142,8 +155,9 @@ impl PciDevice {
     }
 }
 
-/// All Intel Ethernet functions (vendor 0x8086, class 0x0200xx), supported
-/// or not (see [`PciDevice::is_supported`]), sorted by address.
+/// All Ethernet functions (class 0x0200xx) of a vendor pollnic has a family
+/// for (Intel 0x8086, virtio 0x1af4), supported or not (see
+/// [`PciDevice::is_supported`]), sorted by address.
 ///
 /// # Errors
 /// [`Error::Io`] / [`Error::PermissionDenied`] if `/sys/bus/pci/devices`
@@ -180,11 +194,11 @@ pub fn list_intel_nics_in(sysfs: &Sysfs, families: &[FamilyInfo]) -> Result<Vec<
             Err(e) if vanished(&e) => continue,
             Err(e) => return Err(e),
         };
-        if vendor != u32::from(INTEL_VENDOR_ID) {
+        if !families.iter().any(|f| u32::from(f.vendor()) == vendor) {
             continue;
         }
         match PciDevice::read_in(sysfs, addr, families) {
-            Ok(d) if d.is_intel_ethernet() => found.push(d),
+            Ok(d) if d.is_ethernet() => found.push(d),
             Ok(_) => {}
             Err(e) if vanished(&e) => {}
             Err(e) => return Err(e),

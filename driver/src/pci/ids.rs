@@ -13,14 +13,13 @@ pub fn supported_nics() -> impl Iterator<Item = &'static NicModel> {
     FAMILIES.iter().flat_map(|f| f.models().iter())
 }
 
-/// Looks up a supported device among `families`; `None` for non-Intel or
-/// unsupported IDs. [`lookup`] is this over the families pollnic drives; tests pass their own.
+/// Looks up a supported device among `families` (each family's
+/// [`FamilyInfo::vendor`]: Intel for igb/ixgbe, 0x1af4 for virtio-net);
+/// `None` for unsupported IDs. [`lookup`] is this over the families pollnic drives; tests pass their own.
 pub fn lookup_in(families: &[FamilyInfo], vendor: u16, device: u16) -> Option<&'static NicModel> {
-    if vendor != INTEL_VENDOR_ID {
-        return None;
-    }
     families
         .iter()
+        .filter(|f| f.vendor() == vendor)
         .flat_map(|f| f.models().iter())
         .find(|m| m.device_id == device)
 }
@@ -85,9 +84,12 @@ mod tests {
     #[test]
     fn table_has_no_duplicate_ids() {
         let all: Vec<_> = supported_nics().collect();
-        let ids: HashSet<u16> = all.iter().map(|m| m.device_id).collect();
+        let ids: HashSet<(u16, u16)> = all
+            .iter()
+            .map(|m| (m.family.vendor(), m.device_id))
+            .collect();
         assert_eq!(ids.len(), all.len());
-        assert_eq!(all.len(), 12 + 15);
+        assert_eq!(all.len(), 12 + 15 + 2);
     }
 
     #[test]
@@ -95,7 +97,7 @@ mod tests {
         for f in FAMILIES {
             for m in f.models() {
                 assert_eq!(m.family.name(), f.name(), "{m:?}");
-                assert!(f.drives(INTEL_VENDOR_ID, m.device_id), "{m:?}");
+                assert!(f.drives(f.vendor(), m.device_id), "{m:?}");
             }
         }
     }
@@ -110,6 +112,26 @@ mod tests {
             lookup(0x8086, 0x10FB).unwrap().family.kernel_driver(),
             "ixgbe"
         );
+        assert_eq!(
+            lookup(0x1af4, 0x1041).unwrap().family.kernel_driver(),
+            "virtio-pci"
+        );
+    }
+
+    #[test]
+    fn virtio_net_is_identified_and_the_transitional_device_refused() {
+        let (f, name) = identify(0x1af4, 0x1041).expect("modern virtio-net");
+        assert_eq!(
+            (f.name(), name),
+            ("virtio-net", "Virtio 1.0 network device")
+        );
+        assert!(f.missing(0x1041).is_none());
+        let (f, _) = identify(0x1af4, 0x1000).expect("transitional virtio-net is named");
+        let why = f.missing(0x1000).expect("and refused");
+        assert!(why.contains("disable-legacy=on"), "{why}");
+        // The Intel device ID space does not leak into virtio's, nor back.
+        assert!(identify(0x8086, 0x1041).is_none());
+        assert!(identify(0x1af4, 0x10C9).is_none());
     }
 }
 

@@ -80,7 +80,12 @@ fn register_link(sysfs: &Sysfs, dev: &PciDevice, family: &dyn Family) -> LinkSta
         };
         return LinkState::Unknown(format!("device asleep in {state}{why}"));
     }
-    let offset = u64::from(family.link_register());
+    let Some(offset) = family.link_register().map(u64::from) else {
+        return LinkState::Unknown(format!(
+            "no link register: a {} port shows its link once pollnic opens it",
+            family.name()
+        ));
+    };
     match mmio::read_u32(&dir.join("resource0"), offset) {
         Ok(u32::MAX) => LinkState::Unknown("registers read all-ones: device asleep or gone".into()),
         Ok(v) => family.decode_link_register(v),

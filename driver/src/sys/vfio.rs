@@ -83,12 +83,17 @@ unsafe impl DmaMapper for VfioDma {
     }
 }
 
-/// An open VFIO device: its container, device fd and mapped BAR0.
+/// An open VFIO device: its container, device fd and mapped BARs.
 pub struct Vfio {
     // Dropped in `Drop for Vfio` (the release section): the request watch
-    // stopped, BAR0 detached from the device fd, the device fd and group
+    // stopped, the BARs detached from the device fd, the device fd and group
     // released; then the fields in order, the container last.
     bar0: Arc<Bar>,
+    /// The BARs mapped so far, by index: BAR 0 at open, any other when
+    /// asked for ([`DeviceIo::bar`]: a virtio device's capabilities name
+    /// them). A modern virtio device has no BAR 0; `bar0` is then its first
+    /// mappable BAR.
+    bars: Mutex<[Option<Arc<Bar>>; 6]>,
     device: ManuallyDrop<VfioDevice>,
     dma: Arc<VfioDma>,
     /// The device-release request: its eventfd and watching thread.
@@ -155,23 +160,38 @@ impl Vfio {
             },
         })?;
 
-        let flags = device.get_region_flags(0);
-        let size = device.get_region_size(0) as usize;
-        if flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || size == 0 {
+        // BAR 0 (the Intel families' registers); a device without one (a
+        // modern virtio device) gets its first mappable BAR in its place.
+        let mut bars: [Option<Arc<Bar>>; 6] = Default::default();
+        let mut bar0 = None;
+        let mut first_error = None;
+        for i in 0..6u32 {
+            match map_region(&device, i) {
+                Ok(b) => {
+                    let b = Arc::new(b);
+                    bars[i as usize] = Some(Arc::clone(&b));
+                    bar0 = Some(b);
+                    break;
+                }
+                // A BAR 0 that exists but cannot be mapped is an error (the
+                // Intel families' registers); only an absent one is skipped.
+                Err(e) if i == 0 => {
+                    let absent = device.get_region_size(0) == 0;
+                    first_error = Some(e);
+                    if !absent {
+                        break;
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        let Some(bar0) = bar0 else {
             return Err(Error::Vfio {
                 addr,
                 what: "mapping BAR0",
-                source: format!("region 0 is not mappable (flags {flags:#x}, size {size})").into(),
+                source: first_error.unwrap_or_default().into(),
             });
-        }
-        let bar0 =
-            Bar::map(device.as_raw_fd(), device.get_region_offset(0), size).map_err(|e| {
-                Error::Vfio {
-                    addr,
-                    what: "mapping BAR0",
-                    source: Box::new(e),
-                }
-            })?;
+        };
         let dma = match shared {
             Some(dma) => Arc::clone(dma),
             None => Arc::new(VfioDma {
@@ -187,7 +207,8 @@ impl Vfio {
             source,
         })?;
         let vfio = Vfio {
-            bar0: Arc::new(bar0),
+            bar0,
+            bars: Mutex::new(bars),
             device: ManuallyDrop::new(device),
             dma,
             release,
@@ -195,6 +216,18 @@ impl Vfio {
         };
         vfio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
         Ok(vfio)
+    }
+
+    /// Read `buf.len()` bytes of PCI configuration space at `off`
+    /// (`VFIO_PCI_CONFIG_REGION_INDEX`); false when the read fails.
+    fn read_config(&self, off: u32, buf: &mut [u8]) -> bool {
+        let size = self.device.get_region_size(VFIO_PCI_CONFIG_REGION_INDEX);
+        if off as u64 + buf.len() as u64 > size {
+            return false;
+        }
+        self.device
+            .region_read(VFIO_PCI_CONFIG_REGION_INDEX, buf, off as u64);
+        true
     }
 
     /// The container's DMA mapper, to open another device into the same
@@ -218,9 +251,23 @@ impl Vfio {
 }
 
 impl DeviceIo for Vfio {
-    /// BAR0, mapped.
+    /// BAR0, mapped (or the first mapped BAR of a device without BAR 0).
     fn bar0(&self) -> Arc<dyn DeviceBar> {
         self.bar0.clone()
+    }
+    /// Memory BAR `index`, mapped on first use, if VFIO lets it be mapped.
+    fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
+        let mut bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = bars.get_mut(index as usize)?;
+        if slot.is_none() {
+            *slot = Some(Arc::new(map_region(&self.device, u32::from(index)).ok()?));
+        }
+        let b: Arc<dyn DeviceBar> = slot.clone()?;
+        Some(b)
+    }
+    /// PCI configuration space through VFIO.
+    fn config_read(&self, off: u32, buf: &mut [u8]) -> bool {
+        self.read_config(off, buf)
     }
     /// The container, mapping whole regions at IOVAs above 4 GiB.
     fn dma(&self) -> Arc<dyn DmaMapper> {
@@ -242,6 +289,18 @@ impl DeviceIo for Vfio {
     fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
         Some(self)
     }
+}
+
+/// Map VFIO region `index` (BAR `index`) whole, or say why not.
+fn map_region(device: &VfioDevice, index: u32) -> Result<Bar, String> {
+    let flags = device.get_region_flags(index);
+    let size = device.get_region_size(index) as usize;
+    if flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || size == 0 {
+        return Err(format!(
+            "region {index} is not mappable (flags {flags:#x}, size {size})"
+        ));
+    }
+    Bar::map(device.as_raw_fd(), device.get_region_offset(index), size).map_err(|e| e.to_string())
 }
 
 /// Devices in IOMMU group `group`, other than `addr`, bound to a driver that
@@ -371,6 +430,11 @@ impl Drop for Vfio {
         // outlive this (a `StatsReader` kept after its device); they now read
         // zeros from anonymous memory instead of keeping the device.
         self.bar0.detach();
+        let bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
+        for b in bars.iter().flatten() {
+            b.detach();
+        }
+        drop(bars);
         // SAFETY: `device` is dropped exactly once, here, and never used
         // again (the other fields do not refer to it).
         unsafe { ManuallyDrop::drop(&mut self.device) };

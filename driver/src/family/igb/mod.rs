@@ -60,8 +60,8 @@ impl Family for Igb {
         }
         v
     }
-    fn link_register(&self) -> u32 {
-        status_link::STATUS
+    fn link_register(&self) -> Option<u32> {
+        Some(status_link::STATUS)
     }
     fn decode_link_register(&self, value: u32) -> LinkState {
         status_link::decode_status(value)
@@ -69,6 +69,24 @@ impl Family for Igb {
     fn min_ring_size(&self) -> u32 {
         pollnic_hw::igb::MIN_RING_SIZE as u32
     }
+    fn stats_layout(&self) -> &'static StatsLayout {
+        &stats::LAYOUT
+    }
+    /// 9000: RLPML takes 14 bits; the 82576 buffers 9.5 KiB frames (Linux
+    /// igb allows up to 9216).
+    fn max_mtu(&self) -> u32 {
+        pollnic_hw::mtu::MAX_MTU
+    }
+    /// EITR's 13-bit interval field (8191 µs).
+    fn max_rx_usecs(&self) -> u32 {
+        pollnic_hw::igb::irq::EITR_MAX_USECS
+    }
+    fn desc(&self) -> Option<&dyn crate::family::DescFamily> {
+        Some(self)
+    }
+}
+
+impl crate::family::DescFamily for Igb {
     /// RXE (bit 31): CRC, symbol, sequence or length error (82576 §7.1.5).
     fn rx_error_mask(&self) -> u32 {
         RXD_ERR_RXE
@@ -89,14 +107,6 @@ impl Family for Igb {
         if vlan_strip {
             r.set_bits(CTRL, CTRL_VME);
         }
-    }
-    fn stats_layout(&self) -> &'static StatsLayout {
-        &stats::LAYOUT
-    }
-    /// 9000: RLPML takes 14 bits; the 82576 buffers 9.5 KiB frames (Linux
-    /// igb allows up to 9216).
-    fn max_mtu(&self) -> u32 {
-        pollnic_hw::mtu::MAX_MTU
     }
     fn set_max_frame(&self, r: &dyn Regs, mtu: u32) {
         queue::set_max_frame(r, mtu)
@@ -162,10 +172,6 @@ impl Family for Igb {
     }
     fn flow_control(&self, r: &dyn Regs) -> FlowControl {
         flow::mode(r)
-    }
-    /// EITR's 13-bit interval field (8191 µs).
-    fn max_rx_usecs(&self) -> u32 {
-        pollnic_hw::igb::irq::EITR_MAX_USECS
     }
     fn configure_msix(
         &self,

@@ -110,8 +110,8 @@ impl Family for Ixgbe {
     fn max_queues(&self, _device: u16) -> u16 {
         pollnic_hw::ixgbe::MAX_RSS_QUEUES
     }
-    fn link_register(&self) -> u32 {
-        status_link::LINKS
+    fn link_register(&self) -> Option<u32> {
+        Some(status_link::LINKS)
     }
     fn decode_link_register(&self, value: u32) -> LinkState {
         status_link::decode_links(value)
@@ -126,6 +126,23 @@ impl Family for Ixgbe {
     fn min_ring_size(&self) -> u32 {
         pollnic_hw::ixgbe::MIN_RING_SIZE as u32
     }
+    fn stats_layout(&self) -> &'static StatsLayout {
+        &stats::LAYOUT
+    }
+    /// 9000, pollnic's ceiling (the 82599 takes MFS up to 15.5 KiB).
+    fn max_mtu(&self) -> u32 {
+        pollnic_hw::mtu::MAX_MTU
+    }
+    /// EITR's interval field, 2 µs steps (1022 µs).
+    fn max_rx_usecs(&self) -> u32 {
+        pollnic_hw::ixgbe::irq::EITR_MAX_USECS
+    }
+    fn desc(&self) -> Option<&dyn crate::family::DescFamily> {
+        Some(self)
+    }
+}
+
+impl crate::family::DescFamily for Ixgbe {
     /// The frame errors CE, LE, PE, OSE, USE (bits 24..=29). Bit 31 is the
     /// IPv4 checksum error here, not a reason to drop the frame.
     fn rx_error_mask(&self) -> u32 {
@@ -153,13 +170,6 @@ impl Family for Ixgbe {
                 r.set_bits(rxdctl(q), RXDCTL_VME);
             }
         }
-    }
-    fn stats_layout(&self) -> &'static StatsLayout {
-        &stats::LAYOUT
-    }
-    /// 9000, pollnic's ceiling (the 82599 takes MFS up to 15.5 KiB).
-    fn max_mtu(&self) -> u32 {
-        pollnic_hw::mtu::MAX_MTU
     }
     fn set_max_frame(&self, r: &dyn Regs, mtu: u32) {
         queue::set_max_frame(r, mtu)
@@ -225,10 +235,6 @@ impl Family for Ixgbe {
     }
     fn flow_control(&self, r: &dyn Regs) -> FlowControl {
         flow::mode(r)
-    }
-    /// EITR's interval field, 2 µs steps (1022 µs).
-    fn max_rx_usecs(&self) -> u32 {
-        pollnic_hw::ixgbe::irq::EITR_MAX_USECS
     }
     fn configure_msix(
         &self,

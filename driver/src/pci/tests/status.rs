@@ -135,3 +135,20 @@ fn link_not_read_from_a_sleeping_device() {
         "unknown (device asleep in D3hot; vfio-pci powers idle devices down)"
     );
 }
+
+#[test]
+fn a_virtio_net_interface_under_its_virtio_child_is_the_ports() {
+    let f = FakeSys::new();
+    let addr = f.add(Dev {
+        vendor: 0x1af4,
+        ..Dev::nic("0000:00:10.0", 0x1041)
+    });
+    fs::create_dir_all(f.sysfs.device_dir(addr).join("virtio3/net/enp0s16")).unwrap();
+    let d = PciDevice::read(&f.sysfs, addr).unwrap();
+    assert_eq!(d.family().map(|f| f.name()), Some("virtio-net"));
+    assert_eq!(d.interfaces, vec!["enp0s16".to_owned()]);
+    assert!(list_intel_nics(&f.sysfs)
+        .unwrap()
+        .iter()
+        .any(|n| n.address == addr));
+}

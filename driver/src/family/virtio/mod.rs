@@ -1,0 +1,775 @@
+//! virtio-net over PCI, modern (virtio 1.x) only: the PCI capability walk,
+//! the reset and status handshake, feature negotiation, the two virtqueues
+//! of one queue pair, link status and the device's MAC. The queues
+//! themselves are `pollnic_rings::virtq`'s split virtqueues.
+//!
+//! Sources: the virtio 1.x specification (OASIS, "Virtual I/O Device
+//! (VIRTIO) Version 1.2"): §4.1.4 the PCI capabilities, §4.1.4.3 the
+//! common configuration, §3.1.1 the driver's initialisation order, §2.1 the
+//! status bits, §6 the reserved feature bits, §5.1 the network device. The
+//! order follows Linux `virtio_pci_modern.c`/`virtio.c` and DPDK's
+//! `virtio_pci.c`/`virtio_ethdev.c`.
+
+pub(crate) mod ids;
+
+use crate::error::{Error, Result};
+use crate::family::{Family, LinkState, LinkStatus, NicModel};
+use crate::io::{DeviceBar, DeviceIo};
+use crate::pci::PciAddress;
+use crate::stats::StatsLayout;
+use crate::wait::wait_for;
+use pollnic_rings::{Doorbell, VirtqAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// PCI vendor ID of virtio devices (Red Hat, Inc.).
+pub const VIRTIO_VENDOR_ID: u16 = 0x1af4;
+/// A modern (virtio 1.x only) network device: 0x1040 + device type 1.
+pub const DEVICE_ID_NET_MODERN: u16 = 0x1041;
+/// A transitional network device (legacy interface too).
+pub const DEVICE_ID_NET_TRANSITIONAL: u16 = 0x1000;
+
+/// PCI capability ID of a vendor-specific capability (all virtio ones).
+const PCI_CAP_ID_VNDR: u8 = 0x09;
+/// Offset of the capabilities pointer in the type 0 header.
+const PCI_CAPABILITY_LIST: u32 = 0x34;
+/// Status register bit "capability list present".
+const PCI_STATUS_CAP_LIST: u16 = 1 << 4;
+
+/// `virtio_pci_cap.cfg_type` values (§4.1.4).
+const CAP_COMMON: u8 = 1;
+const CAP_NOTIFY: u8 = 2;
+const CAP_ISR: u8 = 3;
+const CAP_DEVICE: u8 = 4;
+
+/// Common configuration offsets (§4.1.4.3, `struct virtio_pci_common_cfg`).
+mod common {
+    pub const DEVICE_FEATURE_SELECT: u32 = 0x00;
+    pub const DEVICE_FEATURE: u32 = 0x04;
+    pub const DRIVER_FEATURE_SELECT: u32 = 0x08;
+    pub const DRIVER_FEATURE: u32 = 0x0c;
+    pub const MSIX_CONFIG: u32 = 0x10;
+    pub const NUM_QUEUES: u32 = 0x12;
+    pub const DEVICE_STATUS: u32 = 0x14;
+    pub const QUEUE_SELECT: u32 = 0x16;
+    pub const QUEUE_SIZE: u32 = 0x18;
+    pub const QUEUE_MSIX_VECTOR: u32 = 0x1a;
+    pub const QUEUE_ENABLE: u32 = 0x1c;
+    pub const QUEUE_NOTIFY_OFF: u32 = 0x1e;
+    pub const QUEUE_DESC: u32 = 0x20;
+    pub const QUEUE_DRIVER: u32 = 0x28;
+    pub const QUEUE_DEVICE: u32 = 0x30;
+    /// Bytes the structure must have.
+    pub const LEN: u32 = 0x38;
+}
+
+/// Device status bits (§2.1).
+pub(crate) mod status {
+    pub const ACKNOWLEDGE: u8 = 1;
+    pub const DRIVER: u8 = 2;
+    pub const DRIVER_OK: u8 = 4;
+    pub const FEATURES_OK: u8 = 8;
+    pub const DEVICE_NEEDS_RESET: u8 = 0x40;
+    pub const FAILED: u8 = 0x80;
+}
+
+/// Feature bits pollnic asks for or refuses without (§5.1.3, §6).
+pub(crate) mod feature {
+    /// `VIRTIO_NET_F_MTU`: the device reports its MTU.
+    pub const NET_MTU: u64 = 1 << 3;
+    /// `VIRTIO_NET_F_MAC`: the device has a MAC address.
+    pub const NET_MAC: u64 = 1 << 5;
+    /// `VIRTIO_NET_F_STATUS`: the link status field is valid.
+    pub const NET_STATUS: u64 = 1 << 16;
+    /// `VIRTIO_F_VERSION_1`: the modern interface.
+    pub const VERSION_1: u64 = 1 << 32;
+    /// `VIRTIO_F_ACCESS_PLATFORM`: the device's DMA goes through the
+    /// platform's IOMMU (the guest's vIOMMU, hence VFIO's mappings).
+    pub const ACCESS_PLATFORM: u64 = 1 << 33;
+}
+
+/// What pollnic negotiates when the device offers it.
+const WANTED: u64 = feature::VERSION_1
+    | feature::ACCESS_PLATFORM
+    | feature::NET_MAC
+    | feature::NET_STATUS
+    | feature::NET_MTU;
+
+/// `VIRTIO_MSI_NO_VECTOR`: no MSI-X vector for this source.
+const NO_VECTOR: u16 = 0xffff;
+/// The network device configuration's fields (§5.1.4).
+const NET_CFG_MAC: u32 = 0;
+const NET_CFG_STATUS: u32 = 6;
+const NET_CFG_MTU: u32 = 10;
+/// `VIRTIO_NET_S_LINK_UP`.
+const NET_S_LINK_UP: u16 = 1;
+
+/// How long a reset may take to read back 0 (QEMU resets at once).
+const RESET_WAIT: Duration = Duration::from_secs(1);
+
+/// The virtio-net family (modern virtio 1.x network devices over PCI).
+#[derive(Debug, Clone, Copy)]
+pub struct VirtioNet;
+
+impl crate::family::sealed::Sealed for VirtioNet {}
+
+/// Its counters: none in the device (virtio has no statistics registers),
+/// all the driver's own, summed over the queues from the rings' counters.
+pub(crate) static LAYOUT: StatsLayout = StatsLayout {
+    counters: &[],
+    sums: &[],
+    aliases: &[],
+    extra: &[
+        "rx_packets",
+        "tx_packets",
+        "rx_bytes",
+        "tx_bytes",
+        "rx_errors",
+        "rx_nombuf",
+    ],
+};
+
+impl Family for VirtioNet {
+    fn name(&self) -> &'static str {
+        "virtio-net"
+    }
+    /// The kernel's PCI driver for every virtio device (`virtio_net` binds
+    /// on the virtio bus above it).
+    fn kernel_driver(&self) -> &'static str {
+        "virtio-pci"
+    }
+    fn models(&self) -> &'static [NicModel] {
+        ids::MODELS
+    }
+    fn vendor(&self) -> u16 {
+        VIRTIO_VENDOR_ID
+    }
+    fn drives(&self, vendor: u16, device: u16) -> bool {
+        vendor == VIRTIO_VENDOR_ID && self.models().iter().any(|m| m.device_id == device)
+    }
+    fn missing(&self, device: u16) -> Option<&'static str> {
+        (device == DEVICE_ID_NET_TRANSITIONAL).then_some(
+            "the modern virtio 1.x interface (this transitional device, 1af4:1000, offers the \
+             legacy one too): give QEMU `disable-legacy=on` and `iommu_platform=on`",
+        )
+    }
+    /// One queue pair: `VIRTIO_NET_F_MQ` is not negotiated yet.
+    fn max_queues(&self, _device: u16) -> u16 {
+        1
+    }
+    fn link_register(&self) -> Option<u32> {
+        None
+    }
+    fn decode_link_register(&self, _value: u32) -> LinkState {
+        LinkState::Unknown("virtio-net has no link register".into())
+    }
+    /// Two descriptors per buffer (header, then frame), and at least 8
+    /// buffers.
+    fn min_ring_size(&self) -> u32 {
+        16
+    }
+    fn stats_layout(&self) -> &'static StatsLayout {
+        &LAYOUT
+    }
+    fn desc(&self) -> Option<&dyn crate::family::DescFamily> {
+        None
+    }
+}
+
+/// A region of one BAR a capability points at.
+#[derive(Clone)]
+struct Window {
+    bar: Arc<dyn DeviceBar>,
+    off: u32,
+    len: u32,
+}
+
+impl Window {
+    fn r8(&self, o: u32) -> u8 {
+        self.bar.regs().read8(self.off + o)
+    }
+    fn w8(&self, o: u32, v: u8) {
+        self.bar.regs().write8(self.off + o, v)
+    }
+    fn r16(&self, o: u32) -> u16 {
+        self.bar.regs().read16(self.off + o)
+    }
+    fn w16(&self, o: u32, v: u16) {
+        self.bar.regs().write16(self.off + o, v)
+    }
+    fn r32(&self, o: u32) -> u32 {
+        self.bar.regs().read32(self.off + o)
+    }
+    fn w32(&self, o: u32, v: u32) {
+        self.bar.regs().write32(self.off + o, v)
+    }
+    /// A 64-bit field as two 32-bit writes, low first (§4.1.3.1 allows it).
+    fn w64(&self, o: u32, v: u64) {
+        self.w32(o, v as u32);
+        self.w32(o + 4, (v >> 32) as u32);
+    }
+}
+
+/// One open virtio-net device: where its structures are, what was
+/// negotiated.
+pub(crate) struct Port {
+    addr: PciAddress,
+    common: Window,
+    device: Window,
+    notify: Window,
+    notify_mult: u32,
+    /// The features both sides agreed on.
+    features: u64,
+}
+
+/// The doorbell of one virtqueue: a 16-bit write of the queue's index to
+/// its notification address (§4.1.4.4).
+pub(crate) struct Notify {
+    bar: Arc<dyn DeviceBar>,
+    off: u32,
+    queue: u16,
+}
+
+impl Doorbell for Notify {
+    #[inline]
+    fn ring(&mut self, _avail_idx: u16) {
+        self.bar.regs().write16(self.off, self.queue);
+    }
+}
+
+/// One capability as read from configuration space.
+struct Cap {
+    cfg_type: u8,
+    bar: u8,
+    offset: u32,
+    length: u32,
+    /// `notify_off_multiplier` (notify capability only).
+    extra: u32,
+}
+
+/// Every virtio vendor capability of the device behind `io`, by walking the
+/// PCI capability list (at most 48 steps: a looping list is not followed).
+fn read_caps(io: &dyn DeviceIo) -> Option<Vec<Cap>> {
+    let rd = |off: u32, n: usize| -> Option<Vec<u8>> {
+        let mut b = vec![0u8; n];
+        io.config_read(off, &mut b).then_some(b)
+    };
+    let st = rd(0x06, 2)?;
+    if u16::from_le_bytes([st[0], st[1]]) & PCI_STATUS_CAP_LIST == 0 {
+        return Some(Vec::new());
+    }
+    let mut caps = Vec::new();
+    let mut pos = rd(PCI_CAPABILITY_LIST, 1)?[0] as u32 & !3;
+    for _ in 0..48 {
+        if pos < 0x40 {
+            break;
+        }
+        let h = rd(pos, 20)?;
+        if h[0] == PCI_CAP_ID_VNDR && h[2] >= 16 {
+            let le = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+            caps.push(Cap {
+                cfg_type: h[3],
+                bar: h[4],
+                offset: le(8),
+                length: le(12),
+                extra: if h[2] >= 20 { le(16) } else { 0 },
+            });
+        }
+        pos = h[1] as u32 & !3;
+    }
+    Some(caps)
+}
+
+impl Port {
+    /// Find the common, notify, ISR and device configuration structures
+    /// (§4.1.4: the first capability of each type whose BAR is usable).
+    ///
+    /// # Errors
+    /// [`Error::VirtioCapability`] when configuration space cannot be read
+    /// or a structure is missing, too short, or in a BAR that is not mapped.
+    pub(crate) fn find(io: &dyn DeviceIo, addr: PciAddress) -> Result<Port> {
+        let bad = |what: String| Error::VirtioCapability { addr, what };
+        let caps = read_caps(io)
+            .ok_or_else(|| bad("its PCI configuration space cannot be read".into()))?;
+        let window = |ty: u8, min: u32, name: &str| -> Result<(Window, u32)> {
+            let c = caps
+                .iter()
+                .find(|c| c.cfg_type == ty && c.bar < 6 && c.length >= min)
+                .ok_or_else(|| bad(format!("no {name} capability (a legacy-only device?)")))?;
+            let bar = io.bar(c.bar).ok_or_else(|| {
+                bad(format!(
+                    "the {name} structure's BAR {} is not mapped",
+                    c.bar
+                ))
+            })?;
+            Ok((
+                Window {
+                    bar,
+                    off: c.offset,
+                    len: c.length,
+                },
+                c.extra,
+            ))
+        };
+        let (common, _) = window(CAP_COMMON, common::LEN, "common configuration")?;
+        let (notify, notify_mult) = window(CAP_NOTIFY, 2, "notification")?;
+        let _isr = window(CAP_ISR, 1, "ISR status")?;
+        let (device, _) = window(CAP_DEVICE, 12, "network device configuration")?;
+        Ok(Port {
+            addr,
+            common,
+            device,
+            notify,
+            notify_mult,
+            features: 0,
+        })
+    }
+
+    fn status(&self) -> u8 {
+        self.common.r8(common::DEVICE_STATUS)
+    }
+    fn add_status(&self, bits: u8) {
+        self.common.w8(common::DEVICE_STATUS, self.status() | bits);
+    }
+
+    /// Reset (write 0 to `device_status`, wait until it reads 0, §4.1.4.3.2).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the status never reads 0.
+    pub(crate) fn reset(&self) -> Result<()> {
+        self.common.w8(common::DEVICE_STATUS, 0);
+        wait_for("virtio reset (device_status back to 0)", RESET_WAIT, || {
+            self.status() == 0
+        })
+        .map_err(|t| Error::Timeout {
+            addr: self.addr,
+            what: t.what,
+            waited_ms: t.waited_ms,
+        })
+    }
+
+    /// The device's 64 feature bits.
+    fn device_features(&self) -> u64 {
+        self.common.w32(common::DEVICE_FEATURE_SELECT, 0);
+        let lo = self.common.r32(common::DEVICE_FEATURE) as u64;
+        self.common.w32(common::DEVICE_FEATURE_SELECT, 1);
+        let hi = self.common.r32(common::DEVICE_FEATURE) as u64;
+        lo | hi << 32
+    }
+
+    /// Reset, ACKNOWLEDGE, DRIVER, features (§3.1.1 steps 1 to 6):
+    /// VERSION_1 and ACCESS_PLATFORM required, MAC, STATUS and MTU taken
+    /// when offered; FEATURES_OK written and read back.
+    ///
+    /// # Errors
+    /// [`Error::VirtioFeatureMissing`] naming a required feature the device
+    /// lacks (the device is then marked FAILED); [`Error::VirtioFeaturesRefused`]
+    /// when FEATURES_OK does not stay set; [`Error::Timeout`] from the reset.
+    pub(crate) fn negotiate(&mut self) -> Result<u64> {
+        self.reset()?;
+        self.add_status(status::ACKNOWLEDGE);
+        self.add_status(status::DRIVER);
+        let offered = self.device_features();
+        for (bit, name, why) in [
+            (
+                feature::VERSION_1,
+                "VIRTIO_F_VERSION_1",
+                "pollnic drives the modern virtio 1.x interface only (QEMU: `disable-legacy=on`)",
+            ),
+            (
+                feature::ACCESS_PLATFORM,
+                "VIRTIO_F_ACCESS_PLATFORM",
+                "without it the device bypasses the IOMMU, so VFIO's DMA mappings mean nothing \
+                 to it (QEMU: `iommu_platform=on` on the virtio-net-pci device)",
+            ),
+        ] {
+            if offered & bit == 0 {
+                self.add_status(status::FAILED);
+                return Err(Error::VirtioFeatureMissing {
+                    addr: self.addr,
+                    feature: name,
+                    why,
+                });
+            }
+        }
+        let features = offered & WANTED;
+        self.common.w32(common::DRIVER_FEATURE_SELECT, 0);
+        self.common.w32(common::DRIVER_FEATURE, features as u32);
+        self.common.w32(common::DRIVER_FEATURE_SELECT, 1);
+        self.common
+            .w32(common::DRIVER_FEATURE, (features >> 32) as u32);
+        self.add_status(status::FEATURES_OK);
+        if self.status() & status::FEATURES_OK == 0 {
+            self.add_status(status::FAILED);
+            return Err(Error::VirtioFeaturesRefused {
+                addr: self.addr,
+                features,
+            });
+        }
+        self.features = features;
+        Ok(features)
+    }
+
+    /// The MAC (`VIRTIO_NET_F_MAC`), or `None` when the device has none.
+    pub(crate) fn mac(&self) -> Option<[u8; 6]> {
+        if self.features & feature::NET_MAC == 0 {
+            return None;
+        }
+        let mut m = [0u8; 6];
+        for (i, b) in m.iter_mut().enumerate() {
+            *b = self.device.r8(NET_CFG_MAC + i as u32);
+        }
+        Some(m)
+    }
+
+    /// The device's MTU (`VIRTIO_NET_F_MTU`), if it gives one.
+    pub(crate) fn mtu(&self) -> Option<u16> {
+        (self.features & feature::NET_MTU != 0).then(|| self.device.r16(NET_CFG_MTU))
+    }
+
+    /// Queues the device has (`num_queues`: RX and TX of each pair, plus a
+    /// control queue if any).
+    pub(crate) fn num_queues(&self) -> u16 {
+        self.common.r16(common::NUM_QUEUES)
+    }
+
+    /// Queue `q`'s largest size (`queue_size` as the device resets it; 0:
+    /// the queue does not exist).
+    pub(crate) fn max_queue_size(&self, q: u16) -> u16 {
+        self.common.w16(common::QUEUE_SELECT, q);
+        self.common.r16(common::QUEUE_SIZE)
+    }
+
+    /// Give the device queue `q` (§4.1.5.1.3): size, the three addresses,
+    /// no MSI-X vector, enabled.
+    pub(crate) fn setup_queue(&self, q: u16, a: VirtqAddrs) {
+        let c = &self.common;
+        c.w16(common::QUEUE_SELECT, q);
+        c.w16(common::QUEUE_SIZE, a.size);
+        c.w16(common::QUEUE_MSIX_VECTOR, NO_VECTOR);
+        c.w64(common::QUEUE_DESC, a.desc);
+        c.w64(common::QUEUE_DRIVER, a.avail);
+        c.w64(common::QUEUE_DEVICE, a.used);
+        c.w16(common::QUEUE_ENABLE, 1);
+    }
+
+    /// Queue `q`'s doorbell: its notification address (§4.1.4.4,
+    /// `cap.offset + queue_notify_off × notify_off_multiplier`).
+    ///
+    /// # Errors
+    /// [`Error::VirtioCapability`] when that address falls outside the
+    /// notify structure.
+    pub(crate) fn notify_for(&self, q: u16) -> Result<Notify> {
+        let c = &self.common;
+        c.w16(common::QUEUE_SELECT, q);
+        let off = (c.r16(common::QUEUE_NOTIFY_OFF) as u32).checked_mul(self.notify_mult);
+        let Some(off) = off.filter(|o| o.checked_add(2).is_some_and(|e| e <= self.notify.len))
+        else {
+            return Err(Error::VirtioCapability {
+                addr: self.addr,
+                what: format!(
+                    "queue {q}'s notification address lies outside the notify structure ({} \
+                     bytes)",
+                    self.notify.len
+                ),
+            });
+        };
+        Ok(Notify {
+            bar: Arc::clone(&self.notify.bar),
+            off: self.notify.off + off,
+            queue: q,
+        })
+    }
+
+    /// Route queue `q`'s used-buffer notifications to MSI-X vector
+    /// `vector` (§4.1.5.1.2); false when the device answers
+    /// `VIRTIO_MSI_NO_VECTOR` (it could not map it).
+    pub(crate) fn set_queue_vector(&self, q: u16, vector: u16) -> bool {
+        self.common.w16(common::QUEUE_SELECT, q);
+        self.common.w16(common::QUEUE_MSIX_VECTOR, vector);
+        self.common.r16(common::QUEUE_MSIX_VECTOR) == vector
+    }
+
+    /// No configuration-change interrupt (poll mode).
+    pub(crate) fn no_config_vector(&self) {
+        self.common.w16(common::MSIX_CONFIG, NO_VECTOR);
+    }
+
+    /// DRIVER_OK (§3.1.1 step 8): the device may use the queues.
+    ///
+    /// # Errors
+    /// [`Error::VirtioNeedsReset`] when the device reports
+    /// DEVICE_NEEDS_RESET instead (it found something wrong in the setup).
+    pub(crate) fn driver_ok(&self) -> Result<()> {
+        self.add_status(status::DRIVER_OK);
+        self.check()
+    }
+
+    /// [`Error::VirtioNeedsReset`] when the device has set
+    /// DEVICE_NEEDS_RESET (§2.1.1: it hit an error it cannot recover from
+    /// without a reset).
+    pub(crate) fn check(&self) -> Result<()> {
+        let s = self.status();
+        if s & status::DEVICE_NEEDS_RESET != 0 {
+            return Err(Error::VirtioNeedsReset {
+                addr: self.addr,
+                status: s,
+            });
+        }
+        Ok(())
+    }
+
+    /// The link: `VIRTIO_NET_S_LINK_UP` of the config's `status` when
+    /// `VIRTIO_NET_F_STATUS` was negotiated, else always up (§5.1.4.2); down
+    /// when the device needs a reset. Speed is not reported (0).
+    pub(crate) fn link(&self) -> LinkStatus {
+        let up = self.check().is_ok()
+            && (self.features & feature::NET_STATUS == 0
+                || self.device.r16(NET_CFG_STATUS) & NET_S_LINK_UP != 0);
+        LinkStatus {
+            up,
+            speed_mbps: 0,
+            full_duplex: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port")
+            .field("addr", &self.addr)
+            .field("features", &format_args!("{:#x}", self.features))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The bring-up's refusals against a made-up virtio device: a register
+    //! file behind a fake BAR that offers chosen features and may refuse
+    //! FEATURES_OK, and a configuration space with chosen capabilities.
+
+    use super::*;
+    use crate::io::{DeviceBar, DeviceIo, TailDoorbell};
+    use crate::sys::mmio::Regs;
+    use pollnic_rings::{DmaMapper, IdentityMapper, PageSize};
+    use std::sync::Mutex;
+
+    /// Common configuration at 0, device configuration at 0x100, notify at
+    /// 0x200, ISR at 0x300, all in BAR 4.
+    struct FakeDev {
+        regs: Mutex<Vec<u8>>,
+        offered: u64,
+        refuse_features_ok: bool,
+        select: Mutex<u32>,
+    }
+
+    impl Regs for FakeDev {
+        fn read32(&self, off: u32) -> u32 {
+            if off == common::DEVICE_FEATURE {
+                return (self.offered >> (32 * *self.select.lock().unwrap())) as u32;
+            }
+            let r = self.regs.lock().unwrap();
+            let o = off as usize;
+            u32::from_le_bytes([r[o], r[o + 1], r[o + 2], r[o + 3]])
+        }
+        fn write32(&self, off: u32, val: u32) {
+            if off == common::DEVICE_FEATURE_SELECT {
+                *self.select.lock().unwrap() = val;
+            }
+            let mut r = self.regs.lock().unwrap();
+            r[off as usize..off as usize + 4].copy_from_slice(&val.to_le_bytes());
+        }
+        fn read8(&self, off: u32) -> u8 {
+            self.regs.lock().unwrap()[off as usize]
+        }
+        fn write8(&self, off: u32, val: u8) {
+            let val = if off == common::DEVICE_STATUS && self.refuse_features_ok {
+                val & !status::FEATURES_OK
+            } else {
+                val
+            };
+            self.regs.lock().unwrap()[off as usize] = val;
+        }
+    }
+
+    impl DeviceBar for FakeDev {
+        fn regs(&self) -> &dyn Regs {
+            self
+        }
+        fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
+            TailDoorbell::new(self, reg)
+        }
+    }
+
+    struct FakeIo {
+        bar: Arc<FakeDev>,
+        config: Vec<u8>,
+    }
+
+    impl DeviceIo for FakeIo {
+        fn bar0(&self) -> Arc<dyn DeviceBar> {
+            self.bar.clone()
+        }
+        fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
+            (index == 4).then(|| self.bar.clone() as Arc<dyn DeviceBar>)
+        }
+        fn dma(&self) -> Arc<dyn DmaMapper> {
+            Arc::new(IdentityMapper)
+        }
+        fn page_size(&self) -> PageSize {
+            PageSize::Small4K
+        }
+        fn disable_bus_master(&self) {}
+        fn config_read(&self, off: u32, buf: &mut [u8]) -> bool {
+            let o = off as usize;
+            match self.config.get(o..o + buf.len()) {
+                Some(src) => {
+                    buf.copy_from_slice(src);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    /// A configuration space with the four virtio capabilities (or none).
+    fn config(with_caps: bool) -> Vec<u8> {
+        let mut c = vec![0u8; 256];
+        if !with_caps {
+            return c;
+        }
+        c[0x06] = PCI_STATUS_CAP_LIST as u8;
+        c[0x34] = 0x40;
+        let caps = [
+            (CAP_COMMON, 0x000u32, 0x38u32),
+            (CAP_DEVICE, 0x100, 0x20),
+            (CAP_NOTIFY, 0x200, 0x10),
+            (CAP_ISR, 0x300, 4),
+        ];
+        for (i, (ty, off, len)) in caps.iter().enumerate() {
+            let p = 0x40 + 0x14 * i;
+            c[p] = PCI_CAP_ID_VNDR;
+            c[p + 1] = if i + 1 < caps.len() {
+                (p + 0x14) as u8
+            } else {
+                0
+            };
+            c[p + 2] = if *ty == CAP_NOTIFY { 20 } else { 16 };
+            c[p + 3] = *ty;
+            c[p + 4] = 4;
+            c[p + 8..p + 12].copy_from_slice(&off.to_le_bytes());
+            c[p + 12..p + 16].copy_from_slice(&len.to_le_bytes());
+            c[p + 16..p + 20].copy_from_slice(&4u32.to_le_bytes());
+        }
+        c
+    }
+
+    fn io(offered: u64, refuse: bool, with_caps: bool) -> FakeIo {
+        FakeIo {
+            bar: Arc::new(FakeDev {
+                regs: Mutex::new(vec![0; 0x400]),
+                offered,
+                refuse_features_ok: refuse,
+                select: Mutex::new(0),
+            }),
+            config: config(with_caps),
+        }
+    }
+
+    fn addr() -> PciAddress {
+        "0000:00:10.0".parse().unwrap()
+    }
+
+    #[test]
+    fn a_device_without_virtio_capabilities_is_refused_by_name() {
+        let err = Port::find(&io(0, false, false), addr()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::VirtioCapability { .. }), "{msg}");
+        assert!(msg.contains("no common configuration capability"), "{msg}");
+        assert!(msg.contains("disable-legacy=on"), "{msg}");
+    }
+
+    #[test]
+    fn missing_required_features_are_named_and_the_device_marked_failed() {
+        let all = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC;
+        for (offered, name, hint) in [
+            (
+                all & !feature::ACCESS_PLATFORM,
+                "VIRTIO_F_ACCESS_PLATFORM",
+                "iommu_platform=on",
+            ),
+            (
+                all & !feature::VERSION_1,
+                "VIRTIO_F_VERSION_1",
+                "disable-legacy=on",
+            ),
+        ] {
+            let io = io(offered, false, true);
+            let mut port = Port::find(&io, addr()).expect("capabilities found");
+            let err = port.negotiate().unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                matches!(err, Error::VirtioFeatureMissing { feature, .. } if feature == name),
+                "{msg}"
+            );
+            assert!(msg.contains(hint), "{msg}");
+            let st = port.status();
+            assert_eq!(st & status::FAILED, status::FAILED, "{st:#x}");
+            assert_eq!(st & status::FEATURES_OK, 0);
+        }
+    }
+
+    #[test]
+    fn a_device_that_clears_features_ok_gets_a_clear_error() {
+        let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC | 1 << 15;
+        let io = io(offered, true, true);
+        let mut port = Port::find(&io, addr()).unwrap();
+        let err = port.negotiate().unwrap_err();
+        let msg = err.to_string();
+        // What was written: the wanted features the device offered, not
+        // MRG_RXBUF (bit 15), which pollnic does not ask for.
+        let want = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC;
+        assert!(
+            matches!(err, Error::VirtioFeaturesRefused { features, .. } if features == want),
+            "{msg}"
+        );
+        assert!(msg.contains("FEATURES_OK did not stay set"), "{msg}");
+        assert_eq!(port.status() & status::FAILED, status::FAILED);
+    }
+
+    #[test]
+    fn a_device_that_keeps_features_ok_negotiates_what_pollnic_wants() {
+        let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS | 1 << 15;
+        let io = io(offered, false, true);
+        let mut port = Port::find(&io, addr()).unwrap();
+        let got = port.negotiate().unwrap();
+        assert_eq!(
+            got,
+            feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS
+        );
+        let st = port.status();
+        assert_eq!(
+            st,
+            status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
+            "{st:#x}"
+        );
+        // The driver's feature words were written low then high: the high
+        // one (VERSION_1, ACCESS_PLATFORM) is the last in the register.
+        let r = |o: u32| io.bar.read32(o);
+        assert_eq!(r(common::DRIVER_FEATURE), (got >> 32) as u32);
+        assert_eq!(r(common::DRIVER_FEATURE_SELECT), 1);
+        // No MAC feature: none read (the device opens with a made-up one).
+        assert_eq!(port.mac(), None);
+        // A notify offset past the structure is refused, not followed.
+        io.bar.write16(common::QUEUE_NOTIFY_OFF, 100);
+        let err = port
+            .notify_for(0)
+            .err()
+            .expect("outside the notify structure");
+        assert!(
+            err.to_string().contains("outside the notify structure"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,393 @@
+//! The hostile-device harness for the split virtqueue (`pollnic_rings::virtq`):
+//! an RX and a TX virtqueue, their mempool, the queue's `PoolCache` and the
+//! application's `Packet`s, driven against a device model that reads the
+//! avail rings and writes whatever the input says into the used rings.
+//!
+//! One input is a sequence of steps, one byte of opcode and its operands
+//! (see [`run`]). The device completes chains well (in any order, with a
+//! frame of any valid length), or writes used entries with any id and any
+//! length (repeated ids, ids never posted, odd ids, ids out of range,
+//! lengths under the header or over the buffer), or moves the used index by
+//! any amount, or sets `VRING_USED_F_NO_NOTIFY`. The application receives,
+//! sends what it received (zero copy) and fresh or empty packets, reclaims,
+//! drops.
+//!
+//! After every step:
+//! - nothing panicked;
+//! - every buffer of the pool is accounted for exactly once: shared free
+//!   list + cache + RX chains + TX in flight + held by the application =
+//!   capacity, no index twice;
+//! - every packet's length is at most the buffer size;
+//! - the queues stop only after the device broke the protocol (no false
+//!   stop), and a protocol break the RX queue reads does stop it;
+//! - while the device has only behaved, every frame comes out with the
+//!   length and bytes the device wrote, and every TX chain the device reads
+//!   is a zeroed 12-byte header then the next frame handed to `tx_burst`.
+//!
+//! Shared by `fuzz/fuzz_targets/virtq.rs` (cargo-fuzz) and
+//! `rings/tests/virtq_hostile.rs` (stable, seeds and pseudo-random inputs).
+
+#![allow(dead_code)]
+
+use pollnic_rings::virtq::device::DeviceView;
+use pollnic_rings::{
+    Doorbell, IdentityMapper, Mempool, Packet, PageSize, VirtqRx, VirtqTx, VIRTIO_NET_HDR_LEN,
+};
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+/// Counts doorbell writes.
+#[derive(Default)]
+pub struct Bell(pub Arc<std::sync::atomic::AtomicU64>);
+impl Doorbell for Bell {
+    fn ring(&mut self, _tail: u16) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+const RING: u16 = 16; // descriptors: 8 chains
+const POOL: u32 = 64;
+const BUF: usize = 2048;
+
+struct Dev {
+    view: DeviceView,
+    /// Next avail slot the device reads.
+    avail_seen: u16,
+    /// Chains read from avail and not yet used (id), in order read.
+    outstanding: Vec<u16>,
+    used_idx: u16,
+}
+
+impl Dev {
+    fn new(view: DeviceView) -> Dev {
+        Dev {
+            view,
+            avail_seen: 0,
+            outstanding: Vec::new(),
+            used_idx: 0,
+        }
+    }
+    /// Read the avail entries published since last time.
+    fn fetch(&mut self) {
+        let idx = self.view.avail_idx();
+        while self.avail_seen != idx {
+            self.outstanding
+                .push(self.view.avail_entry(self.avail_seen));
+            self.avail_seen = self.avail_seen.wrapping_add(1);
+        }
+    }
+    fn push_used(&mut self, id: u32, len: u32) {
+        self.view.put_used(self.used_idx, id, len);
+        self.used_idx = self.used_idx.wrapping_add(1);
+        self.view.set_used_idx(self.used_idx);
+    }
+}
+
+/// The pseudo-random frame bytes for frame number `n`.
+fn pattern(n: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (n as usize * 31 + i * 7) as u8).collect()
+}
+
+struct Input<'a>(&'a [u8]);
+impl Input<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes([self.byte()?, self.byte()?]))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes([
+            self.byte()?,
+            self.byte()?,
+            self.byte()?,
+            self.byte()?,
+        ]))
+    }
+}
+
+/// Run one input.
+pub fn run(data: &[u8]) {
+    run_with(data, false)
+}
+
+/// [`run`]; with `lose` the application forgets one packet (the accounting must catch it).
+pub fn run_with(data: &[u8], lose: bool) {
+    let pool = Mempool::new(POOL, BUF, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+    let mapper: Arc<dyn pollnic_rings::DmaMapper> = Arc::new(IdentityMapper);
+    let kicks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut rx = VirtqRx::new(
+        RING,
+        PageSize::Small4K,
+        mapper.clone(),
+        &pool,
+        Bell(kicks.clone()),
+    )
+    .unwrap();
+    let mut tx = VirtqTx::new(RING, PageSize::Small4K, mapper, Bell(kicks.clone())).unwrap();
+    // SAFETY: identity-mapped queues, alive until the end of this function.
+    let mut rdev = Dev::new(unsafe { DeviceView::new(rx.addrs()) });
+    // SAFETY: as above.
+    let mut tdev = Dev::new(unsafe { DeviceView::new(tx.addrs()) });
+    assert_eq!(rdev.view.avail_flags(), 1, "RX: VRING_AVAIL_F_NO_INTERRUPT");
+    rx.start();
+    let mut held: Vec<Packet> = Vec::new();
+    let mut hostile = false;
+    // Frames the device wrote, in used order, while it behaved: (n, len).
+    let mut expect_rx: VecDeque<(u64, usize)> = VecDeque::new();
+    // Frames handed to tx_burst and not yet read by the device: their bytes.
+    let mut expect_tx: VecDeque<Vec<u8>> = VecDeque::new();
+    // A protocol break the RX queue has not read yet.
+    let mut rx_break_pending = false;
+    let mut frame_no = 0u64;
+    let mut input = Input(data);
+    let mut forgotten = false;
+    while let Some(op) = input.byte() {
+        match op % 12 {
+            0 => {
+                // Device: complete one outstanding RX chain well.
+                rdev.fetch();
+                let Some(pick) = input.byte() else { break };
+                if rdev.outstanding.is_empty() {
+                    continue;
+                }
+                let id = rdev
+                    .outstanding
+                    .remove(pick as usize % rdev.outstanding.len());
+                let len = 1 + input.u16().unwrap_or(60) as usize % BUF;
+                let (addr, dlen, flags, next) = rdev.view.desc(id);
+                assert_eq!((dlen, flags, next), (VIRTIO_NET_HDR_LEN, 3, id + 1));
+                let (baddr, blen, bflags, _) = rdev.view.desc(id + 1);
+                assert_eq!((blen as usize, bflags), (BUF, 2));
+                // SAFETY: identity-mapped header slot and buffer of this queue.
+                unsafe {
+                    std::ptr::write_bytes(addr as usize as *mut u8, 0xee, 12);
+                    let bytes = pattern(frame_no, len);
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), baddr as usize as *mut u8, len);
+                }
+                rdev.push_used(id as u32, len as u32 + VIRTIO_NET_HDR_LEN);
+                expect_rx.push_back((frame_no, len));
+                frame_no += 1;
+            }
+            1 => {
+                // Device: a used entry with any id and any length.
+                rdev.fetch();
+                let (Some(id), Some(len)) = (input.u32(), input.u32()) else {
+                    break;
+                };
+                let id = if id & 0x100 != 0 { id % 24 } else { id };
+                let legit = id < RING as u32 && rdev.outstanding.contains(&(id as u16));
+                if legit {
+                    rdev.outstanding.retain(|&o| o as u32 != id);
+                } else if !hostile {
+                    // The driver's state is still the model's: it must see this.
+                    rx_break_pending = true;
+                }
+                rdev.push_used(id, len);
+                hostile = true;
+            }
+            2 => {
+                // Device: move the used index by any amount.
+                let Some(k) = input.u16() else { break };
+                rdev.used_idx = rdev.used_idx.wrapping_add(k);
+                rdev.view.set_used_idx(rdev.used_idx);
+                // A jump past every chain in flight (8 at most) is a break
+                // whatever the entries hold; a shorter one may land on stale
+                // entries that look valid.
+                if k > RING && k < u16::MAX - RING && !hostile {
+                    rx_break_pending = true;
+                }
+                if k != 0 {
+                    hostile = true;
+                }
+            }
+            3 => {
+                // Application: receive.
+                let max = input.byte().unwrap_or(32) as usize % 40;
+                let before = rx.stats();
+                let start = held.len();
+                let got = rx.rx_burst(&mut held, max);
+                assert_eq!(held.len() - start, got);
+                for p in &held[start..] {
+                    assert!(p.len() <= p.capacity() && !p.is_empty());
+                    if !hostile {
+                        let (n, len) = expect_rx.pop_front().expect("a frame the device wrote");
+                        assert_eq!(p.len(), len, "frame {n}");
+                        assert_eq!(p.data(), &pattern(n, len)[..], "frame {n}");
+                    }
+                }
+                let after = rx.stats();
+                if !hostile {
+                    assert!(!rx.virtq_stats().stopped, "stopped with no device error");
+                }
+                // A full drain, not cut short by an empty cache, reads every
+                // pending entry: a break the model knows of stops the queue.
+                if rx_break_pending && max >= 39 && after.rx_nombuf == before.rx_nombuf {
+                    assert!(rx.virtq_stats().stopped, "a protocol break was followed");
+                    assert!(rx.virtq_stats().device_errors > 0);
+                    assert_eq!(
+                        rx.rx_burst(&mut held, 32),
+                        0,
+                        "a stopped queue gives nothing"
+                    );
+                    rx_break_pending = false;
+                }
+            }
+            4 => {
+                // Application: drop some held packets (cache or pool).
+                let k = input.byte().unwrap_or(1) as usize;
+                let n = k.min(held.len());
+                let mut drop_these: Vec<Packet> = held.drain(..n).collect();
+                if k % 2 == 0 {
+                    rx.cache_mut().free_bulk(&mut drop_these);
+                } else if lose && !forgotten && !drop_these.is_empty() {
+                    std::mem::forget(drop_these.pop());
+                    forgotten = true;
+                }
+            }
+            5 => {
+                // Application: send held packets (zero copy), maybe a fresh empty one.
+                let k = input.byte().unwrap_or(4) as usize;
+                let mut burst: Vec<Packet> = held.drain(..(k % 9).min(held.len())).collect();
+                if k & 0x80 != 0 {
+                    if let Some(p) = rx.cache_mut().alloc() {
+                        burst.push(p); // length 0: refused, counted, freed
+                    }
+                }
+                let copies: Vec<Vec<u8>> = burst.iter().map(|p| p.data().to_vec()).collect();
+                let before = tx.stats().tx_errors;
+                let n = tx.tx_burst(&mut burst, rx.cache_mut());
+                let refused = (tx.stats().tx_errors - before) as usize;
+                let mut taken = 0;
+                for c in copies.into_iter().take(n) {
+                    if !c.is_empty() {
+                        expect_tx.push_back(c);
+                    }
+                    taken += 1;
+                }
+                assert!(taken == n && refused <= n);
+                held.append(&mut burst);
+            }
+            6 => {
+                // Device: read and complete TX chains well, checking each.
+                tdev.fetch();
+                let Some(k) = input.byte() else { break };
+                for _ in 0..(k % 9) {
+                    if tdev.outstanding.is_empty() {
+                        break;
+                    }
+                    let id = tdev.outstanding.remove(0);
+                    let (haddr, hlen, hflags, hnext) = tdev.view.desc(id);
+                    assert_eq!((hlen, hflags, hnext), (VIRTIO_NET_HDR_LEN, 1, id + 1));
+                    // SAFETY: identity-mapped header of this queue.
+                    let hdr =
+                        unsafe { std::slice::from_raw_parts(haddr as usize as *const u8, 12) };
+                    assert_eq!(hdr, &[0u8; 12], "TX header is zero");
+                    let (addr, len, flags, _) = tdev.view.desc(id + 1);
+                    assert_eq!(flags, 0);
+                    // SAFETY: identity-mapped buffer posted by the driver.
+                    let data = unsafe {
+                        std::slice::from_raw_parts(addr as usize as *const u8, len as usize)
+                    };
+                    if !hostile {
+                        let want = expect_tx.pop_front().expect("a frame handed to tx_burst");
+                        assert_eq!(data, &want[..]);
+                    }
+                    tdev.push_used(id as u32, 0);
+                }
+            }
+            7 => {
+                // Device: a hostile TX used entry, or a used-index jump.
+                let (Some(id), Some(k)) = (input.u32(), input.byte()) else {
+                    break;
+                };
+                if k & 1 == 0 {
+                    tdev.push_used(if id & 0x100 != 0 { id % 24 } else { id }, 0);
+                } else {
+                    tdev.used_idx = tdev.used_idx.wrapping_add(k as u16);
+                    tdev.view.set_used_idx(tdev.used_idx);
+                }
+                hostile = true;
+            }
+            8 => {
+                tx.reclaim(rx.cache_mut());
+            }
+            9 => {
+                let f = input.byte().unwrap_or(0) as u16 & 1;
+                rdev.view.set_used_flags(f);
+                tdev.view.set_used_flags(f);
+            }
+            10 => {
+                // Device: an RX used entry for a real chain with a bad length.
+                rdev.fetch();
+                let Some(b) = input.byte() else { break };
+                if rdev.outstanding.is_empty() {
+                    continue;
+                }
+                let id = rdev.outstanding.remove(0);
+                let len = match b % 3 {
+                    0 => b as u32 % VIRTIO_NET_HDR_LEN,
+                    1 => VIRTIO_NET_HDR_LEN,
+                    _ => VIRTIO_NET_HDR_LEN + BUF as u32 + 1 + b as u32,
+                };
+                rdev.push_used(id as u32, len);
+                // Dropped and counted; the order of good frames is kept.
+                let before = rx.stats().rx_errors;
+                let mut sink = Vec::new();
+                let got = rx.rx_burst(&mut sink, 64);
+                if !hostile {
+                    assert!(rx.stats().rx_errors > before, "a bad length is counted");
+                    for p in &sink {
+                        let (n, len) = expect_rx.pop_front().unwrap();
+                        assert_eq!((p.len(), p.data()), (len, &pattern(n, len)[..]));
+                    }
+                }
+                assert_eq!(got, sink.len());
+                held.append(&mut sink);
+            }
+            _ => {
+                // Application: drop everything held.
+                held.clear();
+            }
+        }
+        check(&pool, &rx, &tx, &held);
+    }
+    drop(held);
+    drop(tx);
+    drop(rx);
+    assert_eq!(
+        pool.free_count(),
+        POOL as usize,
+        "buffers lost: {} of {POOL} back after teardown",
+        pool.free_count()
+    );
+}
+
+/// Every buffer accounted for once.
+fn check<D: Doorbell>(pool: &Mempool, rx: &VirtqRx<D>, tx: &VirtqTx<D>, held: &[Packet]) {
+    let mut all: Vec<u32> = pool.free_indices();
+    all.extend_from_slice(cache_of(rx));
+    all.extend_from_slice(rx.armed_indices());
+    all.extend(tx.in_flight_buffers().map(|(i, _)| i));
+    all.extend(held.iter().map(|p| p.buf_index()));
+    let distinct: HashSet<u32> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "a buffer is in two places");
+    assert_eq!(
+        all.len(),
+        POOL as usize,
+        "buffers lost: {} of {POOL} accounted for",
+        all.len()
+    );
+}
+
+fn cache_of<D: Doorbell>(rx: &VirtqRx<D>) -> &[u32] {
+    rx.cache().cached_indices()
+}
+
+/// Forget one packet: the accounting must fail with "lost".
+pub fn lose_one_buffer() {
+    // receive one frame, then forget it
+    run_with(&[0, 0, 60, 0, 3, 39, 4, 1], true);
+}

@@ -1,0 +1,868 @@
+//! The split virtqueue (virtio 1.x, §2.7 "Split Virtqueues"): a descriptor
+//! table, the driver's *avail* ring and the device's *used* ring in one DMA
+//! region, with the same burst API and mempool as the descriptor rings:
+//! [`VirtqRx::rx_burst`] hands out [`Packet`]s that borrow the buffer the
+//! device wrote (zero copy), [`VirtqTx::tx_burst`] hands packets to the device
+//! and [`VirtqTx::reclaim`] returns them to their pools.
+//!
+//! # The 12-byte `virtio_net_hdr`
+//!
+//! Every virtio-net frame travels behind a `struct virtio_net_hdr` (12 bytes
+//! with `VIRTIO_F_VERSION_1`, virtio 1.x §5.1.6). Each buffer is a chain of
+//! two descriptors, fixed at creation: descriptor `2i` points to header slot
+//! `i` (in this ring's region), descriptor `2i + 1` to a mempool buffer. So
+//! the header never lands in the packet's buffer, and the frame starts at
+//! byte 0 of it, as on the Intel rings. The chain's head `2i` is its *id*
+//! (the id the device hands back in the used ring); a ring of `size`
+//! descriptors holds `size / 2` buffers. TX chains all point at one zeroed
+//! header (no offloads: `flags` 0, `gso_type` `VIRTIO_NET_HDR_GSO_NONE`).
+//!
+//! # Nothing the device writes is trusted
+//!
+//! The used ring is the device's: every entry is checked before it is
+//! followed. An id that is not the head of a chain, out of range, or not in
+//! flight (a repeated id, or one never handed to the device), and a used
+//! index that moves by more than the chains in flight, each *stop the
+//! queue*: counted in [`VirtqStats::device_errors`], [`VirtqStats::stopped`]
+//! set, no entry after it looked at; the bursts then return 0 and the
+//! buffers stay with the ring until it is dropped (after the driver has
+//! reset the device), when every one goes back to its pool. A length shorter
+//! than the header or longer than header plus buffer drops that frame
+//! (`rx_errors`) and re-posts its buffer.
+//!
+//! # Notifications
+//!
+//! Poll mode wants no interrupts: the avail ring's flags say
+//! `VRING_AVAIL_F_NO_INTERRUPT` (§2.7.7) from the start. A burst that posted
+//! buffers notifies the device (the *kick*, a doorbell write) only when the
+//! used ring's flags lack `VRING_USED_F_NO_NOTIFY` (§2.7.10): QEMU's
+//! virtio-net sets it while it is processing a queue (TX) or has buffers
+//! (RX), so a busy queue sends few kicks. Kicks and suppressed kicks are
+//! counted ([`VirtqStats`]). `VIRTIO_F_EVENT_IDX` is not used.
+//!
+//! Ordering (Linux `virtqueue_add`/`virtqueue_kick_prepare`): descriptor and
+//! avail-ring entries are stored before the avail index (release fence); the
+//! used index is read before its entries (acquire fence); between the avail
+//! index store and the read of the used flags a full fence (`virtio_mb`).
+
+use crate::descring::Doorbell;
+use crate::dma::{DmaError, DmaMapper, DmaRegion, PageSize};
+use crate::mempool::{Mempool, Packet, PoolCache, Shared};
+use crate::rx::{rx_cache_size, RingError, RxStats};
+use crate::tx::TxStats;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+/// Bytes of `struct virtio_net_hdr` with `VIRTIO_F_VERSION_1` (virtio 1.x
+/// §5.1.6: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset,
+/// num_buffers).
+pub const VIRTIO_NET_HDR_LEN: u32 = 12;
+
+/// `VIRTQ_DESC_F_NEXT`: the chain continues in `next`.
+const DESC_F_NEXT: u16 = 1;
+/// `VIRTQ_DESC_F_WRITE`: the device writes this buffer.
+const DESC_F_WRITE: u16 = 2;
+/// `VIRTQ_AVAIL_F_NO_INTERRUPT`.
+const AVAIL_F_NO_INTERRUPT: u16 = 1;
+/// `VIRTQ_USED_F_NO_NOTIFY`.
+const USED_F_NO_NOTIFY: u16 = 1;
+/// Bytes per header slot (12 used, 16 for alignment).
+const HDR_SLOT: usize = 16;
+/// Most descriptors in a split virtqueue (virtio 1.x §2.7: queue size ≤ 32768).
+pub const VIRTQ_MAX_SIZE: u16 = 32768;
+
+/// Driver-side counters of one virtqueue: what a virtio device does not
+/// count itself. Non-exhaustive: more may come.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VirtqStats {
+    /// Doorbell writes (notifications to the device).
+    pub kicks: u64,
+    /// Bursts that posted buffers but sent no kick because the device had
+    /// set `VRING_USED_F_NO_NOTIFY`.
+    pub kicks_suppressed: u64,
+    /// Used-ring entries or indices that broke the protocol (an id out of
+    /// range, not a chain head, or not in flight; a used index that jumped
+    /// past the chains in flight). The first one stops the queue.
+    pub device_errors: u64,
+    /// The queue stopped on a device error: the bursts return 0 until the
+    /// device is reset and the ring made anew.
+    pub stopped: bool,
+}
+
+/// The three guest-physical (IO virtual) addresses a virtio device needs
+/// for one queue (`queue_desc`, `queue_driver`, `queue_device` of the
+/// common configuration, virtio 1.x §4.1.4.3) and its size in descriptors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VirtqAddrs {
+    /// IOVA of the descriptor table (16 bytes per descriptor).
+    pub desc: u64,
+    /// IOVA of the avail (driver) ring.
+    pub avail: u64,
+    /// IOVA of the used (device) ring.
+    pub used: u64,
+    /// Descriptors (`queue_size`).
+    pub size: u16,
+}
+
+/// Byte offsets of the parts of a queue of `size` descriptors in its region:
+/// descriptor table (16-byte aligned), avail ring (2), used ring (4), header
+/// slots (16); and the total length.
+fn layout(size: usize) -> (usize, usize, usize, usize, usize) {
+    let desc = 0;
+    let avail = desc + 16 * size;
+    let used = (avail + 6 + 2 * size).next_multiple_of(4);
+    let hdr = (used + 6 + 8 * size).next_multiple_of(16);
+    let total = hdr + HDR_SLOT * (size / 2);
+    (desc, avail, used, hdr, total)
+}
+
+/// One split virtqueue's memory: raw views into its region, every access
+/// volatile and masked in bounds.
+#[derive(Debug)]
+struct Vring {
+    region: DmaRegion,
+    base: NonNull<u8>,
+    size: u16,
+    mask: u16,
+    avail: usize,
+    used: usize,
+    hdr: usize,
+}
+
+// SAFETY: `base` points into `region`, owned by the Vring and alive as long
+// as it; the memory is only reached with volatile accesses through `&self`
+// or `&mut self`, so moving the Vring to another thread is as safe as moving
+// the region.
+unsafe impl Send for Vring {}
+// SAFETY: as above.
+unsafe impl Sync for Vring {}
+
+impl Vring {
+    fn new(size: u16, page: PageSize, mapper: Arc<dyn DmaMapper>) -> Result<Vring, DmaError> {
+        assert!(
+            (4..=VIRTQ_MAX_SIZE).contains(&size) && size.is_power_of_two(),
+            "virtqueue size {size} is not a power of two in 4..=32768"
+        );
+        let (_, avail, used, hdr, total) = layout(size as usize);
+        let region = DmaRegion::new(total, page, mapper)?;
+        let base = NonNull::new(region.va()).expect("a mapped region is not null");
+        // Anonymous mappings start zeroed: flags, indices and headers are 0.
+        Ok(Vring {
+            region,
+            base,
+            size,
+            mask: size - 1,
+            avail,
+            used,
+            hdr,
+        })
+    }
+
+    fn addrs(&self) -> VirtqAddrs {
+        let iova = self.region.iova();
+        VirtqAddrs {
+            desc: iova,
+            avail: iova + self.avail as u64,
+            used: iova + self.used as u64,
+            size: self.size,
+        }
+    }
+
+    /// The address `off` bytes into the region, `off + n <= len` checked by
+    /// the callers' masked indices and the layout (asserted in debug builds).
+    #[inline(always)]
+    fn at<T>(&self, off: usize) -> *mut T {
+        debug_assert!(off + std::mem::size_of::<T>() <= self.region.len());
+        self.base.as_ptr().wrapping_add(off).cast()
+    }
+
+    /// Write descriptor `i` (masked) whole.
+    #[inline(always)]
+    fn write_desc(&self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+        let off = 16 * (i & self.mask) as usize;
+        // SAFETY: `i` is masked below `size`, so the 16 bytes at `off` are
+        // inside the descriptor table (layout); aligned (16-byte slots in a
+        // page-aligned region); only volatile accesses reach this memory.
+        unsafe {
+            self.at::<u64>(off).write_volatile(addr.to_le());
+            self.at::<u32>(off + 8).write_volatile(len.to_le());
+            self.at::<u16>(off + 12).write_volatile(flags.to_le());
+            self.at::<u16>(off + 14).write_volatile(next.to_le());
+        }
+    }
+
+    /// Set only descriptor `i`'s address and length (a re-armed chain).
+    #[inline(always)]
+    fn write_desc_buf(&self, i: u16, addr: u64, len: u32) {
+        let off = 16 * (i & self.mask) as usize;
+        // SAFETY: as in `write_desc`.
+        unsafe {
+            self.at::<u64>(off).write_volatile(addr.to_le());
+            self.at::<u32>(off + 8).write_volatile(len.to_le());
+        }
+    }
+
+    #[inline(always)]
+    fn set_avail_flags(&self, flags: u16) {
+        // SAFETY: the avail ring's first u16 (layout), 2-byte aligned.
+        unsafe { self.at::<u16>(self.avail).write_volatile(flags.to_le()) }
+    }
+
+    /// avail.ring[`slot` masked] = `id`.
+    #[inline(always)]
+    fn put_avail(&self, slot: u16, id: u16) {
+        let off = self.avail + 4 + 2 * (slot & self.mask) as usize;
+        // SAFETY: a masked slot is inside avail.ring (layout), 2-byte aligned.
+        unsafe { self.at::<u16>(off).write_volatile(id.to_le()) }
+    }
+
+    /// Publish avail.idx = `idx`, after every entry before it.
+    #[inline(always)]
+    fn publish_avail(&self, idx: u16) {
+        fence(Ordering::Release);
+        // SAFETY: avail.idx, the avail ring's second u16 (layout).
+        unsafe { self.at::<u16>(self.avail + 2).write_volatile(idx.to_le()) }
+    }
+
+    #[inline(always)]
+    fn used_flags(&self) -> u16 {
+        // SAFETY: the used ring's first u16 (layout).
+        u16::from_le(unsafe { self.at::<u16>(self.used).read_volatile() })
+    }
+
+    /// used.idx, then an acquire fence so the entries are read after it.
+    #[inline(always)]
+    fn used_idx(&self) -> u16 {
+        // SAFETY: used.idx, the used ring's second u16 (layout).
+        let v = u16::from_le(unsafe { self.at::<u16>(self.used + 2).read_volatile() });
+        fence(Ordering::Acquire);
+        v
+    }
+
+    /// used.ring[`slot` masked]: (id, len).
+    #[inline(always)]
+    fn used_elem(&self, slot: u16) -> (u32, u32) {
+        let off = self.used + 4 + 8 * (slot & self.mask) as usize;
+        // SAFETY: a masked slot is inside used.ring (layout), 4-byte aligned.
+        unsafe {
+            (
+                u32::from_le(self.at::<u32>(off).read_volatile()),
+                u32::from_le(self.at::<u32>(off + 4).read_volatile()),
+            )
+        }
+    }
+
+    /// IOVA of header slot `k` (< size / 2).
+    fn hdr_iova(&self, k: u16) -> u64 {
+        self.region.iova() + (self.hdr + HDR_SLOT * k as usize) as u64
+    }
+
+    /// Kick the device unless it asked not to be (after a full fence: the
+    /// avail index store must be visible before the flags are read).
+    #[inline]
+    fn kick<D: Doorbell>(&self, doorbell: &mut D, avail_idx: u16, stats: &mut VirtqStats) {
+        fence(Ordering::SeqCst);
+        if self.used_flags() & USED_F_NO_NOTIFY == 0 {
+            doorbell.ring(avail_idx);
+            stats.kicks += 1;
+        } else {
+            stats.kicks_suppressed += 1;
+        }
+    }
+
+    /// Check a used-ring id: the head of a chain (even), in range, in
+    /// flight. Returns the chain number.
+    #[inline(always)]
+    fn chain_of(&self, id: u32, posted: &[bool]) -> Option<usize> {
+        if id >= self.size as u32 || id & 1 != 0 {
+            return None;
+        }
+        let k = (id / 2) as usize;
+        posted[k].then_some(k)
+    }
+}
+
+/// One receive virtqueue with its mempool and cache. The driver resets the
+/// device before dropping it.
+pub struct VirtqRx<D: Doorbell> {
+    ring: Vring,
+    pool: Mempool,
+    cache: PoolCache,
+    /// Buffer index of each chain.
+    slots: Box<[u32]>,
+    /// Whether chain `k` is the device's (posted and not yet used).
+    posted: Box<[bool]>,
+    /// The avail index next published, and the used index next read.
+    avail_idx: u16,
+    last_used: u16,
+    buf_size: u32,
+    doorbell: D,
+    stats: RxStats,
+    vq: VirtqStats,
+}
+
+impl<D: Doorbell> VirtqRx<D> {
+    /// A receive queue of `size` descriptors (`size / 2` buffers, each
+    /// behind its header), every chain armed with a buffer from `pool`; its
+    /// region is mapped with `mapper` in pages of `page`. Nothing is
+    /// published yet: give [`VirtqRx::addrs`] to the device, then call
+    /// [`VirtqRx::start`].
+    ///
+    /// # Errors
+    /// [`RingError::Unreachable`] when the device cannot reach `pool`;
+    /// [`RingError::PoolTooSmall`]; [`RingError::Dma`] when the region
+    /// cannot be allocated or mapped.
+    ///
+    /// # Panics
+    /// If `size` is not a power of two in 4..=32768.
+    pub fn new(
+        size: u16,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+        pool: &Mempool,
+        doorbell: D,
+    ) -> Result<Self, RingError> {
+        let ring = Vring::new(size, page, mapper).map_err(RingError::Dma)?;
+        if !pool.region().same_address_space(&ring.region) {
+            return Err(RingError::Unreachable);
+        }
+        let chains = size as usize / 2;
+        let mut bufs = Vec::with_capacity(chains);
+        if pool.alloc_bulk(&mut bufs, chains) < chains {
+            let free = bufs.len();
+            pool.free_bulk(&mut bufs);
+            return Err(RingError::PoolTooSmall {
+                needed: chains,
+                free,
+            });
+        }
+        // Each armed buffer holds a pool reference, handed to its packet.
+        pool.shared().acquire(chains);
+        let buf_size = pool.buf_size() as u32;
+        for (k, &b) in bufs.iter().enumerate() {
+            let id = 2 * k as u16;
+            ring.write_desc(
+                id,
+                ring.hdr_iova(k as u16),
+                VIRTIO_NET_HDR_LEN,
+                DESC_F_NEXT | DESC_F_WRITE,
+                id + 1,
+            );
+            ring.write_desc(id + 1, pool.buf_iova(b), buf_size, DESC_F_WRITE, 0);
+            ring.put_avail(k as u16, id);
+        }
+        ring.set_avail_flags(AVAIL_F_NO_INTERRUPT);
+        Ok(VirtqRx {
+            ring,
+            cache: PoolCache::new(pool.clone(), rx_cache_size(chains)),
+            pool: pool.clone(),
+            slots: bufs.into_boxed_slice(),
+            posted: vec![false; chains].into_boxed_slice(),
+            avail_idx: 0,
+            last_used: 0,
+            buf_size,
+            doorbell,
+            stats: RxStats::default(),
+            vq: VirtqStats::default(),
+        })
+    }
+
+    /// Where the device finds this queue.
+    pub fn addrs(&self) -> VirtqAddrs {
+        self.ring.addrs()
+    }
+
+    /// Give the device every chain (once the queue is enabled and the
+    /// device is DRIVER_OK) and notify it.
+    pub fn start(&mut self) {
+        let chains = self.slots.len() as u16;
+        self.posted.fill(true);
+        self.avail_idx = chains;
+        self.ring.publish_avail(chains);
+        self.doorbell.ring(chains);
+        self.vq.kicks += 1;
+    }
+
+    /// Receive up to `max` frames, appending them to `out`; returns how
+    /// many. Each [`Packet`] is the buffer the device wrote, without the
+    /// `virtio_net_hdr`; its chain is re-armed with a fresh buffer from the
+    /// ring's cache before the frame is handed up. When the cache is empty
+    /// the burst stops (`rx_nombuf`). See the module docs for what a device
+    /// error does.
+    #[inline]
+    pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        if self.vq.stopped {
+            return 0;
+        }
+        let used = self.ring.used_idx();
+        let pending = used.wrapping_sub(self.last_used);
+        if pending == 0 || max == 0 {
+            self.stats.empty_polls += 1;
+            return 0;
+        }
+        let in_flight = self.avail_idx.wrapping_sub(self.last_used);
+        if pending > in_flight {
+            self.device_error();
+            return 0;
+        }
+        let n = (pending as usize).min(max);
+        out.reserve(n);
+        let pool_ptr = self.cache.pool().as_ptr();
+        assert!(
+            self.cache.pool().same_pool(&self.pool),
+            "VirtqRx: its PoolCache was replaced by one of another mempool"
+        );
+        let first_avail = self.avail_idx;
+        let (mut got, mut bytes, mut taken) = (0usize, 0u64, 0u16);
+        while (taken as usize) < n {
+            let (id, len) = self.ring.used_elem(self.last_used.wrapping_add(taken));
+            let Some(k) = self.ring.chain_of(id, &self.posted) else {
+                self.device_error();
+                break;
+            };
+            let frame = len.wrapping_sub(VIRTIO_NET_HDR_LEN);
+            if len < VIRTIO_NET_HDR_LEN || frame == 0 || frame > self.buf_size {
+                // The chain keeps its buffer and goes back to the device.
+                self.stats.rx_errors += 1;
+            } else {
+                let Some(fresh) = self.cache.get() else {
+                    self.stats.rx_nombuf += 1;
+                    break;
+                };
+                let done = std::mem::replace(&mut self.slots[k], fresh);
+                self.ring.write_desc_buf(
+                    id as u16 + 1,
+                    self.pool.shared().buf_iova(fresh),
+                    self.buf_size,
+                );
+                // SAFETY: `done` was chain `k`'s armed buffer of the ring's
+                // pool, now replaced by `fresh` (the ring no longer owns it),
+                // with the pool reference every armed buffer holds (`fresh`
+                // brought its own from the cache); `frame <= buf_size` was
+                // checked above.
+                out.push(unsafe { Packet::from_parts(pool_ptr, done, frame, 0, 0) });
+                bytes += frame as u64;
+                got += 1;
+            }
+            self.posted[k] = false;
+            self.ring.put_avail(self.avail_idx, id as u16);
+            self.avail_idx = self.avail_idx.wrapping_add(1);
+            taken += 1;
+        }
+        self.last_used = self.last_used.wrapping_add(taken);
+        if taken > 0 {
+            // The chains re-posted in this burst are the device's again.
+            self.repost(first_avail, taken);
+        }
+        if got > 0 {
+            self.stats.packets += got as u64;
+            self.stats.bytes += bytes;
+            self.stats.bursts += 1;
+        } else {
+            self.stats.empty_polls += 1;
+        }
+        got
+    }
+
+    /// Mark the `n` chains put in the avail ring from `first` on as posted,
+    /// publish them and kick if the device wants it.
+    fn repost(&mut self, first: u16, n: u16) {
+        for s in 0..n {
+            let slot = first.wrapping_add(s);
+            let off = self.ring.avail + 4 + 2 * (slot & self.ring.mask) as usize;
+            // SAFETY: a masked slot inside avail.ring (layout); written by
+            // this burst.
+            let id = u16::from_le(unsafe { self.ring.at::<u16>(off).read_volatile() });
+            self.posted[(id / 2) as usize] = true;
+        }
+        self.ring.publish_avail(self.avail_idx);
+        self.ring
+            .kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
+    }
+
+    #[cold]
+    fn device_error(&mut self) {
+        self.vq.device_errors += 1;
+        self.vq.stopped = true;
+    }
+
+    /// Ask the device for a used-buffer notification (an interrupt) or not:
+    /// clears or sets `VRING_AVAIL_F_NO_INTERRUPT` (virtio 1.x §2.7.7), then a
+    /// full fence, so that a [`VirtqRx::ready`] after arming sees any frame
+    /// the device used before it saw the flag. The flag is a hint: a device
+    /// may still notify (a spurious wake-up).
+    pub fn set_interrupts(&mut self, on: bool) {
+        self.ring
+            .set_avail_flags(if on { 0 } else { AVAIL_F_NO_INTERRUPT });
+        fence(Ordering::SeqCst);
+    }
+
+    /// Whether a frame is waiting (the used index moved), for interrupt
+    /// modes' last look before sleeping.
+    pub fn ready(&self) -> bool {
+        !self.vq.stopped && self.ring.used_idx() != self.last_used
+    }
+    /// The ring's buffer cache (refill; TX reclaim returns sent buffers to it).
+    pub fn cache_mut(&mut self) -> &mut PoolCache {
+        &mut self.cache
+    }
+    /// The ring's buffer cache, to read (accounting in tests).
+    pub fn cache(&self) -> &PoolCache {
+        &self.cache
+    }
+    /// The mempool this queue's buffers come from.
+    pub fn pool(&self) -> &Mempool {
+        &self.pool
+    }
+    /// Packet counters.
+    pub fn stats(&self) -> RxStats {
+        self.stats
+    }
+    /// Virtqueue counters (kicks, device errors).
+    pub fn virtq_stats(&self) -> VirtqStats {
+        self.vq
+    }
+    /// Buffers the queue holds (`size / 2`).
+    pub fn chains(&self) -> usize {
+        self.slots.len()
+    }
+    /// Accounting for tests and the fuzz harness: the buffer of every chain.
+    pub fn armed_indices(&self) -> &[u32] {
+        &self.slots
+    }
+}
+
+impl<D: Doorbell> Drop for VirtqRx<D> {
+    /// Give every chain's buffer back (the driver has reset the device).
+    fn drop(&mut self) {
+        let ptr = self.pool.as_ptr();
+        for &b in self.slots.iter() {
+            // SAFETY: each slot holds one buffer of the ring's pool with one
+            // reference, handed over once (the ring is going).
+            drop(unsafe { Packet::from_raw_parts(ptr, b) });
+        }
+    }
+}
+
+/// The pool an in-flight TX buffer belongs to (a null pointer: none).
+#[derive(Clone, Copy)]
+struct InFlight {
+    pool: *mut Shared,
+    idx: u32,
+}
+
+/// One transmit virtqueue. The driver resets the device before dropping it.
+pub struct VirtqTx<D: Doorbell> {
+    ring: Vring,
+    /// The buffer behind each chain while it is the device's.
+    slots: Box<[InFlight]>,
+    posted: Box<[bool]>,
+    /// Chain numbers free to fill.
+    free: Vec<u16>,
+    avail_idx: u16,
+    last_used: u16,
+    doorbell: D,
+    stats: TxStats,
+    vq: VirtqStats,
+}
+
+// SAFETY: the raw pool pointers in `slots` stand for the buffer and pool
+// reference of the `Packet` each was taken from, and `Packet` is `Send` and
+// `Sync`; everything else is.
+unsafe impl<D: Doorbell + Send> Send for VirtqTx<D> {}
+// SAFETY: as above; `&VirtqTx` only reads counters.
+unsafe impl<D: Doorbell + Sync> Sync for VirtqTx<D> {}
+
+/// Free chains under which [`VirtqTx::tx_burst`] reclaims first.
+const TX_RECLAIM_BELOW: usize = 32;
+
+impl<D: Doorbell> VirtqTx<D> {
+    /// A transmit queue of `size` descriptors (`size / 2` frames in
+    /// flight), each chain a shared zeroed `virtio_net_hdr` then the frame.
+    ///
+    /// # Errors
+    /// [`RingError::Dma`] when the region cannot be allocated or mapped.
+    ///
+    /// # Panics
+    /// If `size` is not a power of two in 4..=32768.
+    pub fn new(
+        size: u16,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+        doorbell: D,
+    ) -> Result<Self, RingError> {
+        let ring = Vring::new(size, page, mapper).map_err(RingError::Dma)?;
+        let chains = size / 2;
+        let hdr = ring.hdr_iova(0);
+        for k in 0..chains {
+            ring.write_desc(2 * k, hdr, VIRTIO_NET_HDR_LEN, DESC_F_NEXT, 2 * k + 1);
+            ring.write_desc(2 * k + 1, 0, 0, 0, 0);
+        }
+        ring.set_avail_flags(AVAIL_F_NO_INTERRUPT);
+        Ok(VirtqTx {
+            ring,
+            slots: vec![
+                InFlight {
+                    pool: std::ptr::null_mut(),
+                    idx: 0
+                };
+                chains as usize
+            ]
+            .into_boxed_slice(),
+            posted: vec![false; chains as usize].into_boxed_slice(),
+            free: (0..chains).rev().collect(),
+            avail_idx: 0,
+            last_used: 0,
+            doorbell,
+            stats: TxStats::default(),
+            vq: VirtqStats::default(),
+        })
+    }
+
+    /// Where the device finds this queue.
+    pub fn addrs(&self) -> VirtqAddrs {
+        self.ring.addrs()
+    }
+
+    /// Queue frames from the front of `pkts` while chains are free; the
+    /// queued ones leave `pkts`, the rest stay in order. Returns how many
+    /// were taken, including any refused as unsendable (empty, or in a
+    /// mempool the device cannot reach), which are freed and counted in
+    /// `tx_errors`. Reclaims into `cache` first when few chains are free.
+    /// One avail-index store per burst, and a kick only if the device asks.
+    #[inline]
+    pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
+        if self.vq.stopped || pkts.is_empty() {
+            return 0;
+        }
+        if self.free.len() < pkts.len().min(TX_RECLAIM_BELOW) {
+            self.reclaim(cache);
+        }
+        let n = pkts.len().min(self.free.len());
+        if n == 0 {
+            self.stats.ring_full += 1;
+            return 0;
+        }
+        if n < pkts.len() {
+            self.stats.ring_full += 1;
+        }
+        let (mut sent, mut bytes, mut foreign) = (0u64, 0u64, 0u64);
+        for p in pkts.drain(..n) {
+            let (pool, idx, len) = p.parts();
+            // SAFETY: `p` holds a reference to its pool.
+            let iova = unsafe { Shared::iova_for(pool, idx, &self.ring.region) };
+            let Some(iova) = iova.filter(|_| len > 0) else {
+                self.stats.tx_errors += 1;
+                cache.recycle(p);
+                continue;
+            };
+            let k = self.free.pop().expect("n <= free chains");
+            if pool != cache.pool().as_ptr() {
+                foreign += 1;
+            }
+            let (pool, idx) = p.into_parts();
+            self.slots[k as usize] = InFlight {
+                pool: pool.as_ptr(),
+                idx,
+            };
+            self.ring.write_desc_buf(2 * k + 1, iova, len);
+            self.ring.put_avail(self.avail_idx, 2 * k);
+            self.posted[k as usize] = true;
+            self.avail_idx = self.avail_idx.wrapping_add(1);
+            sent += 1;
+            bytes += len as u64;
+        }
+        if sent > 0 {
+            self.ring.publish_avail(self.avail_idx);
+            self.ring
+                .kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
+            self.stats.packets += sent;
+            self.stats.bytes += bytes;
+            self.stats.foreign += foreign;
+            self.stats.bursts += 1;
+        }
+        n
+    }
+
+    /// Refuse every frame of `pkts` for a transmit offload this device
+    /// cannot do (a virtio-net port offers none): each is freed into
+    /// `cache` and counted in `tx_errors` and `tx_offload_errors`, as the
+    /// descriptor rings count theirs. Returns how many were taken (all).
+    pub fn refuse_offloads(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
+        let n = pkts.len();
+        for p in pkts.drain(..) {
+            cache.recycle(p);
+        }
+        self.stats.tx_errors += n as u64;
+        self.stats.tx_offload_errors += n as u64;
+        n
+    }
+
+    /// Return the buffers of every chain the device has used into `cache`
+    /// (or their own pool); returns how many. Each used entry is checked
+    /// (module docs); the first bad one stops the queue.
+    pub fn reclaim(&mut self, cache: &mut PoolCache) -> usize {
+        if self.vq.stopped {
+            return 0;
+        }
+        let used = self.ring.used_idx();
+        let pending = used.wrapping_sub(self.last_used);
+        if pending == 0 {
+            return 0;
+        }
+        if pending > self.avail_idx.wrapping_sub(self.last_used) {
+            self.vq.device_errors += 1;
+            self.vq.stopped = true;
+            return 0;
+        }
+        let mut done = 0u16;
+        while done < pending {
+            let (id, _) = self.ring.used_elem(self.last_used.wrapping_add(done));
+            let Some(k) = self.ring.chain_of(id, &self.posted) else {
+                self.vq.device_errors += 1;
+                self.vq.stopped = true;
+                break;
+            };
+            self.posted[k] = false;
+            let f = self.slots[k];
+            self.slots[k].pool = std::ptr::null_mut();
+            // SAFETY: chain `k` was posted (checked) and held buffer `f.idx`
+            // of the pool at `f.pool` with one reference, taken from a packet
+            // in `tx_burst`; `posted[k]` is now false, so it is handed back
+            // once.
+            let p = unsafe { Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx) };
+            cache.recycle(p);
+            self.free.push(k as u16);
+            done += 1;
+        }
+        self.last_used = self.last_used.wrapping_add(done);
+        done as usize
+    }
+
+    /// Frames handed to the device and not yet reclaimed.
+    pub fn in_flight(&self) -> usize {
+        self.posted.len() - self.free.len()
+    }
+    /// Packet counters.
+    pub fn stats(&self) -> TxStats {
+        self.stats
+    }
+    /// Virtqueue counters (kicks, device errors).
+    pub fn virtq_stats(&self) -> VirtqStats {
+        self.vq
+    }
+    /// Accounting for tests and the fuzz harness: the buffers in flight, as
+    /// `(index, pool)`.
+    pub fn in_flight_buffers(&self) -> impl Iterator<Item = (u32, *const ())> + '_ {
+        self.posted
+            .iter()
+            .zip(self.slots.iter())
+            .filter(|(p, _)| **p)
+            .map(|(_, f)| (f.idx, f.pool as *const ()))
+    }
+}
+
+impl<D: Doorbell> Drop for VirtqTx<D> {
+    /// Give back every buffer still in flight (the device is reset).
+    fn drop(&mut self) {
+        for (k, f) in self.slots.iter().enumerate() {
+            if self.posted[k] {
+                // SAFETY: a posted chain holds one buffer and one reference
+                // of its pool (see `reclaim`), handed back once here.
+                drop(unsafe { Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx) });
+            }
+        }
+        self.posted.fill(false);
+    }
+}
+
+/// The device's side of a split virtqueue, for tests and the fuzz harness:
+/// reads what the driver posted and writes used entries, through the same
+/// region the driver uses (identity-mapped IOVAs only).
+pub mod device {
+    use super::*;
+
+    /// A view of a queue's memory from the device's side.
+    #[derive(Clone, Copy, Debug)]
+    pub struct DeviceView {
+        base: *mut u8,
+        size: u16,
+        avail: usize,
+        used: usize,
+    }
+
+    impl DeviceView {
+        /// The device side of the queue at `addrs`, whose IOVAs are the
+        /// process's own addresses (an [`crate::IdentityMapper`] region).
+        ///
+        /// # Safety
+        /// The queue behind `addrs` is alive and identity-mapped for as
+        /// long as the view is used.
+        pub unsafe fn new(addrs: VirtqAddrs) -> DeviceView {
+            let (_, avail, used, _, _) = layout(addrs.size as usize);
+            DeviceView {
+                base: addrs.desc as usize as *mut u8,
+                size: addrs.size,
+                avail,
+                used,
+            }
+        }
+        fn rd16(&self, off: usize) -> u16 {
+            // SAFETY: `new`'s contract; offsets from the layout.
+            unsafe { self.base.add(off).cast::<u16>().read_volatile() }
+        }
+        /// avail.idx.
+        pub fn avail_idx(&self) -> u16 {
+            self.rd16(self.avail + 2)
+        }
+        /// avail.flags.
+        pub fn avail_flags(&self) -> u16 {
+            self.rd16(self.avail)
+        }
+        /// avail.ring[`slot` masked].
+        pub fn avail_entry(&self, slot: u16) -> u16 {
+            self.rd16(self.avail + 4 + 2 * (slot & (self.size - 1)) as usize)
+        }
+        /// Descriptor `i` (masked): (addr, len, flags, next).
+        pub fn desc(&self, i: u16) -> (u64, u32, u16, u16) {
+            let off = 16 * (i & (self.size - 1)) as usize;
+            // SAFETY: `new`'s contract; inside the descriptor table.
+            unsafe {
+                let p = self.base.add(off);
+                (
+                    p.cast::<u64>().read_volatile(),
+                    p.add(8).cast::<u32>().read_volatile(),
+                    p.add(12).cast::<u16>().read_volatile(),
+                    p.add(14).cast::<u16>().read_volatile(),
+                )
+            }
+        }
+        /// Write used.ring[`slot` masked] = (id, len).
+        pub fn put_used(&self, slot: u16, id: u32, len: u32) {
+            let off = self.used + 4 + 8 * (slot & (self.size - 1)) as usize;
+            // SAFETY: `new`'s contract; inside used.ring.
+            unsafe {
+                self.base.add(off).cast::<u32>().write_volatile(id);
+                self.base.add(off + 4).cast::<u32>().write_volatile(len);
+            }
+        }
+        /// Write used.idx.
+        pub fn set_used_idx(&self, idx: u16) {
+            // SAFETY: `new`'s contract; used.idx.
+            unsafe {
+                self.base
+                    .add(self.used + 2)
+                    .cast::<u16>()
+                    .write_volatile(idx)
+            }
+        }
+        /// Write used.flags (`1`: `VRING_USED_F_NO_NOTIFY`).
+        pub fn set_used_flags(&self, flags: u16) {
+            // SAFETY: `new`'s contract; used.flags.
+            unsafe { self.base.add(self.used).cast::<u16>().write_volatile(flags) }
+        }
+    }
+}

@@ -1,0 +1,584 @@
+//! The virtio-net family on the testbed's two virtio-net ports
+//! (`POLLNIC_VIRTIO_PORT0/1`: modern virtio 1.x, `iommu_platform=on`, behind
+//! the guest's vIOMMU, bound to vfio-pci, wired back to back through a QEMU
+//! hub), and the two devices it must refuse (`POLLNIC_VIRTIO_NOPLATFORM`,
+//! `POLLNIC_VIRTIO_TRANSITIONAL`). Run by `cargo xtask test` in the guest.
+
+#[path = "common/relay.rs"]
+mod relay;
+
+use pollnic::{Counter, Device, DeviceConfig, Error};
+use pollnic_tests::*;
+use pollnic_tools::frame::{self, Flow};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn vport(i: usize) -> String {
+    env(&format!("POLLNIC_VIRTIO_PORT{i}"))
+}
+
+fn vport_mac(i: usize) -> [u8; 6] {
+    let text = env(&format!("POLLNIC_VIRTIO_PORT{i}_MAC"));
+    let bytes: Vec<u8> = text
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).expect("a hex byte"))
+        .collect();
+    bytes.try_into().expect("six bytes")
+}
+
+/// 256-descriptor rings: 128 buffers each, inside both of QEMU's queue sizes.
+fn config() -> DeviceConfig {
+    DeviceConfig::default()
+        .with_rx_ring_size(256)
+        .with_tx_ring_size(256)
+        .with_mempool_size(2048)
+}
+
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn status_lists_the_virtio_ports_with_family_virtio_net() {
+    let out = Command::new(pollnic_exe()).arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "pollnic status failed:\n{text}");
+    for i in 0..2 {
+        let addr = vport(i);
+        let line = text
+            .lines()
+            .find(|l| l.contains(&addr))
+            .unwrap_or_else(|| panic!("{addr} missing from pollnic status:\n{text}"));
+        let cols: Vec<&str> = line
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(
+            cols[..4],
+            [
+                addr.as_str(),
+                "Virtio 1.0 network device",
+                "virtio-net",
+                "vfio-pci"
+            ],
+            "{line}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn link_is_up_and_the_mac_is_qemus() {
+    for i in 0..2 {
+        let dev = Device::open(vport(i), &config()).expect("open a virtio-net port");
+        assert_eq!(dev.family(), "virtio-net");
+        assert_eq!(
+            dev.mac(),
+            vport_mac(i),
+            "MAC from the device config (VIRTIO_NET_F_MAC)"
+        );
+        assert!(dev.link().up);
+        assert_eq!(dev.queue_count(), 1);
+        dev.check_device().expect("no DEVICE_NEEDS_RESET");
+    }
+}
+
+/// Loopback of 20,000 frames of 64 B and of 1518 B on the wire (60 and
+/// 1514 without FCS, which virtio never carries): every frame arrives,
+/// byte-identical and in order, and the driver's counters agree on both
+/// ports.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn loopback_20000_frames_at_64_and_1518_bytes_and_counters_agree() {
+    let cfg = config();
+    let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("open both");
+    let (a, b) = ports.split_at_mut(1);
+    let (tx, rx) = (&mut a[0], &mut b[0]);
+    let mut bytes = 0;
+    for len in [60usize, 1514] {
+        bytes += transfer_and_verify(tx, rx, 20_000, |_| len);
+    }
+    let (ts, rs) = (tx.stats(), rx.stats());
+    assert_eq!(ts.counter(Counter::TxPackets), 40_000);
+    assert_eq!(rs.counter(Counter::RxPackets), 40_000);
+    assert_eq!(ts.counter(Counter::TxBytes), bytes);
+    assert_eq!(rs.counter(Counter::RxBytes), bytes);
+    assert_eq!(rs.get("rx_errors"), Some(0));
+    let q = rx.queue(0);
+    assert_eq!(q.rx_stats().packets, 40_000);
+    let (vrx, _) = q.virtq_stats().expect("a virtqueue");
+    assert_eq!(vrx.device_errors, 0);
+    assert!(!vrx.stopped);
+    let (_, vtx) = tx.queue(0).virtq_stats().unwrap();
+    // Poll mode: QEMU suppresses kicks while it works on a queue
+    // (VRING_USED_F_NO_NOTIFY); at most one kick per burst.
+    assert!(vtx.kicks + vtx.kicks_suppressed <= tx.queue(0).tx_stats().bursts);
+    eprintln!(
+        "TX kicks {} suppressed {}; RX kicks {} suppressed {}",
+        vtx.kicks, vtx.kicks_suppressed, vrx.kicks, vrx.kicks_suppressed
+    );
+}
+
+/// Frames received on port 1 are sent out of port 0 as they are (zero
+/// copy: buffers of port 1's mempool on port 0's TX virtqueue, the two
+/// ports opened in one VFIO container) and arrive back on port 1 intact.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn forwarding_between_the_virtio_ports_copies_nothing() {
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).expect("open both");
+    assert!(ports[0].shares_dma_with(&ports[1]));
+    let flow = Flow::between(ports[0].mac(), ports[1].mac());
+    let n = 2_048u64; // 64 rounds of 32
+    let mut got = Vec::with_capacity(64);
+    let mut pending = Vec::with_capacity(32);
+    let mut forwarded = 0u64;
+    let mut back = 0u64;
+    for round in 0..n / 32 {
+        let (a, b) = ports.split_at_mut(1);
+        let (p0, p1) = (a[0].queue(0), b[0].queue(0));
+        for k in 0..32 {
+            let seq = round * 32 + k;
+            let mut p = p0.mempool().alloc().expect("a buffer");
+            p.set_len(60).unwrap();
+            assert!(frame::write(p.data_mut(), &flow, seq, seq));
+            pending.push(p);
+        }
+        while !pending.is_empty() {
+            p0.tx_burst(&mut pending);
+        }
+        // Receive all 32 on 1, then forward them out of 0 untouched.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.len() < 32 {
+            assert!(Instant::now() < deadline, "round {round}: frames missing");
+            let room = 32 - got.len();
+            p1.rx_burst(&mut got, room);
+        }
+        forwarded += got.len() as u64;
+        while !got.is_empty() {
+            p0.tx_burst(&mut got);
+        }
+        // They come back to 1, intact.
+        let mut seen = 0;
+        while seen < 32 {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: forwarded frames missing"
+            );
+            p1.rx_burst(&mut got, 32);
+            for p in got.drain(..) {
+                let seq = round * 32 + seen as u64;
+                assert!(
+                    p.data() == &frame::expected(60, &flow, seq, seq)[..],
+                    "frame {seq}"
+                );
+                seen += 1;
+            }
+        }
+        back += seen as u64;
+    }
+    assert_eq!((forwarded, back), (n, n));
+    let q0 = ports[0].queue(0);
+    assert_eq!(
+        q0.tx_stats().foreign,
+        n,
+        "every forwarded frame left in its own buffer"
+    );
+    assert_eq!(q0.tx_stats().tx_errors, 0);
+}
+
+/// Run by the kill test as a child: verified traffic until killed.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn child_traffic_until_killed() {
+    if std::env::var_os("POLLNIC_VIRTIO_CHILD").is_none() {
+        return;
+    }
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
+    let (a, b) = ports.split_at_mut(1);
+    println!("traffic running");
+    loop {
+        transfer_and_verify(&mut a[0], &mut b[0], 32, |_| 60);
+    }
+}
+
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn killed_with_sigkill_during_traffic_then_reopened() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_traffic_until_killed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("POLLNIC_VIRTIO_CHILD", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains("traffic running") {
+        line.clear();
+    }
+    assert!(line.contains("traffic running"), "child never started");
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    // The ports open again at once and carry traffic: the open resets the
+    // device, whatever the dead process left in its virtqueues.
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).expect("reopen");
+    let (a, b) = ports.split_at_mut(1);
+    transfer_and_verify(&mut a[0], &mut b[0], 2_000, |s| 60 + (s as usize % 1455));
+}
+
+/// QMP `set_link` on the QEMU device: the device config's
+/// `VIRTIO_NET_S_LINK_UP` follows, and `Device::link` with it.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn link_status_follows_the_cable() {
+    let dev = Device::open(vport(0), &config()).unwrap();
+    assert!(dev.link().up);
+    let wait = |up: bool| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while dev.link().up != up {
+            assert!(Instant::now() < deadline, "link never went {up}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    relay::set_link_of("pollnic_virtio0", false);
+    wait(false);
+    relay::set_link_of("pollnic_virtio0", true);
+    wait(true);
+    // Opening waits for the link: with the cable out it says so.
+    relay::set_link_of("pollnic_virtio0", false);
+    drop(dev);
+    let cfg = config().with_link_timeout(Duration::from_millis(300));
+    let err = Device::open(vport(0), &cfg).err().expect("link is down");
+    assert!(matches!(err, Error::LinkDown { .. }), "{err}");
+    relay::set_link_of("pollnic_virtio0", true);
+    Device::open(vport(0), &config()).expect("up again");
+}
+
+/// The refusals: a device without VIRTIO_F_ACCESS_PLATFORM (it would bypass
+/// the vIOMMU) and a transitional one, each with a message naming what is
+/// missing and how to get it.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn devices_pollnic_cannot_drive_safely_are_refused_by_name() {
+    let err = Device::open(env("POLLNIC_VIRTIO_NOPLATFORM"), &config())
+        .err()
+        .expect("no ACCESS_PLATFORM: refused");
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            err,
+            Error::VirtioFeatureMissing {
+                feature: "VIRTIO_F_ACCESS_PLATFORM",
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("iommu_platform=on"), "{msg}");
+    let err = Device::open(env("POLLNIC_VIRTIO_TRANSITIONAL"), &config())
+        .err()
+        .expect("a transitional device: refused");
+    let msg = err.to_string();
+    assert!(matches!(err, Error::NotImplemented { .. }), "{msg}");
+    assert!(msg.contains("disable-legacy=on"), "{msg}");
+    // The refused device was reset and left FAILED, the good ports still work.
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
+    let (a, b) = ports.split_at_mut(1);
+    transfer_and_verify(&mut a[0], &mut b[0], 200, |_| 60);
+}
+
+/// The `loopback` tool, unchanged, on the two virtio ports: 20,000 frames
+/// offered at 2,000 frames/s, every one received, and the summary's port
+/// counters (the driver's own on virtio) agree.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn the_loopback_tool_runs_on_virtio_unchanged() {
+    let out = Command::new(example_exe("loopback"))
+        .args([
+            "--tx",
+            &vport(0),
+            "--rx",
+            &vport(1),
+            "--count",
+            "20000",
+            "--rate",
+            "2000",
+            "--seconds",
+            "60",
+            "--ring-size",
+            "1024",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "loopback failed:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a summary line")).unwrap();
+    assert_eq!(s["type"], "summary", "{s}");
+    assert_eq!(s["sent"], 20_000, "{s}");
+    assert_eq!(s["received"], 20_000, "{s}");
+    assert_eq!(s["lost"], 0, "{s}");
+    assert_eq!(s["rx_port_counters"]["rx_packets"], 20_000, "{s}");
+    assert_eq!(s["tx_port_counters"]["tx_packets"], 20_000, "{s}");
+}
+
+/// `pktgen` on port 0 and `capture` on port 1, both unchanged: every frame
+/// sent is written to the pcap file.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn pktgen_and_capture_run_on_virtio_unchanged() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rx.pcap");
+    let mut capture = Command::new(example_exe("capture"))
+        .args([
+            "--port",
+            &vport(1),
+            "--count",
+            "1000",
+            "--seconds",
+            "120",
+            "--out",
+        ])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(capture.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("capture's start line").unwrap();
+    assert!(first.ends_with("; capturing"), "{first}");
+    let gen = Command::new(example_exe("pktgen"))
+        .args([
+            "--port",
+            &vport(0),
+            "--count",
+            "1000",
+            "--rate",
+            "2000",
+            "--frame-size",
+            "0",
+            "--seconds",
+            "0",
+            "--dst",
+            &env("POLLNIC_VIRTIO_PORT1_MAC"),
+        ])
+        .output()
+        .unwrap();
+    let gen_out = String::from_utf8_lossy(&gen.stdout);
+    assert!(gen.status.success(), "pktgen failed: {gen_out}");
+    assert!(gen_out.contains("sent       1000 frames"), "{gen_out}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = capture.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            capture.kill().unwrap();
+            panic!("capture did not stop after 1000 frames within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(status.success(), "capture failed: {}", rest.join("\n"));
+    assert!(
+        rest.iter()
+            .any(|l| l == &format!("written    1000 frames to {}", file.display())),
+        "{}",
+        rest.join("\n")
+    );
+    // The file holds the 1000 frames, each of pktgen's frame size or more.
+    let mut reader =
+        pcap_file::pcap::PcapReader::new(std::fs::File::open(&file).unwrap()).expect("a pcap file");
+    let mut frames = 0;
+    while let Some(p) = reader.next_packet() {
+        let p = p.expect("a whole record");
+        assert!(p.data.len() >= 60, "a frame of {} bytes", p.data.len());
+        frames += 1;
+    }
+    assert_eq!(frames, 1000);
+}
+
+/// Interrupt-driven receive on virtio: MSI-X vector 0 on the RX queue,
+/// armed by clearing `VRING_AVAIL_F_NO_INTERRUPT`. Frames sent every 5 ms
+/// all arrive, the receiver sleeps between them and is woken by interrupts
+/// (not only by its timeout); virtio has no throttle, so a non-zero
+/// `rx_usecs` is refused with the family's range.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
+    use pollnic::RxMode;
+    for mode in [RxMode::interrupt(), RxMode::adaptive()] {
+        let cfg = config().with_rx_mode(mode);
+        let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("MSI-X on virtio");
+        let flow = Flow::between(ports[0].mac(), ports[1].mac());
+        let (a, b) = ports.split_at_mut(1);
+        let (tx, rx) = (a[0].queue(0), b[0].queue(0));
+        let n = 200u64;
+        let got = std::thread::scope(|s| {
+            s.spawn(move || {
+                for seq in 0..n {
+                    let mut p = tx.mempool().alloc().expect("a buffer");
+                    p.set_len(60).unwrap();
+                    assert!(frame::write(p.data_mut(), &flow, seq, seq));
+                    let mut one = vec![p];
+                    while !one.is_empty() {
+                        tx.tx_burst(&mut one);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+            let mut got = 0u64;
+            let mut burst = Vec::with_capacity(32);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while got < n && Instant::now() < deadline {
+                let k = rx.rx_burst(&mut burst, 32);
+                for p in burst.drain(..) {
+                    assert!(
+                        p.data() == &frame::expected(60, &flow, got, got)[..],
+                        "frame {got}"
+                    );
+                    got += 1;
+                }
+                rx.wait_rx(k);
+            }
+            got
+        });
+        assert_eq!(got, n, "{mode:?}");
+        let st = b[0].queue(0).irq_stats();
+        eprintln!("{mode:?}: {st:?}");
+        assert!(st.sleeps > 0, "{mode:?}: never slept: {st:?}");
+        assert!(
+            st.interrupts > 0,
+            "{mode:?}: never woken by an interrupt: {st:?}"
+        );
+    }
+    let err = Device::open(
+        vport(0),
+        &config().with_rx_mode(RxMode::interrupt()).with_rx_usecs(50),
+    )
+    .err()
+    .expect("virtio has no throttle");
+    assert!(
+        matches!(err, Error::RxUsecsTooLarge { max: 0, .. }),
+        "{err}"
+    );
+}
+
+/// smoltcp on the two virtio ports (`pollnic::smoltcp::QueueDevice`, as
+/// `smol-echo` and `smol-http` use it): a 1 MiB TCP stream from one stack
+/// to the other arrives whole, and every buffer of both pools comes home.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn smoltcp_moves_a_tcp_stream_between_the_virtio_ports() {
+    use pollnic::smoltcp::QueueDevice;
+    use smoltcp::iface::{Config, Interface, SocketSet};
+    use smoltcp::socket::tcp;
+    use smoltcp::time::Instant as SmolInstant;
+    use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
+
+    let (ip_a, ip_b) = (IpAddress::v4(10, 0, 0, 1), IpAddress::v4(10, 0, 0, 2));
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
+    let pools = [ports[0].mempool().clone(), ports[1].mempool().clone()];
+    let (a, b) = ports.split_at_mut(1);
+    let (mac_a, mac_b) = (a[0].mac(), b[0].mac());
+    let mut pa = QueueDevice::new(&mut a[0], 0);
+    let mut pb = QueueDevice::new(&mut b[0], 0);
+    let iface = |dev: &mut QueueDevice<'_>, mac: [u8; 6], ip: IpAddress| {
+        let conf = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
+        let mut i = Interface::new(conf, dev, SmolInstant::now());
+        i.update_ip_addrs(|x| x.push(IpCidr::new(ip, 24)).unwrap());
+        i
+    };
+    let (mut ia, mut ib) = (iface(&mut pa, mac_a, ip_a), iface(&mut pb, mac_b, ip_b));
+    let (mut sa, mut sb) = (SocketSet::new(vec![]), SocketSet::new(vec![]));
+    let tcp_socket = || {
+        tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; 65536]),
+            tcp::SocketBuffer::new(vec![0; 65536]),
+        )
+    };
+    let server = sa.add(tcp_socket());
+    sa.get_mut::<tcp::Socket>(server).listen(80).unwrap();
+    let client = sb.add(tcp_socket());
+    sb.get_mut::<tcp::Socket>(client)
+        .connect(ib.context(), (ip_a, 80), 49152)
+        .unwrap();
+    let len = 1 << 20;
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let (mut off, mut got) = (0, Vec::with_capacity(len));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        let now = SmolInstant::now();
+        pa.poll(&mut ia, &mut sa, now);
+        pb.poll(&mut ib, &mut sb, now);
+        let s = sa.get_mut::<tcp::Socket>(server);
+        if s.may_send() && off < len {
+            off += s.send_slice(&data[off..]).unwrap();
+            if off == len {
+                s.close();
+            }
+        }
+        let c = sb.get_mut::<tcp::Socket>(client);
+        while c.can_recv() {
+            c.recv(|x| {
+                got.extend_from_slice(x);
+                (x.len(), ())
+            })
+            .unwrap();
+        }
+        if got.len() == len && !c.may_recv() {
+            break;
+        }
+    }
+    assert!(
+        got.len() == len && got == data,
+        "got {} of {len} bytes, or they differ",
+        got.len()
+    );
+    drop((pa, pb));
+    drop(ports);
+    for p in &pools {
+        assert_eq!(p.free_count(), p.capacity() as usize, "buffers missing");
+    }
+}
+
+/// `pollnic unbind` gives a virtio port back to `virtio-pci` (the driver
+/// `bind` recorded), and `pollnic bind` takes it again; it then works.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn unbind_returns_a_virtio_port_to_virtio_pci_and_bind_takes_it_back() {
+    let addr = vport(1);
+    let driver = || {
+        std::fs::read_link(format!("/sys/bus/pci/devices/{addr}/driver"))
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+    };
+    let run = |what: &str| {
+        let out = Command::new(pollnic_exe())
+            .args([what, &addr])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "pollnic {what} {addr}: {text}");
+        text
+    };
+    let text = run("unbind");
+    assert_eq!(driver().as_deref(), Some("virtio-pci"), "{text}");
+    let text = run("bind");
+    assert_eq!(driver().as_deref(), Some("vfio-pci"), "{text}");
+    let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
+    let (a, b) = ports.split_at_mut(1);
+    transfer_and_verify(&mut a[0], &mut b[0], 200, |_| 60);
+}
