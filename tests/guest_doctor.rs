@@ -53,6 +53,23 @@ fn doctor_passes_on_the_prepared_testbed() {
         "{text}"
     );
     assert!(text.contains("needs 6 per queue"), "{text}");
+    // WAITPKG as the guest's kernel lists it (QEMU TCG `-cpu max` has none).
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+    let listed = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "waitpkg"));
+    let want = format!(
+        "this CPU offers WAITPKG (UMONITOR/UMWAIT): {};",
+        if listed { "yes" } else { "no" }
+    );
+    assert!(
+        text.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() > 2 && w[..2] == ["ok", "cpu-wait"] && l.contains(&want)
+        }),
+        "no `ok cpu-wait ... {want}` line:\n{text}"
+    );
     assert!(text.contains("24 for 2 port(s) x 2 queue(s)"), "{text}");
     // The same as JSON.
     let (ok, json) = pollnic(&["doctor", &p0, "--json"]);

@@ -550,6 +550,36 @@ fn drv_load_is_held_while_open_and_traffic_without_it_is_refused() {
     );
 }
 
+/// The stop before every reset (Linux `igb_reset_hw_82575`): PCIe master
+/// disable, then RCTL and TCTL off, then CTRL.RST. Open and close run it (the
+/// strict model panics at a reset without it); a bare CTRL.RST on a running
+/// port, pollnic's sequence before, is refused and names what was missing.
+#[test]
+fn every_reset_is_preceded_by_the_stop_linux_does() {
+    use pollnic::io::Regs;
+    let m = Soft82576::new(ModelConfig::default());
+    let dev = m.open(&small(1)).unwrap();
+    drop(dev);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+    let resets = m.events().iter().filter(|e| matches!(e, Event::Reset)).count();
+    assert!(resets >= 2, "a reset at open and at close: {resets}");
+
+    let m = Soft82576::new(ModelConfig {
+        strict: false,
+        ..Default::default()
+    });
+    let r = m.regs();
+    assert_ne!(r.read32(STATUS) & STATUS_GIO_MASTER_ENABLE, 0);
+    r.write32(RCTL, RCTL_EN);
+    r.write32(CTRL, CTRL_RST);
+    let v = m.violations();
+    let last = v.last().expect("a violation");
+    assert!(
+        last.contains("CTRL.GIO_MASTER_DISABLE") && last.contains("RCTL.EN"),
+        "{v:?}"
+    );
+}
+
 /// Flow control: every mode is programmed as Linux programs it and reads
 /// back as set; the water marks are Linux's for the part's packet buffer.
 #[test]

@@ -12,10 +12,11 @@
 //! (EICR), unmask it (EIMS), then look at the ring once more; a frame that
 //! arrived in between is taken without sleeping, and one that arrives later
 //! raises the vector. On waking the queue masks its vector itself (EIMC):
-//! QEMU's igb has no EIAM auto-mask, and its EITR timer may signal a vector
-//! once more after it was masked, so a wake-up with nothing in the ring
-//! only costs one more poll.
+//! QEMU's igb has no EIAM auto-mask. Its EITR timer signals a vector once
+//! more after it was masked; a signal that finds the ring empty sends the
+//! queue back to sleep, still armed ([`IrqStats::stale`]).
 
+pub use crate::cpuwait::Waitpkg;
 use crate::family::VectorRegs;
 use crate::io::{DeviceBar, IrqEvent};
 use std::sync::Arc;
@@ -42,7 +43,8 @@ pub enum RxMode {
     #[default]
     BusyPoll,
     /// Every empty poll arms the queue's MSI-X vector and blocks on its
-    /// eventfd for at most `timeout`.
+    /// eventfd for at most `timeout` (counted from the last signal that
+    /// found the ring empty, if one did: [`IrqStats::stale`]).
     Interrupt {
         /// Longest sleep per empty poll.
         timeout: Duration,
@@ -313,6 +315,11 @@ pub struct IrqStats {
     /// Interrupts taken from the vector's eventfd while blocked (an
     /// eventfd read may take several).
     pub interrupts: u64,
+    /// Eventfd reads that found the ring empty: signals left from before
+    /// the arm (a vector that fired as the queue found a frame at its arm;
+    /// QEMU's igb EITR timer, which signals once more after a mask). The
+    /// queue slept on without re-arming.
+    pub stale: u64,
     /// Sleeps that ended by the timeout, no interrupt.
     pub timeouts: u64,
     /// Arms that found a frame already in the ring (no sleep).

@@ -53,6 +53,7 @@ struct ReadmeDoctest;
 
 pub mod config;
 mod counters;
+mod cpuwait;
 mod device;
 pub mod error;
 mod family;

@@ -269,10 +269,14 @@ impl Queue {
     /// - busy-poll: returns at once (no register access, no clock read);
     /// - interrupt: when `received` is 0, arms the queue's MSI-X vector
     ///   (EICR cause cleared, EIMS), looks at the ring once more, and blocks
-    ///   on the vector's eventfd until it fires or the mode's timeout passes;
-    ///   then masks the vector (EIMC). The vector stays masked while the loop
-    ///   polls and is armed again only at the next empty poll: one arm per
-    ///   wake-up however many bursts the ring holds (NAPI's rule: Linux
+    ///   on the vector's eventfd until it fires with a frame in the ring or
+    ///   the mode's timeout passes; then masks the vector (EIMC). A signal
+    ///   that finds the ring empty (left over from before the arm) is
+    ///   counted in [`IrqStats::stale`] and the queue sleeps on, still armed;
+    ///   the timeout then counts from that signal. The vector stays masked
+    ///   while the loop polls and is armed again only at the next empty
+    ///   poll: one arm per wake-up however many bursts the ring holds
+    ///   (NAPI's rule: Linux
     ///   `napi_complete_done` re-enables the interrupt only when a poll did
     ///   less than its budget);
     /// - adaptive: as interrupt, but first spins for a time budget (see
@@ -283,10 +287,9 @@ impl Queue {
     /// class by the frames and bytes received since the last sleep (Linux
     /// `igb_update_itr`), writing EITR only when it changes.
     ///
-    /// A spurious wake-up (QEMU's igb may signal once more after the mask)
-    /// only makes the next poll come back empty. Blocking happens on the
-    /// calling thread: the queue's pinned thread, so the wake-up lands on the
-    /// queue's core (the counterpart of IRQ affinity).
+    /// Blocking happens on the calling thread: the queue's pinned thread, so
+    /// the wake-up lands on the queue's core (the counterpart of IRQ
+    /// affinity).
     #[inline]
     pub fn wait_rx(&mut self, received: usize) -> bool {
         match self.mode {
@@ -361,6 +364,14 @@ impl Queue {
     }
 
     /// Arm, re-check the ring, block, mask: see [`Queue::wait_rx`].
+    ///
+    /// System calls per wake-up: `poll(2)` and one `read(2)` of the
+    /// eventfd. Signals left on the eventfd from before the arm (a vector
+    /// that fired just as the queue raced past its arm; QEMU's EITR timer,
+    /// which signals once more after the vector was masked) are not read
+    /// beforehand: a signal that finds the ring empty sends the queue back
+    /// to sleep still armed (no EIMC, EICR or EIMS), counted in
+    /// [`IrqStats::stale`]. The timeout then counts from that signal.
     fn sleep(&mut self, timeout: Duration) -> bool {
         if self.irq.is_none() {
             return false;
@@ -369,9 +380,6 @@ impl Queue {
         let Some(irq) = &self.irq else {
             return false;
         };
-        // Signals from before (a vector that fired as it was being masked)
-        // say nothing about now.
-        irq.event.take();
         irq.arm();
         if let Rings::Virtq { rx, .. } = &mut self.rings {
             rx.set_interrupts(true);
@@ -381,13 +389,29 @@ impl Queue {
             self.irq_stats.raced += 1;
             return false;
         }
-        let n = irq.event.wait(timeout);
+        let mut left = timeout;
+        let mut since: Option<Instant> = None;
+        loop {
+            let n = irq.event.wait(left);
+            self.irq_stats.interrupts += n;
+            if n == 0 {
+                self.irq_stats.timeouts += 1;
+                break;
+            }
+            if self.rx_ready() {
+                break;
+            }
+            // Nothing in the ring: a signal from before the arm. Still armed
+            // (the cause is clear and the vector unmasked), so sleep on.
+            self.irq_stats.stale += 1;
+            let now = Instant::now();
+            left = timeout.saturating_sub(now - *since.get_or_insert(now));
+            if left.is_zero() {
+                break;
+            }
+        }
         self.mask_irq();
         self.irq_stats.sleeps += 1;
-        if n == 0 {
-            self.irq_stats.timeouts += 1;
-        }
-        self.irq_stats.interrupts += n;
         true
     }
 

@@ -13,8 +13,10 @@ use crate::family::LinkStatus;
 use crate::io::DeviceIo;
 use crate::pci::PciAddress;
 
-/// One register, as found and as left by the bring-up.
+/// One register, as found and as left by the bring-up. Non-exhaustive:
+/// read by [`selfcheck`], not built by callers.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RegisterRead {
     /// Datasheet name, e.g. "ESDP", "MTA(3)", "RAH(1)".
     pub name: String,
@@ -27,8 +29,10 @@ pub struct RegisterRead {
     pub after: u32,
 }
 
-/// What [`selfcheck`] found.
+/// What [`selfcheck`] found. Non-exhaustive (fields come as families
+/// gain checks): made by [`selfcheck`], not by callers.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SelfCheck {
     /// The port.
     pub addr: PciAddress,

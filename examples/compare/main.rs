@@ -75,7 +75,10 @@ struct Args {
     /// dpdk-testpmd-macswap. Also: pollnic-1q-rxonly (pollnic-1q counting
     /// frames only, no clock reads or timestamp parsing, as testpmd rxonly),
     /// pollnic-1q-adaptive and pollnic-1q-irq (pollnic-1q sleeping on its
-    /// MSI-X interrupt after a run of empty polls, or at every empty poll).
+    /// MSI-X interrupt after a run of empty polls, or at every empty poll),
+    /// and the same two with a fixed EITR of N µs (0..=1022) whatever
+    /// --max-latency-us says: pollnic-1q-irq-eitrN, pollnic-1q-adaptive-eitrN
+    /// (e.g. pollnic-1q-irq-eitr0, pollnic-1q-adaptive-eitr250).
     /// Scaling rows: pollnic-3q, kernel-afpacket-rps-2q/-3q,
     /// kernel-recvmmsg-rfs-2q/-3q (one queue, RPS + RFS, a connected UDP
     /// socket per flow read on its core). Transmit rows, counted per sent
@@ -143,8 +146,8 @@ struct Args {
     no_curve_knee: bool,
     /// In a counting guest: list each row's N guest functions with the most
     /// instructions per received packet, from the counter's per-block
-    /// profile (docs/design/counting.md); 0 turns the profile off. [range: 0..=100]
-    #[arg(value_parser = clap::value_parser!(u64).range(0..=100), long, default_value_t = 10)]
+    /// profile (docs/design/counting.md); 0 turns the profile off. [range: 0..=2000]
+    #[arg(value_parser = clap::value_parser!(u64).range(0..=2000), long, default_value_t = 10)]
     top_functions: u64,
 }
 
@@ -207,6 +210,8 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         wakeups_per_packet: None,
         spin_budget_us: None,
         itr_usecs: None,
+        interrupts_per_wakeup: None,
+        waitpkg: None,
         note,
         valid: false,
     };
@@ -262,8 +267,13 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             .wakeups
             .filter(|w| w.1 > 0)
             .map(|(w, n)| w as f64 / n as f64),
-        spin_budget_us: m.irq_state.map(|(b, _)| b as f64 / 1000.0),
-        itr_usecs: m.irq_state.map(|(_, u)| u),
+        spin_budget_us: m.irq_state.map(|s| s.spin_budget_ns as f64 / 1000.0),
+        itr_usecs: m.irq_state.map(|s| s.itr_usecs),
+        interrupts_per_wakeup: m
+            .irq_state
+            .filter(|s| s.sleeps > 0)
+            .map(|s| s.interrupts as f64 / s.sleeps as f64),
+        waitpkg: m.irq_state.map(|s| s.waitpkg),
         instructions_per_packet: c(|p| p.instructions),
         work_instructions_per_packet: c(|p| p.work_instructions),
         work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),
@@ -404,7 +414,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 String::new()
             } else {
                 format!(
-                    ", {}, {}, {}",
+                    ", {}, {}, {}, pollnic-1q-irq-eitrN, pollnic-1q-adaptive-eitrN (N = a fixed EITR in µs, 0..=1022)",
                     SCALING_PATHS.join(", "),
                     rfs::RFS_PATHS.join(", "),
                     tx::TX_PATHS.join(", ")
@@ -801,10 +811,43 @@ const SCALING_PATHS: [&str; 3] = [
     "kernel-afpacket-rps-3q",
 ];
 
+/// Which interrupt mode a `pollnic-1q-irq*` / `pollnic-1q-adaptive*` row runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IrqRow {
+    Interrupt,
+    Adaptive,
+}
+
+/// pollnic-1q in an interrupt mode: `pollnic-1q-irq` and
+/// `pollnic-1q-adaptive` (moderation from `--max-latency-us`), or with
+/// `-eitr<N>` appended, a fixed EITR of N µs (0..=1022, what both families
+/// hold), e.g. `pollnic-1q-irq-eitr0`, `pollnic-1q-adaptive-eitr250`.
+/// Returns the mode and the fixed interval, if any.
+fn irq_path(p: &str) -> Option<(IrqRow, Option<u32>)> {
+    let (mode, rest) = if let Some(r) = p.strip_prefix("pollnic-1q-irq") {
+        (IrqRow::Interrupt, r)
+    } else {
+        (IrqRow::Adaptive, p.strip_prefix("pollnic-1q-adaptive")?)
+    };
+    if rest.is_empty() {
+        return Some((mode, None));
+    }
+    let n = rest.strip_prefix("-eitr")?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
+        return None;
+    }
+    let usecs: u32 = n.parse().ok().filter(|&u| u <= 1022)?;
+    Some((mode, Some(usecs)))
+}
+
 /// Paths named only in `--paths` beside [`RX_PATHS`]: the scaling rows,
-/// the RFS rows and the transmit rows (`tx-*`, counted per sent packet).
+/// the RFS rows, the interrupt rows with a fixed EITR ([`irq_path`]) and
+/// the transmit rows (`tx-*`, counted per sent packet).
 fn extra_path(p: &str) -> bool {
-    SCALING_PATHS.contains(&p) || rfs::RFS_PATHS.contains(&p) || tx::TX_PATHS.contains(&p)
+    SCALING_PATHS.contains(&p)
+        || rfs::RFS_PATHS.contains(&p)
+        || tx::TX_PATHS.contains(&p)
+        || irq_path(p).is_some()
 }
 
 /// Forwarding paths (`--forward`).
@@ -858,17 +901,22 @@ fn measure_path(
         "kernel-recvmmsg-rfs-2q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 2),
         "kernel-recvmmsg-rfs-3q" => rfs::recvmmsg_rfs_rx(load, rx, cores, 3),
         tx if tx.starts_with("tx-") => tx::measure(tx, load, rx, cores),
-        "pollnic-1q-adaptive" => {
-            let max_spin = paths::IRQ_TUNING
+        irq if irq_path(irq).is_some() => {
+            let (mode, fixed) = irq_path(irq).expect("matched");
+            let (moderation, max_spin) = paths::IRQ_TUNING
                 .get()
-                .map_or(pollnic::irq::DEFAULT_MAX_SPIN, |t| t.1);
-            let mode = RxMode::Adaptive {
-                max_spin,
-                timeout: pollnic::irq::DEFAULT_WAIT,
+                .copied()
+                .unwrap_or((Default::default(), pollnic::irq::DEFAULT_MAX_SPIN));
+            let moderation = fixed.map_or(moderation, |usecs| pollnic::Moderation::Fixed { usecs });
+            let mode = match mode {
+                IrqRow::Adaptive => RxMode::Adaptive {
+                    max_spin,
+                    timeout: pollnic::irq::DEFAULT_WAIT,
+                },
+                IrqRow::Interrupt => RxMode::interrupt(),
             };
-            paths::pollnic_rx(load, rx, 1, cores, true, mode)
+            paths::pollnic_irq_rx(load, rx, cores, mode, moderation)
         }
-        "pollnic-1q-irq" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::interrupt()),
         "kernel-afpacket" => paths::afpacket_rx(load, rx),
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
         "kernel-afxdp" => paths::afxdp_rx(load, rx, cores, false),
@@ -913,5 +961,33 @@ fn path_queues(path: &str) -> u32 {
         2
     } else {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interrupt_rows_name_their_mode_and_fixed_eitr() {
+        assert_eq!(irq_path("pollnic-1q-irq"), Some((IrqRow::Interrupt, None)));
+        assert_eq!(irq_path("pollnic-1q-adaptive"), Some((IrqRow::Adaptive, None)));
+        assert_eq!(irq_path("pollnic-1q-irq-eitr0"), Some((IrqRow::Interrupt, Some(0))));
+        assert_eq!(
+            irq_path("pollnic-1q-adaptive-eitr250"),
+            Some((IrqRow::Adaptive, Some(250)))
+        );
+        assert_eq!(irq_path("pollnic-1q-irq-eitr1022"), Some((IrqRow::Interrupt, Some(1022))));
+        for bad in [
+            "pollnic-1q-irq-eitr",
+            "pollnic-1q-irq-eitr1023",
+            "pollnic-1q-irq-eitr050",
+            "pollnic-1q-irq-eitr-5",
+            "pollnic-1q-irqx",
+            "pollnic-1q",
+        ] {
+            assert_eq!(irq_path(bad), None, "{bad}");
+        }
+        assert!(extra_path("pollnic-1q-irq-eitr100"));
     }
 }

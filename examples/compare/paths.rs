@@ -49,9 +49,22 @@ pub struct Measured {
     /// rows: NET_RX softirqs on every CPU) and the frames received over the
     /// same span (warm-up included).
     pub wakeups: Option<(u64, u64)>,
-    /// pollnic's interrupt modes at the end of the row: the adaptive spin
-    /// budget (ns, largest over the queues) and the vector's EITR (µs).
-    pub irq_state: Option<(u64, u32)>,
+    /// pollnic's interrupt modes at the end of the row.
+    pub irq_state: Option<IrqState>,
+}
+
+/// pollnic's interrupt modes at the end of a row, over its queues.
+#[derive(Clone, Copy, Debug)]
+pub struct IrqState {
+    /// The adaptive spin budget, ns (largest over the queues).
+    pub spin_budget_ns: u64,
+    /// The vector's EITR, µs (largest over the queues).
+    pub itr_usecs: u32,
+    /// Sleeps and interrupts taken in them (warm-up included).
+    pub sleeps: u64,
+    pub interrupts: u64,
+    /// Whether this CPU offers WAITPKG (UMONITOR/UMWAIT); no mode uses it.
+    pub waitpkg: bool,
 }
 
 /// A forwarding row's counts at the forwarder and of the frames returned.
@@ -78,6 +91,18 @@ pub(crate) fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
 pub static IRQ_TUNING: std::sync::OnceLock<(pollnic::Moderation, Duration)> =
     std::sync::OnceLock::new();
 
+/// pollnic-1q in an interrupt `mode` with its vector throttled as
+/// `moderation` says.
+pub fn pollnic_irq_rx(
+    load: Load<'_>,
+    rx: PciAddress,
+    cores: &[usize],
+    mode: pollnic::RxMode,
+    moderation: pollnic::Moderation,
+) -> Result<Measured, String> {
+    pollnic_rx_with(load, rx, 1, cores, true, mode, moderation)
+}
+
 /// pollnic with `queues` RSS queues on `cores`. `timed`: read the clock once
 /// per poll (poll gaps) and parse every frame for its send timestamp
 /// (latency histogram); otherwise only count frames and bytes and free them,
@@ -90,8 +115,20 @@ pub fn pollnic_rx(
     timed: bool,
     mode: pollnic::RxMode,
 ) -> Result<Measured, String> {
-    ensure_vfio(rx)?;
     let moderation = IRQ_TUNING.get().map_or_else(Default::default, |t| t.0);
+    pollnic_rx_with(load, rx, queues, cores, timed, mode, moderation)
+}
+
+fn pollnic_rx_with(
+    load: Load<'_>,
+    rx: PciAddress,
+    queues: u16,
+    cores: &[usize],
+    timed: bool,
+    mode: pollnic::RxMode,
+    moderation: pollnic::Moderation,
+) -> Result<Measured, String> {
+    ensure_vfio(rx)?;
     let cfg = DeviceConfig::default()
         .with_queues(queues)
         .with_rx_ring_size(RX_RING)
@@ -227,13 +264,20 @@ pub fn pollnic_rx(
         .then_some((sum(|s| s.sleeps), frames));
     let irq = if mode.uses_interrupts() {
         format!(
-            "; sleeps {} ({:.3} per frame), interrupts {}, spins paid {}, spin budget {:.1} µs, EITR {itr} µs ({:?})",
+            "; sleeps {} ({:.3} per frame), interrupts {}, stale signals {}, raced arms {}, spins paid {}, spin budget {:.1} µs, EITR {itr} µs ({:?}); WAITPKG {} (not used)",
             sum(|s| s.sleeps),
             sum(|s| s.sleeps) as f64 / frames.max(1) as f64,
             sum(|s| s.interrupts),
+            sum(|s| s.stale),
+            sum(|s| s.raced),
             sum(|s| s.spins_paid),
             budget as f64 / 1000.0,
             dev.queues()[0].moderation(),
+            if pollnic::irq::Waitpkg::detect(&Sysfs::default()).usable() {
+                "usable"
+            } else {
+                "not offered"
+            },
         )
     } else {
         String::new()
@@ -255,7 +299,13 @@ pub fn pollnic_rx(
         .into(),
         fwd: None,
         wakeups,
-        irq_state: mode.uses_interrupts().then_some((budget, itr)),
+        irq_state: mode.uses_interrupts().then_some(IrqState {
+            spin_budget_ns: budget,
+            itr_usecs: itr,
+            sleeps: sum(|s| s.sleeps),
+            interrupts: sum(|s| s.interrupts),
+            waitpkg: pollnic::irq::Waitpkg::detect(&Sysfs::default()).usable(),
+        }),
     })
 }
 

@@ -158,6 +158,14 @@ pub struct Row {
     /// pollnic interrupt modes: the vector's EITR at the end of the row, µs.
     #[serde(default)]
     pub itr_usecs: Option<u32>,
+    /// pollnic interrupt modes: interrupts taken per sleep (QEMU's igb
+    /// signals a throttled vector once more when its EITR timer expires).
+    #[serde(default)]
+    pub interrupts_per_wakeup: Option<f64>,
+    /// pollnic interrupt modes: whether this CPU and kernel offer WAITPKG
+    /// (UMONITOR/UMWAIT); no receive mode uses it.
+    #[serde(default)]
+    pub waitpkg: Option<bool>,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).
@@ -329,7 +337,11 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
             "dpdk-testpmd-io" => "dpdk-io",
             "dpdk-testpmd-macswap" => "dpdk-mswap",
             "dpdk-testpmd" => "dpdk",
-            other => other,
+            other => {
+                return other
+                    .replace("pollnic-1q-adaptive-eitr", "pn-1q-adpt-e")
+                    .replace("pollnic-1q-irq-eitr", "pn-1q-irq-e")
+            }
         }
         .to_string()
     };

@@ -4,9 +4,12 @@
 //! MSI-X message). The family's layout (offsets, EITR format, IVAR) stays
 //! in its model (`igb/irq.rs`, `ixgbe/irq.rs`).
 //!
-//! A throttled interrupt fires once its interval has passed, at the model's
-//! next register access, frame or `tick`, and only if the vector is still
-//! unmasked with its cause set (silicon; QEMU's igb timer may fire anyway).
+//! A cause raises a message only when it newly becomes set (with EIAC the
+//! bit clears itself when its message is sent; without, it stays set until
+//! an EICR write clears it). A throttled interrupt fires once its interval
+//! has passed, at the model's next register access, frame or `tick`, and
+//! only if the vector is still unmasked with its cause set (silicon;
+//! QEMU 10.0's igb timer fires anyway: see docs/nics/qemu-igb.md).
 
 use pollnic::io::IrqEvent;
 use std::collections::HashMap;
@@ -61,11 +64,17 @@ impl Msix {
         Duration::from_micros((l.usecs)(reg(regs, (l.eitr)(v))) as u64)
     }
 
-    /// Vector `v`'s cause is set (a queue wrote back a frame): raise it.
+    /// Vector `v`'s cause is set (a queue wrote back a frame): raise it if
+    /// it was not set already. A cause still set from an earlier frame (no
+    /// EIAC auto-clear, not yet cleared through EICR) raises no second
+    /// message: QEMU's igb signals only causes that newly become set and
+    /// unmasked (`igb_raise_interrupts`).
     pub fn cause(&mut self, regs: &mut HashMap<u32, u32>, l: &Layout, v: u16) {
-        let e = reg(regs, l.eicr) | 1 << v;
-        regs.insert(l.eicr, e);
-        self.raise(regs, l, v);
+        let was = reg(regs, l.eicr);
+        regs.insert(l.eicr, was | 1 << v);
+        if was & 1 << v == 0 {
+            self.raise(regs, l, v);
+        }
     }
 
     /// EIMS write: unmask, and fire any vector whose cause is already set.

@@ -38,6 +38,7 @@ pub fn run(f: &Facts) -> Vec<Finding> {
     }
     out.extend(cores(f));
     out.push(irqbalance(f));
+    out.push(waitpkg(f));
     out
 }
 
@@ -571,6 +572,26 @@ pub fn irqbalance(f: &Facts) -> Finding {
         ),
         format!(
             "echo 'IRQBALANCE_BANNED_CPULIST={list}' | sudo tee -a /etc/default/irqbalance && sudo systemctl restart irqbalance   # or `sudo systemctl stop irqbalance`"
+        ),
+    )
+}
+
+/// WAITPKG (UMONITOR/UMWAIT/TPAUSE): said either way, never a problem. No
+/// receive mode uses it; an adaptive queue spins, then sleeps on its MSI-X
+/// interrupt whatever the CPU offers.
+pub fn waitpkg(f: &Facts) -> Finding {
+    let w = &f.waitpkg;
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let kernel = match (w.kernel, w.max_time_tsc) {
+        (true, Some(t)) => format!("yes (umwait_control, max_time {t} TSC cycles)"),
+        (true, None) => "yes (umwait_control)".to_string(),
+        (false, _) => "no (no /sys/devices/system/cpu/umwait_control)".to_string(),
+    };
+    Finding::ok(
+        "cpu-wait",
+        format!(
+            "this CPU offers WAITPKG (UMONITOR/UMWAIT): {}; the kernel enabled user wait: {kernel}. pollnic's receive modes do not use it: adaptive and irq sleep on the queue's MSI-X interrupt",
+            yes(w.cpu)
         ),
     )
 }

@@ -194,6 +194,9 @@ pub struct Facts {
     pub nohz_full: Vec<usize>,
     /// PIDs of running `irqbalance` processes.
     pub irqbalance: Vec<u32>,
+    /// UMONITOR/UMWAIT (WAITPKG): the CPU's CPUID bit and the kernel's
+    /// `umwait_control`.
+    pub waitpkg: pollnic::irq::Waitpkg,
 }
 
 /// Where to read from (the real system: `/sys`, `/proc`, `/dev`, `/lib/modules`).
@@ -479,5 +482,6 @@ pub fn gather(
         isolated: parse_cpulist(&read(&cpu_dir.join("isolated")).unwrap_or_default()),
         nohz_full: parse_cpulist(&read(&cpu_dir.join("nohz_full")).unwrap_or_default()),
         irqbalance: irqbalance_pids(&roots.proc),
+        waitpkg: pollnic::irq::Waitpkg::detect(sysfs),
     }
 }

@@ -82,6 +82,7 @@ fn healthy() -> Facts {
         isolated: vec![2],
         nohz_full: vec![2],
         irqbalance: vec![],
+        waitpkg: Default::default(),
     }
 }
 
@@ -617,4 +618,17 @@ fn the_selfcheck_report_warns_when_i350_power_saving_is_on() {
     let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
     assert!(crate::doctor::selfcheck::power_saving_warnings(&sc).is_empty());
     assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn doctor_says_whether_the_cpu_offers_waitpkg() {
+    let fs = checks::run(&healthy());
+    let w = find(&fs, "cpu-wait", Status::Ok);
+    assert!(
+        w.detail
+            .contains("this CPU offers WAITPKG (UMONITOR/UMWAIT): no"),
+        "{}",
+        w.detail
+    );
+    assert!(w.detail.contains("user wait: no"), "{}", w.detail);
 }

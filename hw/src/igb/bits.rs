@@ -5,6 +5,11 @@
 
 /// CTRL: full duplex.
 pub const CTRL_FD: u32 = 1 << 0;
+/// CTRL: GIO master disable: the part stops issuing new PCIe master
+/// requests (DMA), and STATUS.GIO_MASTER_ENABLE clears once the pending ones
+/// completed (82576 datasheet §8.2.1; Linux `E1000_CTRL_GIO_MASTER_DISABLE`,
+/// set by `igb_disable_pcie_master` before every reset).
+pub const CTRL_GIO_MASTER_DISABLE: u32 = 1 << 2;
 /// CTRL: link reset.
 pub const CTRL_LRST: u32 = 1 << 3;
 /// CTRL: set link up (must be set for the MAC to use the link).
@@ -94,6 +99,10 @@ pub const CTRL_EXT_DRV_LOAD: u32 = 1 << 28;
 pub const STATUS_FD: u32 = 1 << 0;
 /// STATUS: link up.
 pub const STATUS_LU: u32 = 1 << 1;
+/// STATUS: GIO master enable: PCIe master requests may still be pending;
+/// reads 0 once [`CTRL_GIO_MASTER_DISABLE`] took effect (82576 datasheet
+/// §8.2.2; Linux `E1000_STATUS_GIO_MASTER_ENABLE`).
+pub const STATUS_GIO_MASTER_ENABLE: u32 = 1 << 19;
 /// STATUS: speed field shift (bits 7:6; 00 = 10, 01 = 100, 1x = 1000 Mb/s).
 pub const STATUS_SPEED_SHIFT: u32 = 6;
 

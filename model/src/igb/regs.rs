@@ -207,6 +207,29 @@ fn kind(s: &mut State, off: u32, what: &str) -> Option<Kind> {
     k
 }
 
+/// Linux `igb_reset_hw_82575`/`igb_reset_hw_82580` quiesce the port before
+/// CTRL.RST: PCIe master requests disabled (CTRL.GIO_MASTER_DISABLE, so no
+/// DMA is in flight when the MAC resets), then RCTL and TCTL with their
+/// enables off. A reset with either missing is a violation naming the step.
+fn check_stopped_before_reset(s: &mut State) {
+    let mut missing = Vec::new();
+    if s.reg(CTRL) & CTRL_GIO_MASTER_DISABLE == 0 {
+        missing.push("PCIe master disable (CTRL.GIO_MASTER_DISABLE) not set");
+    }
+    if s.reg(RCTL) & RCTL_EN != 0 {
+        missing.push("receiver still on (RCTL.EN)");
+    }
+    if s.reg(TCTL) & TCTL_EN != 0 {
+        missing.push("transmitter still on (TCTL.EN)");
+    }
+    if !missing.is_empty() {
+        s.violation(format!(
+            "CTRL.RST without the stop before it (Linux igb_reset_hw_82575): {}",
+            missing.join(", ")
+        ));
+    }
+}
+
 pub(crate) fn read(s: &mut State, off: u32) -> u32 {
     super::irq::tick(s);
     let Some(k) = kind(s, off, "read") else {
@@ -219,11 +242,17 @@ pub(crate) fn read(s: &mut State, off: u32) -> u32 {
     match k {
         Kind::Ctrl => s.reg(CTRL) | if s.in_reset() { CTRL_RST } else { 0 },
         Kind::Status => {
-            if s.link_up() {
-                STATUS_LU | STATUS_FD | 2 << STATUS_SPEED_SHIFT
+            let master = if s.reg(CTRL) & CTRL_GIO_MASTER_DISABLE == 0 {
+                STATUS_GIO_MASTER_ENABLE
             } else {
                 0
-            }
+            };
+            master
+                | if s.link_up() {
+                    STATUS_LU | STATUS_FD | 2 << STATUS_SPEED_SHIFT
+                } else {
+                    0
+                }
         }
         Kind::Eecd => {
             if s.eeprom_done() {
@@ -274,6 +303,7 @@ pub(crate) fn write(s: &mut State, off: u32, val: u32) {
         }
         Kind::Ctrl => {
             if val & CTRL_RST != 0 {
+                check_stopped_before_reset(s);
                 s.reset();
             } else {
                 s.regs.insert(CTRL, val);

@@ -1,6 +1,7 @@
 //! igb bring-up and shutdown, in the order of the 82576 datasheet §4.5
 //! (software initialization sequence) and Linux `igb_main.c`:
-//! mask interrupts → global reset → wait for reset and EEPROM auto-read →
+//! stop (PCIe master disable, interrupts masked, RCTL/TCTL off) → global
+//! reset → wait for reset and EEPROM auto-read →
 //! read the MAC → link setup (SLU + PHY autonegotiation restart) → clear
 //! counters; then per queue RX/TX setup (see [`super::queue`]); link wait last.
 //!
@@ -22,10 +23,40 @@ pub fn mask_interrupts(r: &dyn Regs) {
     r.read32(EICR);
 }
 
-/// Global device reset (CTRL.RST), then wait for the bit to self-clear.
-/// 82576 datasheet §4.3.1: wait at least 1 ms before polling.
-pub fn reset(r: &dyn Regs) -> Result<(), TimedOut> {
+/// How long [`stop_before_reset`] waits for STATUS.GIO_MASTER_ENABLE to
+/// clear: Linux `MASTER_DISABLE_TIMEOUT`, 800 polls 100 µs apart.
+const MASTER_DISABLE_TIMEOUT: Duration = Duration::from_millis(80);
+
+/// Quiesce the port before CTRL.RST, as Linux `igb_reset_hw_82575` and
+/// `igb_reset_hw_82580` (I350) do: PCIe master disable
+/// (`igb_disable_pcie_master`: CTRL.GIO_MASTER_DISABLE, then a bounded wait
+/// for STATUS.GIO_MASTER_ENABLE to clear, so that no DMA is in flight when
+/// the MAC resets), every interrupt masked, the receiver off (RCTL 0) and the
+/// transmitter off with short-packet padding kept (TCTL = PSP), a flush, and
+/// 10 ms for the packet buffers to drain. A master disable that does not
+/// complete is not an error, as in Linux: the reset goes ahead. Returns
+/// whether it completed.
+pub fn stop_before_reset(r: &dyn Regs) -> bool {
+    r.set_bits(CTRL, CTRL_GIO_MASTER_DISABLE);
+    let drained = wait_for(
+        "PCIe master disable (STATUS.GIO_MASTER_ENABLE)",
+        MASTER_DISABLE_TIMEOUT,
+        || r.read32(STATUS) & STATUS_GIO_MASTER_ENABLE == 0,
+    )
+    .is_ok();
     mask_interrupts(r);
+    r.write32(RCTL, 0);
+    r.write32(TCTL, TCTL_PSP);
+    r.read32(STATUS);
+    std::thread::sleep(Duration::from_millis(10));
+    drained
+}
+
+/// Global device reset (CTRL.RST) after [`stop_before_reset`], then wait
+/// for the bit to self-clear (82576 datasheet §4.3.1: wait at least 1 ms
+/// before polling), and mask and clear the causes again.
+pub fn reset(r: &dyn Regs) -> Result<(), TimedOut> {
+    stop_before_reset(r);
     r.write32(CTRL, r.read32(CTRL) | CTRL_RST);
     std::thread::sleep(Duration::from_millis(2));
     wait_for("device reset (CTRL.RST)", Duration::from_secs(1), || {

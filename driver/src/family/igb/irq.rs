@@ -1,17 +1,20 @@
 //! igb MSI-X: GPIE in MSI-X mode, one vector per RX queue through IVAR,
-//! EITR throttling, auto-clear through EIAC; masking is the queue's own
-//! (EIMS/EIMC), never auto-mask (EIAM stays 0: QEMU's igb does not
-//! implement it, and the driver masks a vector itself once woken).
+//! EITR throttling; masking is the queue's own (EIMS/EIMC), never auto-mask
+//! (EIAM stays 0: QEMU's igb does not implement it, and the driver masks a
+//! vector itself once woken). EIAC stays 0 too: a queue vector's EICR bit
+//! stays set after its message, so frames that arrive before the woken
+//! queue masks the vector raise no second message (a cause raises a message
+//! only when it newly becomes set; QEMU `igb_raise_interrupts`), and the
+//! queue clears the bit itself when it arms (docs/design/interrupts.md).
 //!
-//! Order as Linux `igb_configure_msix` and `igb_assign_vector`: GPIE first
-//! (QEMU's igb ignores EIAC writes until GPIE.MSIX_MODE is set), then IVAR,
-//! EITR, EIAC; every vector stays masked until its queue arms it.
+//! Order as Linux `igb_configure_msix` and `igb_assign_vector`: GPIE first,
+//! then IVAR, EITR; every vector stays masked until its queue arms it.
 
 use crate::family::VectorRegs;
 use crate::sys::mmio::Regs;
 use pollnic_hw::igb::bits::ALL_INTERRUPTS;
 use pollnic_hw::igb::irq::*;
-use pollnic_hw::igb::regs::{EICR, EIMC, EIMS};
+use pollnic_hw::igb::regs::{EIAC, EICR, EIMC, EIMS};
 
 /// Whether `device` is an I350, whose IVAR layout is the 82580's.
 fn is_i350(device: u16) -> bool {
@@ -46,7 +49,7 @@ fn set_rx_ivar(r: &dyn Regs, device: u16, q: u16, v: u16) {
 }
 
 /// MSI-X mode, RX queue `q` → vector `q` for `q < queues`, all masked, EITR
-/// at `rx_usecs`, EIAC on those vectors. VFIO has already checked that the
+/// at `rx_usecs`, no auto-clear (EIAC 0), causes cleared. VFIO has already checked that the
 /// device offers `queues` vectors (QEMU's igb has 10, the 82576 25).
 pub fn configure_msix(
     r: &dyn Regs,
@@ -70,10 +73,7 @@ pub fn configure_msix(
             v
         })
         .collect();
-    r.write32(EIAC_REG, all);
+    r.write32(EIAC, 0);
     r.write32(EICR, all);
     Some(regs)
 }
-
-/// EIAC's offset (auto-clear of EICR bits when their MSI-X message is sent).
-pub(crate) const EIAC_REG: u32 = pollnic_hw::igb::regs::EIAC;

@@ -1,10 +1,12 @@
 //! 82599 MSI-X: GPIE in MSI-X mode, one vector per RX queue through IVAR
 //! (`ixgbe_set_ivar`, two queues per register), EITR throttling in 2 µs
-//! steps, auto-clear of the queue vectors through EIAC; masking is the
-//! queue's own (EIMS/EIMC), EIAM left 0 as on igb.
+//! steps; masking is the queue's own (EIMS/EIMC), EIAM and EIAC left 0 as
+//! on igb: a queue vector's EICR bit stays set after its message, so frames
+//! that arrive before the woken queue masks it raise no more messages, and
+//! the queue clears the bit when it arms.
 //!
 //! Order as Linux `ixgbe_configure_msix` after `ixgbe_setup_gpie`: GPIE,
-//! IVAR per queue, EITR per vector, EIAC; every vector masked until its
+//! IVAR per queue, EITR per vector; every vector masked until its
 //! queue arms it. Only vectors 0..16 (the EICR RTX queue bits) are used:
 //! pollnic drives at most 16 queues.
 
@@ -27,7 +29,7 @@ pub fn vector_regs(q: u16) -> VectorRegs {
 }
 
 /// MSI-X mode, RX queue `q` → vector `q` for `q < queues` (at most 16), all
-/// masked, EITR at `rx_usecs`, EIAC on those vectors.
+/// masked, EITR at `rx_usecs`, no auto-clear (EIAC 0), causes cleared.
 pub fn configure_msix(r: &dyn Regs, queues: u16, rx_usecs: u32) -> Option<Vec<VectorRegs>> {
     if queues > 16 {
         return None;
@@ -46,7 +48,7 @@ pub fn configure_msix(r: &dyn Regs, queues: u16, rx_usecs: u32) -> Option<Vec<Ve
             v
         })
         .collect();
-    r.write32(EIAC, all);
+    r.write32(EIAC, 0);
     r.write32(EICR, all);
     Some(regs)
 }
