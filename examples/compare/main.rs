@@ -288,9 +288,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         gen_work_instructions_per_sent: cost
             .as_ref()
             .and_then(|p| p.gen_work_instructions_per_sent),
-        top_functions: cost
-            .as_ref()
-            .map_or(Vec::new(), |p| p.top_functions.clone()),
+        top_functions: cost.as_ref().map_or(Vec::new(), |p| p.top_functions.clone()),
         top_functions_coverage: cost.as_ref().and_then(|p| p.top_functions_coverage),
         top_functions_basis: cost
             .as_ref()
@@ -378,10 +376,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
-    cost::TOP_FUNCTIONS.store(
-        args.top_functions as usize,
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    cost::TOP_FUNCTIONS.store(args.top_functions as usize, std::sync::atomic::Ordering::Relaxed);
     if let Some(meter) = cost::Meter::new() {
         // Before any thread starts: they inherit the affinity.
         println!("{}", cost::keep_off_generator(args.gen_core)?);
