@@ -207,6 +207,12 @@ pub fn run_with(data: &[u8], lose: bool) {
                 if k > RING && k < u16::MAX - RING && !hostile {
                     rx_break_pending = true;
                 }
+                // A move back by less than a ring can retract used entries the
+                // driver has not read yet, a pending break among them: from
+                // here on nothing about them is exact.
+                if k >= u16::MAX - RING {
+                    rx_break_pending = false;
+                }
                 if k != 0 {
                     hostile = true;
                 }
