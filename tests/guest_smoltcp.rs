@@ -234,6 +234,33 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
+/// What the guest executed during one fetch, summed over every vCPU, when
+/// the testbed's work counter is loaded (`cargo xtask vm --count`;
+/// docs/design/counting.md): instructions in user mode and in the kernel
+/// (idle loop left out). These counts do not depend on the host's load, as
+/// the seconds do.
+#[derive(Clone, Copy)]
+struct Work {
+    user: u64,
+    kernel: u64,
+}
+
+/// [`wget`], with the guest's work over the fetch when the counter is loaded.
+fn wget_counted(url: &str, path: &str, ns: Option<&str>) -> (f64, Option<Work>) {
+    let counter = pollnic_tools::counts::Counter::from_env();
+    let before = counter.as_ref().map(|c| c.snapshot().expect("counter"));
+    let secs = wget(url, path, ns);
+    let work = counter.zip(before).map(|(c, before)| {
+        let after = c.snapshot().expect("counter");
+        let all = pollnic_tools::counts::sum_where(&after.since(&before), |_| true);
+        Work {
+            user: all.user_insns,
+            kernel: all.kernel_insns,
+        }
+    });
+    (secs, work)
+}
+
 /// `busybox wget` the body from `url` (in namespace `ns` when given) into
 /// `path`; returns the seconds it took.
 fn wget(url: &str, path: &str, ns: Option<&str>) -> f64 {
@@ -479,7 +506,7 @@ fn the_kernel_pings_echoes_and_fetches_from_smoltcp_on_pollnic() {
     args.extend(["--size", &size, "--requests", "1"]);
     let http = Example::start("smol-http", &args);
     let out = "/tmp/guest_smoltcp.bin";
-    let smol_secs = wget(&format!("http://{SMOL_IP}/file"), out, None);
+    let (smol_secs, smol_work) = wget_counted(&format!("http://{SMOL_IP}/file"), out, None);
     let (lines, code) = http.finish(false);
     assert_eq!(code, 0, "smol-http: {lines:?}");
     let got = std::fs::read(out).unwrap();
@@ -515,7 +542,7 @@ fn the_kernel_pings_echoes_and_fetches_from_smoltcp_on_pollnic() {
     let mut args = sw.clone();
     args.extend(["--size", &size, "--requests", "1"]);
     let http = Example::start("smol-http", &args);
-    let sw_secs = wget(&format!("http://{SMOL_IP}/file"), out, None);
+    let (sw_secs, sw_work) = wget_counted(&format!("http://{SMOL_IP}/file"), out, None);
     let (lines, code) = http.finish(false);
     assert_eq!(code, 0, "smol-http --no-checksum-offload: {lines:?}");
     assert_eq!(
@@ -545,7 +572,7 @@ fn the_kernel_pings_echoes_and_fetches_from_smoltcp_on_pollnic() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let kernel_secs = wget(&format!("http://{SMOL_IP}/file"), out, None);
+    let (kernel_secs, kernel_work) = wget_counted(&format!("http://{SMOL_IP}/file"), out, None);
     let _ = httpd.kill();
     let _ = httpd.wait();
     assert_eq!(std::fs::read(out).unwrap(), want, "kernel-to-kernel body");
@@ -585,6 +612,21 @@ fn the_kernel_pings_echoes_and_fetches_from_smoltcp_on_pollnic() {
         "MEASURED wget 16 MiB kernel <- kernel (busybox httpd):     {kernel_secs:.2} s, {:.1} Mbit/s",
         mbit(kernel_secs)
     );
+    for (what, work) in [
+        ("pollnic+smoltcp (smol-http)", smol_work),
+        ("pollnic+smoltcp (smol-http), software checksums", sw_work),
+        ("kernel (busybox httpd)", kernel_work),
+    ] {
+        if let Some(w) = work {
+            println!(
+                "MEASURED guest work, wget 16 MiB kernel <- {what}: user {} kernel {} instructions ({:.1} and {:.1} per KiB), all vCPUs",
+                w.user,
+                w.kernel,
+                w.user as f64 / (BODY / 1024) as f64,
+                w.kernel as f64 / (BODY / 1024) as f64
+            );
+        }
+    }
     println!("MEASURED udp echo 10000 datagrams (8 in flight) via smoltcp: {udp_secs:.2} s");
     println!(
         "MEASURED whole test: {:.1} s",

@@ -24,14 +24,19 @@
 //!   computes no IPv4, TCP or UDP checksum on transmit (its
 //!   [`ChecksumCapabilities`] say `Rx` for them): the frames go out with
 //!   [`Queue::tx_burst_offload`] and the NIC inserts them (ICMP's it still
-//!   computes: the NIC has no ICMP checksum). On receive smoltcp still
-//!   verifies (it cannot be told per frame what the NIC checked).
+//!   computes: the NIC has no ICMP checksum). smoltcp verifies no checksum
+//!   on receive (its capabilities say `None` or `Tx`): the wrapper has
+//!   checked every frame it hands over, with the NIC's verdict where the
+//!   port reports one (below), so each checksum is summed once at most.
 //! - **Bad input is counted.** Before a frame reaches smoltcp, its IPv4
-//!   header and, for an unfragmented TCP, UDP or ICMP packet, its L4 header
-//!   are checked with smoltcp's own `wire` parsers and checksums. A frame
-//!   that fails is dropped here (smoltcp would drop it silently) and counted
-//!   in [`SmolStats::rx_malformed`] or [`SmolStats::rx_bad_checksum`]; its
-//!   buffer goes straight back to the cache. When the port reports RX
+//!   header and its TCP, UDP or ICMP header are checked with smoltcp's own
+//!   `wire` parsers and checksums. A frame that fails is dropped here
+//!   (smoltcp would drop it silently) and counted in
+//!   [`SmolStats::rx_malformed`] or [`SmolStats::rx_bad_checksum`]; its
+//!   buffer goes straight back to the cache. An IPv4 fragment is dropped
+//!   and counted in [`SmolStats::rx_fragments`]: its L4 checksum can only be
+//!   checked after reassembly, which smoltcp as pollnic builds it
+//!   (without `proto-ipv4-fragmentation`) does not do either. When the port reports RX
 //!   checksum status ([`crate::DeviceConfig::rx_checksum`]), a layer the
 //!   NIC found bad is counted without summing it again, and one it found
 //!   good is not summed here.
@@ -85,6 +90,9 @@ pub struct SmolStats {
     /// Frames dropped before smoltcp because the IPv4 header checksum or the
     /// TCP, UDP (non-zero) or ICMP checksum is wrong.
     pub rx_bad_checksum: u64,
+    /// IPv4 fragments dropped before smoltcp (see the [module
+    /// documentation](self)).
+    pub rx_fragments: u64,
     /// Frames placed on the TX ring.
     pub tx_frames: u64,
     /// Frames smoltcp wrote that were dropped because the mempool had no
@@ -224,6 +232,7 @@ impl<'q> QueueDevice<'q> {
                     Verdict::Pass => return Some(p),
                     Verdict::Malformed => self.stats.rx_malformed += 1,
                     Verdict::BadChecksum => self.stats.rx_bad_checksum += 1,
+                    Verdict::Fragment => self.stats.rx_fragments += 1,
                 }
                 self.rx_done.push(p);
                 continue;
@@ -262,6 +271,8 @@ enum Verdict {
     Pass,
     Malformed,
     BadChecksum,
+    /// An IPv4 fragment (more fragments, or an offset).
+    Fragment,
 }
 
 /// Send the frames of `tx` from its front, each run of frames that ask the
@@ -344,9 +355,10 @@ fn check_frame(frame: &[u8], hw: RxChecksum) -> Verdict {
         return Verdict::BadChecksum;
     }
     if ip.more_frags() || ip.frag_offset() != 0 {
-        // A fragment's payload is not a whole L4 packet; smoltcp reassembles
-        // (or drops) it and checks the L4 header then.
-        return Verdict::Pass;
+        // A fragment's payload is not a whole L4 packet: its checksum could
+        // be checked only after reassembly, and smoltcp is told to verify
+        // nothing on receive.
+        return Verdict::Fragment;
     }
     let (src, dst) = (
         IpAddress::Ipv4(ip.src_addr()),
@@ -501,13 +513,19 @@ impl phy::Device for QueueDevice<'_> {
         caps.max_transmission_unit = self.ip_mtu + 14;
         caps.max_burst_size = Some(self.max_burst);
         caps.checksum = ChecksumCapabilities::default();
-        if self.offload {
-            // The NIC inserts these on transmit (`send_offloaded`); smoltcp
-            // still verifies them on receive. ICMP stays with smoltcp.
-            caps.checksum.ipv4 = phy::Checksum::Rx;
-            caps.checksum.tcp = phy::Checksum::Rx;
-            caps.checksum.udp = phy::Checksum::Rx;
-        }
+        // `check_frame` verified every frame smoltcp gets (with the NIC's
+        // verdict where there is one): smoltcp computes on transmit only,
+        // and not even that for what the NIC inserts (`send_offloaded`).
+        // ICMP's the NIC cannot insert.
+        let tx = if self.offload {
+            phy::Checksum::None
+        } else {
+            phy::Checksum::Tx
+        };
+        caps.checksum.ipv4 = tx;
+        caps.checksum.tcp = tx;
+        caps.checksum.udp = tx;
+        caps.checksum.icmpv4 = phy::Checksum::Tx;
         caps
     }
 }
@@ -623,5 +641,15 @@ mod tests {
         let mut arp = good.clone();
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(check_frame_sw(&arp), Verdict::Pass);
+        // A fragment (MF set, then an offset), its IPv4 checksum made right
+        // again: dropped as a fragment, not passed on unverified.
+        for flags_off in [0x2000u16, 0x0004] {
+            let mut frag = good.clone();
+            frag[14 + 6..14 + 8].copy_from_slice(&flags_off.to_be_bytes());
+            frag[14 + 10..14 + 12].fill(0);
+            let mut ip = Ipv4Packet::new_unchecked(&mut frag[14..]);
+            ip.fill_checksum();
+            assert_eq!(check_frame_sw(&frag), Verdict::Fragment, "{flags_off:#x}");
+        }
     }
 }

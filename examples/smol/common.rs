@@ -122,10 +122,11 @@ pub fn print_summary(tool: &str, o: &Outcome) -> Result<(), String> {
         println!("{line}");
     }
     println!(
-        "{tool}: device: rx_frames {} rx_malformed {} rx_bad_checksum {} tx_frames {} tx_nobuf {} tx_ring_full {} in {:.3} s",
+        "{tool}: device: rx_frames {} rx_malformed {} rx_bad_checksum {} rx_fragments {} tx_frames {} tx_nobuf {} tx_ring_full {} in {:.3} s",
         s.rx_frames,
         s.rx_malformed,
         s.rx_bad_checksum,
+        s.rx_fragments,
         s.tx_frames,
         s.tx_nobuf,
         s.tx_ring_full,
