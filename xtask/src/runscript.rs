@@ -45,6 +45,10 @@ pub const VIRTIO_PORTS: [(&str, &str); 2] = [
     ("0000:00:11.0", "52:54:00:12:36:02"),
 ];
 
+/// Queue pairs of each of the two [`VIRTIO_PORTS`] (their taps' `queues=`;
+/// the guest sees it as `$POLLNIC_VIRTIO_QUEUE_PAIRS`).
+pub const VIRTIO_QUEUE_PAIRS: u16 = 2;
+
 /// Two virtio-net devices pollnic must refuse, for the bad-input test: one
 /// without `iommu_platform=on` (modern, but no `VIRTIO_F_ACCESS_PLATFORM`:
 /// it would bypass the vIOMMU; bound to vfio-pci so that the refusal comes
@@ -123,6 +127,7 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool) -> String {
         export(&format!("POLLNIC_VIRTIO_PORT{i}"), pci);
         export(&format!("POLLNIC_VIRTIO_PORT{i}_MAC"), mac);
     }
+    export("POLLNIC_VIRTIO_QUEUE_PAIRS", &VIRTIO_QUEUE_PAIRS.to_string());
     export("POLLNIC_VIRTIO_NOPLATFORM", VIRTIO_NOPLATFORM);
     export("POLLNIC_VIRTIO_TRANSITIONAL", VIRTIO_TRANSITIONAL);
     let _ = writeln!(s, "cd {} || exit 125", cmd::shell_quote(&layout.repo));
