@@ -36,8 +36,8 @@ pub const SHARED_GROUP: [&str; 2] = ["0000:01:00.0", "0000:02:00.0"];
 /// The virtio-net ports: modern virtio 1.x devices (`disable-legacy=on`, PCI
 /// ID 1af4:1041) whose DMA goes through the guest's vIOMMU
 /// (`iommu_platform=on`, so they offer `VIRTIO_F_ACCESS_PLATFORM`), guest PCI
-/// address and MAC in port order, wired back to back through QEMU hub 3 like
-/// the igb pairs. Slots 0x10 and 0x11 keep clear of the igb ports' VF slots
+/// address and MAC in port order, wired back to back through two multi-queue
+/// taps on a private bridge (`qemu::in_private_net`). Slots 0x10 and 0x11 keep clear of the igb ports' VF slots
 /// (0x16..=0x1d). Bound to vfio-pci with the igb ports; exported as
 /// `POLLNIC_VIRTIO_PORT{0,1}` and `POLLNIC_VIRTIO_PORT{0,1}_MAC`.
 pub const VIRTIO_PORTS: [(&str, &str); 2] = [

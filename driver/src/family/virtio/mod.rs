@@ -1,12 +1,14 @@
 //! virtio-net over PCI, modern (virtio 1.x) only: the PCI capability walk,
-//! the reset and status handshake, feature negotiation, the two virtqueues
-//! of one queue pair, link status and the device's MAC. The queues
-//! themselves are `pollnic_rings::virtq`'s split virtqueues.
+//! the reset and status handshake, feature negotiation, the queue pairs'
+//! virtqueues and the control queue, the multi-queue and RSS commands
+//! ([`ctrl`]), link status and the device's MAC. The queues themselves are
+//! `pollnic_rings::virtq`'s split virtqueues.
 //!
 //! Sources: the virtio 1.x specification (OASIS, "Virtual I/O Device
 //! (VIRTIO) Version 1.2"): §4.1.4 the PCI capabilities, §4.1.4.3 the
 //! common configuration, §3.1.1 the driver's initialisation order, §2.1 the
-//! status bits, §6 the reserved feature bits, §5.1 the network device. The
+//! status bits, §6 the reserved feature bits, §5.1 the network device
+//! (§5.1.6.5 the control queue, §5.1.6.5.7 RSS). The
 //! order follows Linux `virtio_pci_modern.c`/`virtio.c` and DPDK's
 //! `virtio_pci.c`/`virtio_ethdev.c`.
 
