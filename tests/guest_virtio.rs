@@ -619,11 +619,17 @@ fn send_and_collect(tx: &mut Device, rx: &mut Device, flows: &[Flow]) -> Vec<See
                 p
             })
             .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
         while !pending.is_empty() {
             tx.queue(txq).tx_burst(&mut pending);
+            assert!(
+                Instant::now() < deadline,
+                "TX queue {txq}: {} frames not taken in 20 s ({:?})",
+                pending.len(),
+                tx.queue(txq).virtq_stats()
+            );
         }
         let want = chunk_start + chunk.len();
-        let deadline = Instant::now() + Duration::from_secs(20);
         while seen.len() < want {
             assert!(
                 Instant::now() < deadline,
