@@ -77,7 +77,7 @@ pub enum NetHdr {
 
 impl NetHdr {
     /// Bytes of this header.
-    pub const fn len(self) -> u32 {
+    pub const fn bytes(self) -> u32 {
         match self {
             NetHdr::V1 => VIRTIO_NET_HDR_LEN,
             NetHdr::V1Hash => 20,
@@ -458,7 +458,7 @@ impl<D: Doorbell> VirtqRx<D> {
             self.ring.write_desc(
                 2 * k,
                 self.ring.hdr_iova(k),
-                hdr.len(),
+                hdr.bytes(),
                 DESC_F_NEXT | DESC_F_WRITE,
                 2 * k + 1,
             );
@@ -519,7 +519,7 @@ impl<D: Doorbell> VirtqRx<D> {
                 self.device_error();
                 break;
             };
-            let hdr_len = self.hdr.len();
+            let hdr_len = self.hdr.bytes();
             let frame = len.wrapping_sub(hdr_len);
             if len < hdr_len || frame == 0 || frame > self.buf_size {
                 // The chain keeps its buffer and goes back to the device.
@@ -739,7 +739,7 @@ impl<D: Doorbell> VirtqTx<D> {
         let iova = self.ring.hdr_iova(0);
         for k in 0..self.slots.len() as u16 {
             self.ring
-                .write_desc(2 * k, iova, hdr.len(), DESC_F_NEXT, 2 * k + 1);
+                .write_desc(2 * k, iova, hdr.bytes(), DESC_F_NEXT, 2 * k + 1);
         }
     }
 

@@ -15,7 +15,7 @@ impl Doorbell for Nop {
 
 #[test]
 fn the_hash_header_is_20_bytes_and_its_hash_reaches_the_packet() {
-    assert_eq!((NetHdr::V1.len(), NetHdr::V1Hash.len()), (12, 20));
+    assert_eq!((NetHdr::V1.bytes(), NetHdr::V1Hash.bytes()), (12, 20));
     let pool = Mempool::new(64, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
     let mut rx = VirtqRx::new(16, PageSize::Small4K, Arc::new(IdentityMapper), &pool, Nop).unwrap();
     rx.set_net_hdr(NetHdr::V1Hash);

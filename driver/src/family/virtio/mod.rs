@@ -583,9 +583,11 @@ impl Port {
         reta: &Reta,
     ) -> Result<()> {
         if self.has(feature::NET_RSS) {
-            let supported = (NET_CFG_SUPPORTED_HASH_TYPES + 4 <= self.device.len)
-                .then(|| self.device.r32(NET_CFG_SUPPORTED_HASH_TYPES))
-                .unwrap_or(0);
+            let supported = if NET_CFG_SUPPORTED_HASH_TYPES + 4 <= self.device.len {
+                self.device.r32(NET_CFG_SUPPORTED_HASH_TYPES)
+            } else {
+                0
+            };
             self.rss = Some(RssSetup {
                 hash_types: ctrl::hash_type_bits(hash_types) & supported,
                 key: *key,
@@ -615,9 +617,11 @@ impl Port {
         };
         let addr = self.addr;
         let bad = |what: String| Error::VirtioCapability { addr, what };
-        let max_key = (NET_CFG_RSS_MAX_KEY_SIZE < self.device.len)
-            .then(|| self.device.r8(NET_CFG_RSS_MAX_KEY_SIZE))
-            .unwrap_or(0);
+        let max_key = if NET_CFG_RSS_MAX_KEY_SIZE < self.device.len {
+            self.device.r8(NET_CFG_RSS_MAX_KEY_SIZE)
+        } else {
+            0
+        };
         if (max_key as usize) < KEY_LEN {
             return Err(bad(format!(
                 "its RSS key holds {max_key} bytes (rss_max_key_size), pollnic's is {KEY_LEN}"
