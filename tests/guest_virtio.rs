@@ -671,8 +671,7 @@ fn check_predictions(rx: &Device, flows: &[Flow], seen: &[Seen]) -> Vec<usize> {
     for s in seen {
         *count.entry(s.seq).or_default() += 1;
         assert_eq!(s.flow, flows[s.seq as usize], "frame {}: wrong flow", s.seq);
-        let (hash, queue) =
-            pollnic_hw::rss::queue_for(&hasher, rx.reta(), &s.flow.rss_key());
+        let (hash, queue) = pollnic_hw::rss::queue_for(&hasher, rx.reta(), &s.flow.rss_key());
         assert_eq!(
             s.hash, hash,
             "frame {}: reported hash (VIRTIO_NET_F_HASH_REPORT) vs pollnic-hw's Toeplitz",
@@ -701,7 +700,10 @@ fn check_predictions(rx: &Device, flows: &[Flow], seen: &[Seen]) -> Vec<usize> {
 #[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
 fn rss_spreads_flows_as_toeplitz_and_the_table_say_with_the_hash_reported() {
     let pairs = queue_pairs();
-    assert!(pairs >= 2, "the testbed gives the virtio ports {pairs} queue pairs");
+    assert!(
+        pairs >= 2,
+        "the testbed gives the virtio ports {pairs} queue pairs"
+    );
     let cfg = config()
         .with_queues(pairs)
         .with_rss_key(pollnic_hw::rss::MICROSOFT_KEY);
@@ -723,7 +725,8 @@ fn rss_spreads_flows_as_toeplitz_and_the_table_say_with_the_hash_reported() {
     for e in moved.0.iter_mut() {
         *e = ((u16::from(*e) + 1) % pairs) as u8;
     }
-    rx.set_reta(moved).expect("a new table over the control queue");
+    rx.set_reta(moved)
+        .expect("a new table over the control queue");
     let seen2 = send_and_collect(tx, rx, &base);
     let after = check_predictions(rx, &base, &seen2);
     let before: std::collections::HashMap<u64, u16> =

@@ -513,7 +513,11 @@ impl Device {
                 "it has {} virtqueues, {needed} are needed for {} queue pairs{}",
                 port.num_queues(),
                 cfg.queues,
-                if with_ctrl { " and the control queue" } else { "" }
+                if with_ctrl {
+                    " and the control queue"
+                } else {
+                    ""
+                }
             )));
         }
         let size = |want: u32, max: u16, which: &str| -> Result<u16> {

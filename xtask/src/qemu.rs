@@ -386,7 +386,9 @@ fn in_private_net(qemu: &Command) -> Result<Command> {
              {ip} link set dev {tap} up\n"
         ));
     }
-    setup.push_str(&format!("{ip} link set dev {VIRTIO_BRIDGE} up\nexec \"$@\"\n"));
+    setup.push_str(&format!(
+        "{ip} link set dev {VIRTIO_BRIDGE} up\nexec \"$@\"\n"
+    ));
     let mut c = Command::new(unshare);
     c.args(["--net", "--", "sh", "-c", &setup, "sh"])
         .arg(qemu.get_program())

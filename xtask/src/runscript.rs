@@ -127,7 +127,10 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool) -> String {
         export(&format!("POLLNIC_VIRTIO_PORT{i}"), pci);
         export(&format!("POLLNIC_VIRTIO_PORT{i}_MAC"), mac);
     }
-    export("POLLNIC_VIRTIO_QUEUE_PAIRS", &VIRTIO_QUEUE_PAIRS.to_string());
+    export(
+        "POLLNIC_VIRTIO_QUEUE_PAIRS",
+        &VIRTIO_QUEUE_PAIRS.to_string(),
+    );
     export("POLLNIC_VIRTIO_NOPLATFORM", VIRTIO_NOPLATFORM);
     export("POLLNIC_VIRTIO_TRANSITIONAL", VIRTIO_TRANSITIONAL);
     let _ = writeln!(s, "cd {} || exit 125", cmd::shell_quote(&layout.repo));

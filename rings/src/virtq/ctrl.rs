@@ -17,7 +17,7 @@
 //! returns the chain without writing it is seen ([`CtrlError::Refused`] with
 //! `ack` 0xff), as is any value other than 0.
 
-use super::{Vring, VirtqAddrs, VirtqStats, AVAIL_F_NO_INTERRUPT, DESC_F_NEXT, DESC_F_WRITE};
+use super::{VirtqAddrs, VirtqStats, Vring, AVAIL_F_NO_INTERRUPT, DESC_F_NEXT, DESC_F_WRITE};
 use crate::descring::Doorbell;
 use crate::dma::{DmaMapper, PageSize};
 use crate::rx::RingError;
@@ -177,7 +177,8 @@ impl<D: Doorbell> VirtqCtrl<D> {
         let base = self.ring.region.iova() + self.ring.tail() as u64;
         self.ring
             .write_desc(0, base + CMD as u64, 2 + data.len() as u32, DESC_F_NEXT, 1);
-        self.ring.write_desc(1, base + ACK as u64, 1, DESC_F_WRITE, 0);
+        self.ring
+            .write_desc(1, base + ACK as u64, 1, DESC_F_WRITE, 0);
         self.ring.put_avail(self.avail_idx, 0);
         self.avail_idx = self.avail_idx.wrapping_add(1);
         self.ring.publish_avail(self.avail_idx);
@@ -270,8 +271,8 @@ mod tests {
             let (a, l, f, next) = v.0.desc(head);
             assert_eq!(f, DESC_F_NEXT);
             // SAFETY: identity-mapped; the driver wrote `l` bytes there.
-            let cmd = unsafe { std::slice::from_raw_parts(a as usize as *const u8, l as usize) }
-                .to_vec();
+            let cmd =
+                unsafe { std::slice::from_raw_parts(a as usize as *const u8, l as usize) }.to_vec();
             let (aa, al, af, _) = v.0.desc(next);
             assert_eq!((al, af), (1, DESC_F_WRITE));
             if let Some(ack) = ack {
@@ -297,7 +298,9 @@ mod tests {
         c.command(4, 0, &[2, 0], Duration::from_secs(5)).unwrap();
         assert_eq!(dev.join().unwrap(), vec![4, 0, 2, 0]);
         let dev = answer(v, 2, Some(VIRTIO_NET_ERR), 0, 2);
-        let err = c.command(4, 1, &[9; 300], Duration::from_secs(5)).unwrap_err();
+        let err = c
+            .command(4, 1, &[9; 300], Duration::from_secs(5))
+            .unwrap_err();
         assert_eq!(
             err,
             CtrlError::Refused {
@@ -310,7 +313,9 @@ mod tests {
         assert_eq!((sent.len(), &sent[..2]), (302, &[4u8, 1][..]));
         // An ack never written reads 0xff: refused, not taken for OK.
         let dev = answer(v, 3, None, 0, 3);
-        let err = c.command(4, 0, &[1, 0], Duration::from_secs(5)).unwrap_err();
+        let err = c
+            .command(4, 0, &[1, 0], Duration::from_secs(5))
+            .unwrap_err();
         assert!(matches!(err, CtrlError::Refused { ack: 0xff, .. }), "{err}");
         dev.join().unwrap();
         assert!(!c.virtq_stats().stopped);
@@ -330,11 +335,16 @@ mod tests {
         // SAFETY: the queue lives until the end of the test.
         let v = unsafe { DeviceView::new(c.addrs()) };
         let dev = answer(v, 1, Some(VIRTIO_NET_OK), 2, 1);
-        let err = c.command(4, 0, &[2, 0], Duration::from_secs(5)).unwrap_err();
+        let err = c
+            .command(4, 0, &[2, 0], Duration::from_secs(5))
+            .unwrap_err();
         dev.join().unwrap();
         assert_eq!(err, CtrlError::Stopped);
         assert_eq!(c.virtq_stats().device_errors, 1);
-        assert_eq!(c.command(4, 0, &[2, 0], Duration::from_secs(5)), Err(CtrlError::Stopped));
+        assert_eq!(
+            c.command(4, 0, &[2, 0], Duration::from_secs(5)),
+            Err(CtrlError::Stopped)
+        );
         // A used index that moved by two.
         let mut c = ctrl();
         // SAFETY: as above.
@@ -350,7 +360,17 @@ mod tests {
         let err = c
             .command(4, 0, &[2, 0], Duration::from_millis(20))
             .unwrap_err();
-        assert!(matches!(err, CtrlError::Timeout { class: 4, command: 0, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                CtrlError::Timeout {
+                    class: 4,
+                    command: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         assert!(c.virtq_stats().stopped);
     }
 }

@@ -596,7 +596,11 @@ impl Port {
             return self.set_reta(reta);
         }
         if self.has(feature::NET_MQ) && queues > 1 {
-            return self.command(ctrl::CLASS_MQ, ctrl::MQ_VQ_PAIRS_SET, &ctrl::vq_pairs_set(queues));
+            return self.command(
+                ctrl::CLASS_MQ,
+                ctrl::MQ_VQ_PAIRS_SET,
+                &ctrl::vq_pairs_set(queues),
+            );
         }
         Ok(())
     }
