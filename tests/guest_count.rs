@@ -14,16 +14,7 @@ use std::time::Duration;
 fn run_compare(tag: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
     let out = std::env::temp_dir().join(format!("pollnic-count-{}-{tag}", std::process::id()));
     let cmd = std::process::Command::new(example_exe("compare"))
-        .args([
-            "--tx",
-            &port(0),
-            "--rx",
-            &port(1),
-            "--gen-core",
-            "1",
-            "--cores",
-            "0",
-        ])
+        .args(["--tx", &port(0), "--rx", &port(1), "--gen-core", "1", "--cores", "0"])
         .args(args)
         .arg("--out")
         .arg(&out)
@@ -83,19 +74,11 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
         let (text, rows) = run_compare(
             &format!("{run}"),
             &[
-                "--paths",
-                "pollnic-1q",
-                "--sizes",
-                "64",
-                "--seconds",
-                "2",
-                "--rate",
-                "3000",
+                "--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2", "--rate", "3000",
                 // The profile in the first run only (naming its functions
                 // takes a debug build under TCG a while); the counts do not
                 // change.
-                "--top-functions",
-                if run == 0 { "10" } else { "0" },
+                "--top-functions", if run == 0 { "10" } else { "0" },
             ],
         );
         assert!(text.contains("counting: generator on vCPU 1"), "{text}");
@@ -129,10 +112,7 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
         );
         work.push(f("burst1_user_instructions_per_packet"));
         if run == 1 {
-            assert!(
-                r["top_functions"].as_array().is_some_and(|t| t.is_empty()),
-                "{r}"
-            );
+            assert!(r["top_functions"].as_array().is_some_and(|t| t.is_empty()), "{r}");
             continue;
         }
         // The per-function profile of the same bursts: it holds what the
@@ -154,10 +134,7 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
             named("pollnic") || named("compare"),
             "no function of pollnic or compare among the top: {top:?}"
         );
-        let listed: f64 = top
-            .iter()
-            .map(|t| t["instructions_per_packet"].as_f64().unwrap())
-            .sum();
+        let listed: f64 = top.iter().map(|t| t["instructions_per_packet"].as_f64().unwrap()).sum();
         assert!(
             listed <= w * 1.006 && listed > 0.3 * w,
             "the top functions ({listed}) are part of the work ({w}): {top:?}"
@@ -182,16 +159,8 @@ fn transmit_rows_are_counted_per_sent_packet() {
     let (_, rows) = run_compare(
         "tx",
         &[
-            "--paths",
-            "tx-pollnic,tx-kernel-afpacket",
-            "--sizes",
-            "64",
-            "--top-functions",
-            "0",
-            "--seconds",
-            "1",
-            "--rate",
-            "5000",
+            "--paths", "tx-pollnic,tx-kernel-afpacket", "--sizes", "64", "--top-functions", "0",
+            "--seconds", "1", "--rate", "5000",
         ],
     );
     assert_eq!(rows.len(), 2, "{rows:?}");

@@ -214,13 +214,8 @@ impl Queue {
             }
         }
         let (n, stats) = match &mut self.rings {
-            Rings::Desc { rx, tx } => (
-                tx.tx_burst_offload(pkts, offload, rx.cache_mut()),
-                tx.stats(),
-            ),
-            Rings::Virtq { rx, tx } if offload.is_none() => {
-                (tx.tx_burst(pkts, rx.cache_mut()), tx.stats())
-            }
+            Rings::Desc { rx, tx } => (tx.tx_burst_offload(pkts, offload, rx.cache_mut()), tx.stats()),
+            Rings::Virtq { rx, tx } if offload.is_none() => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
             Rings::Virtq { rx, tx } => (tx.refuse_offloads(pkts, rx.cache_mut()), tx.stats()),
         };
         self.counters[self.id as usize].publish_tx(&stats);
@@ -239,9 +234,7 @@ impl Queue {
     pub fn last_tx_refusal(&self) -> Option<TxRefusal> {
         match &self.rings {
             Rings::Desc { tx, .. } => tx.last_refusal(),
-            Rings::Virtq { tx, .. } => {
-                (tx.stats().tx_offload_errors > 0).then_some(TxRefusal::NoTxOffloads)
-            }
+            Rings::Virtq { tx, .. } => (tx.stats().tx_offload_errors > 0).then_some(TxRefusal::NoTxOffloads),
         }
     }
 

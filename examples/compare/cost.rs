@@ -52,18 +52,12 @@ static PROFILE_PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 /// Resolve `pid`'s addresses in the profiles from now on ([`forget_pid`] ends it).
 pub fn profile_pid(pid: u32) {
-    PROFILE_PIDS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(pid);
+    PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
 }
 
 /// Stop resolving `pid`'s addresses.
 pub fn forget_pid(pid: u32) {
-    PROFILE_PIDS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|p| *p != pid);
+    PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != pid);
 }
 
 /// Start a window's profile, when profiles are on; whether it started.
@@ -218,12 +212,7 @@ impl Meter {
         let end = self.snap()?;
         let profile = self.profile.then(take_profile).flatten().map(|window| {
             let mut pids = vec![std::process::id()];
-            pids.extend(
-                PROFILE_PIDS
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter(),
-            );
+            pids.extend(PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).iter());
             (window, Symbols::load(&pids))
         });
         let (s0, se) = self.start?;

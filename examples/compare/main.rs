@@ -298,9 +298,7 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         gen_work_instructions_per_sent: cost
             .as_ref()
             .and_then(|p| p.gen_work_instructions_per_sent),
-        top_functions: cost
-            .as_ref()
-            .map_or(Vec::new(), |p| p.top_functions.clone()),
+        top_functions: cost.as_ref().map_or(Vec::new(), |p| p.top_functions.clone()),
         top_functions_coverage: cost.as_ref().and_then(|p| p.top_functions_coverage),
         top_functions_basis: cost
             .as_ref()
@@ -388,10 +386,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
-    cost::TOP_FUNCTIONS.store(
-        args.top_functions as usize,
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    cost::TOP_FUNCTIONS.store(args.top_functions as usize, std::sync::atomic::Ordering::Relaxed);
     if let Some(meter) = cost::Meter::new() {
         // Before any thread starts: they inherit the affinity.
         println!("{}", cost::keep_off_generator(args.gen_core)?);
@@ -838,8 +833,7 @@ fn irq_path(p: &str) -> Option<(IrqRow, Option<u32>)> {
         return Some((mode, None));
     }
     let n = rest.strip_prefix("-eitr")?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0'))
-    {
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
         return None;
     }
     let usecs: u32 = n.parse().ok().filter(|&u| u <= 1022)?;
@@ -977,22 +971,13 @@ mod tests {
     #[test]
     fn interrupt_rows_name_their_mode_and_fixed_eitr() {
         assert_eq!(irq_path("pollnic-1q-irq"), Some((IrqRow::Interrupt, None)));
-        assert_eq!(
-            irq_path("pollnic-1q-adaptive"),
-            Some((IrqRow::Adaptive, None))
-        );
-        assert_eq!(
-            irq_path("pollnic-1q-irq-eitr0"),
-            Some((IrqRow::Interrupt, Some(0)))
-        );
+        assert_eq!(irq_path("pollnic-1q-adaptive"), Some((IrqRow::Adaptive, None)));
+        assert_eq!(irq_path("pollnic-1q-irq-eitr0"), Some((IrqRow::Interrupt, Some(0))));
         assert_eq!(
             irq_path("pollnic-1q-adaptive-eitr250"),
             Some((IrqRow::Adaptive, Some(250)))
         );
-        assert_eq!(
-            irq_path("pollnic-1q-irq-eitr1022"),
-            Some((IrqRow::Interrupt, Some(1022)))
-        );
+        assert_eq!(irq_path("pollnic-1q-irq-eitr1022"), Some((IrqRow::Interrupt, Some(1022))));
         for bad in [
             "pollnic-1q-irq-eitr",
             "pollnic-1q-irq-eitr1023",

@@ -246,10 +246,7 @@ pub fn table(rows: &[Row]) -> String {
 /// received packet, with the basis they come from; empty when no row has them.
 pub fn top_functions_text(rows: &[Row]) -> String {
     let mut s = String::new();
-    for r in rows
-        .iter()
-        .filter(|r| r.valid && !r.top_functions.is_empty())
-    {
+    for r in rows.iter().filter(|r| r.valid && !r.top_functions.is_empty()) {
         let _ = writeln!(
             s,
             "{} {} B at {:.0} pps: instructions per packet by function ({})",

@@ -99,13 +99,7 @@ impl Profile {
 
     /// Instructions over the vCPUs `pick` accepts: (all, marked).
     pub fn totals(&self, pick: impl Fn(usize) -> bool) -> (u64, u64) {
-        let sum = |v: &[u64]| -> u64 {
-            v.iter()
-                .enumerate()
-                .filter(|(i, _)| pick(*i))
-                .map(|(_, x)| x)
-                .sum()
-        };
+        let sum = |v: &[u64]| -> u64 { v.iter().enumerate().filter(|(i, _)| pick(*i)).map(|(_, x)| x).sum() };
         self.blocks
             .values()
             .fold((0, 0), |(a, m), b| (a + sum(&b.all), m + sum(&b.marked)))
@@ -116,9 +110,7 @@ impl Profile {
 pub fn parse(text: &str) -> Option<Profile> {
     let mut lines = text.lines();
     let head: Vec<&str> = lines.next()?.split_whitespace().collect();
-    let ["pollnic-prof", "1", "seq", seq, "vcpus", n, "slots", _, "used", _, "unplaced", _] =
-        head[..]
-    else {
+    let ["pollnic-prof", "1", "seq", seq, "vcpus", n, "slots", _, "used", _, "unplaced", _] = head[..] else {
         return None;
     };
     let (seq, n): (u64, usize) = (seq.parse().ok()?, n.parse().ok()?);
@@ -134,11 +126,7 @@ pub fn parse(text: &str) -> Option<Profile> {
     for line in lines {
         let w: Vec<&str> = line.split_whitespace().collect();
         if w.first() == Some(&"end") {
-            return (w.len() == 2 && w[1].parse::<u64>().ok()? == seq).then_some(Profile {
-                seq,
-                blocks,
-                lost,
-            });
+            return (w.len() == 2 && w[1].parse::<u64>().ok()? == seq).then_some(Profile { seq, blocks, lost });
         }
         if w.len() != 1 + 2 * n {
             return None;
@@ -147,10 +135,7 @@ pub fn parse(text: &str) -> Option<Profile> {
             "unplaced" => None,
             a => Some(u64::from_str_radix(a, 16).ok()?),
         };
-        let v: Vec<u64> = w[1..]
-            .iter()
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?;
+        let v: Vec<u64> = w[1..].iter().map(|x| x.parse().ok()).collect::<Option<_>>()?;
         blocks.insert(
             key,
             Block {
@@ -182,11 +167,7 @@ impl Table {
     fn new(names: String, mut syms: Vec<(u64, u64, usize, usize)>, mangled: bool) -> Table {
         syms.sort_by_key(|s| s.0);
         syms.dedup_by_key(|s| s.0);
-        Table {
-            names,
-            syms,
-            mangled,
-        }
+        Table { names, syms, mangled }
     }
 
     /// The symbol that holds `addr`: the last one starting at or below it,
@@ -328,11 +309,7 @@ impl Symbols {
     fn place(&self, addr: u64) -> Place {
         if addr >= KERNEL_START {
             // kallsyms gives no sizes: a function ends where the next starts.
-            return match self
-                .tables
-                .first()
-                .and_then(|k| k.table.find(addr, 1 << 20))
-            {
+            return match self.tables.first().and_then(|k| k.table.find(addr, 1 << 20)) {
                 Some(i) => Place::Symbol(0, i),
                 None => Place::Label("[kernel]".into()),
             };
@@ -352,10 +329,7 @@ impl Symbols {
             .map(|(off, _, va)| va + (file_off - off));
         match vaddr.and_then(|va| f.table.find(va, 0)) {
             Some(i) => Place::Symbol(m.table, i),
-            None => Place::Label(format!(
-                "[{}]",
-                m.file.rsplit('/').next().unwrap_or(&m.file)
-            )),
+            None => Place::Label(format!("[{}]", m.file.rsplit('/').next().unwrap_or(&m.file))),
         }
     }
 
@@ -380,11 +354,7 @@ fn kallsyms(text: String) -> Table {
         let l = line.trim_end_matches('\n');
         let b = l.as_bytes();
         // `ffffffff81000000 T name\t[module]`
-        if b.len() > 19
-            && b[16] == b' '
-            && b[18] == b' '
-            && matches!(b[17], b't' | b'T' | b'w' | b'W')
-        {
+        if b.len() > 19 && b[16] == b' ' && b[18] == b' ' && matches!(b[17], b't' | b'T' | b'w' | b'W') {
             if let Ok(addr) = u64::from_str_radix(&l[..16], 16) {
                 if addr != 0 {
                     syms.push((addr, 0, at + 19, l.len() - 19));
@@ -481,20 +451,12 @@ pub fn top_functions(
     let mut total = 0;
     for (addr, b) in &profile.blocks {
         let v = if marked { &b.marked } else { &b.all };
-        let insns: u64 = v
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| pick(*i))
-            .map(|(_, x)| x)
-            .sum();
+        let insns: u64 = v.iter().enumerate().filter(|(i, _)| pick(*i)).map(|(_, x)| x).sum();
         if insns == 0 {
             continue;
         }
         total += insns;
-        let place = addr.map_or_else(
-            || Place::Label("[unplaced blocks]".into()),
-            |a| symbols.place(a),
-        );
+        let place = addr.map_or_else(|| Place::Label("[unplaced blocks]".into()), |a| symbols.place(a));
         *per.entry(place).or_default() += insns;
     }
     // Names only for the places that ran (demangling is the slow part).
@@ -509,11 +471,7 @@ pub fn top_functions(
             instructions,
         })
         .collect();
-    v.sort_by(|a, b| {
-        b.instructions
-            .cmp(&a.instructions)
-            .then_with(|| a.function.cmp(&b.function))
-    });
+    v.sort_by(|a, b| b.instructions.cmp(&a.instructions).then_with(|| a.function.cmp(&b.function)));
     v.truncate(n);
     (v, total)
 }
@@ -550,9 +508,7 @@ mod tests {
         let syms = Symbols {
             tables: vec![Arc::new(FileSymbols {
                 segments: vec![],
-                table: kallsyms(
-                    "ffffffff81000000 T igb_poll\nffffffff81000100 t napi_x\t[igb]\n".into(),
-                ),
+                table: kallsyms("ffffffff81000000 T igb_poll\nffffffff81000100 t napi_x\t[igb]\n".into()),
             })],
             user: vec![],
         };
@@ -564,11 +520,7 @@ mod tests {
         };
         assert_eq!(
             top,
-            vec![
-                f("igb_poll", 100),
-                f("[user]", 30),
-                f("[unplaced blocks]", 1)
-            ]
+            vec![f("igb_poll", 100), f("[user]", 30), f("[unplaced blocks]", 1)]
         );
         let (top, total) = top_functions(&p, |v| v == 1, true, &syms, 1);
         assert_eq!((top, total), (vec![f("[user]", 20)], 20));
@@ -607,12 +559,7 @@ mod tests {
         assert_eq!(
             executable_mappings(maps),
             vec![
-                (
-                    0x55d0_c010_0000,
-                    0x55d0_c020_0000,
-                    0x10_0000,
-                    "/bin/x".to_string()
-                ),
+                (0x55d0_c010_0000, 0x55d0_c020_0000, 0x10_0000, "/bin/x".to_string()),
                 (0x7ffd_0010_0000, 0x7ffd_0010_2000, 0, "[vdso]".to_string())
             ]
         );
