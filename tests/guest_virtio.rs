@@ -1,7 +1,8 @@
 //! The virtio-net family on the testbed's two virtio-net ports
 //! (`POLLNIC_VIRTIO_PORT0/1`: modern virtio 1.x, `iommu_platform=on`, behind
-//! the guest's vIOMMU, bound to vfio-pci, wired back to back through a QEMU
-//! hub), and the two devices it must refuse (`POLLNIC_VIRTIO_NOPLATFORM`,
+//! the guest's vIOMMU, bound to vfio-pci, wired back to back through two
+//! multi-queue taps on a private bridge, `$POLLNIC_VIRTIO_QUEUE_PAIRS` queue
+//! pairs each, RSS and hash reports offered), and the two devices it must refuse (`POLLNIC_VIRTIO_NOPLATFORM`,
 //! `POLLNIC_VIRTIO_TRANSITIONAL`). Run by `cargo xtask test` in the guest.
 
 #[path = "common/relay.rs"]
@@ -581,4 +582,234 @@ fn unbind_returns_a_virtio_port_to_virtio_pci_and_bind_takes_it_back() {
     let mut ports = Device::open_many([vport(0), vport(1)], &config()).unwrap();
     let (a, b) = ports.split_at_mut(1);
     transfer_and_verify(&mut a[0], &mut b[0], 200, |_| 60);
+}
+
+/// Queue pairs the testbed gives each virtio port (its tap's `queues=`).
+fn queue_pairs() -> u16 {
+    env("POLLNIC_VIRTIO_QUEUE_PAIRS")
+        .parse()
+        .expect("a number of queue pairs")
+}
+
+/// A received frame: which RX queue, its flow and sequence number, and the
+/// hash the device reported in its `virtio_net_hdr_v1_hash`.
+struct Seen {
+    queue: u16,
+    flow: Flow,
+    seq: u64,
+    hash: u32,
+}
+
+/// Send one 60-byte frame per entry of `flows` (seq = index), chunks of 32
+/// alternating over `tx`'s queues, and collect them from every RX queue of
+/// `rx`; then check that nothing more arrives.
+fn send_and_collect(tx: &mut Device, rx: &mut Device, flows: &[Flow]) -> Vec<Seen> {
+    let mut seen = Vec::new();
+    let mut got = Vec::with_capacity(64);
+    for (c, chunk_start) in (0..flows.len()).step_by(32).enumerate() {
+        let chunk = &flows[chunk_start..flows.len().min(chunk_start + 32)];
+        let txq = (c % tx.queue_count() as usize) as u16;
+        let mut pending: Vec<pollnic::Packet> = chunk
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let mut p = tx.queue(txq).mempool().alloc().expect("buffer");
+                p.set_len(60).unwrap();
+                assert!(frame::write(p.data_mut(), f, (chunk_start + k) as u64, 0));
+                p
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !pending.is_empty() {
+            tx.queue(txq).tx_burst(&mut pending);
+            assert!(
+                Instant::now() < deadline,
+                "TX queue {txq}: {} frames not taken in 20 s ({:?})",
+                pending.len(),
+                tx.queue(txq).virtq_stats()
+            );
+        }
+        let want = chunk_start + chunk.len();
+        while seen.len() < want {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {want} frames arrived",
+                seen.len()
+            );
+            for q in 0..rx.queue_count() {
+                rx.queue(q).rx_burst(&mut got, 64);
+                for p in got.drain(..) {
+                    let info = frame::parse(p.data()).expect("a test frame");
+                    seen.push(Seen {
+                        queue: q,
+                        flow: info.flow,
+                        seq: info.seq,
+                        hash: p.rss_hash(),
+                    });
+                }
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    for q in 0..rx.queue_count() {
+        assert_eq!(
+            rx.queue(q).rx_burst(&mut got, 64),
+            0,
+            "extra frames on queue {q}"
+        );
+    }
+    seen
+}
+
+/// Every frame once, each on the queue pollnic-hw's Toeplitz hash and the
+/// device's redirection table predict, with that hash reported; returns the
+/// frames per queue.
+fn check_predictions(rx: &Device, flows: &[Flow], seen: &[Seen]) -> Vec<usize> {
+    let hasher = rx.rss_hasher();
+    let mut per_queue = vec![0usize; rx.queue_count() as usize];
+    let mut count = std::collections::HashMap::<u64, usize>::new();
+    for s in seen {
+        *count.entry(s.seq).or_default() += 1;
+        assert_eq!(s.flow, flows[s.seq as usize], "frame {}: wrong flow", s.seq);
+        let (hash, queue) = pollnic_hw::rss::queue_for(&hasher, rx.reta(), &s.flow.rss_key());
+        assert_eq!(
+            s.hash, hash,
+            "frame {}: reported hash (VIRTIO_NET_F_HASH_REPORT) vs pollnic-hw's Toeplitz",
+            s.seq
+        );
+        assert_eq!(
+            s.queue, queue,
+            "frame {} (hash {hash:#010x}) on queue {} but the table says {queue}",
+            s.seq, s.queue
+        );
+        per_queue[s.queue as usize] += 1;
+    }
+    assert_eq!(count.len(), flows.len(), "lost frames");
+    assert!(count.values().all(|&c| c == 1), "duplicated frames");
+    per_queue
+}
+
+/// RSS on virtio-net (VIRTIO_NET_F_RSS through the control queue): many UDP
+/// flows from port 0 (both of its TX queues) to port 1 with one queue per
+/// pair: every queue gets traffic, each frame lands where pollnic-hw's
+/// Toeplitz hash with the device's key and redirection table says, and the
+/// hash the device reports (VIRTIO_NET_F_HASH_REPORT) is that hash. Then a
+/// new redirection table (every entry moved to the other queue), sent again
+/// over the control queue, moves every flow.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn rss_spreads_flows_as_toeplitz_and_the_table_say_with_the_hash_reported() {
+    let pairs = queue_pairs();
+    assert!(
+        pairs >= 2,
+        "the testbed gives the virtio ports {pairs} queue pairs"
+    );
+    let cfg = config()
+        .with_queues(pairs)
+        .with_rss_key(pollnic_hw::rss::MICROSOFT_KEY);
+    let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("open both, RSS on");
+    let (a, b) = ports.split_at_mut(1);
+    let (tx, rx) = (&mut a[0], &mut b[0]);
+    assert_eq!(rx.queue_count(), pairs);
+    let base: Vec<Flow> = (0..128).map(|i| Flow::nth(tx.mac(), rx.mac(), i)).collect();
+    let all: Vec<Flow> = base.iter().chain(base.iter()).copied().collect();
+    let seen = send_and_collect(tx, rx, &all);
+    let per_queue = check_predictions(rx, &all, &seen);
+    assert!(
+        per_queue.iter().all(|&n| n > 0),
+        "every queue must get traffic: {per_queue:?}"
+    );
+    eprintln!("frames per queue, round-robin table: {per_queue:?}");
+
+    let mut moved = rx.reta().clone();
+    for e in moved.0.iter_mut() {
+        *e = ((u16::from(*e) + 1) % pairs) as u8;
+    }
+    rx.set_reta(moved)
+        .expect("a new table over the control queue");
+    let seen2 = send_and_collect(tx, rx, &base);
+    let after = check_predictions(rx, &base, &seen2);
+    let before: std::collections::HashMap<u64, u16> =
+        seen.iter().map(|s| (s.seq, s.queue)).collect();
+    for s in &seen2 {
+        assert_ne!(before[&s.seq], s.queue, "frame {} did not move", s.seq);
+    }
+    eprintln!("frames per queue, moved table: {after:?}");
+    for q in 0..rx.queue_count() {
+        let (v, _) = rx.queue(q).virtq_stats().unwrap();
+        assert_eq!((v.device_errors, v.stopped), (0, false), "queue {q}");
+    }
+}
+
+/// More queues than the device's `max_virtqueue_pairs` are refused by name,
+/// with the device's limit, and the port still opens afterwards.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn queues_above_max_virtqueue_pairs_are_refused() {
+    let pairs = queue_pairs();
+    let err = Device::open(vport(1), &config().with_queues(pairs + 1))
+        .err()
+        .expect("one queue pair too many");
+    let msg = err.to_string();
+    assert!(
+        matches!(err, Error::TooManyQueues { queues, max, .. } if queues == pairs + 1 && max == pairs),
+        "{msg}"
+    );
+    assert!(msg.contains("max_virtqueue_pairs"), "{msg}");
+    let dev = Device::open(vport(1), &config().with_queues(pairs)).expect("then it opens");
+    assert_eq!(dev.queue_count(), pairs);
+}
+
+/// Per-queue MSI-X vectors with several queue pairs: vector `q` on
+/// receiveq`q+1`. A flow that RSS steers to the last queue, sent every 5 ms,
+/// arrives there whole, and that queue's receiver sleeps and is woken by
+/// its own interrupt.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn each_queue_pair_has_its_own_interrupt() {
+    use pollnic::RxMode;
+    let pairs = queue_pairs();
+    let last = pairs - 1;
+    let rx_cfg = config()
+        .with_queues(pairs)
+        .with_rx_mode(RxMode::interrupt());
+    let mut tx = Device::open(vport(0), &config()).expect("open port 0");
+    let mut rx = Device::open(vport(1), &rx_cfg).expect("MSI-X on every queue");
+    let hasher = rx.rss_hasher();
+    let flow = (0..)
+        .map(|i| Flow::nth(tx.mac(), rx.mac(), i))
+        .find(|f| pollnic_hw::rss::queue_for(&hasher, rx.reta(), &f.rss_key()).1 == last)
+        .expect("a flow for the last queue");
+    let n = 100u64;
+    let txq = tx.queue(0);
+    let rxq = rx.queue(last);
+    let got = std::thread::scope(|s| {
+        s.spawn(move || {
+            for seq in 0..n {
+                let mut p = txq.mempool().alloc().expect("a buffer");
+                p.set_len(60).unwrap();
+                assert!(frame::write(p.data_mut(), &flow, seq, seq));
+                let mut one = vec![p];
+                while !one.is_empty() {
+                    txq.tx_burst(&mut one);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let mut got = 0u64;
+        let mut burst = Vec::with_capacity(32);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while got < n && Instant::now() < deadline {
+            let k = rxq.rx_burst(&mut burst, 32);
+            got += burst.drain(..).count() as u64;
+            rxq.wait_rx(k);
+        }
+        got
+    });
+    assert_eq!(got, n, "frames on queue {last}");
+    let st = rx.queue(last).irq_stats();
+    eprintln!("queue {last}: {st:?}");
+    assert!(st.sleeps > 0, "never slept: {st:?}");
+    assert!(st.interrupts > 0, "never woken by its interrupt: {st:?}");
+    assert_eq!(rx.queue(0).rx_stats().packets, 0, "nothing for queue 0");
 }

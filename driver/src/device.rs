@@ -467,11 +467,13 @@ impl Device {
     }
 
     /// [`Device::bring_up`] for a virtio-net device (virtio 1.x §3.1.1):
-    /// capabilities, reset, ACKNOWLEDGE, DRIVER, features, FEATURES_OK, one
-    /// RX and one TX virtqueue (queues 0 and 1), DRIVER_OK, link wait.
-    /// A ring size above the device's `queue_size` is taken down to it (as
-    /// DPDK's virtio PMD does with `nb_desc`); each buffer takes two
-    /// descriptors (`pollnic_rings::virtq`).
+    /// capabilities, reset, ACKNOWLEDGE, DRIVER, features, FEATURES_OK,
+    /// `cfg.queues` queue pairs (receiveq`q` is virtqueue 2q, transmitq`q`
+    /// 2q + 1, §5.1.2) and the control queue when negotiated, DRIVER_OK,
+    /// then the RSS configuration (or `VQ_PAIRS_SET`) on the control queue,
+    /// link wait. A ring size above the device's `queue_size` is taken down
+    /// to it (as DPDK's virtio PMD does with `nb_desc`); each buffer takes
+    /// two descriptors (`pollnic_rings::virtq`).
     fn bring_up_virtio(&mut self, cfg: &DeviceConfig) -> Result<()> {
         let addr = self.addr;
         let mut port = virtio::Port::find(self.io.as_ref(), addr)?;
@@ -491,11 +493,31 @@ impl Device {
                 });
             }
         }
+        let pairs = port.max_queue_pairs()?;
+        if cfg.queues > pairs {
+            return Err(Error::TooManyQueues {
+                queues: cfg.queues,
+                max: pairs,
+                device: format!(
+                    "{} at {addr} (max_virtqueue_pairs; QEMU: a netdev with queues=N and \
+                     `mq=on` on the device)",
+                    self.name
+                ),
+            });
+        }
         let missing = |what: String| Error::VirtioCapability { addr, what };
-        if port.num_queues() < 2 {
+        let with_ctrl = port.has(virtio::feature::NET_CTRL_VQ);
+        let needed = 2 * cfg.queues as u32 + u32::from(with_ctrl);
+        if u32::from(port.num_queues()) < needed {
             return Err(missing(format!(
-                "it has {} virtqueues, a receive and a transmit queue are needed",
-                port.num_queues()
+                "it has {} virtqueues, {needed} are needed for {} queue pairs{}",
+                port.num_queues(),
+                cfg.queues,
+                if with_ctrl {
+                    " and the control queue"
+                } else {
+                    ""
+                }
             )));
         }
         let size = |want: u32, max: u16, which: &str| -> Result<u16> {
@@ -509,59 +531,75 @@ impl Device {
             // A split virtqueue's size is a power of two (virtio 1.x §2.7).
             Ok(1 << (31 - got.leading_zeros()))
         };
-        let rx_size = size(cfg.rx_ring_size, port.max_queue_size(0), "receive")?;
-        let tx_size = size(cfg.tx_ring_size, port.max_queue_size(1), "transmit")?;
 
         let page = self.io.page_size();
         if page == PageSize::Huge2M {
             check_hugepages(cfg)?;
         }
         let dma = self.io.dma();
+        let mappings = Arc::clone(&self.mappings);
         let mapper = |purpose| -> Arc<dyn pollnic_rings::DmaMapper> {
-            Recording::new(dma.clone(), purpose, Arc::clone(&self.mappings))
+            Recording::new(dma.clone(), purpose, Arc::clone(&mappings))
         };
-        let pool = Mempool::new(
-            cfg.mempool_size,
-            cfg.rx_buf_size(),
-            page,
-            mapper(DmaPurpose::Mempool(0)),
-        )?;
         port.no_config_vector();
-        let mut rx = VirtqRx::new(
-            rx_size,
-            page,
-            mapper(DmaPurpose::RxRing(0)),
-            &pool,
-            port.notify_for(0)?,
-        )?;
-        let tx = VirtqTx::new(
-            tx_size,
-            page,
-            mapper(DmaPurpose::TxRing(0)),
-            port.notify_for(1)?,
-        )?;
-        port.setup_queue(0, rx.addrs());
-        port.setup_queue(1, tx.addrs());
+        let hdr = port.net_hdr();
+        let mut started = Vec::with_capacity(cfg.queues as usize);
+        for q in 0..cfg.queues {
+            let (rxq, txq) = (2 * q, 2 * q + 1);
+            let rx_size = size(cfg.rx_ring_size, port.max_queue_size(rxq), "receive")?;
+            let tx_size = size(cfg.tx_ring_size, port.max_queue_size(txq), "transmit")?;
+            let pool = Mempool::new(
+                cfg.mempool_size,
+                cfg.rx_buf_size(),
+                page,
+                mapper(DmaPurpose::Mempool(q)),
+            )?;
+            let mut rx = VirtqRx::new(
+                rx_size,
+                page,
+                mapper(DmaPurpose::RxRing(q)),
+                &pool,
+                port.notify_for(rxq)?,
+            )?;
+            let mut tx = VirtqTx::new(
+                tx_size,
+                page,
+                mapper(DmaPurpose::TxRing(q)),
+                port.notify_for(txq)?,
+            )?;
+            rx.set_net_hdr(hdr);
+            tx.set_net_hdr(hdr);
+            port.setup_queue(rxq, rx.addrs());
+            port.setup_queue(txq, tx.addrs());
+            started.push((rx, tx));
+        }
+        let port = self.virtio.as_mut().expect("set above");
+        if with_ctrl {
+            port.setup_ctrl(page, mapper(DmaPurpose::CtrlQueue))?;
+        }
         port.driver_ok()?;
-        rx.start();
-        self.queues.push(Queue {
-            id: 0,
-            rings: Rings::Virtq { rx, tx },
-            counters: Arc::clone(&self.counters),
-            removal: Arc::clone(&self.removal),
-            irq: None,
-            mode: RxMode::BusyPoll,
-            empty_run: 0,
-            irq_stats: IrqStats::default(),
-            moderation: Moderation::default(),
-            itr: Itr::default(),
-            itr_seen: (0, 0),
-            spin: SpinBudget::default(),
-            idle: None,
-            epoch: None,
-            max_usecs: 0,
-            family: VirtioNet.name(),
-        });
+        for (q, (mut rx, tx)) in started.into_iter().enumerate() {
+            rx.start();
+            self.queues.push(Queue {
+                id: q as u16,
+                rings: Rings::Virtq { rx, tx },
+                counters: Arc::clone(&self.counters),
+                removal: Arc::clone(&self.removal),
+                irq: None,
+                mode: RxMode::BusyPoll,
+                empty_run: 0,
+                irq_stats: IrqStats::default(),
+                moderation: Moderation::default(),
+                itr: Itr::default(),
+                itr_seen: (0, 0),
+                spin: SpinBudget::default(),
+                idle: None,
+                epoch: None,
+                max_usecs: 0,
+                family: VirtioNet.name(),
+            });
+        }
+        port.configure_queues(cfg.queues, &cfg.hash_types, &self.rss_key, &self.reta)?;
         wait_for("link up", cfg.link_timeout, || port.link().up).map_err(|t| Error::LinkDown {
             addr,
             waited_ms: t.waited_ms,
@@ -749,9 +787,10 @@ impl Device {
         Ok(())
     }
 
-    /// [`Device::enable_msix`] on virtio-net: vector 0 for the RX queue
-    /// (`queue_msix_vector`, read back: `VIRTIO_MSI_NO_VECTOR` means the
-    /// device could not take it), none for TX and configuration changes;
+    /// [`Device::enable_msix`] on virtio-net: vector `q` for queue pair
+    /// `q`'s RX queue (virtqueue 2q; `queue_msix_vector`, read back:
+    /// `VIRTIO_MSI_NO_VECTOR` means the device could not take it), none for
+    /// TX, the control queue and configuration changes;
     /// the RX virtqueue's `VRING_AVAIL_F_NO_INTERRUPT` arms and masks it.
     fn enable_msix_virtio(&mut self) -> Result<()> {
         let addr = self.addr;
@@ -759,8 +798,9 @@ impl Device {
         let (Some(intr), Some(port)) = (self.io.interrupts(), self.virtio.as_ref()) else {
             return Err(fail(MsixError::Unsupported));
         };
-        let events = intr.enable_msix(1).map_err(fail)?;
-        if !port.set_queue_vector(0, 0) {
+        let n = self.queues.len() as u16;
+        let events = intr.enable_msix(n).map_err(fail)?;
+        if !(0..n).all(|q| port.set_queue_vector(2 * q, q)) {
             intr.disable_msix();
             return Err(fail(MsixError::Unsupported));
         }
@@ -826,10 +866,13 @@ impl Device {
     }
 
     /// Replace the redirection table while traffic flows (82576 datasheet
-    /// §8.10.22, and the 82599 alike: RETA may be written at any time).
+    /// §8.10.22, and the 82599 alike: RETA may be written at any time; on
+    /// virtio-net with `VIRTIO_NET_F_RSS` the whole RSS configuration is
+    /// sent again on the control queue, virtio 1.x §5.1.6.5.7).
     ///
     /// # Errors
-    /// [`Error::RetaQueueOutOfRange`] when the table names a queue that does not exist.
+    /// [`Error::RetaQueueOutOfRange`] when the table names a queue that does not exist;
+    /// on virtio-net [`Error::VirtioCtrl`] when the device refuses it.
     pub fn set_reta(&mut self, reta: Reta) -> Result<()> {
         if let Some(&bad) = reta.0.iter().find(|&&q| q as u16 >= self.queue_count()) {
             return Err(Error::RetaQueueOutOfRange {
@@ -837,9 +880,11 @@ impl Device {
                 queues: self.queue_count(),
             });
         }
-        // virtio-net has one queue: every entry names queue 0, nothing to write.
-        if let Some(desc) = self.family.desc() {
-            desc.write_reta(self.bar.regs(), &reta);
+        match (self.family.desc(), self.virtio.as_mut()) {
+            (Some(desc), _) => desc.write_reta(self.bar.regs(), &reta),
+            // virtio-net: the RSS configuration again, with the new table.
+            (None, Some(port)) => port.set_reta(&reta)?,
+            (None, None) => {}
         }
         self.reta = reta;
         Ok(())

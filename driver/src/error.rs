@@ -414,6 +414,21 @@ pub enum Error {
         status: u8,
     },
 
+    /// A virtio-net control command (virtio 1.x §5.1.6.5: the RSS
+    /// configuration, the queue pair count) failed: the device answered
+    /// `VIRTIO_NET_ERR`, did not answer in time, or broke the control
+    /// queue's protocol.
+    #[error(
+        "{addr}: virtio-net control command failed: {source}; check the device's QEMU options \
+         (`mq=on`, `rss=on` and a multi-queue netdev), or open it with DeviceConfig::queues 1"
+    )]
+    VirtioCtrl {
+        /// The device.
+        addr: PciAddress,
+        /// What went wrong.
+        source: pollnic_rings::CtrlError,
+    },
+
     /// Link did not come up.
     #[error("{addr}: link did not come up within {waited_ms} ms: check the cable and the link partner (`pollnic status` shows link state); raise the wait with DeviceConfig::link_timeout")]
     LinkDown {

@@ -28,4 +28,5 @@ pub use mempool::{Mempool, Packet, PacketTooLong, PoolCache};
 pub use rx::{rx_cache_size, rx_free_thresh, RingError, RxRing, RxStats, RX_UNFINISHED_POLLS};
 pub use simd::DataPath;
 pub use tx::{TxRing, TxStats, TX_RS_THRESH};
-pub use virtq::{VirtqAddrs, VirtqRx, VirtqStats, VirtqTx, VIRTIO_NET_HDR_LEN};
+pub use virtq::ctrl::{CtrlError, VirtqCtrl};
+pub use virtq::{NetHdr, VirtqAddrs, VirtqRx, VirtqStats, VirtqTx, VIRTIO_NET_HDR_LEN};

@@ -59,6 +59,36 @@ use std::sync::Arc;
 /// num_buffers).
 pub const VIRTIO_NET_HDR_LEN: u32 = 12;
 
+/// Which `virtio_net_hdr` the device puts in front of every frame, RX and TX
+/// (virtio 1.x §5.1.6): the 12-byte `virtio_net_hdr_v1`, or, once
+/// `VIRTIO_NET_F_HASH_REPORT` is negotiated, the 20-byte
+/// `virtio_net_hdr_v1_hash` (`hash_value` le32 at byte 12, `hash_report`
+/// le16 at byte 16, 2 bytes of padding). Linux `virtnet_probe` sets its
+/// `hdr_len` the same way, for both directions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum NetHdr {
+    /// `struct virtio_net_hdr_v1`, 12 bytes ([`VIRTIO_NET_HDR_LEN`]).
+    #[default]
+    V1,
+    /// `struct virtio_net_hdr_v1_hash`, 20 bytes: the RSS hash of each
+    /// received frame is then [`Packet::rss_hash`].
+    V1Hash,
+}
+
+impl NetHdr {
+    /// Bytes of this header.
+    pub const fn bytes(self) -> u32 {
+        match self {
+            NetHdr::V1 => VIRTIO_NET_HDR_LEN,
+            NetHdr::V1Hash => 20,
+        }
+    }
+}
+
+/// Offsets of `hash_value` and `hash_report` in `virtio_net_hdr_v1_hash`.
+const HDR_HASH_VALUE: usize = 12;
+const HDR_HASH_REPORT: usize = 16;
+
 /// `VIRTQ_DESC_F_NEXT`: the chain continues in `next`.
 const DESC_F_NEXT: u16 = 1;
 /// `VIRTQ_DESC_F_WRITE`: the device writes this buffer.
@@ -67,8 +97,8 @@ const DESC_F_WRITE: u16 = 2;
 const AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// `VIRTQ_USED_F_NO_NOTIFY`.
 const USED_F_NO_NOTIFY: u16 = 1;
-/// Bytes per header slot (12 used, 16 for alignment).
-const HDR_SLOT: usize = 16;
+/// Bytes per header slot (12 or 20 used, 32 for alignment).
+const HDR_SLOT: usize = 32;
 /// Most descriptors in a split virtqueue (virtio 1.x §2.7: queue size ≤ 32768).
 pub const VIRTQ_MAX_SIZE: u16 = 32768;
 
@@ -109,7 +139,8 @@ pub struct VirtqAddrs {
 
 /// Byte offsets of the parts of a queue of `size` descriptors in its region:
 /// descriptor table (16-byte aligned), avail ring (2), used ring (4), header
-/// slots (16); and the total length.
+/// slots (16); and the total length (without a control queue's command
+/// buffer, which follows).
 fn layout(size: usize) -> (usize, usize, usize, usize, usize) {
     let desc = 0;
     let avail = desc + 16 * size;
@@ -142,12 +173,23 @@ unsafe impl Sync for Vring {}
 
 impl Vring {
     fn new(size: u16, page: PageSize, mapper: Arc<dyn DmaMapper>) -> Result<Vring, DmaError> {
+        Vring::with_tail(size, 0, page, mapper)
+    }
+
+    /// A ring with `tail` more bytes after its header slots (at
+    /// [`Vring::tail`]).
+    fn with_tail(
+        size: u16,
+        tail: usize,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+    ) -> Result<Vring, DmaError> {
         assert!(
             (4..=VIRTQ_MAX_SIZE).contains(&size) && size.is_power_of_two(),
             "virtqueue size {size} is not a power of two in 4..=32768"
         );
         let (_, avail, used, hdr, total) = layout(size as usize);
-        let region = DmaRegion::new(total, page, mapper)?;
+        let region = DmaRegion::new(total + tail, page, mapper)?;
         let base = NonNull::new(region.va()).expect("a mapped region is not null");
         // Anonymous mappings start zeroed: flags, indices and headers are 0.
         Ok(Vring {
@@ -260,6 +302,33 @@ impl Vring {
         self.region.iova() + (self.hdr + HDR_SLOT * k as usize) as u64
     }
 
+    /// Byte offset of what follows the header slots (see `with_tail`).
+    fn tail(&self) -> usize {
+        layout(self.size as usize).4
+    }
+
+    /// The RSS hash the device wrote into header slot `k` (< size / 2) of a
+    /// `virtio_net_hdr_v1_hash`: `hash_value`, or 0 when `hash_report` is
+    /// `VIRTIO_NET_HASH_REPORT_NONE` (no hash computed).
+    #[inline(always)]
+    fn hdr_hash(&self, k: usize) -> u32 {
+        let off = self.hdr + HDR_SLOT * k;
+        // SAFETY: `k < size / 2` (a checked chain number), so both fields lie
+        // inside header slot `k` (HDR_SLOT >= 20 bytes), 4- and 2-byte
+        // aligned (32-byte slots from a 16-byte aligned start).
+        let (value, report) = unsafe {
+            (
+                u32::from_le(self.at::<u32>(off + HDR_HASH_VALUE).read_volatile()),
+                u16::from_le(self.at::<u16>(off + HDR_HASH_REPORT).read_volatile()),
+            )
+        };
+        if report == 0 {
+            0
+        } else {
+            value
+        }
+    }
+
     /// Kick the device unless it asked not to be (after a full fence: the
     /// avail index store must be visible before the flags are read).
     #[inline]
@@ -299,6 +368,8 @@ pub struct VirtqRx<D: Doorbell> {
     avail_idx: u16,
     last_used: u16,
     buf_size: u32,
+    /// The header in front of each frame.
+    hdr: NetHdr,
     doorbell: D,
     stats: RxStats,
     vq: VirtqStats,
@@ -364,10 +435,35 @@ impl<D: Doorbell> VirtqRx<D> {
             avail_idx: 0,
             last_used: 0,
             buf_size,
+            hdr: NetHdr::V1,
             doorbell,
             stats: RxStats::default(),
             vq: VirtqStats::default(),
         })
+    }
+
+    /// Use header `hdr` (what was negotiated; [`NetHdr::V1`] until this is
+    /// called): each chain's header descriptor gets its length, and with
+    /// [`NetHdr::V1Hash`] every received [`Packet::rss_hash`] is the
+    /// header's `hash_value`. Call it before [`VirtqRx::start`].
+    ///
+    /// # Panics
+    /// If the queue was started.
+    pub fn set_net_hdr(&mut self, hdr: NetHdr) {
+        assert!(
+            self.avail_idx == 0,
+            "VirtqRx::set_net_hdr after start: the device has the chains"
+        );
+        for k in 0..self.slots.len() as u16 {
+            self.ring.write_desc(
+                2 * k,
+                self.ring.hdr_iova(k),
+                hdr.bytes(),
+                DESC_F_NEXT | DESC_F_WRITE,
+                2 * k + 1,
+            );
+        }
+        self.hdr = hdr;
     }
 
     /// Where the device finds this queue.
@@ -423,8 +519,9 @@ impl<D: Doorbell> VirtqRx<D> {
                 self.device_error();
                 break;
             };
-            let frame = len.wrapping_sub(VIRTIO_NET_HDR_LEN);
-            if len < VIRTIO_NET_HDR_LEN || frame == 0 || frame > self.buf_size {
+            let hdr_len = self.hdr.bytes();
+            let frame = len.wrapping_sub(hdr_len);
+            if len < hdr_len || frame == 0 || frame > self.buf_size {
                 // The chain keeps its buffer and goes back to the device.
                 self.stats.rx_errors += 1;
             } else {
@@ -438,12 +535,16 @@ impl<D: Doorbell> VirtqRx<D> {
                     self.pool.shared().buf_iova(fresh),
                     self.buf_size,
                 );
+                let hash = match self.hdr {
+                    NetHdr::V1 => 0,
+                    NetHdr::V1Hash => self.ring.hdr_hash(k),
+                };
                 // SAFETY: `done` was chain `k`'s armed buffer of the ring's
                 // pool, now replaced by `fresh` (the ring no longer owns it),
                 // with the pool reference every armed buffer holds (`fresh`
                 // brought its own from the cache); `frame <= buf_size` was
                 // checked above.
-                out.push(unsafe { Packet::from_parts(pool_ptr, done, frame, 0, 0) });
+                out.push(unsafe { Packet::from_parts(pool_ptr, done, frame, hash, 0) });
                 bytes += frame as u64;
                 got += 1;
             }
@@ -622,6 +723,26 @@ impl<D: Doorbell> VirtqTx<D> {
         })
     }
 
+    /// Use header `hdr` (what was negotiated; [`NetHdr::V1`] until this is
+    /// called): every chain's header descriptor gets its length (the device
+    /// takes that many bytes off the front of each TX chain as the header;
+    /// the shared header slot is zeroed either way). Call it before the
+    /// first [`VirtqTx::tx_burst`].
+    ///
+    /// # Panics
+    /// If frames were queued already.
+    pub fn set_net_hdr(&mut self, hdr: NetHdr) {
+        assert!(
+            self.avail_idx == 0,
+            "VirtqTx::set_net_hdr after tx_burst: the device has chains"
+        );
+        let iova = self.ring.hdr_iova(0);
+        for k in 0..self.slots.len() as u16 {
+            self.ring
+                .write_desc(2 * k, iova, hdr.bytes(), DESC_F_NEXT, 2 * k + 1);
+        }
+    }
+
     /// Where the device finds this queue.
     pub fn addrs(&self) -> VirtqAddrs {
         self.ring.addrs()
@@ -778,6 +899,8 @@ impl<D: Doorbell> Drop for VirtqTx<D> {
         self.posted.fill(false);
     }
 }
+
+pub mod ctrl;
 
 /// The device's side of a split virtqueue, for tests and the fuzz harness:
 /// reads what the driver posted and writes used entries, through the same

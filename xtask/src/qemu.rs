@@ -15,7 +15,7 @@ use crate::layout::Layout;
 use crate::qmp::Relay;
 use crate::runscript::{
     full_script, hub_of, nic_id, nonce, virtio_id, PORTS, SHARED_GROUP, VIRTIO_NOPLATFORM,
-    VIRTIO_PORTS, VIRTIO_TRANSITIONAL,
+    VIRTIO_PORTS, VIRTIO_QUEUE_PAIRS, VIRTIO_TRANSITIONAL,
 };
 use crate::{cmd, say};
 
@@ -268,17 +268,30 @@ fn qemu_command(
             &format!("igb,netdev=p{i},addr=0x{slot},mac={mac},id={}", nic_id(i)),
         ]);
     }
-    // The virtio-net ports, back to back through hub 3; rx_queue_size 1024
-    // (QEMU's largest; TX stays at 256, the most QEMU allows but for
-    // vhost-user). Then the two devices the bad-input test must see refused.
+    // The virtio-net ports, back to back through the private bridge of
+    // [`in_private_net`]: each on a multi-queue tap with VIRTIO_QUEUE_PAIRS
+    // queues (a hub port has one), so the device offers VIRTIO_NET_F_MQ
+    // (`mq=on`), VIRTIO_NET_F_RSS (`rss=on`; QEMU's software RSS when its
+    // eBPF steering is not used) and VIRTIO_NET_F_HASH_REPORT (`hash=on`,
+    // which always takes the software path). No vhost: QEMU's own
+    // virtio-net model moves the frames. rx_queue_size 1024 (QEMU's
+    // largest; TX stays at 256, the most QEMU allows but for vhost-user).
+    // Then the two devices the bad-input test must see refused.
     for (i, (pci, mac)) in VIRTIO_PORTS.iter().enumerate() {
         let slot = &pci[8..10];
-        c.args(["-netdev", &format!("hubport,id=v{i},hubid=3")]);
+        c.args([
+            "-netdev",
+            &format!(
+                "tap,id=v{i},ifname={},queues={VIRTIO_QUEUE_PAIRS},vhost=off,script=no,\
+                 downscript=no",
+                virtio_tap(i)
+            ),
+        ]);
         c.args([
             "-device",
             &format!(
                 "virtio-net-pci,netdev=v{i},addr=0x{slot},mac={mac},id={},disable-legacy=on,\
-                 iommu_platform=on,rx_queue_size=1024",
+                 iommu_platform=on,rx_queue_size=1024,mq=on,rss=on,hash=on",
                 virtio_id(i)
             ),
         ]);
@@ -315,6 +328,74 @@ fn qemu_command(
     c
 }
 
+/// The host-side tap of virtio-net port `i` (inside the private namespace).
+fn virtio_tap(i: usize) -> String {
+    format!("pollnic-vt{i}")
+}
+
+/// The bridge joining the virtio-net ports' taps.
+const VIRTIO_BRIDGE: &str = "pollnic-vbr";
+
+/// Wraps the QEMU command so that it runs in a network namespace of its own
+/// (`unshare --net`), in which a shell first makes the virtio-net ports'
+/// back end: two multi-queue taps (MTU 9000) on a bridge that nothing else
+/// joins, then `exec`s QEMU. The bridge acts as a hub: STP off, forwarding
+/// at once (`forward_delay 0`), no learning on its ports (every frame floods
+/// to the other tap), no multicast snooping; IPv6 is off in the namespace
+/// before any device exists, so no router solicitation or MLD report ever
+/// reaches a port, and nothing has an IPv4 address. QEMU keeps the
+/// namespace's only reference, so the taps and the bridge go when QEMU
+/// exits; the host's own network is never touched. QMP (a unix socket) and
+/// the 9p shares do not depend on the network namespace.
+///
+/// Errors when not root (a network namespace and taps need it), or when
+/// `unshare` or `ip` is missing.
+fn in_private_net(qemu: &Command) -> Result<Command> {
+    if !cmd::is_root() {
+        bail!(
+            "the testbed's virtio-net ports sit on tap devices in a private network namespace, \
+             which needs root: run xtask as root (e.g. `sudo -E cargo xtask test`)"
+        );
+    }
+    let find = |tool: &str| {
+        cmd::find_program(tool).with_context(|| {
+            format!(
+                "`{tool}` is missing; the testbed makes its virtio-net back end with it: \
+                 `apt-get install util-linux iproute2`"
+            )
+        })
+    };
+    let (unshare, ip) = (find("unshare")?, find("ip")?);
+    let ip = cmd::shell_quote(&ip);
+    let mut setup = format!(
+        "set -e\n\
+         {ip} link set lo up\n\
+         echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6\n\
+         echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6\n",
+    );
+    setup.push_str(&format!(
+        "{ip} link add {VIRTIO_BRIDGE} mtu 9000 type bridge stp_state 0 forward_delay 0 \
+         mcast_snooping 0\n"
+    ));
+    for i in 0..VIRTIO_PORTS.len() {
+        let tap = virtio_tap(i);
+        setup.push_str(&format!(
+            "{ip} tuntap add dev {tap} mode tap multi_queue\n\
+             {ip} link set dev {tap} mtu 9000 master {VIRTIO_BRIDGE}\n\
+             {ip} link set dev {tap} type bridge_slave learning off\n\
+             {ip} link set dev {tap} up\n"
+        ));
+    }
+    setup.push_str(&format!(
+        "{ip} link set dev {VIRTIO_BRIDGE} up\nexec \"$@\"\n"
+    ));
+    let mut c = Command::new(unshare);
+    c.args(["--net", "--", "sh", "-c", &setup, "sh"])
+        .arg(qemu.get_program())
+        .args(qemu.get_args());
+    Ok(c)
+}
+
 fn boot(
     image: &GuestImage,
     shares: &[PathBuf],
@@ -325,7 +406,9 @@ fn boot(
     plugin: Option<&str>,
 ) -> Result<RunOutcome> {
     let append = cmdline(shares, script, nonce, opts);
-    let mut qemu = qemu_command(image, shares, &append, qmp_socket, opts, plugin);
+    let mut qemu = in_private_net(&qemu_command(
+        image, shares, &append, qmp_socket, opts, plugin,
+    ))?;
     qemu.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -36,14 +36,18 @@ pub const SHARED_GROUP: [&str; 2] = ["0000:01:00.0", "0000:02:00.0"];
 /// The virtio-net ports: modern virtio 1.x devices (`disable-legacy=on`, PCI
 /// ID 1af4:1041) whose DMA goes through the guest's vIOMMU
 /// (`iommu_platform=on`, so they offer `VIRTIO_F_ACCESS_PLATFORM`), guest PCI
-/// address and MAC in port order, wired back to back through QEMU hub 3 like
-/// the igb pairs. Slots 0x10 and 0x11 keep clear of the igb ports' VF slots
+/// address and MAC in port order, wired back to back through two multi-queue
+/// taps on a private bridge (`qemu::in_private_net`). Slots 0x10 and 0x11 keep clear of the igb ports' VF slots
 /// (0x16..=0x1d). Bound to vfio-pci with the igb ports; exported as
 /// `POLLNIC_VIRTIO_PORT{0,1}` and `POLLNIC_VIRTIO_PORT{0,1}_MAC`.
 pub const VIRTIO_PORTS: [(&str, &str); 2] = [
     ("0000:00:10.0", "52:54:00:12:36:01"),
     ("0000:00:11.0", "52:54:00:12:36:02"),
 ];
+
+/// Queue pairs of each of the two [`VIRTIO_PORTS`] (their taps' `queues=`;
+/// the guest sees it as `$POLLNIC_VIRTIO_QUEUE_PAIRS`).
+pub const VIRTIO_QUEUE_PAIRS: u16 = 2;
 
 /// Two virtio-net devices pollnic must refuse, for the bad-input test: one
 /// without `iommu_platform=on` (modern, but no `VIRTIO_F_ACCESS_PLATFORM`:
@@ -123,6 +127,10 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool) -> String {
         export(&format!("POLLNIC_VIRTIO_PORT{i}"), pci);
         export(&format!("POLLNIC_VIRTIO_PORT{i}_MAC"), mac);
     }
+    export(
+        "POLLNIC_VIRTIO_QUEUE_PAIRS",
+        &VIRTIO_QUEUE_PAIRS.to_string(),
+    );
     export("POLLNIC_VIRTIO_NOPLATFORM", VIRTIO_NOPLATFORM);
     export("POLLNIC_VIRTIO_TRANSITIONAL", VIRTIO_TRANSITIONAL);
     let _ = writeln!(s, "cd {} || exit 125", cmd::shell_quote(&layout.repo));

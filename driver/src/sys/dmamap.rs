@@ -18,6 +18,8 @@ pub enum DmaPurpose {
     RxRing(u16),
     /// Queue `q`'s TX descriptor ring.
     TxRing(u16),
+    /// A virtio-net device's control virtqueue and its command buffer.
+    CtrlQueue,
 }
 
 impl fmt::Display for DmaPurpose {
@@ -26,6 +28,7 @@ impl fmt::Display for DmaPurpose {
             DmaPurpose::Mempool(q) => write!(f, "queue {q} mempool"),
             DmaPurpose::RxRing(q) => write!(f, "queue {q} RX descriptor ring"),
             DmaPurpose::TxRing(q) => write!(f, "queue {q} TX descriptor ring"),
+            DmaPurpose::CtrlQueue => write!(f, "virtio-net control queue"),
         }
     }
 }

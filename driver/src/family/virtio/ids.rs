@@ -13,7 +13,9 @@ pub(crate) static MODELS: &[NicModel] = &[
         family: crate::family::FamilyInfo(&VirtioNet),
         name: "Virtio 1.0 network device",
         variant: "NET_MODERN",
-        queues: 1,
+        // At most what a 128-entry redirection table can name; the
+        // device's own `max_virtqueue_pairs` is read at open.
+        queues: pollnic_hw::rss::RETA_LEN as u16,
     },
     NicModel {
         device_id: DEVICE_ID_NET_TRANSITIONAL,

@@ -1,15 +1,18 @@
 //! virtio-net over PCI, modern (virtio 1.x) only: the PCI capability walk,
-//! the reset and status handshake, feature negotiation, the two virtqueues
-//! of one queue pair, link status and the device's MAC. The queues
-//! themselves are `pollnic_rings::virtq`'s split virtqueues.
+//! the reset and status handshake, feature negotiation, the queue pairs'
+//! virtqueues and the control queue, the multi-queue and RSS commands
+//! ([`ctrl`]), link status and the device's MAC. The queues themselves are
+//! `pollnic_rings::virtq`'s split virtqueues.
 //!
 //! Sources: the virtio 1.x specification (OASIS, "Virtual I/O Device
 //! (VIRTIO) Version 1.2"): §4.1.4 the PCI capabilities, §4.1.4.3 the
 //! common configuration, §3.1.1 the driver's initialisation order, §2.1 the
-//! status bits, §6 the reserved feature bits, §5.1 the network device. The
+//! status bits, §6 the reserved feature bits, §5.1 the network device
+//! (§5.1.6.5 the control queue, §5.1.6.5.7 RSS). The
 //! order follows Linux `virtio_pci_modern.c`/`virtio.c` and DPDK's
 //! `virtio_pci.c`/`virtio_ethdev.c`.
 
+pub(crate) mod ctrl;
 pub(crate) mod ids;
 
 use crate::error::{Error, Result};
@@ -18,7 +21,8 @@ use crate::io::{DeviceBar, DeviceIo};
 use crate::pci::PciAddress;
 use crate::stats::StatsLayout;
 use crate::wait::wait_for;
-use pollnic_rings::{Doorbell, VirtqAddrs};
+use pollnic_hw::rss::{Reta, KEY_LEN};
+use pollnic_rings::{CtrlError, Doorbell, NetHdr, VirtqAddrs, VirtqCtrl};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,6 +85,15 @@ pub(crate) mod feature {
     pub const NET_MAC: u64 = 1 << 5;
     /// `VIRTIO_NET_F_STATUS`: the link status field is valid.
     pub const NET_STATUS: u64 = 1 << 16;
+    /// `VIRTIO_NET_F_CTRL_VQ`: a control virtqueue.
+    pub const NET_CTRL_VQ: u64 = 1 << 17;
+    /// `VIRTIO_NET_F_MQ`: several queue pairs (needs CTRL_VQ).
+    pub const NET_MQ: u64 = 1 << 22;
+    /// `VIRTIO_NET_F_HASH_REPORT`: the RSS hash in each received header.
+    pub const NET_HASH_REPORT: u64 = 1 << 57;
+    /// `VIRTIO_NET_F_RSS`: RSS steering, configured with
+    /// `VIRTIO_NET_CTRL_MQ_RSS_CONFIG` (needs CTRL_VQ).
+    pub const NET_RSS: u64 = 1 << 60;
     /// `VIRTIO_F_VERSION_1`: the modern interface.
     pub const VERSION_1: u64 = 1 << 32;
     /// `VIRTIO_F_ACCESS_PLATFORM`: the device's DMA goes through the
@@ -89,11 +102,19 @@ pub(crate) mod feature {
 }
 
 /// What pollnic negotiates when the device offers it.
+/// CTRL_VQ, MQ, RSS and HASH_REPORT are dropped again by
+/// [`Port::negotiate`] when what they depend on is not offered (§5.1.3.1:
+/// MQ and RSS need CTRL_VQ; pollnic takes HASH_REPORT only with RSS, whose
+/// configuration command also turns the reports on).
 const WANTED: u64 = feature::VERSION_1
     | feature::ACCESS_PLATFORM
     | feature::NET_MAC
     | feature::NET_STATUS
-    | feature::NET_MTU;
+    | feature::NET_MTU
+    | feature::NET_CTRL_VQ
+    | feature::NET_MQ
+    | feature::NET_RSS
+    | feature::NET_HASH_REPORT;
 
 /// `VIRTIO_MSI_NO_VECTOR`: no MSI-X vector for this source.
 const NO_VECTOR: u16 = 0xffff;
@@ -101,6 +122,15 @@ const NO_VECTOR: u16 = 0xffff;
 const NET_CFG_MAC: u32 = 0;
 const NET_CFG_STATUS: u32 = 6;
 const NET_CFG_MTU: u32 = 10;
+const NET_CFG_MAX_VQ_PAIRS: u32 = 8;
+const NET_CFG_RSS_MAX_KEY_SIZE: u32 = 17;
+const NET_CFG_RSS_MAX_TABLE_LEN: u32 = 18;
+const NET_CFG_SUPPORTED_HASH_TYPES: u32 = 20;
+
+/// How long a control command may take (QEMU answers at once).
+const CTRL_WAIT: Duration = Duration::from_secs(2);
+/// The most descriptors pollnic gives the control queue (it uses two).
+const CTRL_QUEUE_SIZE: u16 = 64;
 /// `VIRTIO_NET_S_LINK_UP`.
 const NET_S_LINK_UP: u16 = 1;
 
@@ -153,9 +183,10 @@ impl Family for VirtioNet {
              legacy one too): give QEMU `disable-legacy=on` and `iommu_platform=on`",
         )
     }
-    /// One queue pair: `VIRTIO_NET_F_MQ` is not negotiated yet.
+    /// As many queue pairs as a redirection table can name (128 entries);
+    /// the device's own limit, `max_virtqueue_pairs`, is checked at open.
     fn max_queues(&self, _device: u16) -> u16 {
-        1
+        pollnic_hw::rss::RETA_LEN as u16
     }
     fn link_register(&self) -> Option<u32> {
         None
@@ -220,6 +251,19 @@ pub(crate) struct Port {
     notify_mult: u32,
     /// The features both sides agreed on.
     features: u64,
+    /// The control queue, once made (`VIRTIO_NET_F_CTRL_VQ`).
+    ctrl: Option<VirtqCtrl<Notify>>,
+    /// What RSS hashes and with which key, once configured.
+    rss: Option<RssSetup>,
+}
+
+/// The RSS configuration sent last: `set_reta` sends it again with a new
+/// table.
+#[derive(Clone, Copy)]
+struct RssSetup {
+    hash_types: u32,
+    key: [u8; KEY_LEN],
+    queues: u16,
 }
 
 /// The doorbell of one virtqueue: a 16-bit write of the queue's index to
@@ -322,6 +366,8 @@ impl Port {
             notify,
             notify_mult,
             features: 0,
+            ctrl: None,
+            rss: None,
         })
     }
 
@@ -392,7 +438,13 @@ impl Port {
                 });
             }
         }
-        let features = offered & WANTED;
+        let mut features = offered & WANTED;
+        if features & feature::NET_CTRL_VQ == 0 {
+            features &= !(feature::NET_MQ | feature::NET_RSS);
+        }
+        if features & feature::NET_RSS == 0 {
+            features &= !feature::NET_HASH_REPORT;
+        }
         self.common.w32(common::DRIVER_FEATURE_SELECT, 0);
         self.common.w32(common::DRIVER_FEATURE, features as u32);
         self.common.w32(common::DRIVER_FEATURE_SELECT, 1);
@@ -425,6 +477,174 @@ impl Port {
     /// The device's MTU (`VIRTIO_NET_F_MTU`), if it gives one.
     pub(crate) fn mtu(&self) -> Option<u16> {
         (self.features & feature::NET_MTU != 0).then(|| self.device.r16(NET_CFG_MTU))
+    }
+
+    /// Whether feature `bit` (a `feature::` constant) was negotiated.
+    pub(crate) fn has(&self, bit: u64) -> bool {
+        self.features & bit != 0
+    }
+
+    /// A 16-bit field of the device configuration, `None` when the
+    /// structure is too short to hold it.
+    fn cfg16(&self, off: u32) -> Option<u16> {
+        (off + 2 <= self.device.len).then(|| self.device.r16(off))
+    }
+
+    /// Queue pairs the device offers: `max_virtqueue_pairs` (§5.1.4) when
+    /// MQ or RSS was negotiated, else 1. A value outside 1..=0x8000 (the
+    /// spec's range) is refused.
+    ///
+    /// # Errors
+    /// [`Error::VirtioCapability`] for such a value.
+    pub(crate) fn max_queue_pairs(&self) -> Result<u16> {
+        if !self.has(feature::NET_MQ) && !self.has(feature::NET_RSS) {
+            return Ok(1);
+        }
+        match self.cfg16(NET_CFG_MAX_VQ_PAIRS) {
+            Some(n @ 1..=0x8000) => Ok(n),
+            other => Err(Error::VirtioCapability {
+                addr: self.addr,
+                what: format!("max_virtqueue_pairs reads {other:?}, outside 1..=32768"),
+            }),
+        }
+    }
+
+    /// The control queue's index (§5.1.2): `2 × max_virtqueue_pairs` with
+    /// MQ or RSS, else 2 (after receiveq1 and transmitq1).
+    pub(crate) fn ctrl_queue_index(&self) -> Result<u16> {
+        Ok(2 * self.max_queue_pairs()?)
+    }
+
+    /// The header in front of every frame: `virtio_net_hdr_v1_hash` with
+    /// HASH_REPORT.
+    pub(crate) fn net_hdr(&self) -> NetHdr {
+        if self.has(feature::NET_HASH_REPORT) {
+            NetHdr::V1Hash
+        } else {
+            NetHdr::V1
+        }
+    }
+
+    /// Make the control queue from the device's queue `idx` (its size
+    /// taken down to 64), with its mapper, before DRIVER_OK.
+    ///
+    /// # Errors
+    /// [`Error::VirtioCapability`] when the device's queue holds fewer than
+    /// 4 descriptors or its notify address is bad; the ring's errors.
+    pub(crate) fn setup_ctrl(
+        &mut self,
+        page: pollnic_rings::PageSize,
+        mapper: Arc<dyn pollnic_rings::DmaMapper>,
+    ) -> Result<()> {
+        let idx = self.ctrl_queue_index()?;
+        let max = self.max_queue_size(idx);
+        if max < 4 {
+            return Err(Error::VirtioCapability {
+                addr: self.addr,
+                what: format!("its control queue ({idx}) holds {max} descriptors, 4 are needed"),
+            });
+        }
+        let size = 1u16 << (15 - max.min(CTRL_QUEUE_SIZE).leading_zeros());
+        let ctrl = VirtqCtrl::new(size, page, mapper, self.notify_for(idx)?)?;
+        self.setup_queue(idx, ctrl.addrs());
+        self.ctrl = Some(ctrl);
+        Ok(())
+    }
+
+    /// Send a control command and wait for its ack (after DRIVER_OK).
+    ///
+    /// # Errors
+    /// [`Error::VirtioCtrl`]: refused (`VIRTIO_NET_ERR`), no answer in
+    /// time, or the queue stopped on a device error.
+    fn command(&mut self, class: u8, cmd: u8, data: &[u8]) -> Result<()> {
+        let addr = self.addr;
+        let ctrl = self.ctrl.as_mut().ok_or(Error::VirtioCtrl {
+            addr,
+            source: CtrlError::Stopped,
+        })?;
+        ctrl.command(class, cmd, data, CTRL_WAIT)
+            .map_err(|source| Error::VirtioCtrl { addr, source })
+    }
+
+    /// Use `queues` queue pairs: with RSS, the RSS configuration (hash
+    /// types, `key`, `reta`; `max_tx_vq` = `queues`), which also turns
+    /// the hash reports on; with MQ only, `VQ_PAIRS_SET` (the device then
+    /// spreads frames its own way); with neither, nothing (one pair).
+    ///
+    /// # Errors
+    /// [`Error::VirtioCtrl`]; [`Error::VirtioCapability`] when the device
+    /// cannot hold a 40-byte key or enough of the table (see
+    /// [`Port::set_reta`]).
+    pub(crate) fn configure_queues(
+        &mut self,
+        queues: u16,
+        hash_types: &crate::family::HashTypes,
+        key: &[u8; KEY_LEN],
+        reta: &Reta,
+    ) -> Result<()> {
+        if self.has(feature::NET_RSS) {
+            let supported = if NET_CFG_SUPPORTED_HASH_TYPES + 4 <= self.device.len {
+                self.device.r32(NET_CFG_SUPPORTED_HASH_TYPES)
+            } else {
+                0
+            };
+            self.rss = Some(RssSetup {
+                hash_types: ctrl::hash_type_bits(hash_types) & supported,
+                key: *key,
+                queues,
+            });
+            return self.set_reta(reta);
+        }
+        if self.has(feature::NET_MQ) && queues > 1 {
+            return self.command(
+                ctrl::CLASS_MQ,
+                ctrl::MQ_VQ_PAIRS_SET,
+                &ctrl::vq_pairs_set(queues),
+            );
+        }
+        Ok(())
+    }
+
+    /// Send the RSS configuration again with table `reta` (RSS only; a
+    /// no-op otherwise). The device's table may be shorter than the 128
+    /// entries (`rss_max_indirection_table_length`): then `reta` must
+    /// repeat with that period, so that the device's `table[hash & (len −
+    /// 1)]` is `reta[hash & 127]`.
+    ///
+    /// # Errors
+    /// [`Error::VirtioCapability`] for a device that takes a key shorter
+    /// than 40 bytes or a table `reta` does not fold onto;
+    /// [`Error::VirtioCtrl`].
+    pub(crate) fn set_reta(&mut self, reta: &Reta) -> Result<()> {
+        let Some(rss) = self.rss else {
+            return Ok(());
+        };
+        let addr = self.addr;
+        let bad = |what: String| Error::VirtioCapability { addr, what };
+        let max_key = if NET_CFG_RSS_MAX_KEY_SIZE < self.device.len {
+            self.device.r8(NET_CFG_RSS_MAX_KEY_SIZE)
+        } else {
+            0
+        };
+        if (max_key as usize) < KEY_LEN {
+            return Err(bad(format!(
+                "its RSS key holds {max_key} bytes (rss_max_key_size), pollnic's is {KEY_LEN}"
+            )));
+        }
+        let max_len = self.cfg16(NET_CFG_RSS_MAX_TABLE_LEN).unwrap_or(0) as usize;
+        let len = if max_len == 0 {
+            0
+        } else {
+            (1usize << (usize::BITS - 1 - max_len.leading_zeros())).min(reta.0.len())
+        };
+        if len == 0 || (0..reta.0.len()).any(|i| reta.0[i] != reta.0[i % len]) {
+            return Err(bad(format!(
+                "its RSS indirection table holds {max_len} entries                  (rss_max_indirection_table_length) and the redirection table does not repeat                  with that period"
+            )));
+        }
+        let table: Vec<u16> = reta.0[..len].iter().map(|&q| u16::from(q)).collect();
+        let data = ctrl::rss_config(rss.hash_types, &table, 0, rss.queues, &rss.key);
+        self.command(ctrl::CLASS_MQ, ctrl::MQ_RSS_CONFIG, &data)
     }
 
     /// Queues the device has (`num_queues`: RX and TX of each pair, plus a
@@ -736,6 +956,49 @@ mod tests {
         );
         assert!(msg.contains("FEATURES_OK did not stay set"), "{msg}");
         assert_eq!(port.status() & status::FAILED, status::FAILED);
+    }
+
+    #[test]
+    fn mq_rss_and_hash_report_are_taken_only_with_what_they_depend_on() {
+        let base = feature::VERSION_1 | feature::ACCESS_PLATFORM;
+        let all = feature::NET_CTRL_VQ | feature::NET_MQ | feature::NET_RSS;
+        for (offered, want) in [
+            // No control queue: neither MQ nor RSS (nor the hash reports).
+            (
+                feature::NET_MQ | feature::NET_RSS | feature::NET_HASH_REPORT,
+                0,
+            ),
+            // HASH_REPORT without RSS is not taken.
+            (
+                feature::NET_CTRL_VQ | feature::NET_MQ | feature::NET_HASH_REPORT,
+                feature::NET_CTRL_VQ | feature::NET_MQ,
+            ),
+            (
+                all | feature::NET_HASH_REPORT,
+                all | feature::NET_HASH_REPORT,
+            ),
+        ] {
+            let io = io(base | offered, false, true);
+            let mut port = Port::find(&io, addr()).unwrap();
+            assert_eq!(port.negotiate().unwrap(), base | want, "{offered:#x}");
+        }
+        // max_virtqueue_pairs counts only with MQ or RSS; 0 is refused.
+        let dev = io(base | all, false, true);
+        let mut port = Port::find(&dev, addr()).unwrap();
+        port.negotiate().unwrap();
+        dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
+        assert_eq!(port.max_queue_pairs().unwrap(), 4);
+        assert_eq!(port.ctrl_queue_index().unwrap(), 8);
+        assert_eq!(port.net_hdr(), NetHdr::V1);
+        dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 0);
+        let err = port.max_queue_pairs().unwrap_err();
+        assert!(err.to_string().contains("max_virtqueue_pairs"), "{err}");
+        let dev = io(base | feature::NET_CTRL_VQ, false, true);
+        let mut port = Port::find(&dev, addr()).unwrap();
+        port.negotiate().unwrap();
+        dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
+        assert_eq!(port.max_queue_pairs().unwrap(), 1);
+        assert_eq!(port.ctrl_queue_index().unwrap(), 2);
     }
 
     #[test]
