@@ -2,7 +2,8 @@
 //!
 //! * QEMU >= 8.1 (the `igb` device model; bookworm's own 7.2 is too old): from
 //!   `<codename>-backports`, whose source is added from the machine's own mirror if missing.
-//! * `busybox-static` (the initramfs's only userland), `kmod` (for `depmod`).
+//! * `busybox-static` (the initramfs's only userland), `kmod` (for `depmod`), `iproute2` and
+//!   `util-linux` (`ip` and `unshare`: the virtio-net ports' taps in a private network namespace).
 //! * Debian's guest kernel, downloaded with `apt-get download` into `target/testbed/` and
 //!   unpacked there with `dpkg-deb -x` (never installed), then indexed with `depmod -b`.
 //!   Two flavours ([`GuestKernel`]): `current`, the newest kernel of
@@ -156,6 +157,16 @@ pub fn setup(layout: &Layout) -> Result<Kernel> {
         say!("setup: depmod not found: need kmod");
         missing.push("kmod");
     }
+    // The virtio-net ports' taps and bridge, in QEMU's own network
+    // namespace (qemu.rs, `in_private_net`).
+    if cmd::find_program("ip").is_none() {
+        say!("setup: ip not found: need iproute2");
+        missing.push("iproute2");
+    }
+    if cmd::find_program("unshare").is_none() {
+        say!("setup: unshare not found: need util-linux");
+        missing.push("util-linux");
+    }
     if !missing.is_empty() {
         apt.install(&missing, None)?;
         if !busybox_is_static().unwrap_or(false) {
@@ -166,7 +177,7 @@ pub fn setup(layout: &Layout) -> Result<Kernel> {
     let qemu = ensure_qemu(&mut apt)?;
     let kernel = ensure_kernel(layout, &mut apt)?;
     say!(
-        "setup: ready: QEMU {}.{}.{}, static busybox, depmod, guest kernel {}",
+        "setup: ready: QEMU {}.{}.{}, static busybox, depmod, ip, unshare, guest kernel {}",
         qemu.0,
         qemu.1,
         qemu.2,
