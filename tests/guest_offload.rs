@@ -592,8 +592,11 @@ fn tso_cuts_a_large_tcp_payload_into_mss_segments_on_qemus_igb() {
     // 65,535 bytes (net_tx_pkt_send_custom): nothing arrives.
     let f64k = tso_frame(src, dst, false, 1, 1, &payload);
     send(tx, &f64k, &ol);
+    assert!(tx.queue(0).flush_tx(Duration::from_secs(2)), "QEMU took the 64 KiB frame");
     let got = receive_tcp(rx, 1, Duration::from_millis(1500));
     assert!(got.is_empty(), "QEMU sent {} segments of a 65,536-byte payload", got.len());
+    let s = tx.queue(0).tx_stats();
+    assert_eq!((s.packets, s.tx_offload_errors), (3, 0), "three TSO frames queued, none refused");
 
     // MSS 0: refused and counted, the buffer back.
     let before = tx.queue(0).tx_stats();
