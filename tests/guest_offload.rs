@@ -610,3 +610,72 @@ fn tso_cuts_a_large_tcp_payload_into_mss_segments_on_qemus_igb() {
     assert!(tx.queue(0).flush_tx(Duration::from_secs(2)), "the TX ring drained");
     assert_eq!(big.free_count(), 8, "every big buffer back in its pool");
 }
+
+/// `pktgen --tso 1448` on port 0: its first line says the NIC segments,
+/// and pollnic on port 1 receives 46 segments of each of its frames, each
+/// with good checksums, IPv4 IDs and sequence numbers.
+#[test]
+#[ignore = "runs inside the QEMU guest: cargo xtask test"]
+fn pktgen_tso_frames_arrive_as_mss_segments() {
+    let cfg = small_config().with_rx_ring_size(512).with_mempool_size(2048);
+    let mut rx = Device::open(port(1).as_str(), &cfg).expect("open port 1 with pollnic");
+    let dst = rx.mac();
+    let dst_s = dst.map(|b| format!("{b:02x}")).join(":");
+    let frames = 3usize;
+    let gen = Command::new(example_exe("pktgen"))
+        .args(["--port", &port(0), "--count", &frames.to_string(), "--rate", "20"])
+        .args(["--tso", "1448", "--dst", &dst_s])
+        .output()
+        .expect("run pktgen");
+    let out = String::from_utf8_lossy(&gen.stdout);
+    println!("{out}");
+    assert!(gen.status.success(), "pktgen: {out} {}", String::from_utf8_lossy(&gen.stderr));
+    assert!(
+        out.contains("segmentation done in hardware") && out.contains("46 segments"),
+        "pktgen's first line says the NIC cuts the frames: {out}"
+    );
+    assert!(out.contains(&format!("segments   {} expected", 46 * frames)), "{out}");
+    // pktgen's flow: 198.18.0.0 to 198.19.0.1, TCP 10000 -> 9001.
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    let mut burst = Vec::new();
+    while got.len() < 46 * frames && t0.elapsed() < Duration::from_secs(5) {
+        rx.queue(0).rx_burst(&mut burst, 64);
+        got.extend(burst.drain(..).map(|p| p.data().to_vec()));
+    }
+    assert_eq!(got.len(), 46 * frames, "every segment of every frame arrived");
+    for (n, frame) in got.chunks(46).enumerate() {
+        let segs: Vec<Segment> = frame
+            .iter()
+            .enumerate()
+            .map(|(k, f)| parse_pktgen_segment(f, &format!("pktgen frame {n} segment {k}")))
+            .collect();
+        for (k, s) in segs.iter().enumerate() {
+            assert_eq!(s.id, Some((n + k) as u16), "frame {n} segment {k}: IPv4 ID");
+            assert_eq!(
+                s.seq,
+                (n as u32).wrapping_mul(65495).wrapping_add((k * 1448) as u32),
+                "frame {n} segment {k}: sequence number"
+            );
+            assert_eq!(s.payload.len(), if k < 45 { 1448 } else { 335 });
+        }
+        assert_eq!(&segs[0].payload[..8], &(n as u64).to_be_bytes(), "frame {n}: its number");
+    }
+}
+
+/// [`parse_segment`] for pktgen's TSO frames (its own ports and ACK).
+fn parse_pktgen_segment(f: &[u8], what: &str) -> Segment {
+    let h = etherparse::PacketHeaders::from_ethernet_slice(f)
+        .unwrap_or_else(|e| panic!("{what}: not a TCP/IP frame: {e}"));
+    let Some(etherparse::TransportHeader::Tcp(tcp)) = h.transport else {
+        panic!("{what}: not TCP");
+    };
+    let Some(etherparse::NetHeaders::Ipv4(ip, _)) = h.net else {
+        panic!("{what}: not IPv4");
+    };
+    let payload = h.payload.slice().to_vec();
+    assert_eq!(ip.header_checksum, ip.calc_header_checksum(), "{what}: IPv4 checksum");
+    assert_eq!(tcp.checksum, tcp.calc_checksum_ipv4(&ip, &payload).unwrap(), "{what}: TCP checksum");
+    assert_eq!((tcp.source_port, tcp.destination_port), (10000, 9001), "{what}");
+    Segment { id: Some(ip.identification), seq: tcp.sequence_number, psh: tcp.psh, fin: tcp.fin, payload }
+}
