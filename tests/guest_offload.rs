@@ -417,7 +417,13 @@ use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, T
 fn tso_frame(src: [u8; 6], dst: [u8; 6], v6: bool, id: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::new();
     let ether_type = if v6 { EtherType::IPV6 } else { EtherType::IPV4 };
-    Ethernet2Header { source: src, destination: dst, ether_type }.write(&mut f).unwrap();
+    Ethernet2Header {
+        source: src,
+        destination: dst,
+        ether_type,
+    }
+    .write(&mut f)
+    .unwrap();
     if v6 {
         Ipv6Header {
             payload_length: 0xbeef,
@@ -467,25 +473,50 @@ fn parse_segment(f: &[u8], what: &str) -> Segment {
     let payload = h.payload.slice().to_vec();
     let id = match h.net {
         Some(etherparse::NetHeaders::Ipv4(ip, _)) => {
-            assert_eq!(ip.header_checksum, ip.calc_header_checksum(), "{what}: IPv4 checksum");
+            assert_eq!(
+                ip.header_checksum,
+                ip.calc_header_checksum(),
+                "{what}: IPv4 checksum"
+            );
             assert_eq!(
                 ip.total_len as usize,
                 ip.header_len() + tcp.header_len() + payload.len(),
                 "{what}: IPv4 total length"
             );
             assert!(ip.dont_fragment && !ip.more_fragments, "{what}: flags kept");
-            assert_eq!(tcp.checksum, tcp.calc_checksum_ipv4(&ip, &payload).unwrap(), "{what}: TCP checksum");
+            assert_eq!(
+                tcp.checksum,
+                tcp.calc_checksum_ipv4(&ip, &payload).unwrap(),
+                "{what}: TCP checksum"
+            );
             Some(ip.identification)
         }
         Some(etherparse::NetHeaders::Ipv6(ip, _)) => {
-            assert_eq!(ip.payload_length as usize, tcp.header_len() + payload.len(), "{what}: IPv6 payload length");
-            assert_eq!(tcp.checksum, tcp.calc_checksum_ipv6(&ip, &payload).unwrap(), "{what}: TCP checksum");
+            assert_eq!(
+                ip.payload_length as usize,
+                tcp.header_len() + payload.len(),
+                "{what}: IPv6 payload length"
+            );
+            assert_eq!(
+                tcp.checksum,
+                tcp.calc_checksum_ipv6(&ip, &payload).unwrap(),
+                "{what}: TCP checksum"
+            );
             None
         }
         _ => panic!("{what}: not IP"),
     };
-    assert!(tcp.ack && tcp.acknowledgment_number == 99 && tcp.destination_port == 5001, "{what}: header copied");
-    Segment { id, seq: tcp.sequence_number, psh: tcp.psh, fin: tcp.fin, payload }
+    assert!(
+        tcp.ack && tcp.acknowledgment_number == 99 && tcp.destination_port == 5001,
+        "{what}: header copied"
+    );
+    Segment {
+        id,
+        seq: tcp.sequence_number,
+        psh: tcp.psh,
+        fin: tcp.fin,
+        payload,
+    }
 }
 
 /// Receive on `rx` until `n` TCP frames to port 5001 arrived or `wait`
@@ -504,7 +535,10 @@ fn receive_tcp(rx: &mut Device, n: usize, wait: Duration) -> Vec<Vec<u8>> {
                 _ => continue,
             };
             if d.len() >= tcp_at + 4 && d[tcp_at + 2..tcp_at + 4] == 5001u16.to_be_bytes() {
-                assert!(p.rx_checksum().none_bad(), "QEMU found a segment's checksum bad");
+                assert!(
+                    p.rx_checksum().none_bad(),
+                    "QEMU found a segment's checksum bad"
+                );
                 out.push(d.to_vec());
             }
         }
@@ -518,9 +552,21 @@ fn receive_tcp(rx: &mut Device, n: usize, wait: Duration) -> Vec<Vec<u8>> {
 /// Check the segments of one TSO frame of `payload` at `mss`: their count,
 /// sizes, consecutive sequence numbers from `seq`, IPv4 IDs from `id`,
 /// no PSH or FIN before the last, and the payload put back together.
-fn check_segments(frames: &[Vec<u8>], payload: &[u8], mss: usize, seq: u32, id: u16, what: &str) -> Vec<Segment> {
+fn check_segments(
+    frames: &[Vec<u8>],
+    payload: &[u8],
+    mss: usize,
+    seq: u32,
+    id: u16,
+    what: &str,
+) -> Vec<Segment> {
     let n = payload.len().div_ceil(mss);
-    assert_eq!(frames.len(), n, "{what}: ceil({} / {mss}) segments", payload.len());
+    assert_eq!(
+        frames.len(),
+        n,
+        "{what}: ceil({} / {mss}) segments",
+        payload.len()
+    );
     let segs: Vec<Segment> = frames
         .iter()
         .enumerate()
@@ -529,18 +575,33 @@ fn check_segments(frames: &[Vec<u8>], payload: &[u8], mss: usize, seq: u32, id: 
     let mut joined = Vec::with_capacity(payload.len());
     for (k, s) in segs.iter().enumerate() {
         let w = format!("{what} segment {k}");
-        let want_len = if k + 1 < n { mss } else { payload.len() - mss * (n - 1) };
+        let want_len = if k + 1 < n {
+            mss
+        } else {
+            payload.len() - mss * (n - 1)
+        };
         assert_eq!(s.payload.len(), want_len, "{w}: payload at most the MSS");
-        assert_eq!(s.seq, seq.wrapping_add((k * mss) as u32), "{w}: sequence number");
+        assert_eq!(
+            s.seq,
+            seq.wrapping_add((k * mss) as u32),
+            "{w}: sequence number"
+        );
         if let Some(got) = s.id {
-            assert_eq!(got, id.wrapping_add(k as u16), "{w}: IPv4 ID, the frame's plus one per segment");
+            assert_eq!(
+                got,
+                id.wrapping_add(k as u16),
+                "{w}: IPv4 ID, the frame's plus one per segment"
+            );
         }
         if k + 1 < n {
             assert!(!s.psh && !s.fin, "{w}: PSH/FIN before the last segment");
         }
         joined.extend_from_slice(&s.payload);
     }
-    assert!(joined == payload, "{what}: the payload put back together differs");
+    assert!(
+        joined == payload,
+        "{what}: the payload put back together differs"
+    );
     segs
 }
 
@@ -552,11 +613,14 @@ fn tso_cuts_a_large_tcp_payload_into_mss_segments_on_qemus_igb() {
         .with_mempool_size(2048)
         .with_rx_checksum(true);
     let (p0, p1) = (port(0), port(1));
-    let mut ports = Device::open_many([p0.as_str(), p1.as_str()], &cfg).expect("open ports 0 and 1");
+    let mut ports =
+        Device::open_many([p0.as_str(), p1.as_str()], &cfg).expect("open ports 0 and 1");
     let (a, b) = ports.split_at_mut(1);
     let (tx, rx) = (&mut a[0], &mut b[0]);
     let (src, dst) = (tx.mac(), rx.mac());
-    let big = tx.create_mempool(8, 72 * 1024).expect("a pool of 72 KiB buffers");
+    let big = tx
+        .create_mempool(8, 72 * 1024)
+        .expect("a pool of 72 KiB buffers");
     let payload: Vec<u8> = (0..65536usize).map(|i| (i * 7 + i / 251) as u8).collect();
     let send = |tx: &mut Device, f: &[u8], ol: &TxOffload| {
         let mut p = big.alloc().expect("a big buffer");
@@ -577,8 +641,14 @@ fn tso_cuts_a_large_tcp_payload_into_mss_segments_on_qemus_igb() {
     // QEMU's segmentation clears PSH and FIN on every segment, the last
     // too (net_tx_pkt_tcp_fragment_init); silicon keeps them on the last.
     let last = segs.last().unwrap();
-    assert!(!last.psh && !last.fin, "QEMU 10.0 clears PSH on the last segment too");
-    assert!(got.iter().all(|g| g.len() <= 1514), "every segment fits MTU 1500");
+    assert!(
+        !last.psh && !last.fin,
+        "QEMU 10.0 clears PSH on the last segment too"
+    );
+    assert!(
+        got.iter().all(|g| g.len() <= 1514),
+        "every segment fits MTU 1500"
+    );
 
     // IPv6: 20,000 bytes at MSS 1440.
     let pl6 = &payload[..20000];
@@ -592,11 +662,22 @@ fn tso_cuts_a_large_tcp_payload_into_mss_segments_on_qemus_igb() {
     // 65,535 bytes (net_tx_pkt_send_custom): nothing arrives.
     let f64k = tso_frame(src, dst, false, 1, 1, &payload);
     send(tx, &f64k, &ol);
-    assert!(tx.queue(0).flush_tx(Duration::from_secs(2)), "QEMU took the 64 KiB frame");
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(2)),
+        "QEMU took the 64 KiB frame"
+    );
     let got = receive_tcp(rx, 1, Duration::from_millis(1500));
-    assert!(got.is_empty(), "QEMU sent {} segments of a 65,536-byte payload", got.len());
+    assert!(
+        got.is_empty(),
+        "QEMU sent {} segments of a 65,536-byte payload",
+        got.len()
+    );
     let s = tx.queue(0).tx_stats();
-    assert_eq!((s.packets, s.tx_offload_errors), (3, 0), "three TSO frames queued, none refused");
+    assert_eq!(
+        (s.packets, s.tx_offload_errors),
+        (3, 0),
+        "three TSO frames queued, none refused"
+    );
 
     // MSS 0: refused and counted, the buffer back.
     let before = tx.queue(0).tx_stats();
@@ -605,9 +686,15 @@ fn tso_cuts_a_large_tcp_payload_into_mss_segments_on_qemus_igb() {
     assert_eq!(s.tx_offload_errors - before.tx_offload_errors, 1);
     assert_eq!(
         tx.queue(0).last_tx_refusal(),
-        Some(pollnic::offload::TxRefusal::MssOutOfRange { mss: 0, max: pollnic::offload::TSO_MAX_MSS })
+        Some(pollnic::offload::TxRefusal::MssOutOfRange {
+            mss: 0,
+            max: pollnic::offload::TSO_MAX_MSS
+        })
     );
-    assert!(tx.queue(0).flush_tx(Duration::from_secs(2)), "the TX ring drained");
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(2)),
+        "the TX ring drained"
+    );
     assert_eq!(big.free_count(), 8, "every big buffer back in its pool");
 }
 
@@ -617,24 +704,40 @@ fn tso_cuts_a_large_tcp_payload_into_mss_segments_on_qemus_igb() {
 #[test]
 #[ignore = "runs inside the QEMU guest: cargo xtask test"]
 fn pktgen_tso_frames_arrive_as_mss_segments() {
-    let cfg = small_config().with_rx_ring_size(512).with_mempool_size(2048);
+    let cfg = small_config()
+        .with_rx_ring_size(512)
+        .with_mempool_size(2048);
     let mut rx = Device::open(port(1).as_str(), &cfg).expect("open port 1 with pollnic");
     let dst = rx.mac();
     let dst_s = dst.map(|b| format!("{b:02x}")).join(":");
     let frames = 3usize;
     let gen = Command::new(example_exe("pktgen"))
-        .args(["--port", &port(0), "--count", &frames.to_string(), "--rate", "20"])
+        .args([
+            "--port",
+            &port(0),
+            "--count",
+            &frames.to_string(),
+            "--rate",
+            "20",
+        ])
         .args(["--tso", "1448", "--dst", &dst_s])
         .output()
         .expect("run pktgen");
     let out = String::from_utf8_lossy(&gen.stdout);
     println!("{out}");
-    assert!(gen.status.success(), "pktgen: {out} {}", String::from_utf8_lossy(&gen.stderr));
+    assert!(
+        gen.status.success(),
+        "pktgen: {out} {}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
     assert!(
         out.contains("segmentation done in hardware") && out.contains("46 segments"),
         "pktgen's first line says the NIC cuts the frames: {out}"
     );
-    assert!(out.contains(&format!("segments   {} expected", 46 * frames)), "{out}");
+    assert!(
+        out.contains(&format!("segments   {} expected", 46 * frames)),
+        "{out}"
+    );
     // pktgen's flow: 198.18.0.0 to 198.19.0.1, TCP 10000 -> 9001.
     let t0 = Instant::now();
     let mut got = Vec::new();
@@ -643,7 +746,11 @@ fn pktgen_tso_frames_arrive_as_mss_segments() {
         rx.queue(0).rx_burst(&mut burst, 64);
         got.extend(burst.drain(..).map(|p| p.data().to_vec()));
     }
-    assert_eq!(got.len(), 46 * frames, "every segment of every frame arrived");
+    assert_eq!(
+        got.len(),
+        46 * frames,
+        "every segment of every frame arrived"
+    );
     for (n, frame) in got.chunks(46).enumerate() {
         let segs: Vec<Segment> = frame
             .iter()
@@ -654,12 +761,18 @@ fn pktgen_tso_frames_arrive_as_mss_segments() {
             assert_eq!(s.id, Some((n + k) as u16), "frame {n} segment {k}: IPv4 ID");
             assert_eq!(
                 s.seq,
-                (n as u32).wrapping_mul(65495).wrapping_add((k * 1448) as u32),
+                (n as u32)
+                    .wrapping_mul(65495)
+                    .wrapping_add((k * 1448) as u32),
                 "frame {n} segment {k}: sequence number"
             );
             assert_eq!(s.payload.len(), if k < 45 { 1448 } else { 335 });
         }
-        assert_eq!(&segs[0].payload[..8], &(n as u64).to_be_bytes(), "frame {n}: its number");
+        assert_eq!(
+            &segs[0].payload[..8],
+            &(n as u64).to_be_bytes(),
+            "frame {n}: its number"
+        );
     }
 }
 
@@ -674,8 +787,26 @@ fn parse_pktgen_segment(f: &[u8], what: &str) -> Segment {
         panic!("{what}: not IPv4");
     };
     let payload = h.payload.slice().to_vec();
-    assert_eq!(ip.header_checksum, ip.calc_header_checksum(), "{what}: IPv4 checksum");
-    assert_eq!(tcp.checksum, tcp.calc_checksum_ipv4(&ip, &payload).unwrap(), "{what}: TCP checksum");
-    assert_eq!((tcp.source_port, tcp.destination_port), (10000, 9001), "{what}");
-    Segment { id: Some(ip.identification), seq: tcp.sequence_number, psh: tcp.psh, fin: tcp.fin, payload }
+    assert_eq!(
+        ip.header_checksum,
+        ip.calc_header_checksum(),
+        "{what}: IPv4 checksum"
+    );
+    assert_eq!(
+        tcp.checksum,
+        tcp.calc_checksum_ipv4(&ip, &payload).unwrap(),
+        "{what}: TCP checksum"
+    );
+    assert_eq!(
+        (tcp.source_port, tcp.destination_port),
+        (10000, 9001),
+        "{what}"
+    );
+    Segment {
+        id: Some(ip.identification),
+        seq: tcp.sequence_number,
+        psh: tcp.psh,
+        fin: tcp.fin,
+        payload,
+    }
 }

@@ -495,7 +495,9 @@ fn tso_cuts_a_64k_payload_into_mss_segments_as_silicon_does_on_both_models() {
     let dst = [0x02, 0, 0, 0, 0, 9];
     for (name, m) in models() {
         let mut dev = m.open_dev(&cfg());
-        let big = dev.create_mempool(8, 72 * 1024).expect("a pool of 72 KiB buffers");
+        let big = dev
+            .create_mempool(8, 72 * 1024)
+            .expect("a pool of 72 KiB buffers");
         let pl = payload(65536);
         for (v6, vlan) in [(false, None), (true, None), (false, Some(0x2064))] {
             let what = format!("{name} IPv{} vlan {vlan:?}", if v6 { 6 } else { 4 });
@@ -520,7 +522,12 @@ fn tso_cuts_a_64k_payload_into_mss_segments_as_silicon_does_on_both_models() {
             let want = tso_reference(dst, v6, 0xfffe, 0xffff_f000, &pl, 1448, vlan);
             assert_eq!(want.len(), 46);
             for (k, seg) in wire.iter().enumerate() {
-                assert!(seg == &want[k % 46], "{what}: segment {} of frame {} differs", k % 46, k / 46);
+                assert!(
+                    seg == &want[k % 46],
+                    "{what}: segment {} of frame {} differs",
+                    k % 46,
+                    k / 46
+                );
             }
             assert!(m.violations().is_empty(), "{what}: {:?}", m.violations());
         }
@@ -542,7 +549,9 @@ fn tso_frames_of_every_size_wrap_the_ring_and_lose_no_buffer() {
         let pool = dev.mempool().clone();
         let mut seed = 0x9e37_79b9u64;
         for round in 0..60u32 {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let len = 1 + (seed >> 33) as usize % 40_000;
             let mss = [536usize, 1448, 1460, 8960][round as usize % 4];
             let pl = payload(len);
@@ -550,14 +559,29 @@ fn tso_frames_of_every_size_wrap_the_ring_and_lose_no_buffer() {
             let ck = zeroed(udp4(dst, None, &[round as u8; 40]), UDP4_CSUM, true);
             let mut burst = vec![big_packet(&big, &f), big_packet(&big, &f)];
             let ol = TxOffload::NONE.with_tso(mss as u16);
-            assert_eq!(dev.queue(0).tx_burst_offload(&mut burst, &ol), 2, "{name} round {round}");
+            assert_eq!(
+                dev.queue(0).tx_burst_offload(&mut burst, &ol),
+                2,
+                "{name} round {round}"
+            );
             let mut one = vec![packet(&mut dev, &ck)];
             let full = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
             assert_eq!(dev.queue(0).tx_burst_offload(&mut one, &full), 1);
-            let mut want = tso_reference(dst, round % 3 == 2, round as u16, round * 1000, &pl, mss, None);
+            let mut want = tso_reference(
+                dst,
+                round % 3 == 2,
+                round as u16,
+                round * 1000,
+                &pl,
+                mss,
+                None,
+            );
             want.extend(want.clone());
             want.push(udp4(dst, None, &[round as u8; 40]));
-            assert!(m.wire() == want, "{name} round {round}: {len} bytes at MSS {mss}");
+            assert!(
+                m.wire() == want,
+                "{name} round {round}: {len} bytes at MSS {mss}"
+            );
         }
         assert!(m.violations().is_empty(), "{name}: {:?}", m.violations());
         assert!(dev.queue(0).flush_tx(Duration::from_secs(1)), "{name}");
@@ -579,7 +603,14 @@ fn tso_requests_the_nic_cannot_do_are_refused_counted_and_lose_no_buffer() {
         udp[14 + 9] = 17;
         let too_long = tso_frame(dst, false, 1, 1, &payload(TSO_MAX_PAYLEN + 1));
         let cases: Vec<(Vec<u8>, u16, TxRefusal)> = vec![
-            (f.clone(), 0, TxRefusal::MssOutOfRange { mss: 0, max: TSO_MAX_MSS }),
+            (
+                f.clone(),
+                0,
+                TxRefusal::MssOutOfRange {
+                    mss: 0,
+                    max: TSO_MAX_MSS,
+                },
+            ),
             (
                 f.clone(),
                 TSO_MAX_MSS + 1,
@@ -588,8 +619,22 @@ fn tso_requests_the_nic_cannot_do_are_refused_counted_and_lose_no_buffer() {
                     max: TSO_MAX_MSS,
                 },
             ),
-            (f[..14 + 20 + 10].to_vec(), 1448, TxRefusal::TooShort { len: 44, needed: 54 }),
-            (f[..54].to_vec(), 1448, TxRefusal::TsoPayload { len: 0, max: TSO_MAX_PAYLEN }),
+            (
+                f[..14 + 20 + 10].to_vec(),
+                1448,
+                TxRefusal::TooShort {
+                    len: 44,
+                    needed: 54,
+                },
+            ),
+            (
+                f[..54].to_vec(),
+                1448,
+                TxRefusal::TsoPayload {
+                    len: 0,
+                    max: TSO_MAX_PAYLEN,
+                },
+            ),
             (
                 too_long,
                 1448,
@@ -607,13 +652,33 @@ fn tso_requests_the_nic_cannot_do_are_refused_counted_and_lose_no_buffer() {
             // A good TSO frame behind the refused one still goes.
             let good = TxOffload::NONE.with_tso(1448);
             let mut burst = vec![big_packet(&big, bad)];
-            assert_eq!(dev.queue(0).tx_burst_offload(&mut burst, &ol), 1, "{name} case {k}");
+            assert_eq!(
+                dev.queue(0).tx_burst_offload(&mut burst, &ol),
+                1,
+                "{name} case {k}"
+            );
             let mut burst = vec![big_packet(&big, &f)];
-            assert_eq!(dev.queue(0).tx_burst_offload(&mut burst, &good), 1, "{name} case {k}");
-            assert_eq!(dev.queue(0).last_tx_refusal(), Some(*why), "{name} case {k}");
+            assert_eq!(
+                dev.queue(0).tx_burst_offload(&mut burst, &good),
+                1,
+                "{name} case {k}"
+            );
+            assert_eq!(
+                dev.queue(0).last_tx_refusal(),
+                Some(*why),
+                "{name} case {k}"
+            );
             let s = dev.queue(0).tx_stats();
-            assert_eq!((s.tx_offload_errors, s.tx_errors), (k as u64 + 1, k as u64 + 1), "{name}");
-            assert_eq!(m.wire().len(), 3, "{name} case {k}: only the good frame's 3 segments");
+            assert_eq!(
+                (s.tx_offload_errors, s.tx_errors),
+                (k as u64 + 1, k as u64 + 1),
+                "{name}"
+            );
+            assert_eq!(
+                m.wire().len(),
+                3,
+                "{name} case {k}: only the good frame's 3 segments"
+            );
         }
         assert!(m.violations().is_empty(), "{name}: {:?}", m.violations());
         assert!(dev.queue(0).flush_tx(Duration::from_secs(1)));
@@ -634,25 +699,63 @@ fn the_models_refuse_a_tso_context_that_does_not_describe_its_frame() {
     let paylen = plan.tso_paylen.unwrap();
     let olinfo = paylen << 14 | plan.popts;
     let mut ctxs = [plan.ctx; 8];
-    assert_eq!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Igb).unwrap().len(), 5);
-    assert!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Ixgbe).unwrap_err().contains("CC"));
-    assert_eq!(tx(f.clone(), plan.dcmd, olinfo | TXD_OLINFO_CC, &ctxs, Part::Ixgbe).unwrap().len(), 5);
+    assert_eq!(
+        tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Igb)
+            .unwrap()
+            .len(),
+        5
+    );
+    assert!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Ixgbe)
+        .unwrap_err()
+        .contains("CC"));
+    assert_eq!(
+        tx(
+            f.clone(),
+            plan.dcmd,
+            olinfo | TXD_OLINFO_CC,
+            &ctxs,
+            Part::Ixgbe
+        )
+        .unwrap()
+        .len(),
+        5
+    );
     // PAYLEN the whole frame (as without TSO) is wrong.
-    let e = tx(f.clone(), plan.dcmd, (f.len() as u32) << 14 | plan.popts, &ctxs, Part::Igb).unwrap_err();
+    let e = tx(
+        f.clone(),
+        plan.dcmd,
+        (f.len() as u32) << 14 | plan.popts,
+        &ctxs,
+        Part::Igb,
+    )
+    .unwrap_err();
     assert!(e.contains("PAYLEN"), "{e}");
     // L4LEN 0, as a context written for a checksum of UDP would hold.
     let c = plan.ctx.unwrap();
-    ctxs[0] = Some(TxContext::new(0, 14, 20, true, true, 0).unwrap().with_mss(1000).unwrap());
+    ctxs[0] = Some(
+        TxContext::new(0, 14, 20, true, true, 0)
+            .unwrap()
+            .with_mss(1000)
+            .unwrap(),
+    );
     assert!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Igb).is_err());
     // MSS 0 in the context.
     ctxs[0] = Some(TxContext::new(0, 14, 20, true, true, 20).unwrap());
-    assert!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Igb).unwrap_err().contains("MSS 0"));
+    assert!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Igb)
+        .unwrap_err()
+        .contains("MSS 0"));
     // No TXSM.
     ctxs[0] = Some(c);
-    assert!(tx(f.clone(), plan.dcmd, paylen << 14, &ctxs, Part::Igb).unwrap_err().contains("TXSM"));
+    assert!(tx(f.clone(), plan.dcmd, paylen << 14, &ctxs, Part::Igb)
+        .unwrap_err()
+        .contains("TXSM"));
     // A header field wider than its context field cannot be asked for.
     assert!(matches!(
         TxContext::new(0, 14, 20, true, true, 256),
-        Err(TxRefusal::HeaderTooLong { field: "L4LEN", len: 256, max: 255 })
+        Err(TxRefusal::HeaderTooLong {
+            field: "L4LEN",
+            len: 256,
+            max: 255
+        })
     ));
 }

@@ -73,10 +73,10 @@ struct Args {
     /// hardware); at most the MTU less 40. [range: 1..=9216]
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=9216), conflicts_with_all = ["frame_size", "write"])]
     tso: Option<u16>,
-    /// With --tso: TCP payload bytes per frame (65495: the most one IPv4
-    /// datagram carries; up to 262143, PAYLEN's 18 bits). [range: 1..=262143]
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=262143), default_value_t = 65495, requires = "tso")]
-    tso_payload: usize,
+    /// With --tso: TCP payload bytes per frame (default 65495: the most one
+    /// IPv4 datagram carries; up to 262143, PAYLEN's 18 bits). [range: 1..=262143]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=262143))]
+    tso_payload: Option<usize>,
     /// Destination MAC (default: broadcast ff:ff:ff:ff:ff:ff).
     #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
     dst: String,
@@ -128,6 +128,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .map(|mss| gen::check_tso_mss(mss, args.mtu))
         .transpose()
         .map_err(Usage)?;
+    if let (None, Some(n)) = (tso, args.tso_payload) {
+        return Err(Usage(format!("--tso-payload {n} needs --tso MSS (e.g. --tso 1448)")).into());
+    }
+    let tso_payload = args.tso_payload.unwrap_or(65495);
     pollnic_tools::check_ring_size_arg(args.ring_size).map_err(Usage)?;
     // The output file first: an unwritable path fails before the NIC is touched.
     let mut out = match &args.write {
@@ -159,18 +163,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let tso_pool = match tso {
         Some(mss) => {
             offload = offload.with_tso(mss);
-            let len = gen::TSO_HEADERS + gen::VLAN_TAG_LEN + args.tso_payload;
+            let len = gen::TSO_HEADERS + gen::VLAN_TAG_LEN + tso_payload;
             Some(dev.create_mempool(64 + args.batch as u32, len)?)
         }
         None => None,
     };
-    let segments = tso.map(|mss| (args.tso_payload as u64).div_ceil(mss as u64));
+    let segments = tso.map(|mss| (tso_payload as u64).div_ceil(mss as u64));
     rep.start(
         &dev,
         &args.frame_size,
         vlan,
         (args.hw_vlan, args.tx_checksum),
-        tso.map(|mss| (mss, args.tso_payload)),
+        tso.map(|mss| (mss, tso_payload)),
         args.flows,
         args.rate,
         args.count,
@@ -217,9 +221,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 };
                 let sw_vlan = if args.hw_vlan { None } else { vlan };
                 let len = gen::TSO_HEADERS
-                    + if sw_vlan.is_some() { gen::VLAN_TAG_LEN } else { 0 }
-                    + args.tso_payload;
-                let tcp_seq = (seq as u32).wrapping_mul(args.tso_payload as u32);
+                    + if sw_vlan.is_some() {
+                        gen::VLAN_TAG_LEN
+                    } else {
+                        0
+                    }
+                    + tso_payload;
+                let tcp_seq = (seq as u32).wrapping_mul(tso_payload as u32);
                 if p.set_len(len).is_err()
                     || !gen::write_tso(
                         p.data_mut(),

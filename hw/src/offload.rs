@@ -1054,11 +1054,16 @@ mod tests {
         );
         assert_eq!(
             tx_plan(&udp4(100), &tso(1448)),
-            Err(TxRefusal::TsoNotTcp { protocol: PROTO_UDP })
+            Err(TxRefusal::TsoNotTcp {
+                protocol: PROTO_UDP
+            })
         );
         assert_eq!(
             tx_plan(&f[..40], &tso(1448)),
-            Err(TxRefusal::TooShort { len: 40, needed: 54 })
+            Err(TxRefusal::TooShort {
+                len: 40,
+                needed: 54
+            })
         );
         let mut frag = tcp4(100);
         frag[14 + 6] = 0x20; // MF
@@ -1075,7 +1080,9 @@ mod tests {
             Err(TxRefusal::NotIpv4)
         );
         assert_eq!(
-            TxContext::new(0, 14, 20, true, true, 20).unwrap().with_mss(0),
+            TxContext::new(0, 14, 20, true, true, 20)
+                .unwrap()
+                .with_mss(0),
             Err(TxRefusal::MssOutOfRange {
                 mss: 0,
                 max: TSO_MAX_MSS

@@ -157,15 +157,23 @@ pub fn tx(
 
 /// The context a data descriptor with `olinfo` names, checked: CC on the
 /// 82599, IDX 0 or 1 on the 82576, a context written there.
-fn context_of(olinfo: u32, contexts: &Contexts, part: Part, what: &str) -> Result<TxContext, String> {
+fn context_of(
+    olinfo: u32,
+    contexts: &Contexts,
+    part: Part,
+    what: &str,
+) -> Result<TxContext, String> {
     if part == Part::Ixgbe && olinfo & TXD_OLINFO_CC == 0 {
-        return Err(format!("{what} without CC: the 82599 does not read the context"));
+        return Err(format!(
+            "{what} without CC: the 82599 does not read the context"
+        ));
     }
     let idx = ((olinfo >> TXD_IDX_SHIFT) & 7) as usize;
     if part == Part::Igb && idx > 1 {
         return Err(format!("IDX {idx}: the 82576 has contexts 0 and 1"));
     }
-    contexts[idx].ok_or_else(|| format!("{what} asked with IDX {idx}, but no context descriptor set it"))
+    contexts[idx]
+        .ok_or_else(|| format!("{what} asked with IDX {idx}, but no context descriptor set it"))
 }
 
 /// TSE: the segments silicon sends for `frame` (see the module
@@ -179,14 +187,19 @@ fn tso(
 ) -> Result<Vec<Vec<u8>>, String> {
     let ctx = context_of(olinfo, contexts, part, "TSE")?;
     if olinfo & TXD_POPTS_TXSM == 0 {
-        return Err("TSE without POPTS.TXSM: each segment's TCP checksum would be left as is".into());
+        return Err(
+            "TSE without POPTS.TXSM: each segment's TCP checksum would be left as is".into(),
+        );
     }
     if !ctx.tcp() {
         return Err("TSE with a context whose L4T is not TCP".into());
     }
     let mss = ctx.mss() as usize;
     if ctx.l4len() < 20 {
-        return Err(format!("TSE with L4LEN {}: a TCP header is at least 20 bytes", ctx.l4len()));
+        return Err(format!(
+            "TSE with L4LEN {}: a TCP header is at least 20 bytes",
+            ctx.l4len()
+        ));
     }
     if mss == 0 {
         return Err("TSE with MSS 0 in the context".into());
@@ -198,25 +211,46 @@ fn tso(
     if frame.len() < 14 {
         return Err("TSE on a frame shorter than an Ethernet header".into());
     }
-    let (fl2, et) = if be16(&frame, 12) == 0x8100 { (18, be16(&frame, 16)) } else { (14, be16(&frame, 12)) };
+    let (fl2, et) = if be16(&frame, 12) == 0x8100 {
+        (18, be16(&frame, 16))
+    } else {
+        (14, be16(&frame, 12))
+    };
     let v4 = match et {
         0x0800 => true,
         0x86dd => false,
         other => return Err(format!("TSE on EtherType {other:#06x}")),
     };
-    let fiplen = if v4 { frame.get(fl2).map_or(0, |b| (b & 0xf) as usize * 4) } else { 40 };
-    let proto = if v4 { frame.get(fl2 + 9) } else { frame.get(fl2 + 6) }.copied();
-    let fl4len = frame.get(fl2 + fiplen + 12).map_or(0, |b| (b >> 4) as usize * 4);
+    let fiplen = if v4 {
+        frame.get(fl2).map_or(0, |b| (b & 0xf) as usize * 4)
+    } else {
+        40
+    };
+    let proto = if v4 {
+        frame.get(fl2 + 9)
+    } else {
+        frame.get(fl2 + 6)
+    }
+    .copied();
+    let fl4len = frame
+        .get(fl2 + fiplen + 12)
+        .map_or(0, |b| (b >> 4) as usize * 4);
     if (l2, iplen, l4len) != (fl2, fiplen, fl4len) || proto != Some(6) {
         return Err(format!(
             "TSE context MACLEN {l2} IPLEN {iplen} L4LEN {l4len}, but the frame's headers are              {fl2}, {fiplen} and {fl4len} bytes (IP protocol {proto:?})"
         ));
     }
     if ctx.ipv4() != v4 {
-        return Err(format!("TSE context TUCMD.IPV4 {} on an IPv{} frame", ctx.ipv4(), if v4 { 4 } else { 6 }));
+        return Err(format!(
+            "TSE context TUCMD.IPV4 {} on an IPv{} frame",
+            ctx.ipv4(),
+            if v4 { 4 } else { 6 }
+        ));
     }
     if v4 && olinfo & TXD_POPTS_IXSM == 0 {
-        return Err("TSE on IPv4 without POPTS.IXSM: each segment's IPv4 checksum would be stale".into());
+        return Err(
+            "TSE on IPv4 without POPTS.IXSM: each segment's IPv4 checksum would be stale".into(),
+        );
     }
     let hdr = l2 + iplen + l4len;
     let paylen = (olinfo >> pollnic_hw::desc::TXD_PAYLEN_SHIFT) as usize;

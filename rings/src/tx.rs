@@ -600,8 +600,8 @@ impl<D: Doorbell> TxRing<D> {
             };
             // A TSO frame's length is bounded by its plan (PAYLEN and the
             // parsed headers), not by one descriptor's DTALEN.
-            let sendable = plan.tso_paylen.is_some()
-                || (plen as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
+            let sendable =
+                plan.tso_paylen.is_some() || (plen as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
             let (view, desc_region) = (self.desc.view(), self.desc.region());
             let iova = if pool.as_ptr().cast_const() == self.fast && sendable {
                 // SAFETY: the ring's own pool (alive: the packet's
@@ -1058,8 +1058,13 @@ mod tests {
     /// it there, and each buffer is freed once, with its last descriptor.
     #[test]
     fn tso_frames_span_descriptors_and_rs_moves_to_their_last() {
-        let big = Mempool::new(32, 24 * 1024, PageSize::Emulated2M, Arc::new(IdentityMapper))
-            .unwrap();
+        let big = Mempool::new(
+            32,
+            24 * 1024,
+            PageSize::Emulated2M,
+            Arc::new(IdentityMapper),
+        )
+        .unwrap();
         let (mut tx, mut cache, _) = rig(64, 0);
         let ol = TxOffload::NONE.with_tso(1000);
         // 20,000 bytes of payload: 20,054 bytes, two data descriptors.
@@ -1072,11 +1077,22 @@ mod tests {
             assert!(!eop(&tx, 1 + 2 * k) && eop(&tx, 2 + 2 * k), "frame {k}");
             let first = TxRequest::decode(tx.desc.read_sw(1 + 2 * k));
             assert_eq!(first.len, TSO_DATA_PER_DESC as u16);
-            assert_eq!(first.olinfo_status >> 14, 20_000, "PAYLEN on the first: the TCP payload");
+            assert_eq!(
+                first.olinfo_status >> 14,
+                20_000,
+                "PAYLEN on the first: the TCP payload"
+            );
             assert_eq!(first.cmd_type_len & TXD_DCMD_TSE, TXD_DCMD_TSE);
             let second = TxRequest::decode(tx.desc.read_sw(2 + 2 * k));
-            assert_eq!((second.olinfo_status, second.len), (0, 20_054 - TSO_DATA_PER_DESC as u16));
-            assert_eq!(second.cmd_type_len & TXD_DCMD_TSE, TXD_DCMD_TSE, "DCMD on every one");
+            assert_eq!(
+                (second.olinfo_status, second.len),
+                (0, 20_054 - TSO_DATA_PER_DESC as u16)
+            );
+            assert_eq!(
+                second.cmd_type_len & TXD_DCMD_TSE,
+                TXD_DCMD_TSE,
+                "DCMD on every one"
+            );
             assert_eq!(
                 tx.desc.read_sw(2 + 2 * k).lo,
                 tx.desc.read_sw(1 + 2 * k).lo + TSO_DATA_PER_DESC as u64,
@@ -1105,8 +1121,13 @@ mod tests {
     /// comes back exactly once.
     #[test]
     fn tso_bursts_keep_rs_on_frame_ends_and_lose_no_buffer() {
-        let big = Mempool::new(64, 56 * 1024, PageSize::Emulated2M, Arc::new(IdentityMapper))
-            .unwrap();
+        let big = Mempool::new(
+            64,
+            56 * 1024,
+            PageSize::Emulated2M,
+            Arc::new(IdentityMapper),
+        )
+        .unwrap();
         let (mut tx, mut cache, _) = rig(64, 0);
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut rnd = |n: u64| {
@@ -1150,7 +1171,11 @@ mod tests {
                 tx.reclaim(&mut cache);
             }
             let in_ring = tx.in_flight_buffers().count();
-            assert_eq!(big.free_count() + in_ring, 64, "a buffer lost or freed twice");
+            assert_eq!(
+                big.free_count() + in_ring,
+                64,
+                "a buffer lost or freed twice"
+            );
         }
         assert!(sent > 400);
         let last = tx.tail.wrapping_sub(1) & tx.desc.mask();
@@ -1163,8 +1188,13 @@ mod tests {
     /// refused, not left waiting forever; a smaller one still goes.
     #[test]
     fn a_tso_frame_larger_than_the_ring_is_refused() {
-        let big = Mempool::new(2, 240 * 1024, PageSize::Emulated2M, Arc::new(IdentityMapper))
-            .unwrap();
+        let big = Mempool::new(
+            2,
+            240 * 1024,
+            PageSize::Emulated2M,
+            Arc::new(IdentityMapper),
+        )
+        .unwrap();
         let (mut tx, mut cache, _) = rig(16, 0);
         // 230,000 bytes: a context and 15 data descriptors, 16 > 15.
         let mut burst = vec![tso_packet(&big, 230_000), tso_packet(&big, 200_000)];
@@ -1178,7 +1208,10 @@ mod tests {
             })
         );
         let s = tx.stats();
-        assert_eq!((s.tx_offload_errors, s.tx_errors, s.packets, s.ring_full), (1, 1, 1, 0));
+        assert_eq!(
+            (s.tx_offload_errors, s.tx_errors, s.packets, s.ring_full),
+            (1, 1, 1, 0)
+        );
         // 200,054 bytes: 13 data descriptors and the context.
         assert_eq!(tx.in_flight(), 14);
         assert_eq!(big.free_count(), 1);
