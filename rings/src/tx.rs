@@ -1,4 +1,6 @@
-//! TX descriptor ring bookkeeping: one descriptor per frame, one tail write per
+//! TX descriptor ring bookkeeping: one descriptor per frame (with offloads,
+//! a context descriptor before it when the context changes; with TSO,
+//! several data descriptors over the frame's one buffer), one tail write per
 //! burst, write-back requested once per batch, reclaim per batch, ring-full
 //! back-pressure.
 //!
@@ -828,7 +830,9 @@ impl<D: Doorbell> TxRing<D> {
         }
     }
 
-    /// Frames queued and not yet reclaimed.
+    /// Descriptors queued and not yet reclaimed: one per frame on the plain
+    /// path; context descriptors and a TSO frame's extra data descriptors
+    /// count too.
     pub fn in_flight(&self) -> usize {
         (self.desc.count() - 1 - self.free) as usize
     }
