@@ -14,6 +14,11 @@
 //!   sent with a wrong checksum and no offload must not arrive).
 //! - pktgen `--tx-checksum --vlan 100 --hw-vlan`: tcpdump on the kernel's
 //!   port sees every frame tagged 100 with good IPv4 and UDP checksums.
+//! - TSO: pollnic on port 0 sends one TCP/IPv4 frame with a 65,495-byte
+//!   payload (the largest QEMU segments) at MSS 1448 and pollnic on port 1
+//!   receives its 46 segments; each is checked in software (lengths, both
+//!   checksums, IP IDs, sequence numbers, flags) and the payload put back
+//!   together. Then TCP/IPv6, the 64 KiB payload QEMU drops, MSS 0 refused.
 //!
 //! Run inside the testbed: `cargo xtask test`.
 
@@ -400,4 +405,408 @@ fn checksum_status_vlan_strip_and_tx_offloads_against_the_kernel() {
     assert_eq!(text.matches("[udp sum ok]").count(), frames, "{text}");
     assert_eq!(text.matches("bad").count(), 0, "{text}");
     let _ = Command::new("ip").args(["link", "del", &kv]).status();
+}
+
+// ---- TSO: pollnic to pollnic across the hub ---------------------------------
+
+use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, TcpHeader};
+
+/// A TCP frame for TSO from `src` to `dst`: IPv4 with ID `id` and DF (its
+/// total length and checksum junk: TSO ignores them) or IPv6, then TCP
+/// (seq `seq`, ACK and PSH, checksum junk) and `payload`.
+fn tso_frame(src: [u8; 6], dst: [u8; 6], v6: bool, id: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    let ether_type = if v6 { EtherType::IPV6 } else { EtherType::IPV4 };
+    Ethernet2Header {
+        source: src,
+        destination: dst,
+        ether_type,
+    }
+    .write(&mut f)
+    .unwrap();
+    if v6 {
+        Ipv6Header {
+            payload_length: 0xbeef,
+            next_header: IpNumber::TCP,
+            hop_limit: 64,
+            source: [0xfd; 16],
+            destination: [0xfe; 16],
+            ..Default::default()
+        }
+        .write(&mut f)
+        .unwrap();
+    } else {
+        let mut ip = Ipv4Header::new(0, 64, IpNumber::TCP, P_IP, K_IP).unwrap();
+        ip.identification = id;
+        ip.dont_fragment = true;
+        ip.total_len = 0xbeef;
+        ip.header_checksum = 0x1234;
+        ip.write_raw(&mut f).unwrap();
+    }
+    let mut t = TcpHeader::new(40000, 5001, seq, 1024);
+    t.ack = true;
+    t.acknowledgment_number = 99;
+    t.psh = true;
+    t.checksum = 0x5555;
+    t.write(&mut f).unwrap();
+    f.extend_from_slice(payload);
+    f
+}
+
+/// What one received segment says, checked on the way: its IP header
+/// checksum (IPv4) and TCP checksum recomputed in software, its IP length
+/// the bytes it carries.
+struct Segment {
+    id: Option<u16>,
+    seq: u32,
+    psh: bool,
+    fin: bool,
+    payload: Vec<u8>,
+}
+
+fn parse_segment(f: &[u8], what: &str) -> Segment {
+    let h = etherparse::PacketHeaders::from_ethernet_slice(f)
+        .unwrap_or_else(|e| panic!("{what}: not a TCP/IP frame: {e}"));
+    let Some(etherparse::TransportHeader::Tcp(tcp)) = h.transport else {
+        panic!("{what}: not TCP");
+    };
+    let payload = h.payload.slice().to_vec();
+    let id = match h.net {
+        Some(etherparse::NetHeaders::Ipv4(ip, _)) => {
+            assert_eq!(
+                ip.header_checksum,
+                ip.calc_header_checksum(),
+                "{what}: IPv4 checksum"
+            );
+            assert_eq!(
+                ip.total_len as usize,
+                ip.header_len() + tcp.header_len() + payload.len(),
+                "{what}: IPv4 total length"
+            );
+            assert!(ip.dont_fragment && !ip.more_fragments, "{what}: flags kept");
+            assert_eq!(
+                tcp.checksum,
+                tcp.calc_checksum_ipv4(&ip, &payload).unwrap(),
+                "{what}: TCP checksum"
+            );
+            Some(ip.identification)
+        }
+        Some(etherparse::NetHeaders::Ipv6(ip, _)) => {
+            assert_eq!(
+                ip.payload_length as usize,
+                tcp.header_len() + payload.len(),
+                "{what}: IPv6 payload length"
+            );
+            assert_eq!(
+                tcp.checksum,
+                tcp.calc_checksum_ipv6(&ip, &payload).unwrap(),
+                "{what}: TCP checksum"
+            );
+            None
+        }
+        _ => panic!("{what}: not IP"),
+    };
+    assert!(
+        tcp.ack && tcp.acknowledgment_number == 99 && tcp.destination_port == 5001,
+        "{what}: header copied"
+    );
+    Segment {
+        id,
+        seq: tcp.sequence_number,
+        psh: tcp.psh,
+        fin: tcp.fin,
+        payload,
+    }
+}
+
+/// Receive on `rx` until `n` TCP frames to port 5001 arrived or `wait`
+/// passed; returns them (other frames are dropped).
+fn receive_tcp(rx: &mut Device, n: usize, wait: Duration) -> Vec<Vec<u8>> {
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    let mut burst = Vec::with_capacity(64);
+    while out.len() < n && t0.elapsed() < wait {
+        rx.queue(0).rx_burst(&mut burst, 64);
+        for p in burst.drain(..) {
+            let d = p.data();
+            let tcp_at = match u16::from_be_bytes([d[12], d[13]]) {
+                0x0800 => 14 + 20,
+                0x86dd => 14 + 40,
+                _ => continue,
+            };
+            if d.len() >= tcp_at + 4 && d[tcp_at + 2..tcp_at + 4] == 5001u16.to_be_bytes() {
+                assert!(
+                    p.rx_checksum().none_bad(),
+                    "QEMU found a segment's checksum bad"
+                );
+                out.push(d.to_vec());
+            }
+        }
+        if out.len() < n {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    out
+}
+
+/// Check the segments of one TSO frame of `payload` at `mss`: their count,
+/// sizes, consecutive sequence numbers from `seq`, IPv4 IDs from `id`,
+/// no PSH or FIN before the last, and the payload put back together.
+fn check_segments(
+    frames: &[Vec<u8>],
+    payload: &[u8],
+    mss: usize,
+    seq: u32,
+    id: u16,
+    what: &str,
+) -> Vec<Segment> {
+    let n = payload.len().div_ceil(mss);
+    assert_eq!(
+        frames.len(),
+        n,
+        "{what}: ceil({} / {mss}) segments",
+        payload.len()
+    );
+    let segs: Vec<Segment> = frames
+        .iter()
+        .enumerate()
+        .map(|(k, f)| parse_segment(f, &format!("{what} segment {k}")))
+        .collect();
+    let mut joined = Vec::with_capacity(payload.len());
+    for (k, s) in segs.iter().enumerate() {
+        let w = format!("{what} segment {k}");
+        let want_len = if k + 1 < n {
+            mss
+        } else {
+            payload.len() - mss * (n - 1)
+        };
+        assert_eq!(s.payload.len(), want_len, "{w}: payload at most the MSS");
+        assert_eq!(
+            s.seq,
+            seq.wrapping_add((k * mss) as u32),
+            "{w}: sequence number"
+        );
+        if let Some(got) = s.id {
+            assert_eq!(
+                got,
+                id.wrapping_add(k as u16),
+                "{w}: IPv4 ID, the frame's plus one per segment"
+            );
+        }
+        if k + 1 < n {
+            assert!(!s.psh && !s.fin, "{w}: PSH/FIN before the last segment");
+        }
+        joined.extend_from_slice(&s.payload);
+    }
+    assert!(
+        joined == payload,
+        "{what}: the payload put back together differs"
+    );
+    segs
+}
+
+#[test]
+#[ignore = "runs inside the QEMU guest: cargo xtask test"]
+fn tso_cuts_a_large_tcp_payload_into_mss_segments_on_qemus_igb() {
+    let cfg = small_config()
+        .with_rx_ring_size(512)
+        .with_mempool_size(2048)
+        .with_rx_checksum(true);
+    let (p0, p1) = (port(0), port(1));
+    let mut ports =
+        Device::open_many([p0.as_str(), p1.as_str()], &cfg).expect("open ports 0 and 1");
+    let (a, b) = ports.split_at_mut(1);
+    let (tx, rx) = (&mut a[0], &mut b[0]);
+    let (src, dst) = (tx.mac(), rx.mac());
+    let big = tx
+        .create_mempool(8, 72 * 1024)
+        .expect("a pool of 72 KiB buffers");
+    let payload: Vec<u8> = (0..65536usize).map(|i| (i * 7 + i / 251) as u8).collect();
+    let send = |tx: &mut Device, f: &[u8], ol: &TxOffload| {
+        let mut p = big.alloc().expect("a big buffer");
+        p.set_len(f.len()).unwrap();
+        p.data_mut().copy_from_slice(f);
+        let mut burst = vec![p];
+        assert_eq!(tx.queue(0).tx_burst_offload(&mut burst, ol), 1);
+    };
+    let ol = TxOffload::NONE.with_tso(1448);
+
+    // IPv4: the largest payload QEMU segments, 65,535 − 20 − 20 bytes, at
+    // MSS 1448: 45 full segments and one of 335 bytes.
+    let pl = &payload[..65495];
+    let f = tso_frame(src, dst, false, 0xfff0, 0xfffff000, pl);
+    send(tx, &f, &ol);
+    let got = receive_tcp(rx, 46, Duration::from_secs(5));
+    let segs = check_segments(&got, pl, 1448, 0xfffff000, 0xfff0, "TCP/IPv4 65,495 bytes");
+    // QEMU's segmentation clears PSH and FIN on every segment, the last
+    // too (net_tx_pkt_tcp_fragment_init); silicon keeps them on the last.
+    let last = segs.last().unwrap();
+    assert!(
+        !last.psh && !last.fin,
+        "QEMU 10.0 clears PSH on the last segment too"
+    );
+    assert!(
+        got.iter().all(|g| g.len() <= 1514),
+        "every segment fits MTU 1500"
+    );
+
+    // IPv6: 20,000 bytes at MSS 1440.
+    let pl6 = &payload[..20000];
+    let f6 = tso_frame(src, dst, true, 0, 7, pl6);
+    send(tx, &f6, &TxOffload::NONE.with_tso(1440));
+    let got = receive_tcp(rx, 14, Duration::from_secs(5));
+    check_segments(&got, pl6, 1440, 7, 0, "TCP/IPv6 20,000 bytes");
+
+    // A 64 KiB payload: the 82576 takes it (PAYLEN is 18 bits) and pollnic
+    // sends it, but QEMU drops a TSO frame whose IP datagram would exceed
+    // 65,535 bytes (net_tx_pkt_send_custom): nothing arrives.
+    let f64k = tso_frame(src, dst, false, 1, 1, &payload);
+    send(tx, &f64k, &ol);
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(2)),
+        "QEMU took the 64 KiB frame"
+    );
+    let got = receive_tcp(rx, 1, Duration::from_millis(1500));
+    assert!(
+        got.is_empty(),
+        "QEMU sent {} segments of a 65,536-byte payload",
+        got.len()
+    );
+    let s = tx.queue(0).tx_stats();
+    assert_eq!(
+        (s.packets, s.tx_offload_errors),
+        (3, 0),
+        "three TSO frames queued, none refused"
+    );
+
+    // MSS 0: refused and counted, the buffer back.
+    let before = tx.queue(0).tx_stats();
+    send(tx, &f, &TxOffload::NONE.with_tso(0));
+    let s = tx.queue(0).tx_stats();
+    assert_eq!(s.tx_offload_errors - before.tx_offload_errors, 1);
+    assert_eq!(
+        tx.queue(0).last_tx_refusal(),
+        Some(pollnic::offload::TxRefusal::MssOutOfRange {
+            mss: 0,
+            max: pollnic::offload::TSO_MAX_MSS
+        })
+    );
+    assert!(
+        tx.queue(0).flush_tx(Duration::from_secs(2)),
+        "the TX ring drained"
+    );
+    assert_eq!(big.free_count(), 8, "every big buffer back in its pool");
+}
+
+/// `pktgen --tso 1448` on port 0: its first line says the NIC segments,
+/// and pollnic on port 1 receives 46 segments of each of its frames, each
+/// with good checksums, IPv4 IDs and sequence numbers.
+#[test]
+#[ignore = "runs inside the QEMU guest: cargo xtask test"]
+fn pktgen_tso_frames_arrive_as_mss_segments() {
+    let cfg = small_config()
+        .with_rx_ring_size(512)
+        .with_mempool_size(2048);
+    let mut rx = Device::open(port(1).as_str(), &cfg).expect("open port 1 with pollnic");
+    let dst = rx.mac();
+    let dst_s = dst.map(|b| format!("{b:02x}")).join(":");
+    let frames = 3usize;
+    let gen = Command::new(example_exe("pktgen"))
+        .args([
+            "--port",
+            &port(0),
+            "--count",
+            &frames.to_string(),
+            "--rate",
+            "20",
+        ])
+        .args(["--tso", "1448", "--dst", &dst_s])
+        .output()
+        .expect("run pktgen");
+    let out = String::from_utf8_lossy(&gen.stdout);
+    println!("{out}");
+    assert!(
+        gen.status.success(),
+        "pktgen: {out} {}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    assert!(
+        out.contains("segmentation done in hardware") && out.contains("46 segments"),
+        "pktgen's first line says the NIC cuts the frames: {out}"
+    );
+    assert!(
+        out.contains(&format!("segments   {} expected", 46 * frames)),
+        "{out}"
+    );
+    // pktgen's flow: 198.18.0.0 to 198.19.0.1, TCP 10000 -> 9001.
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    let mut burst = Vec::new();
+    while got.len() < 46 * frames && t0.elapsed() < Duration::from_secs(5) {
+        rx.queue(0).rx_burst(&mut burst, 64);
+        got.extend(burst.drain(..).map(|p| p.data().to_vec()));
+    }
+    assert_eq!(
+        got.len(),
+        46 * frames,
+        "every segment of every frame arrived"
+    );
+    for (n, frame) in got.chunks(46).enumerate() {
+        let segs: Vec<Segment> = frame
+            .iter()
+            .enumerate()
+            .map(|(k, f)| parse_pktgen_segment(f, &format!("pktgen frame {n} segment {k}")))
+            .collect();
+        for (k, s) in segs.iter().enumerate() {
+            assert_eq!(s.id, Some((n + k) as u16), "frame {n} segment {k}: IPv4 ID");
+            assert_eq!(
+                s.seq,
+                (n as u32)
+                    .wrapping_mul(65495)
+                    .wrapping_add((k * 1448) as u32),
+                "frame {n} segment {k}: sequence number"
+            );
+            assert_eq!(s.payload.len(), if k < 45 { 1448 } else { 335 });
+        }
+        assert_eq!(
+            &segs[0].payload[..8],
+            &(n as u64).to_be_bytes(),
+            "frame {n}: its number"
+        );
+    }
+}
+
+/// [`parse_segment`] for pktgen's TSO frames (its own ports and ACK).
+fn parse_pktgen_segment(f: &[u8], what: &str) -> Segment {
+    let h = etherparse::PacketHeaders::from_ethernet_slice(f)
+        .unwrap_or_else(|e| panic!("{what}: not a TCP/IP frame: {e}"));
+    let Some(etherparse::TransportHeader::Tcp(tcp)) = h.transport else {
+        panic!("{what}: not TCP");
+    };
+    let Some(etherparse::NetHeaders::Ipv4(ip, _)) = h.net else {
+        panic!("{what}: not IPv4");
+    };
+    let payload = h.payload.slice().to_vec();
+    assert_eq!(
+        ip.header_checksum,
+        ip.calc_header_checksum(),
+        "{what}: IPv4 checksum"
+    );
+    assert_eq!(
+        tcp.checksum,
+        tcp.calc_checksum_ipv4(&ip, &payload).unwrap(),
+        "{what}: TCP checksum"
+    );
+    assert_eq!(
+        (tcp.source_port, tcp.destination_port),
+        (10000, 9001),
+        "{what}"
+    );
+    Segment {
+        id: Some(ip.identification),
+        seq: tcp.sequence_number,
+        psh: tcp.psh,
+        fin: tcp.fin,
+        payload,
+    }
 }

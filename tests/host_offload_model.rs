@@ -360,3 +360,402 @@ fn the_models_refuse_a_context_that_does_not_describe_its_frame() {
         .unwrap_err()
         .contains("PAYLEN"));
 }
+
+// ---- TCP segmentation (TSO) ----
+
+use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, TcpHeader};
+
+const V6_SRC: [u8; 16] = [0xfd; 16];
+const V6_DST: [u8; 16] = [0xfe; 16];
+
+/// The TCP header of segment `k` of `n` (or of the whole frame with
+/// `k = 0, n = 1`): ACK, and PSH and FIN on the last only.
+fn tso_tcp(seq: u32, last: bool) -> TcpHeader {
+    let mut t = TcpHeader::new(40000, 80, seq, 512);
+    t.ack = true;
+    t.acknowledgment_number = 7;
+    t.psh = last;
+    t.fin = last;
+    t
+}
+
+/// What an application hands pollnic for TSO: Ethernet, IPv4 (ID `id`,
+/// DF; its total length and checksum left as junk, which TSO ignores) or
+/// IPv6 (payload length junk), TCP with ACK, PSH and FIN (checksum junk),
+/// then `payload`.
+fn tso_frame(dst: [u8; 6], v6: bool, id: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    let et = if v6 { EtherType::IPV6 } else { EtherType::IPV4 };
+    Ethernet2Header {
+        source: SRC,
+        destination: dst,
+        ether_type: et,
+    }
+    .write(&mut f)
+    .unwrap();
+    if v6 {
+        let mut ip = Ipv6Header {
+            next_header: IpNumber::TCP,
+            hop_limit: 64,
+            source: V6_SRC,
+            destination: V6_DST,
+            ..Default::default()
+        };
+        ip.payload_length = 0xbeef;
+        ip.write(&mut f).unwrap();
+    } else {
+        let mut ip = Ipv4Header::new(0, 64, IpNumber::TCP, [10, 0, 0, 1], [10, 0, 0, 2]).unwrap();
+        ip.identification = id;
+        ip.dont_fragment = true;
+        ip.total_len = 0xbeef;
+        ip.header_checksum = 0x1234;
+        ip.write_raw(&mut f).unwrap();
+    }
+    let mut t = tso_tcp(seq, true);
+    t.checksum = 0x5555;
+    t.write(&mut f).unwrap();
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The segments silicon sends for [`tso_frame`] at `mss`, built and
+/// checksummed by etherparse: IPv4 IDs `id`, `id + 1`, ...; sequence
+/// numbers advanced by the payload before; PSH and FIN on the last only;
+/// every length and checksum the segment's own; `vlan` inserted.
+fn tso_reference(
+    dst: [u8; 6],
+    v6: bool,
+    id: u16,
+    seq: u32,
+    payload: &[u8],
+    mss: usize,
+    vlan: Option<u16>,
+) -> Vec<Vec<u8>> {
+    let n = payload.len().div_ceil(mss);
+    payload
+        .chunks(mss)
+        .enumerate()
+        .map(|(k, chunk)| {
+            let mut t = tso_tcp(seq.wrapping_add((k * mss) as u32), k + 1 == n);
+            let mut f = Vec::new();
+            let et = if v6 { EtherType::IPV6 } else { EtherType::IPV4 };
+            Ethernet2Header {
+                source: SRC,
+                destination: dst,
+                ether_type: et,
+            }
+            .write(&mut f)
+            .unwrap();
+            let l4 = (t.header_len() + chunk.len()) as u16;
+            if v6 {
+                let ip = Ipv6Header {
+                    payload_length: l4,
+                    next_header: IpNumber::TCP,
+                    hop_limit: 64,
+                    source: V6_SRC,
+                    destination: V6_DST,
+                    ..Default::default()
+                };
+                t.checksum = t.calc_checksum_ipv6(&ip, chunk).unwrap();
+                ip.write(&mut f).unwrap();
+            } else {
+                let mut ip =
+                    Ipv4Header::new(l4, 64, IpNumber::TCP, [10, 0, 0, 1], [10, 0, 0, 2]).unwrap();
+                ip.identification = id.wrapping_add(k as u16);
+                ip.dont_fragment = true;
+                ip.header_checksum = ip.calc_header_checksum();
+                t.checksum = t.calc_checksum_ipv4(&ip, chunk).unwrap();
+                ip.write(&mut f).unwrap();
+            }
+            t.write(&mut f).unwrap();
+            f.extend_from_slice(chunk);
+            if let Some(tci) = vlan {
+                let tag = tci.to_be_bytes();
+                f.splice(12..12, [0x81, 0x00, tag[0], tag[1]]);
+            }
+            f
+        })
+        .collect()
+}
+
+fn big_packet(pool: &pollnic::Mempool, bytes: &[u8]) -> Packet {
+    let mut p = pool.alloc().expect("a free big buffer");
+    p.set_len(bytes.len()).unwrap();
+    p.data_mut().copy_from_slice(bytes);
+    p
+}
+
+/// A payload whose bytes say where they are (a misplaced cut shows).
+fn payload(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+#[test]
+fn tso_cuts_a_64k_payload_into_mss_segments_as_silicon_does_on_both_models() {
+    let dst = [0x02, 0, 0, 0, 0, 9];
+    for (name, m) in models() {
+        let mut dev = m.open_dev(&cfg());
+        let big = dev
+            .create_mempool(8, 72 * 1024)
+            .expect("a pool of 72 KiB buffers");
+        let pl = payload(65536);
+        for (v6, vlan) in [(false, None), (true, None), (false, Some(0x2064))] {
+            let what = format!("{name} IPv{} vlan {vlan:?}", if v6 { 6 } else { 4 });
+            let f = tso_frame(dst, v6, 0xfffe, 0xffff_f000, &pl);
+            let mut ol = TxOffload::NONE.with_tso(1448);
+            if let Some(tci) = vlan {
+                ol = ol.with_vlan(tci);
+            }
+            assert_eq!(ol.check(&f), Ok(()), "{what}");
+            // Two like frames in one burst: one context for both.
+            let before = dev.queue(0).tx_stats();
+            let mut burst = vec![big_packet(&big, &f), big_packet(&big, &f)];
+            assert_eq!(dev.queue(0).tx_burst_offload(&mut burst, &ol), 2, "{what}");
+            let s = dev.queue(0).tx_stats();
+            assert_eq!(s.tx_contexts - before.tx_contexts, 1, "{what}");
+            assert_eq!(s.packets - before.packets, 2, "{what}: two frames");
+            let wire = m.wire();
+            // 65,536 / 1,448: 45 full segments and one of 376 bytes; the
+            // IPv4 ID wraps from 0xffff to 0 and the sequence number
+            // through 2^32.
+            assert_eq!(wire.len(), 92, "{what}");
+            let want = tso_reference(dst, v6, 0xfffe, 0xffff_f000, &pl, 1448, vlan);
+            assert_eq!(want.len(), 46);
+            for (k, seg) in wire.iter().enumerate() {
+                assert!(
+                    seg == &want[k % 46],
+                    "{what}: segment {} of frame {} differs",
+                    k % 46,
+                    k / 46
+                );
+            }
+            assert!(m.violations().is_empty(), "{what}: {:?}", m.violations());
+        }
+        assert!(dev.queue(0).flush_tx(Duration::from_secs(1)), "{name}");
+        assert_eq!(big.free_count(), 8, "{name}: every big buffer back");
+        drop(dev);
+    }
+}
+
+/// TSO frames of many sizes and MSS, with checksum-only frames between
+/// them, through a 64-descriptor ring many times over: each reaches the
+/// wire as its reference segments, and no buffer is lost.
+#[test]
+fn tso_frames_of_every_size_wrap_the_ring_and_lose_no_buffer() {
+    let dst = [0x02, 0, 0, 0, 0, 9];
+    for (name, m) in models() {
+        let mut dev = m.open_dev(&cfg());
+        let big = dev.create_mempool(64, 40 * 1024).unwrap();
+        let pool = dev.mempool().clone();
+        let mut seed = 0x9e37_79b9u64;
+        for round in 0..60u32 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = 1 + (seed >> 33) as usize % 40_000;
+            let mss = [536usize, 1448, 1460, 8960][round as usize % 4];
+            let pl = payload(len);
+            let f = tso_frame(dst, round % 3 == 2, round as u16, round * 1000, &pl);
+            let ck = zeroed(udp4(dst, None, &[round as u8; 40]), UDP4_CSUM, true);
+            let mut burst = vec![big_packet(&big, &f), big_packet(&big, &f)];
+            let ol = TxOffload::NONE.with_tso(mss as u16);
+            assert_eq!(
+                dev.queue(0).tx_burst_offload(&mut burst, &ol),
+                2,
+                "{name} round {round}"
+            );
+            let mut one = vec![packet(&mut dev, &ck)];
+            let full = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
+            assert_eq!(dev.queue(0).tx_burst_offload(&mut one, &full), 1);
+            let mut want = tso_reference(
+                dst,
+                round % 3 == 2,
+                round as u16,
+                round * 1000,
+                &pl,
+                mss,
+                None,
+            );
+            want.extend(want.clone());
+            want.push(udp4(dst, None, &[round as u8; 40]));
+            assert!(
+                m.wire() == want,
+                "{name} round {round}: {len} bytes at MSS {mss}"
+            );
+        }
+        assert!(m.violations().is_empty(), "{name}: {:?}", m.violations());
+        assert!(dev.queue(0).flush_tx(Duration::from_secs(1)), "{name}");
+        assert_eq!(big.free_count(), 64, "{name}: every big buffer back");
+        drop(dev);
+        assert_eq!(pool.free_count(), pool.capacity() as usize, "{name}");
+    }
+}
+
+#[test]
+fn tso_requests_the_nic_cannot_do_are_refused_counted_and_lose_no_buffer() {
+    use pollnic::offload::{TSO_MAX_MSS, TSO_MAX_PAYLEN};
+    let dst = [0x02, 0, 0, 0, 0, 9];
+    for (name, m) in models() {
+        let mut dev = m.open_dev(&cfg());
+        let big = dev.create_mempool(8, 260 * 1024).unwrap();
+        let f = tso_frame(dst, false, 1, 1, &payload(3000));
+        let mut udp = tso_frame(dst, false, 1, 1, &payload(3000));
+        udp[14 + 9] = 17;
+        let too_long = tso_frame(dst, false, 1, 1, &payload(TSO_MAX_PAYLEN + 1));
+        let cases: Vec<(Vec<u8>, u16, TxRefusal)> = vec![
+            (
+                f.clone(),
+                0,
+                TxRefusal::MssOutOfRange {
+                    mss: 0,
+                    max: TSO_MAX_MSS,
+                },
+            ),
+            (
+                f.clone(),
+                TSO_MAX_MSS + 1,
+                TxRefusal::MssOutOfRange {
+                    mss: TSO_MAX_MSS + 1,
+                    max: TSO_MAX_MSS,
+                },
+            ),
+            (
+                f[..14 + 20 + 10].to_vec(),
+                1448,
+                TxRefusal::TooShort {
+                    len: 44,
+                    needed: 54,
+                },
+            ),
+            (
+                f[..54].to_vec(),
+                1448,
+                TxRefusal::TsoPayload {
+                    len: 0,
+                    max: TSO_MAX_PAYLEN,
+                },
+            ),
+            (
+                too_long,
+                1448,
+                TxRefusal::TsoPayload {
+                    len: TSO_MAX_PAYLEN + 1,
+                    max: TSO_MAX_PAYLEN,
+                },
+            ),
+            (udp, 1448, TxRefusal::TsoNotTcp { protocol: 17 }),
+        ];
+        for (k, (bad, mss, why)) in cases.iter().enumerate() {
+            let ol = TxOffload::NONE.with_tso(*mss);
+            assert_eq!(ol.check(bad), Err(*why), "{name} case {k}");
+            assert!(!why.to_string().is_empty());
+            // A good TSO frame behind the refused one still goes.
+            let good = TxOffload::NONE.with_tso(1448);
+            let mut burst = vec![big_packet(&big, bad)];
+            assert_eq!(
+                dev.queue(0).tx_burst_offload(&mut burst, &ol),
+                1,
+                "{name} case {k}"
+            );
+            let mut burst = vec![big_packet(&big, &f)];
+            assert_eq!(
+                dev.queue(0).tx_burst_offload(&mut burst, &good),
+                1,
+                "{name} case {k}"
+            );
+            assert_eq!(
+                dev.queue(0).last_tx_refusal(),
+                Some(*why),
+                "{name} case {k}"
+            );
+            let s = dev.queue(0).tx_stats();
+            assert_eq!(
+                (s.tx_offload_errors, s.tx_errors),
+                (k as u64 + 1, k as u64 + 1),
+                "{name}"
+            );
+            assert_eq!(
+                m.wire().len(),
+                3,
+                "{name} case {k}: only the good frame's 3 segments"
+            );
+        }
+        assert!(m.violations().is_empty(), "{name}: {:?}", m.violations());
+        assert!(dev.queue(0).flush_tx(Duration::from_secs(1)));
+        assert_eq!(big.free_count(), 8, "{name}: every big buffer back");
+        // The device goes first: the model counts unmapping a region it
+        // could still reach as a violation.
+        drop(dev);
+    }
+}
+
+#[test]
+fn the_models_refuse_a_tso_context_that_does_not_describe_its_frame() {
+    use pollnic_hw::offload::{tx_plan, tx_prepare, TxContext, TXD_OLINFO_CC};
+    use pollnic_model::offload::{tx, Part};
+    let mut f = tso_frame([2; 6], false, 1, 1, &payload(5000));
+    let plan = tx_plan(&f, &TxOffload::NONE.with_tso(1000)).unwrap();
+    tx_prepare(&mut f, &plan.prep);
+    let paylen = plan.tso_paylen.unwrap();
+    let olinfo = paylen << 14 | plan.popts;
+    let mut ctxs = [plan.ctx; 8];
+    assert_eq!(
+        tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Igb)
+            .unwrap()
+            .len(),
+        5
+    );
+    assert!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Ixgbe)
+        .unwrap_err()
+        .contains("CC"));
+    assert_eq!(
+        tx(
+            f.clone(),
+            plan.dcmd,
+            olinfo | TXD_OLINFO_CC,
+            &ctxs,
+            Part::Ixgbe
+        )
+        .unwrap()
+        .len(),
+        5
+    );
+    // PAYLEN the whole frame (as without TSO) is wrong.
+    let e = tx(
+        f.clone(),
+        plan.dcmd,
+        (f.len() as u32) << 14 | plan.popts,
+        &ctxs,
+        Part::Igb,
+    )
+    .unwrap_err();
+    assert!(e.contains("PAYLEN"), "{e}");
+    // L4LEN 0, as a context written for a checksum of UDP would hold.
+    let c = plan.ctx.unwrap();
+    ctxs[0] = Some(
+        TxContext::new(0, 14, 20, true, true, 0)
+            .unwrap()
+            .with_mss(1000)
+            .unwrap(),
+    );
+    assert!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Igb).is_err());
+    // MSS 0 in the context.
+    ctxs[0] = Some(TxContext::new(0, 14, 20, true, true, 20).unwrap());
+    assert!(tx(f.clone(), plan.dcmd, olinfo, &ctxs, Part::Igb)
+        .unwrap_err()
+        .contains("MSS 0"));
+    // No TXSM.
+    ctxs[0] = Some(c);
+    assert!(tx(f.clone(), plan.dcmd, paylen << 14, &ctxs, Part::Igb)
+        .unwrap_err()
+        .contains("TXSM"));
+    // A header field wider than its context field cannot be asked for.
+    assert!(matches!(
+        TxContext::new(0, 14, 20, true, true, 256),
+        Err(TxRefusal::HeaderTooLong {
+            field: "L4LEN",
+            len: 256,
+            max: 255
+        })
+    ));
+}

@@ -896,6 +896,36 @@ impl Device {
         self.queues[0].mempool()
     }
 
+    /// A new mempool of `count` buffers of `buf_size` bytes each (rounded
+    /// up to 128), mapped for this device's DMA: for TX frames longer than
+    /// the queues' own buffers, above all TSO frames
+    /// ([`offload::TxOffload::with_tso`](crate::offload::TxOffload::with_tso)):
+    /// a 64 KiB TCP payload with its headers is one [`Packet`](crate::Packet)
+    /// of such a pool, e.g. `dev.create_mempool(64, 72 * 1024)`. Every port
+    /// that shares this device's container ([`Device::open_many`]) can send
+    /// its packets, zero copy; the queues free them back into it once sent
+    /// (counted in `TxStats::foreign`). No buffer crosses a page, so a
+    /// 2 MiB hugepage holds `2 MiB / buf_size` of them; the pool stays
+    /// mapped while any of its packets lives (DPDK's
+    /// `rte_pktmbuf_pool_create`). Listed in [`Device::dma_mappings`] as
+    /// `DmaPurpose::CreatedMempool`. Let the device go first (drop the
+    /// pool after it): the pool is unmapped when its last handle and packet
+    /// go, and a queue may still hold a descriptor that names it until the
+    /// device is closed.
+    ///
+    /// # Errors
+    /// [`Error::Dma`] when the memory cannot be had (no free hugepages:
+    /// reserve more, `echo N > /proc/sys/vm/nr_hugepages`; `buf_size`
+    /// above the page size) or mapped.
+    pub fn create_mempool(&self, count: u32, buf_size: usize) -> Result<Mempool> {
+        let mapper = Recording::new(
+            self.io.dma(),
+            DmaPurpose::CreatedMempool,
+            Arc::clone(&self.mappings),
+        );
+        Ok(Mempool::new(count, buf_size, self.io.page_size(), mapper)?)
+    }
+
     /// The station MAC address (RAL0/RAH0 as loaded from the EEPROM).
     pub fn mac(&self) -> [u8; 6] {
         self.mac

@@ -86,7 +86,9 @@ pub use pollnic_rings::{DataPath, Mempool, Packet};
 /// per-frame TX request ([`Queue::tx_burst_offload`]). See
 /// `docs/library.md` ("Offloads").
 pub mod offload {
-    pub use pollnic_hw::offload::{ChecksumStatus, RxChecksum, TxOffload, TxRefusal};
+    pub use pollnic_hw::offload::{
+        ChecksumStatus, RxChecksum, TxOffload, TxRefusal, TSO_MAX_MSS, TSO_MAX_PAYLEN,
+    };
 }
 pub use queue::Queue;
 pub use runner::run_pinned;

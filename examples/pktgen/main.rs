@@ -11,6 +11,11 @@
 //! a summary (or, with `--json`, one JSON object per second and a summary
 //! object). `--write FILE` records every frame the NIC accepted, as sent, in
 //! a pcap with nanosecond timestamps. Ctrl-C stops it cleanly.
+//!
+//! `--tso MSS` sends TCP/IPv4 frames of `--tso-payload` bytes of payload
+//! (default 65,495, the most one IPv4 datagram carries) instead, which the
+//! NIC cuts into segments of at most MSS bytes (TCP segmentation offload:
+//! the segmentation is done in hardware, pollnic hands over one frame).
 
 mod report;
 
@@ -63,6 +68,15 @@ struct Args {
     /// and no UDP checksum.
     #[arg(long)]
     tx_checksum: bool,
+    /// Send TCP/IPv4 frames that the NIC cuts into segments of at most
+    /// this many bytes of payload (TCP segmentation offload, done in
+    /// hardware); at most the MTU less 40. [range: 1..=9216]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=9216), conflicts_with_all = ["frame_size", "write"])]
+    tso: Option<u16>,
+    /// With --tso: TCP payload bytes per frame (default 65495: the most one
+    /// IPv4 datagram carries; up to 262143, PAYLEN's 18 bits). [range: 1..=262143]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=262143))]
+    tso_payload: Option<usize>,
     /// Destination MAC (default: broadcast ff:ff:ff:ff:ff:ff).
     #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
     dst: String,
@@ -109,6 +123,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     gen::check_frame_size(args.frame_size.max_wire_len(), args.mtu, vlan.is_some())
         .map_err(Usage)?;
     let dst = parse_mac(&args.dst).map_err(Usage)?;
+    let tso = args
+        .tso
+        .map(|mss| gen::check_tso_mss(mss, args.mtu))
+        .transpose()
+        .map_err(Usage)?;
+    if let (None, Some(n)) = (tso, args.tso_payload) {
+        return Err(Usage(format!("--tso-payload {n} needs --tso MSS (e.g. --tso 1448)")).into());
+    }
+    let tso_payload = args.tso_payload.unwrap_or(65495);
     pollnic_tools::check_ring_size_arg(args.ring_size).map_err(Usage)?;
     // The output file first: an unwritable path fails before the NIC is touched.
     let mut out = match &args.write {
@@ -135,11 +158,23 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let (true, Some(v)) = (args.hw_vlan, vlan) {
         offload = offload.with_vlan(v & 0x0fff);
     }
+    // With --tso, frames come from a pool of buffers large enough for one
+    // whole TSO frame (the queue's own are 2 KiB).
+    let tso_pool = match tso {
+        Some(mss) => {
+            offload = offload.with_tso(mss);
+            let len = gen::TSO_HEADERS + gen::VLAN_TAG_LEN + tso_payload;
+            Some(dev.create_mempool(64 + args.batch as u32, len)?)
+        }
+        None => None,
+    };
+    let segments = tso.map(|mss| (tso_payload as u64).div_ceil(mss as u64));
     rep.start(
         &dev,
         &args.frame_size,
         vlan,
         (args.hw_vlan, args.tx_checksum),
+        tso.map(|mss| (mss, tso_payload)),
         args.flows,
         args.rate,
         args.count,
@@ -180,6 +215,34 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             due.min(args.count)
         };
         while pending.len() < args.batch && seq < limit {
+            if let Some(pool) = &tso_pool {
+                let Some(mut p) = pool.alloc() else {
+                    break;
+                };
+                let sw_vlan = if args.hw_vlan { None } else { vlan };
+                let len = gen::TSO_HEADERS
+                    + if sw_vlan.is_some() {
+                        gen::VLAN_TAG_LEN
+                    } else {
+                        0
+                    }
+                    + tso_payload;
+                let tcp_seq = (seq as u32).wrapping_mul(tso_payload as u32);
+                if p.set_len(len).is_err()
+                    || !gen::write_tso(
+                        p.data_mut(),
+                        &flows[(seq % flows.len() as u64) as usize],
+                        seq,
+                        tcp_seq,
+                        sw_vlan,
+                    )
+                {
+                    return Err(format!("TSO frame {seq}: {len} bytes do not fit a buffer").into());
+                }
+                pending.push(p);
+                seq += 1;
+                continue;
+            }
             let Some(mut p) = dev.mempool().alloc() else {
                 break;
             };
@@ -247,6 +310,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let span = first_last.map_or(Duration::ZERO, |(a, b)| b - a);
     rep.summary(
         &mut dev,
+        segments,
         sent,
         bytes,
         elapsed,

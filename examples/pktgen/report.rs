@@ -24,6 +24,7 @@ impl Reporter {
         size: &FrameSize,
         vlan: Option<u16>,
         (hw_vlan, hw_csum): (bool, bool),
+        tso: Option<(u16, usize)>,
         flows: u32,
         rate: u64,
         count: u64,
@@ -32,15 +33,24 @@ impl Reporter {
         if self.json {
             pollnic_tools::jsonout::emit(&serde_json::json!({
                 "type": "start", "port": dev.address().to_string(), "frame_size": size.describe(),
-                "vlan": vlan, "vlan_by_nic": hw_vlan, "checksums_by_nic": hw_csum, "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
+                "vlan": vlan, "vlan_by_nic": hw_vlan, "checksums_by_nic": hw_csum,
+                "tso_mss": tso.map(|t| t.0), "tso_payload": tso.map(|t| t.1), "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
             }));
             return;
         }
+        let frames = match tso {
+            Some((mss, payload)) => format!(
+                "TCP/IPv4 frames of {payload} bytes of payload cut by the NIC into {} segments of \
+                 at most {mss} bytes each (TSO: segmentation done in hardware)",
+                (payload as u64).div_ceil(mss as u64)
+            ),
+            None => format!("{} frames", size.describe()),
+        };
         println!(
-            "pollnic pktgen: {} ({}), {} frames{}{}, {} flow(s), {}, {}, {}",
+            "pollnic pktgen: {} ({}), {}{}{}, {} flow(s), {}, {}, {}",
             dev.address(),
             dev.mac_string(),
-            size.describe(),
+            frames,
             vlan.map(|v| format!(
                 " tagged VLAN {v} ({})",
                 if hw_vlan {
@@ -100,9 +110,11 @@ impl Reporter {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// `segments`: with TSO, the segments the NIC sends per frame.
     pub fn summary(
         &mut self,
         dev: &mut Device,
+        segments: Option<u64>,
         sent: u64,
         bytes: u64,
         elapsed: Duration,
@@ -119,6 +131,8 @@ impl Reporter {
         };
         let stats = dev.stats();
         let hw = stats.get("tx_packets").unwrap_or(0);
+        // With TSO, QEMU's igb counts each frame once in tx_packets (GPTC),
+        // not per segment, so only the frames are held against it.
         let account = TxAccount {
             handed: sent,
             tx_packets: hw,
@@ -131,6 +145,7 @@ impl Reporter {
                     "type": "summary",
                     "port": dev.address().to_string(),
                     "sent": sent,
+                    "tso_segments": segments.map(|n| n * sent),
                     "bytes": bytes,
                     "seconds": elapsed.as_secs_f64(),
                     "tx_pps": t.measurable().then(|| t.pps()),
@@ -156,6 +171,13 @@ impl Reporter {
             "sent       {sent} frames, {bytes} bytes in {:.2} s (tx_packets counter: {hw})",
             elapsed.as_secs_f64()
         );
+        if let Some(n) = segments {
+            println!(
+                "segments   {} expected on the wire, {n} per frame (TSO: cut by the NIC; \
+                 QEMU's igb counts a TSO frame once in tx_packets)",
+                n * sent
+            );
+        }
         if let Some(line) = account.shortfall_line() {
             println!("{line}");
         }

@@ -166,6 +166,72 @@ pub fn write(buf: &mut [u8], flow: &Flow, seq: u64, tx_ns: u64, vlan: Option<u16
     true
 }
 
+/// Bytes of a TSO test frame's headers, untagged: Ethernet (14), IPv4 (20)
+/// and TCP (20), no options.
+pub const TSO_HEADERS: usize = 54;
+
+/// Check `pktgen --tso MSS` against the MTU: every segment the NIC cuts
+/// carries IPv4 and TCP headers (40 bytes) and at most `mss` bytes of
+/// payload, which must fit the MTU.
+pub fn check_tso_mss(mss: u16, mtu: u32) -> Result<u16, String> {
+    let max = mtu
+        .saturating_sub(40)
+        .min(pollnic::offload::TSO_MAX_MSS as u32);
+    if mss == 0 || mss as u32 > max {
+        return Err(format!(
+            "--tso {mss}: an MSS must be 1..={max} bytes at --mtu {mtu} (the MTU less 40 bytes \
+             of IPv4 and TCP headers): use --tso 1460, or raise --mtu"
+        ));
+    }
+    Ok(mss)
+}
+
+/// Write a TCP/IPv4 frame for TCP segmentation (`pktgen --tso`) into all
+/// of `buf`: the flow's MACs and addresses, its ports as TCP ports, IPv4 ID
+/// `seq` (16 bits) with DF, TCP sequence number `tcp_seq`, ACK and PSH, and
+/// a payload that starts with `seq` (8 bytes, big-endian) followed by a byte
+/// pattern. The IPv4 total length and both checksums are left 0: with TSO
+/// the NIC writes each segment's. `vlan` tags it in software (4 bytes more).
+/// `false` when `buf` holds no payload byte after the headers.
+pub fn write_tso(buf: &mut [u8], flow: &Flow, seq: u64, tcp_seq: u32, vlan: Option<u16>) -> bool {
+    let l2 = if vlan.is_some() { 18 } else { 14 };
+    if buf.len() <= l2 + 40 {
+        return false;
+    }
+    buf[..6].copy_from_slice(&flow.dst_mac);
+    buf[6..12].copy_from_slice(&flow.src_mac);
+    if let Some(id) = vlan {
+        buf[12..14].copy_from_slice(&TPID_8021Q.to_be_bytes());
+        buf[14..16].copy_from_slice(&(id & 0x0fff).to_be_bytes());
+    }
+    buf[l2 - 2..l2].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut buf[l2..l2 + 20];
+    ip.fill(0);
+    ip[0] = 0x45;
+    ip[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&flow.src_ip);
+    ip[16..20].copy_from_slice(&flow.dst_ip);
+    let tcp = &mut buf[l2 + 20..l2 + 40];
+    tcp.fill(0);
+    tcp[0..2].copy_from_slice(&flow.src_port.to_be_bytes());
+    tcp[2..4].copy_from_slice(&flow.dst_port.to_be_bytes());
+    tcp[4..8].copy_from_slice(&tcp_seq.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18; // ACK, PSH
+    tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    let payload = &mut buf[l2 + 40..];
+    for (i, b) in payload.iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    let head = seq.to_be_bytes();
+    let n = head.len().min(payload.len());
+    payload[..n].copy_from_slice(&head[..n]);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

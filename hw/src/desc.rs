@@ -164,6 +164,22 @@ pub const fn tx_data_offload(buf_iova: u64, len: u16, dcmd: u32, olinfo: u32) ->
     }
 }
 
+/// One of the data descriptors of a frame that spans several (a TSO frame
+/// over one buffer, cut at [`crate::offload::TSO_DATA_PER_DESC`]): `len`
+/// bytes at `buf_iova`, DCMD `dcmd` (TSE, VLE) on every one as Linux
+/// `igb_tx_map` does, EOP on the frame's last only, and `olinfo_status`
+/// as given (PAYLEN, POPTS, IDX, CC on the first; 0 on the others, which
+/// the NIC does not read). IFCS and DEXT always; no RS.
+#[inline]
+pub const fn tx_data_part(buf_iova: u64, len: u16, eop: bool, dcmd: u32, olinfo: u32) -> RawDesc {
+    let eop = if eop { TXD_DCMD_EOP } else { 0 };
+    let cmd_type_len = len as u32 | TXD_DTYP_DATA | TXD_DCMD_IFCS | TXD_DCMD_DEXT | eop | dcmd;
+    RawDesc {
+        lo: buf_iova,
+        hi: cmd_type_len as u64 | (olinfo as u64) << 32,
+    }
+}
+
 /// The same TX descriptor with report status (RS) set: the device writes DD
 /// back into it once it and every earlier descriptor are done (82576
 /// datasheet §7.2.3.1).

@@ -1,15 +1,18 @@
-//! Checksum and VLAN offloads: what the RX write-back says about a frame's
-//! checksums and VLAN tag, and the TX context a frame's offload request
-//! needs (the advanced context descriptor's fields, from the frame's own
-//! headers).
+//! Checksum, VLAN and TCP segmentation offloads: what the RX write-back
+//! says about a frame's checksums and VLAN tag, and the TX context a frame's
+//! offload request needs (the advanced context descriptor's fields, from the
+//! frame's own headers).
 //!
 //! Sources: 82576 datasheet §7.1.5 (RX write-back status: VP, UDPCS, L4I,
 //! IPCS; errors L4E, IPE), §7.2.2.3.x (advanced TX context descriptor:
 //! VLAN, MACLEN, IPLEN, TUCMD, L4LEN, MSS, IDX; data descriptor POPTS
 //! IXSM/TXSM, DCMD VLE); 82599 datasheet §7.1.6.2 (the same status bits; its
 //! errors are TCPE at bit 30 and IPE at bit 31) and §7.2.3.2.3 (the same
-//! context layout, plus the data descriptor's CC bit); Linux
-//! `igb_rx_checksum`, `igb_tx_csum`, `ixgbe_rx_checksum`, `ixgbe_tx_csum`.
+//! context layout, plus the data descriptor's CC bit); for TSO 82576
+//! §7.2.4 and 82599 §7.2.4 (TCP segmentation: MSS and L4LEN in the context,
+//! DCMD.TSE and PAYLEN, the TCP payload, in the data descriptor); Linux
+//! `igb_rx_checksum`, `igb_tx_csum`, `igb_tso`, `ixgbe_rx_checksum`,
+//! `ixgbe_tx_csum`, `ixgbe_tso`.
 //!
 //! # RX status word
 //!
@@ -153,6 +156,20 @@ pub const CTX_L4LEN_SHIFT: u32 = 8;
 /// Context `mss_l4len_idx`: MSS shift (bits 31:16).
 pub const CTX_MSS_SHIFT: u32 = 16;
 
+/// Largest MSS pollnic asks for, in bytes of TCP payload per segment: DPDK's
+/// hardware limit for igb (`IGB_TSO_MAX_MSS` in `igb_rxtx.c`, a 9 KiB jumbo
+/// frame's payload), applied to both families. The context's MSS field is
+/// 16 bits wide.
+pub const TSO_MAX_MSS: u16 = 9216;
+/// Largest TCP payload of one TSO frame, in bytes: the data descriptor's
+/// PAYLEN field is 18 bits wide (82576 §7.2.2.3, 82599 §7.2.3.2.4).
+pub const TSO_MAX_PAYLEN: usize = (1 << 18) - 1;
+/// Most bytes one data descriptor of a TSO frame carries: the TX ring cuts
+/// a frame longer than this into several data descriptors over the same
+/// buffer. Linux ixgbe's `IXGBE_MAX_DATA_PER_TXD` (igb's is 32 KiB; the
+/// smaller serves both).
+pub const TSO_DATA_PER_DESC: usize = 16 * 1024;
+
 /// Largest MACLEN (7 bits), IPLEN (9 bits) and L4LEN (8 bits) the context
 /// descriptor holds, in bytes.
 pub const MAX_MACLEN: usize = 0x7f;
@@ -188,6 +205,11 @@ pub struct TxOffload {
     /// Insert this 802.1Q tag (TCI) after the source MAC (DCMD.VLE; the
     /// TPID is VET's, 0x8100).
     pub vlan: Option<u16>,
+    /// TCP segmentation (DCMD.TSE) with this MSS: the frame's TCP payload,
+    /// which may be far larger than the MTU, is cut by the NIC into
+    /// segments of at most this many bytes, each with its own copy of the
+    /// headers (see [`TxOffload::with_tso`]).
+    pub tso: Option<u16>,
 }
 
 impl TxOffload {
@@ -196,6 +218,7 @@ impl TxOffload {
         ipv4_checksum: false,
         l4_checksum: false,
         vlan: None,
+        tso: None,
     };
     /// Ask for the IPv4 header checksum.
     #[must_use]
@@ -216,9 +239,28 @@ impl TxOffload {
         self.vlan = Some(tci);
         self
     }
+    /// Ask for TCP segmentation with a maximum segment size of `mss` bytes
+    /// of TCP payload (1..=[`TSO_MAX_MSS`]; checked per frame, a refusal
+    /// otherwise). The frame is one TCP/IPv4 or TCP/IPv6 packet whose
+    /// payload (1..=[`TSO_MAX_PAYLEN`] bytes, everything after the TCP
+    /// header) the NIC sends as `ceil(payload / mss)` segments (82576
+    /// §7.2.4, Linux `igb_tso`): each carries the headers with the IPv4
+    /// total length or IPv6 payload length, the IPv4 identification
+    /// (the frame's, plus one per segment), the TCP sequence number (plus
+    /// the bytes before it) and both checksums written by the NIC; FIN and
+    /// PSH stay on the last segment only. The IP length field of the frame
+    /// is ignored (a 64 KiB payload does not fit it): pollnic zeroes it and
+    /// the IPv4 checksum, and seeds the TCP checksum with the
+    /// pseudo-header's sum without the length, as Linux does. Implies the
+    /// TCP checksum and, for IPv4, the IPv4 header checksum.
+    #[must_use]
+    pub const fn with_tso(mut self, mss: u16) -> Self {
+        self.tso = Some(mss);
+        self
+    }
     /// Whether anything is asked.
     pub const fn is_none(&self) -> bool {
-        !self.ipv4_checksum && !self.l4_checksum && self.vlan.is_none()
+        !self.ipv4_checksum && !self.l4_checksum && self.vlan.is_none() && self.tso.is_none()
     }
     /// Whether the NIC can do this request for `frame` (the frame's
     /// Ethernet bytes, no FCS): the answer the TX burst gives it
@@ -283,6 +325,34 @@ pub enum TxRefusal {
     /// the NIC sums the L4 checksum to the end of the frame, so they would
     /// make it wrong.
     TrailingBytes,
+    /// TSO asked with an MSS outside 1..=`max` ([`TSO_MAX_MSS`]).
+    MssOutOfRange {
+        /// The MSS asked, in bytes.
+        mss: u16,
+        /// The largest MSS pollnic sends with.
+        max: u16,
+    },
+    /// TSO asked of a frame whose TCP payload is empty or longer than the
+    /// data descriptor's PAYLEN field holds ([`TSO_MAX_PAYLEN`]).
+    TsoPayload {
+        /// The TCP payload in bytes (the frame after its TCP header).
+        len: usize,
+        /// The largest payload one TSO frame may carry.
+        max: usize,
+    },
+    /// TSO asked of a frame that is not TCP: this IP protocol number.
+    TsoNotTcp {
+        /// The IP protocol number found.
+        protocol: u8,
+    },
+    /// The frame needs more descriptors (a context and its data
+    /// descriptors) than the TX ring holds, so it could never be queued.
+    RingTooSmall {
+        /// Descriptors the frame needs.
+        needed: usize,
+        /// Descriptors the ring can hold at once (its size − 1).
+        ring: usize,
+    },
 }
 
 impl fmt::Display for TxRefusal {
@@ -334,6 +404,25 @@ impl fmt::Display for TxRefusal {
                 f,
                 "TX L4 checksum offload refused: the frame has non-zero bytes after its IP \
                  datagram, which the NIC would sum: trim the frame to the datagram"
+            ),
+            TxRefusal::MssOutOfRange { mss, max } => write!(
+                f,
+                "TSO refused: MSS {mss} is outside 1..={max} bytes: ask with_tso() with an \
+                 MSS the segments' MTU carries (1448 for TCP/IPv4 with timestamps at MTU 1500)"
+            ),
+            TxRefusal::TsoPayload { len, max } => write!(
+                f,
+                "TSO refused: a TCP payload of {len} bytes is outside 1..={max} (PAYLEN is \
+                 18 bits): send a shorter frame, or an empty one without TSO"
+            ),
+            TxRefusal::TsoNotTcp { protocol } => write!(
+                f,
+                "TSO refused: IP protocol {protocol} is not TCP (6); the NIC segments TCP only"
+            ),
+            TxRefusal::RingTooSmall { needed, ring } => write!(
+                f,
+                "TSO refused: the frame needs {needed} TX descriptors but the ring holds \
+                 {ring}: use a larger TX ring (DeviceConfig::with_tx_ring_size) or a shorter frame"
             ),
         }
     }
@@ -391,6 +480,21 @@ impl TxContext {
             mss_l4len: (l4len as u32) << CTX_L4LEN_SHIFT,
         })
     }
+    /// The same context with MSS set (TSO; 82576 §7.2.2.3: bits 31:16 of
+    /// `mss_l4len_idx`).
+    ///
+    /// # Errors
+    /// [`TxRefusal::MssOutOfRange`] when `mss` is 0 or above [`TSO_MAX_MSS`].
+    pub const fn with_mss(mut self, mss: u16) -> Result<TxContext, TxRefusal> {
+        if mss == 0 || mss > TSO_MAX_MSS {
+            return Err(TxRefusal::MssOutOfRange {
+                mss,
+                max: TSO_MAX_MSS,
+            });
+        }
+        self.mss_l4len = (self.mss_l4len & 0xffff) | (mss as u32) << CTX_MSS_SHIFT;
+        Ok(self)
+    }
     /// The descriptor for context slot `idx` (0 or 1 on igb).
     pub const fn encode(&self, idx: u32) -> crate::desc::RawDesc {
         crate::desc::RawDesc {
@@ -428,6 +532,10 @@ impl TxContext {
     pub const fn l4len(&self) -> usize {
         ((self.mss_l4len >> CTX_L4LEN_SHIFT) & 0xff) as usize
     }
+    /// MSS in bytes (TSO; 0 when not set).
+    pub const fn mss(&self) -> u16 {
+        (self.mss_l4len >> CTX_MSS_SHIFT) as u16
+    }
     /// TUCMD.IPV4.
     pub const fn ipv4(&self) -> bool {
         self.type_tucmd_mlhl & CTX_TUCMD_IPV4 != 0
@@ -451,6 +559,9 @@ pub struct TxPlan {
     pub dcmd: u32,
     /// `olinfo_status` bits to add (IXSM, TXSM).
     pub popts: u32,
+    /// With TSO (DCMD.TSE in `dcmd`): the TCP payload in bytes, the data
+    /// descriptor's PAYLEN (the whole frame's length without TSO).
+    pub tso_paylen: Option<u32>,
 }
 
 /// What the driver writes into a frame before the NIC offloads its
@@ -464,8 +575,12 @@ pub struct TxPrep {
     /// Offset of the IPv4 header checksum to zero (IXSM), if any.
     pub ip_csum_at: Option<usize>,
     /// Offset of the L4 checksum field and the pseudo-header sum to put
-    /// there, folded to 16 bits and not complemented (TXSM), if any.
+    /// there, folded to 16 bits and not complemented (TXSM), if any. With
+    /// TSO the sum leaves the length out (the NIC adds each segment's).
     pub l4_seed: Option<(usize, u16)>,
+    /// Offset of the IPv4 total length or IPv6 payload length to zero
+    /// (TSO: the NIC writes each segment's; Linux `igb_tso`), if any.
+    pub ip_len_at: Option<usize>,
 }
 
 /// Write `prep` into `frame` (the bytes [`tx_plan`] planned it for).
@@ -475,6 +590,9 @@ pub fn tx_prepare(frame: &mut [u8], prep: &TxPrep) {
     }
     if let Some((at, seed)) = prep.l4_seed {
         frame[at..at + 2].copy_from_slice(&seed.to_be_bytes());
+    }
+    if let Some(at) = prep.ip_len_at {
+        frame[at..at + 2].copy_from_slice(&[0, 0]);
     }
 }
 
@@ -513,6 +631,7 @@ pub fn tx_plan(frame: &[u8], req: &TxOffload) -> Result<TxPlan, TxRefusal> {
             ctx: None,
             dcmd: 0,
             popts: 0,
+            tso_paylen: None,
         });
     }
     let short = |needed: usize| {
@@ -539,6 +658,9 @@ pub fn tx_plan(frame: &[u8], req: &TxOffload) -> Result<TxPlan, TxRefusal> {
     }
     let vlan = req.vlan.unwrap_or(0);
     let dcmd = if req.vlan.is_some() { TXD_DCMD_VLE } else { 0 };
+    if req.tso.is_some() {
+        return tso_plan(frame, req, maclen, ethertype, vlan, dcmd);
+    }
     if !req.ipv4_checksum && !req.l4_checksum {
         // VLAN insert only: MACLEN and IPLEN as Linux gives them for a
         // non-IP frame (the NIC uses neither without a checksum).
@@ -548,6 +670,7 @@ pub fn tx_plan(frame: &[u8], req: &TxOffload) -> Result<TxPlan, TxRefusal> {
             ctx: Some(ctx),
             dcmd,
             popts: 0,
+            tso_paylen: None,
         });
     }
     // The IP datagram's end (from its own length field).
@@ -635,6 +758,99 @@ pub fn tx_plan(frame: &[u8], req: &TxOffload) -> Result<TxPlan, TxRefusal> {
         ctx: Some(ctx),
         dcmd,
         popts,
+        tso_paylen: None,
+    })
+}
+
+/// [`tx_plan`] for a TSO request: the frame is Ethernet (`maclen` bytes,
+/// EtherType `ethertype`), IPv4 or IPv6, TCP, then the payload to its end
+/// (the IP length field is not read: a 64 KiB payload does not fit it).
+/// As Linux `igb_tso`/`ixgbe_tso`: TUCMD.L4T = TCP (and IPV4), MSS and
+/// L4LEN in the context, DCMD.TSE, POPTS.TXSM (and IXSM for IPv4), PAYLEN
+/// the TCP payload; the IP length and IPv4 checksum zeroed, the TCP
+/// checksum seeded with the pseudo-header's sum without the length.
+fn tso_plan(
+    frame: &[u8],
+    req: &TxOffload,
+    maclen: usize,
+    ethertype: u16,
+    vlan: u16,
+    dcmd: u32,
+) -> Result<TxPlan, TxRefusal> {
+    let mss = req.tso.unwrap_or(0);
+    if mss == 0 || mss > TSO_MAX_MSS {
+        return Err(TxRefusal::MssOutOfRange {
+            mss,
+            max: TSO_MAX_MSS,
+        });
+    }
+    let short = |needed: usize| {
+        if frame.len() < needed {
+            Err(TxRefusal::TooShort {
+                len: frame.len(),
+                needed,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let be16 = |at: usize| u16::from_be_bytes([frame[at], frame[at + 1]]);
+    let (ipv4, iplen, proto) = match ethertype {
+        ETHERTYPE_IPV4 => {
+            short(maclen + 20)?;
+            let ihl = (frame[maclen] & 0x0f) as usize * 4;
+            if ihl < 20 {
+                return Err(TxRefusal::BadHeader);
+            }
+            short(maclen + ihl)?;
+            if be16(maclen + 6) & 0x3fff != 0 {
+                return Err(TxRefusal::Fragment);
+            }
+            (true, ihl, frame[maclen + 9])
+        }
+        ETHERTYPE_IPV6 => {
+            if req.ipv4_checksum {
+                return Err(TxRefusal::NotIpv4);
+            }
+            short(maclen + 40)?;
+            (false, 40, frame[maclen + 6])
+        }
+        other => return Err(TxRefusal::NotIp { ethertype: other }),
+    };
+    if proto != PROTO_TCP {
+        return Err(TxRefusal::TsoNotTcp { protocol: proto });
+    }
+    let l4 = maclen + iplen;
+    short(l4 + 20)?;
+    let doff = (frame[l4 + 12] >> 4) as usize * 4;
+    if doff < 20 {
+        return Err(TxRefusal::BadHeader);
+    }
+    short(l4 + doff)?;
+    let paylen = frame.len() - (l4 + doff);
+    if paylen == 0 || paylen > TSO_MAX_PAYLEN {
+        return Err(TxRefusal::TsoPayload {
+            len: paylen,
+            max: TSO_MAX_PAYLEN,
+        });
+    }
+    let ctx = TxContext::new(vlan, maclen, iplen, ipv4, true, doff)?.with_mss(mss)?;
+    let addrs = if ipv4 {
+        &frame[maclen + 12..maclen + 20]
+    } else {
+        &frame[maclen + 8..maclen + 40]
+    };
+    let prep = TxPrep {
+        ip_csum_at: ipv4.then_some(maclen + 10),
+        l4_seed: Some((l4 + 16, fold(ones_sum(addrs, PROTO_TCP as u64)))),
+        ip_len_at: Some(maclen + if ipv4 { 2 } else { 4 }),
+    };
+    Ok(TxPlan {
+        prep,
+        ctx: Some(ctx),
+        dcmd: dcmd | TXD_DCMD_TSE,
+        popts: TXD_POPTS_TXSM | if ipv4 { TXD_POPTS_IXSM } else { 0 },
+        tso_paylen: Some(paylen as u32),
     })
 }
 
@@ -774,5 +990,103 @@ mod tests {
             TxContext::new(0, 14, 20, true, true, 256),
             Err(TxRefusal::HeaderTooLong { field: "L4LEN", .. })
         ));
+    }
+
+    /// A TCP/IPv4 frame with `payload` bytes after a 20-byte TCP header.
+    fn tcp4(payload: usize) -> Vec<u8> {
+        let mut f = udp4(payload + 12);
+        f[14 + 9] = PROTO_TCP;
+        f[14 + 20 + 12] = 5 << 4;
+        f
+    }
+
+    #[test]
+    fn tso_plan_sets_mss_l4len_tse_and_paylen_and_prepares_as_linux() {
+        let mut f = tcp4(5000);
+        f[14 + 12..14 + 20].copy_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        let p = tx_plan(&f, &TxOffload::NONE.with_tso(1448)).unwrap();
+        let c = p.ctx.unwrap();
+        assert_eq!(
+            (c.maclen(), c.iplen(), c.l4len(), c.mss(), c.ipv4(), c.tcp()),
+            (14, 20, 20, 1448, true, true)
+        );
+        assert_eq!(p.dcmd, TXD_DCMD_TSE);
+        assert_eq!(p.popts, TXD_POPTS_IXSM | TXD_POPTS_TXSM);
+        assert_eq!(p.tso_paylen, Some(5000), "PAYLEN: the TCP payload only");
+        // Linux igb_tso: IPv4 total length and checksum 0, the TCP
+        // checksum the pseudo-header's sum without the length.
+        assert_eq!(p.prep.ip_len_at, Some(14 + 2));
+        assert_eq!(p.prep.ip_csum_at, Some(14 + 10));
+        let seed = fold(ones_sum(&[10, 0, 0, 1, 10, 0, 0, 2], 6));
+        assert_eq!(p.prep.l4_seed, Some((14 + 20 + 16, seed)));
+        f[16..18].copy_from_slice(&[0xbe, 0xef]);
+        tx_prepare(&mut f, &p.prep);
+        assert_eq!(f[16..18], [0, 0]);
+        // Another MSS is another context.
+        let q = tx_plan(&f, &TxOffload::NONE.with_tso(1000)).unwrap();
+        assert_ne!(q.ctx, p.ctx);
+        let (d, _) = TxContext::decode(c.encode(0));
+        assert_eq!(d.mss(), 1448);
+    }
+
+    #[test]
+    fn tso_plan_refuses_what_the_nic_cannot_segment() {
+        let f = tcp4(100);
+        let tso = |mss| TxOffload::NONE.with_tso(mss);
+        assert_eq!(
+            tx_plan(&f, &tso(0)),
+            Err(TxRefusal::MssOutOfRange {
+                mss: 0,
+                max: TSO_MAX_MSS
+            })
+        );
+        assert!(matches!(
+            tx_plan(&f, &tso(TSO_MAX_MSS + 1)),
+            Err(TxRefusal::MssOutOfRange { .. })
+        ));
+        assert!(tx_plan(&f, &tso(TSO_MAX_MSS)).is_ok());
+        assert_eq!(
+            tx_plan(&f[..54], &tso(1448)),
+            Err(TxRefusal::TsoPayload {
+                len: 0,
+                max: TSO_MAX_PAYLEN
+            })
+        );
+        assert_eq!(
+            tx_plan(&udp4(100), &tso(1448)),
+            Err(TxRefusal::TsoNotTcp {
+                protocol: PROTO_UDP
+            })
+        );
+        assert_eq!(
+            tx_plan(&f[..40], &tso(1448)),
+            Err(TxRefusal::TooShort {
+                len: 40,
+                needed: 54
+            })
+        );
+        let mut frag = tcp4(100);
+        frag[14 + 6] = 0x20; // MF
+        assert_eq!(tx_plan(&frag, &tso(1448)), Err(TxRefusal::Fragment));
+        let mut v6 = vec![0u8; 14 + 40 + 20 + 10];
+        v6[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        v6[14 + 6] = PROTO_TCP;
+        v6[14 + 40 + 12] = 5 << 4;
+        let p = tx_plan(&v6, &tso(1440)).unwrap();
+        assert_eq!((p.popts, p.tso_paylen), (TXD_POPTS_TXSM, Some(10)));
+        assert_eq!(p.prep.ip_len_at, Some(14 + 4));
+        assert_eq!(
+            tx_plan(&v6, &tso(1440).with_ipv4_checksum()),
+            Err(TxRefusal::NotIpv4)
+        );
+        assert_eq!(
+            TxContext::new(0, 14, 20, true, true, 20)
+                .unwrap()
+                .with_mss(0),
+            Err(TxRefusal::MssOutOfRange {
+                mss: 0,
+                max: TSO_MAX_MSS
+            })
+        );
     }
 }

@@ -1,4 +1,6 @@
-//! TX descriptor ring bookkeeping: one descriptor per frame, one tail write per
+//! TX descriptor ring bookkeeping: one descriptor per frame (with offloads,
+//! a context descriptor before it when the context changes; with TSO,
+//! several data descriptors over the frame's one buffer), one tail write per
 //! burst, write-back requested once per batch, reclaim per batch, ring-full
 //! back-pressure.
 //!
@@ -28,8 +30,13 @@ use crate::descring::{DescRing, Doorbell};
 use crate::dma::DmaRegion;
 use crate::mempool::{BufIovas, Mempool, Packet, PoolCache, Shared};
 use crate::simd::{self, DataPath};
-use pollnic_hw::desc::{tx_data, tx_data_offload, tx_done, RawDesc, TXD_DCMD_RS, TX_MAX_DATA_LEN};
-use pollnic_hw::offload::{tx_plan, TxContext, TxOffload, TxRefusal, TXD_OLINFO_CC};
+use pollnic_hw::desc::{
+    tx_data, tx_data_offload, tx_data_part, tx_done, RawDesc, TXD_DCMD_RS, TXD_PAYLEN_SHIFT,
+    TX_MAX_DATA_LEN,
+};
+use pollnic_hw::offload::{
+    tx_plan, TxContext, TxOffload, TxRefusal, TSO_DATA_PER_DESC, TXD_OLINFO_CC,
+};
 use std::ptr::NonNull;
 
 /// Most descriptors between two that request a write-back (RS): every
@@ -81,8 +88,10 @@ enum Slot {
     Own,
     /// A buffer of this other pool.
     Foreign(NonNull<Shared>),
-    /// An advanced context descriptor: no buffer.
-    Context,
+    /// No buffer: an advanced context descriptor, or a data descriptor of
+    /// a TSO frame other than its last (the frame's buffer is freed with
+    /// its last descriptor, the one with EOP).
+    NoBuffer,
 }
 
 // SAFETY: a `Foreign` entry stands for the buffer and pool reference of the
@@ -107,8 +116,9 @@ pub struct TxRing<D: Doorbell> {
     /// Buffer index behind each descriptor in `clean..tail`.
     idx: Box<[u32]>,
     /// [`Slot::Foreign`] for each descriptor in `clean..tail` whose buffer
-    /// is of another pool, [`Slot::Context`] for each context descriptor,
-    /// [`Slot::Own`] everywhere else.
+    /// is of another pool, [`Slot::NoBuffer`] for each context descriptor
+    /// and each data descriptor of a TSO frame but its last, [`Slot::Own`]
+    /// everywhere else.
     slots: Box<[Slot]>,
     /// How many `slots` entries are not `Own`.
     marked_in_flight: u16,
@@ -491,9 +501,19 @@ impl<D: Doorbell> TxRing<D> {
     /// 65535 bytes, unreachable) are refused as in [`TxRing::tx_burst`].
     /// With [`TxOffload::NONE`] this is [`TxRing::tx_burst`].
     ///
-    /// Report status never sits on a context descriptor: a fixed batch end
-    /// that holds one has RS on the data descriptor after it instead, and
-    /// reclaim looks there.
+    /// With TSO ([`TxOffload::with_tso`]) a frame may be far longer than
+    /// one data descriptor carries (a 64 KiB TCP payload, from a mempool of
+    /// big buffers): it stays one [`Packet`], and the ring points one data
+    /// descriptor at each [`TSO_DATA_PER_DESC`] bytes of its buffer, PAYLEN
+    /// on the first and EOP on the last; the buffer is freed when the last
+    /// completes. A frame that needs more descriptors than the ring holds
+    /// is refused ([`TxRefusal::RingTooSmall`]); one that does not fit now
+    /// waits in `pkts` (one more reclaim is tried first).
+    ///
+    /// Report status never sits on a descriptor without a buffer (a
+    /// context, or a TSO frame's descriptor before its last): a fixed batch
+    /// end that holds one has RS on the frame's last descriptor instead,
+    /// and reclaim looks there.
     pub fn tx_burst_offload(
         &mut self,
         pkts: &mut Vec<Packet>,
@@ -504,13 +524,15 @@ impl<D: Doorbell> TxRing<D> {
             return self.tx_burst(pkts, cache);
         }
         let len = pkts.len();
-        // Up to two descriptors per frame.
+        // Two descriptors per frame but for TSO; a burst that runs short of
+        // room reclaims once more before it gives up (below).
+        let mut reclaimed = false;
         if (self.free as usize) < (2 * len).max(TX_FREE_THRESH) {
             self.reclaim(cache);
+            reclaimed = true;
         }
-        let view = self.desc.view();
-        let mask = view.mask();
-        let desc_region = self.desc.region();
+        let mask = self.desc.mask();
+        let ring_room = mask as usize; // ring size − 1
         let start = self.tail;
         let mut t = start;
         let mut free = self.free as usize;
@@ -528,18 +550,38 @@ impl<D: Doorbell> TxRing<D> {
         while taken < len {
             // SAFETY: `taken < len`: an initialised packet not yet handed over.
             let p = unsafe { &*base.add(taken) };
-            let plan = tx_plan(p.data(), offload);
+            let (pool, idx, plen) = p.parts();
+            let mut plan = tx_plan(p.data(), offload);
+            // Data descriptors: one, or for TSO one per
+            // `TSO_DATA_PER_DESC` bytes of the one buffer.
+            let ndata = match &plan {
+                Ok(pl) if pl.tso_paylen.is_some() => (plen as usize).div_ceil(TSO_DATA_PER_DESC),
+                _ => 1,
+            };
             let need = match &plan {
-                Ok(pl) if pl.ctx.is_some() && pl.ctx != ctx_last => 2,
-                Ok(_) => 1,
+                Ok(pl) if pl.ctx.is_some() && pl.ctx != ctx_last => ndata + 1,
+                Ok(_) => ndata,
                 Err(_) => 0,
             };
-            if free < need {
+            if need > ring_room {
+                plan = Err(TxRefusal::RingTooSmall {
+                    needed: need,
+                    ring: ring_room,
+                });
+            } else if free < need && !reclaimed {
+                // Room for the frames queued so far is unchanged: reclaim
+                // frees only descriptors before the tail, which this burst
+                // has not moved yet.
+                reclaimed = true;
+                let before = self.free;
+                self.reclaim(cache);
+                free += (self.free - before) as usize;
+            }
+            if plan.is_ok() && free < need {
                 self.stats.ring_full += 1;
                 break;
             }
             taken += 1;
-            let (pool, idx, plen) = p.parts();
             let plan = match plan {
                 Ok(pl) => {
                     // SAFETY: `taken - 1 < len`: the packet, which the
@@ -558,7 +600,11 @@ impl<D: Doorbell> TxRing<D> {
                     continue;
                 }
             };
-            let sendable = (plen as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
+            // A TSO frame's length is bounded by its plan (PAYLEN and the
+            // parsed headers), not by one descriptor's DTALEN.
+            let sendable =
+                plan.tso_paylen.is_some() || (plen as usize).wrapping_sub(1) < TX_MAX_DATA_LEN;
+            let (view, desc_region) = (self.desc.view(), self.desc.region());
             let iova = if pool.as_ptr().cast_const() == self.fast && sendable {
                 // SAFETY: the ring's own pool (alive: the packet's
                 // reference) and one of its buffers.
@@ -575,7 +621,7 @@ impl<D: Doorbell> TxRing<D> {
             };
             if let Some(ctx) = plan.ctx.filter(|c| Some(*c) != ctx_last) {
                 view.write(t, ctx.encode(0));
-                self.slots[(t & mask) as usize] = Slot::Context;
+                self.slots[(t & mask) as usize] = Slot::NoBuffer;
                 self.marked_in_flight += 1;
                 self.stats.tx_contexts += 1;
                 ctx_last = Some(ctx);
@@ -583,7 +629,32 @@ impl<D: Doorbell> TxRing<D> {
                 free -= 1;
             }
             let olinfo = plan.popts | if plan.ctx.is_some() { cc } else { 0 };
-            view.write(t, tx_data_offload(iova, plen as u16, plan.dcmd, olinfo));
+            match plan.tso_paylen {
+                None => view.write(t, tx_data_offload(iova, plen as u16, plan.dcmd, olinfo)),
+                Some(paylen) => {
+                    // One buffer, `ndata` descriptors: PAYLEN and the
+                    // POPTS/IDX/CC on the first, EOP on the last; those
+                    // before the last hold no buffer of their own.
+                    let first = olinfo | paylen << TXD_PAYLEN_SHIFT;
+                    let mut off = 0usize;
+                    for k in 0..ndata {
+                        let n = TSO_DATA_PER_DESC.min(plen as usize - off);
+                        let eop = k + 1 == ndata;
+                        let ol = if k == 0 { first } else { 0 };
+                        view.write(
+                            t,
+                            tx_data_part(iova + off as u64, n as u16, eop, plan.dcmd, ol),
+                        );
+                        off += n;
+                        if !eop {
+                            self.slots[(t & mask) as usize] = Slot::NoBuffer;
+                            self.marked_in_flight += 1;
+                            t = (t + 1) & mask;
+                            free -= 1;
+                        }
+                    }
+                }
+            }
             self.idx[(t & mask) as usize] = idx;
             if pool.as_ptr().cast_const() != self.fast {
                 self.slots[(t & mask) as usize] = Slot::Foreign(pool);
@@ -627,21 +698,26 @@ impl<D: Doorbell> TxRing<D> {
         view.write_hi(i, view.read_hi(i) | TXD_DCMD_RS as u64);
     }
 
-    /// [`TxRing::set_batch_ends`] for a burst that may hold context
-    /// descriptors: a batch end that holds one gets no RS; the data
-    /// descriptor after it (the same frame's) gets it instead.
+    /// [`TxRing::set_batch_ends`] for a burst that may hold descriptors
+    /// without a buffer (context descriptors, a TSO frame's descriptors
+    /// before its last): a batch end that holds one gets no RS; the same
+    /// frame's last descriptor, the next one with a buffer, gets it instead
+    /// (report status only on a frame's last descriptor, as Linux `igb_tx_map`
+    /// sets it). A frame spans at most 1 + `TSO_MAX_PAYLEN` /
+    /// `TSO_DATA_PER_DESC` + 2 = 19 descriptors, fewer than a batch, so
+    /// the moved RS never passes the next batch end.
     #[inline(never)]
     fn set_batch_ends_ctx(&mut self, first: u16, used: u16) {
         let mask = self.desc.mask();
         debug_assert!(mask >= TX_RS_THRESH - 1);
         let mut ahead = (first | (TX_RS_THRESH - 1)) - first;
         while ahead < used - 1 {
-            let end = first.wrapping_add(ahead) & mask;
-            let at = if matches!(self.slots[end as usize], Slot::Context) {
-                (end + 1) & mask
-            } else {
-                end
-            };
+            let mut at = first.wrapping_add(ahead) & mask;
+            // The burst's last descriptor holds a buffer, so this stops
+            // inside the burst.
+            while matches!(self.slots[at as usize], Slot::NoBuffer) {
+                at = (at + 1) & mask;
+            }
             self.set_rs_at(at);
             ahead += TX_RS_THRESH;
         }
@@ -673,15 +749,19 @@ impl<D: Doorbell> TxRing<D> {
             loop {
                 let pos = (clean + run) & mask;
                 let mut end = run + (TX_RS_THRESH - 1 - (pos & (TX_RS_THRESH - 1))) + 1;
-                // A batch end that holds a context descriptor has its RS on
-                // the data descriptor after it (`set_rs_at`).
-                if self.marked_in_flight != 0
-                    && matches!(
-                        self.slots[((clean + end - 1) & mask) as usize],
-                        Slot::Context
-                    )
-                {
-                    end += 1;
+                // A batch end that holds no buffer (a context descriptor,
+                // or a TSO frame's descriptor before its last) has its RS on
+                // the frame's next descriptor with a buffer, its last
+                // (`set_batch_ends_ctx`).
+                if self.marked_in_flight != 0 {
+                    while end < in_flight
+                        && matches!(
+                            self.slots[((clean + end - 1) & mask) as usize],
+                            Slot::NoBuffer
+                        )
+                    {
+                        end += 1;
+                    }
                 }
                 if end >= in_flight || !tx_done(self.desc.read_hi((clean + end - 1) & mask)) {
                     break run;
@@ -738,7 +818,7 @@ impl<D: Doorbell> TxRing<D> {
                     self.marked_in_flight -= 1;
                     p
                 }
-                Slot::Context => {
+                Slot::NoBuffer => {
                     self.marked_in_flight -= 1;
                     continue;
                 }
@@ -750,7 +830,9 @@ impl<D: Doorbell> TxRing<D> {
         }
     }
 
-    /// Frames queued and not yet reclaimed.
+    /// Descriptors queued and not yet reclaimed: one per frame on the plain
+    /// path; context descriptors and a TSO frame's extra data descriptors
+    /// count too.
     pub fn in_flight(&self) -> usize {
         (self.desc.count() - 1 - self.free) as usize
     }
@@ -764,7 +846,7 @@ impl<D: Doorbell> TxRing<D> {
             match self.slots[t] {
                 Slot::Own => Some((self.idx[t], true)),
                 Slot::Foreign(_) => Some((self.idx[t], false)),
-                Slot::Context => None,
+                Slot::NoBuffer => None,
             }
         })
     }
@@ -832,7 +914,7 @@ impl<D: Doorbell> Drop for TxRing<D> {
             let pool = match std::mem::replace(&mut self.slots[t], Slot::Own) {
                 Slot::Own => own,
                 Slot::Foreign(p) => p,
-                Slot::Context => continue,
+                Slot::NoBuffer => continue,
             };
             // SAFETY: descriptor `t` is in the live range: its buffer and one
             // reference of `pool` are handed over once (the ring is going).
@@ -846,7 +928,8 @@ impl<D: Doorbell> Drop for TxRing<D> {
 mod tests {
     use super::*;
     use crate::dma::{IdentityMapper, PageSize};
-    use pollnic_hw::desc::TXD_STAT_DD;
+    use pollnic_hw::desc::{TxRequest, TXD_STAT_DD};
+    use pollnic_hw::offload::TXD_DCMD_TSE;
     use std::sync::Arc;
 
     /// A tail register that reaches no device: the tests play the
@@ -954,5 +1037,187 @@ mod tests {
         assert_eq!(tx.reclaim(&mut cache), 4);
         assert_eq!(tx.in_flight(), 0);
         assert_eq!(tx.reclaim(&mut cache), 0);
+    }
+
+    /// A TCP/IPv4 frame of `payload` bytes of TCP payload in a buffer of
+    /// `pool`.
+    fn tso_packet(pool: &Mempool, payload: usize) -> Packet {
+        let mut p = pool.alloc().expect("a free buffer");
+        p.set_len(14 + 20 + 20 + payload).unwrap();
+        let f = p.data_mut();
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[14 + 9] = 6;
+        f[14 + 20 + 12] = 5 << 4;
+        p
+    }
+
+    fn eop(tx: &TxRing<Mute>, i: u16) -> bool {
+        tx.desc.read_sw(i).hi as u32 & pollnic_hw::desc::TXD_DCMD_EOP != 0
+    }
+
+    /// A TSO frame spans a context and several data descriptors over one
+    /// buffer: RS goes on frames' last descriptors only (a batch end that
+    /// falls on an earlier one moves to the frame's last), reclaim finds
+    /// it there, and each buffer is freed once, with its last descriptor.
+    #[test]
+    fn tso_frames_span_descriptors_and_rs_moves_to_their_last() {
+        let big = Mempool::new(
+            32,
+            24 * 1024,
+            PageSize::Emulated2M,
+            Arc::new(IdentityMapper),
+        )
+        .unwrap();
+        let (mut tx, mut cache, _) = rig(64, 0);
+        let ol = TxOffload::NONE.with_tso(1000);
+        // 20,000 bytes of payload: 20,054 bytes, two data descriptors.
+        let mut burst: Vec<Packet> = (0..20).map(|_| tso_packet(&big, 20_000)).collect();
+        assert_eq!(tx.tx_burst_offload(&mut burst, &ol, &mut cache), 20);
+        // Descriptor 0 is the context, frame k is 1 + 2k and 2 + 2k.
+        assert_eq!(tx.in_flight(), 41);
+        assert_eq!(tx.stats().tx_contexts, 1);
+        for k in 0..20u16 {
+            assert!(!eop(&tx, 1 + 2 * k) && eop(&tx, 2 + 2 * k), "frame {k}");
+            let first = TxRequest::decode(tx.desc.read_sw(1 + 2 * k));
+            assert_eq!(first.len, TSO_DATA_PER_DESC as u16);
+            assert_eq!(
+                first.olinfo_status >> 14,
+                20_000,
+                "PAYLEN on the first: the TCP payload"
+            );
+            assert_eq!(first.cmd_type_len & TXD_DCMD_TSE, TXD_DCMD_TSE);
+            let second = TxRequest::decode(tx.desc.read_sw(2 + 2 * k));
+            assert_eq!(
+                (second.olinfo_status, second.len),
+                (0, 20_054 - TSO_DATA_PER_DESC as u16)
+            );
+            assert_eq!(
+                second.cmd_type_len & TXD_DCMD_TSE,
+                TXD_DCMD_TSE,
+                "DCMD on every one"
+            );
+            assert_eq!(
+                tx.desc.read_sw(2 + 2 * k).lo,
+                tx.desc.read_sw(1 + 2 * k).lo + TSO_DATA_PER_DESC as u64,
+                "the second points further into the same buffer"
+            );
+        }
+        // Batch end 31 is frame 15's first descriptor: RS moves to 32.
+        let with_rs: Vec<u16> = (0..41).filter(|&i| rs(&tx, i)).collect();
+        assert_eq!(with_rs, vec![32, 40]);
+        assert_eq!(big.free_count(), 12);
+        // The device is done up to 32: 16 frames (and the context) freed.
+        write_back(&tx, 32);
+        assert_eq!(tx.reclaim(&mut cache), 33);
+        // Another pool's buffers go straight back to it.
+        assert_eq!(big.free_count(), 12 + 16);
+        assert_eq!(tx.in_flight_buffers().count(), 4);
+        write_back(&tx, 40);
+        assert_eq!(tx.reclaim(&mut cache), 8);
+        assert_eq!(big.free_count(), 32, "every buffer back once");
+    }
+
+    /// Random bursts of TSO frames of 1 to 4 data descriptors, with and
+    /// without a new context, on a small ring, the device completing a
+    /// random prefix of the report points each time: RS only ever on an
+    /// EOP descriptor, reclaim frees only what is done, and every buffer
+    /// comes back exactly once.
+    #[test]
+    fn tso_bursts_keep_rs_on_frame_ends_and_lose_no_buffer() {
+        let big = Mempool::new(
+            64,
+            56 * 1024,
+            PageSize::Emulated2M,
+            Arc::new(IdentityMapper),
+        )
+        .unwrap();
+        let (mut tx, mut cache, _) = rig(64, 0);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut sent = 0;
+        for _ in 0..400 {
+            let n = 1 + rnd(6) as usize;
+            let mss = [1000u16, 1448][rnd(2) as usize];
+            let mut burst = Vec::new();
+            for _ in 0..n.min(big.free_count()) {
+                let len = 1 + rnd(3 * TSO_DATA_PER_DESC as u64) as usize;
+                burst.push(tso_packet(&big, len));
+            }
+            let before = tx.tail;
+            let took = tx.tx_burst_offload(&mut burst, &TxOffload::NONE.with_tso(mss), &mut cache);
+            sent += took;
+            drop(burst);
+            let mask = tx.desc.mask();
+            let mut i = before;
+            while i != tx.tail {
+                assert!(
+                    !rs(&tx, i) || eop(&tx, i),
+                    "RS on a descriptor that is not a frame's last: {i}"
+                );
+                i = (i + 1) & mask;
+            }
+            // The device completes up to a random report point.
+            let points: Vec<u16> = (0..tx.in_flight() as u16)
+                .map(|k| (tx.clean + k) & mask)
+                .filter(|&i| rs(&tx, i))
+                .collect();
+            if !points.is_empty() {
+                let upto = rnd(points.len() as u64 + 1) as usize;
+                for &i in &points[..upto] {
+                    write_back(&tx, i);
+                }
+                tx.reclaim(&mut cache);
+            }
+            let in_ring = tx.in_flight_buffers().count();
+            assert_eq!(
+                big.free_count() + in_ring,
+                64,
+                "a buffer lost or freed twice"
+            );
+        }
+        assert!(sent > 400);
+        let last = tx.tail.wrapping_sub(1) & tx.desc.mask();
+        write_back(&tx, last);
+        tx.reclaim(&mut cache);
+        assert_eq!((tx.in_flight(), big.free_count()), (0, 64));
+    }
+
+    /// A frame that needs more descriptors than the ring can ever hold is
+    /// refused, not left waiting forever; a smaller one still goes.
+    #[test]
+    fn a_tso_frame_larger_than_the_ring_is_refused() {
+        let big = Mempool::new(
+            2,
+            240 * 1024,
+            PageSize::Emulated2M,
+            Arc::new(IdentityMapper),
+        )
+        .unwrap();
+        let (mut tx, mut cache, _) = rig(16, 0);
+        // 230,000 bytes: a context and 15 data descriptors, 16 > 15.
+        let mut burst = vec![tso_packet(&big, 230_000), tso_packet(&big, 200_000)];
+        let ol = TxOffload::NONE.with_tso(1448);
+        assert_eq!(tx.tx_burst_offload(&mut burst, &ol, &mut cache), 2);
+        assert_eq!(
+            tx.last_refusal(),
+            Some(TxRefusal::RingTooSmall {
+                needed: 16,
+                ring: 15
+            })
+        );
+        let s = tx.stats();
+        assert_eq!(
+            (s.tx_offload_errors, s.tx_errors, s.packets, s.ring_full),
+            (1, 1, 1, 0)
+        );
+        // 200,054 bytes: 13 data descriptors and the context.
+        assert_eq!(tx.in_flight(), 14);
+        assert_eq!(big.free_count(), 1);
     }
 }

@@ -14,6 +14,9 @@ use std::sync::{Arc, Mutex};
 pub enum DmaPurpose {
     /// Queue `q`'s mempool: its packet buffers.
     Mempool(u16),
+    /// A mempool made by `Device::create_mempool` (TX buffers of any size,
+    /// e.g. for TSO).
+    CreatedMempool,
     /// Queue `q`'s RX descriptor ring.
     RxRing(u16),
     /// Queue `q`'s TX descriptor ring.
@@ -25,6 +28,7 @@ pub enum DmaPurpose {
 impl fmt::Display for DmaPurpose {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            DmaPurpose::CreatedMempool => write!(f, "mempool made by create_mempool"),
             DmaPurpose::Mempool(q) => write!(f, "queue {q} mempool"),
             DmaPurpose::RxRing(q) => write!(f, "queue {q} RX descriptor ring"),
             DmaPurpose::TxRing(q) => write!(f, "queue {q} TX descriptor ring"),

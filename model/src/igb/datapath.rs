@@ -156,25 +156,28 @@ pub(crate) fn transmit(s: &mut State, q: u16) {
     for (f, m) in sent {
         // The offloads the frame's descriptors asked for (VLAN insert,
         // checksums), strictly: a wrong context is a violation, not sent.
-        let mut f = match crate::offload::tx(
+        // With TSE, one frame is several segments on the wire.
+        let segments = match crate::offload::tx(
             f,
             m.cmd_type_len,
             m.olinfo_status,
             &m.contexts,
             crate::offload::Part::Igb,
         ) {
-            Ok(f) => f,
+            Ok(segments) => segments,
             Err(why) => {
                 s.violation(format!("TX queue {q}: {why}"));
                 continue;
             }
         };
-        if pad && f.len() < 60 {
-            f.resize(60, 0);
+        for mut f in segments {
+            if pad && f.len() < 60 {
+                f.resize(60, 0);
+            }
+            bump(s, TX_PACKETS.width, 1);
+            bump(s, TX_BYTES.width, f.len() as u64 + FCS_LEN);
+            s.wire.push(f);
         }
-        bump(s, TX_PACKETS.width, 1);
-        bump(s, TX_BYTES.width, f.len() as u64 + FCS_LEN);
-        s.wire.push(f);
     }
     if let Some(iova) = w.fault {
         s.violation(format!(
