@@ -537,6 +537,30 @@ fn tso_cuts_a_64k_payload_into_mss_segments_as_silicon_does_on_both_models() {
     }
 }
 
+/// A pool from `Device::create_mempool` dropped before the device, once
+/// its frames were sent and reclaimed: the device keeps its own handle
+/// until it is reset, so nothing is unmapped while a descriptor of the
+/// ring still names it (the models flag an unmap the device could still
+/// read).
+#[test]
+fn a_created_pool_dropped_before_the_device_stays_mapped_until_the_reset() {
+    let dst = [0x02, 0, 0, 0, 0, 9];
+    for (name, m) in models() {
+        let mut dev = m.open_dev(&cfg());
+        let big = dev.create_mempool(4, 72 * 1024).unwrap();
+        let f = tso_frame(dst, false, 1, 1, &payload(20_000));
+        let mut burst = vec![big_packet(&big, &f), big_packet(&big, &f)];
+        let ol = TxOffload::NONE.with_tso(1448);
+        assert_eq!(dev.queue(0).tx_burst_offload(&mut burst, &ol), 2, "{name}");
+        // Sent and reclaimed: every buffer is back in the pool, and the
+        // user's handle is the last one outside the device.
+        assert!(dev.queue(0).flush_tx(Duration::from_secs(1)), "{name}");
+        drop(big);
+        drop(dev);
+        assert!(m.violations().is_empty(), "{name}: {:?}", m.violations());
+    }
+}
+
 /// TSO frames of many sizes and MSS, with checksum-only frames between
 /// them, through a 64-descriptor ring many times over: each reaches the
 /// wire as its reference segments, and no buffer is lost.

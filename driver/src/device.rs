@@ -93,6 +93,10 @@ pub struct Device {
     open: Arc<AtomicBool>,
     /// The live DMA mappings, kept by the [`Recording`] mappers of each region.
     mappings: MappingLog,
+    /// Handles of the pools [`Device::create_mempool`] made, let go only
+    /// after the device is reset (`Drop`), so that none is unmapped while
+    /// a descriptor may still name it.
+    created_pools: Mutex<Vec<Mempool>>,
     /// The kernel's request for the device back (shared with the queues).
     removal: Arc<Removal>,
     // Dropped last: BAR unmapped, VFIO device and container closed.
@@ -345,6 +349,7 @@ impl Device {
             bar: io.bar0(),
             open: Arc::new(AtomicBool::new(true)),
             mappings: MappingLog::default(),
+            created_pools: Mutex::new(Vec::new()),
             removal: Arc::new(Removal::new(ident.addr)),
             io,
         };
@@ -908,10 +913,9 @@ impl Device {
     /// 2 MiB hugepage holds `2 MiB / buf_size` of them; the pool stays
     /// mapped while any of its packets lives (DPDK's
     /// `rte_pktmbuf_pool_create`). Listed in [`Device::dma_mappings`] as
-    /// `DmaPurpose::CreatedMempool`. Let the device go first (drop the
-    /// pool after it): the pool is unmapped when its last handle and packet
-    /// go, and a queue may still hold a descriptor that names it until the
-    /// device is closed.
+    /// `DmaPurpose::CreatedMempool`. The device keeps a handle of its own
+    /// until it is closed and reset, so the pool stays mapped while any
+    /// descriptor may name it, whichever is dropped first.
     ///
     /// # Errors
     /// [`Error::Dma`] when the memory cannot be had (no free hugepages:
@@ -923,7 +927,12 @@ impl Device {
             DmaPurpose::CreatedMempool,
             Arc::clone(&self.mappings),
         );
-        Ok(Mempool::new(count, buf_size, self.io.page_size(), mapper)?)
+        let pool = Mempool::new(count, buf_size, self.io.page_size(), mapper)?;
+        self.created_pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pool.clone());
+        Ok(pool)
     }
 
     /// The station MAC address (RAL0/RAH0 as loaded from the EEPROM).
@@ -1216,6 +1225,10 @@ impl Drop for Device {
         }
         self.io.disable_bus_master();
         self.queues.clear();
+        self.created_pools
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 }
 
