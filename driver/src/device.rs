@@ -117,7 +117,8 @@ impl Device {
     /// - virtio-net only: [`Error::VirtioCapability`] (a structure missing from the
     ///   capability list), [`Error::VirtioFeatureMissing`] (no `VIRTIO_F_VERSION_1` or
     ///   `VIRTIO_F_ACCESS_PLATFORM`), [`Error::VirtioFeaturesRefused`] (FEATURES_OK
-    ///   cleared), [`Error::VirtioNeedsReset`] (DEVICE_NEEDS_RESET after DRIVER_OK);
+    ///   cleared), [`Error::VirtioNeedsReset`] (DEVICE_NEEDS_RESET after DRIVER_OK),
+    ///   [`Error::VirtioMtu`] (`cfg.mtu` above the device's `VIRTIO_NET_F_MTU`);
     ///   a transitional device is [`Error::NotImplemented`].
     ///
     /// On every error after the device was opened it is reset and all memory released.
@@ -481,16 +482,7 @@ impl Device {
         negotiated?;
         let port = self.virtio.as_ref().expect("set above");
         self.mac = port.mac().unwrap_or_else(|| local_mac(addr));
-        if let Some(mtu) = port.mtu() {
-            if cfg.mtu > u32::from(mtu) {
-                return Err(Error::MtuAboveFamily {
-                    mtu: cfg.mtu,
-                    max: u32::from(mtu),
-                    family: VirtioNet.name(),
-                    device: self.name.clone(),
-                });
-            }
-        }
+        port.check_mtu(cfg.mtu)?;
         let missing = |what: String| Error::VirtioCapability { addr, what };
         if port.num_queues() < 2 {
             return Err(missing(format!(
@@ -534,12 +526,16 @@ impl Device {
             &pool,
             port.notify_for(0)?,
         )?;
-        let tx = VirtqTx::new(
+        let mut tx = VirtqTx::new(
             tx_size,
             page,
             mapper(DmaPurpose::TxRing(0)),
             port.notify_for(1)?,
         )?;
+        if port.event_idx() {
+            rx.use_event_idx();
+            tx.use_event_idx();
+        }
         port.setup_queue(0, rx.addrs());
         port.setup_queue(1, tx.addrs());
         port.driver_ok()?;

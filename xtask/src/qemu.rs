@@ -270,7 +270,8 @@ fn qemu_command(
     }
     // The virtio-net ports, back to back through hub 3; rx_queue_size 1024
     // (QEMU's largest; TX stays at 256, the most QEMU allows but for
-    // vhost-user). Then the two devices the bad-input test must see refused.
+    // vhost-user); host_mtu=9000 offers VIRTIO_NET_F_MTU with an MTU of 9000
+    // (jumbo frames). Then the two devices the bad-input test must see refused.
     for (i, (pci, mac)) in VIRTIO_PORTS.iter().enumerate() {
         let slot = &pci[8..10];
         c.args(["-netdev", &format!("hubport,id=v{i},hubid=3")]);
@@ -278,7 +279,7 @@ fn qemu_command(
             "-device",
             &format!(
                 "virtio-net-pci,netdev=v{i},addr=0x{slot},mac={mac},id={},disable-legacy=on,\
-                 iommu_platform=on,rx_queue_size=1024",
+                 iommu_platform=on,rx_queue_size=1024,host_mtu=9000",
                 virtio_id(i)
             ),
         ]);
