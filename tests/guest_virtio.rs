@@ -68,7 +68,7 @@ fn status_lists_the_virtio_ports_with_family_virtio_net() {
 #[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
 fn link_is_up_and_the_mac_is_qemus() {
     for i in 0..2 {
-        let dev = Device::open(vport(i), &config()).expect("open a virtio-net port");
+        let mut dev = Device::open(vport(i), &config()).expect("open a virtio-net port");
         assert_eq!(dev.family(), "virtio-net");
         assert_eq!(
             dev.mac(),
@@ -158,7 +158,9 @@ fn loopback_20000_frames_at_64_and_1518_bytes_and_counters_agree() {
 #[test]
 #[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
 fn loopback_20000_frames_of_9014_bytes_at_mtu_9000_and_counters_agree() {
-    let err = Device::open(vport(0), &config().with_mtu(9001)).unwrap_err();
+    let err = Device::open(vport(0), &config().with_mtu(9001))
+        .err()
+        .expect("MTU 9001 is refused");
     assert!(matches!(err, Error::InvalidMtu { mtu: 9001 }), "{err}");
     let cfg = config().with_mtu(9000).with_mempool_size(1024);
     let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("open both at MTU 9000");
