@@ -101,9 +101,12 @@ fn transfer_counting_kicks(tx: &mut Device, rx: &mut Device, n: u64, len: usize)
     let (_, t1) = kicks(tx);
     let (r1, _) = kicks(rx);
     let (_, vtx) = tx.queue(0).virtq_stats().unwrap();
+    let (vrx, _) = rx.queue(0).virtq_stats().unwrap();
     eprintln!(
-        "kicks for {n} frames of {len} B (event_idx {}): TX {} suppressed {}; RX {} suppressed {}",
+        "kicks for {n} frames of {len} B (event_idx TX {} RX {}): TX {} suppressed {}; RX {} \
+         suppressed {}",
         vtx.event_idx,
+        vrx.event_idx,
         t1.0 - t0.0,
         t1.1 - t0.1,
         r1.0 - r0.0,
@@ -162,7 +165,7 @@ fn loopback_20000_frames_of_9014_bytes_at_mtu_9000_and_counters_agree() {
         .err()
         .expect("MTU 9001 is refused");
     assert!(matches!(err, Error::InvalidMtu { mtu: 9001 }), "{err}");
-    let cfg = config().with_mtu(9000).with_mempool_size(1024);
+    let cfg = config().with_mtu(9000);
     let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("open both at MTU 9000");
     let (a, b) = ports.split_at_mut(1);
     let (tx, rx) = (&mut a[0], &mut b[0]);

@@ -55,17 +55,20 @@
 //!   writes the next used index the driver will read (Linux
 //!   `virtqueue_enable_cb_prepare_split`).
 //!
-//! `avail_event` is device-written and so untrusted. Any value is safe:
-//! it only decides whether a doorbell is written. An honest device's value
-//! lies between the driver's last read used index and the new avail index
-//! (QEMU writes the avail index it last read, or the last entry it took,
-//! `vring_set_avail_event` in `hw/virtio/virtio.c`); a value outside that
-//! window is a lie the driver cannot use, and it **kicks** (an extra kick at
-//! worst, counted in `kicks`). A lie inside the window can suppress a kick
-//! the device then waits for: that device stops taking buffers, as a device
-//! that ignores kicks would, and no driver can prevent that. The bursts still
-//! never block and never read past what the used index allows: TX fills up
-//! (`ring_full`) and RX returns nothing, every buffer still accounted for.
+//! `avail_event` is device-written and so untrusted. Any value is safe: it
+//! only decides whether a doorbell is written, never an address or a count.
+//! A value far behind the avail index is not a lie but how a device says it
+//! wants no kick: QEMU writes `avail_event` only while its notifications are
+//! on (`vring_set_avail_event` returns early otherwise, `hw/virtio/virtio.c`),
+//! so while it is busy the value stays where it was, thousands of entries
+//! behind; `vring_need_event` then says no, until the 16-bit index wraps past
+//! it (one extra kick in 65,536 entries at worst). So nothing can tell a
+//! stale value from a hostile one, and the driver follows whatever it reads:
+//! a hostile value costs an extra kick, or suppresses one the device then
+//! waits for; that device stops taking buffers, as one that ignores kicks
+//! would, which no driver can prevent. The bursts still never block and
+//! never read past what the used index allows: TX fills up (`ring_full`)
+//! and RX returns nothing, every buffer still accounted for.
 //!
 //! Ordering (Linux `virtqueue_add`/`virtqueue_kick_prepare`): descriptor and
 //! avail-ring entries are stored before the avail index (release fence); the
@@ -326,23 +329,11 @@ impl Vring {
     /// Kick the device after the avail index moved from `old` to `new`,
     /// unless it asked not to be (after a full fence: the avail index store
     /// must be visible before the flags or `avail_event` are read).
-    /// `last_used` is the used index the driver read last: with event
-    /// indices, an `avail_event` outside `last_used..=new` is not believed
-    /// (module docs) and the device is kicked.
     #[inline]
-    fn kick<D: Doorbell>(
-        &self,
-        doorbell: &mut D,
-        old: u16,
-        new: u16,
-        last_used: u16,
-        stats: &mut VirtqStats,
-    ) {
+    fn kick<D: Doorbell>(&self, doorbell: &mut D, old: u16, new: u16, stats: &mut VirtqStats) {
         fence(Ordering::SeqCst);
         let wanted = if self.event_idx {
-            let event = self.avail_event();
-            let believable = new.wrapping_sub(event) <= new.wrapping_sub(last_used);
-            !believable || need_event(event, new, old)
+            need_event(self.avail_event(), new, old)
         } else {
             self.used_flags() & USED_F_NO_NOTIFY == 0
         };
@@ -575,13 +566,8 @@ impl<D: Doorbell> VirtqRx<D> {
             self.ring
                 .set_used_event(self.last_used.wrapping_add(USED_EVENT_AWAY));
         }
-        self.ring.kick(
-            &mut self.doorbell,
-            first,
-            self.avail_idx,
-            self.last_used,
-            &mut self.vq,
-        );
+        self.ring
+            .kick(&mut self.doorbell, first, self.avail_idx, &mut self.vq);
     }
 
     #[cold]
@@ -800,13 +786,8 @@ impl<D: Doorbell> VirtqTx<D> {
         }
         if sent > 0 {
             self.ring.publish_avail(self.avail_idx);
-            self.ring.kick(
-                &mut self.doorbell,
-                old,
-                self.avail_idx,
-                self.last_used,
-                &mut self.vq,
-            );
+            self.ring
+                .kick(&mut self.doorbell, old, self.avail_idx, &mut self.vq);
             self.stats.packets += sent;
             self.stats.bytes += bytes;
             self.stats.foreign += foreign;
