@@ -475,10 +475,12 @@ fn pktgen_and_capture_run_on_virtio_unchanged() {
 }
 
 /// Interrupt-driven receive on virtio: MSI-X vector 0 on the RX queue,
-/// armed by clearing `VRING_AVAIL_F_NO_INTERRUPT`. Frames sent every 5 ms
-/// all arrive, the receiver sleeps between them and is woken by interrupts
-/// (not only by its timeout); virtio has no throttle, so a non-zero
-/// `rx_usecs` is refused with the family's range.
+/// armed by writing `used_event` (`VIRTIO_F_EVENT_IDX`, which the testbed's
+/// QEMU offers). Frames sent every 5 ms all arrive, the receiver sleeps
+/// between them and most sleeps end with an interrupt, not the timeout
+/// (QEMU's first notification after a reset is sent whatever `used_event`
+/// says, so one interrupt proves nothing); virtio has no throttle, so a
+/// non-zero `rx_usecs` is refused with the family's range.
 #[test]
 #[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
 fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
@@ -524,8 +526,8 @@ fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
         eprintln!("{mode:?}: {st:?}");
         assert!(st.sleeps > 0, "{mode:?}: never slept: {st:?}");
         assert!(
-            st.interrupts > 0,
-            "{mode:?}: never woken by an interrupt: {st:?}"
+            st.interrupts * 2 > st.sleeps,
+            "{mode:?}: most sleeps not ended by an interrupt: {st:?}"
         );
     }
     let err = Device::open(
