@@ -12,6 +12,13 @@
 //! sends what it received (zero copy) and fresh or empty packets, reclaims,
 //! drops.
 //!
+//! Every input runs twice: with notifications by flags, and with
+//! `VIRTIO_F_EVENT_IDX` (`use_event_idx`). In the second run the
+//! notification step writes `avail_event` instead of the flags: honestly
+//! (the avail index the device has read, as QEMU's
+//! `virtio_queue_set_notification` does before it sleeps) or any 16-bit
+//! value, and arms and disarms the RX queue's interrupt.
+//!
 //! After every step:
 //! - nothing panicked;
 //! - every buffer of the pool is accounted for exactly once: shared free
@@ -22,7 +29,14 @@
 //!   stop), and a protocol break the RX queue reads does stop it;
 //! - while the device has only behaved, every frame comes out with the
 //!   length and bytes the device wrote, and every TX chain the device reads
-//!   is a zeroed 12-byte header then the next frame handed to `tx_burst`.
+//!   is a zeroed 12-byte header then the next frame handed to `tx_burst`;
+//! - with event indices, every burst that published buffers kicks exactly
+//!   when the device's `avail_event` asks for it (it lies in the indices
+//!   just published; a stale value, never written or left behind, asks for
+//!   nothing); in particular a device that went to sleep honestly is always
+//!   woken by the next burst; the avail flags stay 0 and
+//!   `used_event` is the next used index when armed, 0x8000 beyond it when
+//!   not.
 //!
 //! Shared by `fuzz/fuzz_targets/virtq.rs` (cargo-fuzz) and
 //! `rings/tests/virtq_hostile.rs` (stable, seeds and pseudo-random inputs).
@@ -35,6 +49,21 @@ use pollnic_rings::{
 };
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
+
+/// `vring_need_event` (virtio 1.2 §2.7.10), written out with wide integers:
+/// the index moved from `old` to `new` past `event` (`event` in `old..new`,
+/// mod 2^16).
+fn crossed(event: u16, new: u16, old: u16) -> bool {
+    let span = (new as u32 + 0x1_0000 - old as u32) % 0x1_0000;
+    let dist = (event as u32 + 0x1_0000 - old as u32) % 0x1_0000;
+    dist < span
+}
+
+/// The kick expected from a burst that moved the avail index `old` to
+/// `new`, with event indices on.
+fn kick_expected(event: u16, new: u16, old: u16) -> bool {
+    new != old && crossed(event, new, old)
+}
 
 /// Counts doorbell writes.
 #[derive(Default)]
@@ -56,6 +85,9 @@ struct Dev {
     /// Chains read from avail and not yet used (id), in order read.
     outstanding: Vec<u16>,
     used_idx: u16,
+    /// With event indices: the device went to sleep honestly with
+    /// `avail_event` at this avail index and was not kicked since.
+    asleep: Option<u16>,
 }
 
 impl Dev {
@@ -65,6 +97,7 @@ impl Dev {
             avail_seen: 0,
             outstanding: Vec::new(),
             used_idx: 0,
+            asleep: None,
         }
     }
     /// Read the avail entries published since last time.
@@ -108,31 +141,47 @@ impl Input<'_> {
     }
 }
 
-/// Run one input.
+/// Run one input, with notifications by flags and then by event index.
 pub fn run(data: &[u8]) {
-    run_with(data, false)
+    run_with(data, false, false);
+    run_with(data, false, true);
 }
 
-/// [`run`]; with `lose` the application forgets one packet (the accounting must catch it).
-pub fn run_with(data: &[u8], lose: bool) {
+/// [`run`] in one notification mode (`event_idx`); with `lose` the
+/// application forgets one packet (the accounting must catch it).
+pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
     let pool = Mempool::new(POOL, BUF, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
     let mapper: Arc<dyn pollnic_rings::DmaMapper> = Arc::new(IdentityMapper);
-    let kicks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let rx_kicks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let tx_kicks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let kicks_of = |k: &Arc<std::sync::atomic::AtomicU64>| {
+        k.load(std::sync::atomic::Ordering::Relaxed)
+    };
     let mut rx = VirtqRx::new(
         RING,
         PageSize::Small4K,
         mapper.clone(),
         &pool,
-        Bell(kicks.clone()),
+        Bell(rx_kicks.clone()),
     )
     .unwrap();
-    let mut tx = VirtqTx::new(RING, PageSize::Small4K, mapper, Bell(kicks.clone())).unwrap();
+    let mut tx = VirtqTx::new(RING, PageSize::Small4K, mapper, Bell(tx_kicks.clone())).unwrap();
     // SAFETY: identity-mapped queues, alive until the end of this function.
     let mut rdev = Dev::new(unsafe { DeviceView::new(rx.addrs()) });
     // SAFETY: as above.
     let mut tdev = Dev::new(unsafe { DeviceView::new(tx.addrs()) });
     assert_eq!(rdev.view.avail_flags(), 1, "RX: VRING_AVAIL_F_NO_INTERRUPT");
+    if event_idx {
+        rx.use_event_idx();
+        tx.use_event_idx();
+        for v in [&rdev.view, &tdev.view] {
+            assert_eq!(v.avail_flags(), 0, "flags 0 with VIRTIO_F_EVENT_IDX");
+            assert_eq!(v.used_event(), 0x8000, "used_event away from the used index");
+        }
+        assert!(rx.virtq_stats().event_idx && tx.virtq_stats().event_idx);
+    }
     rx.start();
+    assert_eq!(kicks_of(&rx_kicks), 1, "start kicks");
     let mut held: Vec<Packet> = Vec::new();
     let mut hostile = false;
     // Frames the device wrote, in used order, while it behaved: (n, len).
@@ -144,6 +193,7 @@ pub fn run_with(data: &[u8], lose: bool) {
     let mut frame_no = 0u64;
     let mut input = Input(data);
     let mut forgotten = false;
+    let (mut rx_seen, mut tx_seen) = (kicks_of(&rx_kicks), kicks_of(&tx_kicks));
     while let Some(op) = input.byte() {
         match op % 12 {
             0 => {
@@ -222,7 +272,22 @@ pub fn run_with(data: &[u8], lose: bool) {
                 let max = input.byte().unwrap_or(32) as usize % 40;
                 let before = rx.stats();
                 let start = held.len();
+                let (old, k0) = (rdev.view.avail_idx(), kicks_of(&rx_kicks));
                 let got = rx.rx_burst(&mut held, max);
+                if event_idx {
+                    let new = rdev.view.avail_idx();
+                    let want = kick_expected(rdev.view.avail_event(), new, old);
+                    assert_eq!(
+                        kicks_of(&rx_kicks) - k0,
+                        want as u64,
+                        "RX kick for avail {old}->{new}, avail_event {}",
+                        rdev.view.avail_event()
+                    );
+                    // A device that went to sleep honestly at `old` is woken.
+                    if rdev.asleep == Some(old) && new != old {
+                        assert_eq!(kicks_of(&rx_kicks) - k0, 1, "a sleeping device is woken");
+                    }
+                }
                 assert_eq!(held.len() - start, got);
                 for p in &held[start..] {
                     assert!(p.len() <= p.capacity() && !p.is_empty());
@@ -272,7 +337,23 @@ pub fn run_with(data: &[u8], lose: bool) {
                 }
                 let copies: Vec<Vec<u8>> = burst.iter().map(|p| p.data().to_vec()).collect();
                 let before = tx.stats().tx_errors;
+                let (old, k0) = (tdev.view.avail_idx(), kicks_of(&tx_kicks));
                 let n = tx.tx_burst(&mut burst, rx.cache_mut());
+                let new = tdev.view.avail_idx();
+                if event_idx {
+                    let want = kick_expected(tdev.view.avail_event(), new, old);
+                    assert_eq!(
+                        kicks_of(&tx_kicks) - k0,
+                        want as u64,
+                        "TX kick for avail {old}->{new}, avail_event {}",
+                        tdev.view.avail_event()
+                    );
+                    // A device that went to sleep honestly at `old` is woken.
+                    if tdev.asleep == Some(old) && new != old {
+                        assert_eq!(kicks_of(&tx_kicks) - k0, 1, "a sleeping device is woken");
+                    }
+                }
+
                 let refused = (tx.stats().tx_errors - before) as usize;
                 let mut taken = 0;
                 for c in copies.into_iter().take(n) {
@@ -328,10 +409,37 @@ pub fn run_with(data: &[u8], lose: bool) {
             8 => {
                 tx.reclaim(rx.cache_mut());
             }
-            9 => {
+            9 if !event_idx => {
                 let f = input.byte().unwrap_or(0) as u16 & 1;
                 rdev.view.set_used_flags(f);
                 tdev.view.set_used_flags(f);
+            }
+            9 => {
+                // Event indices: the device writes avail_event, honestly
+                // (it read everything published and sleeps until a kick) or
+                // any value; the application arms and disarms RX interrupts.
+                let Some(b) = input.byte() else { break };
+                if b & 1 == 0 {
+                    for dev in [&mut rdev, &mut tdev] {
+                        dev.fetch();
+                        dev.view.set_avail_event(dev.avail_seen);
+                        dev.asleep = Some(dev.avail_seen);
+                    }
+                } else {
+                    let Some(v) = input.u16() else { break };
+                    let dev = if b & 2 == 0 { &mut rdev } else { &mut tdev };
+                    dev.view.set_avail_event(v);
+                    dev.asleep = None;
+                }
+                if b & 4 != 0 {
+                    let last_used = rdev.view.avail_idx().wrapping_sub(rx.in_flight() as u16);
+                    rx.set_interrupts(true);
+                    assert_eq!(rdev.view.used_event(), last_used, "armed: the next used index");
+                    assert_eq!(rdev.view.avail_flags(), 0);
+                    rx.set_interrupts(false);
+                    assert_eq!(rdev.view.used_event(), last_used.wrapping_add(0x8000));
+                    assert_eq!(rdev.view.avail_flags(), 0);
+                }
             }
             10 => {
                 // Device: an RX used entry for a real chain with a bad length.
@@ -372,6 +480,15 @@ pub fn run_with(data: &[u8], lose: bool) {
                 held.clear();
             }
         }
+        // A kick wakes the device.
+        if kicks_of(&rx_kicks) != rx_seen {
+            rdev.asleep = None;
+            rx_seen = kicks_of(&rx_kicks);
+        }
+        if kicks_of(&tx_kicks) != tx_seen {
+            tdev.asleep = None;
+            tx_seen = kicks_of(&tx_kicks);
+        }
         check(&pool, &rx, &tx, &held);
     }
     drop(held);
@@ -409,5 +526,5 @@ fn cache_of<D: Doorbell>(rx: &VirtqRx<D>) -> &[u32] {
 /// Forget one packet: the accounting must fail with "lost".
 pub fn lose_one_buffer() {
     // receive one frame, then forget it
-    run_with(&[0, 0, 60, 0, 3, 39, 4, 1], true);
+    run_with(&[0, 0, 60, 0, 3, 39, 4, 1], true, false);
 }

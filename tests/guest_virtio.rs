@@ -69,7 +69,7 @@ fn status_lists_the_virtio_ports_with_family_virtio_net() {
 #[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
 fn link_is_up_and_the_mac_is_qemus() {
     for i in 0..2 {
-        let dev = Device::open(vport(i), &config()).expect("open a virtio-net port");
+        let mut dev = Device::open(vport(i), &config()).expect("open a virtio-net port");
         assert_eq!(dev.family(), "virtio-net");
         assert_eq!(
             dev.mac(),
@@ -79,7 +79,41 @@ fn link_is_up_and_the_mac_is_qemus() {
         assert!(dev.link().up);
         assert_eq!(dev.queue_count(), 1);
         dev.check_device().expect("no DEVICE_NEEDS_RESET");
+        // QEMU offers VIRTIO_F_EVENT_IDX (its `event_idx` property, on by
+        // default) and pollnic takes it: both queues notify by index.
+        let (vrx, vtx) = dev.queue(0).virtq_stats().expect("a virtqueue");
+        assert!(vrx.event_idx && vtx.event_idx, "VIRTIO_F_EVENT_IDX negotiated");
     }
+}
+
+/// The kicks and suppressed kicks of a port's queue: (RX, TX).
+fn kicks(dev: &mut Device) -> ((u64, u64), (u64, u64)) {
+    let (r, t) = dev.queue(0).virtq_stats().expect("a virtqueue");
+    ((r.kicks, r.kicks_suppressed), (t.kicks, t.kicks_suppressed))
+}
+
+/// Send `n` frames of `len` bytes (no FCS) from `tx` to `rx` with
+/// `transfer_and_verify` and print the kicks they cost: the sender's TX
+/// queue and the receiver's RX queue, sent and suppressed.
+fn transfer_counting_kicks(tx: &mut Device, rx: &mut Device, n: u64, len: usize) -> u64 {
+    let (_, t0) = kicks(tx);
+    let (r0, _) = kicks(rx);
+    let bytes = transfer_and_verify(tx, rx, n, |_| len);
+    let (_, t1) = kicks(tx);
+    let (r1, _) = kicks(rx);
+    let (_, vtx) = tx.queue(0).virtq_stats().unwrap();
+    let (vrx, _) = rx.queue(0).virtq_stats().unwrap();
+    eprintln!(
+        "kicks for {n} frames of {len} B (event_idx TX {} RX {}): TX {} suppressed {}; RX {} \
+         suppressed {}",
+        vtx.event_idx,
+        vrx.event_idx,
+        t1.0 - t0.0,
+        t1.1 - t0.1,
+        r1.0 - r0.0,
+        r1.1 - r0.1
+    );
+    bytes
 }
 
 /// Loopback of 20,000 frames of 64 B and of 1518 B on the wire (60 and
@@ -95,7 +129,7 @@ fn loopback_20000_frames_at_64_and_1518_bytes_and_counters_agree() {
     let (tx, rx) = (&mut a[0], &mut b[0]);
     let mut bytes = 0;
     for len in [60usize, 1514] {
-        bytes += transfer_and_verify(tx, rx, 20_000, |_| len);
+        bytes += transfer_counting_kicks(tx, rx, 20_000, len);
     }
     let (ts, rs) = (tx.stats(), rx.stats());
     assert_eq!(ts.counter(Counter::TxPackets), 40_000);
@@ -116,6 +150,37 @@ fn loopback_20000_frames_at_64_and_1518_bytes_and_counters_agree() {
         "TX kicks {} suppressed {}; RX kicks {} suppressed {}",
         vtx.kicks, vtx.kicks_suppressed, vrx.kicks, vrx.kicks_suppressed
     );
+}
+
+/// At MTU 9000 (the testbed gives both ports `host_mtu=9000`, so they
+/// offer `VIRTIO_NET_F_MTU` = 9000): 20,000 frames of 9014 bytes (an IP
+/// MTU of 9000 plus the 14-byte Ethernet header; 9018 on a wire with the
+/// FCS, which virtio never carries) from port 0 to port 1, each in one
+/// 9,216-byte receive buffer behind its header (no mergeable buffers):
+/// every frame arrives byte-identical and in order, and sent = received =
+/// the counters. An MTU above 9000 is refused before the device is touched.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn loopback_20000_frames_of_9014_bytes_at_mtu_9000_and_counters_agree() {
+    let err = Device::open(vport(0), &config().with_mtu(9001))
+        .err()
+        .expect("MTU 9001 is refused");
+    assert!(matches!(err, Error::InvalidMtu { mtu: 9001 }), "{err}");
+    let cfg = config().with_mtu(9000);
+    let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("open both at MTU 9000");
+    let (a, b) = ports.split_at_mut(1);
+    let (tx, rx) = (&mut a[0], &mut b[0]);
+    let bytes = transfer_counting_kicks(tx, rx, 20_000, 9014);
+    assert_eq!(bytes, 20_000 * 9014);
+    let (ts, rs) = (tx.stats(), rx.stats());
+    assert_eq!(ts.counter(Counter::TxPackets), 20_000);
+    assert_eq!(rs.counter(Counter::RxPackets), 20_000);
+    assert_eq!(ts.counter(Counter::TxBytes), bytes);
+    assert_eq!(rs.counter(Counter::RxBytes), bytes);
+    assert_eq!(rs.get("rx_errors"), Some(0));
+    assert_eq!(rs.get("rx_nombuf"), Some(0));
+    let (vrx, _) = rx.queue(0).virtq_stats().unwrap();
+    assert_eq!(vrx.device_errors, 0);
 }
 
 /// Frames received on port 1 are sent out of port 0 as they are (zero
@@ -411,10 +476,12 @@ fn pktgen_and_capture_run_on_virtio_unchanged() {
 }
 
 /// Interrupt-driven receive on virtio: MSI-X vector 0 on the RX queue,
-/// armed by clearing `VRING_AVAIL_F_NO_INTERRUPT`. Frames sent every 5 ms
-/// all arrive, the receiver sleeps between them and is woken by interrupts
-/// (not only by its timeout); virtio has no throttle, so a non-zero
-/// `rx_usecs` is refused with the family's range.
+/// armed by writing `used_event` (`VIRTIO_F_EVENT_IDX`, which the testbed's
+/// QEMU offers). Frames sent every 5 ms all arrive, the receiver sleeps
+/// between them and most sleeps end with an interrupt, not the timeout
+/// (QEMU's first notification after a reset is sent whatever `used_event`
+/// says, so one interrupt proves nothing); virtio has no throttle, so a
+/// non-zero `rx_usecs` is refused with the family's range.
 #[test]
 #[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
 fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
@@ -460,8 +527,8 @@ fn interrupt_mode_sleeps_and_is_woken_by_the_virtqueue() {
         eprintln!("{mode:?}: {st:?}");
         assert!(st.sleeps > 0, "{mode:?}: never slept: {st:?}");
         assert!(
-            st.interrupts > 0,
-            "{mode:?}: never woken by an interrupt: {st:?}"
+            st.interrupts * 2 > st.sleeps,
+            "{mode:?}: most sleeps not ended by an interrupt: {st:?}"
         );
     }
     let err = Device::open(

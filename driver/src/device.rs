@@ -121,7 +121,8 @@ impl Device {
     /// - virtio-net only: [`Error::VirtioCapability`] (a structure missing from the
     ///   capability list), [`Error::VirtioFeatureMissing`] (no `VIRTIO_F_VERSION_1` or
     ///   `VIRTIO_F_ACCESS_PLATFORM`), [`Error::VirtioFeaturesRefused`] (FEATURES_OK
-    ///   cleared), [`Error::VirtioNeedsReset`] (DEVICE_NEEDS_RESET after DRIVER_OK);
+    ///   cleared), [`Error::VirtioNeedsReset`] (DEVICE_NEEDS_RESET after DRIVER_OK),
+    ///   [`Error::VirtioMtu`] (`cfg.mtu` above the device's `VIRTIO_NET_F_MTU`);
     ///   a transitional device is [`Error::NotImplemented`].
     ///
     /// On every error after the device was opened it is reset and all memory released.
@@ -488,16 +489,7 @@ impl Device {
         negotiated?;
         let port = self.virtio.as_ref().expect("set above");
         self.mac = port.mac().unwrap_or_else(|| local_mac(addr));
-        if let Some(mtu) = port.mtu() {
-            if cfg.mtu > u32::from(mtu) {
-                return Err(Error::MtuAboveFamily {
-                    mtu: cfg.mtu,
-                    max: u32::from(mtu),
-                    family: VirtioNet.name(),
-                    device: self.name.clone(),
-                });
-            }
-        }
+        port.check_mtu(cfg.mtu)?;
         let pairs = port.max_queue_pairs()?;
         if cfg.queues > pairs {
             return Err(Error::TooManyQueues {
@@ -548,6 +540,7 @@ impl Device {
         };
         port.no_config_vector();
         let hdr = port.net_hdr();
+        let event_idx = port.event_idx();
         let mut started = Vec::with_capacity(cfg.queues as usize);
         for q in 0..cfg.queues {
             let (rxq, txq) = (2 * q, 2 * q + 1);
@@ -574,6 +567,10 @@ impl Device {
             )?;
             rx.set_net_hdr(hdr);
             tx.set_net_hdr(hdr);
+            if event_idx {
+                rx.use_event_idx();
+                tx.use_event_idx();
+            }
             port.setup_queue(rxq, rx.addrs());
             port.setup_queue(txq, tx.addrs());
             started.push((rx, tx));

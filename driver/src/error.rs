@@ -401,6 +401,30 @@ pub enum Error {
         features: u64,
     },
 
+    /// [`crate::DeviceConfig::mtu`] is above what a virtio-net device takes:
+    /// the MTU it reports (`VIRTIO_NET_F_MTU`, virtio 1.2 §5.1.4.1: a driver
+    /// must not send longer packets), or 1500 bytes when it reports none.
+    #[error(
+        "{addr}: DeviceConfig::mtu {mtu} is above what this virtio-net device takes ({}): use \
+         an MTU of at most {} (loopback, pktgen, capture: --mtu), or give the device a larger \
+         MTU (QEMU: host_mtu=9000 on the virtio-net-pci device)",
+        match device_mtu {
+            Some(m) => format!("it reports an MTU of {m} bytes"),
+            None => "it does not report an MTU (no VIRTIO_NET_F_MTU), so pollnic stays at 1500 \
+                     bytes".to_string(),
+        },
+        device_mtu.map_or(1500, u32::from)
+    )]
+    VirtioMtu {
+        /// The device.
+        addr: PciAddress,
+        /// The MTU asked for, bytes.
+        mtu: u32,
+        /// The device's `VIRTIO_NET_F_MTU` value, bytes; `None` when it
+        /// reports none.
+        device_mtu: Option<u16>,
+    },
+
     /// A virtio device set DEVICE_NEEDS_RESET (virtio 1.x §2.1.1): it hit
     /// an error it cannot recover from without a reset.
     #[error(

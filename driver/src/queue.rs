@@ -485,7 +485,8 @@ impl Queue {
     }
 
     /// Mask the queue's interrupt (the vector's EIMC, or the virtqueue's
-    /// `VRING_AVAIL_F_NO_INTERRUPT`).
+    /// `VRING_AVAIL_F_NO_INTERRUPT`, or with `VIRTIO_F_EVENT_IDX` its
+    /// `used_event` moved away).
     fn mask_irq(&mut self) {
         if let Some(irq) = &self.irq {
             irq.mask();

@@ -32,13 +32,43 @@
 //!
 //! # Notifications
 //!
-//! Poll mode wants no interrupts: the avail ring's flags say
-//! `VRING_AVAIL_F_NO_INTERRUPT` (§2.7.7) from the start. A burst that posted
-//! buffers notifies the device (the *kick*, a doorbell write) only when the
-//! used ring's flags lack `VRING_USED_F_NO_NOTIFY` (§2.7.10): QEMU's
-//! virtio-net sets it while it is processing a queue (TX) or has buffers
-//! (RX), so a busy queue sends few kicks. Kicks and suppressed kicks are
-//! counted ([`VirtqStats`]). `VIRTIO_F_EVENT_IDX` is not used.
+//! A burst that posted buffers notifies the device (the *kick*, a doorbell
+//! write) only when the device asks for it; kicks and suppressed kicks are
+//! counted ([`VirtqStats`]). Two ways, chosen by what was negotiated:
+//!
+//! - **Flags** (without `VIRTIO_F_EVENT_IDX`): poll mode wants no
+//!   interrupts, so the avail ring's flags say `VRING_AVAIL_F_NO_INTERRUPT`
+//!   (§2.7.7) from the start; a kick goes out only when the used ring's flags
+//!   lack `VRING_USED_F_NO_NOTIFY` (§2.7.10). QEMU's virtio-net sets it while
+//!   it is processing a queue (TX) or has buffers (RX).
+//! - **Event indices** (`VIRTIO_F_EVENT_IDX`, after [`VirtqRx::use_event_idx`]
+//!   / [`VirtqTx::use_event_idx`]): the flags stay 0 (§2.7.7.1: the driver
+//!   MUST set them to 0) and both sides name an index instead. The device
+//!   writes `avail_event` (the last u16 of the used ring): kick once the
+//!   avail index passes it. A burst that moved the avail index from `old`
+//!   to `new` kicks when `(new - avail_event - 1) mod 2^16 < (new - old) mod
+//!   2^16` (Linux `vring_need_event`, used by `virtqueue_kick_prepare_split`;
+//!   DPDK `vhost_need_event`). The driver writes `used_event` (the last u16
+//!   of the avail ring): poll mode keeps it half the index space (0x8000)
+//!   ahead of the used index, which no device can reach with at most 16,384
+//!   chains in flight, so no interrupt is asked for; arming an interrupt
+//!   writes the next used index the driver will read (Linux
+//!   `virtqueue_enable_cb_prepare_split`).
+//!
+//! `avail_event` is device-written and so untrusted. Any value is safe: it
+//! only decides whether a doorbell is written, never an address or a count.
+//! A value far behind the avail index is not a lie but how a device says it
+//! wants no kick: QEMU writes `avail_event` only while its notifications are
+//! on (`vring_set_avail_event` returns early otherwise, `hw/virtio/virtio.c`),
+//! so while it is busy the value stays where it was, thousands of entries
+//! behind; `vring_need_event` then says no, until the 16-bit index wraps past
+//! it (one extra kick in 65,536 entries at worst). So nothing can tell a
+//! stale value from a hostile one, and the driver follows whatever it reads:
+//! a hostile value costs an extra kick, or suppresses one the device then
+//! waits for; that device stops taking buffers, as one that ignores kicks
+//! would, which no driver can prevent. The bursts still never block and
+//! never read past what the used index allows: TX fills up (`ring_full`)
+//! and RX returns nothing, every buffer still accounted for.
 //!
 //! Ordering (Linux `virtqueue_add`/`virtqueue_kick_prepare`): descriptor and
 //! avail-ring entries are stored before the avail index (release fence); the
@@ -97,6 +127,10 @@ const DESC_F_WRITE: u16 = 2;
 const AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// `VIRTQ_USED_F_NO_NOTIFY`.
 const USED_F_NO_NOTIFY: u16 = 1;
+/// How far ahead of the used index poll mode puts `used_event`: half the
+/// 16-bit index space, more than any queue's chains in flight (at most
+/// 32768 / 2), so the device's used index never reaches it.
+const USED_EVENT_AWAY: u16 = 0x8000;
 /// Bytes per header slot (12 or 20 used, 32 for alignment).
 const HDR_SLOT: usize = 32;
 /// Most descriptors in a split virtqueue (virtio 1.x §2.7: queue size ≤ 32768).
@@ -119,6 +153,9 @@ pub struct VirtqStats {
     /// The queue stopped on a device error: the bursts return 0 until the
     /// device is reset and the ring made anew.
     pub stopped: bool,
+    /// Notifications follow `VIRTIO_F_EVENT_IDX` (`avail_event` and
+    /// `used_event`, virtio 1.2 §2.7.7 and §2.7.10) rather than the flags.
+    pub event_idx: bool,
 }
 
 /// The three guest-physical (IO virtual) addresses a virtio device needs
@@ -161,6 +198,8 @@ struct Vring {
     avail: usize,
     used: usize,
     hdr: usize,
+    /// `VIRTIO_F_EVENT_IDX` governs notifications.
+    event_idx: bool,
 }
 
 // SAFETY: `base` points into `region`, owned by the Vring and alive as long
@@ -200,6 +239,7 @@ impl Vring {
             avail,
             used,
             hdr,
+            event_idx: false,
         })
     }
 
@@ -269,6 +309,32 @@ impl Vring {
         unsafe { self.at::<u16>(self.avail + 2).write_volatile(idx.to_le()) }
     }
 
+    /// Write `used_event` (the u16 after avail.ring, §2.7.6).
+    #[inline(always)]
+    fn set_used_event(&self, v: u16) {
+        let off = self.avail + 4 + 2 * self.size as usize;
+        // SAFETY: the avail ring's last u16 (layout: 6 + 2 * size bytes),
+        // 2-byte aligned.
+        unsafe { self.at::<u16>(off).write_volatile(v.to_le()) }
+    }
+
+    /// Read `avail_event` (the u16 after used.ring, §2.7.8), device-written.
+    #[inline(always)]
+    fn avail_event(&self) -> u16 {
+        let off = self.used + 4 + 8 * self.size as usize;
+        // SAFETY: the used ring's last u16 (layout: 6 + 8 * size bytes),
+        // 2-byte aligned.
+        u16::from_le(unsafe { self.at::<u16>(off).read_volatile() })
+    }
+
+    /// Switch to event-index notifications: flags 0, `used_event` away from
+    /// `last_used` (poll mode).
+    fn use_event_idx(&mut self, last_used: u16) {
+        self.event_idx = true;
+        self.set_avail_flags(0);
+        self.set_used_event(last_used.wrapping_add(USED_EVENT_AWAY));
+    }
+
     #[inline(always)]
     fn used_flags(&self) -> u16 {
         // SAFETY: the used ring's first u16 (layout).
@@ -329,13 +395,19 @@ impl Vring {
         }
     }
 
-    /// Kick the device unless it asked not to be (after a full fence: the
-    /// avail index store must be visible before the flags are read).
+    /// Kick the device after the avail index moved from `old` to `new`,
+    /// unless it asked not to be (after a full fence: the avail index store
+    /// must be visible before the flags or `avail_event` are read).
     #[inline]
-    fn kick<D: Doorbell>(&self, doorbell: &mut D, avail_idx: u16, stats: &mut VirtqStats) {
+    fn kick<D: Doorbell>(&self, doorbell: &mut D, old: u16, new: u16, stats: &mut VirtqStats) {
         fence(Ordering::SeqCst);
-        if self.used_flags() & USED_F_NO_NOTIFY == 0 {
-            doorbell.ring(avail_idx);
+        let wanted = if self.event_idx {
+            need_event(self.avail_event(), new, old)
+        } else {
+            self.used_flags() & USED_F_NO_NOTIFY == 0
+        };
+        if wanted {
+            doorbell.ring(new);
             stats.kicks += 1;
         } else {
             stats.kicks_suppressed += 1;
@@ -354,6 +426,14 @@ impl Vring {
     }
 }
 
+/// Whether a side that asked to be notified at `event` wants it, now that
+/// the index moved from `old` to `new` (all mod 2^16): `event` lies in
+/// `old..new` (virtio 1.2 §2.7.10, Linux `vring_need_event`).
+#[inline(always)]
+fn need_event(event: u16, new: u16, old: u16) -> bool {
+    new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
+}
+
 /// One receive virtqueue with its mempool and cache. The driver resets the
 /// device before dropping it.
 pub struct VirtqRx<D: Doorbell> {
@@ -370,6 +450,8 @@ pub struct VirtqRx<D: Doorbell> {
     buf_size: u32,
     /// The header in front of each frame.
     hdr: NetHdr,
+    /// An interrupt is asked for ([`VirtqRx::set_interrupts`]).
+    irq_armed: bool,
     doorbell: D,
     stats: RxStats,
     vq: VirtqStats,
@@ -436,6 +518,7 @@ impl<D: Doorbell> VirtqRx<D> {
             last_used: 0,
             buf_size,
             hdr: NetHdr::V1,
+            irq_armed: false,
             doorbell,
             stats: RxStats::default(),
             vq: VirtqStats::default(),
@@ -580,8 +663,12 @@ impl<D: Doorbell> VirtqRx<D> {
             self.posted[(id / 2) as usize] = true;
         }
         self.ring.publish_avail(self.avail_idx);
+        if self.ring.event_idx && !self.irq_armed {
+            self.ring
+                .set_used_event(self.last_used.wrapping_add(USED_EVENT_AWAY));
+        }
         self.ring
-            .kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
+            .kick(&mut self.doorbell, first, self.avail_idx, &mut self.vq);
     }
 
     #[cold]
@@ -590,15 +677,36 @@ impl<D: Doorbell> VirtqRx<D> {
         self.vq.stopped = true;
     }
 
-    /// Ask the device for a used-buffer notification (an interrupt) or not:
-    /// clears or sets `VRING_AVAIL_F_NO_INTERRUPT` (virtio 1.x §2.7.7), then a
-    /// full fence, so that a [`VirtqRx::ready`] after arming sees any frame
-    /// the device used before it saw the flag. The flag is a hint: a device
-    /// may still notify (a spurious wake-up).
+    /// Ask the device for a used-buffer notification (an interrupt) or not
+    /// (virtio 1.2 §2.7.7): without event indices, clears or sets
+    /// `VRING_AVAIL_F_NO_INTERRUPT`; with them, writes `used_event` = the next
+    /// used index the driver reads (notify on the next frame), or 0x8000
+    /// beyond it (never). Then a full fence, so that a [`VirtqRx::ready`]
+    /// after arming sees any frame the device used before it saw the
+    /// request. Either is a hint: a device may still notify (a spurious
+    /// wake-up).
     pub fn set_interrupts(&mut self, on: bool) {
-        self.ring
-            .set_avail_flags(if on { 0 } else { AVAIL_F_NO_INTERRUPT });
+        self.irq_armed = on;
+        if self.ring.event_idx {
+            let away = if on { 0 } else { USED_EVENT_AWAY };
+            self.ring.set_used_event(self.last_used.wrapping_add(away));
+        } else {
+            self.ring
+                .set_avail_flags(if on { 0 } else { AVAIL_F_NO_INTERRUPT });
+        }
         fence(Ordering::SeqCst);
+    }
+
+    /// Use `VIRTIO_F_EVENT_IDX` for notifications (module docs), once the
+    /// device and driver negotiated it; before [`VirtqRx::start`].
+    pub fn use_event_idx(&mut self) {
+        self.ring.use_event_idx(self.last_used);
+        self.vq.event_idx = true;
+    }
+
+    /// Chains the device holds (posted and not yet read back as used).
+    pub fn in_flight(&self) -> usize {
+        self.avail_idx.wrapping_sub(self.last_used) as usize
     }
 
     /// Whether a frame is waiting (the used index moved), for interrupt
@@ -771,6 +879,7 @@ impl<D: Doorbell> VirtqTx<D> {
             self.stats.ring_full += 1;
         }
         let (mut sent, mut bytes, mut foreign) = (0u64, 0u64, 0u64);
+        let old = self.avail_idx;
         for p in pkts.drain(..n) {
             let (pool, idx, len) = p.parts();
             // SAFETY: `p` holds a reference to its pool.
@@ -799,7 +908,7 @@ impl<D: Doorbell> VirtqTx<D> {
         if sent > 0 {
             self.ring.publish_avail(self.avail_idx);
             self.ring
-                .kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
+                .kick(&mut self.doorbell, old, self.avail_idx, &mut self.vq);
             self.stats.packets += sent;
             self.stats.bytes += bytes;
             self.stats.foreign += foreign;
@@ -860,7 +969,19 @@ impl<D: Doorbell> VirtqTx<D> {
             done += 1;
         }
         self.last_used = self.last_used.wrapping_add(done);
+        if self.ring.event_idx && done > 0 {
+            // No vector is routed to a TX queue; keep used_event away anyway.
+            self.ring
+                .set_used_event(self.last_used.wrapping_add(USED_EVENT_AWAY));
+        }
         done as usize
+    }
+
+    /// Use `VIRTIO_F_EVENT_IDX` for notifications (module docs), once the
+    /// device and driver negotiated it; before the first burst.
+    pub fn use_event_idx(&mut self) {
+        self.ring.use_event_idx(self.last_used);
+        self.vq.event_idx = true;
     }
 
     /// Frames handed to the device and not yet reclaimed.
@@ -981,6 +1102,20 @@ pub mod device {
                     .cast::<u16>()
                     .write_volatile(idx)
             }
+        }
+        /// `avail_event`, the device's u16 after used.ring.
+        pub fn avail_event(&self) -> u16 {
+            self.rd16(self.used + 4 + 8 * self.size as usize)
+        }
+        /// `used_event`, the driver's u16 after avail.ring.
+        pub fn used_event(&self) -> u16 {
+            self.rd16(self.avail + 4 + 2 * self.size as usize)
+        }
+        /// Write `avail_event`, the device's u16 after used.ring.
+        pub fn set_avail_event(&self, v: u16) {
+            let off = self.used + 4 + 8 * self.size as usize;
+            // SAFETY: `new`'s contract; the used ring's last u16.
+            unsafe { self.base.add(off).cast::<u16>().write_volatile(v) }
         }
         /// Write used.flags (`1`: `VRING_USED_F_NO_NOTIFY`).
         pub fn set_used_flags(&self, flags: u16) {

@@ -275,7 +275,9 @@ fn qemu_command(
     // eBPF steering is not used) and VIRTIO_NET_F_HASH_REPORT (`hash=on`,
     // which always takes the software path). No vhost: QEMU's own
     // virtio-net model moves the frames. rx_queue_size 1024 (QEMU's
-    // largest; TX stays at 256, the most QEMU allows but for vhost-user).
+    // largest; TX stays at 256, the most QEMU allows but for vhost-user);
+    // host_mtu=9000 offers VIRTIO_NET_F_MTU with an MTU of 9000 (jumbo
+    // frames; the taps and the bridge take 9000 too).
     // Then the two devices the bad-input test must see refused.
     for (i, (pci, mac)) in VIRTIO_PORTS.iter().enumerate() {
         let slot = &pci[8..10];
@@ -291,7 +293,7 @@ fn qemu_command(
             "-device",
             &format!(
                 "virtio-net-pci,netdev=v{i},addr=0x{slot},mac={mac},id={},disable-legacy=on,\
-                 iommu_platform=on,rx_queue_size=1024,mq=on,rss=on,hash=on",
+                 iommu_platform=on,rx_queue_size=1024,mq=on,rss=on,hash=on,host_mtu=9000",
                 virtio_id(i)
             ),
         ]);

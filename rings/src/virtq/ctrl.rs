@@ -120,6 +120,15 @@ impl<D: Doorbell> VirtqCtrl<D> {
         })
     }
 
+    /// With `VIRTIO_F_EVENT_IDX` negotiated: the avail ring's flags 0, as
+    /// virtio 1.x §2.7.7.1 requires, and `used_event` away from the used
+    /// index (the queue is polled; it never asks for an interrupt). Every
+    /// command still kicks.
+    pub fn use_event_idx(&mut self) {
+        self.ring.use_event_idx(self.last_used);
+        self.vq.event_idx = true;
+    }
+
     /// Where the device finds this queue.
     pub fn addrs(&self) -> VirtqAddrs {
         self.ring.addrs()
@@ -180,10 +189,11 @@ impl<D: Doorbell> VirtqCtrl<D> {
         self.ring
             .write_desc(1, base + ACK as u64, 1, DESC_F_WRITE, 0);
         self.ring.put_avail(self.avail_idx, 0);
+        let old = self.avail_idx;
         self.avail_idx = self.avail_idx.wrapping_add(1);
         self.ring.publish_avail(self.avail_idx);
         self.ring
-            .kick(&mut self.doorbell, self.avail_idx, &mut self.vq);
+            .kick(&mut self.doorbell, old, self.avail_idx, &mut self.vq);
 
         let start = Instant::now();
         let mut polls = 0u32;

@@ -94,6 +94,10 @@ pub(crate) mod feature {
     /// `VIRTIO_NET_F_RSS`: RSS steering, configured with
     /// `VIRTIO_NET_CTRL_MQ_RSS_CONFIG` (needs CTRL_VQ).
     pub const NET_RSS: u64 = 1 << 60;
+    /// `VIRTIO_F_EVENT_IDX` (Linux `VIRTIO_RING_F_EVENT_IDX`): notifications
+    /// are suppressed by the `used_event` and `avail_event` indices (§2.7.7,
+    /// §2.7.10) instead of the flags.
+    pub const EVENT_IDX: u64 = 1 << 29;
     /// `VIRTIO_F_VERSION_1`: the modern interface.
     pub const VERSION_1: u64 = 1 << 32;
     /// `VIRTIO_F_ACCESS_PLATFORM`: the device's DMA goes through the
@@ -114,7 +118,8 @@ const WANTED: u64 = feature::VERSION_1
     | feature::NET_CTRL_VQ
     | feature::NET_MQ
     | feature::NET_RSS
-    | feature::NET_HASH_REPORT;
+    | feature::NET_HASH_REPORT
+    | feature::EVENT_IDX;
 
 /// `VIRTIO_MSI_NO_VECTOR`: no MSI-X vector for this source.
 const NO_VECTOR: u16 = 0xffff;
@@ -193,6 +198,14 @@ impl Family for VirtioNet {
     }
     fn decode_link_register(&self, _value: u32) -> LinkState {
         LinkState::Unknown("virtio-net has no link register".into())
+    }
+    /// Up to 9000, as the Intel families; a device takes at most the MTU
+    /// it reports (`VIRTIO_NET_F_MTU`), 1500 when it reports none, checked
+    /// at open ([`crate::Error::VirtioMtu`]). Without `VIRTIO_NET_F_MRG_RXBUF`
+    /// (not negotiated) every frame must fit one receive buffer, which the
+    /// mempool sizes from the MTU (MTU + 22 bytes, rounded up to 1 KiB).
+    fn max_mtu(&self) -> u32 {
+        pollnic_hw::mtu::MAX_MTU
     }
     /// Two descriptors per buffer (header, then frame), and at least 8
     /// buffers.
@@ -404,8 +417,8 @@ impl Port {
     }
 
     /// Reset, ACKNOWLEDGE, DRIVER, features (§3.1.1 steps 1 to 6):
-    /// VERSION_1 and ACCESS_PLATFORM required, MAC, STATUS and MTU taken
-    /// when offered; FEATURES_OK written and read back.
+    /// VERSION_1 and ACCESS_PLATFORM required, MAC, STATUS, MTU and
+    /// EVENT_IDX taken when offered; FEATURES_OK written and read back.
     ///
     /// # Errors
     /// [`Error::VirtioFeatureMissing`] naming a required feature the device
@@ -545,7 +558,10 @@ impl Port {
             });
         }
         let size = 1u16 << (15 - max.min(CTRL_QUEUE_SIZE).leading_zeros());
-        let ctrl = VirtqCtrl::new(size, page, mapper, self.notify_for(idx)?)?;
+        let mut ctrl = VirtqCtrl::new(size, page, mapper, self.notify_for(idx)?)?;
+        if self.event_idx() {
+            ctrl.use_event_idx();
+        }
         self.setup_queue(idx, ctrl.addrs());
         self.ctrl = Some(ctrl);
         Ok(())
@@ -639,12 +655,25 @@ impl Port {
         };
         if len == 0 || (0..reta.0.len()).any(|i| reta.0[i] != reta.0[i % len]) {
             return Err(bad(format!(
-                "its RSS indirection table holds {max_len} entries                  (rss_max_indirection_table_length) and the redirection table does not repeat                  with that period"
+                "its RSS indirection table holds {max_len} entries (rss_max_indirection_table_length) and the redirection table does not repeat with that period"
             )));
         }
         let table: Vec<u16> = reta.0[..len].iter().map(|&q| u16::from(q)).collect();
         let data = ctrl::rss_config(rss.hash_types, &table, 0, rss.queues, &rss.key);
         self.command(ctrl::CLASS_MQ, ctrl::MQ_RSS_CONFIG, &data)
+    }
+
+    /// Whether `VIRTIO_F_EVENT_IDX` was negotiated: the virtqueues must
+    /// then notify by event index (`VirtqRx::use_event_idx`).
+    pub(crate) fn event_idx(&self) -> bool {
+        self.features & feature::EVENT_IDX != 0
+    }
+
+    /// [`Error::VirtioMtu`] when `mtu` (`DeviceConfig::mtu`) is above what
+    /// this device takes: its `VIRTIO_NET_F_MTU` value (§5.1.4.1: the driver
+    /// MUST NOT transmit longer packets), or 1500 when it reports none.
+    pub(crate) fn check_mtu(&self, mtu: u32) -> Result<()> {
+        check_mtu(self.addr, self.mtu(), mtu)
     }
 
     /// Queues the device has (`num_queues`: RX and TX of each pair, plus a
@@ -752,6 +781,20 @@ impl Port {
             full_duplex: true,
         }
     }
+}
+
+/// [`Port::check_mtu`] on the device's reported MTU (`None`: no
+/// `VIRTIO_NET_F_MTU`).
+fn check_mtu(addr: PciAddress, device_mtu: Option<u16>, mtu: u32) -> Result<()> {
+    let max = device_mtu.map_or(pollnic_hw::mtu::DEFAULT_MTU, u32::from);
+    if mtu > max {
+        return Err(Error::VirtioMtu {
+            addr,
+            mtu,
+            device_mtu,
+        });
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Port {
@@ -899,6 +942,40 @@ mod tests {
 
     fn addr() -> PciAddress {
         "0000:00:10.0".parse().unwrap()
+    }
+
+    #[test]
+    fn an_mtu_above_the_devices_is_refused_with_the_fix() {
+        let a = addr();
+        assert!(check_mtu(a, Some(9000), 9000).is_ok());
+        assert!(check_mtu(a, Some(9000), 1500).is_ok());
+        assert!(check_mtu(a, None, 1500).is_ok());
+        let msg = check_mtu(a, Some(4000), 9000).unwrap_err().to_string();
+        assert!(msg.contains("MTU of 4000 bytes") && msg.contains("host_mtu"), "{msg}");
+        let err = check_mtu(a, None, 1501).unwrap_err();
+        assert!(
+            matches!(err, Error::VirtioMtu { mtu: 1501, device_mtu: None, .. }),
+            "{err}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains("VIRTIO_NET_F_MTU") && msg.contains("host_mtu=9000"), "{msg}");
+    }
+
+    #[test]
+    fn event_idx_is_taken_when_offered() {
+        let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::EVENT_IDX;
+        let io = io(offered, false, true);
+        let mut port = Port::find(&io, addr()).unwrap();
+        assert_eq!(port.negotiate().unwrap(), offered);
+        assert!(port.event_idx());
+        let io = io_without_event_idx();
+        let mut port = Port::find(&io, addr()).unwrap();
+        port.negotiate().unwrap();
+        assert!(!port.event_idx());
+    }
+
+    fn io_without_event_idx() -> FakeIo {
+        io(feature::VERSION_1 | feature::ACCESS_PLATFORM, false, true)
     }
 
     #[test]
