@@ -324,7 +324,8 @@ fn commit(n: usize) {
 /// testpmd's `--rxd`, and the kernel's ring set like `ethtool -G rx`.
 pub const RX_RING: u32 = 512;
 
-/// Hand `rx` to the kernel igb driver and configure its interface: up,
+/// Hand `rx` to its kernel driver (igb; virtio-pci and `virtio_net` for a
+/// virtio-net port) and configure its interface: up,
 /// 198.19.0.1/15 (the flows' destination), carrier awaited.
 pub(crate) fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
     let sysfs = Sysfs::default();
@@ -340,7 +341,7 @@ pub(crate) fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let ifname =
-        ifname.ok_or_else(|| format!("{rx}: the kernel igb driver created no interface"))?;
+        ifname.ok_or_else(|| format!("{rx}: the kernel driver (igb, or virtio_net on a virtio-net port) created no interface"))?;
     let run = |args: &[&str]| -> Result<(), String> {
         let st = std::process::Command::new("ip")
             .args(args)
