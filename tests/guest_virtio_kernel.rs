@@ -90,7 +90,10 @@ fn configure(ifname: &str, cidr: &str) {
         .map(|s| s.trim() != "1")
         .unwrap_or(true)
     {
-        assert!(t0.elapsed() < Duration::from_secs(15), "{ifname}: no carrier");
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "{ifname}: no carrier"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -151,7 +154,10 @@ impl Example {
                 Err(_) => break,
             }
         }
-        panic!("no line with `{pat}` within {timeout:?}; saw {:?}", self.seen);
+        panic!(
+            "no line with `{pat}` within {timeout:?}; saw {:?}",
+            self.seen
+        );
     }
 
     /// SIGTERM (if `term`), wait, and return every line with the exit status.
@@ -197,7 +203,16 @@ fn assert_pool_full(lines: &[String]) {
 /// `busybox ping -c n` to the smoltcp stack: the replies' RTTs in ms, sorted.
 fn ping(n: usize) -> Vec<f64> {
     let out = Command::new("busybox")
-        .args(["ping", "-c", &n.to_string(), "-i", "0.05", "-W", "5", SMOL_IP])
+        .args([
+            "ping",
+            "-c",
+            &n.to_string(),
+            "-i",
+            "0.05",
+            "-W",
+            "5",
+            SMOL_IP,
+        ])
         .output()
         .expect("busybox ping");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -225,7 +240,14 @@ fn the_kernels_virtio_net_pings_and_fetches_from_smoltcp_on_a_virtio_port() {
     let k0 = to_kernel(p0);
     configure(&k0, &format!("{KERNEL_IP}/24"));
     let p1s = p1.to_string();
-    let net = ["--port", &p1s, "--ip", &format!("{SMOL_IP}/24"), "--ring-size", "256"];
+    let net = [
+        "--port",
+        &p1s,
+        "--ip",
+        &format!("{SMOL_IP}/24"),
+        "--ring-size",
+        "256",
+    ];
     let net: Vec<&str> = net.iter().map(|s| s.as_ref()).collect();
     let (rx0, tx0) = (if_stat(&k0, "rx_packets"), if_stat(&k0, "tx_packets"));
 
@@ -237,7 +259,11 @@ fn the_kernels_virtio_net_pings_and_fetches_from_smoltcp_on_a_virtio_port() {
     let dev = line_with(&lines, "smol-echo: device: ");
     // 20 echo requests and the kernel's ARP request at least.
     assert!(field(dev, "rx_frames") >= 21, "{dev}");
-    assert_eq!(field(dev, "rx_malformed") + field(dev, "rx_bad_checksum"), 0, "{dev}");
+    assert_eq!(
+        field(dev, "rx_malformed") + field(dev, "rx_bad_checksum"),
+        0,
+        "{dev}"
+    );
     assert_eq!(field(dev, "tx_nobuf"), 0, "{dev}");
     assert_pool_full(&lines);
 
@@ -270,12 +296,22 @@ fn the_kernels_virtio_net_pings_and_fetches_from_smoltcp_on_a_virtio_port() {
     }
     assert_pool_full(&lines);
     let dev = line_with(&lines, "smol-http: device: ");
-    assert_eq!(field(dev, "rx_malformed") + field(dev, "rx_bad_checksum"), 0, "{dev}");
+    assert_eq!(
+        field(dev, "rx_malformed") + field(dev, "rx_bad_checksum"),
+        0,
+        "{dev}"
+    );
 
     // The kernel's virtio_net saw the traffic: the body alone is more than
     // BODY / 1514 frames.
-    let (rx, tx) = (if_stat(&k0, "rx_packets") - rx0, if_stat(&k0, "tx_packets") - tx0);
-    assert!(rx as usize > BODY / 1514 + 20, "{k0}: rx_packets grew by {rx}");
+    let (rx, tx) = (
+        if_stat(&k0, "rx_packets") - rx0,
+        if_stat(&k0, "tx_packets") - tx0,
+    );
+    assert!(
+        rx as usize > BODY / 1514 + 20,
+        "{k0}: rx_packets grew by {rx}"
+    );
     assert!(tx >= 20, "{k0}: tx_packets grew by {tx}");
 
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
