@@ -395,10 +395,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let known: &[&str] = if args.forward { &FWD_PATHS } else { &RX_PATHS };
     // A virtio-net receiver: its rows are named after the family, and by
     // default only the paths a one-queue virtio-net port can run.
-    let virtio = pci::PciDevice::read(&Sysfs::default(), rx)
-        .ok()
-        .and_then(|d| d.family())
-        .is_some_and(|f| f.name() == VIRTIO_FAMILY);
+    let virtio = paths::is_virtio(rx);
     let paths: Vec<String> = args.paths.clone().unwrap_or_else(|| {
         if virtio && !args.forward {
             return VIRTIO_PATHS.iter().map(|p| p.to_string()).collect();
@@ -798,9 +795,6 @@ fn run_sweep(
 /// timestamps; pollnic-1q-adaptive and pollnic-1q-irq are pollnic-1q with
 /// the queue sleeping on its MSI-X interrupt (adaptive: after a run of empty
 /// polls; irq: at every empty poll).
-/// `FamilyInfo::name` of the virtio-net family.
-const VIRTIO_FAMILY: &str = "virtio-net";
-
 /// The default paths when the receiving port is virtio-net: one queue pair
 /// (pollnic's virtio-net has no RSS yet, and QEMU's hub gives the kernel
 /// one queue pair), no testpmd (its virtio PMD is not among the DPDK

@@ -80,6 +80,17 @@ pub struct FwdCounts {
 
 pub const DRAIN: Duration = Duration::from_millis(1500);
 
+/// `FamilyInfo::name` of the virtio-net family.
+pub const VIRTIO_FAMILY: &str = "virtio-net";
+
+/// Whether the port at `addr` is a virtio-net device.
+pub fn is_virtio(addr: PciAddress) -> bool {
+    PciDevice::read(&Sysfs::default(), addr)
+        .ok()
+        .and_then(|d| d.family())
+        .is_some_and(|f| f.name() == VIRTIO_FAMILY)
+}
+
 pub(crate) fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
     pci::bind_vfio(&Sysfs::default(), addr)
         .map(|_| ())
@@ -129,6 +140,12 @@ fn pollnic_rx_with(
     moderation: pollnic::Moderation,
 ) -> Result<Measured, String> {
     ensure_vfio(rx)?;
+    // virtio-net has no interrupt throttle: its only moderation is none.
+    let moderation = if is_virtio(rx) {
+        pollnic::Moderation::Fixed { usecs: 0 }
+    } else {
+        moderation
+    };
     let cfg = DeviceConfig::default()
         .with_queues(queues)
         .with_rx_ring_size(RX_RING)
