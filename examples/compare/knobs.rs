@@ -154,10 +154,17 @@ impl Drop for Knobs {
 
 /// The IRQ of each RX queue of `ifname`, from /proc/interrupts (index = queue;
 /// see [`pollnic_tools::cputime::parse_queue_irqs`]).
+/// A virtio-net interface's vectors carry the virtio device's name
+/// (`virtio<N>-input.<n>`), read from its `device` link.
 pub fn queue_irqs(ifname: &str) -> Result<Vec<u32>, String> {
     let text = std::fs::read_to_string("/proc/interrupts")
         .map_err(|e| format!("reading /proc/interrupts: {e}"))?;
-    pollnic_tools::cputime::parse_queue_irqs(&text, ifname).ok_or_else(|| {
-        format!("{ifname}: no IRQ named {ifname}-TxRx-<n>, {ifname}-rx-<n> or {ifname} in /proc/interrupts")
+    let virtio = std::fs::read_link(format!("/sys/class/net/{ifname}/device"))
+        .ok()
+        .and_then(|l| l.file_name().and_then(|n| n.to_str()).map(str::to_owned))
+        .filter(|n| n.starts_with("virtio"));
+    let name = virtio.as_deref().unwrap_or(ifname);
+    pollnic_tools::cputime::parse_queue_irqs(&text, name).ok_or_else(|| {
+        format!("{ifname}: no IRQ named {name}-TxRx-<n>, {name}-rx-<n>, {name}-input.<n> or {name} in /proc/interrupts")
     })
 }

@@ -80,6 +80,17 @@ pub struct FwdCounts {
 
 pub const DRAIN: Duration = Duration::from_millis(1500);
 
+/// `FamilyInfo::name` of the virtio-net family.
+pub const VIRTIO_FAMILY: &str = "virtio-net";
+
+/// Whether the port at `addr` is a virtio-net device.
+pub fn is_virtio(addr: PciAddress) -> bool {
+    PciDevice::read(&Sysfs::default(), addr)
+        .ok()
+        .and_then(|d| d.family())
+        .is_some_and(|f| f.name() == VIRTIO_FAMILY)
+}
+
 pub(crate) fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
     pci::bind_vfio(&Sysfs::default(), addr)
         .map(|_| ())
@@ -129,6 +140,12 @@ fn pollnic_rx_with(
     moderation: pollnic::Moderation,
 ) -> Result<Measured, String> {
     ensure_vfio(rx)?;
+    // virtio-net has no interrupt throttle: its only moderation is none.
+    let moderation = if is_virtio(rx) {
+        pollnic::Moderation::Fixed { usecs: 0 }
+    } else {
+        moderation
+    };
     let cfg = DeviceConfig::default()
         .with_queues(queues)
         .with_rx_ring_size(RX_RING)
@@ -324,7 +341,8 @@ fn commit(n: usize) {
 /// testpmd's `--rxd`, and the kernel's ring set like `ethtool -G rx`.
 pub const RX_RING: u32 = 512;
 
-/// Hand `rx` to the kernel igb driver and configure its interface: up,
+/// Hand `rx` to its kernel driver (igb; virtio-pci and `virtio_net` for a
+/// virtio-net port) and configure its interface: up,
 /// 198.19.0.1/15 (the flows' destination), carrier awaited.
 pub(crate) fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
     let sysfs = Sysfs::default();
@@ -340,7 +358,7 @@ pub(crate) fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let ifname =
-        ifname.ok_or_else(|| format!("{rx}: the kernel igb driver created no interface"))?;
+        ifname.ok_or_else(|| format!("{rx}: the kernel driver (igb, or virtio_net on a virtio-net port) created no interface"))?;
     let run = |args: &[&str]| -> Result<(), String> {
         let st = std::process::Command::new("ip")
             .args(args)

@@ -146,11 +146,19 @@ pub fn rx_kernel_ns(cores: Option<&[usize]>) -> u64 {
 /// pairs RX and TX queues on one vector and `<if>-rx-<n>` when it gives each
 /// its own (`igb_request_msix`; QEMU's igb offers enough vectors for the
 /// latter); with MSI or INTx the port has one IRQ named after the interface.
+/// virtio-net's vectors are named after the virtio device, not the interface:
+/// pass `virtio<N>` (the interface's `device` link) and RX queue n is
+/// `virtio<N>-input.<n>` (`virtnet_find_vqs` names the virtqueue `input.<n>`,
+/// `vp_find_vqs_msix` prefixes the device name).
 /// Index = queue.
 pub fn parse_queue_irqs(text: &str, ifname: &str) -> Option<Vec<u32>> {
     let mut queues: Vec<(u32, u32)> = Vec::new();
     let mut single = None;
-    let prefixes = [format!("{ifname}-TxRx-"), format!("{ifname}-rx-")];
+    let prefixes = [
+        format!("{ifname}-TxRx-"),
+        format!("{ifname}-rx-"),
+        format!("{ifname}-input."),
+    ];
     for line in text.lines() {
         let Some((irq, rest)) = line.trim_start().split_once(':') else {
             continue;
@@ -198,6 +206,11 @@ mod tests {
                       48:  0  0  IR-PCI-MSIX-0000:00:0c.0  2-edge  eth3-rx-1\n\
                       49:  0  5  IR-PCI-MSIX-0000:00:0c.0  3-edge  eth3-tx-0\n";
         assert_eq!(parse_queue_irqs(split, "eth3"), Some(vec![47, 48]));
+        let virtio = " 40:  0  0  IR-PCI-MSIX-0000:00:10.0  0-edge  virtio4-config\n\
+                       41:  7  0  IR-PCI-MSIX-0000:00:10.0  1-edge  virtio4-input.0\n\
+                       42:  3  0  IR-PCI-MSIX-0000:00:10.0  2-edge  virtio4-output.0\n";
+        assert_eq!(parse_queue_irqs(virtio, "virtio4"), Some(vec![41]));
+        assert_eq!(parse_queue_irqs(virtio, "virtio40"), None);
         let msi = " 30:  5  0  IR-PCI-MSI-0000:00:06.0  0-edge  eth2\n";
         assert_eq!(parse_queue_irqs(msi, "eth2"), Some(vec![30]));
         assert_eq!(parse_queue_irqs(msi, "eth3"), None);

@@ -2,7 +2,8 @@
 //! Debian's DPDK and libxdp packages if missing (for the dpdk-testpmd and
 //! kernel-afxdp rows), builds the
 //! release `compare` example, boots the guest and runs it between the two
-//! igb ports; results land in `results/compare-<UTC date>/` in the repo.
+//! igb ports (`--family virtio`: the two virtio-net ports); results land in
+//! `results/compare-<UTC date>/` (`…-virtio/`) in the repo.
 
 use anyhow::{bail, Result};
 use std::path::Path;
@@ -59,11 +60,33 @@ pub fn ensure_peers() {
     }
 }
 
-/// Build, boot, run `compare` with `extra` arguments; returns the guest's outcome.
+/// The port pair `cargo xtask compare` runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Family {
+    /// igb ports 0 and 1 (`$POLLNIC_PORT0` sends, `$POLLNIC_PORT1` receives).
+    Igb,
+    /// The virtio-net ports (`$POLLNIC_VIRTIO_PORT0` sends,
+    /// `$POLLNIC_VIRTIO_PORT1` receives); the kernel rows use `virtio_net`.
+    Virtio,
+}
+
+impl Family {
+    /// The guest's variables of the sending and the receiving port.
+    fn port_vars(self) -> (&'static str, &'static str) {
+        match self {
+            Family::Igb => ("POLLNIC_PORT0", "POLLNIC_PORT1"),
+            Family::Virtio => ("POLLNIC_VIRTIO_PORT0", "POLLNIC_VIRTIO_PORT1"),
+        }
+    }
+}
+
+/// Build, boot, run `compare` on `family`'s ports with `extra` arguments;
+/// returns the guest's outcome.
 pub fn run(
     layout: &Layout,
     opts: &VmOptions,
     no_dpdk: bool,
+    family: Family,
     extra: &[String],
 ) -> Result<RunOutcome> {
     if !no_dpdk {
@@ -90,7 +113,10 @@ pub fn run(
         bail!("{} was not built", exe.display());
     }
     let date = chrono_free_utc_date();
-    let out = layout.repo.join(format!("results/compare-{date}"));
+    let out = layout.repo.join(match family {
+        Family::Igb => format!("results/compare-{date}"),
+        Family::Virtio => format!("results/compare-{date}-virtio"),
+    });
     let given = |flag: &str| {
         extra
             .iter()
@@ -103,11 +129,15 @@ pub fn run(
     if !given("--label") {
         defaults += &format!(
             "--label {} ",
-            shell_join([format!("(QEMU/TCG testbed, {date})")])
+            shell_join([match family {
+                Family::Igb => format!("(QEMU/TCG testbed, {date})"),
+                Family::Virtio => format!("(QEMU/TCG testbed, virtio-net ports, {date})"),
+            }])
         );
     }
+    let (tx, rx) = family.port_vars();
     let script = format!(
-        "{} --tx \"$POLLNIC_PORT0\" --rx \"$POLLNIC_PORT1\" {defaults}{}\n",
+        "{} --tx \"${tx}\" --rx \"${rx}\" {defaults}{}\n",
         shell_join([&exe]),
         shell_join(extra)
     );

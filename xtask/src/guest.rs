@@ -67,6 +67,14 @@ pub const MODULES: &[Want] = &[
         name: "igb",
         optional: false,
     },
+    // The kernel's virtio-net driver, for tests and comparison rows that hand a
+    // virtio-net port back to the kernel. It takes every virtio-net device at
+    // boot (the 9p shares are virtio-9p, not virtio-net); the run script then
+    // binds the testbed's virtio-net ports to vfio-pci, as it does the igb ports.
+    Want {
+        name: "virtio_net",
+        optional: false,
+    },
     // 802.1Q VLAN devices, for the VLAN offload tests (guest_offload).
     Want {
         name: "8021q",

@@ -167,6 +167,12 @@ enum Command {
         /// Do not load the guest-work counter (no instructions or bytes per packet).
         #[arg(long)]
         no_count: bool,
+        /// Which port pair: `igb` (ports 0 and 1, the default) or `virtio`
+        /// (the two virtio-net ports; the kernel rows then run on the
+        /// kernel's virtio_net and are named `kernel-virtio-*`, pollnic's
+        /// `pollnic-virtio-*`).
+        #[arg(long, value_enum, default_value_t = compare::Family::Igb)]
+        family: compare::Family,
         /// Extra arguments for the compare example.
         #[arg(last = true, value_name = "ARGS")]
         extra: Vec<String>,
@@ -335,10 +341,11 @@ fn run(command: Command, guest_kernel: Option<install::GuestKernel>) -> Result<E
             vm,
             no_dpdk,
             no_count,
+            family,
             extra,
         } => {
             let opts = vm.options_counting(&layout, true, !no_count)?;
-            let outcome = compare::run(&layout, &opts, no_dpdk, &extra)?;
+            let outcome = compare::run(&layout, &opts, no_dpdk, family, &extra)?;
             Ok(status(outcome.code))
         }
     }

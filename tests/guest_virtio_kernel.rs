@@ -1,0 +1,327 @@
+//! smoltcp on a pollnic virtio-net port against the guest kernel's own
+//! `virtio_net` driver on the other: virtio port 0 goes back to the kernel
+//! (`virtio-pci`, then `virtio_net` creates its interface) as 10.0.2.1/24,
+//! virtio port 1 stays on pollnic with the `smol-echo` and `smol-http`
+//! examples as 10.0.2.2/24 (the two ports sit on one QEMU hub). The kernel
+//! pings the smoltcp stack and fetches a file from it with busybox `wget`,
+//! checked byte for byte; every buffer must be back in its pool at the end,
+//! and the kernel interface's own counters must show the frames. Both ports
+//! go back to vfio-pci however the test ends.
+//!
+//! Run inside the testbed: `cargo xtask test`.
+
+use pollnic::pci::{self, PciAddress, PciDevice, Sysfs};
+use pollnic_tests::{env, example_exe};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const KERNEL_IP: &str = "10.0.2.1";
+const SMOL_IP: &str = "10.0.2.2";
+/// Big enough to take many TCP windows, small enough for TCG (about 1 s).
+const BODY: usize = 4 << 20;
+
+fn vport(i: usize) -> PciAddress {
+    env(&format!("POLLNIC_VIRTIO_PORT{i}"))
+        .parse()
+        .expect("a PCI address")
+}
+
+/// Puts both virtio ports back on vfio-pci however the test ends, so the
+/// next test binary finds them as the testbed left them.
+struct Restore(Vec<PciAddress>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        for &a in &self.0 {
+            let _ = pci::bind_vfio(&Sysfs::default(), a);
+        }
+    }
+}
+
+fn sh(cmd: &str, args: &[&str]) {
+    let st = Command::new(cmd)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{cmd} {}: {e}", args.join(" ")));
+    assert!(st.success(), "`{cmd} {}` failed", args.join(" "));
+}
+
+/// Hand `addr` back to the kernel (`pollnic unbind`'s path: virtio-pci, which
+/// hands the virtio device to `virtio_net`); returns its interface name once
+/// `virtio_net` has made one.
+fn to_kernel(addr: PciAddress) -> String {
+    let sysfs = Sysfs::default();
+    let report = pci::unbind_vfio(&sysfs, addr).expect("hand the port back to the kernel");
+    assert_eq!(
+        report.driver.as_deref(),
+        Some("virtio-pci"),
+        "{addr}: {report}"
+    );
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if let Some(ifname) = PciDevice::read(&sysfs, addr)
+            .ok()
+            .and_then(|d| d.interfaces.first().cloned())
+        {
+            let driver = std::fs::read_link(format!("/sys/class/net/{ifname}/device/driver"))
+                .unwrap_or_else(|e| panic!("{ifname}: no driver link: {e}"));
+            assert_eq!(
+                driver.file_name().and_then(|n| n.to_str()),
+                Some("virtio_net"),
+                "{ifname}: driven by {}",
+                driver.display()
+            );
+            return ifname;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{addr}: virtio_net created no interface within 10 s (is virtio_net in the initramfs? `cargo xtask guest`)");
+}
+
+/// Address `ifname`, bring it up, wait for carrier.
+fn configure(ifname: &str, cidr: &str) {
+    sh("ip", &["addr", "flush", "dev", ifname]);
+    sh("ip", &["addr", "add", cidr, "dev", ifname]);
+    sh("ip", &["link", "set", "dev", ifname, "up"]);
+    let t0 = Instant::now();
+    while std::fs::read_to_string(format!("/sys/class/net/{ifname}/carrier"))
+        .map(|s| s.trim() != "1")
+        .unwrap_or(true)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "{ifname}: no carrier"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The interface's counter `name` (`/sys/class/net/<if>/statistics/<name>`).
+fn if_stat(ifname: &str, name: &str) -> u64 {
+    std::fs::read_to_string(format!("/sys/class/net/{ifname}/statistics/{name}"))
+        .unwrap_or_else(|e| panic!("{ifname} {name}: {e}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A running example whose stdout lines arrive on a channel.
+struct Example {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Example {
+    fn start(name: &str, args: &[&str]) -> Example {
+        let mut child = Command::new(example_exe(name))
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                println!("  | {l}");
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut e = Example {
+            child,
+            lines,
+            seen: Vec::new(),
+        };
+        e.wait_for(": up: ", Duration::from_secs(30));
+        e
+    }
+
+    fn wait_for(&mut self, pat: &str, timeout: Duration) {
+        let t0 = Instant::now();
+        while let Some(left) = timeout.checked_sub(t0.elapsed()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.contains(pat);
+                    self.seen.push(l);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "no line with `{pat}` within {timeout:?}; saw {:?}",
+            self.seen
+        );
+    }
+
+    /// SIGTERM (if `term`), wait, and return every line with the exit status.
+    fn finish(mut self, term: bool) -> (Vec<String>, i32) {
+        if term {
+            let pid = self.child.id() as i32;
+            // SAFETY: kill(2) on the pid of a child we have not yet waited for.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let st = self.child.wait().unwrap();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.seen.push(l);
+        }
+        (self.seen, st.code().unwrap_or(-1))
+    }
+}
+
+fn line_with<'a>(lines: &'a [String], pat: &str) -> &'a str {
+    lines
+        .iter()
+        .find(|l| l.contains(pat))
+        .unwrap_or_else(|| panic!("no `{pat}` line in {lines:?}"))
+}
+
+/// The number after `key ` in `line`.
+fn field(line: &str, key: &str) -> u64 {
+    let at = line
+        .find(&format!("{key} "))
+        .unwrap_or_else(|| panic!("{key} in {line}"));
+    line[at + key.len() + 1..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn assert_pool_full(lines: &[String]) {
+    let pool = line_with(lines, ": pool: ");
+    assert!(pool.contains("(every buffer back)"), "{pool}");
+}
+
+/// `busybox ping -c n` to the smoltcp stack: the replies' RTTs in ms, sorted.
+fn ping(n: usize) -> Vec<f64> {
+    let out = Command::new("busybox")
+        .args([
+            "ping",
+            "-c",
+            &n.to_string(),
+            "-i",
+            "0.05",
+            "-W",
+            "5",
+            SMOL_IP,
+        ])
+        .output()
+        .expect("busybox ping");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("{n} packets transmitted, {n} packets received")),
+        "ping: {text}"
+    );
+    let mut rtts: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .map(|t| t.trim_end_matches(" ms").trim().parse().unwrap())
+        .collect();
+    assert_eq!(rtts.len(), n, "{text}");
+    rtts.sort_by(f64::total_cmp);
+    rtts
+}
+
+#[test]
+#[ignore = "runs inside the QEMU guest: cargo xtask test"]
+fn the_kernels_virtio_net_pings_and_fetches_from_smoltcp_on_a_virtio_port() {
+    let t_start = Instant::now();
+    let (p0, p1) = (vport(0), vport(1));
+    let _restore = Restore(vec![p0, p1]);
+    pci::bind_vfio(&Sysfs::default(), p1).expect("virtio port 1 on vfio-pci");
+    let k0 = to_kernel(p0);
+    configure(&k0, &format!("{KERNEL_IP}/24"));
+    let p1s = p1.to_string();
+    let net = [
+        "--port",
+        &p1s,
+        "--ip",
+        &format!("{SMOL_IP}/24"),
+        "--ring-size",
+        "256",
+    ];
+    let net: Vec<&str> = net.iter().map(|s| s.as_ref()).collect();
+    let (rx0, tx0) = (if_stat(&k0, "rx_packets"), if_stat(&k0, "tx_packets"));
+
+    // 1. ping against smol-echo.
+    let echo = Example::start("smol-echo", &net);
+    let rtts = ping(20);
+    let (lines, code) = echo.finish(true);
+    assert_eq!(code, 0, "smol-echo: {lines:?}");
+    let dev = line_with(&lines, "smol-echo: device: ");
+    // 20 echo requests and the kernel's ARP request at least.
+    assert!(field(dev, "rx_frames") >= 21, "{dev}");
+    assert_eq!(
+        field(dev, "rx_malformed") + field(dev, "rx_bad_checksum"),
+        0,
+        "{dev}"
+    );
+    assert_eq!(field(dev, "tx_nobuf"), 0, "{dev}");
+    assert_pool_full(&lines);
+
+    // 2. A file over TCP from smol-http, byte for byte.
+    let size = BODY.to_string();
+    let mut args = net.clone();
+    args.extend(["--size", &size, "--requests", "1"]);
+    let http = Example::start("smol-http", &args);
+    let out = "/tmp/guest_virtio_kernel.bin";
+    let _ = std::fs::remove_file(out);
+    let t0 = Instant::now();
+    let wget = Command::new("busybox")
+        .args(["wget", "-q", "-O", out, &format!("http://{SMOL_IP}/file")])
+        .output()
+        .expect("busybox wget");
+    let secs = t0.elapsed().as_secs_f64();
+    assert!(
+        wget.status.success(),
+        "wget: {}",
+        String::from_utf8_lossy(&wget.stderr)
+    );
+    let (lines, code) = http.finish(false);
+    assert_eq!(code, 0, "smol-http: {lines:?}");
+    let got = std::fs::read(out).unwrap();
+    let _ = std::fs::remove_file(out);
+    let want = pollnic_tools::smol::http_body(BODY);
+    assert_eq!(got.len(), BODY, "fetched length");
+    if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
+        panic!("the fetched file differs from byte {at} on");
+    }
+    assert_pool_full(&lines);
+    let dev = line_with(&lines, "smol-http: device: ");
+    assert_eq!(
+        field(dev, "rx_malformed") + field(dev, "rx_bad_checksum"),
+        0,
+        "{dev}"
+    );
+
+    // The kernel's virtio_net saw the traffic: the body alone is more than
+    // BODY / 1514 frames.
+    let (rx, tx) = (
+        if_stat(&k0, "rx_packets") - rx0,
+        if_stat(&k0, "tx_packets") - tx0,
+    );
+    assert!(
+        rx as usize > BODY / 1514 + 20,
+        "{k0}: rx_packets grew by {rx}"
+    );
+    assert!(tx >= 20, "{k0}: tx_packets grew by {tx}");
+
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    println!(
+        "MEASURED (QEMU/TCG, guest kernel {}): ping 20x kernel virtio_net -> pollnic+smoltcp on virtio-net: P50 {:.3} ms max {:.3} ms; wget {} MiB: {secs:.2} s, {:.1} Mbit/s; whole test {:.1} s",
+        kernel.trim(),
+        rtts[rtts.len() / 2],
+        rtts[rtts.len() - 1],
+        BODY >> 20,
+        BODY as f64 * 8.0 / secs / 1e6,
+        t_start.elapsed().as_secs_f64()
+    );
+}
