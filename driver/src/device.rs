@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::family::virtio::{self, VirtioNet};
 use crate::family::{self, DescFamily, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo, MsixError};
-use crate::irq::{IrqControl, IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
+use crate::irq::{IrqControl, Moderation, QueueIrq, RxMode};
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::queue::{Queue, Rings};
 use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
@@ -427,24 +427,14 @@ impl Device {
             let path = cfg.data_path.resolve();
             rx.set_data_path(path);
             tx.set_data_path(path);
-            self.queues.push(Queue {
-                id: q,
-                rings: Rings::Desc { rx, tx },
-                counters: Arc::clone(&self.counters),
-                removal: Arc::clone(&self.removal),
-                irq: None,
-                mode: RxMode::BusyPoll,
-                empty_run: 0,
-                irq_stats: IrqStats::default(),
-                moderation: Moderation::default(),
-                itr: Itr::default(),
-                itr_seen: (0, 0),
-                spin: SpinBudget::default(),
-                idle: None,
-                epoch: None,
-                max_usecs: fam.max_rx_usecs(),
-                family: fam.name(),
-            });
+            self.queues.push(Queue::new(
+                q,
+                Rings::Desc { rx, tx },
+                Arc::clone(&self.counters),
+                Arc::clone(&self.removal),
+                fam.max_rx_usecs(),
+                fam.name(),
+            ));
         }
         fam.start_tx(r);
         for q in &mut self.queues {
@@ -582,24 +572,14 @@ impl Device {
         port.driver_ok()?;
         for (q, (mut rx, tx)) in started.into_iter().enumerate() {
             rx.start();
-            self.queues.push(Queue {
-                id: q as u16,
-                rings: Rings::Virtq { rx, tx },
-                counters: Arc::clone(&self.counters),
-                removal: Arc::clone(&self.removal),
-                irq: None,
-                mode: RxMode::BusyPoll,
-                empty_run: 0,
-                irq_stats: IrqStats::default(),
-                moderation: Moderation::default(),
-                itr: Itr::default(),
-                itr_seen: (0, 0),
-                spin: SpinBudget::default(),
-                idle: None,
-                epoch: None,
-                max_usecs: 0,
-                family: VirtioNet.name(),
-            });
+            self.queues.push(Queue::new(
+                q as u16,
+                Rings::Virtq { rx, tx },
+                Arc::clone(&self.counters),
+                Arc::clone(&self.removal),
+                0,
+                VirtioNet.name(),
+            ));
         }
         port.configure_queues(cfg.queues, &cfg.hash_types, &self.rss_key, &self.reta)?;
         wait_for("link up", cfg.link_timeout, || port.link().up).map_err(|t| Error::LinkDown {

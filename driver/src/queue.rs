@@ -61,6 +61,37 @@ pub struct Queue {
 }
 
 impl Queue {
+    /// A started queue `id` over `rings`, in busy-poll mode with no vector
+    /// yet: what `Device::open` makes for each queue of every family.
+    /// `max_usecs` is the family's largest throttle (0: none).
+    pub(crate) fn new(
+        id: u16,
+        rings: Rings,
+        counters: DeviceCounters,
+        removal: Arc<Removal>,
+        max_usecs: u32,
+        family: &'static str,
+    ) -> Self {
+        Queue {
+            id,
+            rings,
+            counters,
+            removal,
+            irq: None,
+            mode: RxMode::BusyPoll,
+            empty_run: 0,
+            irq_stats: IrqStats::default(),
+            moderation: Moderation::default(),
+            itr: Itr::default(),
+            itr_seen: (0, 0),
+            spin: SpinBudget::default(),
+            idle: None,
+            epoch: None,
+            max_usecs,
+            family,
+        }
+    }
+
     /// Queue index (the RX queue RSS steers to, and the TX queue used).
     pub fn id(&self) -> u16 {
         self.id
