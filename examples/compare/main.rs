@@ -796,8 +796,7 @@ fn run_sweep(
 /// the queue sleeping on its MSI-X interrupt (adaptive: after a run of empty
 /// polls; irq: at every empty poll).
 /// The default paths when the receiving port is virtio-net: one queue pair
-/// (pollnic's virtio-net has no RSS yet, and QEMU's hub gives the kernel
-/// one queue pair), no testpmd (its virtio PMD is not among the DPDK
+/// (no `-2q` row yet), no testpmd (its virtio PMD is not among the DPDK
 /// packages the testbed installs), no tuned AF_PACKET rows (they set
 /// `ethtool -C rx-usecs`, which virtio_net offers only with
 /// `VIRTIO_NET_F_NOTF_COAL`).
