@@ -256,6 +256,12 @@ fn the_kernels_virtio_net_pings_and_fetches_from_smoltcp_on_a_virtio_port() {
     let rtts = ping(20);
     let (lines, code) = echo.finish(true);
     assert_eq!(code, 0, "smol-echo: {lines:?}");
+    // The port has no checksum offload, and the tool says so.
+    let up = line_with(&lines, "smol-echo: up: ");
+    assert!(
+        up.contains("checksums in software (this port offers no checksum offload)"),
+        "{up}"
+    );
     let dev = line_with(&lines, "smol-echo: device: ");
     // 20 echo requests and the kernel's ARP request at least.
     assert!(field(dev, "rx_frames") >= 21, "{dev}");

@@ -138,7 +138,9 @@ fn capabilities_are_the_ports_mtu_the_rx_ring_and_the_offloaded_checksums() {
         );
     }
     assert!(matches!(ck.icmpv4, Checksum::Tx));
+    assert!(phy.checksum_offload());
     phy.set_checksum_offload(false);
+    assert!(!phy.checksum_offload());
     let ck = phy.capabilities().checksum;
     for c in [&ck.ipv4, &ck.udp, &ck.tcp, &ck.icmpv4] {
         assert!(matches!(c, Checksum::Tx), "{c:?}: offload turned off");

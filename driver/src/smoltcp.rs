@@ -171,6 +171,14 @@ impl<'q> QueueDevice<'q> {
         self.offload = on && self.queue.offers_tx_offloads();
     }
 
+    /// Whether the IPv4, TCP and UDP checksums of transmitted frames are
+    /// left to the NIC: [`QueueDevice::set_checksum_offload`] asked for it
+    /// (the default) and the port does transmit offloads (igb and ixgbe;
+    /// virtio-net does not).
+    pub fn checksum_offload(&self) -> bool {
+        self.offload
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> SmolStats {
         self.stats

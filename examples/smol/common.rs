@@ -76,10 +76,12 @@ pub fn serve<S>(
         });
         let mut sockets = SocketSet::new(vec![]);
         let mut app = setup(&mut sockets);
-        let sums = if net.no_checksum_offload {
+        let sums = if phy.checksum_offload() {
+            "checksums offloaded (IPv4, TCP, UDP)"
+        } else if net.no_checksum_offload {
             "checksums in software"
         } else {
-            "checksums offloaded (IPv4, TCP, UDP)"
+            "checksums in software (this port offers no checksum offload)"
         };
         println!("{tool}: up: {addr}/{prefix} on {pci} ({mac_s}), {what}, {sums}");
         let mut n = 0u32;
