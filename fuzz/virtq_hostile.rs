@@ -25,8 +25,12 @@
 //!   list + cache + RX chains + TX in flight + held by the application =
 //!   capacity, no index twice;
 //! - every packet's length is at most the buffer size;
-//! - the queues stop only after the device broke the protocol (no false
-//!   stop), and a protocol break the RX queue reads does stop it;
+//! - the RX queue stops exactly when the burst reads a protocol break: a
+//!   used index more than the chains in flight ahead, or, among the entries
+//!   the burst reaches, an id that is no chain head or a chain already
+//!   taken earlier in the same burst (the model keeps its own copy of the
+//!   used ring and works this out before each burst, from what the driver
+//!   can know); no false stop, and no break followed;
 //! - while the device has only behaved, every frame comes out with the
 //!   length and bytes the device wrote, and every TX chain the device reads
 //!   is a zeroed 12-byte header then the next frame handed to `tx_burst`;
@@ -88,6 +92,8 @@ struct Dev {
     /// With event indices: the device went to sleep honestly with
     /// `avail_event` at this avail index and was not kicked since.
     asleep: Option<u16>,
+    /// The model's copy of the used ring's entries (id, len), by slot.
+    used_ring: [(u32, u32); RING as usize],
 }
 
 impl Dev {
@@ -98,6 +104,7 @@ impl Dev {
             outstanding: Vec::new(),
             used_idx: 0,
             asleep: None,
+            used_ring: [(0, 0); RING as usize],
         }
     }
     /// Read the avail entries published since last time.
@@ -111,8 +118,59 @@ impl Dev {
     }
     fn push_used(&mut self, id: u32, len: u32) {
         self.view.put_used(self.used_idx, id, len);
+        self.used_ring[(self.used_idx % RING) as usize] = (id, len);
         self.used_idx = self.used_idx.wrapping_add(1);
         self.view.set_used_idx(self.used_idx);
+    }
+}
+
+/// What an RX burst of at most `max` entries must do, worked out from
+/// the used ring as the driver finds it: `Some(j)` when it stops the queue
+/// at the `j`-th entry it reads (0 for a used index that jumped past the
+/// chains in flight, which is checked before any entry), unless it ran out
+/// of buffers at a good frame before; `None` when nothing it reads breaks
+/// the protocol. Between bursts every RX chain is posted, so an even id
+/// below the ring size is a chain the driver holds for the device the
+/// first time it comes, and a break the second time in one burst.
+fn rx_break_at(dev: &Dev, last_used: u16, in_flight: u16, max: usize) -> Option<usize> {
+    let pending = dev.used_idx.wrapping_sub(last_used);
+    if pending == 0 || max == 0 {
+        return None;
+    }
+    if pending > in_flight {
+        return Some(0);
+    }
+    let mut taken = HashSet::new();
+    (0..(pending as usize).min(max)).find(|&j| {
+        let (id, _) = dev.used_ring[(last_used.wrapping_add(j as u16) % RING) as usize];
+        id >= RING as u32 || id & 1 != 0 || !taken.insert(id)
+    })
+}
+
+/// Check an RX burst's stop against [`rx_break_at`]'s expectation:
+/// stopped exactly when a break was reached, and a stopped queue gives
+/// nothing after.
+fn check_rx_stop<D: Doorbell>(
+    rx: &mut VirtqRx<D>,
+    expect: Option<usize>,
+    was_stopped: bool,
+    nombuf: bool,
+    held: &mut Vec<Packet>,
+) {
+    let stats = rx.virtq_stats();
+    if was_stopped {
+        assert!(stats.stopped, "a stopped queue stays stopped");
+        return;
+    }
+    match expect {
+        None => assert!(!stats.stopped, "stopped with no protocol break in the entries read"),
+        // An empty cache ended the burst at a good frame before the break.
+        Some(_) if nombuf => assert!(!stats.stopped, "stopped at a good frame"),
+        Some(j) => {
+            assert!(stats.stopped, "a protocol break was followed (entry {j})");
+            assert!(stats.device_errors > 0);
+            assert_eq!(rx.rx_burst(held, 32), 0, "a stopped queue gives nothing");
+        }
     }
 }
 
@@ -188,8 +246,6 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
     let mut expect_rx: VecDeque<(u64, usize)> = VecDeque::new();
     // Frames handed to tx_burst and not yet read by the device: their bytes.
     let mut expect_tx: VecDeque<Vec<u8>> = VecDeque::new();
-    // A protocol break the RX queue has not read yet.
-    let mut rx_break_pending = false;
     let mut frame_no = 0u64;
     let mut input = Input(data);
     let mut forgotten = false;
@@ -228,21 +284,13 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                     break;
                 };
                 let id = if id & 0x100 != 0 { id % 24 } else { id };
-                let legit = id < RING as u32 && rdev.outstanding.contains(&(id as u16));
-                if legit {
+                if id < RING as u32 && rdev.outstanding.contains(&(id as u16)) {
                     rdev.outstanding.retain(|&o| o as u32 != id);
-                } else if !hostile && (id >= RING as u32 || id & 1 != 0) {
-                    // Not a chain head at all: the driver must see this
-                    // whatever it did meanwhile.
-                    rx_break_pending = true;
                 }
-                // A chain head the device does not hold (completed already,
-                // its completion still unread) is a break only while the
-                // driver has not re-posted that chain: once a burst has
-                // consumed the first completion and re-armed the chain, the
-                // repeated id is a completion the driver cannot tell from a
-                // real one (the device may fetch and complete a re-posted
-                // chain at once). It is hostile, not an exact expectation.
+                // Whether the driver must stop on it is worked out at the
+                // next burst from the used ring (rx_break_at): a chain head
+                // the device does not hold is a completion the driver cannot
+                // tell from a real one once it has re-posted that chain.
                 rdev.push_used(id, len);
                 hostile = true;
             }
@@ -251,18 +299,10 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 let Some(k) = input.u16() else { break };
                 rdev.used_idx = rdev.used_idx.wrapping_add(k);
                 rdev.view.set_used_idx(rdev.used_idx);
-                // A jump past every chain in flight (8 at most) is a break
-                // whatever the entries hold; a shorter one may land on stale
-                // entries that look valid.
-                if k > RING && k < u16::MAX - RING && !hostile {
-                    rx_break_pending = true;
-                }
-                // A move back by less than a ring can retract used entries the
-                // driver has not read yet, a pending break among them: from
-                // here on nothing about them is exact.
-                if k >= u16::MAX - RING {
-                    rx_break_pending = false;
-                }
+                // Two moves the driver does not see between them add up (a
+                // step back by one is two jumps of 29,555 and 35,980); what
+                // the driver must do is worked out at its next burst from
+                // where the index stands (rx_break_at).
                 if k != 0 {
                     hostile = true;
                 }
@@ -273,6 +313,9 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 let before = rx.stats();
                 let start = held.len();
                 let (old, k0) = (rdev.view.avail_idx(), kicks_of(&rx_kicks));
+                let was_stopped = rx.virtq_stats().stopped;
+                let last_used = old.wrapping_sub(rx.in_flight() as u16);
+                let expect = rx_break_at(&rdev, last_used, rx.in_flight() as u16, max);
                 let got = rx.rx_burst(&mut held, max);
                 if event_idx {
                     let new = rdev.view.avail_idx();
@@ -297,22 +340,8 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                         assert_eq!(p.data(), &pattern(n, len)[..], "frame {n}");
                     }
                 }
-                let after = rx.stats();
-                if !hostile {
-                    assert!(!rx.virtq_stats().stopped, "stopped with no device error");
-                }
-                // A full drain, not cut short by an empty cache, reads every
-                // pending entry: a break the model knows of stops the queue.
-                if rx_break_pending && max >= 39 && after.rx_nombuf == before.rx_nombuf {
-                    assert!(rx.virtq_stats().stopped, "a protocol break was followed");
-                    assert!(rx.virtq_stats().device_errors > 0);
-                    assert_eq!(
-                        rx.rx_burst(&mut held, 32),
-                        0,
-                        "a stopped queue gives nothing"
-                    );
-                    rx_break_pending = false;
-                }
+                let nombuf = rx.stats().rx_nombuf > before.rx_nombuf;
+                check_rx_stop(&mut rx, expect, was_stopped, nombuf, &mut held);
             }
             4 => {
                 // Application: drop some held packets (cache or pool).
@@ -458,7 +487,12 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 // Dropped and counted; the order of good frames is kept.
                 let before = rx.stats();
                 let mut sink = Vec::new();
+                let was_stopped = rx.virtq_stats().stopped;
+                let in_flight = rx.in_flight() as u16;
+                let last_used = rdev.view.avail_idx().wrapping_sub(in_flight);
+                let expect = rx_break_at(&rdev, last_used, in_flight, 64);
                 let got = rx.rx_burst(&mut sink, 64);
+                let nombuf = rx.stats().rx_nombuf > before.rx_nombuf;
                 if !hostile {
                     // Unless an empty cache stopped the burst at a good frame
                     // before it (rx_nombuf), the bad entry was read.
@@ -474,6 +508,7 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 }
                 assert_eq!(got, sink.len());
                 held.append(&mut sink);
+                check_rx_stop(&mut rx, expect, was_stopped, nombuf, &mut held);
             }
             _ => {
                 // Application: drop everything held.
