@@ -163,7 +163,10 @@ fn check_rx_stop<D: Doorbell>(
         return;
     }
     match expect {
-        None => assert!(!stats.stopped, "stopped with no protocol break in the entries read"),
+        None => assert!(
+            !stats.stopped,
+            "stopped with no protocol break in the entries read"
+        ),
         // An empty cache ended the burst at a good frame before the break.
         Some(_) if nombuf => assert!(!stats.stopped, "stopped at a good frame"),
         Some(j) => {
@@ -212,9 +215,8 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
     let mapper: Arc<dyn pollnic_rings::DmaMapper> = Arc::new(IdentityMapper);
     let rx_kicks = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let tx_kicks = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let kicks_of = |k: &Arc<std::sync::atomic::AtomicU64>| {
-        k.load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let kicks_of =
+        |k: &Arc<std::sync::atomic::AtomicU64>| k.load(std::sync::atomic::Ordering::Relaxed);
     let mut rx = VirtqRx::new(
         RING,
         PageSize::Small4K,
@@ -234,7 +236,11 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
         tx.use_event_idx();
         for v in [&rdev.view, &tdev.view] {
             assert_eq!(v.avail_flags(), 0, "flags 0 with VIRTIO_F_EVENT_IDX");
-            assert_eq!(v.used_event(), 0x8000, "used_event away from the used index");
+            assert_eq!(
+                v.used_event(),
+                0x8000,
+                "used_event away from the used index"
+            );
         }
         assert!(rx.virtq_stats().event_idx && tx.virtq_stats().event_idx);
     }
@@ -463,7 +469,11 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 if b & 4 != 0 {
                     let last_used = rdev.view.avail_idx().wrapping_sub(rx.in_flight() as u16);
                     rx.set_interrupts(true);
-                    assert_eq!(rdev.view.used_event(), last_used, "armed: the next used index");
+                    assert_eq!(
+                        rdev.view.used_event(),
+                        last_used,
+                        "armed: the next used index"
+                    );
                     assert_eq!(rdev.view.avail_flags(), 0);
                     rx.set_interrupts(false);
                     assert_eq!(rdev.view.used_event(), last_used.wrapping_add(0x8000));
