@@ -796,7 +796,9 @@ fn run_sweep(
 /// the queue sleeping on its MSI-X interrupt (adaptive: after a run of empty
 /// polls; irq: at every empty poll).
 /// The default paths when the receiving port is virtio-net: one queue pair
-/// (no `-2q` row yet), no testpmd (its virtio PMD is not among the DPDK
+/// (`pollnic-2q` by `--paths`, with a vCPU per receive core and one for the
+/// generator: `cargo xtask compare --smp 3 --family virtio -- --gen-core 2
+/// --cores 0,1 --paths pollnic-1q,pollnic-2q`), no testpmd (its virtio PMD is not among the DPDK
 /// packages the testbed installs), no tuned AF_PACKET rows (they set
 /// `ethtool -C rx-usecs`, which virtio_net offers only with
 /// `VIRTIO_NET_F_NOTF_COAL`).

@@ -378,6 +378,10 @@ pub(crate) fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
             "{ifname}: RX ring is {ring} descriptors, wanted {RX_RING}"
         ));
     }
+    // Every row runs at MTU 1500. virtio_net starts at the device's MTU
+    // (VIRTIO_NET_F_MTU: the testbed's virtio ports offer 9000), where
+    // virtnet_xdp_set refuses XDP ("MTU too large to enable XDP", EINVAL).
+    run(&["link", "set", "dev", &ifname, "mtu", "1500"])?;
     run(&["addr", "flush", "dev", &ifname])?;
     run(&["addr", "add", "198.19.0.1/15", "dev", &ifname])?;
     run(&["link", "set", "dev", &ifname, "up"])?;
