@@ -82,7 +82,10 @@ fn link_is_up_and_the_mac_is_qemus() {
         // QEMU offers VIRTIO_F_EVENT_IDX (its `event_idx` property, on by
         // default) and pollnic takes it: both queues notify by index.
         let (vrx, vtx) = dev.queue(0).virtq_stats().expect("a virtqueue");
-        assert!(vrx.event_idx && vtx.event_idx, "VIRTIO_F_EVENT_IDX negotiated");
+        assert!(
+            vrx.event_idx && vtx.event_idx,
+            "VIRTIO_F_EVENT_IDX negotiated"
+        );
     }
 }
 
@@ -143,6 +146,21 @@ fn loopback_20000_frames_at_64_and_1518_bytes_and_counters_agree() {
     assert_eq!(vrx.device_errors, 0);
     assert!(!vrx.stopped);
     let (_, vtx) = tx.queue(0).virtq_stats().unwrap();
+    // The ports' counters carry the queues' kicks (one queue pair each).
+    assert_eq!(
+        ts.get("tx_kicks"),
+        Some(vtx.kicks),
+        "tx_kicks in Device::stats"
+    );
+    assert_eq!(
+        rs.get("rx_kicks"),
+        Some(vrx.kicks),
+        "rx_kicks in Device::stats"
+    );
+    assert!(
+        vtx.kicks > 0 && vrx.kicks > 0,
+        "the RX queue kicks once at start, TX per burst"
+    );
     // Poll mode: QEMU suppresses kicks while it works on a queue
     // (VRING_USED_F_NO_NOTIFY); at most one kick per burst.
     assert!(vtx.kicks + vtx.kicks_suppressed <= tx.queue(0).tx_stats().bursts);

@@ -18,6 +18,8 @@ pub struct QueueCounters {
     rx_errors: AtomicU64,
     tx_packets: AtomicU64,
     tx_bytes: AtomicU64,
+    rx_kicks: AtomicU64,
+    tx_kicks: AtomicU64,
 }
 
 /// A consistent-enough copy of one queue's counters (each field is exact; the
@@ -40,6 +42,12 @@ pub struct QueueSnapshot {
     pub tx_packets: u64,
     /// Bytes queued for transmission.
     pub tx_bytes: u64,
+    /// Notifications (doorbell writes) the RX virtqueue sent the device
+    /// (virtio-net only; 0 on the Intel families, whose tail writes are not
+    /// counted).
+    pub rx_kicks: u64,
+    /// Notifications the TX virtqueue sent the device (virtio-net only).
+    pub tx_kicks: u64,
 }
 
 impl QueueCounters {
@@ -61,6 +69,14 @@ impl QueueCounters {
         self.tx_bytes.store(s.bytes, Relaxed);
     }
 
+    /// Publish a virtqueue pair's kick totals (virtio-net only; called by
+    /// the queue's thread after a burst).
+    #[inline]
+    pub(crate) fn publish_kicks(&self, rx: u64, tx: u64) {
+        self.rx_kicks.store(rx, Relaxed);
+        self.tx_kicks.store(tx, Relaxed);
+    }
+
     /// Read the counters (any thread).
     pub fn snapshot(&self) -> QueueSnapshot {
         QueueSnapshot {
@@ -72,6 +88,8 @@ impl QueueCounters {
             rx_errors: self.rx_errors.load(Relaxed),
             tx_packets: self.tx_packets.load(Relaxed),
             tx_bytes: self.tx_bytes.load(Relaxed),
+            rx_kicks: self.rx_kicks.load(Relaxed),
+            tx_kicks: self.tx_kicks.load(Relaxed),
         }
     }
 }

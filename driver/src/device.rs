@@ -615,7 +615,7 @@ impl Device {
         v
     }
 
-    /// The back end driving this device ("igb", "ixgbe").
+    /// The back end driving this device ("igb", "ixgbe", "virtio-net").
     pub fn family(&self) -> &'static str {
         self.family.name()
     }
@@ -1066,6 +1066,8 @@ impl StatsSource {
                     t.tx_bytes += q.tx_bytes;
                     t.rx_errors += q.rx_errors;
                     t.rx_nombuf += q.rx_nombuf;
+                    t.rx_kicks += q.rx_kicks;
+                    t.tx_kicks += q.tx_kicks;
                 }
                 for (name, v) in [
                     ("rx_packets", t.rx_packets),
@@ -1074,6 +1076,8 @@ impl StatsSource {
                     ("tx_bytes", t.tx_bytes),
                     ("rx_errors", t.rx_errors),
                     ("rx_nombuf", t.rx_nombuf),
+                    ("rx_kicks", t.rx_kicks),
+                    ("tx_kicks", t.tx_kicks),
                 ] {
                     s.set_extra(name, v);
                 }

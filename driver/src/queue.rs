@@ -139,7 +139,12 @@ impl Queue {
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         let (n, stats) = match &mut self.rings {
             Rings::Desc { rx, .. } => (rx.rx_burst(out, max), rx.stats()),
-            Rings::Virtq { rx, .. } => (rx.rx_burst(out, max), rx.stats()),
+            Rings::Virtq { rx, tx } => {
+                let n = rx.rx_burst(out, max);
+                self.counters[self.id as usize]
+                    .publish_kicks(rx.virtq_stats().kicks, tx.virtq_stats().kicks);
+                (n, rx.stats())
+            }
         };
         self.counters[self.id as usize].publish_rx(&stats);
         n
@@ -195,7 +200,12 @@ impl Queue {
         }
         let (n, stats) = match &mut self.rings {
             Rings::Desc { rx, tx } => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
-            Rings::Virtq { rx, tx } => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
+            Rings::Virtq { rx, tx } => {
+                let n = tx.tx_burst(pkts, rx.cache_mut());
+                self.counters[self.id as usize]
+                    .publish_kicks(rx.virtq_stats().kicks, tx.virtq_stats().kicks);
+                (n, tx.stats())
+            }
         };
         self.counters[self.id as usize].publish_tx(&stats);
         n
@@ -245,8 +255,16 @@ impl Queue {
             }
         }
         let (n, stats) = match &mut self.rings {
-            Rings::Desc { rx, tx } => (tx.tx_burst_offload(pkts, offload, rx.cache_mut()), tx.stats()),
-            Rings::Virtq { rx, tx } if offload.is_none() => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
+            Rings::Desc { rx, tx } => (
+                tx.tx_burst_offload(pkts, offload, rx.cache_mut()),
+                tx.stats(),
+            ),
+            Rings::Virtq { rx, tx } if offload.is_none() => {
+                let n = tx.tx_burst(pkts, rx.cache_mut());
+                self.counters[self.id as usize]
+                    .publish_kicks(rx.virtq_stats().kicks, tx.virtq_stats().kicks);
+                (n, tx.stats())
+            }
             Rings::Virtq { rx, tx } => (tx.refuse_offloads(pkts, rx.cache_mut()), tx.stats()),
         };
         self.counters[self.id as usize].publish_tx(&stats);
@@ -265,7 +283,9 @@ impl Queue {
     pub fn last_tx_refusal(&self) -> Option<TxRefusal> {
         match &self.rings {
             Rings::Desc { tx, .. } => tx.last_refusal(),
-            Rings::Virtq { tx, .. } => (tx.stats().tx_offload_errors > 0).then_some(TxRefusal::NoTxOffloads),
+            Rings::Virtq { tx, .. } => {
+                (tx.stats().tx_offload_errors > 0).then_some(TxRefusal::NoTxOffloads)
+            }
         }
     }
 

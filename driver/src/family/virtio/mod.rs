@@ -161,6 +161,8 @@ pub(crate) static LAYOUT: StatsLayout = StatsLayout {
         "tx_bytes",
         "rx_errors",
         "rx_nombuf",
+        "rx_kicks",
+        "tx_kicks",
     ],
 };
 
