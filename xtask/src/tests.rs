@@ -286,6 +286,20 @@ fn guest_script(
         "results={}\n: > \"$results\"\nfailed=0",
         shell_quote(results)
     );
+    // A binary `timeout` had to stop (124: TERM; 137: KILL 30 s later, most
+    // often a task stuck in the kernel): the stacks of the tasks in state D
+    // (sysrq `w`) go to the output, so a hang says where it is. Seen once:
+    // guest_virtio_kernel's smol-http blocked on a mutex for minutes.
+    s.push_str(
+        "stuck() {\n\
+         [ \"$1\" -eq 124 ] || [ \"$1\" -eq 137 ] || return 0\n\
+         echo \"pollnic-testbed: $2 did not end in time (exit $1); tasks blocked in the kernel (sysrq w):\" >&2\n\
+         { echo w > /proc/sysrq-trigger; } 2>/dev/null\n\
+         sleep 1\n\
+         dmesg 2>/dev/null | grep -A 40 -e 'Show Blocked State' -e ' state:D' | tail -n 300 >&2\n\
+         return 0\n\
+         }\n",
+    );
     let pcis = crate::runscript::bound_ports();
     for (i, exe) in exes.iter().enumerate() {
         let _ = writeln!(s, "echo '==== guest test: {} ===='", exe.name);
@@ -317,9 +331,11 @@ fn guest_script(
         let _ = writeln!(
             s,
             "start=$(date +%s)\nretried=0\ntimeout -k 30 {limit} {exe} --ignored --test-threads=1\nrc=$?\n\
+             stuck $rc {name}\n\
              if [ $rc -ne 0 ] && [ $rc -ne 124 ]; then\n\
              echo 'pollnic-testbed: {name} FAILED (exit '$rc'); running it once more, as TCG vCPU stalls can starve a pinned thread' >&2\n\
              {rebind}timeout -k 30 {limit} {exe} --ignored --test-threads=1\nrc=$?\n\
+             stuck $rc {name}\n\
              retried=1\n\
              fi\n\
              [ $rc -ne 124 ] || echo 'pollnic-testbed: {name} timed out after {limit}s (--test-timeout)' >&2\n\
