@@ -379,8 +379,8 @@ pub(crate) fn kernel_iface(rx: PciAddress) -> Result<(String, u32), String> {
         ));
     }
     // Every row runs at MTU 1500. virtio_net starts at the device's MTU
-    // (VIRTIO_NET_F_MTU: the testbed's virtio ports offer 9000), where
-    // virtnet_xdp_set refuses XDP ("MTU too large to enable XDP", EINVAL).
+    // (VIRTIO_NET_F_MTU: the testbed's virtio ports offer 9000), where its
+    // native XDP attach failed with EINVAL (seen; at 1500 it binds).
     run(&["link", "set", "dev", &ifname, "mtu", "1500"])?;
     run(&["addr", "flush", "dev", &ifname])?;
     run(&["addr", "add", "198.19.0.1/15", "dev", &ifname])?;
