@@ -147,6 +147,18 @@ fn rx_break_at(dev: &Dev, last_used: u16, in_flight: u16, max: usize) -> Option<
     })
 }
 
+/// [`rx_break_at`] for the burst `rx` is about to make, from the driver's
+/// state (the used index it last read is the avail index less the chains
+/// in flight); and whether the queue had stopped before it.
+fn rx_expect<D: Doorbell>(dev: &Dev, rx: &VirtqRx<D>, max: usize) -> (Option<usize>, bool) {
+    let in_flight = rx.in_flight() as u16;
+    let last_used = dev.view.avail_idx().wrapping_sub(in_flight);
+    (
+        rx_break_at(dev, last_used, in_flight, max),
+        rx.virtq_stats().stopped,
+    )
+}
+
 /// Check an RX burst's stop against [`rx_break_at`]'s expectation:
 /// stopped exactly when a break was reached, and a stopped queue gives
 /// nothing after.
@@ -319,9 +331,7 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 let before = rx.stats();
                 let start = held.len();
                 let (old, k0) = (rdev.view.avail_idx(), kicks_of(&rx_kicks));
-                let was_stopped = rx.virtq_stats().stopped;
-                let last_used = old.wrapping_sub(rx.in_flight() as u16);
-                let expect = rx_break_at(&rdev, last_used, rx.in_flight() as u16, max);
+                let (expect, was_stopped) = rx_expect(&rdev, &rx, max);
                 let got = rx.rx_burst(&mut held, max);
                 if event_idx {
                     let new = rdev.view.avail_idx();
@@ -497,10 +507,7 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 // Dropped and counted; the order of good frames is kept.
                 let before = rx.stats();
                 let mut sink = Vec::new();
-                let was_stopped = rx.virtq_stats().stopped;
-                let in_flight = rx.in_flight() as u16;
-                let last_used = rdev.view.avail_idx().wrapping_sub(in_flight);
-                let expect = rx_break_at(&rdev, last_used, in_flight, 64);
+                let (expect, was_stopped) = rx_expect(&rdev, &rx, 64);
                 let got = rx.rx_burst(&mut sink, 64);
                 let nombuf = rx.stats().rx_nombuf > before.rx_nombuf;
                 if !hostile {

@@ -2,7 +2,7 @@
 //! A `&mut Queue` is `Send`, so [`crate::runner`] hands each queue of a
 //! device to its own thread; the hot path takes no lock and allocates nothing.
 
-use crate::counters::DeviceCounters;
+use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
 use crate::family::virtio::Notify;
 use crate::io::TailDoorbell;
@@ -14,6 +14,13 @@ use pollnic_rings::{
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Publish a virtqueue pair's kick totals to its queue's counters (after
+/// every burst, as the packet counters are).
+#[inline]
+fn publish_kicks(c: &QueueCounters, rx: &VirtqRx<Notify>, tx: &VirtqTx<Notify>) {
+    c.publish_kicks(rx.virtq_stats().kicks, tx.virtq_stats().kicks);
+}
 
 /// The rings of one queue pair: Intel descriptor rings (igb, ixgbe) or
 /// virtio split virtqueues (virtio-net). An enum, not a trait object: the
@@ -141,8 +148,7 @@ impl Queue {
             Rings::Desc { rx, .. } => (rx.rx_burst(out, max), rx.stats()),
             Rings::Virtq { rx, tx } => {
                 let n = rx.rx_burst(out, max);
-                self.counters[self.id as usize]
-                    .publish_kicks(rx.virtq_stats().kicks, tx.virtq_stats().kicks);
+                publish_kicks(&self.counters[self.id as usize], rx, tx);
                 (n, rx.stats())
             }
         };
@@ -202,8 +208,7 @@ impl Queue {
             Rings::Desc { rx, tx } => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
             Rings::Virtq { rx, tx } => {
                 let n = tx.tx_burst(pkts, rx.cache_mut());
-                self.counters[self.id as usize]
-                    .publish_kicks(rx.virtq_stats().kicks, tx.virtq_stats().kicks);
+                publish_kicks(&self.counters[self.id as usize], rx, tx);
                 (n, tx.stats())
             }
         };
@@ -261,8 +266,7 @@ impl Queue {
             ),
             Rings::Virtq { rx, tx } if offload.is_none() => {
                 let n = tx.tx_burst(pkts, rx.cache_mut());
-                self.counters[self.id as usize]
-                    .publish_kicks(rx.virtq_stats().kicks, tx.virtq_stats().kicks);
+                publish_kicks(&self.counters[self.id as usize], rx, tx);
                 (n, tx.stats())
             }
             Rings::Virtq { rx, tx } => (tx.refuse_offloads(pkts, rx.cache_mut()), tx.stats()),
