@@ -106,6 +106,40 @@ pub struct DeviceConfig {
     /// queue), RXDCTL.VME of each queue on the 82599, as Linux's
     /// `rxvlan` offload. The frame's bytes then hold no tag.
     pub vlan_strip: bool,
+    /// Which addresses the device is given for DMA (default
+    /// [`DmaAddressing::Iommu`]). [`DmaAddressing::UnsafeNoIommuPhysical`]
+    /// is the opt-in for a machine without an IOMMU: docs/no-iommu.md.
+    pub dma: DmaAddressing,
+}
+
+/// Which addresses a device is given for DMA ([`DeviceConfig::dma`]), as
+/// DPDK's `--iova-mode` (`va` through an IOMMU, `pa` without one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DmaAddressing {
+    /// IO virtual addresses through the IOMMU (VFIO type1): the device
+    /// reaches only the memory pollnic mapped for it. The default, and the
+    /// only mode for a port behind an IOMMU.
+    #[default]
+    Iommu,
+    /// Physical addresses, for a port with no IOMMU between it and memory
+    /// (bound to `uio_pci_generic`, or to vfio-pci in VFIO's no-IOMMU
+    /// mode). **Unsafe for the machine**: nothing stops the device, a bug
+    /// or a hostile device from DMAing anywhere in RAM, and a no-IOMMU bind
+    /// taints the kernel. Needs `CAP_SYS_ADMIN` (physical addresses come
+    /// from `/proc/self/pagemap`) and 2 MiB hugepages (each physically
+    /// contiguous; no buffer or ring crosses one). Refused for a port that
+    /// sits behind an IOMMU ([`crate::Error::NoIommuNotNeeded`]).
+    UnsafeNoIommuPhysical,
+}
+
+impl std::fmt::Display for DmaAddressing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DmaAddressing::Iommu => "iommu",
+            DmaAddressing::UnsafeNoIommuPhysical => "no-iommu (physical addresses)",
+        })
+    }
 }
 
 /// The RX/TX burst loops a device's queues run ([`DeviceConfig::data_path`]).
@@ -157,6 +191,14 @@ impl std::str::FromStr for DataPathChoice {
 /// Builder methods: each sets one field (see its documentation for units
 /// and range) and returns the configuration.
 impl DeviceConfig {
+    /// Set [`DeviceConfig::dma`] to [`DmaAddressing::UnsafeNoIommuPhysical`]:
+    /// physical addresses for a port without an IOMMU (read that variant's
+    /// warning first).
+    #[must_use]
+    pub fn with_unsafe_no_iommu(mut self) -> Self {
+        self.dma = DmaAddressing::UnsafeNoIommuPhysical;
+        self
+    }
     /// Set [`DeviceConfig::rx_mode`]: how every queue waits for frames.
     #[must_use]
     pub fn with_rx_mode(mut self, rx_mode: RxMode) -> Self {
@@ -302,6 +344,7 @@ impl Default for DeviceConfig {
             power_saving: PowerSaving::OFF,
             rx_checksum: false,
             vlan_strip: false,
+            dma: DmaAddressing::Iommu,
         }
     }
 }

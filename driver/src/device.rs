@@ -9,7 +9,7 @@
 //! trait, picked from the PCI ID; the device underneath is reached through
 //! [`crate::io::DeviceIo`] (VFIO for a real NIC, a software model in host tests).
 
-use crate::config::DeviceConfig;
+use crate::config::{DeviceConfig, DmaAddressing};
 use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
 use crate::family::virtio::{self, VirtioNet};
@@ -22,6 +22,7 @@ use crate::refresh::{SharedStats, StatsRefresher, STATS_REFRESH};
 use crate::removal::Removal;
 use crate::stats::Stats;
 use crate::sys::dmamap::{DmaMapping, DmaPurpose, MappingLog, Recording};
+use crate::sys::uio::Uio;
 use crate::sys::vfio::Vfio;
 use crate::wait::{wait_for, TimedOut};
 use crossbeam_utils::CachePadded;
@@ -230,12 +231,20 @@ impl Device {
         }
         let mut container = None;
         let mut out = Vec::with_capacity(addrs.len());
-        for (ident, group) in found {
-            let vfio = Vfio::open(&sysfs, ident.addr, group, container.as_ref())?;
-            if shared && container.is_none() {
-                container = Some(vfio.container());
-            }
-            out.push(Device::open_on(Box::new(vfio), ident, cfg)?);
+        for (ident, route) in found {
+            let io: Box<dyn DeviceIo> = match route {
+                Route::Vfio { group } => {
+                    let vfio = Vfio::open(&sysfs, ident.addr, group, container.as_ref())?;
+                    if shared && container.is_none() {
+                        container = Some(vfio.container());
+                    }
+                    Box::new(vfio)
+                }
+                // Physical addresses are one space: ports opened together
+                // or apart share buffers alike.
+                Route::Uio => Box::new(Uio::open(&sysfs, ident.addr)?),
+            };
+            out.push(Device::open_on(io, ident, cfg)?);
         }
         Ok(out)
     }
@@ -248,19 +257,24 @@ impl Device {
     ) -> Result<(Box<dyn DeviceIo>, DeviceIdent)> {
         cfg.validate()?;
         let sysfs = Sysfs::default();
-        let (ident, group) = Device::check_port(&sysfs, addr, cfg)?;
-        let vfio = Vfio::open(&sysfs, ident.addr, group, None)?;
-        Ok((Box::new(vfio), ident))
+        let (ident, route) = Device::check_port(&sysfs, addr, cfg)?;
+        let io: Box<dyn DeviceIo> = match route {
+            Route::Vfio { group } => Box::new(Vfio::open(&sysfs, ident.addr, group, None)?),
+            Route::Uio => Box::new(Uio::open(&sysfs, ident.addr)?),
+        };
+        Ok((io, ident))
     }
 
     /// What [`Device::open`] checks of `addr` before touching anything: it
-    /// exists, a family drives it with `cfg`, it is bound to vfio-pci and has
-    /// an IOMMU group.
+    /// exists, a family drives it with `cfg`, and it is bound to a driver
+    /// that gives pollnic the way in `cfg.dma` asks for: vfio-pci in an
+    /// IOMMU group for [`DmaAddressing::Iommu`], `uio_pci_generic` with no
+    /// translating IOMMU for [`DmaAddressing::UnsafeNoIommuPhysical`].
     fn check_port(
         sysfs: &Sysfs,
         addr: PciAddress,
         cfg: &DeviceConfig,
-    ) -> Result<(DeviceIdent, u32)> {
+    ) -> Result<(DeviceIdent, Route)> {
         let info = PciDevice::read(sysfs, addr)?;
         let ident = DeviceIdent {
             addr,
@@ -269,16 +283,70 @@ impl Device {
             name: info.name(),
         };
         check_family(&ident, cfg)?;
-        if info.driver.as_deref() != Some(VFIO_PCI) {
-            return Err(Error::NotBoundToVfio {
+        let physical = cfg.dma == DmaAddressing::UnsafeNoIommuPhysical;
+        let group_type = |g: u32| {
+            std::fs::read_to_string(sysfs.iommu_group_devices(g).with_file_name("type"))
+                .map(|t| t.trim().to_owned())
+                .unwrap_or_default()
+        };
+        match info.driver.as_deref() {
+            Some(VFIO_PCI) => {
+                let group = info
+                    .iommu_group
+                    .ok_or(crate::pci::Error::NoIommuGroup { addr })?;
+                let noiommu = std::fs::read_to_string(sysfs.iommu_group_devices(group).with_file_name("name"))
+                    .is_ok_and(|n| n.trim() == "vfio-noiommu");
+                if noiommu {
+                    if !physical {
+                        return Err(Error::NoIommuNotAsked {
+                            addr,
+                            driver: "vfio-pci (VFIO no-IOMMU group)".into(),
+                        });
+                    }
+                    return Err(Error::NotImplemented {
+                        addr,
+                        name: ident.name,
+                        missing: "opening a VFIO no-IOMMU group (VFIO_NOIOMMU_IOMMU): bind the \
+                                  port to uio_pci_generic instead (`pollnic bind --driver \
+                                  uio_pci_generic`)",
+                    });
+                }
+                if physical {
+                    return Err(Error::NoIommuNotNeeded {
+                        addr,
+                        why: format!("IOMMU group {group}, type {}", group_type(group)),
+                        bound_vfio: true,
+                    });
+                }
+                Ok((ident, Route::Vfio { group }))
+            }
+            Some(UIO_PCI_GENERIC) => {
+                // Behind an IOMMU that translates (group type DMA or
+                // DMA-FQ; `identity` is the passthrough of iommu=pt)
+                // physical addresses would fault: vfio-pci is the way.
+                if let Some(group) = info.iommu_group {
+                    let t = group_type(group);
+                    if t.starts_with("DMA") {
+                        return Err(Error::NoIommuNotNeeded {
+                            addr,
+                            why: format!("IOMMU group {group}, type {t}"),
+                            bound_vfio: false,
+                        });
+                    }
+                }
+                if !physical {
+                    return Err(Error::NoIommuNotAsked {
+                        addr,
+                        driver: UIO_PCI_GENERIC.into(),
+                    });
+                }
+                Ok((ident, Route::Uio))
+            }
+            _ => Err(Error::NotBoundToVfio {
                 addr,
                 driver: info.driver,
-            });
+            }),
         }
-        let group = info
-            .iommu_group
-            .ok_or(crate::pci::Error::NoIommuGroup { addr })?;
-        Ok((ident, group))
     }
 
     /// Whether this device's DMA reaches `other`'s buffers, i.e. whether a
@@ -473,7 +541,8 @@ impl Device {
     fn bring_up_virtio(&mut self, cfg: &DeviceConfig) -> Result<()> {
         let addr = self.addr;
         let mut port = virtio::Port::find(self.io.as_ref(), addr)?;
-        let negotiated = port.negotiate();
+        let negotiated =
+            port.negotiate(cfg.dma == DmaAddressing::UnsafeNoIommuPhysical);
         // Kept from here on, so that every error path resets it on drop.
         self.virtio = Some(port);
         negotiated?;
@@ -1175,6 +1244,17 @@ fn check_hugepages(cfg: &DeviceConfig) -> Result<()> {
     }
     Ok(())
 }
+
+/// How a port is reached ([`Device::check_port`]).
+enum Route {
+    /// vfio-pci behind an IOMMU, in this group.
+    Vfio { group: u32 },
+    /// `uio_pci_generic`, physical addresses.
+    Uio,
+}
+
+/// The kernel's generic userspace I/O driver for PCI devices.
+const UIO_PCI_GENERIC: &str = "uio_pci_generic";
 
 impl Drop for Device {
     fn drop(&mut self) {

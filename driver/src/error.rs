@@ -38,6 +38,52 @@ pub enum Error {
         driver: Option<String>,
     },
 
+    /// The port has no IOMMU between it and memory (bound to
+    /// `uio_pci_generic`, or to vfio-pci in a VFIO no-IOMMU group), and
+    /// physical-address DMA was not asked for.
+    #[error(
+        "{addr} is on {driver}, with no IOMMU: pollnic would have to give the NIC physical \
+         addresses, which lets it (or a bug) DMA anywhere in RAM. Ask for that explicitly with \
+         `--no-iommu` (library: DeviceConfig::with_unsafe_no_iommu), or turn an IOMMU on and \
+         `pollnic bind {addr}` to vfio-pci (docs/no-iommu.md)"
+    )]
+    NoIommuNotAsked {
+        /// The device.
+        addr: PciAddress,
+        /// The driver it is bound to (`uio_pci_generic`, or `vfio-pci (no-IOMMU)`).
+        driver: String,
+    },
+
+    /// Physical-address DMA was asked for a port that sits behind an
+    /// IOMMU: pollnic refuses it there, because the IOMMU mode gives the
+    /// same packets and keeps the machine's memory out of the device's reach.
+    #[error(
+        "{addr} sits behind an IOMMU ({why}): open it without `--no-iommu` \
+         (DmaAddressing::Iommu, the default){}",
+        if *bound_vfio { String::new() } else { format!(", after `pollnic bind {addr}` to vfio-pci") }
+    )]
+    NoIommuNotNeeded {
+        /// The device.
+        addr: PciAddress,
+        /// What shows the IOMMU (its group and the group's type).
+        why: String,
+        /// Whether it is already on vfio-pci.
+        bound_vfio: bool,
+    },
+
+    /// A port on `uio_pci_generic` could not be opened: a file of its
+    /// sysfs directory or its `/dev/uio<N>`.
+    #[error("{addr}: cannot open {what} (run as root; is the port bound with `pollnic bind --driver uio_pci_generic {addr}`?)")]
+    Uio {
+        /// The device.
+        addr: PciAddress,
+        /// The file.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// Other devices in the IOMMU group are bound to host drivers.
     #[error(
         "{addr}: IOMMU group {group} is not viable for VFIO{}: every device in the group must be \

@@ -150,6 +150,13 @@ pub enum MsixError {
     /// is `None`, or a software model without it).
     #[error("the device underneath offers no MSI-X delivery")]
     Unsupported,
+    /// The port is on `uio_pci_generic`, which delivers only the legacy
+    /// INTx interrupt, and pollnic does not take INTx.
+    #[error(
+        "a port on uio_pci_generic has no MSI-X (the uio driver delivers the legacy INTx \
+         interrupt only, which pollnic does not use): open it with RxMode::BusyPoll"
+    )]
+    IntxOnly,
     /// The family's back end does not program MSI-X yet.
     #[error("the {family} back end has no MSI-X support in pollnic yet")]
     NoFamilySupport {

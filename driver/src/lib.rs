@@ -73,7 +73,7 @@ mod sys;
 pub mod test_family;
 mod wait;
 
-pub use config::{DataPathChoice, DeviceConfig};
+pub use config::{DataPathChoice, DeviceConfig, DmaAddressing};
 pub use device::{Device, DeviceIdent};
 pub use error::{Error, Result};
 pub use family::LinkStatus;

@@ -48,7 +48,8 @@ impl DescRing {
     /// Allocate a zeroed ring of `count` descriptors.
     ///
     /// # Errors
-    /// Those of [`DmaRegion::new`].
+    /// Those of [`DmaRegion::new`]; [`DmaError::NotContiguous`] when the
+    /// mapper cannot give the ring one contiguous device range.
     ///
     /// # Panics
     /// If `count` is not a power of two of at least 8 (the driver checks ring
@@ -59,6 +60,7 @@ impl DescRing {
             "descriptor ring size {count} is not a power of two >= 8"
         );
         let region = DmaRegion::new(count as usize * DESC_SIZE, page, mapper)?;
+        region.check_contiguous(count as usize * DESC_SIZE)?;
         let base = NonNull::new(region.va().cast()).expect("mmap never returns null");
         Ok(DescRing {
             region,

@@ -87,6 +87,73 @@ pub enum DmaError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// Physical addresses (no IOMMU) were asked for, but the kernel hides
+    /// them: `/proc/self/pagemap` gives page frame numbers only to a
+    /// process with `CAP_SYS_ADMIN` (Linux
+    /// `Documentation/admin-guide/mm/pagemap.rst`), and reads them as 0
+    /// otherwise. Never handed to a device as address 0.
+    #[error(
+        "physical addresses are hidden from this process: /proc/self/pagemap gives page frame \
+         numbers only with CAP_SYS_ADMIN, which no-IOMMU mode needs (run as root, or \
+         `sudo setcap cap_sys_admin,cap_ipc_lock+ep <program>`)"
+    )]
+    PhysicalAddressHidden,
+    /// `/proc/self/pagemap` could not be opened or read.
+    #[error("reading /proc/self/pagemap for physical addresses failed")]
+    Pagemap(#[source] std::io::Error),
+    /// Memory for physical-address DMA could not be locked (`mlock`).
+    #[error(
+        "locking {len} bytes of DMA memory failed: raise the locked-memory limit \
+         (`ulimit -l unlimited`) or run as root"
+    )]
+    Lock {
+        /// Bytes asked for.
+        len: usize,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A page of DMA memory is not one resident, physically contiguous
+    /// page of the size asked for (not present in pagemap, swapped, or its
+    /// first and last 4 KiB frames are not one run).
+    #[error(
+        "the DMA page at {va:#x} is not a resident, physically contiguous {page}-byte page \
+         (pagemap entries {first:#x} and {last:#x}); physical-address DMA needs 2 MiB hugepages"
+    )]
+    NotPhysicallyContiguous {
+        /// The page's virtual address.
+        va: usize,
+        /// The page size asked for, in bytes.
+        page: usize,
+        /// The pagemap entry of its first 4 KiB.
+        first: u64,
+        /// The pagemap entry of its last 4 KiB.
+        last: u64,
+    },
+    /// A page's physical address lies beyond what the device can address.
+    #[error(
+        "physical address {addr:#x} is beyond what the device can DMA to (highest {limit:#x})"
+    )]
+    BeyondDeviceReach {
+        /// The page's last byte's physical address (or where it would wrap).
+        addr: u64,
+        /// The highest address the device reaches.
+        limit: u64,
+    },
+    /// A descriptor ring or virtqueue would need more bytes contiguous in
+    /// the device's address space than its region has: with physical
+    /// addresses ([`DmaMapper::map_pages`]) contiguity ends at each page.
+    #[error(
+        "{needed} bytes must be contiguous for the device, but the region is contiguous for \
+         only {contiguous} (physical addresses end their contiguity at each 2 MiB page): use a \
+         smaller ring"
+    )]
+    NotContiguous {
+        /// Bytes that must be contiguous.
+        needed: usize,
+        /// Bytes that are, from the region's start.
+        contiguous: usize,
+    },
     /// A mempool buffer would not fit inside one page of the region, so the
     /// device could not reach it in one piece.
     #[error(
@@ -138,6 +205,32 @@ pub unsafe trait DmaMapper: Send + Sync + fmt::Debug {
     /// Remove the mapping made at `iova` (called before the memory is freed).
     fn unmap(&self, iova: u64, len: usize);
 
+    /// Map `len` bytes at `va`, a whole number of pages of `page` bytes, for
+    /// device reads and writes; returns the device address of each page, in
+    /// order. The default maps the range in one piece ([`DmaMapper::map`]),
+    /// so page `k` is at `iova + k * page`; a mapper that hands out
+    /// physical addresses (no IOMMU) gives each page its own.
+    ///
+    /// # Errors
+    /// As [`DmaMapper::map`].
+    ///
+    /// # Safety
+    /// As [`DmaMapper::map`]; `len` is a multiple of `page`, `page > 0`.
+    unsafe fn map_pages(&self, va: *mut u8, len: usize, page: usize) -> Result<Vec<u64>, DmaError> {
+        // SAFETY: the caller upholds `map`'s contract for `va..va+len`.
+        let iova = unsafe { self.map(va, len)? };
+        Ok((0..len / page).map(|k| iova + (k * page) as u64).collect())
+    }
+
+    /// Remove a mapping made by [`DmaMapper::map_pages`]: `pages` as it
+    /// returned them, each `page` bytes. The default removes the one
+    /// mapping the default `map_pages` made.
+    fn unmap_pages(&self, pages: &[u64], page: usize) {
+        if let Some(&first) = pages.first() {
+            self.unmap(first, pages.len() * page);
+        }
+    }
+
     /// Which IO address space the IOVAs this mapper hands out belong to: two
     /// regions whose mappers return the same value can be used by the same
     /// device. By default each mapper is its own space (one VFIO container).
@@ -174,7 +267,15 @@ unsafe impl DmaMapper for IdentityMapper {
 /// shutdown order guarantees it).
 pub struct DmaRegion {
     mem: MmapRegion,
-    iova: u64,
+    /// The device address of each page, in order (one mapping for an
+    /// IOMMU: `pages[k] = pages[0] + k * page`; physical addresses: each
+    /// page its own).
+    pages: Box<[u64]>,
+    /// Bytes of one page.
+    page: usize,
+    /// Bytes from the start that are contiguous in the device's address
+    /// space.
+    contiguous: usize,
     mapper: Arc<dyn DmaMapper>,
 }
 
@@ -182,7 +283,8 @@ impl fmt::Debug for DmaRegion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DmaRegion")
             .field("va", &self.mem.as_ptr())
-            .field("iova", &format_args!("{:#x}", self.iova))
+            .field("iova", &format_args!("{:#x}", self.iova()))
+            .field("pages", &self.pages.len())
             .field("len", &self.mem.size())
             .finish()
     }
@@ -228,12 +330,37 @@ impl DmaRegion {
                     source: std::io::Error::other(other.to_string()),
                 },
             })?;
+        let bytes = page.bytes();
         // SAFETY: `mem` is a private anonymous mapping owned by the returned
-        // DmaRegion; its Drop calls `unmap` before `mem` (declared first, but
-        // dropped after Drop::drop runs) releases the pages, so the range stays
-        // mapped for as long as the IOMMU mapping exists.
-        let iova = unsafe { mapper.map(mem.as_ptr(), len)? };
-        Ok(DmaRegion { mem, iova, mapper })
+        // DmaRegion; its Drop calls `unmap_pages` before `mem` (declared
+        // first, but dropped after Drop::drop runs) releases the pages, so
+        // the range stays mapped for as long as the mapping exists. `len` is
+        // a whole number of `bytes`-sized pages (rounded above).
+        let pages = unsafe { mapper.map_pages(mem.as_ptr(), len, bytes)? };
+        if pages.len() != len / bytes {
+            // A mapper that broke its contract: refuse rather than index past it.
+            mapper.unmap_pages(&pages, bytes);
+            return Err(DmaError::Map {
+                len,
+                source: format!(
+                    "the mapper returned {} page addresses for {} pages",
+                    pages.len(),
+                    len / bytes
+                )
+                .into(),
+            });
+        }
+        let run = pages
+            .windows(2)
+            .take_while(|w| w[0].checked_add(bytes as u64) == Some(w[1]))
+            .count();
+        Ok(DmaRegion {
+            mem,
+            contiguous: (run + 1) * bytes,
+            pages: pages.into_boxed_slice(),
+            page: bytes,
+            mapper,
+        })
     }
 
     /// Start of the region in this process.
@@ -242,7 +369,35 @@ impl DmaRegion {
     }
     /// Start of the region in the device's IO address space.
     pub fn iova(&self) -> u64 {
-        self.iova
+        self.pages[0]
+    }
+    /// The device address of the byte `off` bytes into the region (its
+    /// page's address plus the offset in the page); `None` past the end.
+    pub fn iova_at(&self, off: usize) -> Option<u64> {
+        let page = self.pages.get(off / self.page)?;
+        Some(page + (off % self.page) as u64)
+    }
+    /// Bytes from the region's start that are contiguous in the device's
+    /// address space: all of it through an IOMMU, at least one page with
+    /// physical addresses.
+    pub fn contiguous_len(&self) -> usize {
+        self.contiguous
+    }
+    /// [`DmaError::NotContiguous`] unless the first `needed` bytes are
+    /// contiguous for the device (what a descriptor ring or virtqueue,
+    /// given to the device as one base address, needs).
+    ///
+    /// # Errors
+    /// [`DmaError::NotContiguous`].
+    pub fn check_contiguous(&self, needed: usize) -> Result<(), DmaError> {
+        if needed <= self.contiguous {
+            Ok(())
+        } else {
+            Err(DmaError::NotContiguous {
+                needed,
+                contiguous: self.contiguous,
+            })
+        }
     }
     /// Whether a device that can reach `other` can reach this region too
     /// (same IO address space: same VFIO container, or both identity-mapped).
@@ -261,7 +416,7 @@ impl DmaRegion {
 
 impl Drop for DmaRegion {
     fn drop(&mut self) {
-        self.mapper.unmap(self.iova, self.mem.size());
+        self.mapper.unmap_pages(&self.pages, self.page);
     }
 }
 
@@ -322,6 +477,50 @@ mod tests {
         let r = DmaRegion::new(5000, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
         assert_eq!(r.len(), 8192);
         assert_eq!(r.iova(), r.va() as u64);
+    }
+
+    /// A mapper that gives each page its own address, far apart and in
+    /// reverse order, as physical addresses can be.
+    #[derive(Debug, Default)]
+    struct Scattered(std::sync::Mutex<Vec<u64>>);
+
+    // SAFETY: test-only; no device ever sees these addresses.
+    unsafe impl DmaMapper for Scattered {
+        unsafe fn map(&self, _va: *mut u8, _len: usize) -> Result<u64, DmaError> {
+            unreachable!("map_pages is overridden")
+        }
+        unsafe fn map_pages(&self, _va: *mut u8, len: usize, page: usize) -> Result<Vec<u64>, DmaError> {
+            Ok((0..len / page).map(|k| 0x100_0000 - (k as u64) * 0x10_0000).collect())
+        }
+        fn unmap(&self, _iova: u64, _len: usize) {
+            unreachable!("unmap_pages is overridden")
+        }
+        fn unmap_pages(&self, pages: &[u64], _page: usize) {
+            self.0.lock().unwrap().extend_from_slice(pages);
+        }
+    }
+
+    #[test]
+    fn each_page_keeps_its_own_device_address() {
+        let m = Arc::new(Scattered::default());
+        let r = DmaRegion::new(3 * 4096, PageSize::Small4K, m.clone()).unwrap();
+        assert_eq!(r.iova(), 0x100_0000);
+        assert_eq!(r.iova_at(4095), Some(0x100_0000 + 4095));
+        assert_eq!(r.iova_at(4096 + 8), Some(0xf0_0000 + 8));
+        assert_eq!(r.iova_at(2 * 4096), Some(0xe0_0000));
+        assert_eq!(r.iova_at(3 * 4096), None);
+        assert_eq!(r.contiguous_len(), 4096);
+        assert!(r.check_contiguous(4096).is_ok());
+        assert!(matches!(
+            r.check_contiguous(4097),
+            Err(DmaError::NotContiguous { needed: 4097, contiguous: 4096 })
+        ));
+        drop(r);
+        assert_eq!(*m.0.lock().unwrap(), vec![0x100_0000, 0xf0_0000, 0xe0_0000]);
+        // Through an IOMMU (one mapping) the whole region is contiguous.
+        let r = DmaRegion::new(3 * 4096, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+        assert_eq!(r.contiguous_len(), 3 * 4096);
+        assert_eq!(r.iova_at(5000), Some(r.va() as u64 + 5000));
     }
 
     #[test]

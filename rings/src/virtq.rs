@@ -229,6 +229,9 @@ impl Vring {
         );
         let (_, avail, used, hdr, total) = layout(size as usize);
         let region = DmaRegion::new(total + tail, page, mapper)?;
+        // One base address per ring part and the headers after them: the
+        // whole layout must be contiguous for the device.
+        region.check_contiguous(total + tail)?;
         let base = NonNull::new(region.va()).expect("a mapped region is not null");
         // Anonymous mappings start zeroed: flags, indices and headers are 0.
         Ok(Vring {

@@ -114,9 +114,48 @@ unsafe impl DmaMapper for Recording {
             .retain(|m| !(m.iova == iova && m.len == len));
     }
 
+    /// Forwarded, so a mapper of physical addresses gives each page its
+    /// own; recorded as one entry per contiguous run of pages.
+    unsafe fn map_pages(&self, va: *mut u8, len: usize, page: usize) -> Result<Vec<u64>, DmaError> {
+        // SAFETY: the caller upholds `map_pages`' contract, the inner
+        // mapper's too.
+        let pages = unsafe { self.inner.map_pages(va, len, page)? };
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        for (iova, len) in runs(&pages, page) {
+            log.push(DmaMapping {
+                iova,
+                len,
+                purpose: self.purpose,
+            });
+        }
+        Ok(pages)
+    }
+
+    fn unmap_pages(&self, pages: &[u64], page: usize) {
+        self.inner.unmap_pages(pages, page);
+        let runs = runs(pages, page);
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|m| !runs.contains(&(m.iova, m.len)));
+    }
+
     fn address_space(&self) -> usize {
         self.inner.address_space()
     }
+}
+
+/// `pages` (each `page` bytes) as runs of contiguous device addresses:
+/// (start, bytes).
+fn runs(pages: &[u64], page: usize) -> Vec<(u64, usize)> {
+    let mut out: Vec<(u64, usize)> = Vec::new();
+    for &p in pages {
+        match out.last_mut() {
+            Some((start, len)) if start.checked_add(*len as u64) == Some(p) => *len += page,
+            _ => out.push((p, page)),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@
 //!   (`VFIO_IOMMU_MAP_DMA`), PCI command register;
 //! - [`irq`]: the eventfd of one MSI-X vector, and `poll(2)` on it;
 //! - [`dmamap`]: the recording mapper that forwards a DMA map call;
+//! - [`physmem`]: physical addresses from `/proc/self/pagemap` for a
+//!   port without an IOMMU, and `mlock`;
+//! - [`uio`]: a port on `uio_pci_generic`: BARs mapped from sysfs
+//!   `resource<N>`, configuration space through sysfs `config`;
 //! - [`clock`], `clock_gettime(CLOCK_MONOTONIC)`;
 //! - [`pcilink`]: the read-only BAR0 peek `pollnic status` uses for the link
 //!   of a port no driver holds;
@@ -18,4 +22,6 @@ pub(crate) mod dmamap;
 pub(crate) mod irq;
 pub(crate) mod mmio;
 pub(crate) mod pcilink;
+pub(crate) mod physmem;
+pub(crate) mod uio;
 pub(crate) mod vfio;

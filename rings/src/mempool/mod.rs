@@ -261,7 +261,13 @@ impl Mempool {
             .map(|i| i / per_page * page.bytes() as u64 + i % per_page * buf_size as u64)
             .collect();
         let region = DmaRegion::new(len, page, mapper)?;
-        let iovas: Box<[u64]> = offsets.iter().map(|o| region.iova() + o).collect();
+        // Each buffer lies inside one page (`region_bytes`), so its page's
+        // device address plus its offset reaches all of it, with an IOMMU
+        // or physical addresses alike.
+        let iovas: Box<[u64]> = offsets
+            .iter()
+            .map(|&o| region.iova_at(o as usize).expect("every offset lies inside the region"))
+            .collect();
         let free = ArrayQueue::new(count.max(1) as usize);
         for i in 0..count {
             let _ = free.push(i);

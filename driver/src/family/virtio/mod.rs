@@ -419,18 +419,22 @@ impl Port {
     }
 
     /// Reset, ACKNOWLEDGE, DRIVER, features (§3.1.1 steps 1 to 6):
-    /// VERSION_1 and ACCESS_PLATFORM required, MAC, STATUS, MTU and
-    /// EVENT_IDX taken when offered; FEATURES_OK written and read back.
+    /// VERSION_1 required, and ACCESS_PLATFORM unless `physical` (the port
+    /// opened with physical addresses, no IOMMU: then the device's DMA
+    /// takes physical addresses, which is what a device without
+    /// ACCESS_PLATFORM does, §6.1); MAC, STATUS, MTU, EVENT_IDX and
+    /// ACCESS_PLATFORM taken when offered; FEATURES_OK written and read back.
     ///
     /// # Errors
     /// [`Error::VirtioFeatureMissing`] naming a required feature the device
     /// lacks (the device is then marked FAILED); [`Error::VirtioFeaturesRefused`]
     /// when FEATURES_OK does not stay set; [`Error::Timeout`] from the reset.
-    pub(crate) fn negotiate(&mut self) -> Result<u64> {
+    pub(crate) fn negotiate(&mut self, physical: bool) -> Result<u64> {
         self.reset()?;
         self.add_status(status::ACKNOWLEDGE);
         self.add_status(status::DRIVER);
         let offered = self.device_features();
+        let platform = if physical { 0 } else { feature::ACCESS_PLATFORM };
         for (bit, name, why) in [
             (
                 feature::VERSION_1,
@@ -438,13 +442,15 @@ impl Port {
                 "pollnic drives the modern virtio 1.x interface only (QEMU: `disable-legacy=on`)",
             ),
             (
-                feature::ACCESS_PLATFORM,
+                platform,
                 "VIRTIO_F_ACCESS_PLATFORM",
                 "without it the device bypasses the IOMMU, so VFIO's DMA mappings mean nothing \
-                 to it (QEMU: `iommu_platform=on` on the virtio-net-pci device)",
+                 to it (QEMU: `iommu_platform=on` on the virtio-net-pci device). On a VM with no \
+                 IOMMU, pollnic can instead give it physical addresses (`--no-iommu`, \
+                 docs/no-iommu.md), at the price of letting the device reach all of RAM",
             ),
         ] {
-            if offered & bit == 0 {
+            if offered & bit != bit {
                 self.add_status(status::FAILED);
                 return Err(Error::VirtioFeatureMissing {
                     addr: self.addr,
@@ -968,11 +974,11 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::EVENT_IDX;
         let io = io(offered, false, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        assert_eq!(port.negotiate().unwrap(), offered);
+        assert_eq!(port.negotiate(false).unwrap(), offered);
         assert!(port.event_idx());
         let io = io_without_event_idx();
         let mut port = Port::find(&io, addr()).unwrap();
-        port.negotiate().unwrap();
+        port.negotiate(false).unwrap();
         assert!(!port.event_idx());
     }
 
@@ -1006,7 +1012,7 @@ mod tests {
         ] {
             let io = io(offered, false, true);
             let mut port = Port::find(&io, addr()).expect("capabilities found");
-            let err = port.negotiate().unwrap_err();
+            let err = port.negotiate(false).unwrap_err();
             let msg = err.to_string();
             assert!(
                 matches!(err, Error::VirtioFeatureMissing { feature, .. } if feature == name),
@@ -1024,7 +1030,7 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC | 1 << 15;
         let io = io(offered, true, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        let err = port.negotiate().unwrap_err();
+        let err = port.negotiate(false).unwrap_err();
         let msg = err.to_string();
         // What was written: the wanted features the device offered, not
         // MRG_RXBUF (bit 15), which pollnic does not ask for.
@@ -1059,12 +1065,12 @@ mod tests {
         ] {
             let io = io(base | offered, false, true);
             let mut port = Port::find(&io, addr()).unwrap();
-            assert_eq!(port.negotiate().unwrap(), base | want, "{offered:#x}");
+            assert_eq!(port.negotiate(false).unwrap(), base | want, "{offered:#x}");
         }
         // max_virtqueue_pairs counts only with MQ or RSS; 0 is refused.
         let dev = io(base | all, false, true);
         let mut port = Port::find(&dev, addr()).unwrap();
-        port.negotiate().unwrap();
+        port.negotiate(false).unwrap();
         dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
         assert_eq!(port.max_queue_pairs().unwrap(), 4);
         assert_eq!(port.ctrl_queue_index().unwrap(), 8);
@@ -1074,7 +1080,7 @@ mod tests {
         assert!(err.to_string().contains("max_virtqueue_pairs"), "{err}");
         let dev = io(base | feature::NET_CTRL_VQ, false, true);
         let mut port = Port::find(&dev, addr()).unwrap();
-        port.negotiate().unwrap();
+        port.negotiate(false).unwrap();
         dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
         assert_eq!(port.max_queue_pairs().unwrap(), 1);
         assert_eq!(port.ctrl_queue_index().unwrap(), 2);
@@ -1085,7 +1091,7 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS | 1 << 15;
         let io = io(offered, false, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        let got = port.negotiate().unwrap();
+        let got = port.negotiate(false).unwrap();
         assert_eq!(
             got,
             feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS
