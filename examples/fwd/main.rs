@@ -64,6 +64,8 @@ struct Args {
     /// One JSON object per second and direction and a summary object (one per line), instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    dma: pollnic_tools::args::DmaArgs,
 }
 
 fn main() {
@@ -103,7 +105,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let promisc = !args.no_promisc;
     let stop = pollnic_tools::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
-    let cfg = DeviceConfig::default()
+    let cfg = args.dma.apply("fwd", DeviceConfig::default())
         .with_rx_ring_size(args.ring_size)
         .with_tx_ring_size(args.ring_size)
         .with_mempool_size((2 * args.ring_size + 2048).max(4096))

@@ -92,6 +92,8 @@ struct Args {
     /// One JSON object per second and a summary object, instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    dma: pollnic_tools::args::DmaArgs,
 }
 
 fn main() {
@@ -139,7 +141,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let stop = pollnic_tools::signal::stop_flag()?;
-    let cfg = DeviceConfig::default()
+    let cfg = args.dma.apply("pktgen", DeviceConfig::default())
         .with_rx_ring_size(32)
         .with_tx_ring_size(args.ring_size)
         .with_mempool_size((args.ring_size * 2 + 2048).max(4096))

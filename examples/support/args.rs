@@ -225,3 +225,31 @@ impl RxModeArgs {
         }
     }
 }
+
+/// `--no-iommu`: the DMA addressing every tool offers
+/// ([`pollnic::DmaAddressing`]).
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct DmaArgs {
+    /// Open the ports with physical addresses, for a machine with no IOMMU
+    /// (ports bound with `pollnic bind --driver uio_pci_generic`). UNSAFE
+    /// for the machine: the NIC can then reach all of RAM. Needs root
+    /// (CAP_SYS_ADMIN). See docs/no-iommu.md.
+    #[arg(long)]
+    pub no_iommu: bool,
+}
+
+impl DmaArgs {
+    /// `cfg` with the addressing asked for; with `--no-iommu`, one loud line
+    /// on stderr first, naming `tool`.
+    pub fn apply(self, tool: &str, cfg: pollnic::DeviceConfig) -> pollnic::DeviceConfig {
+        if self.no_iommu {
+            eprintln!(
+                "{tool}: WARNING --no-iommu: DMA with physical addresses and no IOMMU; the NIC \
+                 can read and write all of this machine's RAM"
+            );
+            cfg.with_unsafe_no_iommu()
+        } else {
+            cfg
+        }
+    }
+}

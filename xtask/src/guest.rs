@@ -75,6 +75,13 @@ pub const MODULES: &[Want] = &[
         name: "virtio_net",
         optional: false,
     },
+    // The kernel's generic userspace I/O driver for PCI (and the uio core
+    // it needs): the no-IOMMU guest's way in (docs/no-iommu.md). Loaded in
+    // every guest; it takes no device until one is bound to it.
+    Want {
+        name: "uio_pci_generic",
+        optional: false,
+    },
     // 802.1Q VLAN devices, for the VLAN offload tests (guest_offload).
     Want {
         name: "8021q",

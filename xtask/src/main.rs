@@ -211,6 +211,13 @@ struct VmArgs {
     /// then says there is none; faster).
     #[arg(long)]
     count_no_profile: bool,
+    /// Boot the guest that looks like a plain cloud VM: no virtual IOMMU
+    /// (no `intel-iommu` device, no `intel_iommu=on`), virtio-net ports
+    /// without `iommu_platform` (no VIRTIO_F_ACCESS_PLATFORM). The ports
+    /// are bound to `uio_pci_generic` instead of vfio-pci, and the guest
+    /// has `POLLNIC_NO_IOMMU=1` (docs/no-iommu.md).
+    #[arg(long)]
+    no_iommu: bool,
 }
 
 impl VmArgs {
@@ -223,6 +230,7 @@ impl VmArgs {
             timeout: Duration::from_secs(self.timeout),
             kernel_args: self.kernel_args.clone().unwrap_or_default(),
             count: None,
+            no_iommu: self.no_iommu,
         }
     }
 

@@ -40,6 +40,9 @@ pub struct VmOptions {
     /// Load the guest-work counter ([`crate::count`]); the guest then boots with
     /// `nokaslr` and finds the counter file in `$POLLNIC_COUNTS`.
     pub count: Option<crate::count::Count>,
+    /// No virtual IOMMU: the plain-VM guest ([`crate::runscript::full_script`]
+    /// binds the ports to `uio_pci_generic` then).
+    pub no_iommu: bool,
 }
 
 impl Default for VmOptions {
@@ -52,6 +55,7 @@ impl Default for VmOptions {
             timeout: Duration::from_secs(1800),
             kernel_args: String::new(),
             count: None,
+            no_iommu: false,
         }
     }
 }
@@ -112,7 +116,7 @@ pub fn run_in_guest(
         "export POLLNIC_QMP_RELAY={}\n{counts_export}{script}",
         cmd::shell_quote(&relay_dir)
     );
-    std::fs::write(&script_path, full_script(layout, &script, opts.bind))
+    std::fs::write(&script_path, full_script(layout, &script, opts.bind, opts.no_iommu))
         .with_context(|| format!("writing {}", script_path.display()))?;
     crate::layout::check_plain_path(&script_path)?;
 
@@ -186,7 +190,8 @@ pub fn testbed_lock() -> Result<std::fs::File> {
 fn cmdline(shares: &[PathBuf], script: &Path, nonce: &str, opts: &VmOptions) -> String {
     let rw: Vec<String> = shares.iter().map(|p| p.display().to_string()).collect();
     let mut line = format!(
-        "console=ttyS0 intel_iommu=on quiet panic=-1 init_on_alloc=0 idle=poll pollnic_script={} pollnic_nonce={nonce} pollnic_rw={} pollnic_hugepages={}",
+        "console=ttyS0{} quiet panic=-1 init_on_alloc=0 idle=poll pollnic_script={} pollnic_nonce={nonce} pollnic_rw={} pollnic_hugepages={}",
+        if opts.no_iommu { "" } else { " intel_iommu=on" },
         script.display(),
         rw.join(","),
         opts.hugepages
@@ -233,7 +238,11 @@ fn qemu_command(
         "-m",
         &opts.mem_mib.to_string(),
     ])
-    .args(["-device", "intel-iommu,intremap=on,caching-mode=on"])
+    .args(if opts.no_iommu {
+        &[][..]
+    } else {
+        &["-device", "intel-iommu,intremap=on,caching-mode=on"][..]
+    })
     .args([
         "-nodefaults",
         "-display",
@@ -293,8 +302,10 @@ fn qemu_command(
             "-device",
             &format!(
                 "virtio-net-pci,netdev=v{i},addr=0x{slot},mac={mac},id={},disable-legacy=on,\
-                 iommu_platform=on,rx_queue_size=1024,mq=on,rss=on,hash=on,host_mtu=9000",
-                virtio_id(i)
+                 {}rx_queue_size=1024,mq=on,rss=on,hash=on,host_mtu=9000",
+                virtio_id(i),
+                // The plain-VM guest's ports offer no VIRTIO_F_ACCESS_PLATFORM.
+                if opts.no_iommu { "" } else { "iommu_platform=on," }
             ),
         ]);
     }

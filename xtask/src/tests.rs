@@ -30,6 +30,10 @@ const GUEST_PREFIX: &str = "guest_";
 /// Guest tests with this prefix run in a second guest that loads the guest-work
 /// counter ([`crate::count`]); the others run without it, as users run them.
 const COUNT_PREFIX: &str = "guest_count";
+/// Guest tests with this prefix run in a third guest with no virtual IOMMU,
+/// as a plain cloud VM (`cargo xtask vm --no-iommu`), their ports bound to
+/// `uio_pci_generic`.
+const NO_IOMMU_PREFIX: &str = "guest_noiommu";
 /// The least time the guest suite gets from boot to power-off: its binaries
 /// take about 13 minutes, and one that fails runs once more.
 const SUITE_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -125,6 +129,9 @@ pub fn run(
         .iter()
         .cloned()
         .partition(|e| e.name.starts_with(COUNT_PREFIX));
+    let (no_iommu, plain): (Vec<TestExe>, Vec<TestExe>) = plain
+        .into_iter()
+        .partition(|e| e.name.starts_with(NO_IOMMU_PREFIX));
     let results_path = layout.testbed.join("guest-test-results.txt");
     let _ = fs::remove_file(&results_path);
     let script = guest_script(
@@ -132,6 +139,7 @@ pub fn run(
         &plain,
         &results_path.display().to_string(),
         opts.bind,
+        false,
         per_binary,
     );
     // A binary that fails once runs again (below): give the whole suite room
@@ -163,12 +171,47 @@ pub fn run(
                 &counted,
                 &counted_path.display().to_string(),
                 opts.bind,
+                false,
                 per_binary,
             );
             qemu::run_in_guest(layout, &image, &script, &opts)
         });
         results.extend(read_results(&counted_path));
         outcome = match (outcome, second) {
+            (Ok(a), Ok(b)) => Ok(qemu::RunOutcome {
+                code: if a.code != 0 { a.code } else { b.code },
+                boot: a.boot,
+                total: a.total + b.total,
+            }),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+    }
+    if !no_iommu.is_empty() {
+        let path = layout.testbed.join("guest-noiommu-test-results.txt");
+        let _ = fs::remove_file(&path);
+        let opts = VmOptions {
+            no_iommu: true,
+            ..opts.clone()
+        };
+        say!(
+            "test: a third guest with no virtual IOMMU for {}",
+            no_iommu
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let script = guest_script(
+            layout,
+            &no_iommu,
+            &path.display().to_string(),
+            opts.bind,
+            true,
+            per_binary,
+        );
+        let third = qemu::run_in_guest(layout, &image, &script, &opts);
+        results.extend(read_results(&path));
+        outcome = match (outcome, third) {
             (Ok(a), Ok(b)) => Ok(qemu::RunOutcome {
                 code: if a.code != 0 { a.code } else { b.code },
                 boot: a.boot,
@@ -277,6 +320,7 @@ fn guest_script(
     exes: &[TestExe],
     results: &str,
     bind: bool,
+    no_iommu: bool,
     per_binary: Duration,
 ) -> String {
     let limit = per_binary.as_secs().max(1);
@@ -300,7 +344,13 @@ fn guest_script(
          return 0\n\
          }\n",
     );
-    let pcis = crate::runscript::bound_ports();
+    // The ports each binary starts from: vfio-pci, or uio_pci_generic in
+    // the guest with no IOMMU.
+    let (pcis, how) = if no_iommu {
+        (crate::runscript::no_iommu_ports(), "--driver uio_pci_generic ")
+    } else {
+        (crate::runscript::bound_ports(), "")
+    };
     for (i, exe) in exes.iter().enumerate() {
         let _ = writeln!(s, "echo '==== guest test: {} ===='", exe.name);
         if bind && i > 0 {
@@ -309,14 +359,14 @@ fn guest_script(
             // from a clean bind, forced past `pollnic bind`'s active-interface guard.
             let _ = writeln!(
                 s,
-                "{} bind --force {} >/dev/null || echo 'pollnic-testbed: re-binding the NICs failed' >&2",
+                "{} bind --force {how}{} >/dev/null || echo 'pollnic-testbed: re-binding the NICs failed' >&2",
                 shell_quote(layout.pollnic_debug_bin()),
                 pcis.join(" ")
             );
         }
         let rebind = if bind {
             format!(
-                "{} bind --force {} >/dev/null\n",
+                "{} bind --force {how}{} >/dev/null\n",
                 shell_quote(layout.pollnic_debug_bin()),
                 pcis.join(" ")
             )
