@@ -84,6 +84,16 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// Something a port on `uio_pci_generic` needs is reserved to
+    /// `CAP_SYS_ADMIN`.
+    #[error("{addr}: {what} needs CAP_SYS_ADMIN: run as root (no-IOMMU mode cannot run without it)")]
+    NeedsCapSysAdmin {
+        /// The device.
+        addr: PciAddress,
+        /// What needs the capability.
+        what: &'static str,
+    },
+
     /// Other devices in the IOMMU group are bound to host drivers.
     #[error(
         "{addr}: IOMMU group {group} is not viable for VFIO{}: every device in the group must be \

@@ -73,6 +73,17 @@ impl Uio {
             .write(true)
             .open(&cfg_path)
             .map_err(|e| fail(cfg_path.display().to_string(), e))?;
+        // A process without CAP_SYS_ADMIN reads only the first 64 bytes of
+        // configuration space (`pci_read_config`, drivers/pci/pci-sysfs.c):
+        // the capability list behind them would look empty.
+        let mut whole = [0u8; 256];
+        let got = config.read_at(&mut whole, 0).unwrap_or(0);
+        if got < whole.len() {
+            return Err(Error::NeedsCapSysAdmin {
+                addr,
+                what: "reading its PCI configuration space past 64 bytes (sysfs `config`)",
+            });
+        }
         let mut bars: [Option<Arc<Bar>>; 6] = Default::default();
         let mut bar0 = None;
         for i in 0..6u8 {

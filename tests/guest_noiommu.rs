@@ -1,0 +1,269 @@
+//! pollnic on a guest that looks like a plain cloud VM: no virtual IOMMU
+//! (`cargo xtask vm --no-iommu`), the igb ports (`POLLNIC_PORT0..3`) and
+//! the virtio-net ports (`POLLNIC_VIRTIO_PORT0/1`, no
+//! `VIRTIO_F_ACCESS_PLATFORM`) bound to `uio_pci_generic`, DMA with
+//! physical addresses (docs/no-iommu.md). Run by `cargo xtask test` in its
+//! third guest.
+
+use pollnic::{Counter, Device, DeviceConfig, DmaAddressing, Error, Packet};
+use pollnic_tests::*;
+use pollnic_tools::frame::{self, Flow};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn vport(i: usize) -> String {
+    env(&format!("POLLNIC_VIRTIO_PORT{i}"))
+}
+
+/// The two ports of each family that are wired back to back.
+fn pairs() -> [(String, String); 2] {
+    [(port(0), port(1)), (vport(0), vport(1))]
+}
+
+/// Physical addresses, 256-descriptor rings (inside QEMU's virtio queue sizes).
+fn config() -> DeviceConfig {
+    DeviceConfig::default()
+        .with_rx_ring_size(256)
+        .with_tx_ring_size(256)
+        .with_mempool_size(2048)
+        .with_unsafe_no_iommu()
+}
+
+/// The physical address of the byte at `va`, from this process's pagemap
+/// (the tests run as root), read here independently of the library.
+fn phys(va: usize) -> u64 {
+    let f = File::open("/proc/self/pagemap").unwrap();
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, (va / 4096 * 8) as u64).unwrap();
+    let e = u64::from_ne_bytes(b);
+    assert!(e >> 63 == 1, "page of {va:#x} not present: {e:#x}");
+    (e & ((1 << 55) - 1)) * 4096 + (va % 4096) as u64
+}
+
+/// The PCI command register's bus-master bit, from sysfs `config`.
+fn bus_master(addr: &str) -> bool {
+    let f = File::open(format!("/sys/bus/pci/devices/{addr}/config")).unwrap();
+    let mut b = [0u8; 2];
+    f.read_exact_at(&mut b, 4).unwrap();
+    u16::from_le_bytes(b) & 0x4 != 0
+}
+
+#[test]
+#[ignore = "needs the QEMU testbed with no IOMMU: run `cargo xtask test`"]
+fn the_guest_has_no_iommu_and_the_ports_are_on_uio_pci_generic() {
+    assert_eq!(env("POLLNIC_NO_IOMMU"), "1");
+    let groups = std::fs::read_dir("/sys/kernel/iommu_groups").map_or(0, |d| d.count());
+    assert_eq!(groups, 0, "an IOMMU group exists: this guest has an IOMMU");
+    for (a, b) in pairs() {
+        for p in [a, b] {
+            let driver = std::fs::read_link(format!("/sys/bus/pci/devices/{p}/driver")).unwrap();
+            assert!(driver.ends_with("uio_pci_generic"), "{p}: {driver:?}");
+        }
+    }
+}
+
+/// Both families: 20,000 frames of 64 B and 20,000 of 1518 B on the wire
+/// (60 and 1514 without the FCS), byte-identical and in order, sent =
+/// received = the counters; every buffer address the NIC was given is the
+/// physical address of that buffer, as pagemap tells this test.
+#[test]
+#[ignore = "needs the QEMU testbed with no IOMMU: run `cargo xtask test`"]
+fn loopback_20000_frames_at_64_and_1518_bytes_with_physical_addresses() {
+    for (a, b) in pairs() {
+        let mut ports = Device::open_many([a.as_str(), b.as_str()], &config())
+            .unwrap_or_else(|e| panic!("open {a} {b}: {e}"));
+        let (x, y) = ports.split_at_mut(1);
+        let (tx, rx) = (&mut x[0], &mut y[0]);
+        let mut bytes = 0;
+        for len in [60usize, 1514] {
+            bytes += transfer_and_verify(tx, rx, 20_000, |_| len);
+        }
+        let (ts, rs) = (tx.stats(), rx.stats());
+        assert_eq!(ts.counter(Counter::TxPackets), 40_000, "{a}");
+        assert_eq!(rs.counter(Counter::RxPackets), 40_000, "{b}");
+        // igb counts the FCS in its byte counters, virtio-net has none.
+        let fcs = if rx.family() == "virtio-net" { 0 } else { 4 * 40_000 };
+        assert_eq!(rs.counter(Counter::RxBytes), bytes + fcs, "{b}");
+        assert_eq!(ts.counter(Counter::TxBytes), bytes + fcs, "{a}");
+        // A buffer's device address is its physical address.
+        let p = tx.mempool().alloc().unwrap();
+        let off = phys(p.data().as_ptr() as usize).wrapping_sub(p.iova());
+        assert!(
+            off < 4096,
+            "{a}: buffer at physical {:#x}, given to the NIC as {:#x}",
+            phys(p.data().as_ptr() as usize),
+            p.iova()
+        );
+        for m in tx.dma_mappings() {
+            assert!(m.iova != 0 && m.len > 0, "{a}: {m}");
+        }
+    }
+}
+
+/// RSS over 2 queues on each family, with the `loopback` tool unchanged
+/// but for `--no-iommu`: 64 flows, every frame received, both queues used.
+#[test]
+#[ignore = "needs the QEMU testbed with no IOMMU: run `cargo xtask test`"]
+fn rss_over_two_queues_with_the_loopback_tool() {
+    for (a, b) in pairs() {
+        let out = Command::new(example_exe("loopback"))
+            .args(["--tx", &a, "--rx", &b, "--queues", "2", "--cores", "0,1"])
+            .args(["--flows", "64", "--count", "20000", "--rate", "2000"])
+            .args(["--seconds", "60", "--ring-size", "1024", "--json", "--no-iommu"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "loopback {a} -> {b} failed:\n{text}{err}");
+        assert!(
+            err.contains("WARNING --no-iommu"),
+            "no loud line on stderr:\n{err}"
+        );
+        let s: serde_json::Value =
+            serde_json::from_str(text.lines().last().expect("a summary line")).unwrap();
+        assert_eq!(s["sent"], 20_000, "{s}");
+        assert_eq!(s["received"], 20_000, "{s}");
+        let queues = s["queues"].as_array().expect("queues");
+        assert_eq!(queues.len(), 2, "{s}");
+        for q in queues {
+            assert!(q["frames"].as_u64().unwrap() > 1000, "a queue got few frames: {s}");
+        }
+    }
+}
+
+/// Zero copy between two ports opened apart: with physical addresses every
+/// port shares one address space, so port 1's received buffers go out of
+/// port 0 as they are and arrive on port 1 again, byte-identical.
+#[test]
+#[ignore = "needs the QEMU testbed with no IOMMU: run `cargo xtask test`"]
+fn buffers_cross_between_ports_with_no_copy() {
+    const N: u64 = 500;
+    for (a, b) in pairs() {
+        let mut tx = Device::open(a.as_str(), &config()).unwrap();
+        let mut rx = Device::open(b.as_str(), &config()).unwrap();
+        assert!(tx.shares_dma_with(&rx), "{a} {b}");
+        let flow = Flow::between(tx.mac(), rx.mac());
+        transfer_and_verify(&mut tx, &mut rx, N, |_| 128);
+        // Send N more, receive them on `rx`, and send those very buffers
+        // back out of `tx`'s TX ring.
+        let (tq, rq) = (tx.queue(0), rx.queue(0));
+        let mut got: Vec<Packet> = Vec::new();
+        let mut sent = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while (got.len() as u64) < N {
+            assert!(Instant::now() < deadline, "{a}: {} of {N} arrived", got.len());
+            if sent < N {
+                let mut p = tq.mempool().alloc().unwrap();
+                p.set_len(128).unwrap();
+                assert!(frame::write(p.data_mut(), &flow, sent, sent));
+                let mut one = vec![p];
+                if tq.tx_burst(&mut one) == 1 {
+                    sent += 1;
+                }
+            }
+            rq.rx_burst(&mut got, 32);
+        }
+        let addrs: Vec<u64> = got.iter().map(Packet::iova).collect();
+        let before = rq.mempool().free_count();
+        // In bursts of up to 32, the receiver polled between them: QEMU's
+        // igb drops what finds its RX ring full.
+        let mut out = std::mem::take(&mut got);
+        out.reverse();
+        let mut back: Vec<Packet> = Vec::new();
+        while (back.len() as u64) < N {
+            assert!(Instant::now() < deadline, "{b}: {} of {N} came back", back.len());
+            let mut burst: Vec<Packet> = (0..32).map_while(|_| out.pop()).collect();
+            tq.tx_burst(&mut burst);
+            while let Some(p) = burst.pop() {
+                out.push(p);
+            }
+            rq.rx_burst(&mut back, 32);
+        }
+        for (i, p) in back.iter().enumerate() {
+            let want = frame::expected(128, &flow, i as u64, i as u64);
+            assert!(p.data() == &want[..], "{b}: frame {i} differs");
+        }
+        drop(back);
+        assert!(tq.flush_tx(Duration::from_secs(5)));
+        let ts = tq.tx_stats();
+        assert_eq!(ts.tx_errors, 0, "{a}: buffers of the other port refused");
+        assert!(ts.foreign >= N, "{a}: {} buffers of another pool sent", ts.foreign);
+        // The buffers that crossed came home to their own pool.
+        assert!(rq.mempool().free_count() >= before, "{b}: buffers lost");
+        assert_eq!(addrs.len() as u64, N);
+    }
+}
+
+/// SIGKILL during traffic: the process dies with both ports moving frames.
+/// `uio_pci_generic` clears bus mastering as the dead process's
+/// `/dev/uio<N>` closes, so the NIC can DMA no more; then the ports open
+/// again and carry frames.
+#[test]
+#[ignore = "needs the QEMU testbed with no IOMMU: run `cargo xtask test`"]
+fn kill_9_during_traffic_leaves_no_bus_master_and_the_ports_reopen() {
+    for (a, b) in pairs() {
+        let mut child = Command::new(example_exe("loopback"))
+            .args(["--tx", &a, "--rx", &b, "--seconds", "60", "--rate", "5000"])
+            .arg("--no-iommu")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Until frames flow: both ports then have bus mastering on.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !(bus_master(&a) && bus_master(&b)) {
+            assert!(Instant::now() < deadline, "{a} {b}: never bus master");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!bus_master(&a), "{a}: still bus master after SIGKILL");
+        assert!(!bus_master(&b), "{b}: still bus master after SIGKILL");
+        let mut ports = Device::open_many([a.as_str(), b.as_str()], &config()).unwrap();
+        let (x, y) = ports.split_at_mut(1);
+        transfer_and_verify(&mut x[0], &mut y[0], 1000, |_| 60);
+        drop(ports);
+        assert!(!bus_master(&a), "{a}: bus master after a clean close");
+    }
+}
+
+/// The refusals, each with its message.
+#[test]
+#[ignore = "needs the QEMU testbed with no IOMMU: run `cargo xtask test`"]
+fn what_is_refused_and_what_it_says() {
+    for (a, _) in pairs() {
+        // Physical addresses not asked for.
+        let cfg = DeviceConfig::default();
+        assert_eq!(cfg.dma, DmaAddressing::Iommu);
+        match Device::open(a.as_str(), &cfg) {
+            Err(e @ Error::NoIommuNotAsked { .. }) => {
+                let m = e.to_string();
+                assert!(m.contains("--no-iommu") && m.contains("anywhere in RAM"), "{m}");
+            }
+            other => panic!("{a}: {:?}", other.map(|d| d.address())),
+        }
+        // Interrupts: uio_pci_generic has INTx only.
+        let irq = config().with_rx_mode(pollnic::RxMode::Interrupt {
+            timeout: Duration::from_millis(10),
+        });
+        let e = Device::open(a.as_str(), &irq).err().expect("interrupt mode refused");
+        assert!(format!("{e:#}").contains("INTx"), "{e:#}");
+        // Without CAP_SYS_ADMIN the kernel hides physical addresses: the
+        // tool says which capability, and no frame is sent.
+        let out = Command::new("setpriv")
+            .args(["--inh-caps=-sys_admin", "--bounding-set=-sys_admin", "--"])
+            .arg(example_exe("pktgen"))
+            .args(["--port", &a, "--count", "10", "--no-iommu"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{a}: pktgen ran without CAP_SYS_ADMIN:\n{err}");
+        assert!(err.contains("CAP_SYS_ADMIN"), "{a}: {err}");
+    }
+    // The virtio-net port offers no ACCESS_PLATFORM: accepted only with
+    // physical addresses (above), and the IOMMU mode's refusal on a
+    // vfio-pci port is covered in the vIOMMU guest (guest_virtio).
+}
