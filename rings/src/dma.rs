@@ -6,9 +6,11 @@
 //! `nr_hugepages`), `Documentation/driver-api/vfio.rst` (VFIO_IOMMU_MAP_DMA).
 
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use vm_memory::mmap::MmapRegionBuilder;
-use vm_memory::MmapRegion;
+use vm_memory::{FileOffset, MmapRegion};
 
 /// Size of one hugepage, in bytes.
 pub const HUGEPAGE_SIZE: usize = 2 << 20;
@@ -140,6 +142,19 @@ pub enum DmaError {
         /// The highest address the device reaches.
         limit: u64,
     },
+    /// A file for DMA memory could not be made in the hugetlbfs directory
+    /// ([`DmaMapper::persistent_dir`]).
+    #[error(
+        "cannot make {path} for DMA memory (is hugetlbfs mounted there, with free 2 MiB \
+         hugepages? `mount -t hugetlbfs nodev /dev/hugepages`)"
+    )]
+    HugetlbfsFile {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A descriptor ring or virtqueue would need more bytes contiguous in
     /// the device's address space than its region has: with physical
     /// addresses ([`DmaMapper::map_pages`]) contiguity ends at each page.
@@ -231,6 +246,19 @@ pub unsafe trait DmaMapper: Send + Sync + fmt::Debug {
         }
     }
 
+    /// Where this mapper's memory must live so that it outlives a process
+    /// killed while its device could still DMA: a hugetlbfs directory, in
+    /// which each region is a file (`pollnic-dma-<pid>-<start time>-<n>`)
+    /// kept until the region is dropped. The default, `None`: anonymous
+    /// memory, right for a mapper behind an IOMMU, whose mappings pin the
+    /// pages until the device is closed. A physical-address mapper returns
+    /// one: without an IOMMU nothing pins them, and a process's memory is
+    /// freed before its files (the device's) are closed at exit; a file
+    /// keeps the pages until [`remove_stale_files`] finds its process gone.
+    fn persistent_dir(&self) -> Option<&Path> {
+        None
+    }
+
     /// Which IO address space the IOVAs this mapper hands out belong to: two
     /// regions whose mappers return the same value can be used by the same
     /// device. By default each mapper is its own space (one VFIO container).
@@ -267,6 +295,9 @@ unsafe impl DmaMapper for IdentityMapper {
 /// shutdown order guarantees it).
 pub struct DmaRegion {
     mem: MmapRegion,
+    /// The hugetlbfs file holding the memory, removed on drop
+    /// ([`DmaMapper::persistent_dir`]); `None` for anonymous memory.
+    file: Option<PathBuf>,
     /// The device address of each page, in order (one mapping for an
     /// IOMMU: `pages[k] = pages[0] + k * page`; physical addresses: each
     /// page its own).
@@ -304,11 +335,26 @@ impl DmaRegion {
         if page == PageSize::Huge2M {
             flags |= libc::MAP_HUGETLB;
         }
-        let mem = MmapRegionBuilder::new(len)
+        let mut builder = MmapRegionBuilder::new(len)
             .with_mmap_prot(libc::PROT_READ | libc::PROT_WRITE)
-            .with_mmap_flags(flags)
-            .with_hugetlbfs(page == PageSize::Huge2M)
-            .build()
+            .with_hugetlbfs(page == PageSize::Huge2M);
+        let mut file = None;
+        if let Some(dir) = mapper.persistent_dir() {
+            let (path, f) = persistent_file(dir, len)?;
+            file = Some(path);
+            builder = builder
+                .with_file_offset(FileOffset::new(f, 0))
+                .with_mmap_flags(libc::MAP_SHARED | libc::MAP_POPULATE);
+        } else {
+            builder = builder.with_mmap_flags(flags);
+        }
+        let built = builder.build();
+        if built.is_err() {
+            if let Some(path) = &file {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        let mem = built
             .map_err(|e| match e {
                 vm_memory::mmap::MmapRegionError::Mmap(source) => {
                     if page == PageSize::Huge2M
@@ -336,7 +382,16 @@ impl DmaRegion {
         // first, but dropped after Drop::drop runs) releases the pages, so
         // the range stays mapped for as long as the mapping exists. `len` is
         // a whole number of `bytes`-sized pages (rounded above).
-        let pages = unsafe { mapper.map_pages(mem.as_ptr(), len, bytes)? };
+        let mapped = unsafe { mapper.map_pages(mem.as_ptr(), len, bytes) };
+        let pages = match mapped {
+            Ok(p) => p,
+            Err(e) => {
+                if let Some(path) = &file {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e);
+            }
+        };
         if pages.len() != len / bytes {
             // A mapper that broke its contract: refuse rather than index past it.
             mapper.unmap_pages(&pages, bytes);
@@ -356,6 +411,7 @@ impl DmaRegion {
             .count();
         Ok(DmaRegion {
             mem,
+            file,
             contiguous: (run + 1) * bytes,
             pages: pages.into_boxed_slice(),
             page: bytes,
@@ -417,6 +473,12 @@ impl DmaRegion {
 impl Drop for DmaRegion {
     fn drop(&mut self) {
         self.mapper.unmap_pages(&self.pages, self.page);
+        // The device was stopped before the region is dropped (the
+        // driver's shutdown order): the pages may go back now. They do
+        // once `mem` unmaps them, right after.
+        if let Some(path) = &self.file {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -439,6 +501,71 @@ pub const fn offset_in(base: u64, size: u64, iova: u64, len: u64) -> Option<u64>
     } else {
         None
     }
+}
+
+/// Prefix of the hugetlbfs files of [`DmaMapper::persistent_dir`].
+const PERSISTENT_PREFIX: &str = "pollnic-dma-";
+
+/// This process's start time in clock ticks since boot (`/proc/self/stat`
+/// field 22): with the pid, it names a process for good (pids are reused).
+fn start_time(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count from after its ')'.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A new file of `len` bytes in `dir`, named after this process.
+fn persistent_file(dir: &Path, len: usize) -> Result<(PathBuf, std::fs::File), DmaError> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let pid = std::process::id();
+    let start = start_time("self").unwrap_or(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!("{PERSISTENT_PREFIX}{pid}-{start}-{n}"));
+    let fail = |source| DmaError::HugetlbfsFile {
+        path: path.clone(),
+        source,
+    };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(fail)?;
+    if let Err(e) = f.set_len(len as u64) {
+        let _ = std::fs::remove_file(&path);
+        return Err(fail(e));
+    }
+    Ok((path, f))
+}
+
+/// Remove the files [`DmaMapper::persistent_dir`] left in `dir` by
+/// processes that no longer exist (killed before their regions were
+/// dropped), giving their hugepages back; returns how many. A process is
+/// gone once `/proc/<pid>` is, or names a process started at another time
+/// (its pid reused). By then the kernel has closed every file it had,
+/// its devices' too, which stops their DMA (`uio_pci_generic` clears bus
+/// mastering on release, vfio-pci disables the device), so the memory
+/// can no longer be written by them.
+pub fn remove_stale_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(PERSISTENT_PREFIX) else {
+            continue;
+        };
+        let mut it = rest.split('-');
+        let (Some(pid), Some(start)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let alive = start_time(pid).is_some_and(|t| t.to_string() == start);
+        if !alive && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Free 2 MiB hugepages as the kernel reports them (0 when unreadable).
@@ -521,6 +648,44 @@ mod tests {
         let r = DmaRegion::new(3 * 4096, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
         assert_eq!(r.contiguous_len(), 3 * 4096);
         assert_eq!(r.iova_at(5000), Some(r.va() as u64 + 5000));
+    }
+
+    /// A mapper whose memory lives in files of a directory.
+    #[derive(Debug)]
+    struct InFiles(PathBuf);
+
+    // SAFETY: test-only; no device ever sees these addresses.
+    unsafe impl DmaMapper for InFiles {
+        unsafe fn map(&self, va: *mut u8, _len: usize) -> Result<u64, DmaError> {
+            Ok(va as u64)
+        }
+        fn unmap(&self, _iova: u64, _len: usize) {}
+        fn persistent_dir(&self) -> Option<&Path> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn persistent_memory_is_a_file_until_the_region_drops_or_its_process_is_gone() {
+        let dir = std::env::temp_dir().join(format!("pollnic-dma-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = || std::fs::read_dir(&dir).unwrap().count();
+        let r = DmaRegion::new(8192, PageSize::Small4K, Arc::new(InFiles(dir.clone()))).unwrap();
+        // SAFETY: the region is 8192 bytes and mapped read-write.
+        unsafe { r.va().add(8191).write_volatile(7) };
+        assert_eq!(files(), 1);
+        // A live process's files stay; a dead one's go.
+        assert_eq!(remove_stale_files(&dir), 0);
+        std::fs::write(dir.join(format!("{PERSISTENT_PREFIX}999999999-1-0")), b"").unwrap();
+        let me = std::process::id();
+        std::fs::write(dir.join(format!("{PERSISTENT_PREFIX}{me}-1-0")), b"").unwrap();
+        std::fs::write(dir.join("unrelated"), b"").unwrap();
+        // The second: this pid, but another start time (a pid reused).
+        assert_eq!(remove_stale_files(&dir), 2);
+        assert_eq!(files(), 2);
+        drop(r);
+        assert_eq!(files(), 1, "the region's file is removed with it");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub mod tx;
 pub mod virtq;
 
 pub use descring::{DescRing, Doorbell};
-pub use dma::{DmaError, DmaMapper, DmaRegion, IdentityMapper, PageSize};
+pub use dma::{remove_stale_files, DmaError, DmaMapper, DmaRegion, IdentityMapper, PageSize};
 pub use mempool::{Mempool, Packet, PacketTooLong, PoolCache};
 pub use rx::{rx_cache_size, rx_free_thresh, RingError, RxRing, RxStats, RX_UNFINISHED_POLLS};
 pub use simd::DataPath;

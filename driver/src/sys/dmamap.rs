@@ -143,6 +143,10 @@ unsafe impl DmaMapper for Recording {
     fn address_space(&self) -> usize {
         self.inner.address_space()
     }
+
+    fn persistent_dir(&self) -> Option<&std::path::Path> {
+        self.inner.persistent_dir()
+    }
 }
 
 /// `pages` (each `page` bytes) as runs of contiguous device addresses:

@@ -15,6 +15,7 @@
 use pollnic_rings::{DmaError, DmaMapper};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Bytes of one pagemap page (the base page size on x86-64).
@@ -31,20 +32,58 @@ const PM_PFN: u64 = (1 << 55) - 1;
 const PHYSICAL_SPACE: usize = 1;
 
 /// Hands out physical addresses; nothing is mapped, so nothing is unmapped.
+/// Its memory lives in files of a hugetlbfs mount
+/// ([`DmaMapper::persistent_dir`]), so that a process killed with its
+/// device running leaves the pages allocated until the kernel has closed
+/// the device (which stops its DMA); the files of such processes are
+/// removed when the next mapper is made.
 #[derive(Debug)]
 pub struct PhysicalDma {
     /// The highest physical address the device can reach.
     limit: u64,
+    /// The hugetlbfs directory of the memory (`None` only in unit tests).
+    dir: Option<PathBuf>,
 }
 
 impl PhysicalDma {
     /// A mapper for a device that reaches physical addresses up to `limit`
     /// (`u64::MAX` for a 64-bit DMA engine: the 82576, the 82599 and a
     /// virtio device without `VIRTIO_F_ACCESS_PLATFORM` all take 64-bit
-    /// addresses).
-    pub fn new(limit: u64) -> Arc<PhysicalDma> {
-        Arc::new(PhysicalDma { limit })
+    /// addresses), its memory in the first 2 MiB hugetlbfs mount of
+    /// `/proc/mounts`. Removes what killed processes left there first.
+    ///
+    /// # Errors
+    /// [`DmaError::HugetlbfsFile`] naming `/dev/hugepages` when no
+    /// hugetlbfs of 2 MiB pages is mounted.
+    pub fn new(limit: u64) -> Result<Arc<PhysicalDma>, DmaError> {
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        let Some(dir) = hugetlbfs_mount(&mounts) else {
+            return Err(DmaError::HugetlbfsFile {
+                path: PathBuf::from("/dev/hugepages"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no hugetlbfs of 2 MiB pages in /proc/mounts",
+                ),
+            });
+        };
+        pollnic_rings::remove_stale_files(&dir);
+        Ok(Arc::new(PhysicalDma {
+            limit,
+            dir: Some(dir),
+        }))
     }
+}
+
+/// The mount point of the first hugetlbfs of 2 MiB pages in `mounts`
+/// (`/proc/mounts`: device, mount point, type, options); a mount without a
+/// `pagesize=` option has the default size, 2 MiB on x86-64.
+fn hugetlbfs_mount(mounts: &str) -> Option<PathBuf> {
+    mounts.lines().find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let (dir, fs, opts) = (w.get(1)?, w.get(2)?, w.get(3)?);
+        let size = opts.split(',').find_map(|o| o.strip_prefix("pagesize="));
+        (*fs == "hugetlbfs" && size.is_none_or(|s| s == "2M")).then(|| PathBuf::from(dir))
+    })
 }
 
 /// The physical frame of a pagemap entry, or why it cannot be used.
@@ -184,6 +223,10 @@ unsafe impl DmaMapper for PhysicalDma {
     fn address_space(&self) -> usize {
         PHYSICAL_SPACE
     }
+
+    fn persistent_dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +234,17 @@ mod tests {
     use super::*;
 
     const P: u64 = PM_PRESENT;
+
+    #[test]
+    fn the_hugetlbfs_mount_of_2m_pages_is_found() {
+        let m = "proc /proc proc rw 0 0\n\
+                 hugetlbfs /mnt/huge1g hugetlbfs rw,relatime,pagesize=1024M 0 0\n\
+                 hugetlbfs /dev/hugepages hugetlbfs rw,relatime,pagesize=2M 0 0\n";
+        assert_eq!(hugetlbfs_mount(m), Some(PathBuf::from("/dev/hugepages")));
+        let m = "none /h hugetlbfs rw 0 0\n";
+        assert_eq!(hugetlbfs_mount(m), Some(PathBuf::from("/h")));
+        assert_eq!(hugetlbfs_mount("proc /proc proc rw 0 0\n"), None);
+    }
 
     #[test]
     fn entries_say_present_hidden_or_absent() {
@@ -248,7 +302,10 @@ mod tests {
     #[test]
     fn pagemap_gives_real_addresses_or_the_capability_error() {
         use pollnic_rings::{DmaRegion, PageSize};
-        let m = PhysicalDma::new(u64::MAX);
+        let m = Arc::new(PhysicalDma {
+            limit: u64::MAX,
+            dir: None,
+        });
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         match DmaRegion::new(4 * 4096, PageSize::Small4K, m) {
@@ -270,7 +327,10 @@ mod tests {
 
     #[test]
     fn no_page_size_no_address() {
-        let m = PhysicalDma::new(u64::MAX);
+        let m = PhysicalDma {
+            limit: u64::MAX,
+            dir: None,
+        };
         let mut b = [0u8; 4096];
         // SAFETY: `b` outlives the call; no device sees the result.
         let e = unsafe { m.map_pages(b.as_mut_ptr(), 4096, 0) }.unwrap_err();

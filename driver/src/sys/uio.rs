@@ -106,7 +106,7 @@ impl Uio {
             dir,
             config,
             _uio: uio,
-            dma: PhysicalDma::new(u64::MAX),
+            dma: PhysicalDma::new(u64::MAX)?,
         };
         uio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
         Ok(uio)
