@@ -24,6 +24,7 @@ use crate::stats::Stats;
 use crate::sys::dmamap::{DmaMapping, DmaPurpose, MappingLog, Recording};
 use crate::sys::uio::Uio;
 use crate::sys::vfio::Vfio;
+use crate::sys::vfio_noiommu::VfioNoIommu;
 use crate::wait::{wait_for, TimedOut};
 use crossbeam_utils::CachePadded;
 use pollnic_hw::rss::{Reta, Toeplitz, KEY_LEN};
@@ -243,6 +244,7 @@ impl Device {
                 // Physical addresses are one space: ports opened together
                 // or apart share buffers alike.
                 Route::Uio => Box::new(Uio::open(&sysfs, ident.addr)?),
+                Route::VfioNoIommu { group } => Box::new(VfioNoIommu::open(ident.addr, group)?),
             };
             out.push(Device::open_on(io, ident, cfg)?);
         }
@@ -261,6 +263,7 @@ impl Device {
         let io: Box<dyn DeviceIo> = match route {
             Route::Vfio { group } => Box::new(Vfio::open(&sysfs, ident.addr, group, None)?),
             Route::Uio => Box::new(Uio::open(&sysfs, ident.addr)?),
+            Route::VfioNoIommu { group } => Box::new(VfioNoIommu::open(ident.addr, group)?),
         };
         Ok((io, ident))
     }
@@ -268,8 +271,9 @@ impl Device {
     /// What [`Device::open`] checks of `addr` before touching anything: it
     /// exists, a family drives it with `cfg`, and it is bound to a driver
     /// that gives pollnic the way in `cfg.dma` asks for: vfio-pci in an
-    /// IOMMU group for [`DmaAddressing::Iommu`], `uio_pci_generic` with no
-    /// translating IOMMU for [`DmaAddressing::UnsafeNoIommuPhysical`].
+    /// IOMMU group for [`DmaAddressing::Iommu`]; for
+    /// [`DmaAddressing::UnsafeNoIommuPhysical`], `uio_pci_generic` with no
+    /// translating IOMMU, or vfio-pci in a VFIO no-IOMMU group.
     fn check_port(
         sysfs: &Sysfs,
         addr: PciAddress,
@@ -303,13 +307,7 @@ impl Device {
                             driver: "vfio-pci (VFIO no-IOMMU group)".into(),
                         });
                     }
-                    return Err(Error::NotImplemented {
-                        addr,
-                        name: ident.name,
-                        missing: "opening a VFIO no-IOMMU group (VFIO_NOIOMMU_IOMMU): bind the \
-                                  port to uio_pci_generic instead (`pollnic bind --driver \
-                                  uio_pci_generic`)",
-                    });
+                    return Ok((ident, Route::VfioNoIommu { group }));
                 }
                 if physical {
                     return Err(Error::NoIommuNotNeeded {
@@ -1251,6 +1249,8 @@ enum Route {
     Vfio { group: u32 },
     /// `uio_pci_generic`, physical addresses.
     Uio,
+    /// vfio-pci in a VFIO no-IOMMU group, physical addresses.
+    VfioNoIommu { group: u32 },
 }
 
 /// The kernel's generic userspace I/O driver for PCI devices.

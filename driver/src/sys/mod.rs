@@ -6,6 +6,8 @@
 //! - [`mmio`]: BAR0 mapped from the VFIO device fd, volatile 32-bit access;
 //! - [`vfio`]: the container, group and device fds, DMA mapping
 //!   (`VFIO_IOMMU_MAP_DMA`), PCI command register;
+//! - [`vfio_noiommu`]: a VFIO no-IOMMU group (`VFIO_NOIOMMU_IOMMU`), its
+//!   few ioctls made directly, DMA with physical addresses;
 //! - [`irq`]: the eventfd of one MSI-X vector, and `poll(2)` on it;
 //! - [`dmamap`]: the recording mapper that forwards a DMA map call;
 //! - [`physmem`]: physical addresses from `/proc/self/pagemap` for a
@@ -25,3 +27,4 @@ pub(crate) mod pcilink;
 pub(crate) mod physmem;
 pub(crate) mod uio;
 pub(crate) mod vfio;
+pub(crate) mod vfio_noiommu;
