@@ -31,7 +31,7 @@ mod xsk;
 use clap::Parser;
 use paths::{Load, Measured};
 use pollnic::pci::{self, PciAddress, Sysfs};
-use pollnic::{Device, DeviceConfig, RxMode};
+use pollnic::{Device, RxMode};
 use pollnic_tools::args::Usage;
 use pollnic_tools::frame::Flow;
 use pollnic_tools::metrics::{Throughput, TxAccount};
@@ -149,6 +149,12 @@ struct Args {
     /// profile (docs/design/counting.md); 0 turns the profile off. [range: 0..=2000]
     #[arg(value_parser = clap::value_parser!(u64).range(0..=2000), long, default_value_t = 10)]
     top_functions: u64,
+    /// pollnic's rows only, with physical addresses on ports bound to
+    /// uio_pci_generic or VFIO's no-IOMMU mode (docs/no-iommu.md): UNSAFE
+    /// for the machine, and for measuring what the IOMMU costs. Refuses
+    /// the kernel, DPDK and forwarding rows.
+    #[arg(long)]
+    no_iommu: bool,
 }
 
 fn main() {
@@ -429,6 +435,24 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ))
         .into());
     }
+    if args.no_iommu {
+        if let Some(bad) = paths
+            .iter()
+            .find(|p| args.forward || !p.starts_with("pollnic-"))
+        {
+            return Err(Usage(format!(
+                "--no-iommu runs pollnic's receive rows only, not `{bad}`{}: the kernel and DPDK \
+                 rows need the port on their own drivers",
+                if args.forward { " with --forward" } else { "" }
+            ))
+            .into());
+        }
+        eprintln!(
+            "compare: WARNING --no-iommu: DMA with physical addresses and no IOMMU; the NIC can \
+             read and write all of this machine's RAM"
+        );
+        let _ = paths::NO_IOMMU.set(true);
+    }
     if let Some(bad) = args.sizes.iter().find(|s| !(64..=1518).contains(*s)) {
         return Err(Usage(format!(
             "--sizes {bad}: outside 64..=1518: compare runs every path at the standard MTU 1500 \
@@ -439,12 +463,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let stop = pollnic_tools::signal::stop_flag()?;
     // Forwarding rows receive on the generator's port what port 1 sends back;
     // in io mode that is still addressed to port 1: promiscuous.
-    let gen_cfg = DeviceConfig::default().with_promisc(args.forward);
+    let gen_cfg = paths::base_config().with_promisc(args.forward);
     let mut gen = Device::open(tx, &gen_cfg)?;
     let sysfs = Sysfs::default();
     // The receiver's MAC, read by pollnic (binding the port to vfio-pci if needed).
-    pci::bind_vfio(&sysfs, rx)?;
-    let dst_mac = Device::open(rx, &DeviceConfig::default())?.mac();
+    paths::ensure_vfio(rx)?;
+    let dst_mac = Device::open(rx, &paths::base_config())?.mac();
     let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(gen.mac(), dst_mac, i))
         .collect();

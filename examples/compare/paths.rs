@@ -92,9 +92,28 @@ pub fn is_virtio(addr: PciAddress) -> bool {
 }
 
 pub(crate) fn ensure_vfio(addr: PciAddress) -> Result<(), String> {
+    if NO_IOMMU.get() == Some(&true) {
+        // The port stays on its no-IOMMU driver (`pollnic bind --driver
+        // uio_pci_generic`, or `--no-iommu`): the library says if it is not.
+        return Ok(());
+    }
     pci::bind_vfio(&Sysfs::default(), addr)
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// `--no-iommu`: pollnic's rows open their ports with physical addresses.
+/// Set once by `main`.
+pub static NO_IOMMU: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// The configuration every pollnic row starts from: the default, with
+/// physical addresses under `--no-iommu`.
+pub fn base_config() -> DeviceConfig {
+    if NO_IOMMU.get() == Some(&true) {
+        DeviceConfig::default().with_unsafe_no_iommu()
+    } else {
+        DeviceConfig::default()
+    }
 }
 
 /// The interrupt rows' moderation and adaptive mode's longest spin
@@ -146,7 +165,7 @@ fn pollnic_rx_with(
     } else {
         moderation
     };
-    let cfg = DeviceConfig::default()
+    let cfg = base_config()
         .with_queues(queues)
         .with_rx_ring_size(RX_RING)
         .with_moderation(moderation);

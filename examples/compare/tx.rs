@@ -24,7 +24,7 @@ use crate::paths::{kernel_iface, wait_carrier, Load, Measured, DRAIN};
 use crate::tally::Tally;
 use pollnic::clock::monotonic_ns;
 use pollnic::pci::PciAddress;
-use pollnic::{Device, DeviceConfig, Packet};
+use pollnic::{Device, Packet};
 use pollnic_tools::frame::{self, Flow};
 use pollnic_tools::marker;
 use pollnic_tools::metrics::PollGaps;
@@ -340,7 +340,7 @@ fn finish_knobs(knobs: Knobs) -> String {
 /// every receive row, marked by its sending turns.
 fn pollnic_tx(load: Load<'_>, port1: PciAddress, core: usize) -> Result<Measured, String> {
     crate::paths::ensure_vfio(port1)?;
-    let mut dev = Device::open(port1, &DeviceConfig::default()).map_err(|e| e.to_string())?;
+    let mut dev = Device::open(port1, &crate::paths::base_config()).map_err(|e| e.to_string())?;
     let flows = back_flows(load.flows);
     let (size, rate, secs, stop) = (load.size, load.rate, load.secs, load.stop);
     let dev_ref = &mut dev;
