@@ -62,7 +62,7 @@ type that offers one); the guest's kernel command line cannot add one";
 
 /// What a no-IOMMU route costs, said once.
 const NO_IOMMU_COST: &str = "no IOMMU: the NIC is given physical addresses and can reach all \
-of RAM (a fault in it or in the program can overwrite any memory)";
+of RAM, so a fault in it or in the program can overwrite any memory";
 
 /// The ports doctor was given, as `pollnic bind` arguments (`ADDR` if none).
 fn addr_args(f: &Facts) -> String {

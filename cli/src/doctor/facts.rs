@@ -490,7 +490,7 @@ pub fn detect_vm(roots: &Roots) -> Option<String> {
         .lines()
         .find(|l| l.starts_with("flags"))
         .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor"))
-        .then(|| "the CPU's hypervisor flag (/proc/cpuinfo)".to_owned())
+        .then(|| "the CPU's hypervisor flag in /proc/cpuinfo".to_owned())
 }
 
 fn gather_port(roots: &Roots, addr: PciAddress) -> PortFacts {

@@ -919,7 +919,7 @@ fn gathers_the_no_iommu_routes_and_the_vm_from_a_fake_tree() {
     );
     assert_eq!(
         detect_vm(&roots).as_deref(),
-        Some("the CPU's hypervisor flag (/proc/cpuinfo)")
+        Some("the CPU's hypervisor flag in /proc/cpuinfo")
     );
     w("sys/class/dmi/id/sys_vendor", "QEMU\n");
     w(
