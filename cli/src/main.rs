@@ -342,7 +342,14 @@ fn bind(
     // for every port before any is bound: nothing half-done.
     let gate = bindcmd::gate(
         || pci::check_bind_all(sysfs, addrs, mode),
-        || guard::refusals(sysfs, addrs),
+        || {
+            let mut refusals = guard::refusals(sysfs, addrs);
+            // uio_pci_generic does not use the IOMMU group: its other members do not matter.
+            if mode == pci::BindMode::Uio {
+                refusals.retain(|r| !matches!(r, guard::Refusal::GroupInUse { .. }));
+            }
+            refusals
+        },
         force,
     );
     for line in &gate.lines {
