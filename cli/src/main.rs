@@ -4,6 +4,7 @@
 
 #![deny(unsafe_code)]
 
+mod bindcmd;
 mod cores;
 mod doctor;
 mod guard;
@@ -32,20 +33,33 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List Intel Ethernet functions: address, device, driver, IOMMU group, link, interface.
+    /// List Intel and virtio-net Ethernet functions: address, device, family, driver, DMA (the
+    /// way in: vfio (iommu), vfio (no-iommu), uio (no-iommu)), IOMMU group, link, interface.
     Status,
-    /// Hand NICs to vfio-pci for pollnic (remembers their kernel driver). Needs root.
+    /// Hand NICs to vfio-pci (or, with no IOMMU, to uio_pci_generic or VFIO's no-IOMMU mode) for
+    /// pollnic (remembers their kernel driver). Needs root.
     Bind {
         /// PCI addresses, e.g. 0000:01:00.0 or 01:00.0 (see `pollnic status`).
         #[arg(required = true, value_name = "ADDR")]
         addrs: Vec<PciAddress>,
         /// Hand each port's /dev/vfio/<group> to this user (name or UID, mode 0600), so
         /// pollnic runs without root; that user also needs RLIMIT_MEMLOCK raised (`pollnic doctor`).
+        /// Refused with the no-IOMMU routes (--driver uio_pci_generic, --no-iommu).
         #[arg(long, value_name = "NAME")]
         user: Option<String>,
         /// Hand each port's /dev/vfio/<group> to this group (name or GID, mode 0660).
         #[arg(long, value_name = "NAME")]
         group: Option<String>,
+        /// Driver to hand the ports to: vfio-pci (behind an IOMMU), or uio_pci_generic for a
+        /// machine with no IOMMU (the NIC is then given physical addresses and can reach all of
+        /// RAM; run the tools with --no-iommu). Loads the driver's module if need be.
+        #[arg(long, value_enum, default_value = "vfio-pci", value_name = "DRIVER")]
+        driver: bindcmd::DriverArg,
+        /// vfio-pci on a machine with no IOMMU: turn on VFIO's no-IOMMU mode (the NIC is given
+        /// physical addresses and can reach all of RAM; taints the kernel; needs a kernel built
+        /// with CONFIG_VFIO_NOIOMMU) and bind in it; run the tools with --no-iommu.
+        #[arg(long)]
+        no_iommu: bool,
         /// Bind even a port whose kernel interface is up with an address or route, or whose
         /// IOMMU group holds a device in use by another kernel driver (refused otherwise).
         #[arg(long)]
@@ -74,7 +88,7 @@ enum Command {
         #[arg(long, value_name = "ADDR", conflicts_with_all = ["ports", "json"])]
         selfcheck: Option<PciAddress>,
     },
-    /// Give NICs back from vfio-pci to their previous kernel driver. Needs root.
+    /// Give NICs back from vfio-pci or uio_pci_generic to their previous kernel driver. Needs root.
     Unbind {
         /// PCI addresses, e.g. 0000:01:00.0 or 01:00.0 (see `pollnic status`).
         #[arg(required = true, value_name = "ADDR")]
@@ -179,56 +193,17 @@ fn main() -> ExitCode {
             addrs,
             user,
             group,
+            driver,
+            no_iommu,
             force,
-        } => {
-            let owner = owner::Owner { user, group };
-            if let Err(e) = owner.resolve() {
-                eprintln!("pollnic: {e}");
-                return ExitCode::FAILURE;
-            }
-            // Checked for every port before any is bound: nothing half-done.
-            let refusals = guard::refusals(&sysfs, &addrs);
-            if !refusals.is_empty() {
-                for r in &refusals {
-                    if force {
-                        eprintln!("pollnic: warning (--force): {r}");
-                    } else {
-                        eprintln!("pollnic: {r}");
-                    }
-                }
-                if !force {
-                    eprintln!("pollnic: nothing was bound");
-                    return ExitCode::FAILURE;
-                }
-            }
-            // All or nothing: every port is checked before any is bound, and
-            // a failure part-way puts back the ports already bound.
-            let reports = match pci::bind_vfio_all(&sysfs, &addrs) {
-                Ok(reports) => reports,
-                Err(e) => return failed(&e, "bound"),
-            };
-            let mut handed = true;
-            for r in &reports {
-                println!("{r}");
-                for w in &r.warnings {
-                    eprintln!("pollnic: warning: {}: {w}", r.addr);
-                }
-                if !owner.is_empty() {
-                    match owner.apply(&r.vfio_node) {
-                        Ok(line) => println!("{}: {line}", r.addr),
-                        Err(e) => {
-                            eprintln!("pollnic: {}: {e}", r.addr);
-                            handed = false;
-                        }
-                    }
-                }
-            }
-            if handed {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+        } => bind(
+            &sysfs,
+            &addrs,
+            owner::Owner { user, group },
+            driver,
+            no_iommu,
+            force,
+        ),
         Command::Doctor {
             selfcheck: Some(addr),
             ..
@@ -250,7 +225,10 @@ fn main() -> ExitCode {
             selfcheck: None,
         } => doctor(sysfs, &ports, &cores, queues, json),
         Command::Unbind { addrs } => {
-            say_who_holds(&sysfs, &addrs);
+            if !say_who_holds(&sysfs, &addrs) {
+                eprintln!("pollnic: nothing was unbound");
+                return ExitCode::FAILURE;
+            }
             match pci::unbind_vfio_all(&sysfs, &addrs) {
                 Ok(reports) => {
                     for r in &reports {
@@ -340,26 +318,116 @@ fn status(sysfs: &Sysfs) -> ExitCode {
     }
 }
 
+/// `pollnic bind`: the library's checks, then the guard, then the bind (see
+/// [`bindcmd`]), then `--user`/`--group`.
+fn bind(
+    sysfs: &Sysfs,
+    addrs: &[PciAddress],
+    owner: owner::Owner,
+    driver: bindcmd::DriverArg,
+    no_iommu: bool,
+    force: bool,
+) -> ExitCode {
+    let mode = bindcmd::mode(driver, no_iommu);
+    if mode.is_physical() && !owner.is_empty() {
+        eprintln!("pollnic: {}", bindcmd::NO_USER_FOR_PHYSICAL);
+        return ExitCode::from(USAGE_EXIT);
+    }
+    if let Err(e) = owner.resolve() {
+        eprintln!("pollnic: {e}");
+        return ExitCode::FAILURE;
+    }
+    // Every check that would make the bind fail, for every port, before the
+    // guard's advice (which costs the user an interface); then the guard,
+    // for every port before any is bound: nothing half-done.
+    let gate = bindcmd::gate(
+        || pci::check_bind_all(sysfs, addrs, mode),
+        || {
+            let mut refusals = guard::refusals(sysfs, addrs);
+            // uio_pci_generic does not use the IOMMU group: its other members do not matter.
+            if mode == pci::BindMode::Uio {
+                refusals.retain(|r| !matches!(r, guard::Refusal::GroupInUse { .. }));
+            }
+            refusals
+        },
+        force,
+    );
+    for line in &gate.lines {
+        eprintln!("pollnic: {line}");
+    }
+    if !gate.go {
+        return ExitCode::FAILURE;
+    }
+    if let Some(w) = bindcmd::physical_warning(mode) {
+        eprintln!("pollnic: {w}");
+    }
+    // All or nothing: every port is checked again before any is bound, and
+    // a failure part-way puts back the ports already bound.
+    let reports = match pci::bind_all(sysfs, addrs, mode) {
+        Ok(reports) => reports,
+        Err(e) => return failed(&e, "bound"),
+    };
+    let mut handed = true;
+    for r in &reports {
+        println!("{r}");
+        for w in &r.warnings {
+            eprintln!("pollnic: warning: {}: {w}", r.addr);
+        }
+        if !owner.is_empty() {
+            match owner.apply(&r.node) {
+                Ok(line) => println!("{}: {line}", r.addr),
+                Err(e) => {
+                    eprintln!("pollnic: {}: {e}", r.addr);
+                    handed = false;
+                }
+            }
+        }
+    }
+    if handed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// Before an unbind: name the processes that hold each port's VFIO group,
 /// since the kernel's unbind waits until they let go of it (a pollnic
 /// program does at once, on VFIO's device-release request, and exits 69).
-fn say_who_holds(sysfs: &Sysfs, addrs: &[PciAddress]) {
+/// A port on `uio_pci_generic` has no such request: its unbind would not
+/// wait, and the port would go to its kernel driver under the program that
+/// drives it; so a held uio port is named and `false` is returned (the
+/// unbind is refused).
+fn say_who_holds(sysfs: &Sysfs, addrs: &[PciAddress]) -> bool {
+    let mut free = true;
     for &addr in addrs {
         let Ok(dev) = pci::PciDevice::read(sysfs, addr) else {
             continue;
         };
-        let (Some(group), true) = (dev.iommu_group, dev.is_vfio_bound()) else {
+        let Some(mode) = pci::BindMode::of(sysfs, &dev) else {
             continue;
         };
-        let node = PathBuf::from(format!("/dev/vfio/{group}"));
+        let Some(node) = mode.node(sysfs, &dev) else {
+            continue;
+        };
         for (pid, comm) in holders::holders(std::path::Path::new("/proc"), &node) {
-            eprintln!(
-                "pollnic: {addr} is in use by {comm} (pid {pid}): the kernel asks it to release \
-                 the port, and the unbind waits until it does (a pollnic program stops at once; \
-                 if this hangs, stop pid {pid})"
-            );
+            if mode == pci::BindMode::Uio {
+                free = false;
+                eprintln!(
+                    "pollnic: {addr} is in use by {comm} (pid {pid}) through {}: \
+                     uio_pci_generic does not ask it to let go, and the port would change driver \
+                     under it; stop pid {pid} first",
+                    node.display()
+                );
+            } else {
+                eprintln!(
+                    "pollnic: {addr} is in use by {comm} (pid {pid}): the kernel asks it to \
+                     release the port, and the unbind waits until it does (a pollnic program \
+                     stops at once; if this hangs, stop pid {pid})"
+                );
+            }
         }
     }
+    free
 }
 
 /// Reports a failed multi-port `bind`/`unbind` (`done`: "bound" or

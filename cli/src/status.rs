@@ -1,7 +1,7 @@
 //! `pollnic status`: one line per Ethernet function of a vendor pollnic has
 //! a family for (Intel; virtio-net).
 
-use pollnic::pci::{link_state, list_intel_nics, LinkState, PciDevice, Result, Sysfs};
+use pollnic::pci::{link_state, list_intel_nics, BindMode, LinkState, PciDevice, Result, Sysfs};
 
 /// One Intel Ethernet function and its link.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -10,6 +10,9 @@ pub struct NicStatus {
     pub device: PciDevice,
     /// Its link, as far as can be told without touching it.
     pub link: LinkState,
+    /// How pollnic can reach it (vfio-pci behind an IOMMU, or a no-IOMMU
+    /// route), `None` for a port on a kernel driver or on none.
+    pub mode: Option<BindMode>,
 }
 
 /// Every Intel Ethernet function with its link state, sorted by address.
@@ -21,6 +24,7 @@ pub fn status(sysfs: &Sysfs) -> Result<Vec<NicStatus>> {
         .into_iter()
         .map(|device| NicStatus {
             link: link_state(sysfs, &device),
+            mode: BindMode::of(sysfs, &device),
             device,
         })
         .collect())
@@ -34,14 +38,17 @@ the QEMU testbed, whose emulated 82576 ports pollnic drives";
 
 /// Formats [`status`] as an aligned table with a header line; columns:
 /// address, device, family (`igb`, `ixgbe`, `virtio-net`; `-` for a
-/// device pollnic does not drive), driver, IOMMU group, link, kernel
-/// interface.
+/// device pollnic does not drive), driver, DMA (the way in: `vfio (iommu)`,
+/// `vfio (no-iommu)`, `uio (no-iommu)`, `-` for a kernel-driven port), IOMMU
+/// group (`noiommu-<N>` for one VFIO made up in no-IOMMU mode), link,
+/// kernel interface.
 pub fn format_status(rows: &[NicStatus]) -> String {
     let header = [
         "ADDRESS",
         "DEVICE",
         "FAMILY",
         "DRIVER",
+        "DMA",
         "IOMMU GROUP",
         "LINK",
         "INTERFACE",
@@ -49,7 +56,7 @@ pub fn format_status(rows: &[NicStatus]) -> String {
     .map(String::from);
     let mut table = vec![header];
     table.extend(rows.iter().map(row));
-    let widths: Vec<usize> = (0..7)
+    let widths: Vec<usize> = (0..8)
         .map(|c| {
             table
                 .iter()
@@ -75,11 +82,12 @@ pub fn format_status(rows: &[NicStatus]) -> String {
     out
 }
 
-fn row(s: &NicStatus) -> [String; 7] {
+fn row(s: &NicStatus) -> [String; 8] {
     let d = &s.device;
-    let group = match d.iommu_group {
-        Some(g) => g.to_string(),
-        None => "none — IOMMU off?".to_owned(),
+    let group = match (d.iommu_group, s.mode) {
+        (Some(g), Some(BindMode::VfioNoIommu)) => format!("noiommu-{g}"),
+        (Some(g), _) => g.to_string(),
+        (None, _) => "none — IOMMU off?".to_owned(),
     };
     let ifaces = if d.interfaces.is_empty() {
         "-".to_owned()
@@ -91,6 +99,7 @@ fn row(s: &NicStatus) -> [String; 7] {
         d.name(),
         d.family().map_or("-", |f| f.name()).to_owned(),
         d.driver.clone().unwrap_or_else(|| "none".to_owned()),
+        s.mode.map_or_else(|| "-".to_owned(), |m| m.to_string()),
         group,
         s.link.to_string(),
         ifaces,
@@ -126,6 +135,11 @@ mod tests {
                 numa_node: None,
             },
             link,
+            mode: match driver {
+                Some("vfio-pci") => Some(BindMode::Vfio),
+                Some("uio_pci_generic") => Some(BindMode::Uio),
+                _ => None,
+            },
         }
     }
 
@@ -155,10 +169,17 @@ mod tests {
                 None,
                 LinkState::Unknown("memory decode off".into()),
             ),
+            row(
+                "0000:01:00.2",
+                0x10FB,
+                Some("uio_pci_generic"),
+                None,
+                LinkState::Down,
+            ),
         ];
         let text = format_status(&rows);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 4, "{text}");
+        assert_eq!(lines.len(), 5, "{text}");
         assert!(
             lines[0].starts_with("ADDRESS ") && lines[0].ends_with("INTERFACE"),
             "{text}"
@@ -177,6 +198,7 @@ mod tests {
                 "82576 Gigabit Network Connection",
                 "igb",
                 "igb",
+                "-",
                 "5",
                 "up 1000 Mb/s",
                 "eth0"
@@ -189,14 +211,33 @@ mod tests {
                 "82599ES 10-Gigabit SFI/SFP+ Network Connection",
                 "ixgbe",
                 "vfio-pci",
+                "vfio (iommu)",
                 "12",
                 "down",
                 "-"
             ]
         );
         assert_eq!(
-            cols(lines[3])[3..6],
-            ["none", "none — IOMMU off?", "unknown (memory decode off)"]
+            cols(lines[3])[3..7],
+            [
+                "none",
+                "-",
+                "none — IOMMU off?",
+                "unknown (memory decode off)"
+            ]
+        );
+        assert_eq!(
+            cols(lines[4])[3..6],
+            ["uio_pci_generic", "uio (no-iommu)", "none — IOMMU off?"]
+        );
+        let mut noiommu = rows[1].clone();
+        noiommu.mode = Some(BindMode::VfioNoIommu);
+        noiommu.device.iommu_group = Some(0);
+        let text = format_status(&[noiommu]);
+        let line = text.lines().nth(1).unwrap();
+        assert_eq!(
+            cols(line)[3..6],
+            ["vfio-pci", "vfio (no-iommu)", "noiommu-0"]
         );
         let at = |l: &str| {
             l.find("FAMILY")
@@ -206,5 +247,6 @@ mod tests {
         assert_eq!(at(lines[0]), at(lines[1]));
         assert_eq!(at(lines[1]), at(lines[2]));
         assert_eq!(lines[0].find("DRIVER"), lines[2].find("vfio-pci"));
+        assert_eq!(lines[0].find("DMA"), lines[2].find("vfio (iommu)"));
     }
 }

@@ -7,11 +7,15 @@
 //! - VFIO's type1 backend counts every page it pins for DMA against
 //!   `RLIMIT_MEMLOCK` unless the process has `CAP_IPC_LOCK`
 //!   (`drivers/vfio/vfio_iommu_type1.c`, `vfio_pin_pages_remote`);
-//! - `isolcpus`, `nohz_full`: `Documentation/admin-guide/kernel-parameters.txt`.
+//! - `isolcpus`, `nohz_full`: `Documentation/admin-guide/kernel-parameters.txt`;
+//! - with no IOMMU, VFIO's no-IOMMU mode (`Documentation/driver-api/vfio.rst`,
+//!   "VFIO NO-IOMMU": physical addresses, taints the kernel) and
+//!   `uio_pci_generic` (`drivers/uio/uio_pci_generic.c`) are the two ways
+//!   in, both letting the NIC reach all of RAM.
 
-use super::facts::{Facts, Member, NodeStat, PortFacts, User};
+use super::facts::{Facts, Member, NodeStat, Offer, PortFacts, User};
 use super::{Finding, Status};
-use pollnic::pci::{LinkState, VFIO_PCI};
+use pollnic::pci::{BindMode, LinkState, VFIO_PCI};
 use pollnic_rings::dma::NR_HUGEPAGES;
 
 /// Drivers that may share an IOMMU group with a VFIO device.
@@ -51,7 +55,78 @@ const IOMMU_FIX: &str = "add `intel_iommu=on iommu=pt` (AMD: `amd_iommu=on iommu
 GRUB_CMDLINE_LINUX in /etc/default/grub, then `sudo update-grub && sudo reboot` \
 (and enable VT-d / AMD-Vi in the firmware setup)";
 
+/// The IOMMU fix in a VM: the hypervisor's, not the guest kernel's.
+const VIOMMU_FIX: &str = "give the VM a virtual IOMMU from the hypervisor (QEMU: a q35 machine \
+with `-device intel-iommu,intremap=on,caching-mode=on` before the NICs; a cloud VM: an instance \
+type that offers one); the guest's kernel command line cannot add one";
+
+/// What a no-IOMMU route costs, said once.
+const NO_IOMMU_COST: &str = "no IOMMU: the NIC is given physical addresses and can reach all \
+of RAM, so a fault in it or in the program can overwrite any memory";
+
+/// The ports doctor was given, as `pollnic bind` arguments (`ADDR` if none).
+fn addr_args(f: &Facts) -> String {
+    if f.ports.is_empty() {
+        "ADDR".to_owned()
+    } else {
+        f.ports
+            .iter()
+            .map(|p| p.addr.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The three ways with no IOMMU group, best first, as one detail text and
+/// one fix; and whether a no-IOMMU route is offered.
+fn no_iommu_choices(f: &Facts) -> (String, String, bool) {
+    let addrs = addr_args(f);
+    let (a, a_fix) = match &f.vm {
+        Some(vm) => (
+            format!(
+                "(a) best: an IOMMU; this is a VM ({vm}), so it is the hypervisor's to give: a virtual IOMMU"
+            ),
+            VIOMMU_FIX.to_owned(),
+        ),
+        None => (
+            "(a) best: turn the IOMMU on (kernel command line and firmware)".to_owned(),
+            IOMMU_FIX.to_owned(),
+        ),
+    };
+    let b_has = match f.vfio_noiommu {
+        Offer::Ready => "this kernel offers it, and it is on".to_owned(),
+        Offer::Available => "this kernel offers it (CONFIG_VFIO_NOIOMMU)".to_owned(),
+        Offer::Absent => "this kernel does not offer it (built without CONFIG_VFIO_NOIOMMU)".to_owned(),
+        Offer::Unknown => "whether this kernel offers it could not be determined (vfio is not loaded and no kernel config was found: `sudo modprobe vfio && ls /sys/module/vfio/parameters/` lists enable_unsafe_noiommu_mode if it does)".to_owned(),
+    };
+    let c_has = match f.uio_pci_generic {
+        Offer::Ready => "this kernel offers it (loaded)".to_owned(),
+        Offer::Available => "this kernel offers it (module in modules.dep)".to_owned(),
+        Offer::Absent => "this kernel does not offer it (not in modules.dep or modules.builtin)".to_owned(),
+        Offer::Unknown => "whether this kernel offers it could not be determined (no modules.dep for the running kernel: try `sudo modprobe -n -v uio_pci_generic`)".to_owned(),
+    };
+    let detail = format!(
+        "three ways, best first: {a}; (b) VFIO no-IOMMU mode ({NO_IOMMU_COST}; taints the kernel): {b_has}; \
+         (c) uio_pci_generic ({NO_IOMMU_COST}): {c_has}"
+    );
+    let mut fixes = vec![format!("(a) {a_fix}")];
+    if f.vfio_noiommu.offered() {
+        fixes.push(format!(
+            "(b) sudo pollnic bind --no-iommu {addrs}, then run the tools with --no-iommu"
+        ));
+    }
+    if f.uio_pci_generic.offered() {
+        fixes.push(format!(
+            "(c) sudo pollnic bind --driver uio_pci_generic {addrs}, then run the tools with --no-iommu"
+        ));
+    }
+    let offered = f.vfio_noiommu.offered() || f.uio_pci_generic.offered();
+    (detail, fixes.join("; or "), offered)
+}
+
 /// IOMMU: units under `/sys/class/iommu` and groups under `/sys/kernel/iommu_groups`.
+/// With none: the three ways (an IOMMU; VFIO no-IOMMU; `uio_pci_generic`),
+/// a warning when a no-IOMMU route is offered, a failure when none is.
 pub fn iommu(f: &Facts) -> Finding {
     let args: Vec<&str> = f
         .cmdline
@@ -66,14 +141,17 @@ pub fn iommu(f: &Facts) -> Finding {
         format!("kernel command line: {}", args.join(" "))
     };
     if f.iommu_groups == 0 {
-        return Finding::fail(
-            "iommu",
-            format!(
-                "IOMMU off: no IOMMU groups in /sys/kernel/iommu_groups ({} unit(s) in /sys/class/iommu; {args})",
-                f.iommu_units.len()
-            ),
-            IOMMU_FIX,
+        let (choices, fix, offered) = no_iommu_choices(f);
+        let detail = format!(
+            "IOMMU off: no IOMMU groups in /sys/kernel/iommu_groups ({} unit(s) in /sys/class/iommu; {args}), \
+             so vfio-pci cannot put a NIC behind one; {choices}",
+            f.iommu_units.len()
         );
+        return if offered {
+            Finding::warn("iommu", detail, fix)
+        } else {
+            Finding::fail("iommu", detail, fix)
+        };
     }
     let units = if f.iommu_units.is_empty() {
         "no unit listed in /sys/class/iommu".to_owned()
@@ -86,8 +164,20 @@ pub fn iommu(f: &Facts) -> Finding {
     )
 }
 
+/// `true` when doctor was given ports and every one is on `uio_pci_generic`
+/// (which needs neither vfio-pci nor `/dev/vfio`).
+fn all_on_uio(f: &Facts) -> bool {
+    !f.ports.is_empty() && f.ports.iter().all(|p| p.mode == Some(BindMode::Uio))
+}
+
 /// vfio-pci loaded, or at least available to `modprobe`.
 pub fn vfio_pci(f: &Facts) -> Finding {
+    if all_on_uio(f) && !f.vfio_pci_loaded {
+        return Finding::ok(
+            "vfio-pci",
+            "vfio-pci is not loaded, and not needed: every port is on uio_pci_generic",
+        );
+    }
     match (f.vfio_pci_loaded, f.vfio_pci_available) {
         (true, _) => Finding::ok("vfio-pci", "vfio-pci is loaded (/sys/bus/pci/drivers/vfio-pci)"),
         (false, Some(false)) => Finding::fail(
@@ -95,10 +185,16 @@ pub fn vfio_pci(f: &Facts) -> Finding {
             "vfio-pci is not loaded and this kernel has no vfio-pci module (not in modules.dep or modules.builtin)",
             "install your distribution's kernel modules for the running kernel (Debian: the linux-image package of `uname -r`), then `sudo modprobe vfio-pci`",
         ),
-        (false, _) => Finding::warn(
+        (false, Some(true)) => Finding::warn(
             "vfio-pci",
-            "vfio-pci is not loaded (`pollnic bind` loads it)",
+            "vfio-pci is not loaded; this kernel has it (modules.dep), and `pollnic bind` loads it",
             "sudo modprobe vfio-pci",
+        ),
+        (false, None) => Finding::warn(
+            "vfio-pci",
+            "vfio-pci is not loaded, and whether this kernel has it could not be determined \
+             (no modules.dep or modules.builtin under /lib/modules for the running kernel)",
+            "sudo modprobe vfio-pci   # fails if this kernel has no vfio-pci",
         ),
     }
 }
@@ -258,6 +354,12 @@ fn who(user: &User) -> String {
 
 /// `/dev/vfio/vfio`: present and usable.
 pub fn vfio_container(f: &Facts) -> Finding {
+    if all_on_uio(f) && f.vfio_container.is_none() {
+        return Finding::ok(
+            "/dev/vfio",
+            "/dev/vfio/vfio does not exist, and is not needed: every port is on uio_pci_generic",
+        );
+    }
     match &f.vfio_container {
         None => Finding::fail(
             "/dev/vfio",
@@ -351,55 +453,104 @@ pub fn port(f: &Facts, p: &PortFacts) -> Vec<Finding> {
             }
         }
     }
-    if d.is_vfio_bound() {
-        out.push(Finding::ok(&area, format!("{}: driver vfio-pci", d.name())));
-    } else {
-        out.push(Finding::fail(
+    let no_iommu = d.iommu_group.is_none() || p.mode == Some(BindMode::VfioNoIommu);
+    match p.mode {
+        Some(BindMode::Vfio) => {
+            out.push(Finding::ok(&area, format!("{}: driver vfio-pci", d.name())))
+        }
+        Some(mode) => out.push(Finding::warn(
             &area,
             format!(
-                "{}: driver {}, not vfio-pci",
+                "{}: driver {}, {mode}: {NO_IOMMU_COST}; the tools open it only with --no-iommu",
                 d.name(),
-                d.driver.as_deref().unwrap_or("none")
+                mode.driver()
             ),
-            format!("sudo pollnic bind {}", p.addr),
-        ));
-    }
-    // IOMMU group.
-    match d.iommu_group {
-        None => out.push(Finding::fail(
-            &area,
-            "no IOMMU group: the IOMMU is off",
-            IOMMU_FIX,
+            format!(
+                "with an IOMMU on (see the iommu finding): `sudo pollnic unbind {a} && sudo pollnic bind {a}`",
+                a = p.addr
+            ),
         )),
-        Some(g) => {
-            let blockers: Vec<&Member> = p.members.iter().filter(|m| blocks(m)).collect();
-            let all: Vec<String> = p.members.iter().map(member_text).collect();
-            let members = if all.is_empty() {
-                "no other member".to_owned()
+        None => {
+            let fix = if no_iommu && f.uio_pci_generic.offered() {
+                format!(
+                    "sudo pollnic bind --driver uio_pci_generic {}   # no IOMMU: see the iommu finding",
+                    p.addr
+                )
             } else {
-                format!("other members: {}", all.join(", "))
+                format!("sudo pollnic bind {}", p.addr)
             };
-            if blockers.is_empty() {
-                out.push(Finding::ok(
+            out.push(Finding::fail(
+                &area,
+                format!(
+                    "{}: driver {}, not vfio-pci",
+                    d.name(),
+                    d.driver.as_deref().unwrap_or("none")
+                ),
+                fix,
+            ))
+        }
+    }
+    // IOMMU group: none is expected on a no-IOMMU route.
+    let group = match (p.mode, d.iommu_group) {
+        (Some(BindMode::Uio), _) => None,
+        (Some(BindMode::VfioNoIommu), Some(g)) => {
+            match &p.vfio_node {
+                Some(_) => out.push(Finding::ok(
                     &area,
-                    format!("IOMMU group {g} is viable; {members}"),
-                ));
+                    format!("VFIO no-IOMMU group {g}: /dev/vfio/noiommu-{g} exists"),
+                )),
+                None => out.push(Finding::fail(
+                    &area,
+                    format!("/dev/vfio/noiommu-{g} does not exist"),
+                    format!(
+                        "sudo pollnic unbind {a} && sudo pollnic bind --no-iommu {a}",
+                        a = p.addr
+                    ),
+                )),
+            }
+            None
+        }
+        (_, None) => {
+            let (_, fix, offered) = no_iommu_choices(f);
+            let detail = "no IOMMU group: the IOMMU is off, so vfio-pci cannot put it behind one";
+            out.push(if offered {
+                Finding::warn(&area, detail, fix)
             } else {
-                let fixes: Vec<String> = blockers
-                    .iter()
-                    .map(|m| {
-                        if m.supported_nic {
-                            format!("sudo pollnic bind {}", m.addr)
-                        } else {
-                            format!(
-                                "echo {a} | sudo tee /sys/bus/pci/devices/{a}/driver/unbind",
-                                a = m.addr
-                            )
-                        }
-                    })
-                    .collect();
-                let names: Vec<String> = blockers.iter().map(|m| member_text(m)).collect();
-                out.push(Finding::fail(
+                Finding::fail(&area, detail, fix)
+            });
+            None
+        }
+        (_, Some(g)) => Some(g),
+    };
+    if let Some(g) = group {
+        let blockers: Vec<&Member> = p.members.iter().filter(|m| blocks(m)).collect();
+        let all: Vec<String> = p.members.iter().map(member_text).collect();
+        let members = if all.is_empty() {
+            "no other member".to_owned()
+        } else {
+            format!("other members: {}", all.join(", "))
+        };
+        if blockers.is_empty() {
+            out.push(Finding::ok(
+                &area,
+                format!("IOMMU group {g} is viable; {members}"),
+            ));
+        } else {
+            let fixes: Vec<String> = blockers
+                .iter()
+                .map(|m| {
+                    if m.supported_nic {
+                        format!("sudo pollnic bind {}", m.addr)
+                    } else {
+                        format!(
+                            "echo {a} | sudo tee /sys/bus/pci/devices/{a}/driver/unbind",
+                            a = m.addr
+                        )
+                    }
+                })
+                .collect();
+            let names: Vec<String> = blockers.iter().map(|m| member_text(m)).collect();
+            out.push(Finding::fail(
                     &area,
                     format!(
                         "IOMMU group {g} is not viable: {} bound to a host driver ({members}); VFIO needs every member on vfio-pci or on no driver",
@@ -407,47 +558,46 @@ pub fn port(f: &Facts, p: &PortFacts) -> Vec<Finding> {
                     ),
                     fixes.join("; "),
                 ));
-            }
-            // Its VFIO node.
-            match &p.vfio_node {
-                None if d.is_vfio_bound() => out.push(Finding::fail(
-                    &area,
-                    format!("/dev/vfio/{g} does not exist"),
-                    format!(
-                        "sudo pollnic unbind {a} && sudo pollnic bind {a}",
-                        a = p.addr
-                    ),
-                )),
-                None => {}
-                Some(st) if !can_rw(st, &f.user) => out.push(Finding::fail(
-                    &area,
-                    format!(
-                        "/dev/vfio/{g} is mode {:o} owner {}:{}: {} cannot open it",
-                        st.mode,
-                        st.uid,
-                        st.gid,
-                        who(&f.user)
-                    ),
-                    format!(
-                        "sudo pollnic bind --user {} {}",
-                        f.user
-                            .name
-                            .clone()
-                            .unwrap_or_else(|| f.user.uid.to_string()),
-                        p.addr
-                    ),
-                )),
-                Some(st) => out.push(Finding::ok(
-                    &area,
-                    format!(
-                        "/dev/vfio/{g} mode {:o} owner {}:{}: {} can open it",
-                        st.mode,
-                        st.uid,
-                        st.gid,
-                        who(&f.user)
-                    ),
-                )),
-            }
+        }
+        // Its VFIO node.
+        match &p.vfio_node {
+            None if d.is_vfio_bound() => out.push(Finding::fail(
+                &area,
+                format!("/dev/vfio/{g} does not exist"),
+                format!(
+                    "sudo pollnic unbind {a} && sudo pollnic bind {a}",
+                    a = p.addr
+                ),
+            )),
+            None => {}
+            Some(st) if !can_rw(st, &f.user) => out.push(Finding::fail(
+                &area,
+                format!(
+                    "/dev/vfio/{g} is mode {:o} owner {}:{}: {} cannot open it",
+                    st.mode,
+                    st.uid,
+                    st.gid,
+                    who(&f.user)
+                ),
+                format!(
+                    "sudo pollnic bind --user {} {}",
+                    f.user
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| f.user.uid.to_string()),
+                    p.addr
+                ),
+            )),
+            Some(st) => out.push(Finding::ok(
+                &area,
+                format!(
+                    "/dev/vfio/{g} mode {:o} owner {}:{}: {} can open it",
+                    st.mode,
+                    st.uid,
+                    st.gid,
+                    who(&f.user)
+                ),
+            )),
         }
     }
     // Link.

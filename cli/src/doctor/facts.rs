@@ -7,13 +7,19 @@
 //! `nr_hugepages`/`free_hugepages`), `Documentation/ABI/testing/sysfs-devices-system-cpu`
 //! (`isolated`, `nohz_full`, `cpufreq/scaling_governor`), `proc(5)`
 //! (`/proc/cmdline`, `/proc/<pid>/comm`, `/proc/self/status` `CapEff`),
-//! `getrlimit(2)` (`RLIMIT_MEMLOCK`).
+//! `getrlimit(2)` (`RLIMIT_MEMLOCK`); for a machine with no IOMMU,
+//! `Documentation/driver-api/vfio.rst` ("VFIO NO-IOMMU":
+//! `/sys/module/vfio/parameters/enable_unsafe_noiommu_mode` exists when the
+//! kernel has `CONFIG_VFIO_NOIOMMU`), `/lib/modules/<release>/modules.dep`
+//! and `modules.builtin` (`modules.dep(5)`), `/boot/config-<release>`, and
+//! the `hypervisor` CPU flag of `/proc/cpuinfo` and
+//! `/sys/class/dmi/id/{sys_vendor,product_name}` (is this a VM?).
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use pollnic::pci::{self, LinkState, PciAddress, PciDevice, Sysfs};
+use pollnic::pci::{self, BindMode, LinkState, PciAddress, PciDevice, Sysfs};
 
 /// Bit of `CAP_IPC_LOCK` in the capability sets (`include/uapi/linux/capability.h`).
 pub const CAP_IPC_LOCK_BIT: u32 = 14;
@@ -100,10 +106,35 @@ pub struct PortFacts {
     pub device: Option<PciDevice>,
     /// The other members of its IOMMU group.
     pub members: Vec<Member>,
-    /// `/dev/vfio/<group>`, if it exists.
+    /// `/dev/vfio/<group>` (`/dev/vfio/noiommu-<group>` in VFIO's no-IOMMU
+    /// mode), if it exists.
     pub vfio_node: Option<NodeStat>,
     /// Its link as `pollnic status` reads it.
     pub link: LinkState,
+    /// How it is bound for pollnic (vfio-pci behind an IOMMU, or a no-IOMMU
+    /// route), `None` when on a kernel driver or none.
+    pub mode: Option<BindMode>,
+}
+
+/// Whether this kernel offers something pollnic can use (a driver module, a
+/// mode of one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// Ready now: the driver is loaded, the mode is on.
+    Ready,
+    /// This kernel has it; `pollnic bind` loads it or turns it on.
+    Available,
+    /// This kernel does not have it.
+    Absent,
+    /// Could not be told (no `modules.dep`, no kernel config to read).
+    Unknown,
+}
+
+impl Offer {
+    /// `true` when ready or available.
+    pub fn offered(self) -> bool {
+        matches!(self, Offer::Ready | Offer::Available)
+    }
 }
 
 /// One core doctor was asked about.
@@ -172,6 +203,19 @@ pub struct Facts {
     /// vfio-pci is built in or found in `/lib/modules/<release>/modules.dep`
     /// (or `modules.builtin`); `None` if that could not be read.
     pub vfio_pci_available: Option<bool>,
+    /// VFIO's no-IOMMU mode: [`Offer::Ready`] when
+    /// `enable_unsafe_noiommu_mode` reads `Y`, [`Offer::Available`] when it
+    /// exists (or, with vfio not loaded, the kernel config has
+    /// `CONFIG_VFIO_NOIOMMU=y`), [`Offer::Absent`] when vfio is loaded
+    /// without it (or the config lacks it), else [`Offer::Unknown`].
+    pub vfio_noiommu: Offer,
+    /// `uio_pci_generic`: [`Offer::Ready`] when
+    /// `/sys/bus/pci/drivers/uio_pci_generic` exists, else by
+    /// `modules.dep`/`modules.builtin`.
+    pub uio_pci_generic: Offer,
+    /// What says this is a virtual machine (`QEMU Standard PC ...` from DMI,
+    /// or the CPU's `hypervisor` flag), `None` on bare metal.
+    pub vm: Option<String>,
     /// The 2 MiB hugepage pool.
     pub hugepages: Hugepages,
     /// What the configuration needs.
@@ -210,6 +254,8 @@ pub struct Roots {
     pub dev: PathBuf,
     /// Kernel modules tree.
     pub modules: PathBuf,
+    /// Where the kernel configs are (`config-<release>`).
+    pub boot: PathBuf,
 }
 
 impl Default for Roots {
@@ -219,6 +265,7 @@ impl Default for Roots {
             proc: "/proc".into(),
             dev: "/dev".into(),
             modules: "/lib/modules".into(),
+            boot: "/boot".into(),
         }
     }
 }
@@ -339,8 +386,16 @@ fn gather_memlock() -> Memlock {
 }
 
 fn vfio_pci_available(roots: &Roots) -> Option<bool> {
+    module_available(roots, "vfio-pci")
+}
+
+/// Whether `modules.dep` or `modules.builtin` of the running kernel name
+/// `module` (`-` and `_` alike, any `.ko` compression); `None` if neither
+/// could be read.
+pub fn module_available(roots: &Roots, module: &str) -> Option<bool> {
     let release = read(&roots.proc.join("sys/kernel/osrelease"))?;
     let dir = roots.modules.join(release);
+    let want = module.replace('-', "_");
     let mut any = false;
     for f in ["modules.dep", "modules.builtin"] {
         if let Some(text) = read(&dir.join(f)) {
@@ -348,13 +403,94 @@ fn vfio_pci_available(roots: &Roots) -> Option<bool> {
             if text.lines().any(|l| {
                 l.split(':')
                     .next()
-                    .is_some_and(|m| m.contains("/vfio-pci.ko") || m.ends_with("vfio-pci.ko"))
+                    .and_then(|m| m.rsplit('/').next())
+                    .and_then(|file| file.split(".ko").next())
+                    .is_some_and(|stem| stem.replace('-', "_") == want)
             }) {
                 return Some(true);
             }
         }
     }
     any.then_some(false)
+}
+
+/// VFIO's no-IOMMU mode: the module parameter when vfio is loaded, else
+/// the kernel's config (`/boot/config-<release>`, `/lib/modules/<release>/config`).
+pub fn vfio_noiommu(roots: &Roots) -> Offer {
+    let sysfs = &roots.sysfs;
+    if let Some(v) = read(&sysfs.vfio_noiommu_param()) {
+        return if v == "Y" || v == "1" {
+            Offer::Ready
+        } else {
+            Offer::Available
+        };
+    }
+    if sysfs.root.join("module/vfio").is_dir() {
+        return Offer::Absent;
+    }
+    let Some(release) = read(&roots.proc.join("sys/kernel/osrelease")) else {
+        return Offer::Unknown;
+    };
+    for config in [
+        roots.boot.join(format!("config-{release}")),
+        roots.modules.join(&release).join("config"),
+    ] {
+        if let Some(text) = read(&config) {
+            return if text.lines().any(|l| l.trim() == "CONFIG_VFIO_NOIOMMU=y") {
+                Offer::Available
+            } else {
+                Offer::Absent
+            };
+        }
+    }
+    Offer::Unknown
+}
+
+/// `uio_pci_generic`: loaded, or in the running kernel's modules.
+pub fn uio_pci_generic(roots: &Roots) -> Offer {
+    if roots.sysfs.driver_dir(pci::UIO_PCI_GENERIC).is_dir() {
+        return Offer::Ready;
+    }
+    match module_available(roots, pci::UIO_PCI_GENERIC) {
+        Some(true) => Offer::Available,
+        Some(false) => Offer::Absent,
+        None => Offer::Unknown,
+    }
+}
+
+/// DMI vendors and products of hypervisors (`/sys/class/dmi/id`).
+const VM_DMI: &[&str] = &[
+    "QEMU",
+    "KVM",
+    "Bochs",
+    "VMware",
+    "VirtualBox",
+    "innotek",
+    "Xen",
+    "Virtual Machine",
+    "Amazon EC2",
+    "Google Compute Engine",
+    "Parallels",
+    "OpenStack",
+    "Cloud Hypervisor",
+];
+
+/// What says this is a virtual machine, if anything: the DMI vendor and
+/// product of a hypervisor, or the `hypervisor` CPU flag.
+pub fn detect_vm(roots: &Roots) -> Option<String> {
+    let dmi = roots.sysfs.root.join("class/dmi/id");
+    let vendor = read(&dmi.join("sys_vendor")).unwrap_or_default();
+    let product = read(&dmi.join("product_name")).unwrap_or_default();
+    let both = format!("{vendor} {product}").trim().to_owned();
+    if VM_DMI.iter().any(|k| both.contains(k)) {
+        return Some(both);
+    }
+    let cpuinfo = read(&roots.proc.join("cpuinfo")).unwrap_or_default();
+    cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+        .then(|| "the CPU's hypervisor flag in /proc/cpuinfo".to_owned())
 }
 
 fn gather_port(roots: &Roots, addr: PciAddress) -> PortFacts {
@@ -366,6 +502,7 @@ fn gather_port(roots: &Roots, addr: PciAddress) -> PortFacts {
             members: Vec::new(),
             vfio_node: None,
             link: LinkState::Unknown("no such device".into()),
+            mode: None,
         };
     };
     let mut members = Vec::new();
@@ -393,12 +530,18 @@ fn gather_port(roots: &Roots, addr: PciAddress) -> PortFacts {
             });
         }
     }
-    let vfio_node = dev
-        .iommu_group
-        .and_then(|g| stat(&roots.dev.join("vfio").join(g.to_string())));
+    let mode = BindMode::of(sysfs, &dev);
+    let vfio_node = dev.iommu_group.and_then(|g| {
+        let name = match mode {
+            Some(BindMode::VfioNoIommu) => format!("noiommu-{g}"),
+            _ => g.to_string(),
+        };
+        stat(&roots.dev.join("vfio").join(name))
+    });
     let link = pci::link_state(sysfs, &dev);
     PortFacts {
         addr,
+        mode,
         device: Some(dev),
         members,
         vfio_node,
@@ -430,8 +573,8 @@ fn irqbalance_pids(proc: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Gathers every fact for `ports` (supported NICs bound to vfio-pci when
-/// empty) and `cores`, with the hugepage need of `cfg` for that many ports.
+/// Gathers every fact for `ports` (supported NICs bound to vfio-pci or
+/// `uio_pci_generic` when empty) and `cores`, with the hugepage need of `cfg` for that many ports.
 /// Never fails: what cannot be read shows up as absent and the checks say so.
 pub fn gather(
     roots: &Roots,
@@ -444,7 +587,7 @@ pub fn gather(
         pci::list_intel_nics(sysfs)
             .unwrap_or_default()
             .into_iter()
-            .filter(|d| d.is_supported() && d.is_vfio_bound())
+            .filter(|d| d.is_supported() && d.is_pollnic_bound())
             .map(|d| d.address)
             .collect()
     } else {
@@ -471,6 +614,9 @@ pub fn gather(
         cmdline: read(&roots.proc.join("cmdline")).unwrap_or_default(),
         vfio_pci_loaded: sysfs.driver_dir(pollnic::pci::VFIO_PCI).is_dir(),
         vfio_pci_available: vfio_pci_available(roots),
+        vfio_noiommu: vfio_noiommu(roots),
+        uio_pci_generic: uio_pci_generic(roots),
+        vm: detect_vm(roots),
         hugepages: gather_hugepages(sysfs),
         need: Need::of(cfg, ports.len().max(1) as u64),
         memlock: gather_memlock(),

@@ -3,7 +3,7 @@
 use super::checks::{self, any_failed, blocks, can_rw};
 use super::facts::*;
 use super::{report, Finding, Status};
-use pollnic::pci::{LinkState, PciDevice};
+use pollnic::pci::{BindMode, LinkState, PciDevice};
 use pollnic::DeviceConfig;
 
 fn addr(s: &str) -> pollnic::pci::PciAddress {
@@ -32,6 +32,9 @@ fn healthy() -> Facts {
         cmdline: "console=ttyS0 intel_iommu=on iommu=pt".into(),
         vfio_pci_loaded: true,
         vfio_pci_available: Some(true),
+        vfio_noiommu: Offer::Absent,
+        uio_pci_generic: Offer::Available,
+        vm: None,
         hugepages: Hugepages {
             supported: true,
             total: 512,
@@ -71,6 +74,7 @@ fn healthy() -> Facts {
             link: LinkState::Up {
                 speed_mbps: Some(1000),
             },
+            mode: Some(BindMode::Vfio),
         }],
         cores: vec![CoreFacts {
             cpu: 2,
@@ -286,6 +290,7 @@ fn a_non_viable_group_names_every_other_member() {
 fn port_problems() {
     let mut f = healthy();
     f.ports[0].device.as_mut().unwrap().driver = Some("igb".into());
+    f.ports[0].mode = None;
     f.ports[0].link = LinkState::Down;
     let fs = checks::run(&f);
     let d = find(&fs, "port 0000:00:08.0", Status::Fail);
@@ -304,9 +309,19 @@ fn port_problems() {
             .next(),
         Some("pollnic")
     );
-    // No group: IOMMU fix.
+    // No group: IOMMU fix, and uio_pci_generic (offered): a warning.
     let mut f = healthy();
     f.ports[0].device.as_mut().unwrap().iommu_group = None;
+    let fs = checks::run(&f);
+    let w = find(&fs, "port 0000:00:08.0", Status::Warn);
+    let fix = w.fix.as_deref().unwrap();
+    assert!(fix.contains("intel_iommu=on"), "{fix}");
+    assert!(
+        fix.contains("sudo pollnic bind --driver uio_pci_generic 0000:00:08.0"),
+        "{fix}"
+    );
+    // Neither no-IOMMU route: a failure.
+    f.uio_pci_generic = Offer::Absent;
     let fs = checks::run(&f);
     assert!(find(&fs, "port 0000:00:08.0", Status::Fail)
         .fix
@@ -369,6 +384,7 @@ fn iommu_and_vfio_module() {
     f.iommu_groups = 0;
     f.iommu_units.clear();
     f.cmdline = "quiet".into();
+    f.uio_pci_generic = Offer::Absent;
     let i = checks::iommu(&f);
     assert_eq!(i.status, Status::Fail);
     assert!(i.detail.contains("no IOMMU option"));
@@ -631,4 +647,294 @@ fn doctor_says_whether_the_cpu_offers_waitpkg() {
         w.detail
     );
     assert!(w.detail.contains("user wait: no"), "{}", w.detail);
+}
+
+/// A host with no IOMMU at all: no groups, the port on igb with none.
+fn no_iommu_host() -> Facts {
+    let mut f = healthy();
+    f.iommu_groups = 0;
+    f.iommu_units.clear();
+    f.cmdline = "quiet".into();
+    f.vfio_pci_loaded = false;
+    f.vfio_container = None;
+    let p = &mut f.ports[0];
+    let d = p.device.as_mut().unwrap();
+    d.iommu_group = None;
+    d.driver = Some("igb".into());
+    p.mode = None;
+    p.vfio_node = None;
+    f
+}
+
+#[test]
+fn no_iommu_with_uio_pci_generic_is_a_warning_naming_the_three_ways() {
+    let f = no_iommu_host();
+    let i = checks::iommu(&f);
+    assert_eq!(i.status, Status::Warn, "{i:#?}");
+    for want in [
+        "IOMMU off",
+        "three ways, best first",
+        "(a) best: turn the IOMMU on",
+        "(b) VFIO no-IOMMU mode",
+        "taints the kernel",
+        "this kernel does not offer it (built without CONFIG_VFIO_NOIOMMU)",
+        "(c) uio_pci_generic",
+        "physical addresses and can reach all of RAM",
+        "this kernel offers it (module in modules.dep)",
+    ] {
+        assert!(i.detail.contains(want), "{want:?} missing: {}", i.detail);
+    }
+    let fix = i.fix.as_deref().unwrap();
+    assert!(
+        fix.starts_with("(a) add `intel_iommu=on iommu=pt`"),
+        "{fix}"
+    );
+    assert!(fix.contains("update-grub"), "{fix}");
+    assert!(
+        fix.ends_with(
+            "; or (c) sudo pollnic bind --driver uio_pci_generic 0000:00:08.0, then run the tools \
+             with --no-iommu"
+        ),
+        "{fix}"
+    );
+    assert!(
+        !fix.contains("--no-iommu 0000"),
+        "(b) is not offered: {fix}"
+    );
+    // The port: not bound, the uio command as its fix.
+    let fs = checks::run(&f);
+    let d = find(&fs, "port 0000:00:08.0", Status::Fail);
+    assert!(
+        d.fix
+            .as_deref()
+            .unwrap()
+            .starts_with("sudo pollnic bind --driver uio_pci_generic 0000:00:08.0"),
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn no_iommu_and_no_route_is_a_failure() {
+    let mut f = no_iommu_host();
+    f.uio_pci_generic = Offer::Absent;
+    let i = checks::iommu(&f);
+    assert_eq!(i.status, Status::Fail);
+    assert!(
+        i.detail
+            .contains("(c) uio_pci_generic (no IOMMU: the NIC is given physical addresses"),
+        "{}",
+        i.detail
+    );
+    assert!(i
+        .detail
+        .contains("this kernel does not offer it (not in modules.dep"));
+    let fix = i.fix.unwrap();
+    assert!(
+        fix.starts_with("(a) ") && !fix.contains("(b)") && !fix.contains("(c)"),
+        "{fix}"
+    );
+    // Unknown is not offered either, and says so.
+    f.uio_pci_generic = Offer::Unknown;
+    f.vfio_noiommu = Offer::Unknown;
+    let i = checks::iommu(&f);
+    assert_eq!(i.status, Status::Fail);
+    assert_eq!(
+        i.detail.matches("could not be determined").count(),
+        2,
+        "{}",
+        i.detail
+    );
+    assert!(
+        i.detail.contains("modprobe -n -v uio_pci_generic"),
+        "{}",
+        i.detail
+    );
+    assert!(
+        i.detail.contains("ls /sys/module/vfio/parameters/"),
+        "{}",
+        i.detail
+    );
+}
+
+#[test]
+fn in_a_vm_the_iommu_fix_is_the_hypervisors() {
+    let mut f = no_iommu_host();
+    f.vm = Some("QEMU Standard PC (Q35 + ICH9, 2009)".into());
+    let i = checks::iommu(&f);
+    assert!(
+        i.detail.contains(
+            "this is a VM (QEMU Standard PC (Q35 + ICH9, 2009)), so it is the hypervisor's"
+        ),
+        "{}",
+        i.detail
+    );
+    let fix = i.fix.unwrap();
+    assert!(
+        fix.starts_with("(a) give the VM a virtual IOMMU from the hypervisor"),
+        "{fix}"
+    );
+    assert!(
+        fix.contains("-device intel-iommu,intremap=on,caching-mode=on"),
+        "{fix}"
+    );
+    assert!(!fix.contains("update-grub"), "{fix}");
+    // Bare metal: GRUB, not QEMU.
+    f.vm = None;
+    let fix = checks::iommu(&f).fix.unwrap();
+    assert!(
+        fix.contains("update-grub") && !fix.contains("intel-iommu,"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn vfio_noiommu_offered_is_named_with_its_command() {
+    let mut f = no_iommu_host();
+    f.uio_pci_generic = Offer::Absent;
+    f.vfio_noiommu = Offer::Available;
+    let i = checks::iommu(&f);
+    assert_eq!(i.status, Status::Warn);
+    assert!(i.detail.contains("(b) VFIO no-IOMMU mode"));
+    assert!(i
+        .detail
+        .contains("this kernel offers it (CONFIG_VFIO_NOIOMMU)"));
+    let fix = i.fix.unwrap();
+    assert!(
+        fix.contains(
+            "; or (b) sudo pollnic bind --no-iommu 0000:00:08.0, then run the tools with --no-iommu"
+        ),
+        "{fix}"
+    );
+    assert!(!fix.contains("(c)"), "{fix}");
+    f.vfio_noiommu = Offer::Ready;
+    assert!(checks::iommu(&f)
+        .detail
+        .contains("this kernel offers it, and it is on"));
+}
+
+#[test]
+fn vfio_pci_unknown_is_not_claimed_loadable() {
+    let mut f = healthy();
+    f.vfio_pci_loaded = false;
+    f.vfio_pci_available = None;
+    let v = checks::vfio_pci(&f);
+    assert_eq!(v.status, Status::Warn);
+    assert!(v.detail.contains("could not be determined"), "{}", v.detail);
+    assert!(
+        !v.detail.contains("`pollnic bind` loads it"),
+        "{}",
+        v.detail
+    );
+    f.vfio_pci_available = Some(true);
+    assert!(checks::vfio_pci(&f)
+        .detail
+        .contains("`pollnic bind` loads it"));
+}
+
+#[test]
+fn a_port_on_uio_pci_generic_is_a_warning_and_needs_no_vfio() {
+    let mut f = no_iommu_host();
+    f.uio_pci_generic = Offer::Ready;
+    f.ports[0].device.as_mut().unwrap().driver = Some("uio_pci_generic".into());
+    f.ports[0].mode = Some(BindMode::Uio);
+    let fs = checks::run(&f);
+    assert!(!any_failed(&fs), "{fs:#?}");
+    let w = find(&fs, "port 0000:00:08.0", Status::Warn);
+    assert!(
+        w.detail
+            .contains("driver uio_pci_generic, uio (no-iommu): no IOMMU")
+            && w.detail.contains("only with --no-iommu"),
+        "{}",
+        w.detail
+    );
+    find(&fs, "vfio-pci", Status::Ok);
+    find(&fs, "/dev/vfio", Status::Ok);
+    find(&fs, "iommu", Status::Warn);
+}
+
+#[test]
+fn gathers_the_no_iommu_routes_and_the_vm_from_a_fake_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let w = |p: &str, s: &str| {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    };
+    let roots = Roots {
+        sysfs: pollnic::pci::Sysfs::new(root.join("sys")),
+        proc: root.join("proc"),
+        dev: root.join("dev"),
+        modules: root.join("lib/modules"),
+        boot: root.join("boot"),
+    };
+    // Nothing readable: unknown, bare metal.
+    assert_eq!(vfio_noiommu(&roots), Offer::Unknown);
+    assert_eq!(uio_pci_generic(&roots), Offer::Unknown);
+    assert_eq!(detect_vm(&roots), None);
+
+    w("proc/sys/kernel/osrelease", "6.1.0-28-amd64\n");
+    w(
+        "lib/modules/6.1.0-28-amd64/modules.dep",
+        "kernel/drivers/uio/uio_pci_generic.ko.xz: kernel/drivers/uio/uio.ko.xz\n\
+         kernel/drivers/vfio/pci/vfio-pci.ko.xz: kernel/drivers/vfio/vfio.ko.xz\n",
+    );
+    assert_eq!(uio_pci_generic(&roots), Offer::Available);
+    assert_eq!(module_available(&roots, "vfio-pci"), Some(true));
+    assert_eq!(module_available(&roots, "vfio_pci"), Some(true));
+    // A dependency after the colon is not the module of the line.
+    assert_eq!(module_available(&roots, "uio"), Some(false));
+    assert_eq!(module_available(&roots, "igb_uio"), Some(false));
+    w("sys/bus/pci/drivers/uio_pci_generic/bind", "");
+    assert_eq!(uio_pci_generic(&roots), Offer::Ready);
+
+    // vfio not loaded: the kernel config says.
+    w(
+        "boot/config-6.1.0-28-amd64",
+        "CONFIG_VFIO=m\n# CONFIG_VFIO_NOIOMMU is not set\n",
+    );
+    assert_eq!(vfio_noiommu(&roots), Offer::Absent);
+    w(
+        "boot/config-6.1.0-28-amd64",
+        "CONFIG_VFIO=m\nCONFIG_VFIO_NOIOMMU=y\n",
+    );
+    assert_eq!(vfio_noiommu(&roots), Offer::Available);
+    // vfio loaded: its parameter says, whatever the config.
+    w("sys/module/vfio/refcnt", "1\n");
+    assert_eq!(vfio_noiommu(&roots), Offer::Absent);
+    w(
+        "sys/module/vfio/parameters/enable_unsafe_noiommu_mode",
+        "N\n",
+    );
+    assert_eq!(vfio_noiommu(&roots), Offer::Available);
+    w(
+        "sys/module/vfio/parameters/enable_unsafe_noiommu_mode",
+        "Y\n",
+    );
+    assert_eq!(vfio_noiommu(&roots), Offer::Ready);
+
+    w(
+        "proc/cpuinfo",
+        "processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor lahf_lm\n",
+    );
+    assert_eq!(
+        detect_vm(&roots).as_deref(),
+        Some("the CPU's hypervisor flag in /proc/cpuinfo")
+    );
+    w("sys/class/dmi/id/sys_vendor", "QEMU\n");
+    w(
+        "sys/class/dmi/id/product_name",
+        "Standard PC (Q35 + ICH9, 2009)\n",
+    );
+    assert_eq!(
+        detect_vm(&roots).as_deref(),
+        Some("QEMU Standard PC (Q35 + ICH9, 2009)")
+    );
+    w("sys/class/dmi/id/sys_vendor", "Dell Inc.\n");
+    w("sys/class/dmi/id/product_name", "PowerEdge R640\n");
+    w(
+        "proc/cpuinfo",
+        "processor\t: 0\nflags\t\t: fpu vme sse2 lahf_lm\n",
+    );
+    assert_eq!(detect_vm(&roots), None);
 }

@@ -9,8 +9,9 @@ use std::collections::HashSet;
 use super::address::PciAddress;
 use super::bind::BindReport;
 use super::binder::{Binder, Target};
-use super::device::{PciDevice, VFIO_PCI};
+use super::device::{is_pollnic_driver, PciDevice};
 use super::error::{Error, Result};
+use super::mode::BindMode;
 use super::unbind::UnbindReport;
 
 /// `addrs` without repeats (first occurrence kept), and an
@@ -33,54 +34,83 @@ fn distinct(addrs: &[PciAddress]) -> (Vec<PciAddress>, Vec<Error>) {
 /// What `unbind_all` found for a port before changing anything.
 struct Before {
     addr: PciAddress,
-    /// It was on vfio-pci (so rolling back means binding it back).
-    on_vfio: bool,
+    /// How it was bound to pollnic, if it was (so rolling back means
+    /// binding it back that way).
+    mode: Option<BindMode>,
     /// Its previous-driver record then.
     recorded: Option<String>,
 }
 
 impl Binder<'_> {
-    /// Binds every one of `addrs` to vfio-pci, or none of them. All the
-    /// addresses are checked first (each exists, is a NIC pollnic supports,
-    /// has an IOMMU group, its record is readable; no address is repeated;
-    /// vfio-pci is loaded); then each is bound as by [`Binder::bind`], in
-    /// order. Ports already on vfio-pci are left as they are and reported
-    /// with `already_bound`.
+    /// Binds every one of `addrs` to vfio-pci behind an IOMMU, or none of
+    /// them: [`Binder::bind_all_as`] with [`BindMode::Vfio`].
     ///
     /// # Errors
-    /// - [`Error::Refused`] when a check fails, before any port is changed:
-    ///   its `errors` hold an [`Error::DuplicateAddress`] for each repeated
-    ///   address, the [`Error::NoSuchDevice`], [`Error::Unsupported`],
-    ///   [`Error::NoIommuGroup`] or unreadable-record error of each failing
-    ///   address, or [`Error::Modprobe`] when vfio-pci cannot be loaded.
-    /// - [`Error::StepFailed`] when binding a port fails part-way after
-    ///   earlier ports were bound: `cause` is that port's error (as
-    ///   [`Binder::bind`] returns it, so the port itself is rolled back), and
-    ///   `recovery` says which earlier ports were returned to their previous
-    ///   driver, and what to run for any that could not be.
-    /// - That port's error as [`Binder::bind`] returns it, when no earlier
-    ///   port had been changed.
+    /// As [`Binder::bind_all_as`].
     pub fn bind_all(&self, addrs: &[PciAddress]) -> Result<Vec<BindReport>> {
+        self.bind_all_as(addrs, BindMode::Vfio)
+    }
+
+    /// Every check of [`Binder::bind_all_as`], without changing any port:
+    /// each address exists, is a NIC pollnic supports, its IOMMU fits `mode`
+    /// (a group for vfio-pci; none, or an untranslated one, for the
+    /// no-IOMMU routes), it is not bound to pollnic another way, its record
+    /// is readable; no address is repeated; the driver of `mode` is loaded
+    /// (its module is loaded here if need be) and, for
+    /// [`BindMode::VfioNoIommu`], VFIO offers its no-IOMMU mode. Returns
+    /// the addresses without repeats.
+    ///
+    /// # Errors
+    /// [`Error::Refused`] holding every failed check.
+    pub fn check_all(&self, addrs: &[PciAddress], mode: BindMode) -> Result<Vec<PciAddress>> {
         let (addrs, mut errors) = distinct(addrs);
         let mut to_change = false;
         for &addr in &addrs {
-            match self.check_bind(addr) {
-                Ok(dev) => to_change |= !dev.is_vfio_bound(),
+            match self.check_bind(addr, mode) {
+                Ok(dev) => to_change |= BindMode::of(self.sysfs, &dev) != Some(mode),
                 Err(e) => errors.push(e),
             }
         }
         if errors.is_empty() && to_change {
-            if let Err(e) = self.ensure_driver(VFIO_PCI) {
-                errors.push(e);
+            match self.ensure_driver(mode.driver()) {
+                Err(e) => errors.push(e),
+                Ok(()) if mode == BindMode::VfioNoIommu => {
+                    errors.extend(self.check_noiommu().err());
+                }
+                Ok(()) => {}
             }
         }
         if !errors.is_empty() {
             return Err(Error::Refused { errors });
         }
+        Ok(addrs)
+    }
 
+    /// Binds every one of `addrs` the way `mode` says, or none of them. All
+    /// the addresses are checked first ([`Binder::check_all`]); then each is
+    /// bound as by [`Binder::bind_as`], in order. Ports already bound that
+    /// way are left as they are and reported with `already_bound`.
+    ///
+    /// # Errors
+    /// - [`Error::Refused`] when a check fails, before any port is changed:
+    ///   its `errors` hold an [`Error::DuplicateAddress`] for each repeated
+    ///   address, the [`Error::NoSuchDevice`], [`Error::Unsupported`],
+    ///   [`Error::NoIommuGroup`], [`Error::IommuPresent`],
+    ///   [`Error::BoundOtherWay`] or unreadable-record error of each failing
+    ///   address, [`Error::Modprobe`] when the driver cannot be loaded, or
+    ///   [`Error::NoIommuModeUnavailable`].
+    /// - [`Error::StepFailed`] when binding a port fails part-way after
+    ///   earlier ports were bound: `cause` is that port's error (as
+    ///   [`Binder::bind_as`] returns it, so the port itself is rolled back),
+    ///   and `recovery` says which earlier ports were returned to their
+    ///   previous driver, and what to run for any that could not be.
+    /// - That port's error as [`Binder::bind_as`] returns it, when no earlier
+    ///   port had been changed.
+    pub fn bind_all_as(&self, addrs: &[PciAddress], mode: BindMode) -> Result<Vec<BindReport>> {
+        let addrs = self.check_all(addrs, mode)?;
         let mut reports: Vec<BindReport> = Vec::with_capacity(addrs.len());
         for &addr in &addrs {
-            match self.bind(addr) {
+            match self.bind_as(addr, mode) {
                 Ok(report) => reports.push(report),
                 Err(cause) => return Err(self.undo_binds(&reports, cause)),
             }
@@ -88,19 +118,10 @@ impl Binder<'_> {
         Ok(reports)
     }
 
-    /// What [`Binder::bind`] refuses without changing anything.
-    fn check_bind(&self, addr: PciAddress) -> Result<PciDevice> {
+    /// What [`Binder::bind_as`] refuses without changing anything.
+    fn check_bind(&self, addr: PciAddress, mode: BindMode) -> Result<PciDevice> {
         let dev = PciDevice::read(self.sysfs, addr)?;
-        if !dev.is_supported() {
-            return Err(Error::Unsupported {
-                addr,
-                vendor: dev.vendor,
-                device: dev.device,
-            });
-        }
-        if dev.iommu_group.is_none() {
-            return Err(Error::NoIommuGroup { addr });
-        }
+        self.admit(&dev, mode)?;
         self.state().recall(addr)?;
         Ok(dev)
     }
@@ -170,8 +191,8 @@ impl Binder<'_> {
         }
     }
 
-    /// Returns every one of `addrs` from vfio-pci to its previous kernel
-    /// driver, or none of them. All the addresses are checked first (each
+    /// Returns every one of `addrs` from vfio-pci or `uio_pci_generic` to
+    /// its previous kernel driver, or none of them. All the addresses are checked first (each
     /// exists, is a NIC pollnic supports, its record is readable, the
     /// recorded driver of each port to change is loaded or loadable; no
     /// address is repeated); then each is unbound as by [`Binder::unbind`],
@@ -237,26 +258,32 @@ impl Binder<'_> {
         }
         let recorded = self.state().recall(addr)?;
         let half_bound = dev.driver.is_none()
-            && (dev.driver_override.as_deref() == Some(VFIO_PCI) || recorded.is_some());
-        let changes = dev.is_vfio_bound() || half_bound;
+            && (dev
+                .driver_override
+                .as_deref()
+                .is_some_and(is_pollnic_driver)
+                || recorded.is_some());
+        let changes = dev.is_pollnic_bound() || half_bound;
         let target = recorded.clone().filter(|_| changes);
         Ok((
             Before {
                 addr,
-                on_vfio: dev.is_vfio_bound(),
+                mode: BindMode::of(self.sysfs, &dev),
                 recorded,
             },
             target,
         ))
     }
 
-    /// Binds the ports of `before` that left vfio-pci back to it (last
-    /// first), with their records as they were, and says so in the error.
+    /// Binds the ports of `before` that left vfio-pci or `uio_pci_generic`
+    /// back to it (last first), with their records as they were, and says
+    /// so in the error.
     fn undo_unbinds(&self, before: &[Before], cause: Error) -> Error {
-        let left: Vec<&Before> = before
+        let left: Vec<(&Before, BindMode)> = before
             .iter()
-            .filter(|b| {
-                b.on_vfio && self.current_driver(b.addr).ok().flatten().as_deref() != Some(VFIO_PCI)
+            .filter_map(|b| Some((b, b.mode?)))
+            .filter(|(b, mode)| {
+                self.current_driver(b.addr).ok().flatten().as_deref() != Some(mode.driver())
             })
             .collect();
         if left.is_empty() {
@@ -265,25 +292,25 @@ impl Binder<'_> {
         let state = self.state();
         let mut put_back = Vec::new();
         let mut stuck = Vec::new();
-        for b in left.iter().rev() {
-            let addr = b.addr;
-            match self.bind(addr) {
+        for (b, mode) in left.iter().rev() {
+            let (addr, driver) = (b.addr, mode.driver());
+            match self.bind_as(addr, *mode) {
                 Ok(_) => {
                     let restored = match &b.recorded {
                         Some(d) => state.record(addr, d),
                         None => state.forget(addr),
                     };
                     match restored {
-                        Ok(()) => put_back.push(addr.to_string()),
+                        Ok(()) => put_back.push(format!("{addr} on {driver}")),
                         Err(e) => stuck.push(format!(
-                            "{addr} is on vfio-pci again, but its record of the previous driver \
+                            "{addr} is on {driver} again, but its record of the previous driver \
                              could not be restored ({e}): `pollnic unbind {addr}` will return it \
                              to the driver it had just now"
                         )),
                     }
                 }
                 Err(e) => stuck.push(format!(
-                    "{addr} could not be bound back to vfio-pci ({e}): run `pollnic status`, \
+                    "{addr} could not be bound back to {driver} ({e}): run `pollnic status`, \
                      then `pollnic unbind {addr}` to finish giving it back or `pollnic bind \
                      {addr}` to retry binding it"
                 )),
@@ -293,10 +320,7 @@ impl Binder<'_> {
         stuck.reverse();
         let mut recovery = String::from("so that no port of this command is left half-done, ");
         if !put_back.is_empty() {
-            recovery.push_str(&format!(
-                "put back on vfio-pci as before: {}",
-                put_back.join(", ")
-            ));
+            recovery.push_str(&format!("put back as before: {}", put_back.join(", ")));
         }
         if !stuck.is_empty() {
             if !put_back.is_empty() {

@@ -1,23 +1,31 @@
-//! `pollnic bind`: hand a NIC to vfio-pci, the standard way
+//! `pollnic bind`: hand a NIC to vfio-pci (or, with no IOMMU, to vfio-pci
+//! in VFIO's no-IOMMU mode or to `uio_pci_generic`), the standard way
 //! (`Documentation/driver-api/vfio.rst`; `driver_override` in
-//! `Documentation/ABI/testing/sysfs-bus-pci`):
+//! `Documentation/ABI/testing/sysfs-bus-pci`; `drivers/uio/uio_pci_generic.c`):
 //!
 //! 1. `echo <addr> > /sys/bus/pci/devices/<addr>/driver/unbind`
 //! 2. `echo vfio-pci > /sys/bus/pci/devices/<addr>/driver_override`
+//!    (or `uio_pci_generic`)
 //! 3. `echo <addr> > /sys/bus/pci/drivers_probe`
 //!
-//! then check that the `driver` link says vfio-pci and `/dev/vfio/<group>`
-//! exists. The previous driver is recorded first so `unbind` can restore it;
-//! if a step fails, the changes are rolled back.
+//! then check that the `driver` link says that driver and that the node to
+//! open exists: `/dev/vfio/<group>`, `/dev/vfio/noiommu-<group>`, or
+//! `/dev/uio<N>` (after `<device>/uio/uio<N>`). VFIO's no-IOMMU mode is
+//! turned on first (`echo 1 >
+//! /sys/module/vfio/parameters/enable_unsafe_noiommu_mode`) when it is
+//! asked for. The previous driver is recorded first so `unbind` can
+//! restore it; if a step fails, the changes are rolled back.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 
 use super::address::PciAddress;
 use super::binder::{Binder, Target};
 use super::device::{PciDevice, VFIO_PCI};
 use super::error::{Error, Result};
-use super::sysfs;
+use super::mode::{self, BindMode};
+use super::sysfs::{self, READ_HINT};
 
 /// Drivers that may share an IOMMU group with a VFIO device without making
 /// the group unusable (`pci-stub`, and PCIe port services on bridges).
@@ -31,14 +39,19 @@ const IFF_UP: u32 = 0x1;
 pub struct BindReport {
     /// The device.
     pub addr: PciAddress,
-    /// `true` if it was already on vfio-pci and nothing was changed.
+    /// `true` if it was already bound this way and nothing was changed.
     pub already_bound: bool,
     /// Its kernel driver before (as recorded for `unbind`), if any.
     pub previous_driver: Option<String>,
-    /// Its IOMMU group.
-    pub iommu_group: u32,
-    /// The VFIO group node to open, `/dev/vfio/<group>`.
-    pub vfio_node: PathBuf,
+    /// How it is bound now: the driver ([`BindMode::driver`]) and whether
+    /// the NIC gets physical addresses ([`BindMode::is_physical`]).
+    pub mode: BindMode,
+    /// Its IOMMU group (VFIO's made-up one in no-IOMMU mode); `None` on
+    /// `uio_pci_generic`.
+    pub iommu_group: Option<u32>,
+    /// The node a program opens: `/dev/vfio/<group>`,
+    /// `/dev/vfio/noiommu-<group>` or `/dev/uio<N>`.
+    pub node: PathBuf,
     /// Things the user should know (interfaces that went away, IOMMU group
     /// members that keep VFIO from opening the group).
     pub warnings: Vec<String>,
@@ -46,33 +59,48 @@ pub struct BindReport {
 
 impl fmt::Display for BindReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let driver = self.mode.driver();
         if self.already_bound {
-            write!(f, "{}: already bound to vfio-pci", self.addr)?;
+            write!(f, "{}: already bound to {driver}", self.addr)?;
         } else {
             let was = self.previous_driver.as_deref().unwrap_or("no driver");
-            write!(f, "{}: bound to vfio-pci (was {was})", self.addr)?;
+            write!(f, "{}: bound to {driver} (was {was})", self.addr)?;
         }
-        write!(
-            f,
-            ", IOMMU group {} at {}",
-            self.iommu_group,
-            self.vfio_node.display()
-        )
+        let node = self.node.display();
+        match (self.mode, self.iommu_group) {
+            (BindMode::Vfio, Some(g)) => write!(f, ", IOMMU group {g} at {node}"),
+            (BindMode::VfioNoIommu, Some(g)) => write!(
+                f,
+                ", VFIO no-IOMMU group {g} at {node}, no IOMMU: physical addresses \
+                 (open with --no-iommu)"
+            ),
+            _ => write!(
+                f,
+                ", {node}, no IOMMU: physical addresses (open with --no-iommu)"
+            ),
+        }
     }
 }
 
 impl Binder<'_> {
-    /// Binds `addr` to vfio-pci. Idempotent: a device already on vfio-pci is
-    /// left as is and reported with `already_bound`.
+    /// Binds `addr` to vfio-pci behind an IOMMU: [`Binder::bind_as`] with
+    /// [`BindMode::Vfio`].
     ///
     /// # Errors
-    /// [`Error::NoSuchDevice`], [`Error::Unsupported`] (not a pollnic NIC),
-    /// [`Error::NoIommuGroup`], [`Error::Modprobe`] (vfio-pci cannot be
-    /// loaded), [`Error::PermissionDenied`] (not root), or
-    /// [`Error::StepFailed`] when a step of the sequence failed — its
-    /// `recovery` says what was rolled back.
+    /// As [`Binder::bind_as`].
     pub fn bind(&self, addr: PciAddress) -> Result<BindReport> {
-        let dev = PciDevice::read(self.sysfs, addr)?;
+        self.bind_as(addr, BindMode::Vfio)
+    }
+
+    /// What keeps `dev` from being bound as `mode`, found without changing
+    /// anything: not a pollnic NIC, its IOMMU (none for vfio-pci, a
+    /// translating one for a no-IOMMU route), or bound to pollnic another way.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`], [`Error::NoIommuGroup`],
+    /// [`Error::IommuPresent`], [`Error::BoundOtherWay`].
+    pub(crate) fn admit(&self, dev: &PciDevice, mode: BindMode) -> Result<()> {
+        let addr = dev.address;
         if !dev.is_supported() {
             return Err(Error::Unsupported {
                 addr,
@@ -80,25 +108,106 @@ impl Binder<'_> {
                 device: dev.device,
             });
         }
-        let group = dev.iommu_group.ok_or(Error::NoIommuGroup { addr })?;
-        let node = self.options.dev_vfio.join(group.to_string());
+        // A group VFIO made up in no-IOMMU mode is no IOMMU.
+        let real_group = dev
+            .iommu_group
+            .filter(|&g| !mode::is_noiommu_group(self.sysfs, g));
+        let present = |group| Error::IommuPresent {
+            addr,
+            group,
+            group_type: mode::group_type(self.sysfs, group),
+            asked: mode,
+        };
+        match (mode, real_group) {
+            (BindMode::Vfio, None) => return Err(Error::NoIommuGroup { addr }),
+            (BindMode::VfioNoIommu, Some(group)) => return Err(present(group)),
+            // Under iommu=pt the group's type is `identity`: no translation,
+            // physical addresses work (DPDK allows uio there too).
+            (BindMode::Uio, Some(group))
+                if mode::group_type(self.sysfs, group).is_some_and(|t| t.starts_with("DMA")) =>
+            {
+                return Err(present(group))
+            }
+            _ => {}
+        }
+        match BindMode::of(self.sysfs, dev) {
+            Some(now) if now != mode => Err(Error::BoundOtherWay {
+                addr,
+                now,
+                asked: mode,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether VFIO's no-IOMMU mode can be turned on: its module parameter
+    /// exists (with vfio loaded).
+    ///
+    /// # Errors
+    /// [`Error::NoIommuModeUnavailable`] when it does not.
+    pub(crate) fn check_noiommu(&self) -> Result<()> {
+        let param = self.sysfs.vfio_noiommu_param();
+        if param.exists() {
+            Ok(())
+        } else {
+            Err(Error::NoIommuModeUnavailable { param })
+        }
+    }
+
+    /// Turns VFIO's no-IOMMU mode on, if it is not already.
+    ///
+    /// # Errors
+    /// [`Error::NoIommuModeUnavailable`], or the failed read or write.
+    fn enable_noiommu(&self) -> Result<()> {
+        let param = self.sysfs.vfio_noiommu_param();
+        match sysfs::read_trimmed(&param) {
+            Ok(v) if v == "Y" || v == "1" => Ok(()),
+            Ok(_) => self.write(&param, "1"),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(Error::NoIommuModeUnavailable { param })
+            }
+            Err(e) => Err(Error::io("reading", &param, READ_HINT, e)),
+        }
+    }
+
+    /// Binds `addr` the way `mode` says. Idempotent: a device already bound
+    /// that way is left as is and reported with `already_bound`.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchDevice`], [`Error::Unsupported`] (not a pollnic NIC),
+    /// [`Error::NoIommuGroup`] (vfio-pci with no IOMMU),
+    /// [`Error::IommuPresent`] (a no-IOMMU route behind an IOMMU),
+    /// [`Error::BoundOtherWay`], [`Error::NoIommuModeUnavailable`],
+    /// [`Error::Modprobe`] (the driver cannot be loaded),
+    /// [`Error::PermissionDenied`] (not root), or [`Error::StepFailed`]
+    /// when a step of the sequence failed — its `recovery` says what was
+    /// rolled back.
+    pub fn bind_as(&self, addr: PciAddress, mode: BindMode) -> Result<BindReport> {
+        let dev = PciDevice::read(self.sysfs, addr)?;
+        self.admit(&dev, mode)?;
         let state = self.state();
         let mut report = BindReport {
             addr,
-            already_bound: dev.is_vfio_bound(),
+            already_bound: BindMode::of(self.sysfs, &dev) == Some(mode),
             previous_driver: dev.driver.clone(),
-            iommu_group: group,
-            vfio_node: node.clone(),
+            mode,
+            iommu_group: None,
+            node: PathBuf::new(),
             warnings: Vec::new(),
         };
         if report.already_bound {
-            self.wait_for_node(addr, &node)?;
+            (report.node, report.iommu_group) = self.wait_for_node(addr, mode)?;
             report.previous_driver = state.recall(addr)?;
-            report.warnings = self.group_warnings(addr, group);
+            if let (BindMode::Vfio, Some(g)) = (mode, report.iommu_group) {
+                report.warnings = self.group_warnings(addr, g);
+            }
             return Ok(report);
         }
 
-        self.ensure_driver(VFIO_PCI)?;
+        self.ensure_driver(mode.driver())?;
+        if mode == BindMode::VfioNoIommu {
+            self.enable_noiommu()?;
+        }
         // Remember before changing anything, so `unbind` can always restore.
         match &dev.driver {
             Some(prev) => state.record(addr, prev)?,
@@ -106,70 +215,104 @@ impl Binder<'_> {
         }
         let interface_warnings = self.interface_warnings(&dev);
 
-        if let Err(cause) = self.attach_vfio(&dev, &node) {
-            let target = match dev.driver.as_deref() {
-                Some(prev) => Target::Driver(prev),
-                None => Target::Unbound,
-            };
-            let mut done = Vec::new();
-            let recovery = match self.release(addr, target, &mut done) {
-                Ok(now) => {
-                    let _ = state.forget(addr);
-                    let what = if done.is_empty() {
-                        "nothing had been changed".into()
-                    } else {
-                        done.join(", ")
-                    };
-                    let on = now.as_deref().unwrap_or("no driver");
-                    let as_before = if now == dev.driver { " as before" } else { "" };
-                    format!("rolled back ({what}): {addr} is on {on}{as_before}")
-                }
-                Err(e) => {
-                    let what = if done.is_empty() {
-                        "nothing".into()
-                    } else {
-                        done.join(", ")
-                    };
-                    format!(
-                        "rollback incomplete (did: {what}; then: {e}); run `pollnic unbind {addr}` \
-                         to retry restoring the previous driver"
-                    )
-                }
-            };
-            return Err(Error::StepFailed {
-                cause: Box::new(cause),
-                recovery,
-            });
-        }
-
+        let attached = self.attach(&dev, mode);
+        let (node, group) = match attached {
+            Ok(found) => found,
+            Err(cause) => {
+                let target = match dev.driver.as_deref() {
+                    Some(prev) => Target::Driver(prev),
+                    None => Target::Unbound,
+                };
+                let mut done = Vec::new();
+                let recovery = match self.release(addr, target, &mut done) {
+                    Ok(now) => {
+                        let _ = state.forget(addr);
+                        let what = if done.is_empty() {
+                            "nothing had been changed".into()
+                        } else {
+                            done.join(", ")
+                        };
+                        let on = now.as_deref().unwrap_or("no driver");
+                        let as_before = if now == dev.driver { " as before" } else { "" };
+                        format!("rolled back ({what}): {addr} is on {on}{as_before}")
+                    }
+                    Err(e) => {
+                        let what = if done.is_empty() {
+                            "nothing".into()
+                        } else {
+                            done.join(", ")
+                        };
+                        format!(
+                            "rollback incomplete (did: {what}; then: {e}); run `pollnic unbind \
+                             {addr}` to retry restoring the previous driver"
+                        )
+                    }
+                };
+                return Err(Error::StepFailed {
+                    cause: Box::new(cause),
+                    recovery,
+                });
+            }
+        };
+        report.node = node;
+        report.iommu_group = group;
         report.warnings = interface_warnings;
-        report.warnings.extend(self.group_warnings(addr, group));
+        if let (BindMode::Vfio, Some(g)) = (mode, group) {
+            report.warnings.extend(self.group_warnings(addr, g));
+        }
         Ok(report)
     }
 
-    /// Steps 1-3 and the checks.
-    fn attach_vfio(&self, dev: &PciDevice, node: &Path) -> Result<()> {
+    /// Steps 1-3 and the checks; returns the node and the IOMMU group.
+    fn attach(&self, dev: &PciDevice, mode: BindMode) -> Result<(PathBuf, Option<u32>)> {
         let addr = dev.address;
         let dir = self.sysfs.device_dir(addr);
         let name = addr.to_string();
         if dev.driver.is_some() {
             self.write(&dir.join("driver/unbind"), &name)?;
         }
-        self.write(&dir.join("driver_override"), VFIO_PCI)?;
+        self.write(&dir.join("driver_override"), mode.driver())?;
         self.write(&self.sysfs.drivers_probe(), &name)?;
-        self.wait_for_driver(addr, VFIO_PCI)?;
-        self.wait_for_node(addr, node)
+        self.wait_for_driver(addr, mode.driver())?;
+        self.wait_for_node(addr, mode)
     }
 
-    /// Waits for the VFIO group node (created by vfio via devtmpfs/udev).
-    fn wait_for_node(&self, addr: PciAddress, node: &Path) -> Result<()> {
-        if self.wait_until(|| node.exists()) {
-            return Ok(());
+    /// Waits for the node of `addr` bound as `mode` (created by vfio or uio
+    /// via devtmpfs/udev); returns it and the port's IOMMU group.
+    fn wait_for_node(&self, addr: PciAddress, mode: BindMode) -> Result<(PathBuf, Option<u32>)> {
+        let o = &self.options;
+        let mut found = None;
+        let mut expected = None;
+        let appeared = self.wait_until(|| {
+            let Ok(dev) = PciDevice::read(self.sysfs, addr) else {
+                return false;
+            };
+            match mode.node_in(self.sysfs, &dev, &o.dev_vfio, &o.dev_uio) {
+                Some(node) if node.exists() => {
+                    found = Some((node, dev.iommu_group.filter(|_| mode != BindMode::Uio)));
+                    true
+                }
+                other => {
+                    expected = other;
+                    false
+                }
+            }
+        });
+        if let (true, Some(found)) = (appeared, found) {
+            return Ok(found);
         }
-        Err(Error::NoVfioNode {
-            addr,
-            path: node.to_owned(),
-            waited_ms: u64::try_from(self.options.timeout.as_millis()).unwrap_or(u64::MAX),
+        let waited_ms = u64::try_from(o.timeout.as_millis()).unwrap_or(u64::MAX);
+        Err(match mode {
+            BindMode::Uio => Error::NoUioNode {
+                addr,
+                path: expected.unwrap_or_else(|| self.sysfs.device_dir(addr).join("uio/uio<N>")),
+                waited_ms,
+            },
+            BindMode::Vfio | BindMode::VfioNoIommu => Error::NoVfioNode {
+                addr,
+                path: expected.unwrap_or_else(|| o.dev_vfio.join("noiommu-<N>")),
+                waited_ms,
+            },
         })
     }
 

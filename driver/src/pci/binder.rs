@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::address::PciAddress;
-use super::device::VFIO_PCI;
+use super::device::is_pollnic_driver;
 use super::error::{Error, Result};
 use super::kernel::Kernel;
 use super::state::StateDir;
@@ -27,6 +27,8 @@ pub struct BindOptions {
     pub state_dir: PathBuf,
     /// Directory of VFIO group nodes; default `/dev/vfio`.
     pub dev_vfio: PathBuf,
+    /// Directory of the `uio<N>` nodes; default `/dev`.
+    pub dev_uio: PathBuf,
     /// How long to wait for the kernel to bind a driver or create
     /// `/dev/vfio/<group>`; default 2 s.
     pub timeout: Duration,
@@ -37,12 +39,13 @@ impl Default for BindOptions {
         Self {
             state_dir: PathBuf::from("/run/pollnic"),
             dev_vfio: PathBuf::from("/dev/vfio"),
+            dev_uio: PathBuf::from("/dev"),
             timeout: Duration::from_secs(2),
         }
     }
 }
 
-/// Binds devices to vfio-pci and back, through a [`Kernel`].
+/// Binds devices to vfio-pci or `uio_pci_generic` and back, through a [`Kernel`].
 pub struct Binder<'a> {
     /// The sysfs tree to work on.
     pub sysfs: &'a Sysfs,
@@ -52,7 +55,8 @@ pub struct Binder<'a> {
     pub options: BindOptions,
 }
 
-/// Which driver a device released from vfio-pci should end up on.
+/// Which driver a device released from vfio-pci or `uio_pci_generic`
+/// should end up on.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Target<'t> {
     /// This driver, via `drivers/<name>/bind` (loading it if needed).
@@ -95,7 +99,7 @@ impl<'a> Binder<'a> {
     }
 
     /// `driver_override` of `addr`, `None` when unset.
-    fn current_override(&self, addr: PciAddress) -> Option<String> {
+    pub(crate) fn current_override(&self, addr: PciAddress) -> Option<String> {
         sysfs::read_trimmed(&self.sysfs.device_dir(addr).join("driver_override"))
             .ok()
             .filter(|s| !s.is_empty() && s != "(null)")
@@ -158,9 +162,10 @@ impl<'a> Binder<'a> {
         })
     }
 
-    /// Takes `addr` off vfio-pci (if on it), clears a `vfio-pci`
-    /// `driver_override`, and moves it to `target` if it has no driver then.
-    /// Appends what it did to `done`; returns the driver it ends on.
+    /// Takes `addr` off vfio-pci or `uio_pci_generic` (if on one), clears a
+    /// `driver_override` naming one of them, and moves it to `target` if it
+    /// has no driver then. Appends what it did to `done`; returns the driver
+    /// it ends on.
     ///
     /// # Errors
     /// The first failing step; `done` says what had been done before it.
@@ -172,11 +177,14 @@ impl<'a> Binder<'a> {
     ) -> Result<Option<String>> {
         let dir = self.sysfs.device_dir(addr);
         let name = addr.to_string();
-        if self.current_driver(addr)?.as_deref() == Some(VFIO_PCI) {
+        if let Some(d) = self.current_driver(addr)?.filter(|d| is_pollnic_driver(d)) {
             self.write(&dir.join("driver/unbind"), &name)?;
-            done.push("unbound from vfio-pci".into());
+            done.push(format!("unbound from {d}"));
         }
-        if self.current_override(addr).as_deref() == Some(VFIO_PCI) {
+        if self
+            .current_override(addr)
+            .is_some_and(|o| is_pollnic_driver(&o))
+        {
             // Documentation/ABI/testing/sysfs-bus-pci: writing a newline clears it.
             self.write(&dir.join("driver_override"), "\n")?;
             done.push("cleared driver_override".into());

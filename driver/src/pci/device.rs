@@ -16,6 +16,15 @@ use crate::family::{FamilyInfo, FAMILIES};
 /// Name of the VFIO PCI driver, as in `/sys/bus/pci/drivers/vfio-pci`.
 pub const VFIO_PCI: &str = "vfio-pci";
 
+/// Name of the kernel's generic userspace I/O driver for PCI, as in
+/// `/sys/bus/pci/drivers/uio_pci_generic` (`drivers/uio/uio_pci_generic.c`).
+pub const UIO_PCI_GENERIC: &str = "uio_pci_generic";
+
+/// The drivers `pollnic bind` hands ports to.
+pub(crate) fn is_pollnic_driver(driver: &str) -> bool {
+    driver == VFIO_PCI || driver == UIO_PCI_GENERIC
+}
+
 /// PCI class code (base class 0x02 network, subclass 0x00 Ethernet), the
 /// upper 16 bits of the 24-bit `class` attribute.
 pub const CLASS_ETHERNET: u32 = 0x0200;
@@ -135,6 +144,12 @@ impl PciDevice {
     /// `true` if bound to vfio-pci.
     pub fn is_vfio_bound(&self) -> bool {
         self.driver.as_deref() == Some(VFIO_PCI)
+    }
+
+    /// `true` if bound to a driver `pollnic bind` hands ports to: vfio-pci
+    /// or `uio_pci_generic`.
+    pub fn is_pollnic_bound(&self) -> bool {
+        self.driver.as_deref().is_some_and(is_pollnic_driver)
     }
 
     /// Human-readable name: the `lspci` name for supported devices, else

@@ -36,16 +36,79 @@ pub enum Error {
         device: u16,
     },
 
-    /// The device has no `iommu_group` link: the IOMMU is off or absent.
+    /// The device has no `iommu_group` link: the IOMMU is off or absent, so
+    /// vfio-pci cannot put it behind one. The message names the fix (an
+    /// IOMMU) and the two no-IOMMU routes with their cost.
     #[error(
-        "{addr}: no IOMMU group, so VFIO cannot use it: enable the IOMMU by adding \
-         `intel_iommu=on iommu=pt` (or `amd_iommu=on` on AMD) to the kernel command line \
-         and rebooting (in a QEMU guest, also add `-device intel-iommu` to a q35 machine); \
-         check with `dmesg | grep -i -e DMAR -e IOMMU`"
+        "{addr}: no IOMMU group, so VFIO cannot put it behind an IOMMU. Best: turn the IOMMU on \
+         (add `intel_iommu=on iommu=pt`, or `amd_iommu=on` on AMD, to the kernel command line and \
+         reboot; in a VM, have the hypervisor give it a virtual IOMMU, e.g. QEMU's q35 machine \
+         with `-device intel-iommu,intremap=on,caching-mode=on`); check with \
+         `dmesg | grep -i -e DMAR -e IOMMU`. Without an IOMMU there are two routes, both giving \
+         the NIC physical addresses, so that it can reach all of RAM (a fault or a hostile device \
+         can overwrite any memory): `sudo pollnic bind --driver uio_pci_generic {addr}`, or \
+         `sudo pollnic bind --no-iommu {addr}` (VFIO no-IOMMU, which taints the kernel and needs \
+         a kernel built with CONFIG_VFIO_NOIOMMU); then run the tools with --no-iommu. \
+         `pollnic doctor` says which of them this kernel offers"
     )]
     NoIommuGroup {
         /// The device's address.
         addr: PciAddress,
+    },
+
+    /// A no-IOMMU route was asked ([`super::BindMode::VfioNoIommu`], or
+    /// [`super::BindMode::Uio`] behind a translating IOMMU) for a port that
+    /// is behind a real IOMMU: its DMA is translated, so physical addresses
+    /// would not reach memory, and vfio-pci is the way.
+    #[error(
+        "{addr}: refusing to bind it {}: it is in IOMMU group {group}{}, so an IOMMU \
+         translates its DMA and physical addresses would not reach memory; bind it to vfio-pci \
+         behind the IOMMU instead (`sudo pollnic bind {addr}`, without --no-iommu or --driver) \
+         and run the tools without --no-iommu",
+        asked.how(),
+        group_type.as_deref().map(|t| format!(" (type {t})")).unwrap_or_default()
+    )]
+    IommuPresent {
+        /// The device's address.
+        addr: PciAddress,
+        /// The IOMMU group it is in.
+        group: u32,
+        /// The group's `type` (`DMA`, `DMA-FQ`, `identity`), when known.
+        group_type: Option<String>,
+        /// The way in that was asked.
+        asked: super::BindMode,
+    },
+
+    /// VFIO's no-IOMMU mode was asked, but the `vfio` module has no
+    /// `enable_unsafe_noiommu_mode` parameter: the kernel was built without
+    /// `CONFIG_VFIO_NOIOMMU` (as Debian's are).
+    #[error(
+        "VFIO no-IOMMU mode is not available: {} does not exist with vfio loaded, so this \
+         kernel was built without CONFIG_VFIO_NOIOMMU; use uio_pci_generic instead: \
+         `sudo pollnic bind --driver uio_pci_generic ADDR`, then run the tools with --no-iommu",
+        param.display()
+    )]
+    NoIommuModeUnavailable {
+        /// The module parameter that is missing.
+        param: PathBuf,
+    },
+
+    /// The port is already bound to pollnic another way (vfio-pci when
+    /// `uio_pci_generic` is asked, or the other way round); `bind` does not
+    /// move it between them.
+    #[error(
+        "{addr}: already bound {}; give it back first (`sudo pollnic unbind {addr}`), \
+         then bind it again {}",
+        now.how(),
+        asked.how()
+    )]
+    BoundOtherWay {
+        /// The device's address.
+        addr: PciAddress,
+        /// How it is bound now.
+        now: super::BindMode,
+        /// How it was asked to be bound.
+        asked: super::BindMode,
     },
 
     /// A sysfs or state file could not be read or written for lack of rights.
@@ -109,6 +172,21 @@ pub enum Error {
         /// The device's address.
         addr: PciAddress,
         /// The missing node.
+        path: PathBuf,
+        /// How long we waited, in milliseconds.
+        waited_ms: u64,
+    },
+
+    /// `<device>/uio/uio<N>` or `/dev/uio<N>` did not appear after binding
+    /// to `uio_pci_generic`.
+    #[error(
+        "{addr}: {path} did not appear within {waited_ms} ms after binding to uio_pci_generic; \
+         check that udev/devtmpfs is running and `dmesg | grep -i uio`"
+    )]
+    NoUioNode {
+        /// The device's address.
+        addr: PciAddress,
+        /// The missing entry or node.
         path: PathBuf,
         /// How long we waited, in milliseconds.
         waited_ms: u64,

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use super::address::PciAddress;
 use super::binder::BindOptions;
-use super::device::VFIO_PCI;
+use super::device::{UIO_PCI_GENERIC, VFIO_PCI};
 use super::ids;
 use super::kernel::Kernel;
+use super::mode::VFIO_NOIOMMU_GROUP_NAME;
 use super::sysfs::Sysfs;
 
 /// One fake PCI function.
@@ -63,6 +64,12 @@ pub(crate) struct FakeSys {
     pub make_vfio_nodes: Cell<bool>,
     /// Whether vfio-pci's probe rejects devices.
     pub vfio_probe_fails: Cell<bool>,
+    /// Whether the vfio module was built with `CONFIG_VFIO_NOIOMMU`: loading
+    /// vfio-pci then makes `module/vfio/parameters/enable_unsafe_noiommu_mode`.
+    pub vfio_noiommu_capable: Cell<bool>,
+    /// Whether uio creates `<device>/uio/uio<N>` and `/dev/uio<N>` when a
+    /// device binds to uio_pci_generic.
+    pub make_uio_nodes: Cell<bool>,
 }
 
 fn errno(n: i32) -> io::Error {
@@ -80,6 +87,7 @@ impl FakeSys {
         let options = BindOptions {
             state_dir: tmp.path().join("run/pollnic"),
             dev_vfio: tmp.path().join("dev/vfio"),
+            dev_uio: tmp.path().join("dev"),
             timeout: Duration::from_millis(50),
         };
         let fake = Self {
@@ -93,6 +101,8 @@ impl FakeSys {
             modprobe_fails: Cell::new(false),
             make_vfio_nodes: Cell::new(true),
             vfio_probe_fails: Cell::new(false),
+            vfio_noiommu_capable: Cell::new(false),
+            make_uio_nodes: Cell::new(true),
         };
         fake.add_driver("igb");
         fake.add_driver("ixgbe");
@@ -150,16 +160,33 @@ impl FakeSys {
         addr
     }
 
-    /// Binds/unbinds like the driver core: the `driver` link, and for
-    /// vfio-pci the group node.
+    /// Binds/unbinds like the driver core: the `driver` link, for vfio-pci
+    /// the group node (and in no-IOMMU mode the made-up group), for
+    /// uio_pci_generic `<device>/uio/uio<N>` and `/dev/uio<N>`.
     pub fn set_driver(&self, addr: PciAddress, driver: Option<&str>) {
-        let link = self.sysfs.device_dir(addr).join("driver");
+        let dir = self.sysfs.device_dir(addr);
+        let link = dir.join("driver");
         if let Some(old) = self.driver_of(addr) {
             fs::remove_file(&link).unwrap();
             if old == VFIO_PCI {
                 if let Some(node) = self.vfio_node(addr) {
                     let _ = fs::remove_file(node);
                 }
+                if let Some(g) = self.noiommu_group(addr) {
+                    // VFIO frees the group it made up when the device goes.
+                    fs::remove_file(dir.join("iommu_group")).unwrap();
+                    fs::remove_dir_all(self.sysfs.iommu_group_dir(g)).unwrap();
+                }
+            }
+            if old == UIO_PCI_GENERIC {
+                for n in fs::read_dir(dir.join("uio"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    let _ = fs::remove_file(self.options.dev_uio.join(n.file_name()));
+                }
+                let _ = fs::remove_dir_all(dir.join("uio"));
             }
         }
         if let Some(d) = driver {
@@ -169,12 +196,69 @@ impl FakeSys {
                     fs::write(node, "").unwrap();
                 }
             }
+            if d == UIO_PCI_GENERIC && self.make_uio_nodes.get() {
+                let n = (0..)
+                    .find(|n| !self.options.dev_uio.join(format!("uio{n}")).exists())
+                    .unwrap();
+                fs::create_dir_all(dir.join(format!("uio/uio{n}"))).unwrap();
+                fs::write(self.options.dev_uio.join(format!("uio{n}")), "").unwrap();
+            }
         }
     }
 
+    /// The group VFIO made up for `addr` in no-IOMMU mode, if it is in one.
+    pub fn noiommu_group(&self, addr: PciAddress) -> Option<u32> {
+        let link = fs::read_link(self.sysfs.device_dir(addr).join("iommu_group")).ok()?;
+        let g: u32 = link.file_name()?.to_str()?.parse().ok()?;
+        let name = fs::read_to_string(self.sysfs.iommu_group_dir(g).join("name")).ok()?;
+        (name.trim() == VFIO_NOIOMMU_GROUP_NAME).then_some(g)
+    }
+
+    /// `/dev/vfio/<group>`, or `/dev/vfio/noiommu-<group>`.
     pub fn vfio_node(&self, addr: PciAddress) -> Option<PathBuf> {
+        if let Some(g) = self.noiommu_group(addr) {
+            return Some(self.options.dev_vfio.join(format!("noiommu-{g}")));
+        }
         let link = fs::read_link(self.sysfs.device_dir(addr).join("iommu_group")).ok()?;
         Some(self.options.dev_vfio.join(link.file_name()?))
+    }
+
+    /// Gives IOMMU group `g` a `type` attribute (`DMA`, `identity`, ...).
+    pub fn set_group_type(&self, g: u32, t: &str) {
+        fs::write(self.sysfs.iommu_group_dir(g).join("type"), format!("{t}\n")).unwrap();
+    }
+
+    /// `enable_unsafe_noiommu_mode` as the kernel shows it (`Y`/`N`), if present.
+    pub fn noiommu_param(&self) -> Option<String> {
+        fs::read_to_string(self.sysfs.vfio_noiommu_param())
+            .ok()
+            .map(|s| s.trim().to_owned())
+    }
+
+    /// vfio-pci's probe of a device with no IOMMU group: in no-IOMMU mode,
+    /// VFIO makes up a group for it (`vfio_noiommu_group_alloc`).
+    fn make_noiommu_group(&self, addr: PciAddress) -> bool {
+        if !matches!(self.noiommu_param().as_deref(), Some("Y" | "1")) {
+            return false;
+        }
+        let groups = self.sysfs.root.join("kernel/iommu_groups");
+        let g = (0u32..)
+            .find(|g| !groups.join(g.to_string()).exists())
+            .unwrap();
+        let gdir = self.sysfs.iommu_group_dir(g);
+        fs::create_dir_all(gdir.join("devices")).unwrap();
+        fs::write(gdir.join("name"), format!("{VFIO_NOIOMMU_GROUP_NAME}\n")).unwrap();
+        symlink(
+            format!("../../../kernel/iommu_groups/{g}"),
+            self.sysfs.device_dir(addr).join("iommu_group"),
+        )
+        .unwrap();
+        symlink(
+            format!("../../../../bus/pci/devices/{addr}"),
+            gdir.join("devices").join(addr.to_string()),
+        )
+        .unwrap();
+        true
     }
 
     pub fn driver_of(&self, addr: PciAddress) -> Option<String> {
@@ -221,7 +305,10 @@ impl FakeSys {
 
     /// The driver core's probe of one driver: may fail.
     fn attach(&self, addr: PciAddress, driver: &str) -> io::Result<()> {
-        if driver == VFIO_PCI && (self.vfio_node(addr).is_none() || self.vfio_probe_fails.get()) {
+        if driver == VFIO_PCI && self.vfio_node(addr).is_none() && !self.make_noiommu_group(addr) {
+            return Err(errno(libc::EINVAL));
+        }
+        if driver == VFIO_PCI && self.vfio_probe_fails.get() {
             return Err(errno(libc::EINVAL));
         }
         self.set_driver(addr, Some(driver));
@@ -331,6 +418,11 @@ impl Kernel for FakeSys {
             return Err(format!("`modprobe {module}` exited with exit status: 1: modprobe: FATAL: Module {module} not found"));
         }
         self.add_driver(module);
+        if module == VFIO_PCI && self.vfio_noiommu_capable.get() {
+            let param = self.sysfs.vfio_noiommu_param();
+            fs::create_dir_all(param.parent().unwrap()).unwrap();
+            fs::write(param, "N\n").unwrap();
+        }
         Ok(())
     }
 }

@@ -1,13 +1,15 @@
 //! Linux PCI sysfs: finding the Intel NICs pollnic drives, their state, and
-//! moving them between their kernel driver and vfio-pci.
+//! moving them between their kernel driver and vfio-pci (or, on a machine
+//! with no IOMMU, VFIO's no-IOMMU mode or `uio_pci_generic`: [`BindMode`]).
 //!
 //! Everything goes through a [`Sysfs`] (default root `/sys`), so tests run
 //! against a fake tree. Reading never writes to a device; the only device
 //! access is a read-only BAR 0 peek at the link register ([`link_state`]).
 //!
 //! Kernel references: `Documentation/ABI/testing/sysfs-bus-pci`,
-//! `Documentation/driver-api/vfio.rst`, `Documentation/PCI/sysfs-pci.rst`,
-//! `Documentation/ABI/testing/sysfs-class-net`.
+//! `Documentation/driver-api/vfio.rst` (and its "VFIO NO-IOMMU" section),
+//! `Documentation/PCI/sysfs-pci.rst`, `Documentation/ABI/testing/sysfs-class-net`,
+//! `drivers/uio/uio_pci_generic.c`.
 
 mod address;
 mod batch;
@@ -19,6 +21,7 @@ mod error;
 mod ids;
 mod kernel;
 mod link;
+mod mode;
 mod state;
 mod sysfs;
 mod unbind;
@@ -32,11 +35,14 @@ pub use crate::family::{Caveat, FamilyInfo};
 pub use address::{ParseAddressError, PciAddress};
 pub use bind::BindReport;
 use binder::{BindOptions, Binder};
-pub use device::{list_intel_nics, list_intel_nics_in, PciDevice, CLASS_ETHERNET, VFIO_PCI};
+pub use device::{
+    list_intel_nics, list_intel_nics_in, PciDevice, CLASS_ETHERNET, UIO_PCI_GENERIC, VFIO_PCI,
+};
 pub use error::{Error, Result};
 pub use ids::{identify, lookup, lookup_in, supported_nics, NicModel, INTEL_VENDOR_ID};
 use kernel::LinuxKernel;
 pub use link::{link_state, LinkState};
+pub use mode::{BindMode, VFIO_NOIOMMU_GROUP_NAME};
 #[cfg(test)]
 use state::StateDir;
 pub use sysfs::Sysfs;
@@ -79,10 +85,50 @@ pub fn bind_vfio_all(sysfs: &Sysfs, addrs: &[PciAddress]) -> Result<Vec<BindRepo
     Binder::new(sysfs, &LinuxKernel, BindOptions::default()).bind_all(addrs)
 }
 
-/// Returns `addr` from vfio-pci to the kernel driver recorded when it was
-/// bound (`/run/pollnic/<addr>.driver`, loading its module if needed), or, if
-/// that fails or there is no record, to the one the kernel picks by device
-/// ID (`drivers_probe`). A port not on vfio-pci is reported unchanged. Needs
+/// Checks, without changing any port, everything [`bind_all`] checks before
+/// it binds `addrs` the way `mode` says: each port exists, is a NIC pollnic
+/// supports, has an IOMMU group for [`BindMode::Vfio`] (none, or an
+/// untranslated one, for the no-IOMMU routes), is not bound to pollnic
+/// another way, and its previous-driver record is readable; no address is
+/// repeated; the driver of `mode` is registered (its module is loaded with
+/// `modprobe` if it is not: the one side effect) and, for
+/// [`BindMode::VfioNoIommu`], the `vfio` module offers its no-IOMMU mode.
+/// Lets a caller run its own checks that cost the user something (the
+/// CLI's guard against binding a port in use) only for a bind that would
+/// otherwise succeed.
+///
+/// # Errors
+/// [`Error::Refused`] holding every failed check, as [`bind_all`] returns it.
+pub fn check_bind_all(sysfs: &Sysfs, addrs: &[PciAddress], mode: BindMode) -> Result<()> {
+    Binder::new(sysfs, &LinuxKernel, BindOptions::default())
+        .check_all(addrs, mode)
+        .map(drop)
+}
+
+/// Binds every one of `addrs` the way `mode` says, or none of them, as
+/// [`bind_vfio_all`] does for [`BindMode::Vfio`]. The no-IOMMU routes give
+/// the NIC physical addresses, so that it can reach all of RAM; a port bound
+/// so is opened only with `DmaAddressing::UnsafeNoIommuPhysical`.
+/// [`BindMode::Uio`] loads `uio_pci_generic` and waits for
+/// `/dev/uio<N>`; [`BindMode::VfioNoIommu`] turns on the `vfio` module's
+/// `enable_unsafe_noiommu_mode` (kernel `Documentation/driver-api/vfio.rst`,
+/// "VFIO NO-IOMMU"; it taints the kernel) and waits for
+/// `/dev/vfio/noiommu-<group>`. Needs root.
+///
+/// # Errors
+/// As [`bind_vfio_all`], and in [`Error::Refused`]: [`Error::IommuPresent`]
+/// (a no-IOMMU route asked for a port behind an IOMMU),
+/// [`Error::BoundOtherWay`] (bound to the other pollnic driver: unbind it
+/// first), [`Error::NoIommuModeUnavailable`] (no `CONFIG_VFIO_NOIOMMU`).
+pub fn bind_all(sysfs: &Sysfs, addrs: &[PciAddress], mode: BindMode) -> Result<Vec<BindReport>> {
+    Binder::new(sysfs, &LinuxKernel, BindOptions::default()).bind_all_as(addrs, mode)
+}
+
+/// Returns `addr` from vfio-pci (or `uio_pci_generic`) to the kernel driver
+/// recorded when it was bound (`/run/pollnic/<addr>.driver`, loading its
+/// module if needed), or, if that fails or there is no record, to the one
+/// the kernel picks by device ID (`drivers_probe`). A port on neither is
+/// reported unchanged. Needs
 /// root. The kernel's unbind waits until the program holding the port lets
 /// go of it (a pollnic program does on VFIO's release request).
 ///
@@ -95,11 +141,11 @@ pub fn unbind_vfio(sysfs: &Sysfs, addr: PciAddress) -> Result<UnbindReport> {
     Binder::new(sysfs, &LinuxKernel, BindOptions::default()).unbind(addr)
 }
 
-/// Returns every one of `addrs` from vfio-pci to its recorded kernel driver
-/// on the running system, or none of them: unlike [`unbind_vfio`], a port
-/// whose recorded driver does not take it back is not handed to the
-/// kernel's choice; the command fails and the ports that had left vfio-pci
-/// are bound back to it. Needs root.
+/// Returns every one of `addrs` from vfio-pci or `uio_pci_generic` to its
+/// recorded kernel driver on the running system, or none of them: unlike
+/// [`unbind_vfio`], a port whose recorded driver does not take it back is
+/// not handed to the kernel's choice; the command fails and the ports that
+/// had left vfio-pci or `uio_pci_generic` are bound back to it. Needs root.
 ///
 /// # Errors
 /// - [`Error::Refused`] when a check fails, before any port is changed: its
@@ -107,7 +153,7 @@ pub fn unbind_vfio(sysfs: &Sysfs, addr: PciAddress) -> Result<UnbindReport> {
 ///   the [`Error::NoSuchDevice`], [`Error::Unsupported`] or
 ///   [`Error::Modprobe`] of each failing port.
 /// - [`Error::StepFailed`] when a port fails part-way: `cause` is its error,
-///   and `recovery` names the ports bound back to vfio-pci, and what to run
+///   and `recovery` names the ports bound back to their pollnic driver, and what to run
 ///   for any that could not be.
 /// - That port's own error, when no port had left vfio-pci.
 pub fn unbind_vfio_all(sysfs: &Sysfs, addrs: &[PciAddress]) -> Result<Vec<UnbindReport>> {

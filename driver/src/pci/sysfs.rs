@@ -59,12 +59,26 @@ impl Sysfs {
         self.root.join("class/net").join(ifname)
     }
 
-    /// `/sys/kernel/iommu_groups/<group>/devices`: the group's members.
-    pub fn iommu_group_devices(&self, group: u32) -> PathBuf {
+    /// `/sys/kernel/iommu_groups/<group>`: its `devices/`, its `type`, and
+    /// for a group VFIO made up in no-IOMMU mode, `name` = `vfio-noiommu`.
+    pub fn iommu_group_dir(&self, group: u32) -> PathBuf {
         self.root
             .join("kernel/iommu_groups")
             .join(group.to_string())
-            .join("devices")
+    }
+
+    /// `/sys/kernel/iommu_groups/<group>/devices`: the group's members.
+    pub fn iommu_group_devices(&self, group: u32) -> PathBuf {
+        self.iommu_group_dir(group).join("devices")
+    }
+
+    /// `/sys/module/vfio/parameters/enable_unsafe_noiommu_mode`: present
+    /// while the `vfio` module is loaded (or built in) on a kernel built with
+    /// `CONFIG_VFIO_NOIOMMU`; reads `Y` when VFIO's no-IOMMU mode is on
+    /// (`Documentation/driver-api/vfio.rst`, "VFIO NO-IOMMU").
+    pub fn vfio_noiommu_param(&self) -> PathBuf {
+        self.root
+            .join("module/vfio/parameters/enable_unsafe_noiommu_mode")
     }
 }
 

@@ -1,4 +1,5 @@
-//! `pollnic unbind`: give a NIC back to the kernel
+//! `pollnic unbind`: give a NIC back from vfio-pci or `uio_pci_generic` to
+//! its kernel driver
 //! (`Documentation/ABI/testing/sysfs-bus-pci`):
 //!
 //! 1. `echo <addr> > /sys/bus/pci/devices/<addr>/driver/unbind`
@@ -8,13 +9,15 @@
 //!    `echo <addr> > /sys/bus/pci/drivers_probe` so the kernel picks one.
 //!
 //! It also repairs half-done binds: a device left without a driver but with
-//! `driver_override` = vfio-pci or a state record is restored the same way.
+//! `driver_override` = vfio-pci or `uio_pci_generic`, or a state record, is
+//! restored the same way. VFIO's no-IOMMU mode, if `bind --no-iommu` turned
+//! it on, stays on (it is the `vfio` module's, not the port's).
 
 use std::fmt;
 
 use super::address::PciAddress;
 use super::binder::{Binder, Target};
-use super::device::{PciDevice, VFIO_PCI};
+use super::device::{is_pollnic_driver, PciDevice};
 use super::error::{Error, Result};
 
 /// The outcome of a successful unbind.
@@ -22,9 +25,11 @@ use super::error::{Error, Result};
 pub struct UnbindReport {
     /// The device.
     pub addr: PciAddress,
-    /// `false` if there was nothing to do (it was not on vfio-pci).
+    /// `false` if there was nothing to do (it was on neither vfio-pci nor
+    /// `uio_pci_generic`).
     pub changed: bool,
-    /// Driver before the call (`vfio-pci` when `changed`, unless repairing).
+    /// Driver before the call (`vfio-pci` or `uio_pci_generic` when
+    /// `changed`, unless repairing).
     pub previous_driver: Option<String>,
     /// The driver recorded by `bind`, which it was returned to, if any.
     pub recorded_driver: Option<String>,
@@ -38,7 +43,7 @@ impl fmt::Display for UnbindReport {
         if !self.changed {
             return write!(
                 f,
-                "{}: not bound to vfio-pci (driver: {now}); nothing to do",
+                "{}: not bound to vfio-pci or uio_pci_generic (driver: {now}); nothing to do",
                 self.addr
             );
         }
@@ -55,7 +60,8 @@ impl fmt::Display for UnbindReport {
 }
 
 impl Binder<'_> {
-    /// Returns `addr` from vfio-pci to its previous kernel driver.
+    /// Returns `addr` from vfio-pci or `uio_pci_generic` to its previous
+    /// kernel driver.
     ///
     /// # Errors
     /// [`Error::NoSuchDevice`], [`Error::PermissionDenied`] (not root),
@@ -73,7 +79,10 @@ impl Binder<'_> {
         let dev = PciDevice::read(self.sysfs, addr)?;
         let state = self.state();
         let recorded = state.recall(addr)?;
-        let leftover_override = dev.driver_override.as_deref() == Some(VFIO_PCI);
+        let leftover_override = dev
+            .driver_override
+            .as_deref()
+            .is_some_and(is_pollnic_driver);
         let mut report = UnbindReport {
             addr,
             changed: false,
@@ -82,7 +91,7 @@ impl Binder<'_> {
             driver: dev.driver.clone(),
         };
         match dev.driver.as_deref() {
-            Some(VFIO_PCI) => {}
+            Some(d) if is_pollnic_driver(d) => {}
             Some(_) => {
                 // On a kernel driver already: tidy up leftovers, change nothing else.
                 if leftover_override {

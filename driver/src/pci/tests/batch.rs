@@ -246,7 +246,7 @@ fn unbind_all_binds_the_ports_back_when_the_second_fails_part_way() {
         "{msg}"
     );
     assert!(
-        msg.contains("put back on vfio-pci as before: 0000:00:08.0, 0000:00:1e.0"),
+        msg.contains("put back as before: 0000:00:08.0 on vfio-pci, 0000:00:1e.0 on vfio-pci"),
         "{msg}"
     );
     assert!(!msg.contains("incomplete"), "{msg}");

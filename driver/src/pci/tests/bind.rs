@@ -24,7 +24,8 @@ fn binds_from_kernel_driver_the_standard_way() {
     assert!(f.options.dev_vfio.join("5").exists());
     assert!(!r.already_bound);
     assert_eq!(r.previous_driver.as_deref(), Some("igb"));
-    assert_eq!(r.vfio_node, f.options.dev_vfio.join("5"));
+    assert_eq!(r.node, f.options.dev_vfio.join("5"));
+    assert_eq!((r.mode, r.iommu_group), (BindMode::Vfio, Some(5)));
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     assert!(r.warnings[0].contains("eth0 was up"));
     let shown = r.to_string();

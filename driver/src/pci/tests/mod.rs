@@ -2,6 +2,7 @@
 
 mod batch;
 mod bind;
+mod noiommu;
 mod status;
 #[cfg(feature = "test-family")]
 mod third_family;

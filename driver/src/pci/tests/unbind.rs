@@ -83,7 +83,7 @@ fn unbind_of_a_kernel_bound_device_is_a_no_op() {
     assert!(f.writes().is_empty());
     assert_eq!(
         r.to_string(),
-        "0000:00:08.0: not bound to vfio-pci (driver: igb); nothing to do"
+        "0000:00:08.0: not bound to vfio-pci or uio_pci_generic (driver: igb); nothing to do"
     );
 }
 
