@@ -110,15 +110,63 @@ pub fn prepare(layout: &Layout) -> Result<GuestImage> {
 
 /// Builds `target/testbed/initramfs.cpio.gz` for `kernel` (unless up to date and not `force`).
 pub fn build(layout: &Layout, kernel: &Kernel, force: bool) -> Result<GuestImage> {
+    build_variant(layout, kernel, force, None)
+}
+
+/// The no-IOMMU guest's image (`cargo xtask vm --no-iommu`): `image`'s kernel with
+/// `target/testbed/initramfs-noiommu.cpio.gz`, which differs from every other guest's
+/// initramfs only in its VFIO modules: those rebuilt with `CONFIG_VFIO_NOIOMMU=y`
+/// ([`crate::noiommu_kmod`], built once and cached), `vfio.ko` loaded with
+/// `enable_unsafe_noiommu_mode=1`.
+pub fn for_no_iommu(layout: &Layout, image: &GuestImage) -> Result<GuestImage> {
+    let modules = crate::noiommu_kmod::ensure(layout, &image.kernel)?;
+    build_variant(layout, &image.kernel, false, Some(&modules))
+}
+
+/// The initramfs of every guest (`noiommu_modules` is `None`), or the no-IOMMU guest's, whose
+/// VFIO modules come from `noiommu_modules`.
+fn build_variant(
+    layout: &Layout,
+    kernel: &Kernel,
+    force: bool,
+    noiommu_modules: Option<&Path>,
+) -> Result<GuestImage> {
     let modules_dir = kernel.modules_dir();
     let index = ModuleIndex::load(&modules_dir)?;
     let order = index.resolve(MODULES)?;
     let names: Vec<String> = order.iter().map(|p| flat_name(p)).collect();
-    let init = render_init(&names);
+    let (init, base) = match noiommu_modules {
+        None => (render_init(&names), "initramfs"),
+        Some(_) => {
+            for (rebuilt, _) in crate::noiommu_kmod::MODULES {
+                if !names.iter().any(|n| n == rebuilt) {
+                    bail!("the guest loads no {rebuilt}, so the rebuilt one has no place");
+                }
+            }
+            (render_init_noiommu(&names), "initramfs-noiommu")
+        }
+    };
+    // The rebuilt module standing in for the kernel's `name`, if any.
+    let replacement = |name: &str| {
+        noiommu_modules.and_then(|dir| {
+            crate::noiommu_kmod::MODULES
+                .iter()
+                .any(|(m, _)| *m == name)
+                .then(|| dir.join(name))
+        })
+    };
 
-    let initramfs = layout.testbed.join("initramfs.cpio.gz");
-    let stamp = layout.testbed.join("initramfs.stamp");
-    let recipe = recipe(kernel, &order, &init)?;
+    let initramfs = layout.testbed.join(format!("{base}.cpio.gz"));
+    let stamp = layout.testbed.join(format!("{base}.stamp"));
+    let mut recipe = recipe(kernel, &order, &init)?;
+    if noiommu_modules.is_some() {
+        recipe += &format!("variant noiommu {}\n", crate::noiommu_kmod::RECIPE);
+        for name in &names {
+            if let Some(path) = replacement(name) {
+                recipe += &stat_line(&path)?;
+            }
+        }
+    }
     let image = GuestImage {
         kernel: kernel.clone(),
         initramfs: initramfs.clone(),
@@ -158,7 +206,10 @@ pub fn build(layout: &Layout, kernel: &Kernel, force: bool) -> Result<GuestImage
     archive.symlink("bin/sh", "busybox");
     archive.file("init", 0o755, init.as_bytes());
     for (rel, name) in order.iter().zip(&names) {
-        let contents = read_module(&modules_dir.join(rel), decompressor)?;
+        let contents = match replacement(name) {
+            Some(path) => fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+            None => read_module(&modules_dir.join(rel), decompressor)?,
+        };
         archive.file(&format!("lib/modules/{name}"), 0o644, &contents);
     }
     let bytes = archive.finish();
@@ -166,8 +217,8 @@ pub fn build(layout: &Layout, kernel: &Kernel, force: bool) -> Result<GuestImage
     // Compress into a private file and rename it into place: a guest booting concurrently
     // sees either the old archive or the new one, never half of one.
     let pid = std::process::id();
-    let cpio_tmp = layout.testbed.join(format!("initramfs.cpio.{pid}"));
-    let gz_tmp = layout.testbed.join(format!("initramfs.cpio.gz.{pid}"));
+    let cpio_tmp = layout.testbed.join(format!("{base}.cpio.{pid}"));
+    let gz_tmp = layout.testbed.join(format!("{base}.cpio.gz.{pid}"));
     fs::write(&cpio_tmp, &bytes).with_context(|| format!("writing {}", cpio_tmp.display()))?;
     let gz_file =
         fs::File::create(&gz_tmp).with_context(|| format!("creating {}", gz_tmp.display()))?;
@@ -232,14 +283,7 @@ fn read_module(path: &Path, decompressor: Option<&str>) -> Result<Vec<u8>> {
 
 /// Everything the archive is made of, as text: equal recipes mean an equal archive.
 fn recipe(kernel: &Kernel, order: &[String], init: &str) -> Result<String> {
-    let stat = |p: &Path| -> Result<String> {
-        let m = fs::metadata(p).with_context(|| format!("reading {}", p.display()))?;
-        let mtime = m
-            .modified()?
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_secs();
-        Ok(format!("{} {} {mtime}\n", p.display(), m.len()))
-    };
+    let stat = stat_line;
     let mut text = format!("format {FORMAT}\nkernel {}\n", kernel.version);
     text += &stat(Path::new(install::BUSYBOX))?;
     for rel in order {
@@ -247,6 +291,36 @@ fn recipe(kernel: &Kernel, order: &[String], init: &str) -> Result<String> {
     }
     text += init;
     Ok(text)
+}
+
+/// `<path> <size> <mtime>` of one input file, for a recipe.
+fn stat_line(p: &Path) -> Result<String> {
+    let m = fs::metadata(p).with_context(|| format!("reading {}", p.display()))?;
+    let mtime = m
+        .modified()?
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    Ok(format!("{} {} {mtime}\n", p.display(), m.len()))
+}
+
+/// The no-IOMMU guest's `/init`: as [`render_init`], but `vfio.ko` (the rebuilt one) is
+/// loaded with VFIO's no-IOMMU mode on, so every device bound to vfio-pci without an IOMMU
+/// group gets a `vfio-noiommu` group (`/dev/vfio/noiommu-N`).
+pub fn render_init_noiommu(modules: &[String]) -> String {
+    let param = crate::noiommu_kmod::PARAMETER;
+    let loads: String = modules
+        .iter()
+        .map(|m| {
+            if m == "vfio.ko" {
+                format!(
+                    "insmod /lib/modules/{m} {param}=1 || die \"insmod {m} {param}=1 failed\"\n"
+                )
+            } else {
+                format!("load {m}\n")
+            }
+        })
+        .collect();
+    INIT_TEMPLATE.replace("@LOAD_MODULES@\n", &loads)
 }
 
 /// The `/init` script; `modules` are file names under `/lib/modules`, in load order.
@@ -347,6 +421,30 @@ mod tests {
         let b = init.find("load vfio-pci.ko\n").unwrap();
         assert!(a < b);
         assert!(!init.contains('@'));
+    }
+
+    #[test]
+    fn noiommu_init_turns_the_mode_on_at_vfio_only() {
+        let names = [
+            "irqbypass.ko".into(),
+            "vfio.ko".into(),
+            "vfio-pci.ko".into(),
+        ];
+        let init = render_init_noiommu(&names);
+        assert!(init.contains(
+            "insmod /lib/modules/vfio.ko enable_unsafe_noiommu_mode=1 || die \"insmod vfio.ko enable_unsafe_noiommu_mode=1 failed\"\n"
+        ));
+        assert!(!init.contains("load vfio.ko\n"));
+        assert!(init.find("load irqbypass.ko\n").unwrap() < init.find("vfio.ko enable").unwrap());
+        assert!(init.find("vfio.ko enable").unwrap() < init.find("load vfio-pci.ko\n").unwrap());
+        // Everything else is the ordinary guest's /init.
+        assert_eq!(
+            init.replace(
+                "insmod /lib/modules/vfio.ko enable_unsafe_noiommu_mode=1 || die \"insmod vfio.ko enable_unsafe_noiommu_mode=1 failed\"\n",
+                "load vfio.ko\n"
+            ),
+            render_init(&names)
+        );
     }
 
     #[test]

@@ -320,6 +320,24 @@ fn packages_for(layout: &Layout) -> Result<Packages> {
     })
 }
 
+/// Downloads `names` into `dir` from where this flavour's kernel comes from (the private
+/// trixie-backports tree for `current`, the host's apt for `lts`), refreshing stale package
+/// lists once if the download fails. Used for the kernel's source and headers
+/// ([`crate::noiommu_kmod`]).
+pub fn download_kernel_packages(layout: &Layout, names: &[String], dir: &Path) -> Result<()> {
+    let mut apt = Apt::default();
+    let mut packages = packages_for(layout)?;
+    match packages.download(names, dir) {
+        Ok(()) => Ok(()),
+        Err(err) if packages.can_refresh(&apt) => {
+            say!("setup: download failed ({err:#}); refreshing the package lists and retrying");
+            packages.refresh(&mut apt)?;
+            packages.download(names, dir)
+        }
+        Err(err) => Err(err),
+    }
+}
+
 /// The versioned kernel package behind `linux-image-amd64`, e.g. `linux-image-6.1.0-57-amd64`.
 fn current_kernel_package(packages: &mut Packages, apt: &mut Apt) -> Result<String> {
     let pick = |deps: Vec<String>| deps.into_iter().find(|d| d.starts_with("linux-image-"));

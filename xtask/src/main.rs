@@ -20,6 +20,7 @@ mod guest;
 mod install;
 mod kmod;
 mod layout;
+mod noiommu_kmod;
 mod qemu;
 mod qmp;
 mod runscript;

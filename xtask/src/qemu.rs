@@ -91,6 +91,15 @@ pub fn run_in_guest(
     opts: &VmOptions,
 ) -> Result<RunOutcome> {
     let _testbed = testbed_lock()?;
+    // The no-IOMMU guest boots its own initramfs (VFIO rebuilt with no-IOMMU mode; built
+    // once, under the lock since the build keeps both cores busy).
+    let noiommu_image;
+    let image = if opts.no_iommu {
+        noiommu_image = crate::guest::for_no_iommu(layout, image)?;
+        &noiommu_image
+    } else {
+        image
+    };
     let shares = layout.rw_shares()?;
     if opts.bind && !layout.pollnic_debug_bin().is_file() {
         bail!(
