@@ -94,8 +94,10 @@ struct Args {
     #[arg(long)]
     forward: bool,
     /// Cores for receive threads (pollnic queues; testpmd uses the first).
-    #[arg(long, default_value = "0,1")]
-    cores: String,
+    /// Default: 0,1; in the counting guest (`cargo xtask compare`), every
+    /// vCPU but the generator's (--gen-core), which counting keeps apart.
+    #[arg(long)]
+    cores: Option<String>,
     /// Core the generator thread is pinned to (apart from the receivers where
     /// the machine has room: pollnic-1q receives on the first of --cores). [range: 0..=1023]
     #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1023), long, default_value_t = 1)]
@@ -381,7 +383,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.tx.expect("required by clap"),
         args.rx.expect("required by clap"),
     );
-    let cores = pollnic_tools::args::cores("--cores", &args.cores)?;
+    let cores = match &args.cores {
+        Some(c) => pollnic_tools::args::cores("--cores", c)?,
+        None => default_cores(args.gen_core, cost::Meter::new().is_some()),
+    };
     pollnic_tools::cores::check_cores(&[args.gen_core])
         .map_err(|e| Usage(format!("--gen-core {}: {e}", args.gen_core)))?;
     if args.sweep_min > args.sweep_max {
@@ -1009,6 +1014,22 @@ fn measure_path(
 
 /// The core testpmd forwards on: the first receive core, which the default
 /// `--gen-core 1` leaves to the receivers (as pollnic-1q's queue).
+/// `--cores` when not given: 0 and 1, or, when counting (the counter keeps
+/// this process off the generator's vCPU), the first two vCPUs that are not
+/// `gen_core`.
+fn default_cores(gen_core: usize, counting: bool) -> Vec<usize> {
+    if !counting {
+        return vec![0, 1];
+    }
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let v: Vec<usize> = (0..online).filter(|&c| c != gen_core).take(2).collect();
+    if v.is_empty() {
+        vec![0]
+    } else {
+        v
+    }
+}
+
 fn testpmd_core(cores: &[usize]) -> usize {
     *cores.first().unwrap_or(&0)
 }
