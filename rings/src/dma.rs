@@ -197,8 +197,13 @@ pub enum DmaError {
 ///   device reaches exactly `va..va + len`, in order, and no other mapping of
 ///   the same address space overlaps `iova..iova + len` while it is live
 ///   (`iova + len` does not pass `u64::MAX`);
-/// - [`DmaMapper::unmap`]`(iova, len)` of a live mapping removes it before it
-///   returns: from then on no device behind this mapper reaches that memory;
+/// - [`DmaMapper::unmap`]`(iova, len)` (and [`DmaMapper::unmap_pages`]) of
+///   a live mapping removes it before it returns: from then on no device
+///   behind this mapper reaches that memory. A mapper with no translation
+///   to remove (physical addresses, no IOMMU) cannot do that: it must
+///   return a [`DmaMapper::persistent_dir`], and its owner must stop every
+///   device behind it (reset, bus mastering off) before any of its
+///   regions is dropped, as `pollnic::Device`'s shutdown order does;
 /// - [`DmaMapper::address_space`] returns equal values for two live mappers
 ///   only when an IOVA of one means the same memory to every device behind
 ///   the other (one VFIO container, one IOMMU domain), and it does not change.

@@ -278,6 +278,16 @@ fn read_u64(path: &Path) -> Option<u64> {
     read(path)?.parse().ok()
 }
 
+/// IOMMU groups behind a real IOMMU in `dir` (`/sys/kernel/iommu_groups`):
+/// the groups VFIO's no-IOMMU mode makes (`name` reads `vfio-noiommu`)
+/// have no IOMMU behind them and are not counted.
+fn iommu_groups(dir: &Path) -> usize {
+    names(dir)
+        .iter()
+        .filter(|g| read(&dir.join(g).join("name")).is_none_or(|n| n.trim() != "vfio-noiommu"))
+        .count()
+}
+
 fn names(path: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(path)
         .map(|it| {
@@ -610,7 +620,7 @@ pub fn gather(
     let cpu_dir = sysfs.root.join("devices/system/cpu");
     Facts {
         iommu_units: names(&sysfs.root.join("class/iommu")),
-        iommu_groups: names(&sysfs.root.join("kernel/iommu_groups")).len(),
+        iommu_groups: iommu_groups(&sysfs.root.join("kernel/iommu_groups")),
         cmdline: read(&roots.proc.join("cmdline")).unwrap_or_default(),
         vfio_pci_loaded: sysfs.driver_dir(pollnic::pci::VFIO_PCI).is_dir(),
         vfio_pci_available: vfio_pci_available(roots),
