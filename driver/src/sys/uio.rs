@@ -32,6 +32,10 @@ const PCI_COMMAND: u64 = 0x04;
 const PCI_COMMAND_MEMORY: u16 = 1 << 1;
 /// PCI command: bus master enable (the device may DMA).
 const PCI_COMMAND_MASTER: u16 = 1 << 2;
+/// PCI command: INTx disable. pollnic never takes the legacy interrupt; a
+/// device left free to raise it on a shared line gets that line disabled
+/// by the kernel ("irq N: nobody cared", seen in the no-IOMMU guest).
+const PCI_COMMAND_INTX_DISABLE: u16 = 1 << 10;
 /// `IORESOURCE_MEM` in a sysfs `resource` line's flags
 /// (`include/linux/ioport.h`): a memory BAR, which can be mapped.
 const IORESOURCE_MEM: u64 = 0x200;
@@ -108,7 +112,7 @@ impl Uio {
             _uio: uio,
             dma: PhysicalDma::new(u64::MAX)?,
         };
-        uio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
+        uio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER | PCI_COMMAND_INTX_DISABLE, true);
         Ok(uio)
     }
 

@@ -59,6 +59,10 @@ const IRQ_ACTION_TRIGGER: u32 = 1 << 5;
 const PCI_COMMAND: u64 = 0x04;
 const PCI_COMMAND_MEMORY: u16 = 1 << 1;
 const PCI_COMMAND_MASTER: u16 = 1 << 2;
+/// PCI command: INTx disable. pollnic never takes the legacy interrupt; a
+/// device left free to raise it on a shared line gets that line disabled
+/// by the kernel ("irq N: nobody cared", seen in the no-IOMMU guest).
+const PCI_COMMAND_INTX_DISABLE: u16 = 1 << 10;
 
 /// `struct vfio_group_status`.
 #[repr(C)]
@@ -224,7 +228,7 @@ impl VfioNoIommu {
             config,
             dma: PhysicalDma::new(u64::MAX)?,
         };
-        dev.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
+        dev.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER | PCI_COMMAND_INTX_DISABLE, true);
         Ok(dev)
     }
 
