@@ -6,6 +6,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex};
 
 /// Register access, so device logic can run against a mock in unit tests.
 pub trait Regs {
@@ -173,5 +174,82 @@ impl Drop for Bar {
         // SAFETY: `ptr..ptr+len` is exactly the mapping made in `map`, and no
         // reference into it can outlive `self` (only raw volatile accesses).
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// The memory BARs of one device as a back end keeps them (VFIO, VFIO
+/// no-IOMMU, `uio_pci_generic`): the first one, mapped at open (BAR 0 for
+/// the Intel families; a modern virtio device may have none, and then its
+/// first mappable BAR stands in), and the others mapped on first use.
+#[derive(Debug)]
+pub(crate) struct Bars {
+    first: Arc<Bar>,
+    slots: Mutex<[Option<Arc<Bar>>; 6]>,
+}
+
+impl Bars {
+    /// The first of BARs 0..=5 that `map` maps, or `None`.
+    pub(crate) fn first_of(map: impl Fn(u8) -> io::Result<Bar>) -> Option<Bars> {
+        (0..6u8).find_map(|i| map(i).ok().map(|b| Bars::with(i, b)))
+    }
+
+    /// `bar`, mapped as BAR `index`, first.
+    pub(crate) fn with(index: u8, bar: Bar) -> Bars {
+        let first = Arc::new(bar);
+        let mut slots: [Option<Arc<Bar>>; 6] = Default::default();
+        slots[usize::from(index) % 6] = Some(Arc::clone(&first));
+        Bars {
+            first,
+            slots: Mutex::new(slots),
+        }
+    }
+
+    /// The BAR mapped at open.
+    pub(crate) fn first(&self) -> Arc<Bar> {
+        Arc::clone(&self.first)
+    }
+
+    /// BAR `index`, mapped with `map` on first use; `None` past 5 or when
+    /// it cannot be mapped.
+    pub(crate) fn get(&self, index: u8, map: impl FnOnce() -> io::Result<Bar>) -> Option<Arc<Bar>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = slots.get_mut(usize::from(index))?;
+        if slot.is_none() {
+            *slot = Some(Arc::new(map().ok()?));
+        }
+        slot.clone()
+    }
+
+    /// [`Bar::detach`] every mapping, as the device closes.
+    pub(crate) fn detach(&self) {
+        self.first.detach();
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        for b in slots.iter().flatten() {
+            b.detach();
+        }
+    }
+}
+
+/// PCI configuration space: the command register's offset and bits (PCI
+/// Local Bus Specification 3.0, §6.2.2).
+pub(crate) mod command {
+    /// The command register's offset in configuration space.
+    pub(crate) const OFFSET: u64 = 0x04;
+    /// Memory space enable.
+    pub(crate) const MEMORY: u16 = 1 << 1;
+    /// Bus master enable: the device may DMA.
+    pub(crate) const MASTER: u16 = 1 << 2;
+    /// INTx disable. pollnic never takes the legacy interrupt; a device
+    /// left free to raise it on a shared line gets that line disabled by
+    /// the kernel ("irq N: nobody cared", seen in the no-IOMMU guest).
+    pub(crate) const INTX_DISABLE: u16 = 1 << 10;
+
+    /// `cmd` with `bits` set (`on`) or cleared.
+    pub(crate) fn with(cmd: u16, bits: u16, on: bool) -> u16 {
+        if on {
+            cmd | bits
+        } else {
+            cmd & !bits
+        }
     }
 }

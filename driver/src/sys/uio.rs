@@ -17,33 +17,22 @@
 use crate::error::Error;
 use crate::io::{DeviceBar, DeviceIo, MsixError};
 use crate::pci::{PciAddress, Sysfs};
-use crate::sys::mmio::Bar;
+use crate::sys::mmio::{command, Bar, Bars};
 use crate::sys::physmem::PhysicalDma;
 use pollnic_rings::{DmaMapper, PageSize};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-/// PCI command register offset in configuration space.
-const PCI_COMMAND: u64 = 0x04;
-/// PCI command: memory space enable.
-const PCI_COMMAND_MEMORY: u16 = 1 << 1;
-/// PCI command: bus master enable (the device may DMA).
-const PCI_COMMAND_MASTER: u16 = 1 << 2;
-/// PCI command: INTx disable. pollnic never takes the legacy interrupt; a
-/// device left free to raise it on a shared line gets that line disabled
-/// by the kernel ("irq N: nobody cared", seen in the no-IOMMU guest).
-const PCI_COMMAND_INTX_DISABLE: u16 = 1 << 10;
 /// `IORESOURCE_MEM` in a sysfs `resource` line's flags
 /// (`include/linux/ioport.h`): a memory BAR, which can be mapped.
 const IORESOURCE_MEM: u64 = 0x200;
 
 /// An open port on `uio_pci_generic`.
 pub struct Uio {
-    bar0: Arc<Bar>,
-    bars: Mutex<[Option<Arc<Bar>>; 6]>,
+    bars: Bars,
     /// The device's sysfs directory.
     dir: PathBuf,
     /// Its configuration space (sysfs `config`, read-write).
@@ -88,42 +77,30 @@ impl Uio {
                 what: "reading its PCI configuration space past 64 bytes (sysfs `config`)",
             });
         }
-        let mut bars: [Option<Arc<Bar>>; 6] = Default::default();
-        let mut bar0 = None;
-        for i in 0..6u8 {
-            if let Ok(b) = map_resource(&dir, i) {
-                let b = Arc::new(b);
-                bars[i as usize] = Some(Arc::clone(&b));
-                bar0 = Some(b);
-                break;
-            }
-        }
-        let Some(bar0) = bar0 else {
+        let Some(bars) = Bars::first_of(|i| map_resource(&dir, i)) else {
             return Err(fail(
                 format!("{}/resource0..5", dir.display()),
                 std::io::Error::other("no memory BAR could be mapped"),
             ));
         };
         let uio = Uio {
-            bar0,
-            bars: Mutex::new(bars),
+            bars,
             dir,
             config,
             _uio: uio,
             dma: PhysicalDma::new(u64::MAX)?,
         };
-        uio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER | PCI_COMMAND_INTX_DISABLE, true);
+        uio.set_command(command::MEMORY | command::MASTER | command::INTX_DISABLE, true);
         Ok(uio)
     }
 
     fn set_command(&self, bits: u16, on: bool) {
         let mut b = [0u8; 2];
-        if self.config.read_exact_at(&mut b, PCI_COMMAND).is_err() {
+        if self.config.read_exact_at(&mut b, command::OFFSET).is_err() {
             return;
         }
-        let cmd = u16::from_le_bytes(b);
-        let cmd = if on { cmd | bits } else { cmd & !bits };
-        let _ = self.config.write_all_at(&cmd.to_le_bytes(), PCI_COMMAND);
+        let cmd = command::with(u16::from_le_bytes(b), bits, on);
+        let _ = self.config.write_all_at(&cmd.to_le_bytes(), command::OFFSET);
     }
 }
 
@@ -175,16 +152,11 @@ fn map_resource(dir: &Path, index: u8) -> std::io::Result<Bar> {
 impl DeviceIo for Uio {
     /// The first memory BAR (BAR 0 for the Intel families).
     fn bar0(&self) -> Arc<dyn DeviceBar> {
-        self.bar0.clone()
+        self.bars.first()
     }
     /// Memory BAR `index` from sysfs `resource<index>`, mapped on first use.
     fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
-        let mut bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = bars.get_mut(index as usize)?;
-        if slot.is_none() {
-            *slot = Some(Arc::new(map_resource(&self.dir, index).ok()?));
-        }
-        let b: Arc<dyn DeviceBar> = slot.clone()?;
+        let b: Arc<dyn DeviceBar> = self.bars.get(index, || map_resource(&self.dir, index))?;
         Some(b)
     }
     /// Sysfs `config`; false past its end or when the read fails.
@@ -201,7 +173,7 @@ impl DeviceIo for Uio {
     }
     /// Clear the PCI command register's bus-master bit.
     fn disable_bus_master(&self) {
-        self.set_command(PCI_COMMAND_MASTER, false);
+        self.set_command(command::MASTER, false);
     }
     /// INTx only: refused (see the module's notes).
     fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
@@ -220,7 +192,7 @@ impl Drop for Uio {
     fn drop(&mut self) {
         // The device was reset and its memory is still held (Drop for
         // Device); bus mastering off before `/dev/uio<N>` closes too.
-        self.set_command(PCI_COMMAND_MASTER, false);
+        self.set_command(command::MASTER, false);
     }
 }
 

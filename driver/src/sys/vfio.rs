@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::io::{DeviceBar, DeviceIo, MsixError};
 use crate::pci::{PciAddress, Sysfs};
 use crate::sys::irq::IrqEvent;
-use crate::sys::mmio::Bar;
+use crate::sys::mmio::{command, Bar, Bars};
 use pollnic_rings::{DmaError, DmaMapper, PageSize};
 use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
@@ -29,12 +29,6 @@ use vfio_bindings::bindings::vfio::{
 use vfio_ioctls::{VfioContainer, VfioDevice, VfioError, VfioOps};
 use vmm_sys_util::eventfd::EventFd;
 
-/// PCI command register offset in configuration space.
-const PCI_COMMAND: u64 = 0x04;
-/// PCI command: memory space enable.
-const PCI_COMMAND_MEMORY: u16 = 1 << 1;
-/// PCI command: bus master enable (the device may DMA).
-const PCI_COMMAND_MASTER: u16 = 1 << 2;
 /// First IOVA handed out: above 4 GiB, clear of the x86 MSI window at 0xfee00000.
 const IOVA_BASE: u64 = 1 << 32;
 
@@ -88,12 +82,10 @@ pub struct Vfio {
     // Dropped in `Drop for Vfio` (the release section): the request watch
     // stopped, the BARs detached from the device fd, the device fd and group
     // released; then the fields in order, the container last.
-    bar0: Arc<Bar>,
-    /// The BARs mapped so far, by index: BAR 0 at open, any other when
-    /// asked for ([`DeviceIo::bar`]: a virtio device's capabilities name
-    /// them). A modern virtio device has no BAR 0; `bar0` is then its first
-    /// mappable BAR.
-    bars: Mutex<[Option<Arc<Bar>>; 6]>,
+    /// The BARs: BAR 0 at open, any other when asked for
+    /// ([`DeviceIo::bar`]: a virtio device's capabilities name them). A
+    /// modern virtio device has no BAR 0; its first mappable BAR stands in.
+    bars: Bars,
     device: ManuallyDrop<VfioDevice>,
     dma: Arc<VfioDma>,
     /// The device-release request: its eventfd and watching thread.
@@ -162,15 +154,12 @@ impl Vfio {
 
         // BAR 0 (the Intel families' registers); a device without one (a
         // modern virtio device) gets its first mappable BAR in its place.
-        let mut bars: [Option<Arc<Bar>>; 6] = Default::default();
-        let mut bar0 = None;
+        let mut bars = None;
         let mut first_error = None;
         for i in 0..6u32 {
             match map_region(&device, i) {
                 Ok(b) => {
-                    let b = Arc::new(b);
-                    bars[i as usize] = Some(Arc::clone(&b));
-                    bar0 = Some(b);
+                    bars = Some(Bars::with(i as u8, b));
                     break;
                 }
                 // A BAR 0 that exists but cannot be mapped is an error (the
@@ -185,7 +174,7 @@ impl Vfio {
                 Err(_) => {}
             }
         }
-        let Some(bar0) = bar0 else {
+        let Some(bars) = bars else {
             return Err(Error::Vfio {
                 addr,
                 what: "mapping BAR0",
@@ -207,14 +196,13 @@ impl Vfio {
             source,
         })?;
         let vfio = Vfio {
-            bar0,
-            bars: Mutex::new(bars),
+            bars,
             device: ManuallyDrop::new(device),
             dma,
             release,
             link,
         };
-        vfio.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER, true);
+        vfio.set_command(command::MEMORY | command::MASTER, true);
         Ok(vfio)
     }
 
@@ -239,13 +227,12 @@ impl Vfio {
     fn set_command(&self, bits: u16, on: bool) {
         let mut b = [0u8; 2];
         self.device
-            .region_read(VFIO_PCI_CONFIG_REGION_INDEX, &mut b, PCI_COMMAND);
-        let cmd = u16::from_le_bytes(b);
-        let cmd = if on { cmd | bits } else { cmd & !bits };
+            .region_read(VFIO_PCI_CONFIG_REGION_INDEX, &mut b, command::OFFSET);
+        let cmd = command::with(u16::from_le_bytes(b), bits, on);
         self.device.region_write(
             VFIO_PCI_CONFIG_REGION_INDEX,
             &cmd.to_le_bytes(),
-            PCI_COMMAND,
+            command::OFFSET,
         );
     }
 }
@@ -253,16 +240,12 @@ impl Vfio {
 impl DeviceIo for Vfio {
     /// BAR0, mapped (or the first mapped BAR of a device without BAR 0).
     fn bar0(&self) -> Arc<dyn DeviceBar> {
-        self.bar0.clone()
+        self.bars.first()
     }
     /// Memory BAR `index`, mapped on first use, if VFIO lets it be mapped.
     fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
-        let mut bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = bars.get_mut(index as usize)?;
-        if slot.is_none() {
-            *slot = Some(Arc::new(map_region(&self.device, u32::from(index)).ok()?));
-        }
-        let b: Arc<dyn DeviceBar> = slot.clone()?;
+        let map = || map_region(&self.device, u32::from(index)).map_err(std::io::Error::other);
+        let b: Arc<dyn DeviceBar> = self.bars.get(index, map)?;
         Some(b)
     }
     /// PCI configuration space through VFIO.
@@ -279,7 +262,7 @@ impl DeviceIo for Vfio {
     }
     /// Clear the PCI command register's bus-master bit.
     fn disable_bus_master(&self) {
-        self.set_command(PCI_COMMAND_MASTER, false);
+        self.set_command(command::MASTER, false);
     }
     /// The device-release request (the release section below).
     fn watch_release(&self, on_request: Box<dyn Fn() + Send + Sync>) -> bool {
@@ -429,12 +412,7 @@ impl Drop for Vfio {
         // the device closed only once it is gone. Clones of the mapping may
         // outlive this (a `StatsReader` kept after its device); they now read
         // zeros from anonymous memory instead of keeping the device.
-        self.bar0.detach();
-        let bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
-        for b in bars.iter().flatten() {
-            b.detach();
-        }
-        drop(bars);
+        self.bars.detach();
         // SAFETY: `device` is dropped exactly once, here, and never used
         // again (the other fields do not refer to it).
         unsafe { ManuallyDrop::drop(&mut self.device) };

@@ -18,13 +18,13 @@
 use crate::error::Error;
 use crate::io::{DeviceBar, DeviceIo, IrqEvent, MsixError};
 use crate::pci::PciAddress;
-use crate::sys::mmio::Bar;
+use crate::sys::mmio::{command, Bar, Bars};
 use crate::sys::physmem::PhysicalDma;
 use pollnic_rings::{DmaMapper, PageSize};
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// `_IO(VFIO_TYPE, VFIO_BASE + n)`: VFIO_TYPE is `';'`, VFIO_BASE 100.
 const fn vfio_io(n: u64) -> u64 {
@@ -55,14 +55,6 @@ const MSIX_IRQ: u32 = 2;
 const IRQ_DATA_NONE: u32 = 1 << 0;
 const IRQ_DATA_EVENTFD: u32 = 1 << 2;
 const IRQ_ACTION_TRIGGER: u32 = 1 << 5;
-/// PCI command register offset, and its memory-space and bus-master bits.
-const PCI_COMMAND: u64 = 0x04;
-const PCI_COMMAND_MEMORY: u16 = 1 << 1;
-const PCI_COMMAND_MASTER: u16 = 1 << 2;
-/// PCI command: INTx disable. pollnic never takes the legacy interrupt; a
-/// device left free to raise it on a shared line gets that line disabled
-/// by the kernel ("irq N: nobody cared", seen in the no-IOMMU guest).
-const PCI_COMMAND_INTX_DISABLE: u16 = 1 << 10;
 
 /// `struct vfio_group_status`.
 #[repr(C)]
@@ -124,8 +116,7 @@ unsafe fn ioctl(fd: RawFd, req: u64, arg: usize) -> std::io::Result<i32> {
 
 /// An open port in a VFIO no-IOMMU group.
 pub struct VfioNoIommu {
-    bar0: Arc<Bar>,
-    bars: Mutex<[Option<Arc<Bar>>; 6]>,
+    bars: Bars,
     // Dropped in this order (declaration order): the device fd first, so
     // vfio-pci disables the device while the group and container are
     // still held; then the group, then the container.
@@ -203,43 +194,31 @@ impl VfioNoIommu {
         let device = unsafe { File::from_raw_fd(dfd) };
         let config = region_info(&device, CONFIG_REGION)
             .map_err(|e| fail("VFIO_DEVICE_GET_REGION_INFO (configuration space)", e))?;
-        let mut bars: [Option<Arc<Bar>>; 6] = Default::default();
-        let mut bar0 = None;
-        for i in 0..6u32 {
-            if let Ok(b) = map_bar(&device, i) {
-                let b = Arc::new(b);
-                bars[i as usize] = Some(Arc::clone(&b));
-                bar0 = Some(b);
-                break;
-            }
-        }
-        let Some(bar0) = bar0 else {
+        let Some(bars) = Bars::first_of(|i| map_bar(&device, u32::from(i))) else {
             return Err(fail(
                 "mapping a memory BAR",
                 std::io::Error::other("no BAR can be mapped"),
             ));
         };
         let dev = VfioNoIommu {
-            bar0,
-            bars: Mutex::new(bars),
+            bars,
             device,
             _group: group_file,
             _container: container,
             config,
             dma: PhysicalDma::new(u64::MAX)?,
         };
-        dev.set_command(PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER | PCI_COMMAND_INTX_DISABLE, true);
+        dev.set_command(command::MEMORY | command::MASTER | command::INTX_DISABLE, true);
         Ok(dev)
     }
 
     fn set_command(&self, bits: u16, on: bool) {
         let mut b = [0u8; 2];
-        if !self.config_rw(PCI_COMMAND as u32, &mut b, false) {
+        if !self.config_rw(command::OFFSET as u32, &mut b, false) {
             return;
         }
-        let cmd = u16::from_le_bytes(b);
-        let mut cmd = if on { cmd | bits } else { cmd & !bits }.to_le_bytes();
-        self.config_rw(PCI_COMMAND as u32, &mut cmd, true);
+        let mut cmd = command::with(u16::from_le_bytes(b), bits, on).to_le_bytes();
+        self.config_rw(command::OFFSET as u32, &mut cmd, true);
     }
 
     /// Read (or write) `buf` at `off` of configuration space; false past
@@ -303,15 +282,11 @@ fn map_bar(device: &File, index: u32) -> std::io::Result<Bar> {
 
 impl DeviceIo for VfioNoIommu {
     fn bar0(&self) -> Arc<dyn DeviceBar> {
-        self.bar0.clone()
+        self.bars.first()
     }
     fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
-        let mut bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = bars.get_mut(index as usize)?;
-        if slot.is_none() {
-            *slot = Some(Arc::new(map_bar(&self.device, u32::from(index)).ok()?));
-        }
-        let b: Arc<dyn DeviceBar> = slot.clone()?;
+        let b: Arc<dyn DeviceBar> =
+            self.bars.get(index, || map_bar(&self.device, u32::from(index)))?;
         Some(b)
     }
     fn config_read(&self, off: u32, buf: &mut [u8]) -> bool {
@@ -325,7 +300,7 @@ impl DeviceIo for VfioNoIommu {
         PageSize::Huge2M
     }
     fn disable_bus_master(&self) {
-        self.set_command(PCI_COMMAND_MASTER, false);
+        self.set_command(command::MASTER, false);
     }
     fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
         Some(self)
@@ -374,14 +349,10 @@ impl crate::io::Interrupts for VfioNoIommu {
 
 impl Drop for VfioNoIommu {
     fn drop(&mut self) {
-        self.set_command(PCI_COMMAND_MASTER, false);
+        self.set_command(command::MASTER, false);
         // Every mapping of a BAR holds the device fd open: detach them so
         // that closing it lets vfio-pci release the device.
-        self.bar0.detach();
-        let bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
-        for b in bars.iter().flatten() {
-            b.detach();
-        }
+        self.bars.detach();
     }
 }
 
