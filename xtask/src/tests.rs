@@ -160,11 +160,7 @@ pub fn run(
             };
             say!(
                 "test: a second guest with the guest-work counter for {}",
-                counted
-                    .iter()
-                    .map(|e| e.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                names(&counted)
             );
             let script = guest_script(
                 layout,
@@ -177,14 +173,7 @@ pub fn run(
             qemu::run_in_guest(layout, &image, &script, &opts)
         });
         results.extend(read_results(&counted_path));
-        outcome = match (outcome, second) {
-            (Ok(a), Ok(b)) => Ok(qemu::RunOutcome {
-                code: if a.code != 0 { a.code } else { b.code },
-                boot: a.boot,
-                total: a.total + b.total,
-            }),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
+        outcome = both(outcome, second);
     }
     if !no_iommu.is_empty() {
         let path = layout.testbed.join("guest-noiommu-test-results.txt");
@@ -195,11 +184,7 @@ pub fn run(
         };
         say!(
             "test: a third guest with no virtual IOMMU for {}",
-            no_iommu
-                .iter()
-                .map(|e| e.name.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
+            names(&no_iommu)
         );
         let script = guest_script(
             layout,
@@ -211,14 +196,7 @@ pub fn run(
         );
         let third = qemu::run_in_guest(layout, &image, &script, &opts);
         results.extend(read_results(&path));
-        outcome = match (outcome, third) {
-            (Ok(a), Ok(b)) => Ok(qemu::RunOutcome {
-                code: if a.code != 0 { a.code } else { b.code },
-                boot: a.boot,
-                total: a.total + b.total,
-            }),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
+        outcome = both(outcome, third);
     }
     let guest_time = t.elapsed();
 
@@ -312,6 +290,27 @@ pub fn run(
     }
     print!("{out}");
     Ok(all_ok)
+}
+
+/// Two guest runs as one: the first failing status, the first boot, both
+/// durations; an error of either.
+fn both(
+    a: Result<qemu::RunOutcome>,
+    b: Result<qemu::RunOutcome>,
+) -> Result<qemu::RunOutcome> {
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok(qemu::RunOutcome {
+            code: if a.code != 0 { a.code } else { b.code },
+            boot: a.boot,
+            total: a.total + b.total,
+        }),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    }
+}
+
+/// The test binaries' names, space-separated.
+fn names(exes: &[TestExe]) -> String {
+    exes.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(" ")
 }
 
 /// Runs each test binary in turn and appends `<name> <exit> <secs>` to `results`.
