@@ -447,3 +447,31 @@ fn bind_without_an_iommu_is_refused_and_unbind_gives_the_port_back() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(driver().as_deref(), Some("uio_pci_generic"));
 }
+
+/// The library's own example, `rx_count`, takes `--no-iommu` too: refused
+/// without it on a uio port, and with it it opens the port, runs and
+/// prints the port's counters.
+#[test]
+#[ignore = "needs the QEMU testbed with no IOMMU: run `cargo xtask test`"]
+fn the_library_example_rx_count_runs_with_no_iommu() {
+    bind(Way::Uio, &[&port(0)]);
+    let run = |extra: &[&str]| {
+        Command::new(example_exe("rx_count"))
+            .args([port(0).as_str(), "1", "1"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--no-iommu"), "{err}");
+    let out = run(&["--no-iommu"]);
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{text}{err}");
+    assert!(err.contains("WARNING --no-iommu"), "{err}");
+    assert!(text.contains("ready") && text.contains("rx_packets"), "{text}");
+}

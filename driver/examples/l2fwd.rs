@@ -21,11 +21,18 @@ use std::time::{Duration, Instant};
 
 use pollnic::{Device, DeviceConfig, Packet, Queue};
 
-const USAGE: &str = "usage: l2fwd <PCI address A> <PCI address B> <seconds>, e.g. l2fwd 0000:03:00.0 0000:03:00.1 10";
+const USAGE: &str = "usage: l2fwd <PCI address A> <PCI address B> <seconds> [--no-iommu], e.g. l2fwd 0000:03:00.0 0000:03:00.1 10";
 const BURST: usize = 32;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // `--no-iommu`, anywhere: physical addresses on a port without an IOMMU
+    // (docs/no-iommu.md), said loudly.
+    let no_iommu = args.iter().any(|a| a == "--no-iommu");
+    args.retain(|a| a != "--no-iommu");
+    if no_iommu {
+        eprintln!("l2fwd: WARNING --no-iommu: DMA with physical addresses and no IOMMU; the NIC can read and write all of this machine's RAM");
+    }
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
@@ -41,7 +48,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(a, b, Duration::from_secs_f64(secs)) {
+    match run(a, b, Duration::from_secs_f64(secs), no_iommu) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("l2fwd: {e}");
@@ -69,8 +76,11 @@ fn forward(rx: &mut Queue, tx: &mut Queue, burst: &mut Vec<Packet>, tally: &mut 
     burst.clear();
 }
 
-fn run(a: &str, b: &str, time: Duration) -> pollnic::Result<()> {
-    let cfg = DeviceConfig::default().with_promisc(true);
+fn run(a: &str, b: &str, time: Duration, no_iommu: bool) -> pollnic::Result<()> {
+    let mut cfg = DeviceConfig::default().with_promisc(true);
+    if no_iommu {
+        cfg = cfg.with_unsafe_no_iommu();
+    }
     let mut ports = Device::open_many([a, b], &cfg)?;
     let (pa, pb) = ports.split_at_mut(1);
     let (qa, qb) = (pa[0].queue(0), pb[0].queue(0));

@@ -7,6 +7,7 @@
 //! cargo build --release -p pollnic --example rx_count
 //! sudo target/release/examples/rx_count 0000:03:00.0 2 10   # port, queues, seconds
 //! sudo target/release/examples/rx_count 0000:03:00.0 1 10 adaptive
+//! sudo target/release/examples/rx_count 0000:00:04.0 1 10 --no-iommu   # no IOMMU: docs/no-iommu.md
 //! ```
 //!
 //! It prints `ready` once the link is up and every queue thread runs, one
@@ -22,10 +23,17 @@ use std::time::{Duration, Instant};
 use pollnic::{run_pinned, Counter, Device, DeviceConfig, RxMode};
 
 const USAGE: &str =
-    "usage: rx_count <PCI address> <queues> <seconds> [poll|irq|adaptive], e.g. rx_count 0000:03:00.0 2 10";
+    "usage: rx_count <PCI address> <queues> <seconds> [poll|irq|adaptive] [--no-iommu], e.g. rx_count 0000:03:00.0 2 10";
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // `--no-iommu`, anywhere: physical addresses on a port without an IOMMU
+    // (docs/no-iommu.md), said loudly.
+    let no_iommu = args.iter().any(|a| a == "--no-iommu");
+    args.retain(|a| a != "--no-iommu");
+    if no_iommu {
+        eprintln!("rx_count: WARNING --no-iommu: DMA with physical addresses and no IOMMU; the NIC can read and write all of this machine's RAM");
+    }
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
@@ -53,7 +61,11 @@ fn main() -> ExitCode {
         eprintln!("rx_count: seconds must be above 0; {USAGE}");
         return ExitCode::from(2);
     }
-    match run(addr, queues, Duration::from_secs_f64(secs), mode) {
+    let mut cfg = DeviceConfig::default().with_queues(queues);
+    if no_iommu {
+        cfg = cfg.with_unsafe_no_iommu();
+    }
+    match run(addr, &cfg, Duration::from_secs_f64(secs), mode) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rx_count: {e}");
@@ -62,8 +74,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(addr: &str, queues: u16, time: Duration, mode: RxMode) -> pollnic::Result<()> {
-    let mut dev = Device::open(addr, &DeviceConfig::default().with_queues(queues))?;
+fn run(addr: &str, cfg: &DeviceConfig, time: Duration, mode: RxMode) -> pollnic::Result<()> {
+    let queues = cfg.queues;
+    let mut dev = Device::open(addr, cfg)?;
     let cores: Vec<usize> = (0..usize::from(queues)).collect();
     let until = Instant::now() + time;
     // One thread per queue; each returns its (packets, bytes).
