@@ -12,9 +12,16 @@ use std::time::Duration;
 /// Run `compare` between ports 0 and 1 with the generator on vCPU 1 and the
 /// path on vCPU 0, with `args` added; its output (printed) and its rows.
 fn run_compare(tag: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
+    run_compare_on(tag, &["--gen-core", "1", "--cores", "0"], args)
+}
+
+/// Run `compare` between ports 0 and 1 with `cores` (its core options, or
+/// none for its defaults) and `args`; its output (printed) and its rows.
+fn run_compare_on(tag: &str, cores: &[&str], args: &[&str]) -> (String, Vec<serde_json::Value>) {
     let out = std::env::temp_dir().join(format!("pollnic-count-{}-{tag}", std::process::id()));
     let cmd = std::process::Command::new(example_exe("compare"))
-        .args(["--tx", &port(0), "--rx", &port(1), "--gen-core", "1", "--cores", "0"])
+        .args(["--tx", &port(0), "--rx", &port(1)])
+        .args(cores)
         .args(args)
         .arg("--out")
         .arg(&out)
@@ -38,21 +45,12 @@ fn run_compare(tag: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
 #[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
 fn the_default_cores_give_pollnic_rows_in_the_counting_guest() {
     counter();
-    let out = std::env::temp_dir().join(format!("pollnic-count-{}-defaults", std::process::id()));
-    let cmd = std::process::Command::new(example_exe("compare"))
-        .args(["--tx", &port(0), "--rx", &port(1)])
-        .args(["--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2", "--rate", "3000"])
-        .args(["--top-functions", "0", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&cmd.stdout).to_string() + &String::from_utf8_lossy(&cmd.stderr);
-    println!("{text}");
-    assert!(cmd.status.success(), "compare failed:\n{text}");
+    let (text, rows) = run_compare_on(
+        "defaults",
+        &[],
+        &["--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2", "--rate", "3000", "--top-functions", "0"],
+    );
     assert!(!text.contains("is not available"), "{text}");
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
     let received = rows[0]["received"].as_u64().unwrap_or(0);
     assert!(received > 1000, "pollnic-1q received {received}: {}", rows[0]);
 }

@@ -483,24 +483,25 @@ fn ensure_decompressor(kernel: &Kernel, apt: &mut Apt) -> Result<()> {
     Ok(())
 }
 
+/// The paths in `dir` (none when it cannot be read).
+pub(crate) fn entries(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default()
+}
+
+/// The last component of `p` as text ("" when there is none, or it is not UTF-8).
+pub(crate) fn name(p: &Path) -> String {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("")
+        .to_owned()
+}
+
 /// Drops this flavour's downloads and unpacked trees of other kernel versions, and what the
 /// testbed's older layout left directly in `target/testbed/` (`linux-image-*.deb`,
 /// `kernel/<version>/`).
 fn remove_stale(layout: &Layout, debs: &Path, kernels: &Path, version: &str) {
-    let entries = |dir: &Path| {
-        fs::read_dir(dir)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok().map(|e| e.path()))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    };
-    let name = |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("")
-            .to_owned()
-    };
     let marker = format!("-{version}_");
     for path in entries(debs) {
         if name(&path).ends_with(".deb") && !name(&path).contains(&marker) {

@@ -476,20 +476,7 @@ fn deb_version(deb: &Path) -> Result<String> {
 
 /// Removes other kernels' modules, other versions' debs, and build trees of killed runs.
 fn remove_stale(root: &Path, version: &str, deb_version: &str) {
-    let entries = |dir: &Path| {
-        fs::read_dir(dir)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok().map(|e| e.path()))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    };
-    let name = |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("")
-            .to_owned()
-    };
+    use crate::install::{entries, name};
     for path in entries(root) {
         if path.is_dir() && name(&path) != "debs" && name(&path) != version {
             say!("noiommu: removing stale {}", path.display());
