@@ -3,7 +3,8 @@
 //! out, the same compare row counted twice gives the same instructions per
 //! packet within 2 %, whatever the host's load did to its timing, the
 //! per-function profile holds the same instructions as the marked count, and
-//! the transmit rows are counted per sent packet on the sending vCPU.
+//! the transmit rows are counted per sent packet on the sending vCPU, and
+//! MMIO accesses are counted one per register access.
 
 use pollnic_tests::*;
 use pollnic_tools::counts::Counter;
@@ -53,6 +54,113 @@ fn the_default_cores_give_pollnic_rows_in_the_counting_guest() {
     assert!(!text.contains("is not available"), "{text}");
     let received = rows[0]["received"].as_u64().unwrap_or(0);
     assert!(received > 1000, "pollnic-1q received {received}: {}", rows[0]);
+    // The default `--pmu hardware` on a CPU without a PMU (TCG): the row
+    // says so, with nothing in its figures, and nothing fails.
+    let note = rows[0]["pmu_note"].as_str().unwrap_or("");
+    assert!(note.contains("no PMU"), "pmu_note: {note:?}");
+    assert_eq!(rows[0]["pmu_per_packet"], serde_json::json!([]), "{}", rows[0]);
+    assert!(text.contains("CPU counters (--pmu): cycles on CPU 0: no PMU"), "{text}");
+}
+
+/// The code that opens and reads the CPU's counters, with the kernel's
+/// software events (`--pmu software`) where the CPU has no PMU: every CPU
+/// but the generator's counted system-wide over the send window.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn the_cpu_counters_are_read_per_row_with_software_events() {
+    counter();
+    let (text, rows) = run_compare(
+        "pmu",
+        &["--paths", "pollnic-1q", "--sizes", "64", "--seconds", "1", "--rate", "3000", "--top-functions", "0", "--pmu", "software"],
+    );
+    let r = &rows[0];
+    let figures = r["pmu_per_packet"].as_array().unwrap_or_else(|| panic!("{r}"));
+    let f = |event: &str| {
+        figures
+            .iter()
+            .find(|x| x["event"] == event)
+            .and_then(|x| x["per_packet"].as_f64())
+            .unwrap_or_else(|| panic!("no {event}: {r}"))
+    };
+    // A busy-polling receiver on vCPU 0: vCPU 0's clock ran for the whole
+    // window (~1.2 s for ~3,000 packets: far above 10 µs a packet).
+    let clock = f("cpu-clock");
+    assert!(clock > 10_000.0, "cpu-clock {clock} ns per packet: {r}");
+    f("context-switches");
+    f("page-faults");
+    f("cpu-migrations");
+    assert!(r["pmu_note"].as_str().unwrap().starts_with("cpu-clock, context-switches"), "{r}");
+    assert!(text.contains("CPU counters per packet: cpu-clock"), "{text}");
+}
+
+/// The MMIO counts against work whose register accesses are known: one
+/// `tx_burst` of 16 frames on an igb port makes exactly one MMIO write (the
+/// tail, TDT(0) at BAR0 + 0xE018: 82576 datasheet §8.12.37) and no read; an
+/// empty `rx_burst` (the poll path) and a loop over 1 MiB of RAM make none.
+/// The profile names the site by register offset.
+#[test]
+#[ignore = "needs the QEMU igb testbed with the counter: run `cargo xtask test`"]
+fn mmio_is_counted_per_register_access() {
+    use pollnic::Device;
+    use pollnic_tools::{marker, profile};
+    let c = counter();
+    // Markers count per vCPU: the regions must begin and end on one.
+    assert!(pollnic_tools::cores::pin_current_thread(0), "pin to vCPU 0");
+    let mut dev = Device::open(port(0), &small_config()).expect("open port 0");
+    let q = dev.queue(0);
+    let burst = |n: usize| {
+        let mut v = Vec::new();
+        for _ in 0..n {
+            let mut p = q.mempool().alloc().expect("a buffer");
+            p.set_len(60).unwrap();
+            p.data_mut()[..6].copy_from_slice(&[0xff; 6]);
+            v.push(p);
+        }
+        v
+    };
+    let mut pkts = burst(16);
+    // The first burst of a fresh queue is not special, but warm up anyway.
+    let mut warm = burst(4);
+    q.tx_burst(&mut warm);
+    assert!(q.flush_tx(Duration::from_secs(5)));
+    // Touched once before: no first-touch page fault inside the region.
+    let mut ram = vec![1u64; 1 << 17];
+    let mut got = Vec::new();
+    // (what, marked MMIO reads, marked MMIO writes, marked regions)
+    let mut seen = Vec::new();
+    profile::Profile::start().expect("profile");
+    for what in ["tx_burst of 16", "empty rx_burst", "1 MiB of RAM"] {
+        let a = c.snapshot().unwrap();
+        marker::begin();
+        match what {
+            "tx_burst of 16" => assert_eq!(q.tx_burst(&mut pkts), 16),
+            "empty rx_burst" => assert_eq!(q.rx_burst(&mut got, 32), 0),
+            _ => {
+                for (i, x) in ram.iter_mut().enumerate() {
+                    *x = std::hint::black_box(*x + i as u64);
+                }
+            }
+        }
+        marker::commit();
+        let d = c.snapshot().unwrap().since(&a);
+        seen.push((what, d[0].marked_mmio_reads, d[0].marked_mmio_writes, d[0].marks));
+    }
+    let prof = profile::Profile::take().expect("profile").expect("a counting guest");
+    println!("marked MMIO (what, reads, writes, regions): {seen:?}");
+    println!("MMIO sites on vCPU 0 in the window: {:?}", prof.mmio.iter().filter(|m| m.count[0] > 0).collect::<Vec<_>>());
+    assert_eq!(
+        seen,
+        vec![("tx_burst of 16", 0, 1, 1), ("empty rx_burst", 0, 0, 1), ("1 MiB of RAM", 0, 0, 1)],
+        "one TDT write for a burst, nothing for a poll or for RAM"
+    );
+    // The profile's site: a write of TDT(0) on vCPU 0, by pollnic's code.
+    let bar0 = std::fs::read_to_string(format!("/sys/bus/pci/devices/{}/resource", port(0))).unwrap();
+    let start = u64::from_str_radix(bar0.split_whitespace().next().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let tdt: Vec<_> = prof.mmio.iter().filter(|m| m.phys == Some(start + 0xE018) && m.write).collect();
+    println!("TDT(0) sites: {tdt:?}");
+    assert_eq!(tdt.iter().map(|m| m.count[0]).sum::<u64>(), 1, "{:?}", prof.mmio);
+    assert!(tdt.iter().all(|m| m.device.contains("igb")), "{tdt:?}");
+    q.flush_tx(Duration::from_secs(5));
 }
 
 fn counter() -> Counter {

@@ -44,6 +44,45 @@ static REPORTING: AtomicBool = AtomicBool::new(false);
 /// once with nothing running: the counts and the window's length, s.
 static BACKGROUND: std::sync::OnceLock<(Vec<VcpuCounts>, f64)> = std::sync::OnceLock::new();
 
+/// The receiving port's PCI address (`--rx`), whose interrupts each window
+/// counts (set once by `main`).
+pub static RX_PORT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Both ports' PCI addresses (`--tx`, `--rx`), whose BARs name the MMIO
+/// sites of the profile (set once by `main`).
+pub static PORTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// The memory BARs of [`PORTS`] from sysfs (`resource`: start, end, flags per
+/// BAR): (guest physical start, length, `0000:00:06.0 BAR0`).
+fn port_bars() -> Vec<(u64, u64, String)> {
+    let mut bars = Vec::new();
+    for bdf in PORTS.get().into_iter().flatten() {
+        let Ok(text) = std::fs::read_to_string(format!("/sys/bus/pci/devices/{bdf}/resource")) else {
+            continue;
+        };
+        for (i, line) in text.lines().take(6).enumerate() {
+            let v: Vec<u64> = line
+                .split_whitespace()
+                .filter_map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).ok())
+                .collect();
+            // IORESOURCE_MEM (0x200); a zero start is an unused BAR.
+            if let [start, end, flags] = v[..] {
+                if start != 0 && end > start && flags & 0x200 != 0 {
+                    bars.push((start, end - start + 1, format!("{bdf} BAR{i}")));
+                }
+            }
+        }
+    }
+    bars
+}
+
+/// The receiving port's interrupts so far ([`pollnic_tools::cputime::port_interrupts`]).
+fn rx_port_interrupts() -> Option<u64> {
+    let bdf = RX_PORT.get()?;
+    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    Some(pollnic_tools::cputime::port_interrupts(&text, bdf))
+}
+
 /// How many functions each row's profile lists (`--top-functions`; 0: no profile).
 pub static TOP_FUNCTIONS: AtomicUsize = AtomicUsize::new(10);
 /// Processes other than this one whose user-mode addresses the profile
@@ -147,19 +186,23 @@ pub struct Window {
     pub background: (Vec<VcpuCounts>, f64),
     /// Work counted by the path itself over another span (testpmd:
     /// [`testpmd_work`]), which then replaces the window's work figures.
-    pub external: Option<External>,
+    /// `Err`: the path's own figure could not be made (the reason), and
+    /// the row then has no work figure at all.
+    pub external: Option<Result<External, String>>,
     /// The per-block profile of the send window and the symbols to name its
     /// blocks (read before the path's processes end), when profiles are on.
     pub profile: Option<(Profile, Symbols)>,
+    /// The receiving port's interrupts in the send window, all CPUs.
+    pub interrupts: Option<u64>,
 }
 
 /// A work figure a path made itself, per packet.
 #[derive(Clone, Debug, PartialEq)]
 pub struct External {
-    /// Instructions per packet, the upper bound.
+    /// Instructions per packet, the upper bound (always above 0).
     pub insns: f64,
-    /// The lower bound.
-    pub insns_low: f64,
+    /// The lower bound (`None`: it came out at or below 0, so there is none).
+    pub insns_low: Option<f64>,
     /// Bytes loaded per packet (upper bound).
     pub loaded: f64,
     /// Bytes stored per packet (upper bound).
@@ -174,6 +217,8 @@ pub struct Meter {
     start: Option<(Snapshot, Option<u64>)>,
     /// The profile was started (its window ends at [`Meter::end`]).
     profile: bool,
+    /// The receiving port's interrupts at the start.
+    irqs: Option<u64>,
 }
 
 impl Meter {
@@ -183,6 +228,7 @@ impl Meter {
             counter,
             start: None,
             profile: false,
+            irqs: None,
         })
     }
 
@@ -203,6 +249,7 @@ impl Meter {
         // not the window's.
         self.profile = start_profile();
         let e = empty_polls();
+        self.irqs = rx_port_interrupts();
         self.start = self.snap().map(|s| (s, e));
     }
 
@@ -210,6 +257,9 @@ impl Meter {
     pub fn end(self, gen_core: Option<usize>) -> Option<Window> {
         let e = empty_polls();
         let end = self.snap()?;
+        let interrupts = rx_port_interrupts()
+            .zip(self.irqs)
+            .map(|(b, a)| b.saturating_sub(a));
         let profile = self.profile.then(take_profile).flatten().map(|window| {
             let mut pids = vec![std::process::id()];
             pids.extend(PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).iter());
@@ -227,6 +277,7 @@ impl Meter {
             background: BACKGROUND.get().cloned().unwrap_or_default(),
             external: None,
             profile,
+            interrupts,
         })
     }
 }
@@ -241,13 +292,25 @@ pub struct TopFunction {
     pub instructions_per_packet: f64,
 }
 
+/// One MMIO site of a row's profile, per received packet.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TopMmio {
+    /// `write 0000:00:06.0 BAR0+0x3818 by igb_xmit_frame [igb]`: read or
+    /// write, the register (BAR and offset), the function that made it.
+    pub site: String,
+    /// Its accesses per received packet.
+    pub accesses_per_packet: f64,
+}
+
 /// The figures of a row, per received packet.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PerPacket {
     /// All instructions (user + kernel) on the receiving vCPUs.
     pub instructions: f64,
-    /// Minus the empty polls or the background (see the module doc).
-    pub work_instructions: f64,
+    /// Minus the empty polls or the background (see the module doc);
+    /// `None` where no figure can be made ([`Self::work_method`] says why):
+    /// never a 0 that stands for "unknown".
+    pub work_instructions: Option<f64>,
     /// User-mode instructions.
     pub user_instructions: f64,
     /// Kernel instructions.
@@ -257,9 +320,25 @@ pub struct PerPacket {
     /// Bytes stored.
     pub bytes_stored: f64,
     /// Bytes loaded, less the empty polls' or the background's (as the work instructions).
-    pub work_bytes_loaded: f64,
+    pub work_bytes_loaded: Option<f64>,
     /// Bytes stored, less the empty polls' or the background's.
-    pub work_bytes_stored: f64,
+    pub work_bytes_stored: Option<f64>,
+    /// MMIO reads (device register loads) on the receiving vCPUs, user and
+    /// kernel, in the window.
+    pub mmio_reads: f64,
+    /// MMIO writes on the receiving vCPUs (tail and doorbell writes, kicks).
+    pub mmio_writes: f64,
+    /// Marked loops: MMIO reads per burst with packets.
+    pub mmio_reads_per_burst: Option<f64>,
+    /// Marked loops: MMIO writes per burst with packets.
+    pub mmio_writes_per_burst: Option<f64>,
+    /// The generator's vCPU: MMIO writes per sent packet (pollnic's TX tail writes).
+    pub gen_mmio_writes_per_sent: Option<f64>,
+    /// The receiving port's hard interrupts (its MSI-X vectors, any CPU).
+    pub interrupts: Option<f64>,
+    /// The MMIO sites with the most accesses on the receiving vCPUs, per
+    /// received packet (from the profile, when it is on).
+    pub top_mmio: Vec<TopMmio>,
     /// Empty polls per packet, for the paths that count them.
     pub empty_polls: Option<f64>,
     /// The lower bound of the work, where it is a range (testpmd).
@@ -334,28 +413,40 @@ impl Window {
             // burst: its figure holds every empty poll.
             work_method.push_str(", empty polls included (no marked burst)");
         }
-        let work = |all: u64, idle: f64| ((all as f64 - idle) / n).max(0.0);
+        let work = |all: u64, idle: f64| Some((all as f64 - idle) / n).filter(|w| *w > 0.0);
         // A loop that marks its bursts (crate's `marker`): its work is what
         // ran inside the marked regions, counted exactly, empty polls never in
         // it. Only busy-polling rows use it: an interrupt row's wake-ups are
         // work too, and they happen outside the bursts.
         let (work_i, work_l, work_s, work_method) = if let Some(x) = &self.external {
-            (x.insns, x.loaded, x.stored, x.method.clone())
+            match x {
+                Ok(x) => (Some(x.insns), Some(x.loaded), Some(x.stored), x.method.clone()),
+                Err(why) => (None, None, None, format!("no work figure: {why}")),
+            }
         } else if all.marks > 0 && empty.is_some() {
             (
-                all.marked_insns as f64 / n,
-                all.marked_loaded as f64 / n,
-                all.marked_stored as f64 / n,
+                Some(all.marked_insns as f64 / n),
+                Some(all.marked_loaded as f64 / n),
+                Some(all.marked_stored as f64 / n),
                 format!(
                     "marked: {} bursts with packets, from the poll to the packets freed (empty polls left out)",
                     all.marks
                 ),
             )
         } else {
+            let w = work(all.insns(), idle_insns);
+            let work_method = if w.is_none() {
+                format!(
+                    "no work figure: the background ({work_method}) is not below the {} instructions counted",
+                    all.insns()
+                )
+            } else {
+                work_method
+            };
             (
-                work(all.insns(), idle_insns),
-                work(all.loaded(), idle_loaded),
-                work(all.stored(), idle_stored),
+                w,
+                w.and(work(all.loaded(), idle_loaded)),
+                w.and(work(all.stored(), idle_stored)),
                 work_method,
             )
         };
@@ -417,7 +508,32 @@ impl Window {
                 ((top, basis), Some(coverage))
             })
             .unwrap_or_default();
+        let top_mmio = self
+            .profile
+            .as_ref()
+            .map(|(p, syms)| {
+                pollnic_tools::profile::top_mmio_sites(p, mine, &port_bars(), syms, TOP_FUNCTIONS.load(Relaxed))
+                    .into_iter()
+                    .map(|m| TopMmio {
+                        site: m.site,
+                        accesses_per_packet: m.accesses as f64 / n,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let per_burst = |x: u64| (marked && self.external.is_none()).then(|| x as f64 / all.marks as f64);
         Some(PerPacket {
+            mmio_reads: all.mmio_reads() as f64 / n,
+            mmio_writes: all.mmio_writes() as f64 / n,
+            mmio_reads_per_burst: per_burst(all.marked_mmio_reads),
+            mmio_writes_per_burst: per_burst(all.marked_mmio_writes),
+            gen_mmio_writes_per_sent: self
+                .gen_core
+                .and_then(|g| send.get(g))
+                .filter(|_| sent > 0)
+                .map(|c| c.mmio_writes() as f64 / sent as f64),
+            interrupts: self.interrupts.map(|i| i as f64 / n),
+            top_mmio,
             top_functions,
             top_functions_basis,
             top_functions_coverage,
@@ -431,7 +547,11 @@ impl Window {
             bytes_loaded: all.loaded() as f64 / n,
             bytes_stored: all.stored() as f64 / n,
             empty_polls: empty.map(|e| e as f64 / n),
-            work_instructions_low: self.external.as_ref().map(|x| x.insns_low),
+            work_instructions_low: self
+                .external
+                .as_ref()
+                .and_then(|x| x.as_ref().ok())
+                .and_then(|x| x.insns_low),
             bursts_per_packet: marked.then(|| all.marks as f64 / n),
             burst1_instructions: one(all.one_insns),
             burst1_user_instructions: one(all.one_user),
@@ -582,31 +702,46 @@ pub fn testpmd_work(
     bursts: u64,
     packets: u64,
     empty: EmptyBursts,
-) -> Option<External> {
+) -> Result<External, String> {
     if packets == 0 {
-        return None;
+        return Err("testpmd received no packet".into());
     }
     let (i, l, s, secs) = net_of_background(a, b);
     let n = packets as f64;
     let inside = (bursts as f64 - empty.outside).max(0.0);
     let most_empty = (inside - packets.div_ceil(32) as f64).max(0.0);
     let least_empty = (inside - n).max(0.0);
-    let per = |total: f64, each: f64, e: f64| ((total - each * e) / n).max(0.0);
-    Some(External {
-        insns: per(i, empty.insns, least_empty),
-        insns_low: per(i, empty.insns, most_empty),
-        loaded: per(l, empty.loaded, least_empty),
-        stored: per(s, empty.stored, least_empty),
+    let per = |total: f64, each: f64, e: f64| (total - each * e) / n;
+    let insns = per(i, empty.insns, least_empty);
+    if insns <= 0.0 {
+        // The calibrated cost of the empty bursts is all the work counted
+        // or more: the estimate has nothing left to say (a zero would read
+        // as "free").
+        return Err(format!(
+            "testpmd's {least_empty:.0} or more empty RX bursts at the calibrated {:.1} instructions each              ({} and {} bursts with no traffic) hold all the {i:.0} instructions counted over its {secs:.3} s              (background taken out) and more: the calibration does not fit this run",
+            empty.insns, empty.bursts.0, empty.bursts.1
+        ));
+    }
+    let low = per(i, empty.insns, most_empty);
+    Ok(External {
+        insns,
+        insns_low: (low > 0.0).then_some(low),
+        loaded: per(l, empty.loaded, least_empty).max(0.0),
+        stored: per(s, empty.stored, least_empty).max(0.0),
         method: format!(
             "testpmd: {bursts} RX bursts for {packets} packets (its warm-up included), of them {:.0} \
              outside the {secs:.3} s counted; empty ones {least_empty:.0}..{most_empty:.0} at {:.1} \
              instructions each (calibrated: testpmds with no traffic, {} and {} bursts), background \
-             taken out; upper bound (every packet in a burst of its own), lower bound {:.1}",
+             taken out; upper bound (every packet in a burst of its own), lower bound {}",
             empty.outside,
             empty.insns,
             empty.bursts.0,
             empty.bursts.1,
-            per(i, empty.insns, most_empty)
+            if low > 0.0 {
+                format!("{low:.1}")
+            } else {
+                format!("none ({low:.1} is not above 0)")
+            }
         ),
     })
 }
@@ -639,15 +774,13 @@ mod tests {
             background: (vec![c(0, 10_000), c(5, 5)], 1.0),
             external: None,
             profile: None,
+            interrupts: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1020.0);
         // 1.02e6 - 2 s x 10,000/s = 1e6: the empty polls stay in.
-        assert!(
-            (p.work_instructions - 1000.0).abs() < 1e-9,
-            "{}",
-            p.work_instructions
-        );
+        let wi = p.work_instructions.unwrap();
+        assert!((wi - 1000.0).abs() < 1e-9, "{wi}");
         assert!(
             p.work_method.contains("empty polls included"),
             "{}",
@@ -655,13 +788,10 @@ mod tests {
         );
         assert_eq!((p.user_instructions, p.kernel_instructions), (900.0, 120.0));
         assert_eq!((p.bytes_loaded, p.bytes_stored), (1800.0, 120.0));
-        assert!((p.work_bytes_loaded - 1800.0).abs() < 1e-9);
+        assert!((p.work_bytes_loaded.unwrap() - 1800.0).abs() < 1e-9);
         // Stores: 120,000 - 2 s x 10,000.
-        assert!(
-            (p.work_bytes_stored - 100.0).abs() < 1e-9,
-            "{}",
-            p.work_bytes_stored
-        );
+        let ws = p.work_bytes_stored.unwrap();
+        assert!((ws - 100.0).abs() < 1e-9, "{ws}");
         assert_eq!(p.empty_polls, Some(10.0));
         assert_eq!(p.gen_instructions_per_sent, Some(7000.0));
         assert_eq!(p.per_vcpu, vec![1020.0, 0.0]);
@@ -682,9 +812,10 @@ mod tests {
             background: (vec![c(0, 0)], 1.0),
             external: None,
             profile: None,
+            interrupts: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
-        assert_eq!(p.work_instructions, 250.0, "250,000 marked / 1,000 packets");
+        assert_eq!(p.work_instructions, Some(250.0), "250,000 marked / 1,000 packets");
         assert!(p.work_method.starts_with("marked"));
         assert_eq!(p.bursts_per_packet, Some(0.5));
         assert_eq!(p.burst1_instructions, Some(300.0));
@@ -715,9 +846,29 @@ mod tests {
         // At most 9,000 empty bursts (every packet alone): (1e6 - 450,000) / 1000.
         assert!((x.insns - 550.0).abs() < 1e-9, "{}", x.insns);
         // At least 10,000 - 32 (32 packets a burst): (1e6 - 498,400) / 1000.
-        assert!((x.insns_low - 501.6).abs() < 1e-9, "{}", x.insns_low);
+        let low = x.insns_low.unwrap();
+        assert!((low - 501.6).abs() < 1e-9, "{low}");
         assert!(x.method.starts_with("testpmd: 10000 RX bursts"));
-        assert_eq!(testpmd_work(&a, &b, 5, 0, empty), None);
+        assert!(testpmd_work(&a, &b, 5, 0, empty).is_err());
+        // Empty bursts calibrated at 120 instructions: 9,000 of them are
+        // more than all 1e6 counted. No figure, never a 0.
+        let dear = EmptyBursts { insns: 120.0, ..empty };
+        let why = testpmd_work(&a, &b, 10_000, 1000, dear).unwrap_err();
+        assert!(why.contains("calibration does not fit"), "{why}");
+        // 105 each: the upper bound stands (55), the lower one (-47.7) is none.
+        let z = testpmd_work(&a, &b, 10_000, 1000, EmptyBursts { insns: 105.0, ..empty }).unwrap();
+        assert!((z.insns - 55.0).abs() < 1e-9 && z.insns_low.is_none(), "{z:?}");
+        let w = Window {
+            send: (vec![c(1_000_000, 0)], 1.0, None),
+            gen_core: None,
+            background: (vec![c(0, 0)], 1.0),
+            external: Some(Err(why)),
+            profile: None,
+            interrupts: None,
+        };
+        let p = w.per_packet(1000, 1000).unwrap();
+        assert_eq!((p.work_instructions, p.work_bytes_loaded, p.work_instructions_low), (None, None, None));
+        assert!(p.work_method.starts_with("no work figure: testpmd's"), "{}", p.work_method);
         // 2,000 of the bursts fell outside the counted span: 7,000 empty inside.
         let out = EmptyBursts {
             outside: 2000.0,
@@ -735,12 +886,21 @@ mod tests {
             background: (vec![c(0, 100_000)], 1.0),
             external: None,
             profile: None,
+            interrupts: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1200.0);
         // 100,000 instructions/s x 2 s = 200,000.
-        assert!((p.work_instructions - 1000.0).abs() < 1e-6);
+        assert!((p.work_instructions.unwrap() - 1000.0).abs() < 1e-6);
         assert!(p.work_method.starts_with("background"));
         assert_eq!(w.per_packet(0, 10), None, "no packet, no figure");
+        // A background as large as the window's count: absent, not 0.
+        let w = Window {
+            background: (vec![c(0, 700_000)], 1.0),
+            ..w
+        };
+        let p = w.per_packet(1000, 1000).unwrap();
+        assert_eq!(p.work_instructions, None);
+        assert!(p.work_method.starts_with("no work figure"), "{}", p.work_method);
     }
 }

@@ -29,6 +29,10 @@ pub struct Offered {
     /// In a counting guest: the guest's work around the send window
     /// ([`crate::cost`]).
     pub window: Option<crate::cost::Window>,
+    /// The CPU's counters over the send window, every CPU but the
+    /// generator's ([`crate::pmu`]): the events' counts, or why there are
+    /// none; `None` where this row does not read them.
+    pub pmu: Option<Result<Vec<(&'static str, u64)>, String>>,
 }
 
 /// How far (frames) the generator may fall behind its schedule before it
@@ -96,9 +100,13 @@ pub fn generate(
         if let Some(m) = meter.as_mut() {
             m.begin();
         }
+        let mut pmu = crate::pmu::begin(GEN_CORE.load(Relaxed));
         let mut offered = send(dev, flows, size, rate, secs, stop, None, |_| {});
-        if let Some(m) = meter {
+        if meter.is_some() || pmu.is_some() {
             std::thread::sleep(crate::cost::TAIL);
+        }
+        offered.pmu = pmu.as_mut().map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
+        if let Some(m) = meter {
             let core = GEN_CORE.load(Relaxed);
             offered.window = m.end((core != usize::MAX).then_some(core));
         }
@@ -262,5 +270,6 @@ pub(crate) fn send(
         skipped,
         tx_packets,
         window: None,
+        pmu: None,
     }
 }

@@ -19,6 +19,7 @@ mod curve;
 mod gen;
 mod knobs;
 mod paths;
+mod pmu;
 mod report;
 mod rfs;
 mod sock;
@@ -151,6 +152,14 @@ struct Args {
     /// profile (docs/design/counting.md); 0 turns the profile off. [range: 0..=2000]
     #[arg(value_parser = clap::value_parser!(u64).range(0..=2000), long, default_value_t = 10)]
     top_functions: u64,
+    /// The CPU's performance counters per row, on every CPU but the
+    /// generator's (perf_event_open, as `perf stat -a`): `hardware` (cycles,
+    /// instructions, LLC-loads, LLC-load-misses; a CPU or VM without a PMU
+    /// makes each row say "no PMU"), `software` (the kernel's cpu-clock,
+    /// context switches, page faults, migrations: the same code where no PMU
+    /// exists) or `off`.
+    #[arg(long, value_enum, default_value = "hardware")]
+    pmu: pmu::PmuEvents,
     /// pollnic's rows only, with physical addresses on ports bound to
     /// uio_pci_generic or VFIO's no-IOMMU mode (docs/no-iommu.md): UNSAFE
     /// for the machine, and for measuring what the IOMMU costs. Refuses
@@ -190,6 +199,16 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         fwd_received: None,
         fwd_sent: None,
         wrong_macs: None,
+        mmio_reads_per_packet: None,
+        mmio_writes_per_packet: None,
+        mmio_reads_per_burst: None,
+        mmio_writes_per_burst: None,
+        mmio_reads_per_wakeup: None,
+        gen_mmio_writes_per_sent: None,
+        interrupts_per_packet: None,
+        top_mmio: Vec::new(),
+        pmu_per_packet: Vec::new(),
+        pmu_note: String::new(),
         instructions_per_packet: None,
         work_instructions_per_packet: None,
         work_instructions_per_packet_low: None,
@@ -270,11 +289,23 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             w.per_packet(if tx { m.offered.sent } else { t.received }, m.offered.sent)
         });
     let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
+    let (pmu_per_packet, pmu_note) =
+        pmu::per_packet(&m.offered.pmu, if tx { m.offered.sent } else { t.received });
+    let wakeups_per_packet = m.wakeups.filter(|w| w.1 > 0).map(|(w, n)| w as f64 / n as f64);
     let mut r = Row {
-        wakeups_per_packet: m
-            .wakeups
-            .filter(|w| w.1 > 0)
-            .map(|(w, n)| w as f64 / n as f64),
+        mmio_reads_per_packet: c(|p| p.mmio_reads),
+        mmio_writes_per_packet: c(|p| p.mmio_writes),
+        mmio_reads_per_burst: cost.as_ref().and_then(|p| p.mmio_reads_per_burst),
+        mmio_writes_per_burst: cost.as_ref().and_then(|p| p.mmio_writes_per_burst),
+        mmio_reads_per_wakeup: c(|p| p.mmio_reads)
+            .zip(wakeups_per_packet.filter(|w| *w > 0.0))
+            .map(|(r, w)| r / w),
+        gen_mmio_writes_per_sent: cost.as_ref().and_then(|p| p.gen_mmio_writes_per_sent),
+        interrupts_per_packet: cost.as_ref().and_then(|p| p.interrupts),
+        top_mmio: cost.as_ref().map_or(Vec::new(), |p| p.top_mmio.clone()),
+        pmu_per_packet,
+        pmu_note,
+        wakeups_per_packet,
         spin_budget_us: m.irq_state.map(|s| s.spin_budget_ns as f64 / 1000.0),
         itr_usecs: m.irq_state.map(|s| s.itr_usecs),
         interrupts_per_wakeup: m
@@ -283,14 +314,14 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             .map(|s| s.interrupts as f64 / s.sleeps as f64),
         waitpkg: m.irq_state.map(|s| s.waitpkg),
         instructions_per_packet: c(|p| p.instructions),
-        work_instructions_per_packet: c(|p| p.work_instructions),
+        work_instructions_per_packet: cost.as_ref().and_then(|p| p.work_instructions),
         work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),
         user_instructions_per_packet: c(|p| p.user_instructions),
         kernel_instructions_per_packet: c(|p| p.kernel_instructions),
         bytes_loaded_per_packet: c(|p| p.bytes_loaded),
         bytes_stored_per_packet: c(|p| p.bytes_stored),
-        work_bytes_loaded_per_packet: c(|p| p.work_bytes_loaded),
-        work_bytes_stored_per_packet: c(|p| p.work_bytes_stored),
+        work_bytes_loaded_per_packet: cost.as_ref().and_then(|p| p.work_bytes_loaded),
+        work_bytes_stored_per_packet: cost.as_ref().and_then(|p| p.work_bytes_stored),
         empty_polls_per_packet: cost.as_ref().and_then(|p| p.empty_polls),
         bursts_per_packet: cost.as_ref().and_then(|p| p.bursts_per_packet),
         burst1_instructions_per_packet: cost.as_ref().and_then(|p| p.burst1_instructions),
@@ -397,6 +428,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
+    let _ = pmu::PMU_EVENTS.set(args.pmu);
+    let _ = cost::RX_PORT.set(rx.to_string());
+    let _ = cost::PORTS.set(vec![tx.to_string(), rx.to_string()]);
     cost::TOP_FUNCTIONS.store(args.top_functions as usize, std::sync::atomic::Ordering::Relaxed);
     if let Some(meter) = cost::Meter::new() {
         // Before any thread starts: they inherit the affinity.

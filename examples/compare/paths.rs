@@ -848,10 +848,15 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
     let c = tp.stop()?;
     // testpmd's loop is not ours to mark: its work comes from its burst count
     // over its whole forwarding span (crate::cost::testpmd_work).
-    if let (Some(w), Some(a), Some(b), Some(e), Some(bursts)) =
-        (offered.window.as_mut(), &life0, &life1, empty, c.rx_bursts)
-    {
-        w.external = crate::cost::testpmd_work(a, b, bursts, c.rx, e);
+    // Without it the row has no work figure (its busy loop's empty polls
+    // would be counted as work).
+    if let Some(w) = offered.window.as_mut() {
+        w.external = Some(match (&life0, &life1, empty, c.rx_bursts) {
+            (Some(a), Some(b), Some(e), Some(bursts)) => crate::cost::testpmd_work(a, b, bursts, c.rx, e),
+            (_, _, None, _) => Err("the cost of testpmd's empty bursts could not be calibrated".into()),
+            (_, _, _, None) => Err("testpmd reported no RX burst count (--record-burst-stats)".into()),
+            _ => Err("the counter could not be read around testpmd's forwarding span".into()),
+        });
     }
     // testpmd counts the warm-up too: take off what was sent of it.
     let received = c.rx.saturating_sub(warm);

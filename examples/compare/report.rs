@@ -89,6 +89,44 @@ pub struct Row {
     /// Counted: bytes stored per received packet, likewise.
     #[serde(default)]
     pub work_bytes_stored_per_packet: Option<f64>,
+    /// Counted: MMIO reads (device register loads: on silicon a PCIe round
+    /// trip each, ~0.5-1 µs) on the receiving vCPUs per received packet.
+    #[serde(default)]
+    pub mmio_reads_per_packet: Option<f64>,
+    /// Counted: MMIO writes (tail, doorbell, interrupt-mask and kick writes:
+    /// posted, but each one a PCIe transaction) per received packet.
+    #[serde(default)]
+    pub mmio_writes_per_packet: Option<f64>,
+    /// Counted, marked loops: MMIO reads per burst with packets.
+    #[serde(default)]
+    pub mmio_reads_per_burst: Option<f64>,
+    /// Counted, marked loops: MMIO writes per burst with packets.
+    #[serde(default)]
+    pub mmio_writes_per_burst: Option<f64>,
+    /// Counted, interrupt-driven rows: MMIO reads per wake-up (see
+    /// `wakeups_per_packet`).
+    #[serde(default)]
+    pub mmio_reads_per_wakeup: Option<f64>,
+    /// Counted: the generator's vCPU, MMIO writes per sent packet (pollnic TX).
+    #[serde(default)]
+    pub gen_mmio_writes_per_sent: Option<f64>,
+    /// The receiving port's hard interrupts per received packet: its MSI-X
+    /// vectors' counts in /proc/interrupts, every CPU, over the send window.
+    #[serde(default)]
+    pub interrupts_per_packet: Option<f64>,
+    /// Counted: the MMIO sites with the most accesses per received packet on
+    /// the receiving vCPUs (register and function), from the profile.
+    #[serde(default)]
+    pub top_mmio: Vec<crate::cost::TopMmio>,
+    /// On hardware: the CPU's counters (`--pmu`) per received packet, every
+    /// CPU but the generator's, system-wide, over the send window: cycles,
+    /// instructions, LLC-loads, LLC-load-misses (`--pmu software`: the
+    /// kernel's software events). Empty where there are none (`pmu_note`).
+    #[serde(default)]
+    pub pmu_per_packet: Vec<crate::pmu::PmuFigure>,
+    /// Which events `pmu_per_packet` holds, or why there are none ("no PMU: ...").
+    #[serde(default)]
+    pub pmu_note: String,
     /// Counted, marked loops: bursts with packets per received packet.
     #[serde(default)]
     pub bursts_per_packet: Option<f64>,
@@ -181,13 +219,16 @@ pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  mode",
+        "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  mode",
         "path",
         "size",
         "insn/pkt",
         "work/pkt",
         "B ld/pkt",
         "B st/pkt",
+        "mmio r",
+        "mmio w",
+        "irq",
         "offered",
         "sent",
         "received",
@@ -213,13 +254,16 @@ pub fn table(rows: &[Row]) -> String {
         }
         let _ = writeln!(
             s,
-            "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  {}",
+            "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  {}",
             r.path,
             r.frame_size,
             opt(r.instructions_per_packet, 0),
             opt(r.work_instructions_per_packet, 0),
             opt(r.bytes_loaded_per_packet, 0),
             opt(r.bytes_stored_per_packet, 0),
+            opt(r.mmio_reads_per_packet, 2),
+            opt(r.mmio_writes_per_packet, 2),
+            opt(r.interrupts_per_packet, 2),
             r.offered_pps,
             r.sent,
             r.received,
@@ -239,6 +283,24 @@ pub fn table(rows: &[Row]) -> String {
     for r in rows.iter().filter(|r| r.valid && !r.note.is_empty()) {
         let _ = writeln!(s, "  {} {}: {}", r.path, r.frame_size, r.note);
     }
+    s.push_str(&pmu_text(rows));
+    s
+}
+
+/// The CPU's counters per packet of each row (`--pmu`), or, when no row has
+/// them, one line saying why.
+fn pmu_text(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for r in rows.iter().filter(|r| r.valid && !r.pmu_per_packet.is_empty()) {
+        let figures: Vec<String> =
+            r.pmu_per_packet.iter().map(|f| format!("{} {:.1}", f.event, f.per_packet)).collect();
+        let _ = writeln!(s, "  {} {}: CPU counters per packet: {}", r.path, r.frame_size, figures.join(", "));
+    }
+    if s.is_empty() {
+        if let Some(r) = rows.iter().find(|r| r.valid && !r.pmu_note.is_empty()) {
+            let _ = writeln!(s, "CPU counters (--pmu): {}", r.pmu_note);
+        }
+    }
     s
 }
 
@@ -254,6 +316,12 @@ pub fn top_functions_text(rows: &[Row]) -> String {
         );
         for f in &r.top_functions {
             let _ = writeln!(s, "  {:>10.1}  {}", f.instructions_per_packet, f.function);
+        }
+        if !r.top_mmio.is_empty() {
+            let _ = writeln!(s, "  MMIO accesses per packet by site (receiving vCPUs):");
+            for m in &r.top_mmio {
+                let _ = writeln!(s, "  {:>10.3}  {}", m.accesses_per_packet, m.site);
+            }
         }
     }
     s

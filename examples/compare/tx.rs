@@ -221,6 +221,7 @@ fn tx_row(
             skipped: sent.skipped,
             tx_packets: sent.tx_packets.unwrap_or(sent.sent),
             window,
+            pmu: None,
         },
         tally,
         note: format!(

@@ -46,7 +46,56 @@ pub struct VcpuCounts {
     pub marked_user: u64,
     /// Of [`Self::one_insns`], those in user mode.
     pub one_user: u64,
+    /// MMIO reads by user-mode instructions: loads from a device's register
+    /// region (a page QEMU maps as I/O, not RAM), the platform's fixed range
+    /// `0xfec00000..=0xffffffff` (IOAPIC, HPET, local APIC) left out.
+    pub user_mmio_reads: u64,
+    /// MMIO writes by user-mode instructions.
+    pub user_mmio_writes: u64,
+    /// Bytes of [`Self::user_mmio_reads`].
+    pub user_mmio_read_bytes: u64,
+    /// Bytes of [`Self::user_mmio_writes`].
+    pub user_mmio_written_bytes: u64,
+    /// MMIO reads by kernel instructions.
+    pub kernel_mmio_reads: u64,
+    /// MMIO writes by kernel instructions.
+    pub kernel_mmio_writes: u64,
+    /// Bytes of [`Self::kernel_mmio_reads`].
+    pub kernel_mmio_read_bytes: u64,
+    /// Bytes of [`Self::kernel_mmio_writes`].
+    pub kernel_mmio_written_bytes: u64,
+    /// MMIO reads inside marked regions.
+    pub marked_mmio_reads: u64,
+    /// MMIO writes inside marked regions.
+    pub marked_mmio_writes: u64,
+    /// MMIO reads inside regions of one packet.
+    pub one_mmio_reads: u64,
+    /// MMIO writes inside regions of one packet.
+    pub one_mmio_writes: u64,
 }
+
+/// Every counter of [`VcpuCounts`], in the order of a `cpu` line of the
+/// plugin's file (format 5), for the field-by-field operations.
+macro_rules! each_field {
+    ($m:ident) => {
+        $m!(
+            user_insns, kernel_insns, idle_insns, user_loaded, user_stored, kernel_loaded,
+            kernel_stored, marked_insns, marked_loaded, marked_stored, marks, one_insns,
+            one_loaded, one_stored, ones, marked_user, one_user, user_mmio_reads,
+            user_mmio_writes, user_mmio_read_bytes, user_mmio_written_bytes, kernel_mmio_reads,
+            kernel_mmio_writes, kernel_mmio_read_bytes, kernel_mmio_written_bytes,
+            marked_mmio_reads, marked_mmio_writes, one_mmio_reads, one_mmio_writes
+        )
+    };
+}
+
+/// How many numbers a `cpu` line carries.
+const FIELDS: usize = {
+    macro_rules! count {
+        ($($f:ident),*) => { [$(stringify!($f)),*].len() };
+    }
+    each_field!(count)
+};
 
 impl VcpuCounts {
     /// User plus kernel instructions (the idle loop left out).
@@ -64,51 +113,35 @@ impl VcpuCounts {
         self.user_stored + self.kernel_stored
     }
 
+    /// MMIO reads, user and kernel.
+    pub fn mmio_reads(&self) -> u64 {
+        self.user_mmio_reads + self.kernel_mmio_reads
+    }
+
+    /// MMIO writes, user and kernel.
+    pub fn mmio_writes(&self) -> u64 {
+        self.user_mmio_writes + self.kernel_mmio_writes
+    }
+
     /// `self - earlier`, field by field (a counter never goes back; a wrapped
     /// or reset one gives 0, not a huge number).
     pub fn since(&self, earlier: &VcpuCounts) -> VcpuCounts {
-        VcpuCounts {
-            user_insns: self.user_insns.saturating_sub(earlier.user_insns),
-            kernel_insns: self.kernel_insns.saturating_sub(earlier.kernel_insns),
-            idle_insns: self.idle_insns.saturating_sub(earlier.idle_insns),
-            user_loaded: self.user_loaded.saturating_sub(earlier.user_loaded),
-            user_stored: self.user_stored.saturating_sub(earlier.user_stored),
-            kernel_loaded: self.kernel_loaded.saturating_sub(earlier.kernel_loaded),
-            kernel_stored: self.kernel_stored.saturating_sub(earlier.kernel_stored),
-            marked_insns: self.marked_insns.saturating_sub(earlier.marked_insns),
-            marked_loaded: self.marked_loaded.saturating_sub(earlier.marked_loaded),
-            marked_stored: self.marked_stored.saturating_sub(earlier.marked_stored),
-            marks: self.marks.saturating_sub(earlier.marks),
-            one_insns: self.one_insns.saturating_sub(earlier.one_insns),
-            one_loaded: self.one_loaded.saturating_sub(earlier.one_loaded),
-            one_stored: self.one_stored.saturating_sub(earlier.one_stored),
-            ones: self.ones.saturating_sub(earlier.ones),
-            marked_user: self.marked_user.saturating_sub(earlier.marked_user),
-            one_user: self.one_user.saturating_sub(earlier.one_user),
+        macro_rules! sub {
+            ($($f:ident),*) => {
+                VcpuCounts { $($f: self.$f.saturating_sub(earlier.$f)),* }
+            };
         }
+        each_field!(sub)
     }
 
     /// Field-by-field sum.
     pub fn plus(&self, o: &VcpuCounts) -> VcpuCounts {
-        VcpuCounts {
-            user_insns: self.user_insns + o.user_insns,
-            kernel_insns: self.kernel_insns + o.kernel_insns,
-            idle_insns: self.idle_insns + o.idle_insns,
-            user_loaded: self.user_loaded + o.user_loaded,
-            user_stored: self.user_stored + o.user_stored,
-            kernel_loaded: self.kernel_loaded + o.kernel_loaded,
-            kernel_stored: self.kernel_stored + o.kernel_stored,
-            marked_insns: self.marked_insns + o.marked_insns,
-            marked_loaded: self.marked_loaded + o.marked_loaded,
-            marked_stored: self.marked_stored + o.marked_stored,
-            marks: self.marks + o.marks,
-            one_insns: self.one_insns + o.one_insns,
-            one_loaded: self.one_loaded + o.one_loaded,
-            one_stored: self.one_stored + o.one_stored,
-            ones: self.ones + o.ones,
-            marked_user: self.marked_user + o.marked_user,
-            one_user: self.one_user + o.one_user,
+        macro_rules! add {
+            ($($f:ident),*) => {
+                VcpuCounts { $($f: self.$f + o.$f),* }
+            };
         }
+        each_field!(add)
     }
 }
 
@@ -214,39 +247,27 @@ impl Counter {
 pub fn parse(text: &str) -> Option<Snapshot> {
     let mut lines = text.lines();
     let head: Vec<&str> = lines.next()?.split_whitespace().collect();
-    let ["pollnic-count", "4", "seq", seq, "vcpus", n] = head[..] else {
+    let ["pollnic-count", "5", "seq", seq, "vcpus", n] = head[..] else {
         return None;
     };
     let (seq, n): (u64, usize) = (seq.parse().ok()?, n.parse().ok()?);
     let mut vcpus = Vec::with_capacity(n);
     for i in 0..n {
         let w: Vec<&str> = lines.next()?.split_whitespace().collect();
-        if w.len() != 19 || w[0] != "cpu" || w[1].parse::<usize>().ok()? != i {
+        if w.len() != FIELDS + 2 || w[0] != "cpu" || w[1].parse::<usize>().ok()? != i {
             return None;
         }
         let v: Vec<u64> = w[2..]
             .iter()
             .map(|x| x.parse().ok())
             .collect::<Option<_>>()?;
-        vcpus.push(VcpuCounts {
-            user_insns: v[0],
-            kernel_insns: v[1],
-            idle_insns: v[2],
-            user_loaded: v[3],
-            user_stored: v[4],
-            kernel_loaded: v[5],
-            kernel_stored: v[6],
-            marked_insns: v[7],
-            marked_loaded: v[8],
-            marked_stored: v[9],
-            marks: v[10],
-            one_insns: v[11],
-            one_loaded: v[12],
-            one_stored: v[13],
-            ones: v[14],
-            marked_user: v[15],
-            one_user: v[16],
-        });
+        let mut v = v.into_iter();
+        macro_rules! fill {
+            ($($f:ident),*) => {
+                VcpuCounts { $($f: v.next()?),* }
+            };
+        }
+        vcpus.push(each_field!(fill));
     }
     let end: Vec<&str> = lines.next()?.split_whitespace().collect();
     (end.len() == 2 && end[0] == "end" && end[1].parse::<u64>().ok()? == seq).then_some(Snapshot {
@@ -262,14 +283,20 @@ mod tests {
 
     fn file(seq: u64, end: u64) -> String {
         format!(
-            "pollnic-count 4 seq {seq:020} vcpus 002\n\
+            "pollnic-count 5 seq {seq:020} vcpus 002\n\
              cpu 000 00000000000000000010 00000000000000000020 00000000000000000030 \
              00000000000000000040 00000000000000000050 00000000000000000060 00000000000000000070 \
              00000000000000000008 00000000000000000009 00000000000000000011 00000000000000000002 \
              00000000000000000004 00000000000000000004 00000000000000000005 00000000000000000001 \
-             00000000000000000006 00000000000000000003\n\
+             00000000000000000006 00000000000000000003 00000000000000000001 00000000000000000002 \
+             00000000000000000004 00000000000000000008 00000000000000000003 00000000000000000004 \
+             00000000000000000012 00000000000000000016 00000000000000000001 00000000000000000005 \
+             00000000000000000000 00000000000000000001\n\
              cpu 001 00000000000000000001 00000000000000000002 00000000000000000003 \
              00000000000000000004 00000000000000000005 00000000000000000006 00000000000000000007 \
+             00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
+             00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
+             00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
              00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
              00000000000000000000 00000000000000000000 00000000000000000000 00000000000000000000 \
              00000000000000000000 00000000000000000000\n\
@@ -288,6 +315,11 @@ mod tests {
         assert_eq!((s.vcpus[0].one_insns, s.vcpus[0].ones), (4, 1));
         assert_eq!((s.vcpus[0].marked_user, s.vcpus[0].one_user), (6, 3));
         assert_eq!(s.vcpus[1].insns(), 3);
+        let c = &s.vcpus[0];
+        assert_eq!((c.user_mmio_reads, c.user_mmio_writes, c.user_mmio_written_bytes), (1, 2, 8));
+        assert_eq!((c.kernel_mmio_reads, c.kernel_mmio_writes, c.kernel_mmio_written_bytes), (3, 4, 16));
+        assert_eq!((c.mmio_reads(), c.mmio_writes()), (4, 6));
+        assert_eq!((c.marked_mmio_reads, c.marked_mmio_writes, c.one_mmio_writes), (1, 5, 1));
         // The writer was caught between the header and the end line.
         assert_eq!(parse(&file(8, 7)), None);
         // Cut short.

@@ -141,6 +141,28 @@ pub fn rx_kernel_ns(cores: Option<&[usize]>) -> u64 {
     hardirq_ns_on(cores) + softirq_ns_on(cores) + rx_kthreads_ns(cores)
 }
 
+/// Interrupts taken so far, summed over every CPU, by the vectors of the PCI
+/// function `bdf` (`0000:00:06.0`), from the text of /proc/interrupts: the
+/// lines whose chip or name holds the address. An MSI or MSI-X vector's chip
+/// is named after its function (`PCI-MSIX-0000:00:06.0`, `IR-PCI-MSIX-...`
+/// behind interrupt remapping), whichever driver owns it (igb,
+/// virtio-pci, vfio-pci, whose names are `vfio-msix[n](0000:00:06.0)`); a
+/// legacy INTx line is shared and named after the IOAPIC, and is not counted.
+pub fn port_interrupts(text: &str, bdf: &str) -> u64 {
+    let cpus = text.lines().next().map_or(0, |h| h.split_whitespace().count());
+    text.lines()
+        .skip(1)
+        .filter(|l| l.contains(bdf))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .take(cpus)
+                .map_while(|x| x.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
 /// The IRQ of each RX queue of `ifname`, from the text of /proc/interrupts:
 /// igb names an MSI-X vector that serves RX queue n `<if>-TxRx-<n>` when it
 /// pairs RX and TX queues on one vector and `<if>-rx-<n>` when it gives each
@@ -190,6 +212,21 @@ pub fn parse_queue_irqs(text: &str, ifname: &str) -> Option<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ports_interrupts_are_summed_over_its_vectors_and_cpus() {
+        let text = "           CPU0       CPU1\n\
+             24:          7          0  IR-PCI-MSIX-0000:00:06.0    0-edge      eth1\n\
+             25:       1200          3  IR-PCI-MSIX-0000:00:06.0    1-edge      eth1-TxRx-0\n\
+             26:          5          1  IR-PCI-MSIX-0000:00:07.0    1-edge      virtio2-input.0\n\
+             40:         10         20  vfio-msix[0](0000:00:08.0)\n\
+             11:        900          0  IO-APIC   11-fasteoi   uhci_hcd\n\
+            LOC:      50000      40000   Local timer interrupts\n";
+        assert_eq!(port_interrupts(text, "0000:00:06.0"), 1210);
+        assert_eq!(port_interrupts(text, "0000:00:07.0"), 6);
+        assert_eq!(port_interrupts(text, "0000:00:08.0"), 30);
+        assert_eq!(port_interrupts(text, "0000:00:09.0"), 0);
+    }
 
     #[test]
     fn msix_queue_vectors_are_found_by_name_and_ordered_by_queue() {

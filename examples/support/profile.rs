@@ -32,6 +32,25 @@ pub struct Profile {
     /// Per vCPU: instructions of committed marked regions that did not fit
     /// the plugin's per-region log (missing from the marked profile).
     pub lost: Vec<u64>,
+    /// MMIO sites (device register accesses) that ran, with their counts.
+    pub mmio: Vec<MmioSite>,
+}
+
+/// One MMIO site of a profile: the accesses one instruction made to one
+/// device register address, per vCPU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MmioSite {
+    /// Guest physical address of the register (`None`: accesses that found
+    /// no slot in the plugin's table).
+    pub phys: Option<u64>,
+    /// A write (else a read).
+    pub write: bool,
+    /// The instruction's address (resolved with [`Symbols`]).
+    pub pc: u64,
+    /// QEMU's name for the device region (`igb-mmio`, `virtio-pci-notify`).
+    pub device: String,
+    /// Accesses per vCPU (index = vCPU).
+    pub count: Vec<u64>,
 }
 
 /// One block's instructions (index = vCPU).
@@ -123,10 +142,38 @@ pub fn parse(text: &str) -> Option<Profile> {
         lost.push(w[2].parse().ok()?);
     }
     let mut blocks = HashMap::new();
+    let mut mmio = Vec::new();
     for line in lines {
         let w: Vec<&str> = line.split_whitespace().collect();
         if w.first() == Some(&"end") {
-            return (w.len() == 2 && w[1].parse::<u64>().ok()? == seq).then_some(Profile { seq, blocks, lost });
+            return (w.len() == 2 && w[1].parse::<u64>().ok()? == seq).then_some(Profile {
+                seq,
+                blocks,
+                lost,
+                mmio,
+            });
+        }
+        if w.first() == Some(&"mmio-unplaced") || w.first() == Some(&"mmio") {
+            let (site, counts) = match w[..] {
+                ["mmio-unplaced", ref c @ ..] => (MmioSite::default(), c),
+                ["mmio", phys, rw @ ("r" | "w"), pc, device, ref c @ ..] => (
+                    MmioSite {
+                        phys: Some(u64::from_str_radix(phys, 16).ok()?),
+                        write: rw == "w",
+                        pc: u64::from_str_radix(pc, 16).ok()?,
+                        device: device.into(),
+                        count: Vec::new(),
+                    },
+                    c,
+                ),
+                _ => return None,
+            };
+            if counts.len() != n {
+                return None;
+            }
+            let count = counts.iter().map(|x| x.parse().ok()).collect::<Option<_>>()?;
+            mmio.push(MmioSite { count, ..site });
+            continue;
         }
         if w.len() != 1 + 2 * n {
             return None;
@@ -476,6 +523,54 @@ pub fn top_functions(
     (v, total)
 }
 
+/// One MMIO site summed over the picked vCPUs ([`top_mmio_sites`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MmioCost {
+    /// `write igb-mmio+0x3818 by igb_xmit_frame [igb]`: the access, the
+    /// device region with the register's offset from `bars` (else the
+    /// physical address), and the function that made it.
+    pub site: String,
+    /// Accesses over the picked vCPUs.
+    pub accesses: u64,
+}
+
+/// The `n` MMIO sites with the most accesses over the vCPUs `pick` accepts.
+/// `bars` gives the guest physical ranges of known BARs (start, length,
+/// label): a site inside one is named by its offset there.
+pub fn top_mmio_sites(
+    profile: &Profile,
+    pick: impl Fn(usize) -> bool,
+    bars: &[(u64, u64, String)],
+    symbols: &Symbols,
+    n: usize,
+) -> Vec<MmioCost> {
+    let mut per: HashMap<String, u64> = HashMap::new();
+    for m in &profile.mmio {
+        let accesses: u64 = m.count.iter().enumerate().filter(|(i, _)| pick(*i)).map(|(_, x)| x).sum();
+        if accesses == 0 {
+            continue;
+        }
+        let place = match m.phys {
+            None => "[unplaced MMIO sites]".to_string(),
+            Some(phys) => {
+                let reg = bars
+                    .iter()
+                    .find(|(start, len, _)| phys >= *start && phys - start < *len)
+                    .map_or_else(
+                        || format!("{}@{phys:#x}", m.device),
+                        |(start, _, label)| format!("{label}+{:#x}", phys - start),
+                    );
+                format!("{} {reg} by {}", if m.write { "write" } else { "read" }, symbols.name(m.pc))
+            }
+        };
+        *per.entry(place).or_default() += accesses;
+    }
+    let mut v: Vec<MmioCost> = per.into_iter().map(|(site, accesses)| MmioCost { site, accesses }).collect();
+    v.sort_by(|a, b| b.accesses.cmp(&a.accesses).then_with(|| a.site.cmp(&b.site)));
+    v.truncate(n);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,6 +581,9 @@ mod tests {
         ffffffff81000010 100 0 40 0\n\
         401000 10 20 0 20\n\
         unplaced 1 0 0 0\n\
+        mmio fe800818 w 401010 igb-mmio 0 3\n\
+        mmio fe800818 w ffffffff81000020 igb-mmio 2 0\n\
+        mmio-unplaced 0 1\n\
         end 7\n";
 
     #[test]
@@ -498,6 +596,35 @@ mod tests {
         assert!(parse(&FILE.replace("end 7", "end 8")).is_none());
         assert!(parse(&FILE.replace("end 7\n", "")).is_none());
         assert!(parse(&FILE.replace("401000 10 20 0 20", "401000 10 20 0")).is_none());
+        assert_eq!(p.mmio.len(), 3);
+        assert_eq!((p.mmio[0].phys, p.mmio[0].write, p.mmio[0].pc), (Some(0xfe80_0818), true, 0x40_1010));
+        assert_eq!((p.mmio[2].phys, p.mmio[2].count.clone()), (None, vec![0, 1]));
+        assert!(parse(&FILE.replace("igb-mmio 0 3", "igb-mmio 0")).is_none());
+        assert!(parse(&FILE.replace("fe800818 w 401010", "fe800818 x 401010")).is_none());
+    }
+
+    #[test]
+    fn mmio_sites_are_named_by_register_offset_and_function() {
+        let p = parse(FILE).unwrap();
+        let syms = Symbols {
+            tables: vec![Arc::new(FileSymbols {
+                segments: vec![],
+                table: kallsyms("ffffffff81000000 T igb_xmit_frame\t[igb]\n".into()),
+            })],
+            user: vec![],
+        };
+        let bars = [(0xfe80_0000, 0x2_0000, "igb BAR0".to_string())];
+        let top = top_mmio_sites(&p, |_| true, &bars, &syms, 10);
+        let f = |site: &str, accesses| MmioCost { site: site.into(), accesses };
+        assert_eq!(
+            top,
+            vec![
+                f("write igb BAR0+0x818 by [user]", 3),
+                f("write igb BAR0+0x818 by igb_xmit_frame [igb]", 2),
+                f("[unplaced MMIO sites]", 1)
+            ]
+        );
+        assert_eq!(top_mmio_sites(&p, |v| v == 0, &[], &syms, 1), vec![f("write igb-mmio@0xfe800818 by igb_xmit_frame [igb]", 2)]);
     }
 
     #[test]

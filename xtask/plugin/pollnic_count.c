@@ -11,6 +11,15 @@
  * (`idle=poll`) costs nothing in the figures; their memory accesses are not
  * instrumented at all.
  *
+ * MMIO (mmio=on, the default; needs mem=on): an access whose page QEMU's
+ * softmmu TLB marks as I/O (qemu_plugin_hwaddr_is_io: a device's register
+ * region, not RAM) is also counted as an MMIO read or write with its bytes,
+ * per vCPU, user and kernel, and inside marked regions. The platform's fixed
+ * range 0xfec00000-0xffffffff (IOAPIC, HPET, local APIC, firmware) is left
+ * out: on silicon those are not PCIe round trips. Each distinct (guest
+ * physical address, read or write, instruction address) is an MMIO site,
+ * counted per vCPU and written to the profile file (its `mmio` lines).
+ *
  * Every `period_us` microseconds (default 1000) a thread rewrites `out` with
  * one fixed-width line per vCPU, framed by a sequence number at both ends so a
  * reader can tell a torn read (docs/design/counting.md gives the format).
@@ -29,8 +38,8 @@
  * another process runs on the region's vCPU the region is paused.
  *
  * Arguments: out=PATH (required), idle_start=0xADDR, idle_end=0xADDR,
- * mem=on|off (default on), period_us=N, profile=SLOTS (a power of two or 0),
- * switch=0xADDR.
+ * mem=on|off (default on), mmio=on|off (default on), period_us=N,
+ * profile=SLOTS (a power of two or 0), switch=0xADDR.
  *
  * Only the dozen functions of QEMU's plugin API (version 4, QEMU 9.0 and
  * later) that this file uses are declared below, from their documented
@@ -119,10 +128,16 @@ GByteArray *g_byte_array_new(void);
 GByteArray *g_byte_array_set_size(GByteArray *, unsigned int);
 size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *, void *, size_t);
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *);
+uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *);
 uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *);
 struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *, size_t);
 unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t);
+struct qemu_plugin_hwaddr;
+struct qemu_plugin_hwaddr *qemu_plugin_get_hwaddr(qemu_plugin_meminfo_t, uint64_t);
+bool qemu_plugin_hwaddr_is_io(const struct qemu_plugin_hwaddr *);
+uint64_t qemu_plugin_hwaddr_phys_addr(const struct qemu_plugin_hwaddr *);
+const char *qemu_plugin_hwaddr_device_name(const struct qemu_plugin_hwaddr *);
 struct qemu_plugin_scoreboard *qemu_plugin_scoreboard_new(size_t);
 void *qemu_plugin_scoreboard_find(struct qemu_plugin_scoreboard *, unsigned int);
 void qemu_plugin_outs(const char *);
@@ -146,6 +161,13 @@ struct counts {
      * another process runs on the vCPU the region is paused (open = 0,
      * paused = 1) and what it ran is left out (see on_switch). */
     uint64_t region_cr3, paused, pause_insns, pause_loaded, pause_stored, pause_user, pauses;
+    /* MMIO: accesses whose page QEMU's TLB marks as I/O (a device's
+     * MemoryRegion, not RAM), outside the platform's fixed range (see
+     * is_platform): reads and writes, and their bytes, USER and KERNEL. */
+    uint64_t mmio_r[2], mmio_w[2], mmio_rb[2], mmio_wb[2];
+    /* The same inside marked regions (all of them, and those of one packet). */
+    uint64_t marked_mmio_r, marked_mmio_w, one_mmio_r, one_mmio_w;
+    uint64_t start_mmio_r, start_mmio_w, pause_mmio_r, pause_mmio_w;
 };
 
 /*
@@ -173,6 +195,7 @@ static int marker_of(const struct qemu_plugin_insn *insn)
 static struct qemu_plugin_scoreboard *board;
 static uint64_t idle_start, idle_end;
 static bool count_mem = true;
+static bool count_mmio = true;
 static int vcpus;       /* vCPUs of the machine */
 static int vcpus_ready; /* vCPUs initialised so far (their scoreboard entries exist) */
 static int out_fd = -1;
@@ -180,6 +203,55 @@ static unsigned period_us = 1000;
 static volatile bool stopping;
 static pthread_t writer;
 static uint64_t seq;
+
+/* ---- MMIO sites: (guest physical address, read or write, instruction) ---- */
+#define SITES 65536 /* a power of two, filled to 3/4 at most: the boot alone
+                     * reads a few thousand PCI config (ECAM) addresses */
+struct site {
+    uint64_t phys, pc, store; /* store: 1 write, 2 read (0: free) */
+    const char *device;       /* QEMU's MemoryRegion name (interned by QEMU) */
+};
+static struct site sites[SITES];
+static uint64_t sites_used, sites_unplaced;
+static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Per vCPU, SITES counters (slot 0: accesses that found no slot). */
+static struct qemu_plugin_scoreboard *site_counts;
+static uint64_t *prev_sites; /* at the previous PROFILE marker (vCPU * SITES + slot) */
+
+static uint64_t site_slot(uint64_t phys, uint64_t pc, bool store, const char *device)
+{
+    uint64_t rw = store ? 1 : 2;
+    uint64_t h = ((phys * 0x9E3779B97F4A7C15ULL) ^ (pc * 0xC2B2AE3D27D4EB4FULL) ^ rw) >> 20;
+    uint64_t found = 0;
+    pthread_mutex_lock(&sites_lock);
+    for (uint64_t i = 0; i < 64; i++) {
+        uint64_t s = (h + i) & (SITES - 1);
+        if (s == 0) {
+            continue;
+        }
+        struct site *e = &sites[s];
+        if (e->store == rw && e->phys == phys && e->pc == pc) {
+            found = s;
+            break;
+        }
+        if (e->store == 0) {
+            if (sites_used < SITES / 4 * 3) {
+                e->phys = phys;
+                e->pc = pc;
+                e->device = device;
+                __atomic_store_n(&e->store, rw, __ATOMIC_RELEASE);
+                sites_used++;
+                found = s;
+            }
+            break;
+        }
+    }
+    if (!found) {
+        sites_unplaced++;
+    }
+    pthread_mutex_unlock(&sites_lock);
+    return found;
+}
 
 /* ---- the profile: instructions per translated block's start address ---- */
 #define LOG_LEN 65536
@@ -339,6 +411,39 @@ static void dump_profile(void)
         }
         fputc('\n', f);
     }
+    /* MMIO sites: `mmio PHYS r|w PC DEVICE` and what each vCPU did there
+     * since the previous PROFILE marker (slot 0: `mmio-unplaced`). */
+    for (uint64_t s = 0; site_counts && s < SITES; s++) {
+        uint64_t rw = __atomic_load_n(&sites[s].store, __ATOMIC_ACQUIRE);
+        if (s != 0 && rw == 0) {
+            continue;
+        }
+        bool any = false;
+        for (int v = 0; v < ready; v++) {
+            uint64_t *p = &prev_sites[(uint64_t)v * SITES + s];
+            uint64_t now = ((uint64_t *)qemu_plugin_scoreboard_find(site_counts, v))[s];
+            all[v] = now - *p;
+            *p = now;
+            any = any || all[v] != 0;
+        }
+        if (!any) {
+            continue;
+        }
+        if (s == 0) {
+            fputs("mmio-unplaced", f);
+        } else {
+            const char *dev = sites[s].device ? sites[s].device : "?";
+            fprintf(f, "mmio %" PRIx64 " %c %" PRIx64 " ", sites[s].phys, rw == 1 ? 'w' : 'r', sites[s].pc);
+            /* A MemoryRegion name has no spaces in practice; make sure. */
+            for (const char *p = dev; *p; p++) {
+                fputc(*p == ' ' || *p == '\n' ? '_' : *p, f);
+            }
+        }
+        for (int v = 0; v < ready; v++) {
+            fprintf(f, " %" PRIu64, all[v]);
+        }
+        fputc('\n', f);
+    }
     fprintf(f, "end %" PRIu64 "\n", seq_now);
     fclose(f);
     pthread_mutex_unlock(&dumping);
@@ -353,18 +458,69 @@ static int class_of(uint64_t vaddr)
     return vaddr >= 0xffff800000000000ULL ? KERNEL : USER;
 }
 
-static void on_load(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+/* The platform's fixed range below 4 GiB on x86 (q35): IOAPIC at
+ * 0xfec00000, HPET at 0xfed00000, the local APIC at 0xfee00000, firmware
+ * above. Not PCIe devices: left out of the MMIO counts. */
+static bool is_platform(uint64_t phys)
+{
+    return phys >= 0xfec00000ULL && phys <= 0xffffffffULL;
+}
+
+/* Memory callbacks: udata is the instruction's address (its class, user or
+ * kernel, follows from it; the idle loop is never instrumented). */
+static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata, bool store)
 {
     struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
-    (void)vaddr;
-    c->loaded[(uintptr_t)udata] += 1u << qemu_plugin_mem_size_shift(info);
+    uint64_t pc = (uintptr_t)udata;
+    int cls = pc >= 0xffff800000000000ULL ? KERNEL : USER;
+    uint64_t size = 1u << qemu_plugin_mem_size_shift(info);
+    if (store) {
+        c->stored[cls] += size;
+    } else {
+        c->loaded[cls] += size;
+    }
+    if (!count_mmio) {
+        return;
+    }
+    struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
+    if (!hw || !qemu_plugin_hwaddr_is_io(hw)) {
+        return;
+    }
+    uint64_t phys = qemu_plugin_hwaddr_phys_addr(hw);
+    if (is_platform(phys)) {
+        return;
+    }
+    if (store) {
+        c->mmio_w[cls]++;
+        c->mmio_wb[cls] += size;
+    } else {
+        c->mmio_r[cls]++;
+        c->mmio_rb[cls] += size;
+    }
+    if (prof_slots) {
+        uint64_t slot = site_slot(phys, pc, store, qemu_plugin_hwaddr_device_name(hw));
+        ((uint64_t *)qemu_plugin_scoreboard_find(site_counts, vcpu))[slot]++;
+    }
+}
+
+static void on_load(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+    on_access(vcpu, info, vaddr, udata, false);
 }
 
 static void on_store(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
 {
-    struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
-    (void)vaddr;
-    c->stored[(uintptr_t)udata] += 1u << qemu_plugin_mem_size_shift(info);
+    on_access(vcpu, info, vaddr, udata, true);
+}
+
+static uint64_t mmio_reads(const struct counts *c)
+{
+    return c->mmio_r[USER] + c->mmio_r[KERNEL];
+}
+
+static uint64_t mmio_writes(const struct counts *c)
+{
+    return c->mmio_w[USER] + c->mmio_w[KERNEL];
 }
 
 /* ---- which process runs: CR3, read at the marker and at every task switch ---- */
@@ -410,12 +566,16 @@ static void on_switch(unsigned int vcpu, void *udata)
         c->pause_user = c->insns[USER];
         c->pause_loaded = c->loaded[USER] + c->loaded[KERNEL];
         c->pause_stored = c->stored[USER] + c->stored[KERNEL];
+        c->pause_mmio_r = mmio_reads(c);
+        c->pause_mmio_w = mmio_writes(c);
         c->pauses++;
     } else if (c->paused && cr3 == c->region_cr3) {
         c->start_insns += c->insns[USER] + c->insns[KERNEL] - c->pause_insns;
         c->start_user += c->insns[USER] - c->pause_user;
         c->start_loaded += c->loaded[USER] + c->loaded[KERNEL] - c->pause_loaded;
         c->start_stored += c->stored[USER] + c->stored[KERNEL] - c->pause_stored;
+        c->start_mmio_r += mmio_reads(c) - c->pause_mmio_r;
+        c->start_mmio_w += mmio_writes(c) - c->pause_mmio_w;
         c->paused = 0;
         c->open = 1;
     }
@@ -433,6 +593,8 @@ static void on_mark(unsigned int vcpu, void *udata)
         c->start_insns = insns;
         c->start_loaded = loaded;
         c->start_stored = stored;
+        c->start_mmio_r = mmio_reads(c);
+        c->start_mmio_w = mmio_writes(c);
         c->open = 1;
         c->paused = 0;
         c->region_cr3 = switch_addr ? read_cr3() : 0;
@@ -446,7 +608,11 @@ static void on_mark(unsigned int vcpu, void *udata)
             c->marked_stored += stored - c->start_stored;
             c->marks++;
             c->marked_user += c->insns[USER] - c->start_user;
+            c->marked_mmio_r += mmio_reads(c) - c->start_mmio_r;
+            c->marked_mmio_w += mmio_writes(c) - c->start_mmio_w;
             if ((uintptr_t)udata == MARK_COMMIT_ONE) {
+                c->one_mmio_r += mmio_reads(c) - c->start_mmio_r;
+                c->one_mmio_w += mmio_writes(c) - c->start_mmio_w;
                 c->one_user += c->insns[USER] - c->start_user;
                 c->one_insns += insns - c->start_insns;
                 c->one_loaded += loaded - c->start_loaded;
@@ -499,8 +665,9 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         if (!count_mem) {
             continue;
         }
-        qemu_plugin_register_vcpu_mem_cb(insn, on_load, CB_NO_REGS, MEM_R, (void *)(uintptr_t)cls);
-        qemu_plugin_register_vcpu_mem_cb(insn, on_store, CB_NO_REGS, MEM_W, (void *)(uintptr_t)cls);
+        void *pc = (void *)(uintptr_t)qemu_plugin_insn_vaddr(insn);
+        qemu_plugin_register_vcpu_mem_cb(insn, on_load, CB_NO_REGS, MEM_R, pc);
+        qemu_plugin_register_vcpu_mem_cb(insn, on_store, CB_NO_REGS, MEM_W, pc);
     }
 }
 
@@ -508,10 +675,10 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
  * width so every rewrite has the same length and covers the previous one. */
 static void dump(void)
 {
-    char buf[256 + 448 * 64];
+    char buf[256 + 704 * 64];
     size_t len = 0;
     seq++;
-    len += snprintf(buf + len, sizeof buf - len, "pollnic-count 4 seq %020" PRIu64 " vcpus %03d\n", seq,
+    len += snprintf(buf + len, sizeof buf - len, "pollnic-count 5 seq %020" PRIu64 " vcpus %03d\n", seq,
                     vcpus);
     int ready = __atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
     for (int v = 0; v < vcpus && v < 64; v++) {
@@ -521,11 +688,16 @@ static void dump(void)
                         "cpu %03d %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
                         " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
                         " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
-                        " %020" PRIu64 " %020" PRIu64 "\n",
+                        " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
+                        " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
+                        " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 "\n",
                         v, c->insns[USER], c->insns[KERNEL], c->insns[IDLE], c->loaded[USER],
                         c->stored[USER], c->loaded[KERNEL], c->stored[KERNEL], c->marked_insns,
                         c->marked_loaded, c->marked_stored, c->marks, c->one_insns, c->one_loaded,
-                        c->one_stored, c->ones, c->marked_user, c->one_user);
+                        c->one_stored, c->ones, c->marked_user, c->one_user, c->mmio_r[USER],
+                        c->mmio_w[USER], c->mmio_rb[USER], c->mmio_wb[USER], c->mmio_r[KERNEL],
+                        c->mmio_w[KERNEL], c->mmio_rb[KERNEL], c->mmio_wb[KERNEL], c->marked_mmio_r,
+                        c->marked_mmio_w, c->one_mmio_r, c->one_mmio_w);
     }
     len += snprintf(buf + len, sizeof buf - len, "end %020" PRIu64 "\n", seq);
     if (pwrite(out_fd, buf, len, 0) != (ssize_t)len) {
@@ -605,6 +777,8 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
             idle_end = v;
         } else if (strcmp(a, "mem=on") == 0 || strcmp(a, "mem=off") == 0) {
             count_mem = a[5] == 'n';
+        } else if (strcmp(a, "mmio=on") == 0 || strcmp(a, "mmio=off") == 0) {
+            count_mmio = a[6] == 'n';
         } else if (strncmp(a, "switch=", 7) == 0 && parse_u64(a + 7, &v)) {
             switch_addr = v;
         } else if (strncmp(a, "profile=", 8) == 0 && parse_u64(a + 8, &v) && (v == 0 || (v >= 1024 && v <= (1u << 24) && (v & (v - 1)) == 0))) {
@@ -648,6 +822,12 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
         prof_all = qemu_plugin_scoreboard_new(prof_slots * sizeof(uint64_t));
         prof_marked = qemu_plugin_scoreboard_new(prof_slots * sizeof(uint64_t));
         logs = qemu_plugin_scoreboard_new(sizeof(struct region_log));
+        site_counts = qemu_plugin_scoreboard_new(SITES * sizeof(uint64_t));
+        prev_sites = calloc(SITES * (vcpus < 64 ? vcpus : 64), sizeof(uint64_t));
+        if (!prev_sites) {
+            qemu_plugin_outs("pollnic-count: no memory for the MMIO sites\n");
+            return -1;
+        }
     }
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
