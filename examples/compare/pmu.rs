@@ -114,7 +114,9 @@ impl Pmu {
     /// An ioctl on a counter failed.
     pub fn start(&mut self) -> Result<(), String> {
         for c in self.cpus.iter_mut().flat_map(|(_, c)| c.iter_mut()) {
-            c.reset().and_then(|_| c.enable()).map_err(|e| e.to_string())?;
+            c.reset()
+                .and_then(|_| c.enable())
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -165,7 +167,10 @@ pub fn per_packet(
     packets: u64,
 ) -> (Vec<PmuFigure>, String) {
     match window {
-        None => (Vec::new(), "not read for this row (--pmu off, or a transmit row)".into()),
+        None => (
+            Vec::new(),
+            "not read for this row (--pmu off, or a transmit row)".into(),
+        ),
         Some(Err(why)) => (Vec::new(), why.clone()),
         Some(Ok(_)) if packets == 0 => (Vec::new(), "no packet".into()),
         Some(Ok(sums)) => (
@@ -206,14 +211,25 @@ mod tests {
     fn off_opens_nothing_and_says_so() {
         let e = Pmu::open(PmuEvents::Off, &[0]).err().unwrap();
         assert!(e.contains("off"), "{e}");
-        assert!(events(PmuEvents::Hardware).iter().map(|(n, _)| *n).eq(["cycles", "instructions", "LLC-loads", "LLC-load-misses"]));
+        assert!(events(PmuEvents::Hardware).iter().map(|(n, _)| *n).eq([
+            "cycles",
+            "instructions",
+            "LLC-loads",
+            "LLC-load-misses"
+        ]));
     }
 
     #[test]
     fn counts_become_figures_per_packet_and_a_refusal_stays_its_reason() {
         let w = Some(Ok(vec![("cycles", 1000u64), ("instructions", 500)]));
         let (f, note) = per_packet(&w, 10);
-        assert_eq!(f[0], PmuFigure { event: "cycles".into(), per_packet: 100.0 });
+        assert_eq!(
+            f[0],
+            PmuFigure {
+                event: "cycles".into(),
+                per_packet: 100.0
+            }
+        );
         assert_eq!(f[1].per_packet, 50.0);
         assert!(note.starts_with("cycles, instructions:"), "{note}");
         let (f, note) = per_packet(&Some(Err("cycles on CPU 0: no PMU: x".into())), 10);
