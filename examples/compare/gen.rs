@@ -180,10 +180,22 @@ pub fn round_trip(
             }
             dev.queue(0).free_bulk(&mut buf);
         };
-        let offered = send(dev, flows, size, rate, secs, stop, None, &mut poll);
+        // In a counting guest, and with --pmu: the window runs from the
+        // first frame to the end of the drain, as a receive row's does.
+        let mut meter = crate::cost::Meter::new();
+        if let Some(m) = meter.as_mut() {
+            m.begin();
+        }
+        let mut pmu = crate::pmu::begin(GEN_CORE.load(Relaxed));
+        let mut offered = send(dev, flows, size, rate, secs, stop, None, &mut poll);
         let end = Instant::now() + drain;
         while Instant::now() < end {
             poll(dev);
+        }
+        offered.pmu = pmu.as_mut().map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
+        if let Some(m) = meter {
+            let core = GEN_CORE.load(Relaxed);
+            offered.window = m.end((core != usize::MAX).then_some(core));
         }
         back.tally.gaps = Some(gaps);
         (offered, back)
