@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use pollnic::pci::{self, PciAddress, Sysfs};
 
-/// Userspace poll-mode driver for Intel igb (82576/I350) and ixgbe (82599/X520) NICs over VFIO. The 82599 back end is tested against a software model only, not yet on hardware.
+/// Userspace poll-mode driver for three NIC families: Intel igb (82576/I350), Intel ixgbe (82599/X520) and virtio-net (the NIC of most VMs), over VFIO, or, opt-in and unsafe, over uio_pci_generic or VFIO's no-IOMMU mode where there is no IOMMU. The 82599 back end is tested against a software model only, not yet on hardware.
 #[derive(Debug, Parser)]
 #[command(name = "pollnic", version)]
 struct Cli {

@@ -3,7 +3,7 @@
 
 use pollnic::pci::{link_state, list_intel_nics, BindMode, LinkState, PciDevice, Result, Sysfs};
 
-/// One Intel Ethernet function and its link.
+/// One supported Ethernet function (igb, ixgbe or virtio-net) and its link.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NicStatus {
     /// What sysfs says about it.
@@ -15,7 +15,7 @@ pub struct NicStatus {
     pub mode: Option<BindMode>,
 }
 
-/// Every Intel Ethernet function with its link state, sorted by address.
+/// Every supported Ethernet function (igb, ixgbe, virtio-net) with its link state, sorted by address.
 ///
 /// # Errors
 /// As [`pollnic::pci::list_intel_nics`].
@@ -31,9 +31,9 @@ pub fn status(sysfs: &Sysfs) -> Result<Vec<NicStatus>> {
 }
 
 /// Text shown when [`status`] finds nothing.
-pub const NO_NICS_MESSAGE: &str = "no Intel Ethernet devices found (vendor 0x8086, class 0x0200) \
-under /sys/bus/pci/devices; check `lspci -D -d 8086:` and that the NIC is seated / passed through \
-to this machine. No NIC at hand? In a clone of the pollnic repository, `cargo xtask demo` boots \
+pub const NO_NICS_MESSAGE: &str = "no supported Ethernet device found under /sys/bus/pci/devices \
+(Intel 82576, I350 or 82599: vendor 0x8086; modern virtio-net: 1af4:1041); \
+check `lspci -D -nn | grep -i ethernet` and that the NIC is seated / passed through to this machine. No NIC at hand? In a clone of the pollnic repository, `cargo xtask demo` boots \
 the QEMU testbed, whose emulated 82576 ports pollnic drives";
 
 /// Formats [`status`] as an aligned table with a header line; columns:

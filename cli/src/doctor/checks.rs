@@ -412,7 +412,7 @@ pub fn port(f: &Facts, p: &PortFacts) -> Vec<Finding> {
         return vec![Finding::fail(
             area,
             format!("no PCI device at {}", p.addr),
-            "pollnic status   # lists the Intel NICs and their addresses",
+            "pollnic status   # lists the supported NICs (igb, ixgbe, virtio-net) and their addresses",
         )];
     };
     let mut out = Vec::new();

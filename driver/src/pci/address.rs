@@ -53,7 +53,7 @@ impl fmt::Display for PciAddress {
 #[error(
     "invalid PCI address {input:?}: {reason}; expected DOMAIN:BUS:DEVICE.FUNCTION in hex, \
      like 0000:01:00.0 (or the short form 01:00.0); run `pollnic status` or \
-     `lspci -D -d 8086:` to list the NICs' addresses"
+     `lspci -D -nn | grep -i ethernet` to list the NICs' addresses"
 )]
 pub struct ParseAddressError {
     /// The string that was given.
@@ -189,7 +189,7 @@ mod tests {
         assert!(msg.contains("\"eth0\""), "{msg}");
         assert!(msg.contains("0000:01:00.0"), "{msg}");
         assert!(msg.contains("pollnic status"), "{msg}");
-        assert!(msg.contains("lspci -D -d 8086:"), "{msg}");
+        assert!(msg.contains("lspci -D -nn"), "{msg}");
     }
 
     #[test]

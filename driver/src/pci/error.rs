@@ -15,7 +15,7 @@ pub enum Error {
     Address(#[from] ParseAddressError),
 
     /// `/sys/bus/pci/devices/<addr>` does not exist.
-    #[error("{addr}: no such PCI device (run `pollnic status` to list Intel NICs)")]
+    #[error("{addr}: no such PCI device (run `pollnic status` to list the supported NICs)")]
     NoSuchDevice {
         /// The address asked for.
         addr: PciAddress,
@@ -24,7 +24,7 @@ pub enum Error {
     /// The device is not one pollnic drives; binding it would only take it
     /// away from its kernel driver.
     #[error(
-        "{addr}: {vendor:04x}:{device:04x} is not a NIC pollnic supports (82576, I350, 82599/X520); \
+        "{addr}: {vendor:04x}:{device:04x} is not a NIC pollnic supports (Intel 82576, I350, 82599/X520; modern virtio-net 1af4:1041); \
          refusing to touch it (run `pollnic status` to list supported NICs)"
     )]
     Unsupported {
@@ -308,7 +308,7 @@ mod tests {
         let addr: PciAddress = "0000:00:09.0".parse().unwrap();
         assert_eq!(
             Error::NoSuchDevice { addr }.to_string(),
-            "0000:00:09.0: no such PCI device (run `pollnic status` to list Intel NICs)"
+            "0000:00:09.0: no such PCI device (run `pollnic status` to list the supported NICs)"
         );
         let msg = Error::NoIommuGroup { addr }.to_string();
         assert!(

@@ -68,7 +68,7 @@ fn bind_all_with_a_bad_second_address_changes_nothing() {
     assert!(matches!(errors[0], Error::NoSuchDevice { .. }), "{msg}");
     assert_eq!(
         msg,
-        "0000:00:1f.0: no such PCI device (run `pollnic status` to list Intel NICs); \
+        "0000:00:1f.0: no such PCI device (run `pollnic status` to list the supported NICs); \
          nothing was changed"
     );
     assert_eq!(f.driver_of(first).as_deref(), Some("igb"));

@@ -91,7 +91,7 @@ fn bind_refusals_touch_nothing() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "0000:00:1f.0: no such PCI device (run `pollnic status` to list Intel NICs)"
+        "0000:00:1f.0: no such PCI device (run `pollnic status` to list the supported NICs)"
     );
 
     assert!(f.writes().is_empty());
