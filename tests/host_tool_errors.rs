@@ -151,6 +151,14 @@ fn pollnic_cli_refuses_bad_doctor_and_owner_arguments() {
                 "bind --group no-such-group-pollnic 00:08.0",
                 "no group `no-such-group-pollnic`",
             ),
+            // Named twice (the short and the long form of one address):
+            // a bad command line, said before any guard or check.
+            ("bind 00:08.0 0000:00:08.0", "0000:00:08.0 is given twice: give each port once"),
+            ("unbind 00:08.0 00:08.0", "0000:00:08.0 is given twice"),
         ],
     );
+    for args in ["bind 00:08.0 00:08.0", "unbind 00:08.0 00:08.0"] {
+        let out = Command::new(&exe).args(args.split(' ')).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args}: a bad command line is status 2");
+    }
 }

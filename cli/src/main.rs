@@ -132,6 +132,11 @@ const USAGE_EXIT: u8 = 2;
 /// Parse the command line; `--help`/`--version` print and exit 0, any error
 /// prints one line naming the option, the value and the valid range, and
 /// exits [`USAGE_EXIT`] before anything is touched.
+/// The first item of `v` that an earlier one equals.
+fn twice<T: PartialEq + Copy>(v: &[T]) -> Option<T> {
+    v.iter().enumerate().find(|(i, x)| v[..*i].contains(x)).map(|(_, x)| *x)
+}
+
 fn parse_cli() -> Result<Cli, ExitCode> {
     Cli::try_parse().map_err(|e| {
         use clap::error::ErrorKind;
@@ -187,6 +192,14 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let sysfs = Sysfs::new(cli.sysfs);
+    // A port named twice is a bad command line (exit 2), said before any
+    // check or guard looks at the ports (docs/tools/pollnic.md).
+    if let Command::Bind { addrs, .. } | Command::Unbind { addrs } = &cli.command {
+        if let Some(a) = twice(addrs) {
+            eprintln!("pollnic: {a} is given twice: give each port once");
+            return ExitCode::from(USAGE_EXIT);
+        }
+    }
     match cli.command {
         Command::Status => status(&sysfs),
         Command::Bind {
@@ -462,12 +475,7 @@ fn doctor(
             return ExitCode::from(USAGE_EXIT);
         }
     };
-    if let Some(c) = cores
-        .iter()
-        .enumerate()
-        .find(|(i, c)| cores[..*i].contains(c))
-        .map(|(_, c)| *c)
-    {
+    if let Some(c) = twice(&cores) {
         eprintln!("pollnic: --cores: core {c} is given twice: give each core once");
         return ExitCode::from(USAGE_EXIT);
     }
