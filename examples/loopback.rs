@@ -28,12 +28,12 @@ use std::time::{Duration, Instant};
     about = "Send frames on one pollnic port, receive them on another, report rates, queue shares and latency"
 )]
 struct Args {
-    /// PCI address of the sending port (bound to vfio-pci).
-    #[arg(long)]
-    tx: String,
+    /// PCI address of the sending port (bound to vfio-pci), e.g. 0000:03:00.0.
+    #[arg(long, value_name = "ADDR")]
+    tx: pollnic::pci::PciAddress,
     /// PCI address of the receiving port (bound to vfio-pci).
-    #[arg(long)]
-    rx: String,
+    #[arg(long, value_name = "ADDR")]
+    rx: pollnic::pci::PciAddress,
     /// How long to send, in seconds (0 = until Ctrl-C or --count, as fwd's 0). [range: 0..=31536000]
     #[arg(value_parser = clap::value_parser!(u64).range(0..=31536000), long, default_value_t = 10)]
     seconds: u64,
@@ -121,14 +121,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         pollnic_tools::gen::check_frame_size(args.frame_size, args.mtu, false).map_err(Usage)?;
     }
     let cores = pollnic_tools::args::cores("--cores", &args.cores)?;
-    let same = match (
-        args.tx.parse::<pollnic::pci::PciAddress>(),
-        args.rx.parse::<pollnic::pci::PciAddress>(),
-    ) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => args.tx == args.rx,
-    };
-    if same {
+    if args.tx == args.rx {
         return Err(Usage(
             "--tx and --rx are the same port: loopback needs two ports cabled back to back".into(),
         )
@@ -144,7 +137,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_tx_ring_size(args.ring_size)
         .with_mempool_size(mempool_size)
         .with_mtu(args.mtu);
-    let txd = Device::open(&args.tx, &base)?;
+    let txd = Device::open(args.tx.to_string(), &base)?;
     // The receiving port reports each frame's checksum status, and every
     // one must be good (the test frames carry an IPv4 header checksum and
     // no UDP checksum, so the NIC checks the IPv4 one).
@@ -157,7 +150,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             pollnic_hw::rss::MICROSOFT_KEY
         });
-    let mut rxd = Device::open(&args.rx, &rx_cfg)?;
+    let mut rxd = Device::open(args.rx.to_string(), &rx_cfg)?;
     pollnic_tools::signal::stop_on_removal(&txd)?;
     pollnic_tools::signal::stop_on_removal(&rxd)?;
     if args.json {

@@ -65,7 +65,7 @@ fn tools(dir: &std::path::Path) -> Vec<Tool> {
                 "--out",
                 &dir.to_string_lossy(),
             ]),
-            not_numeric: &["--tx", "--rx", "--paths", "--cores", "--out", "--label"],
+            not_numeric: &["--tx", "--rx", "--paths", "--cores", "--out", "--label", "--pmu"],
         },
         Tool {
             name: "smol-echo",
@@ -300,8 +300,8 @@ fn a_missing_argument_is_named_with_the_usage_line_and_exits_2() {
     let cases: [(std::path::PathBuf, &str, &str); 6] = [
         (pollnic.clone(), "bind", "<ADDR>"),
         (pollnic.clone(), "rss --src 1.2.3.4", "--dst <DST>"),
-        (ex("loopback"), "", "--tx <TX>"),
-        (ex("loopback"), "--tx 00:08.0", "--rx <RX>"),
+        (ex("loopback"), "", "--tx <ADDR>"),
+        (ex("loopback"), "--tx 00:08.0", "--rx <ADDR>"),
         (ex("fwd"), "", "<"),
         (ex("compare"), "", "<"),
     ];

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant, SystemTime};
 )]
 struct Args {
     /// PCI address of the port (bound to vfio-pci).
-    #[arg(long)]
-    port: String,
+    #[arg(long, value_name = "ADDR")]
+    port: pollnic::pci::PciAddress,
     /// Output file: pcap (nanosecond), or pcapng when the name ends in .pcapng.
     #[arg(long)]
     out: std::path::PathBuf,
@@ -124,7 +124,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_promisc(true)
         .with_rx_checksum(true)
         .with_mtu(args.mtu);
-    let mut dev = Device::open(&args.port, &cfg)?;
+    let mut dev = Device::open(args.port.to_string(), &cfg)?;
     pollnic_tools::signal::stop_on_removal(&dev)?;
     if !args.json {
         println!(

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant, SystemTime};
 )]
 struct Args {
     /// PCI address of the sending port (bound to vfio-pci).
-    #[arg(long)]
-    port: String,
+    #[arg(long, value_name = "ADDR")]
+    port: pollnic::pci::PciAddress,
     /// Offered rate in packets/s (0 = as fast as the port takes them). [range: 0..=1000000000]
     #[arg(value_parser = clap::value_parser!(u64).range(0..=1000000000), long, default_value_t = 0)]
     rate: u64,
@@ -146,7 +146,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_tx_ring_size(args.ring_size)
         .with_mempool_size((args.ring_size * 2 + 2048).max(4096))
         .with_mtu(args.mtu);
-    let mut dev = Device::open(&args.port, &cfg)?;
+    let mut dev = Device::open(args.port.to_string(), &cfg)?;
     pollnic_tools::signal::stop_on_removal(&dev)?;
     let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(dev.mac(), dst, i))

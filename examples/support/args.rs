@@ -32,8 +32,12 @@ impl From<String> for Usage {
 /// Parse this process's arguments into `T`. `--help` and `--version` print
 /// and exit 0; any error prints one line, `TOOL: <clap's message>`, and
 /// exits [`USAGE_EXIT`].
+///
+/// A negative number is taken as an option's value, not as an unknown
+/// option: `--rate -5` is refused for its range, naming `--rate`, instead
+/// of "unexpected argument '-5'".
 pub fn parse<T: clap::Parser>(tool: &str) -> T {
-    T::try_parse().unwrap_or_else(|e| {
+    try_parse_from::<T>(std::env::args_os()).unwrap_or_else(|e| {
         use clap::error::ErrorKind;
         if matches!(
             e.kind(),
@@ -46,6 +50,13 @@ pub fn parse<T: clap::Parser>(tool: &str) -> T {
         eprintln!("{tool}: {}", one_line(&e));
         std::process::exit(USAGE_EXIT)
     })
+}
+
+/// [`parse`]'s parser, on any argument list.
+fn try_parse_from<T: clap::Parser>(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<T, clap::Error> {
+    let mut cmd = T::command().allow_negative_numbers(true);
+    let mut m = cmd.try_get_matches_from_mut(args)?;
+    T::from_arg_matches_mut(&mut m).map_err(|e| e.format(&mut cmd))
 }
 
 /// End the process after `run` failed: [`USAGE_EXIT`] for a [`Usage`],

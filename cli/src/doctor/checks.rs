@@ -659,8 +659,10 @@ pub fn cpu_list(cpus: &[usize]) -> String {
 /// Each requested core: online, isolated, frequency governor.
 pub fn cores(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
-    let requested: Vec<usize> = f.cores.iter().map(|c| c.cpu).collect();
-    let list = cpu_list(&requested);
+    // The kernel command line to suggest: the requested cores that exist
+    // (an absent one is reported as such, never suggested).
+    let online: Vec<usize> = f.cores.iter().filter(|c| c.online).map(|c| c.cpu).collect();
+    let list = cpu_list(&online);
     for c in &f.cores {
         let area = format!("core {}", c.cpu);
         if !c.online {
