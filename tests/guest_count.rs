@@ -106,6 +106,18 @@ fn mmio_is_counted_per_register_access() {
     let c = counter();
     // Markers count per vCPU: the regions must begin and end on one.
     assert!(pollnic_tools::cores::pin_current_thread(0), "pin to vCPU 0");
+    // RAM first, before the device is open: an open device's statistics
+    // thread reads its counter registers now and then (34 reads), and in
+    // this process's address space it would count inside a long region.
+    let mut ram = vec![1u64; 1 << 17];
+    let a = c.snapshot().unwrap();
+    marker::begin();
+    for (i, x) in ram.iter_mut().enumerate() {
+        *x = std::hint::black_box(*x + i as u64);
+    }
+    marker::commit();
+    let d = c.snapshot().unwrap().since(&a);
+    assert_eq!((d[0].marked_mmio_reads, d[0].marked_mmio_writes, d[0].marks), (0, 0, 1), "1 MiB of RAM: no MMIO");
     let mut dev = Device::open(port(0), &small_config()).expect("open port 0");
     let q = dev.queue(0);
     let burst = |n: usize| {
@@ -123,23 +135,16 @@ fn mmio_is_counted_per_register_access() {
     let mut warm = burst(4);
     q.tx_burst(&mut warm);
     assert!(q.flush_tx(Duration::from_secs(5)));
-    // Touched once before: no first-touch page fault inside the region.
-    let mut ram = vec![1u64; 1 << 17];
     let mut got = Vec::new();
     // (what, marked MMIO reads, marked MMIO writes, marked regions)
     let mut seen = Vec::new();
     profile::Profile::start().expect("profile");
-    for what in ["tx_burst of 16", "empty rx_burst", "1 MiB of RAM"] {
+    for what in ["tx_burst of 16", "empty rx_burst"] {
         let a = c.snapshot().unwrap();
         marker::begin();
         match what {
             "tx_burst of 16" => assert_eq!(q.tx_burst(&mut pkts), 16),
-            "empty rx_burst" => assert_eq!(q.rx_burst(&mut got, 32), 0),
-            _ => {
-                for (i, x) in ram.iter_mut().enumerate() {
-                    *x = std::hint::black_box(*x + i as u64);
-                }
-            }
+            _ => assert_eq!(q.rx_burst(&mut got, 32), 0),
         }
         marker::commit();
         let d = c.snapshot().unwrap().since(&a);
@@ -150,8 +155,8 @@ fn mmio_is_counted_per_register_access() {
     println!("MMIO sites on vCPU 0 in the window: {:?}", prof.mmio.iter().filter(|m| m.count[0] > 0).collect::<Vec<_>>());
     assert_eq!(
         seen,
-        vec![("tx_burst of 16", 0, 1, 1), ("empty rx_burst", 0, 0, 1), ("1 MiB of RAM", 0, 0, 1)],
-        "one TDT write for a burst, nothing for a poll or for RAM"
+        vec![("tx_burst of 16", 0, 1, 1), ("empty rx_burst", 0, 0, 1)],
+        "one TDT write for a burst, nothing for a poll"
     );
     // The profile's site: a write of TDT(0) on vCPU 0, by pollnic's code.
     let bar0 = std::fs::read_to_string(format!("/sys/bus/pci/devices/{}/resource", port(0))).unwrap();
