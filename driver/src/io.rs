@@ -22,11 +22,18 @@ pub trait DeviceBar: Send + Sync {
     fn regs(&self) -> &dyn Regs;
     /// The tail register at byte offset `reg` as a doorbell for a ring.
     fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell;
+    /// The region's size in bytes (the BAR's size, as the kernel reports
+    /// it). A structure a device places in the BAR (a virtio capability) is
+    /// checked against it before any access is made.
+    fn size(&self) -> u64;
 }
 
 impl DeviceBar for Bar {
     fn regs(&self) -> &dyn Regs {
         self
+    }
+    fn size(&self) -> u64 {
+        Bar::size(self) as u64 // the inherent method: the mapping length
     }
     fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
         TailDoorbell(Tail::Mmio { bar: self, reg })

@@ -242,6 +242,11 @@ impl DeviceBar for SoftBar {
     fn regs(&self) -> &dyn Regs {
         self
     }
+    /// 512 KiB, the 82599's BAR0 (the 82576's is 128 KiB); the models
+    /// answer any offset, and nothing of theirs is placed by capability.
+    fn size(&self) -> u64 {
+        512 << 10
+    }
     fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
         TailDoorbell::new(self, reg)
     }

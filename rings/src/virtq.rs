@@ -447,6 +447,10 @@ pub struct VirtqRx<D: Doorbell> {
     slots: Box<[u32]>,
     /// Whether chain `k` is the device's (posted and not yet used).
     posted: Box<[bool]>,
+    /// The chains a burst re-armed, in the order it put them in the avail
+    /// ring: driver-private, so that marking them posted never reads back
+    /// the avail ring, which the device can write.
+    rearmed: Box<[u16]>,
     /// The avail index next published, and the used index next read.
     avail_idx: u16,
     last_used: u16,
@@ -517,6 +521,7 @@ impl<D: Doorbell> VirtqRx<D> {
             pool: pool.clone(),
             slots: bufs.into_boxed_slice(),
             posted: vec![false; chains].into_boxed_slice(),
+            rearmed: vec![0; chains].into_boxed_slice(),
             avail_idx: 0,
             last_used: 0,
             buf_size,
@@ -636,6 +641,8 @@ impl<D: Doorbell> VirtqRx<D> {
             }
             self.posted[k] = false;
             self.ring.put_avail(self.avail_idx, id as u16);
+            // `taken < n <= in_flight <= chains`: inside `rearmed`.
+            self.rearmed[taken as usize] = k as u16;
             self.avail_idx = self.avail_idx.wrapping_add(1);
             taken += 1;
         }
@@ -654,16 +661,14 @@ impl<D: Doorbell> VirtqRx<D> {
         got
     }
 
-    /// Mark the `n` chains put in the avail ring from `first` on as posted,
-    /// publish them and kick if the device wants it.
+    /// Mark the `n` chains this burst put in the avail ring from `first` on
+    /// (`rearmed[..n]`) as posted, publish them and kick if the device wants
+    /// it. Marking waits until the burst has read every used entry it
+    /// takes, so that an id the device reports twice in one burst is a
+    /// break, not a chain it already holds again.
     fn repost(&mut self, first: u16, n: u16) {
-        for s in 0..n {
-            let slot = first.wrapping_add(s);
-            let off = self.ring.avail + 4 + 2 * (slot & self.ring.mask) as usize;
-            // SAFETY: a masked slot inside avail.ring (layout); written by
-            // this burst.
-            let id = u16::from_le(unsafe { self.ring.at::<u16>(off).read_volatile() });
-            self.posted[(id / 2) as usize] = true;
+        for &k in &self.rearmed[..n as usize] {
+            self.posted[k as usize] = true;
         }
         self.ring.publish_avail(self.avail_idx);
         if self.ring.event_idx && !self.irq_armed {
@@ -1041,6 +1046,11 @@ pub mod device {
         used: usize,
     }
 
+    // SAFETY: the view holds only the address of the queue's DMA memory,
+    // which `new`'s contract keeps alive; it reads and writes it only with
+    // volatile accesses, as a device does from its own thread.
+    unsafe impl Send for DeviceView {}
+
     impl DeviceView {
         /// The device side of the queue at `addrs`, whose IOVAs are the
         /// process's own addresses (an [`crate::IdentityMapper`] region).
@@ -1086,6 +1096,13 @@ pub mod device {
                     p.add(14).cast::<u16>().read_volatile(),
                 )
             }
+        }
+        /// Write avail.ring[`slot` masked] = `id`: what a hostile device
+        /// may do to the driver's ring (the driver never reads it back).
+        pub fn set_avail_entry(&self, slot: u16, id: u16) {
+            let off = self.avail + 4 + 2 * (slot & (self.size - 1)) as usize;
+            // SAFETY: `new`'s contract; inside avail.ring.
+            unsafe { self.base.add(off).cast::<u16>().write_volatile(id) }
         }
         /// Write used.ring[`slot` masked] = (id, len).
         pub fn put_used(&self, slot: u16, id: u32, len: u32) {

@@ -153,3 +153,84 @@ fn event_idx_kicks_exactly_when_avail_event_is_crossed() {
     assert!(vq.event_idx);
     assert_eq!(dev.avail_flags(), 0);
 }
+
+/// A device that rewrites the avail ring from its own thread while the
+/// driver's bursts run (here: 0xffff, no chain, into every slot, over and
+/// over): the driver keeps the ids it re-posts in its own memory, so no
+/// burst panics, no chain is marked wrongly and the queue never stops.
+/// Before the fix, `repost` read each id back from the avail ring and
+/// indexed its chain table with it: this test panicked with an index out
+/// of bounds.
+#[test]
+fn a_device_rewriting_the_avail_ring_during_bursts_changes_nothing() {
+    use pollnic_rings::virtq::device::DeviceView;
+    use pollnic_rings::{IdentityMapper, Mempool, PageSize, VirtqRx, VIRTIO_NET_HDR_LEN};
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    const SIZE: u16 = 256; // 128 chains
+    let pool = Mempool::new(1024, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+    let mut rx = VirtqRx::new(
+        SIZE,
+        PageSize::Small4K,
+        Arc::new(IdentityMapper),
+        &pool,
+        virtq_hostile::Bell(Arc::new(AtomicU64::new(0))),
+    )
+    .unwrap();
+    rx.start();
+    // SAFETY: identity-mapped queue, alive until the end of the test (the
+    // scribbler is joined before `rx` drops).
+    let dev = unsafe { DeviceView::new(rx.addrs()) };
+    // The device's own record of the chains it holds, read once before it
+    // turns hostile; the driver re-posts each chain it takes, in order.
+    let mut held: VecDeque<u16> = (0..dev.avail_idx()).map(|s| dev.avail_entry(s)).collect();
+    assert_eq!(held.len(), SIZE as usize / 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let scribbler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut passes = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for slot in 0..SIZE {
+                    dev.set_avail_entry(slot, 0xffff);
+                }
+                passes += 1;
+            }
+            passes
+        })
+    };
+    let (mut used, mut got) = (0u16, 0u64);
+    let mut out = Vec::new();
+    // A panic in a burst must stop the scribbler before the queue's memory
+    // goes, so it is caught, and raised again after the join.
+    let bursts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for round in 0..20_000u32 {
+            let n = 1 + round % 32;
+            for _ in 0..n {
+                let id = held.pop_front().expect("the device holds chains");
+                dev.put_used(used, id as u32, VIRTIO_NET_HDR_LEN + 60);
+                used = used.wrapping_add(1);
+                held.push_back(id);
+            }
+            dev.set_used_idx(used);
+            let mut left = n as usize;
+            while left > 0 {
+                let k = rx.rx_burst(&mut out, 32);
+                assert!(k > 0 && !rx.virtq_stats().stopped, "round {round}: stopped");
+                left -= k;
+                got += k as u64;
+            }
+            out.clear();
+        }
+    }));
+    stop.store(true, Ordering::Relaxed);
+    let passes = scribbler.join().unwrap();
+    if let Err(p) = bursts {
+        std::panic::resume_unwind(p);
+    }
+    assert!(passes > 0, "the device rewrote the ring during the bursts");
+    assert_eq!(rx.virtq_stats().device_errors, 0);
+    assert_eq!(rx.stats().packets, got);
+}

@@ -63,6 +63,11 @@ unsafe impl Send for Bar {}
 unsafe impl Sync for Bar {}
 
 impl Bar {
+    /// The mapping's length in bytes.
+    pub fn size(&self) -> usize {
+        self.len
+    }
+
     /// Map `len` bytes of `fd` at `offset` (a VFIO region's reported offset) read-write, shared.
     ///
     /// # Errors

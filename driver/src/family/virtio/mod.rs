@@ -230,24 +230,45 @@ struct Window {
     len: u32,
 }
 
+/// Every access through a [`Window`] is to a field inside the structure,
+/// aligned to its width: [`Port::find`] checks that each structure lies in
+/// its BAR (offset + length, without wrapping) and is aligned as §4.1.4.3
+/// to §4.1.4.7 require, and each access is checked against the structure's
+/// length here. A field the device made the structure too short to hold
+/// reads as all ones (what a read PCIe cannot complete returns) and takes
+/// no write; the callers that need such a field check the length first and
+/// refuse the device ([`Port::cfg16`], [`Port::set_reta`]).
 impl Window {
+    /// The BAR offset of the `width`-byte field at `o`.
+    #[inline]
+    fn at(&self, o: u32, width: u32) -> Option<u32> {
+        let end = o.checked_add(width)?;
+        let a = self.off.checked_add(o)?;
+        (end <= self.len && a % width == 0).then_some(a)
+    }
     fn r8(&self, o: u32) -> u8 {
-        self.bar.regs().read8(self.off + o)
+        self.at(o, 1).map_or(!0, |a| self.bar.regs().read8(a))
     }
     fn w8(&self, o: u32, v: u8) {
-        self.bar.regs().write8(self.off + o, v)
+        if let Some(a) = self.at(o, 1) {
+            self.bar.regs().write8(a, v)
+        }
     }
     fn r16(&self, o: u32) -> u16 {
-        self.bar.regs().read16(self.off + o)
+        self.at(o, 2).map_or(!0, |a| self.bar.regs().read16(a))
     }
     fn w16(&self, o: u32, v: u16) {
-        self.bar.regs().write16(self.off + o, v)
+        if let Some(a) = self.at(o, 2) {
+            self.bar.regs().write16(a, v)
+        }
     }
     fn r32(&self, o: u32) -> u32 {
-        self.bar.regs().read32(self.off + o)
+        self.at(o, 4).map_or(!0, |a| self.bar.regs().read32(a))
     }
     fn w32(&self, o: u32, v: u32) {
-        self.bar.regs().write32(self.off + o, v)
+        if let Some(a) = self.at(o, 4) {
+            self.bar.regs().write32(a, v)
+        }
     }
     /// A 64-bit field as two 32-bit writes, low first (§4.1.3.1 allows it).
     fn w64(&self, o: u32, v: u64) {
@@ -323,9 +344,18 @@ fn read_caps(io: &dyn DeviceIo) -> Option<Vec<Cap>> {
         if pos < 0x40 {
             break;
         }
-        let h = rd(pos, 20)?;
+        // The header first (ID, next, length): a capability near the end of
+        // configuration space is read only as far as it says it reaches.
+        // One that runs past the end of configuration space ends the walk.
+        let Some(h) = rd(pos, 3) else { break };
         if h[0] == PCI_CAP_ID_VNDR && h[2] >= 16 {
-            let le = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+            let Some(h) = rd(pos, h[2].min(20) as usize) else {
+                break;
+            };
+            let le = |i: usize| {
+                h.get(i..i + 4)
+                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            };
             caps.push(Cap {
                 cfg_type: h[3],
                 bar: h[4],
@@ -361,6 +391,32 @@ impl Port {
                     c.bar
                 ))
             })?;
+            // Inside the BAR, without wrapping (§4.1.4: offset and length
+            // are the device's word, and the device is not trusted).
+            let end = c.offset.checked_add(c.length);
+            if end.is_none_or(|e| u64::from(e) > bar.size()) {
+                return Err(bad(format!(
+                    "its {name} structure ({} bytes at offset {:#x} of BAR {}) does not fit in \
+                     the BAR ({} bytes)",
+                    c.length,
+                    c.offset,
+                    c.bar,
+                    bar.size()
+                )));
+            }
+            // §4.1.4.3 (common), §4.1.4.4 (notify, 2 bytes), §4.1.4.6
+            // (device-specific): aligned offsets.
+            let align = match ty {
+                CAP_COMMON | CAP_DEVICE => 4,
+                CAP_NOTIFY => 2,
+                _ => 1,
+            };
+            if c.offset % align != 0 {
+                return Err(bad(format!(
+                    "its {name} structure's offset {:#x} is not {align}-byte aligned",
+                    c.offset
+                )));
+            }
             Ok((
                 Window {
                     bar,
@@ -720,7 +776,10 @@ impl Port {
         let c = &self.common;
         c.w16(common::QUEUE_SELECT, q);
         let off = (c.r16(common::QUEUE_NOTIFY_OFF) as u32).checked_mul(self.notify_mult);
-        let Some(off) = off.filter(|o| o.checked_add(2).is_some_and(|e| e <= self.notify.len))
+        let Some(off) = off.filter(|o| {
+            o.checked_add(2).is_some_and(|e| e <= self.notify.len)
+                && (self.notify.off + o) % 2 == 0
+        })
         else {
             return Err(Error::VirtioCapability {
                 addr: self.addr,
@@ -733,6 +792,8 @@ impl Port {
         };
         Ok(Notify {
             bar: Arc::clone(&self.notify.bar),
+            // Inside the notify structure (checked above), which lies inside
+            // the BAR (`find`): no wrap.
             off: self.notify.off + off,
             queue: q,
         })
@@ -868,6 +929,9 @@ mod tests {
         fn regs(&self) -> &dyn Regs {
             self
         }
+        fn size(&self) -> u64 {
+            self.regs.lock().unwrap().len() as u64
+        }
         fn doorbell(self: Arc<Self>, reg: u32) -> TailDoorbell {
             TailDoorbell::new(self, reg)
         }
@@ -904,22 +968,30 @@ mod tests {
         }
     }
 
+    /// The four virtio capabilities of [`FakeDev`]: (type, offset, length).
+    const CAPS: [(u8, u32, u32); 4] = [
+        (CAP_COMMON, 0x000, 0x38),
+        (CAP_DEVICE, 0x100, 0x20),
+        (CAP_NOTIFY, 0x200, 0x10),
+        (CAP_ISR, 0x300, 4),
+    ];
+
     /// A configuration space with the four virtio capabilities (or none).
     fn config(with_caps: bool) -> Vec<u8> {
-        let mut c = vec![0u8; 256];
         if !with_caps {
-            return c;
+            return vec![0u8; 256];
         }
+        config_at(&CAPS, 0x40)
+    }
+
+    /// A configuration space with `caps`, the first at `first` and each
+    /// next 20 bytes on, all in BAR 4.
+    fn config_at(caps: &[(u8, u32, u32)], first: usize) -> Vec<u8> {
+        let mut c = vec![0u8; 256];
         c[0x06] = PCI_STATUS_CAP_LIST as u8;
-        c[0x34] = 0x40;
-        let caps = [
-            (CAP_COMMON, 0x000u32, 0x38u32),
-            (CAP_DEVICE, 0x100, 0x20),
-            (CAP_NOTIFY, 0x200, 0x10),
-            (CAP_ISR, 0x300, 4),
-        ];
+        c[0x34] = first as u8;
         for (i, (ty, off, len)) in caps.iter().enumerate() {
-            let p = 0x40 + 0x14 * i;
+            let p = first + 0x14 * i;
             c[p] = PCI_CAP_ID_VNDR;
             c[p + 1] = if i + 1 < caps.len() {
                 (p + 0x14) as u8
@@ -931,9 +1003,71 @@ mod tests {
             c[p + 4] = 4;
             c[p + 8..p + 12].copy_from_slice(&off.to_le_bytes());
             c[p + 12..p + 16].copy_from_slice(&len.to_le_bytes());
-            c[p + 16..p + 20].copy_from_slice(&4u32.to_le_bytes());
+            if let Some(extra) = c.get_mut(p + 16..p + 20) {
+                extra.copy_from_slice(&4u32.to_le_bytes());
+            }
         }
         c
+    }
+
+    /// `Port::find` on [`FakeDev`] (a 0x400-byte BAR 4) with `caps`.
+    fn find_with(caps: &[(u8, u32, u32)], first: usize) -> Result<Port> {
+        let mut io = io(0, false, true);
+        io.config = config_at(caps, first);
+        Port::find(&io, addr())
+    }
+
+    #[test]
+    fn structures_outside_their_bar_or_misaligned_are_refused_not_followed() {
+        assert!(find_with(&CAPS, 0x40).is_ok());
+        let with = |i: usize, off: u32, len: u32| {
+            let mut caps = CAPS;
+            caps[i].1 = off;
+            caps[i].2 = len;
+            find_with(&caps, 0x40).expect_err("refused").to_string()
+        };
+        // Past the end of the 0x400-byte BAR.
+        let e = with(1, 0x3f0, 0x20);
+        assert!(e.contains("does not fit in the BAR (1024 bytes)"), "{e}");
+        // offset + length wraps a u32.
+        let e = with(0, 0xffff_fff0, 0x38);
+        assert!(e.contains("does not fit"), "{e}");
+        let e = with(2, 0x400, 2);
+        assert!(e.contains("notification structure"), "{e}");
+        // Misaligned common and device structures (§4.1.4.3, §4.1.4.6).
+        let e = with(0, 0x2, 0x38);
+        assert!(e.contains("not 4-byte aligned"), "{e}");
+        let e = with(2, 0x201, 0x10);
+        assert!(e.contains("not 2-byte aligned"), "{e}");
+    }
+
+    #[test]
+    fn a_capability_at_the_end_of_configuration_space_ends_the_walk() {
+        // Three capabilities from 0x40, then the ISR one at 0xf8, whose 16
+        // bytes would run 8 past the 256 of configuration space.
+        let mut io = io(0, false, true);
+        io.config = config_at(&CAPS[..3], 0x40);
+        io.config[0x40 + 0x28 + 1] = 0xf8;
+        io.config[0xf8..0xfd].copy_from_slice(&[PCI_CAP_ID_VNDR, 0, 16, CAP_ISR, 4]);
+        let e = Port::find(&io, addr()).expect_err("refused").to_string();
+        assert!(e.contains("no ISR status capability"), "{e}");
+    }
+
+    #[test]
+    fn a_field_past_a_short_structure_reads_as_all_ones_and_takes_no_write() {
+        let io = io(0, false, true);
+        let port = Port::find(&io, addr()).unwrap();
+        let w = Window {
+            len: 6,
+            ..port.device.clone()
+        };
+        assert_eq!(w.r32(4), !0, "4 bytes at 4 of a 6-byte structure");
+        assert_eq!(w.r16(5), !0, "misaligned");
+        assert_eq!(w.r16(u32::MAX), !0, "o + width wraps");
+        w.w32(4, 0x1234_5678);
+        assert_eq!(io.bar.read32(0x104), 0, "no write past the structure");
+        w.w16(4, 0x5678);
+        assert_eq!(io.bar.read32(0x104), 0x5678, "a write inside it lands");
     }
 
     fn io(offered: u64, refuse: bool, with_caps: bool) -> FakeIo {
