@@ -71,6 +71,9 @@ pub struct Device {
     /// A virtio-net device's structures and features (`None` for the
     /// descriptor-ring families).
     virtio: Option<virtio::Port>,
+    /// The first RX virtqueue whose MSI-X vector the device did not take at
+    /// set-up, and that vector: interrupt mode is refused with it.
+    virtio_vector_refused: Option<(u16, u16)>,
     mac: [u8; 6],
     queues: Vec<Queue>,
     counters: DeviceCounters,
@@ -401,6 +404,7 @@ impl Device {
             name: ident.name,
             family,
             virtio: None,
+            virtio_vector_refused: None,
             mac: [0; 6],
             queues: Vec::new(),
             counters,
@@ -596,6 +600,12 @@ impl Device {
             Recording::new(dma.clone(), purpose, Arc::clone(&mappings))
         };
         port.no_config_vector();
+        // Each RX virtqueue gets its MSI-X vector (pair q: vector q) now, at
+        // set-up: §4.1.4.3.2 allows no queue field to change after
+        // `queue_enable`. Until `set_rx_mode` enables MSI-X, the device
+        // sends nothing on them (poll mode keeps notifications off).
+        let with_vectors = self.io.interrupts().is_some();
+        let mut refused_vector: Option<(u16, u16)> = None;
         let hdr = port.net_hdr();
         let event_idx = port.event_idx();
         let mut started = Vec::with_capacity(cfg.queues as usize);
@@ -628,10 +638,14 @@ impl Device {
                 rx.use_event_idx();
                 tx.use_event_idx();
             }
-            port.setup_queue(rxq, rx.addrs());
-            port.setup_queue(txq, tx.addrs());
+            let vector = if with_vectors { q } else { virtio::NO_VECTOR };
+            if !port.setup_queue(rxq, rx.addrs(), vector) && refused_vector.is_none() {
+                refused_vector = Some((rxq, vector));
+            }
+            port.setup_queue(txq, tx.addrs(), virtio::NO_VECTOR);
             started.push((rx, tx));
         }
+        self.virtio_vector_refused = refused_vector.filter(|_| with_vectors);
         let port = self.virtio.as_mut().expect("set above");
         if with_ctrl {
             port.setup_ctrl(page, mapper(DmaPurpose::CtrlQueue))?;
@@ -847,12 +861,13 @@ impl Device {
         let (Some(intr), Some(port)) = (self.io.interrupts(), self.virtio.as_ref()) else {
             return Err(fail(MsixError::Unsupported));
         };
+        let _ = port;
+        // The vectors were written at set-up (`bring_up_virtio`).
+        if let Some((queue, vector)) = self.virtio_vector_refused {
+            return Err(fail(MsixError::QueueVectorRefused { queue, vector }));
+        }
         let n = self.queues.len() as u16;
         let events = intr.enable_msix(n).map_err(fail)?;
-        if !(0..n).all(|q| port.set_queue_vector(2 * q, q)) {
-            intr.disable_msix();
-            return Err(fail(MsixError::Unsupported));
-        }
         for (q, event) in self.queues.iter_mut().zip(events) {
             q.irq = Some(QueueIrq {
                 event,

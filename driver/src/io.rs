@@ -164,6 +164,22 @@ pub enum MsixError {
          interrupt only, which pollnic does not use): open it with RxMode::BusyPoll"
     )]
     IntxOnly,
+    /// A virtio device did not take the MSI-X vector for a receive
+    /// virtqueue when the queue was set up at open (it read back
+    /// `VIRTIO_MSI_NO_VECTOR`, virtio 1.2 §4.1.5.1.2: its MSI-X table is too
+    /// small). Vectors can be set only before a queue is enabled
+    /// (§4.1.4.3.2), so interrupt mode is not available on this port.
+    #[error(
+        "the virtio device did not take MSI-X vector {vector} for virtqueue {queue} when the \
+         queue was set up (it answered VIRTIO_MSI_NO_VECTOR: its MSI-X table is too small for \
+         one vector per queue pair)"
+    )]
+    QueueVectorRefused {
+        /// The virtqueue (2 × queue pair for RX).
+        queue: u16,
+        /// The vector written.
+        vector: u16,
+    },
     /// The family's back end does not program MSI-X yet.
     #[error("the {family} back end has no MSI-X support in pollnic yet")]
     NoFamilySupport {

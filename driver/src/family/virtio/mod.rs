@@ -122,7 +122,7 @@ const WANTED: u64 = feature::VERSION_1
     | feature::EVENT_IDX;
 
 /// `VIRTIO_MSI_NO_VECTOR`: no MSI-X vector for this source.
-const NO_VECTOR: u16 = 0xffff;
+pub(crate) const NO_VECTOR: u16 = 0xffff;
 /// The network device configuration's fields (§5.1.4).
 const NET_CFG_MAC: u32 = 0;
 const NET_CFG_STATUS: u32 = 6;
@@ -626,7 +626,7 @@ impl Port {
         if self.event_idx() {
             ctrl.use_event_idx();
         }
-        self.setup_queue(idx, ctrl.addrs());
+        self.setup_queue(idx, ctrl.addrs(), NO_VECTOR);
         self.ctrl = Some(ctrl);
         Ok(())
     }
@@ -754,16 +754,22 @@ impl Port {
     }
 
     /// Give the device queue `q` (§4.1.5.1.3): size, the three addresses,
-    /// no MSI-X vector, enabled.
-    pub(crate) fn setup_queue(&self, q: u16, a: VirtqAddrs) {
+    /// its MSI-X vector (`NO_VECTOR` for none), and only then enable it:
+    /// every field is written before `queue_enable` (§4.1.4.3.2). Returns
+    /// whether the device took the vector (it reads back
+    /// `VIRTIO_MSI_NO_VECTOR` when it could not map it, §4.1.5.1.2); the
+    /// queue is enabled either way (a queue without a vector is polled).
+    pub(crate) fn setup_queue(&self, q: u16, a: VirtqAddrs, vector: u16) -> bool {
         let c = &self.common;
         c.w16(common::QUEUE_SELECT, q);
         c.w16(common::QUEUE_SIZE, a.size);
-        c.w16(common::QUEUE_MSIX_VECTOR, NO_VECTOR);
+        c.w16(common::QUEUE_MSIX_VECTOR, vector);
+        let took = c.r16(common::QUEUE_MSIX_VECTOR) == vector;
         c.w64(common::QUEUE_DESC, a.desc);
         c.w64(common::QUEUE_DRIVER, a.avail);
         c.w64(common::QUEUE_DEVICE, a.used);
         c.w16(common::QUEUE_ENABLE, 1);
+        took
     }
 
     /// Queue `q`'s doorbell: its notification address (§4.1.4.4,
@@ -797,15 +803,6 @@ impl Port {
             off: self.notify.off + off,
             queue: q,
         })
-    }
-
-    /// Route queue `q`'s used-buffer notifications to MSI-X vector
-    /// `vector` (§4.1.5.1.2); false when the device answers
-    /// `VIRTIO_MSI_NO_VECTOR` (it could not map it).
-    pub(crate) fn set_queue_vector(&self, q: u16, vector: u16) -> bool {
-        self.common.w16(common::QUEUE_SELECT, q);
-        self.common.w16(common::QUEUE_MSIX_VECTOR, vector);
-        self.common.r16(common::QUEUE_MSIX_VECTOR) == vector
     }
 
     /// No configuration-change interrupt (poll mode).
@@ -894,6 +891,8 @@ mod tests {
         offered: u64,
         refuse_features_ok: bool,
         select: Mutex<u32>,
+        /// Every 32-bit register write, in order: (offset, value).
+        writes: Mutex<Vec<(u32, u32)>>,
     }
 
     impl Regs for FakeDev {
@@ -906,6 +905,7 @@ mod tests {
             u32::from_le_bytes([r[o], r[o + 1], r[o + 2], r[o + 3]])
         }
         fn write32(&self, off: u32, val: u32) {
+            self.writes.lock().unwrap().push((off, val));
             if off == common::DEVICE_FEATURE_SELECT {
                 *self.select.lock().unwrap() = val;
             }
@@ -1017,6 +1017,47 @@ mod tests {
         Port::find(&io, addr())
     }
 
+    /// §4.1.4.3.2: every queue field, the MSI-X vector too, is written
+    /// before `queue_enable`; the vector is read back. (Before, the vectors
+    /// were written when interrupt mode was switched on, after enable and
+    /// DRIVER_OK.)
+    #[test]
+    fn a_queue_is_enabled_only_after_its_fields_and_vector_are_written() {
+        let io = io(0, false, true);
+        let port = Port::find(&io, addr()).unwrap();
+        let tx = pollnic_rings::VirtqTx::new(
+            16,
+            PageSize::Small4K,
+            Arc::new(IdentityMapper),
+            port.notify_for(1).unwrap(),
+        )
+        .unwrap();
+        let a = tx.addrs();
+        io.bar.writes.lock().unwrap().clear();
+        assert!(port.setup_queue(2, a, 1), "the vector reads back");
+        let w = io.bar.writes.lock().unwrap().clone();
+        let enable = w
+            .iter()
+            .position(|&(o, v)| o == common::QUEUE_ENABLE && v & 0xffff == 1)
+            .expect("queue_enable written");
+        assert_eq!(enable, w.len() - 1, "enable is the last write: {w:x?}");
+        let field = |o: u32| w.iter().rposition(|&(off, _)| off == o);
+        let vector = w
+            .iter()
+            .rposition(|&(o, v)| o == common::QUEUE_SIZE && v >> 16 == 1)
+            .expect("queue_msix_vector 1 written");
+        assert!(vector < enable);
+        for o in [
+            common::QUEUE_DESC,
+            common::QUEUE_DESC + 4,
+            common::QUEUE_DRIVER,
+            common::QUEUE_DEVICE + 4,
+        ] {
+            assert!(field(o).is_some_and(|i| i < enable), "{o:#x} before enable");
+        }
+        assert!(port.setup_queue(2, a, NO_VECTOR), "NO_VECTOR reads back as itself");
+    }
+
     #[test]
     fn structures_outside_their_bar_or_misaligned_are_refused_not_followed() {
         assert!(find_with(&CAPS, 0x40).is_ok());
@@ -1077,6 +1118,7 @@ mod tests {
                 offered,
                 refuse_features_ok: refuse,
                 select: Mutex::new(0),
+                writes: Mutex::new(Vec::new()),
             }),
             config: config(with_caps),
         }
