@@ -937,11 +937,12 @@ fn flow_control_modes_are_programmed_and_read_back() {
         check_flow_registers(&m, mode);
         assert!(m.violations().is_empty(), "{mode}: {:?}", m.violations());
     }
-    assert_eq!(
-        DeviceConfig::default().flow_control,
-        FlowControl::Full,
-        "Linux's default"
-    );
+    // None asked: the family's default, Linux's (full).
+    assert_eq!(DeviceConfig::default().flow_control, None);
+    let m = Soft82599::new(ModelConfig::default());
+    let dev = m.open(&small(1)).unwrap();
+    assert_eq!(dev.flow_control(), FlowControl::Full, "Linux's default");
+    check_flow_registers(&m, FlowControl::Full);
 }
 
 fn check_flow_registers(m: &Soft82599, mode: pollnic::config::FlowControl) {

@@ -79,15 +79,19 @@ pub struct DeviceConfig {
     /// the vector one where the CPU has its instructions, detected when the
     /// queues are set up).
     pub data_path: DataPathChoice,
-    /// Which PAUSE directions the port uses (default [`FlowControl::Full`],
-    /// the default of Linux igb and ixgbe; `ethtool -A`). Forced, not
+    /// Which PAUSE directions the port uses (`ethtool -A`); `None` (the
+    /// default) is the family's own default: [`FlowControl::Full`] on igb
+    /// and ixgbe, as Linux igb and ixgbe, and no PAUSE on virtio-net, which
+    /// has none (a VM's port sends no PAUSE frames to its host), so virtio
+    /// refuses any `Some` but `Some(FlowControl::None)`
+    /// ([`crate::Error::ConfigUnsupported`]). Forced, not
     /// negotiated; the water marks follow Linux (`igb_reset`,
     /// `ixgbe_pbthresh_setup`). With several queues each queue drops its
     /// own frames when its ring is full (SRRCTL.DROP_EN), so XOFF goes out
     /// only when the shared packet buffer itself fills; Linux ixgbe instead
     /// clears DROP_EN while it sends PAUSE, letting one full ring hold up
     /// the others.
-    pub flow_control: FlowControl,
+    pub flow_control: Option<FlowControl>,
     /// The I350's power saving (default [`PowerSaving::OFF`]: Energy
     /// Efficient Ethernet and DMA coalescing both off, since both add
     /// wake-up latency to the first frame after a quiet spell). Linux igb
@@ -293,7 +297,7 @@ impl DeviceConfig {
     /// Set [`DeviceConfig::flow_control`]: which PAUSE directions the port uses.
     #[must_use]
     pub fn with_flow_control(mut self, flow_control: FlowControl) -> Self {
-        self.flow_control = flow_control;
+        self.flow_control = Some(flow_control);
         self
     }
     /// Set [`DeviceConfig::power_saving`]: the I350's EEE and DMA coalescing.
@@ -340,7 +344,7 @@ impl Default for DeviceConfig {
             rx_mode: RxMode::BusyPoll,
             moderation: Moderation::default(),
             data_path: DataPathChoice::Auto,
-            flow_control: FlowControl::Full,
+            flow_control: None,
             power_saving: PowerSaving::OFF,
             rx_checksum: false,
             vlan_strip: false,

@@ -4,7 +4,7 @@
 //! read-modify-write, no false sharing between queues).
 
 use crossbeam_utils::CachePadded;
-use pollnic_rings::{RxStats, TxStats};
+use pollnic_rings::{RxStats, TxStats, VirtqStats};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Live counters of one queue.
@@ -20,6 +20,8 @@ pub struct QueueCounters {
     tx_bytes: AtomicU64,
     rx_kicks: AtomicU64,
     tx_kicks: AtomicU64,
+    device_errors: AtomicU64,
+    virtqueues_stopped: AtomicU64,
 }
 
 /// A consistent-enough copy of one queue's counters (each field is exact; the
@@ -48,6 +50,13 @@ pub struct QueueSnapshot {
     pub rx_kicks: u64,
     /// Notifications the TX virtqueue sent the device (virtio-net only).
     pub tx_kicks: u64,
+    /// Used-ring entries or indices that broke the virtqueue protocol, RX
+    /// and TX together (virtio-net only; `VirtqStats::device_errors`).
+    pub device_errors: u64,
+    /// How many of the pair's two virtqueues stopped on a device error
+    /// (virtio-net only): a stopped virtqueue's bursts return 0 until the
+    /// port is closed and opened again ([`crate::Queue::check`]).
+    pub virtqueues_stopped: u64,
 }
 
 impl QueueCounters {
@@ -69,12 +78,17 @@ impl QueueCounters {
         self.tx_bytes.store(s.bytes, Relaxed);
     }
 
-    /// Publish a virtqueue pair's kick totals (virtio-net only; called by
-    /// the queue's thread after a burst).
+    /// Publish a virtqueue pair's driver counters: kicks, device errors,
+    /// stopped virtqueues (virtio-net only; called by the queue's thread
+    /// after a burst).
     #[inline]
-    pub(crate) fn publish_kicks(&self, rx: u64, tx: u64) {
-        self.rx_kicks.store(rx, Relaxed);
-        self.tx_kicks.store(tx, Relaxed);
+    pub(crate) fn publish_virtq(&self, rx: &VirtqStats, tx: &VirtqStats) {
+        self.rx_kicks.store(rx.kicks, Relaxed);
+        self.tx_kicks.store(tx.kicks, Relaxed);
+        self.device_errors
+            .store(rx.device_errors + tx.device_errors, Relaxed);
+        self.virtqueues_stopped
+            .store(u64::from(rx.stopped) + u64::from(tx.stopped), Relaxed);
     }
 
     /// Read the counters (any thread).
@@ -90,6 +104,8 @@ impl QueueCounters {
             tx_bytes: self.tx_bytes.load(Relaxed),
             rx_kicks: self.rx_kicks.load(Relaxed),
             tx_kicks: self.tx_kicks.load(Relaxed),
+            device_errors: self.device_errors.load(Relaxed),
+            virtqueues_stopped: self.virtqueues_stopped.load(Relaxed),
         }
     }
 }

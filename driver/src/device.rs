@@ -515,7 +515,12 @@ impl Device {
             fam.enable_tx_queue(r, q.id).map_err(timeout)?;
         }
         fam.configure_rx_offloads(r, cfg.queues, cfg.rx_checksum, cfg.vlan_strip);
-        fam.configure_flow_control(r, self.device_id, cfg.flow_control, cfg.mtu);
+        fam.configure_flow_control(
+            r,
+            self.device_id,
+            cfg.flow_control.unwrap_or(crate::config::FlowControl::Full),
+            cfg.mtu,
+        );
         fam.configure_power_saving(r, self.device_id, cfg.power_saving, cfg.mtu);
         fam.start_rx(r, cfg.rx_filter()).map_err(timeout)?;
 
@@ -528,7 +533,12 @@ impl Device {
         // Once more after the link came up, as Linux forces the mode after
         // autonegotiation (`igb_config_fc_after_link_up`): QEMU's igb sets
         // CTRL.RFCE and TFCE when its autonegotiation completes.
-        fam.configure_flow_control(r, self.device_id, cfg.flow_control, cfg.mtu);
+        fam.configure_flow_control(
+            r,
+            self.device_id,
+            cfg.flow_control.unwrap_or(crate::config::FlowControl::Full),
+            cfg.mtu,
+        );
         Ok(())
     }
 
@@ -542,6 +552,7 @@ impl Device {
     /// two descriptors (`pollnic_rings::virtq`).
     fn bring_up_virtio(&mut self, cfg: &DeviceConfig) -> Result<()> {
         let addr = self.addr;
+        virtio::check_config(addr, cfg)?;
         let mut port = virtio::Port::find(self.io.as_ref(), addr)?;
         let negotiated =
             port.negotiate(cfg.dma == DmaAddressing::UnsafeNoIommuPhysical);
@@ -551,6 +562,7 @@ impl Device {
         let port = self.virtio.as_ref().expect("set above");
         self.mac = port.mac().unwrap_or_else(|| local_mac(addr));
         port.check_mtu(cfg.mtu)?;
+        port.check_rx_filter(cfg)?;
         let pairs = port.max_queue_pairs()?;
         if cfg.queues > pairs {
             return Err(Error::TooManyQueues {
@@ -663,6 +675,7 @@ impl Device {
             ));
         }
         port.configure_queues(cfg.queues, &cfg.hash_types, &self.rss_key, &self.reta)?;
+        port.set_rx_filter(cfg.promisc, cfg.allmulti)?;
         wait_for("link up", cfg.link_timeout, || port.link().up).map_err(|t| Error::LinkDown {
             addr,
             waited_ms: t.waited_ms,
@@ -1035,16 +1048,18 @@ impl Device {
 
     /// [`Error::VirtioNeedsReset`] when a virtio-net device has set
     /// DEVICE_NEEDS_RESET since it was opened (virtio 1.x §2.1.1: its
-    /// queues are then not to be trusted; close and reopen the port); `Ok`
-    /// otherwise, and always on the Intel families.
+    /// queues are then not to be trusted; close and reopen the port), and
+    /// [`Error::QueueStopped`] for the first queue whose virtqueue stopped on
+    /// a device error ([`Queue::check`]); `Ok` otherwise, and always on the
+    /// Intel families.
     ///
     /// # Errors
-    /// [`Error::VirtioNeedsReset`].
+    /// [`Error::VirtioNeedsReset`], [`Error::QueueStopped`].
     pub fn check_device(&self) -> Result<()> {
-        match &self.virtio {
-            Some(port) => port.check(),
-            None => Ok(()),
+        if let Some(port) = &self.virtio {
+            port.check()?;
         }
+        self.queues.iter().try_for_each(Queue::check)
     }
 
     /// The flow control mode the port runs with, read back from its
@@ -1150,6 +1165,8 @@ impl StatsSource {
                     t.rx_nombuf += q.rx_nombuf;
                     t.rx_kicks += q.rx_kicks;
                     t.tx_kicks += q.tx_kicks;
+                    t.device_errors += q.device_errors;
+                    t.virtqueues_stopped += q.virtqueues_stopped;
                 }
                 for (name, v) in [
                     ("rx_packets", t.rx_packets),
@@ -1160,6 +1177,8 @@ impl StatsSource {
                     ("rx_nombuf", t.rx_nombuf),
                     ("rx_kicks", t.rx_kicks),
                     ("tx_kicks", t.tx_kicks),
+                    ("device_errors", t.device_errors),
+                    ("virtqueues_stopped", t.virtqueues_stopped),
                 ] {
                     s.set_extra(name, v);
                 }

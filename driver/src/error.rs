@@ -481,6 +481,45 @@ pub enum Error {
         device_mtu: Option<u16>,
     },
 
+    /// A [`crate::DeviceConfig`] field asks for something this device or
+    /// its family cannot do (for example VLAN stripping or PAUSE frames on
+    /// virtio-net): the port is refused rather than opened without it.
+    #[error("{addr}: {family} cannot honour DeviceConfig::{field}: {why}")]
+    ConfigUnsupported {
+        /// The device.
+        addr: PciAddress,
+        /// The family (`virtio-net`, ...).
+        family: &'static str,
+        /// The field, as named in `DeviceConfig`.
+        field: &'static str,
+        /// Why, and what to set instead.
+        why: &'static str,
+    },
+
+    /// A queue stopped because its device broke the virtqueue protocol (a
+    /// used entry with an id no chain of the queue's has in flight, or a
+    /// used index that moved past every chain in flight): its bursts return
+    /// 0 until the port is closed and opened again ([`crate::Queue::check`],
+    /// [`crate::Device::check_device`]). The frames and buffers are safe:
+    /// every buffer goes back to its pool when the port closes.
+    #[error(
+        "queue {queue}: the device broke the virtqueue protocol ({device_errors} bad used-ring \
+         entries or indices), so its {} virtqueue{} stopped; nothing more is sent or received on \
+         it until the port is closed and opened again",
+        match (rx, tx) { (true, true) => "receive and transmit", (true, false) => "receive", _ => "transmit" },
+        if *rx && *tx { "s" } else { "" }
+    )]
+    QueueStopped {
+        /// The queue (pair) index.
+        queue: u16,
+        /// Its receive virtqueue stopped.
+        rx: bool,
+        /// Its transmit virtqueue stopped.
+        tx: bool,
+        /// Protocol breaks counted on the pair (the first stops a queue).
+        device_errors: u64,
+    },
+
     /// A virtio device set DEVICE_NEEDS_RESET (virtio 1.x §2.1.1): it hit
     /// an error it cannot recover from without a reset.
     #[error(

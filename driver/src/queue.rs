@@ -15,11 +15,12 @@ use pollnic_rings::{
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Publish a virtqueue pair's kick totals to its queue's counters (after
-/// every burst, as the packet counters are).
+/// Publish a virtqueue pair's driver counters (kicks, device errors,
+/// stops) to its queue's counters (after every burst, as the packet
+/// counters are).
 #[inline]
 fn publish_kicks(c: &QueueCounters, rx: &VirtqRx<Notify>, tx: &VirtqTx<Notify>) {
-    c.publish_kicks(rx.virtq_stats().kicks, tx.virtq_stats().kicks);
+    c.publish_virtq(&rx.virtq_stats(), &tx.virtq_stats());
 }
 
 /// The rings of one queue pair: Intel descriptor rings (igb, ixgbe) or
@@ -114,6 +115,35 @@ impl Queue {
         self.removal.requested()
     }
 
+    /// `Ok` while the queue can move frames; [`Error::QueueStopped`] once
+    /// one of its virtqueues stopped on a device error (virtio-net: a used
+    /// entry or index that broke the protocol, `docs/nics/virtio-net.md`).
+    /// A stopped queue's bursts return 0 until the port is closed and
+    /// opened again, so a loop that retries until a burst takes something
+    /// checks this when one takes nothing. Always `Ok` on the Intel
+    /// families, whose rings do not stop (a link that is down holds frames
+    /// instead: bound such a loop by time, as the [`Queue::tx_burst`]
+    /// example does). Reads the queue's own statistics: no register access.
+    ///
+    /// # Errors
+    /// [`Error::QueueStopped`], with the queue, which side and the device
+    /// errors counted.
+    pub fn check(&self) -> Result<()> {
+        let Rings::Virtq { rx, tx } = &self.rings else {
+            return Ok(());
+        };
+        let (r, t) = (rx.virtq_stats(), tx.virtq_stats());
+        if r.stopped || t.stopped {
+            return Err(Error::QueueStopped {
+                queue: self.id,
+                rx: r.stopped,
+                tx: t.stopped,
+                device_errors: r.device_errors + t.device_errors,
+            });
+        }
+        Ok(())
+    }
+
     /// Receive up to `max` frames, appending them to `out`; returns how many.
     /// Never blocks; never allocates if `out` has room for `max` more.
     /// Each [`Packet`] borrows the DMA buffer the NIC wrote (zero copy) and
@@ -170,17 +200,21 @@ impl Queue {
     /// # Example
     ///
     /// Send 1000 broadcast frames of 60 bytes from queue 0, retrying what
-    /// did not fit, then wait until the NIC has sent them:
+    /// did not fit, then wait until the NIC has sent them. The loop ends
+    /// also when the port cannot send: a queue the device stopped is an
+    /// error ([`Queue::check`]), and a ring that takes nothing for a second
+    /// (a link that is down) ends it early:
     ///
     /// ```no_run
     /// use pollnic::{Device, DeviceConfig};
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     ///
     /// let mut dev = Device::open("0000:03:00.0", &DeviceConfig::default())?;
     /// let mac = dev.mac();
     /// let q = dev.queue(0);
     /// let mut pending = Vec::with_capacity(32);
     /// let mut made = 0;
+    /// let mut progress = Instant::now();
     /// while made < 1000 || !pending.is_empty() {
     ///     while pending.len() < 32 && made < 1000 {
     ///         let Some(mut p) = q.mempool().alloc() else { break };
@@ -192,7 +226,16 @@ impl Queue {
     ///         pending.push(p);
     ///         made += 1;
     ///     }
-    ///     q.tx_burst(&mut pending); // takes what fits; the rest stays, in order
+    ///     // Takes what fits; the rest stays, in order.
+    ///     if q.tx_burst(&mut pending) > 0 {
+    ///         progress = Instant::now();
+    ///     } else {
+    ///         q.check()?; // the device broke the queue: Error::QueueStopped
+    ///         if progress.elapsed() > Duration::from_secs(1) {
+    ///             eprintln!("{} frames not sent: is the link down?", pending.len());
+    ///             break;
+    ///         }
+    ///     }
     /// }
     /// q.flush_tx(Duration::from_secs(1));
     /// # Ok::<(), pollnic::Error>(())

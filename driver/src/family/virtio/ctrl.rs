@@ -11,6 +11,12 @@
 
 use crate::family::HashTypes;
 
+/// `VIRTIO_NET_CTRL_RX`: the receive filter's command class (§5.1.6.5.1).
+pub(crate) const CLASS_RX: u8 = 0;
+/// `VIRTIO_NET_CTRL_RX_PROMISC`: promiscuous mode on (1) or off (0).
+pub(crate) const RX_PROMISC: u8 = 0;
+/// `VIRTIO_NET_CTRL_RX_ALLMULTI`: all-multicast mode on (1) or off (0).
+pub(crate) const RX_ALLMULTI: u8 = 1;
 /// `VIRTIO_NET_CTRL_MQ`: the multi-queue command class.
 pub(crate) const CLASS_MQ: u8 = 4;
 /// `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET`: how many queue pairs are in use.

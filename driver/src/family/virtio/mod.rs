@@ -15,6 +15,7 @@
 pub(crate) mod ctrl;
 pub(crate) mod ids;
 
+use crate::config::{DataPathChoice, DeviceConfig, FlowControl, PowerSaving};
 use crate::error::{Error, Result};
 use crate::family::{Family, LinkState, LinkStatus, NicModel};
 use crate::io::{DeviceBar, DeviceIo};
@@ -87,6 +88,9 @@ pub(crate) mod feature {
     pub const NET_STATUS: u64 = 1 << 16;
     /// `VIRTIO_NET_F_CTRL_VQ`: a control virtqueue.
     pub const NET_CTRL_VQ: u64 = 1 << 17;
+    /// `VIRTIO_NET_F_CTRL_RX`: the receive filter's promiscuous and
+    /// all-multicast modes are set by control commands (needs CTRL_VQ).
+    pub const NET_CTRL_RX: u64 = 1 << 18;
     /// `VIRTIO_NET_F_MQ`: several queue pairs (needs CTRL_VQ).
     pub const NET_MQ: u64 = 1 << 22;
     /// `VIRTIO_NET_F_HASH_REPORT`: the RSS hash in each received header.
@@ -116,6 +120,7 @@ const WANTED: u64 = feature::VERSION_1
     | feature::NET_STATUS
     | feature::NET_MTU
     | feature::NET_CTRL_VQ
+    | feature::NET_CTRL_RX
     | feature::NET_MQ
     | feature::NET_RSS
     | feature::NET_HASH_REPORT
@@ -163,6 +168,10 @@ pub(crate) static LAYOUT: StatsLayout = StatsLayout {
         "rx_nombuf",
         "rx_kicks",
         "tx_kicks",
+        // Protocol breaks by the device, and virtqueues stopped by them
+        // (`Error::QueueStopped`).
+        "device_errors",
+        "virtqueues_stopped",
     ],
 };
 
@@ -517,7 +526,7 @@ impl Port {
         }
         let mut features = offered & WANTED;
         if features & feature::NET_CTRL_VQ == 0 {
-            features &= !(feature::NET_MQ | feature::NET_RSS);
+            features &= !(feature::NET_MQ | feature::NET_RSS | feature::NET_CTRL_RX);
         }
         if features & feature::NET_RSS == 0 {
             features &= !feature::NET_HASH_REPORT;
@@ -644,6 +653,52 @@ impl Port {
         })?;
         ctrl.command(class, cmd, data, CTRL_WAIT)
             .map_err(|source| Error::VirtioCtrl { addr, source })
+    }
+
+    /// Whether the receive filter can be set as [`DeviceConfig::promisc`]
+    /// and `allmulti` ask, checked before the device is set up:
+    /// `VIRTIO_NET_F_CTRL_RX` sets both modes (§5.1.6.5.1) and the device's
+    /// MAC is known (`VIRTIO_NET_F_MAC`: with promiscuous mode off the
+    /// device passes frames for its own address, so pollnic must be using
+    /// that one). Without them the device cannot be told to filter: a
+    /// configuration that asks it to is refused; promiscuous mode is taken
+    /// as the device's own way (QEMU's virtio-net starts promiscuous).
+    ///
+    /// # Errors
+    /// [`Error::ConfigUnsupported`] for `promisc: false` on such a device.
+    pub(crate) fn check_rx_filter(&self, cfg: &DeviceConfig) -> Result<()> {
+        if cfg.promisc || (self.has(feature::NET_CTRL_RX) && self.has(feature::NET_MAC)) {
+            return Ok(());
+        }
+        Err(Error::ConfigUnsupported {
+            addr: self.addr,
+            family: "virtio-net",
+            field: "promisc",
+            why: if self.has(feature::NET_CTRL_RX) {
+                "the device reports no MAC address (no VIRTIO_NET_F_MAC), so with its filter on \
+                 it would drop the frames for the address pollnic uses; open it with promisc on"
+            } else {
+                "the device offers no receive filter control (VIRTIO_NET_F_CTRL_RX, with a \
+                 control queue), so it cannot be told to drop frames for other addresses; open \
+                 it with promisc on"
+            },
+        })
+    }
+
+    /// Set the receive filter: promiscuous mode and all-multicast mode
+    /// (`VIRTIO_NET_CTRL_RX_PROMISC`, `_ALLMULTI`, §5.1.6.5.1; one byte, 1
+    /// on, 0 off), as Linux `virtnet_set_rx_mode` sends them. Without
+    /// `VIRTIO_NET_F_CTRL_RX` nothing is sent ([`Port::check_rx_filter`]
+    /// refused what that cannot honour).
+    ///
+    /// # Errors
+    /// [`Error::VirtioCtrl`].
+    pub(crate) fn set_rx_filter(&mut self, promisc: bool, allmulti: bool) -> Result<()> {
+        if !self.has(feature::NET_CTRL_RX) {
+            return Ok(());
+        }
+        self.command(ctrl::CLASS_RX, ctrl::RX_PROMISC, &[u8::from(promisc)])?;
+        self.command(ctrl::CLASS_RX, ctrl::RX_ALLMULTI, &[u8::from(allmulti)])
     }
 
     /// Use `queues` queue pairs: with RSS, the RSS configuration (hash
@@ -863,6 +918,55 @@ fn check_mtu(addr: PciAddress, device_mtu: Option<u16>, mtu: u32) -> Result<()> 
     Ok(())
 }
 
+/// Refuse the [`DeviceConfig`] fields virtio-net cannot honour, before the
+/// device is touched: each names the field, why, and what to set instead.
+/// (`promisc` and `allmulti` are honoured through the control queue and
+/// checked against what the device offers: [`Port::check_rx_filter`].
+/// `rx_checksum` is still taken without effect: every frame reports its
+/// checksums as not checked, and the tools ask for it on every port.)
+///
+/// # Errors
+/// [`Error::ConfigUnsupported`].
+pub(crate) fn check_config(addr: PciAddress, cfg: &DeviceConfig) -> Result<()> {
+    let refused = |field: &'static str, why: &'static str| {
+        Err(Error::ConfigUnsupported {
+            addr,
+            family: "virtio-net",
+            field,
+            why,
+        })
+    };
+    if cfg.vlan_strip {
+        return refused(
+            "vlan_strip",
+            "virtio-net strips no VLAN tags (VIRTIO_NET_F_CTRL_VLAN filters by tag, it does not \
+             strip); leave it off and read the tag from the frame",
+        );
+    }
+    if cfg.flow_control.is_some_and(|f| f != FlowControl::None) {
+        return refused(
+            "flow_control",
+            "a virtio-net port sends and honours no PAUSE frames (there is no link between a VM \
+             and its host to pause); leave it unset, or FlowControl::None",
+        );
+    }
+    if cfg.data_path == DataPathChoice::Vector {
+        return refused(
+            "data_path",
+            "virtio-net's bursts have no vector loop (the split virtqueue runs the scalar one); \
+             use DataPathChoice::Auto or Scalar",
+        );
+    }
+    if cfg.power_saving != PowerSaving::OFF {
+        return refused(
+            "power_saving",
+            "a virtio-net port has no Energy Efficient Ethernet or DMA coalescing; leave it \
+             PowerSaving::OFF",
+        );
+    }
+    Ok(())
+}
+
 impl std::fmt::Debug for Port {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Port")
@@ -1056,6 +1160,139 @@ mod tests {
             assert!(field(o).is_some_and(|i| i < enable), "{o:#x} before enable");
         }
         assert!(port.setup_queue(2, a, NO_VECTOR), "NO_VECTOR reads back as itself");
+    }
+
+    /// A device that breaks the RX virtqueue's protocol (a used entry with
+    /// an odd id) stops the queue, and the stop is seen: the burst gives
+    /// nothing, `Queue::check` is `Error::QueueStopped`, and the queue's
+    /// counters carry the break (which `Device::stats` sums as
+    /// `device_errors` and `virtqueues_stopped`).
+    // The one exception to the crate's `deny(unsafe_code)` outside `sys`
+    // (docs/design/unsafe.md): this test plays the device, writing the used
+    // ring through `DeviceView`, whose constructor is unsafe.
+    #[allow(unsafe_code)]
+    #[test]
+    fn a_stopped_virtqueue_is_an_error_and_counted() {
+        use crate::counters::QueueCounters;
+        use crate::queue::{Queue, Rings};
+        use crossbeam_utils::CachePadded;
+        use pollnic_rings::virtq::device::DeviceView;
+        use pollnic_rings::{Mempool, VirtqRx, VirtqTx, VIRTIO_NET_HDR_LEN};
+
+        let io = io(0, false, true);
+        let port = Port::find(&io, addr()).unwrap();
+        let pool = Mempool::new(64, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+        let mut rx = VirtqRx::new(
+            16,
+            PageSize::Small4K,
+            Arc::new(IdentityMapper),
+            &pool,
+            port.notify_for(0).unwrap(),
+        )
+        .unwrap();
+        let tx = VirtqTx::new(
+            16,
+            PageSize::Small4K,
+            Arc::new(IdentityMapper),
+            port.notify_for(1).unwrap(),
+        )
+        .unwrap();
+        rx.start();
+        // SAFETY: identity-mapped queue, alive until the end of the test
+        // (moved into the Queue below, which is dropped last).
+        let dev = unsafe { DeviceView::new(rx.addrs()) };
+        let counters: crate::counters::DeviceCounters =
+            Arc::from(vec![CachePadded::new(QueueCounters::default())]);
+        let mut q = Queue::new(
+            0,
+            Rings::Virtq { rx, tx },
+            Arc::clone(&counters),
+            Arc::new(crate::removal::Removal::new(addr())),
+            0,
+            "virtio-net",
+        );
+        assert!(q.check().is_ok());
+        // Chain 1 is id 2; id 3 is no chain head.
+        dev.put_used(0, 3, VIRTIO_NET_HDR_LEN + 60);
+        dev.set_used_idx(1);
+        let mut out = Vec::new();
+        assert_eq!(q.rx_burst(&mut out, 32), 0);
+        let err = q.check().expect_err("stopped");
+        assert!(
+            matches!(
+                err,
+                Error::QueueStopped {
+                    queue: 0,
+                    rx: true,
+                    tx: false,
+                    device_errors: 1
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("receive virtqueue stopped"), "{err}");
+        let snap = counters[0].snapshot();
+        assert_eq!((snap.device_errors, snap.virtqueues_stopped), (1, 1));
+        // It stays stopped: a good entry after it is not followed.
+        dev.put_used(1, 2, VIRTIO_NET_HDR_LEN + 60);
+        dev.set_used_idx(2);
+        assert_eq!(q.rx_burst(&mut out, 32), 0);
+        assert!(q.check().is_err());
+    }
+
+    /// What virtio-net cannot do is refused by field, before the device is
+    /// touched; what it can (FlowControl::None, the defaults) is not.
+    #[test]
+    fn configuration_virtio_cannot_honour_is_refused_by_field() {
+        let base = DeviceConfig::default();
+        for (cfg, want) in [
+            (base.clone().with_vlan_strip(true), "vlan_strip"),
+            (base.clone().with_flow_control(FlowControl::Full), "flow_control"),
+            (base.clone().with_flow_control(FlowControl::Rx), "flow_control"),
+            (base.clone().with_data_path(DataPathChoice::Vector), "data_path"),
+            (base.clone().with_power_saving(PowerSaving::LINUX), "power_saving"),
+        ] {
+            match check_config(addr(), &cfg) {
+                Err(e @ Error::ConfigUnsupported { field, .. }) => {
+                    assert_eq!(field, want);
+                    assert!(e.to_string().contains(&format!("DeviceConfig::{want}")), "{e}");
+                }
+                other => panic!("{want}: {other:?}"),
+            }
+        }
+        assert!(check_config(addr(), &base).is_ok());
+        let none = base.clone().with_flow_control(FlowControl::None);
+        assert!(check_config(addr(), &none).is_ok());
+    }
+
+    /// Promiscuous mode off needs the receive filter's control
+    /// (`VIRTIO_NET_F_CTRL_RX`, with the control queue) and the device's
+    /// MAC; on is taken from any device.
+    #[test]
+    fn promiscuous_mode_off_needs_ctrl_rx_and_the_devices_mac() {
+        let must = feature::VERSION_1 | feature::ACCESS_PLATFORM;
+        let full = must | feature::NET_CTRL_VQ | feature::NET_CTRL_RX | feature::NET_MAC;
+        let off = DeviceConfig::default();
+        let on = DeviceConfig::default().with_promisc(true);
+        for (offered, refused) in [
+            (full, None),
+            (full & !feature::NET_CTRL_RX, Some("no receive filter control")),
+            // CTRL_RX without the control queue is not negotiated.
+            (full & !feature::NET_CTRL_VQ, Some("no receive filter control")),
+            (full & !feature::NET_MAC, Some("no MAC address")),
+        ] {
+            let io = io(offered, false, true);
+            let mut port = Port::find(&io, addr()).unwrap();
+            port.negotiate(false).unwrap();
+            assert!(port.check_rx_filter(&on).is_ok());
+            match (port.check_rx_filter(&off), refused) {
+                (Ok(()), None) => {}
+                (Err(e @ Error::ConfigUnsupported { field: "promisc", .. }), Some(why)) => {
+                    assert!(e.to_string().contains(why), "{e}");
+                }
+                (got, want) => panic!("{offered:#x}: {got:?}, wanted {want:?}"),
+            }
+        }
     }
 
     #[test]
