@@ -8,7 +8,9 @@
 //! frame of any valid length), or writes used entries with any id and any
 //! length (repeated ids, ids never posted, odd ids, ids out of range,
 //! lengths under the header or over the buffer), or moves the used index by
-//! any amount, or sets `VRING_USED_F_NO_NOTIFY`. The application receives,
+//! any amount, or sets `VRING_USED_F_NO_NOTIFY`, or rewrites entries of
+//! the avail rings it has read (which must change nothing, since the
+//! driver never reads them back). The application receives,
 //! sends what it received (zero copy) and fresh or empty packets, reclaims,
 //! drops.
 //!
@@ -269,7 +271,7 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
     let mut forgotten = false;
     let (mut rx_seen, mut tx_seen) = (kicks_of(&rx_kicks), kicks_of(&tx_kicks));
     while let Some(op) = input.byte() {
-        match op % 12 {
+        match op % 13 {
             0 => {
                 // Device: complete one outstanding RX chain well.
                 rdev.fetch();
@@ -526,6 +528,23 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 assert_eq!(got, sink.len());
                 held.append(&mut sink);
                 check_rx_stop(&mut rx, expect, was_stopped, nombuf, &mut held);
+            }
+            12 => {
+                // Device: rewrite an avail-ring entry of either queue with
+                // any value, after reading everything published (the driver
+                // writes each slot before it publishes it). The driver never
+                // reads the avail ring back, so nothing it does may change:
+                // the device is not counted hostile, and every check of a
+                // behaving device still holds. (Rewrites during a burst:
+                // `a_device_rewriting_the_avail_ring_during_bursts_changes_
+                // nothing` in rings/tests/virtq_hostile.rs, from a thread.)
+                let (Some(which), Some(slot), Some(v)) = (input.byte(), input.u16(), input.u16())
+                else {
+                    break;
+                };
+                let dev = if which & 1 == 0 { &mut rdev } else { &mut tdev };
+                dev.fetch();
+                dev.view.set_avail_entry(slot, v);
             }
             _ => {
                 // Application: drop everything held.

@@ -417,17 +417,15 @@ pub enum Error {
         missing: &'static str,
     },
 
-    /// A virtio device's PCI capabilities (virtio 1.x §4.1.4) cannot be
-    /// read or lack a structure pollnic needs.
-    #[error(
-        "{addr}: virtio capability problem: {what}; pollnic needs a modern virtio 1.x device \
-         (QEMU: `-device virtio-net-pci,disable-legacy=on,iommu_platform=on`)"
-    )]
-    VirtioCapability {
+    /// A virtio-net device pollnic refuses to drive: its capabilities,
+    /// queues or RSS limits, one typed [`crate::VirtioError`] per check
+    /// (`docs/nics/virtio-net.md` says what to change in QEMU's options).
+    #[error("{addr}: the virtio-net device cannot be driven: {problem}")]
+    Virtio {
         /// The device.
         addr: PciAddress,
-        /// What is wrong.
-        what: String,
+        /// What is wrong, with the values found.
+        problem: crate::VirtioError,
     },
 
     /// A virtio device does not offer a feature pollnic requires

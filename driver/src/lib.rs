@@ -76,6 +76,7 @@ mod wait;
 pub use config::{DataPathChoice, DeviceConfig, DmaAddressing};
 pub use device::{Device, DeviceIdent};
 pub use error::{Error, Result};
+pub use family::virtio::problem::VirtioError;
 pub use family::LinkStatus;
 pub use irq::{Moderation, RxMode};
 pub use pollnic_rings::{DataPath, Mempool, Packet};

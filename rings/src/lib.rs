@@ -10,16 +10,27 @@
 //! [`dma`] (mapping and raw buffer access), [`descring`]
 //! (volatile descriptor access), [`mempool`] (the pool's reference count and
 //! packet buffer access), [`rx`] and [`tx`] (handing buffer ownership between
-//! rings and packets: the burst's `set_len`, packets rebuilt from their parts).
+//! rings and packets: the burst's `set_len`, packets rebuilt from their
+//! parts) and [`simd`] (the SSE4.1 loops' `#[target_feature]` functions and
+//! their loads and stores). The crate denies `unsafe_code` and allows it on
+//! those seven modules only, so a new module is fenced by the compiler.
 
 #![warn(missing_docs, unnameable_types)]
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
 pub mod descring;
+#[allow(unsafe_code)]
 pub mod dma;
+#[allow(unsafe_code)]
 pub mod mempool;
+#[allow(unsafe_code)]
 pub mod rx;
+#[allow(unsafe_code)]
 pub mod simd;
+#[allow(unsafe_code)]
 pub mod tx;
+#[allow(unsafe_code)]
 pub mod virtq;
 
 pub use descring::{DescRing, Doorbell};

@@ -772,6 +772,7 @@ impl<D: Doorbell> RxRing<D> {
     }
     /// Accounting for tests and the fuzz harness: the buffer index armed in
     /// each descriptor, by descriptor index.
+    #[doc(hidden)]
     pub fn armed_indices(&self) -> &[u32] {
         &self.slots
     }

@@ -839,6 +839,7 @@ impl<D: Doorbell> TxRing<D> {
     /// Accounting for tests and the fuzz harness: the buffer of each
     /// descriptor in flight (context descriptors, which hold none, left
     /// out), oldest first, as `(index, of the ring's own pool)`.
+    #[doc(hidden)]
     pub fn in_flight_buffers(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
         let mask = self.desc.mask();
         (0..self.in_flight() as u16).filter_map(move |k| {

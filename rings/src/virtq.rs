@@ -747,6 +747,7 @@ impl<D: Doorbell> VirtqRx<D> {
         self.slots.len()
     }
     /// Accounting for tests and the fuzz harness: the buffer of every chain.
+    #[doc(hidden)]
     pub fn armed_indices(&self) -> &[u32] {
         &self.slots
     }
@@ -1006,6 +1007,7 @@ impl<D: Doorbell> VirtqTx<D> {
     }
     /// Accounting for tests and the fuzz harness: the buffers in flight, as
     /// `(index, pool)`.
+    #[doc(hidden)]
     pub fn in_flight_buffers(&self) -> impl Iterator<Item = (u32, *const ())> + '_ {
         self.posted
             .iter()
@@ -1033,7 +1035,9 @@ pub mod ctrl;
 
 /// The device's side of a split virtqueue, for tests and the fuzz harness:
 /// reads what the driver posted and writes used entries, through the same
-/// region the driver uses (identity-mapped IOVAs only).
+/// region the driver uses (identity-mapped IOVAs only). A test helper, not
+/// part of the library's interface: hidden from its documentation.
+#[doc(hidden)]
 pub mod device {
     use super::*;
 

@@ -13,6 +13,8 @@
 //! `virtio_pci.c`/`virtio_ethdev.c`.
 
 pub(crate) mod ctrl;
+pub mod problem;
+use problem::VirtioError;
 pub(crate) mod ids;
 
 use crate::config::{DataPathChoice, DeviceConfig, FlowControl, PowerSaving};
@@ -383,35 +385,33 @@ impl Port {
     /// (§4.1.4: the first capability of each type whose BAR is usable).
     ///
     /// # Errors
-    /// [`Error::VirtioCapability`] when configuration space cannot be read
+    /// [`Error::Virtio`] when configuration space cannot be read
     /// or a structure is missing, too short, or in a BAR that is not mapped.
     pub(crate) fn find(io: &dyn DeviceIo, addr: PciAddress) -> Result<Port> {
-        let bad = |what: String| Error::VirtioCapability { addr, what };
-        let caps = read_caps(io)
-            .ok_or_else(|| bad("its PCI configuration space cannot be read".into()))?;
-        let window = |ty: u8, min: u32, name: &str| -> Result<(Window, u32)> {
+        let bad = |problem: VirtioError| Error::Virtio { addr, problem };
+        let caps = read_caps(io).ok_or_else(|| bad(VirtioError::ConfigSpaceUnreadable))?;
+        let window = |ty: u8, min: u32, name: &'static str| -> Result<(Window, u32)> {
             let c = caps
                 .iter()
                 .find(|c| c.cfg_type == ty && c.bar < 6 && c.length >= min)
-                .ok_or_else(|| bad(format!("no {name} capability (a legacy-only device?)")))?;
+                .ok_or_else(|| bad(VirtioError::MissingStructure { structure: name }))?;
             let bar = io.bar(c.bar).ok_or_else(|| {
-                bad(format!(
-                    "the {name} structure's BAR {} is not mapped",
-                    c.bar
-                ))
+                bad(VirtioError::BarNotMapped {
+                    structure: name,
+                    bar: c.bar,
+                })
             })?;
             // Inside the BAR, without wrapping (§4.1.4: offset and length
             // are the device's word, and the device is not trusted).
             let end = c.offset.checked_add(c.length);
             if end.is_none_or(|e| u64::from(e) > bar.size()) {
-                return Err(bad(format!(
-                    "its {name} structure ({} bytes at offset {:#x} of BAR {}) does not fit in \
-                     the BAR ({} bytes)",
-                    c.length,
-                    c.offset,
-                    c.bar,
-                    bar.size()
-                )));
+                return Err(bad(VirtioError::StructureOutsideBar {
+                    structure: name,
+                    bar: c.bar,
+                    offset: c.offset,
+                    length: c.length,
+                    bar_size: bar.size(),
+                }));
             }
             // §4.1.4.3 (common), §4.1.4.4 (notify, 2 bytes), §4.1.4.6
             // (device-specific): aligned offsets.
@@ -421,10 +421,11 @@ impl Port {
                 _ => 1,
             };
             if c.offset % align != 0 {
-                return Err(bad(format!(
-                    "its {name} structure's offset {:#x} is not {align}-byte aligned",
-                    c.offset
-                )));
+                return Err(bad(VirtioError::StructureMisaligned {
+                    structure: name,
+                    offset: c.offset,
+                    align,
+                }));
             }
             Ok((
                 Window {
@@ -581,16 +582,16 @@ impl Port {
     /// spec's range) is refused.
     ///
     /// # Errors
-    /// [`Error::VirtioCapability`] for such a value.
+    /// [`Error::Virtio`] for such a value.
     pub(crate) fn max_queue_pairs(&self) -> Result<u16> {
         if !self.has(feature::NET_MQ) && !self.has(feature::NET_RSS) {
             return Ok(1);
         }
         match self.cfg16(NET_CFG_MAX_VQ_PAIRS) {
             Some(n @ 1..=0x8000) => Ok(n),
-            other => Err(Error::VirtioCapability {
+            value => Err(Error::Virtio {
                 addr: self.addr,
-                what: format!("max_virtqueue_pairs reads {other:?}, outside 1..=32768"),
+                problem: VirtioError::BadMaxQueuePairs { value },
             }),
         }
     }
@@ -615,7 +616,7 @@ impl Port {
     /// taken down to 64), with its mapper, before DRIVER_OK.
     ///
     /// # Errors
-    /// [`Error::VirtioCapability`] when the device's queue holds fewer than
+    /// [`Error::Virtio`] when the device's queue holds fewer than
     /// 4 descriptors or its notify address is bad; the ring's errors.
     pub(crate) fn setup_ctrl(
         &mut self,
@@ -625,9 +626,13 @@ impl Port {
         let idx = self.ctrl_queue_index()?;
         let max = self.max_queue_size(idx);
         if max < 4 {
-            return Err(Error::VirtioCapability {
+            return Err(Error::Virtio {
                 addr: self.addr,
-                what: format!("its control queue ({idx}) holds {max} descriptors, 4 are needed"),
+                problem: VirtioError::QueueTooSmall {
+                    which: "control",
+                    max,
+                    min: 4,
+                },
             });
         }
         let size = 1u16 << (15 - max.min(CTRL_QUEUE_SIZE).leading_zeros());
@@ -707,7 +712,7 @@ impl Port {
     /// spreads frames its own way); with neither, nothing (one pair).
     ///
     /// # Errors
-    /// [`Error::VirtioCtrl`]; [`Error::VirtioCapability`] when the device
+    /// [`Error::VirtioCtrl`]; [`Error::Virtio`] when the device
     /// cannot hold a 40-byte key or enough of the table (see
     /// [`Port::set_reta`]).
     pub(crate) fn configure_queues(
@@ -747,7 +752,7 @@ impl Port {
     /// 1)]` is `reta[hash & 127]`.
     ///
     /// # Errors
-    /// [`Error::VirtioCapability`] for a device that takes a key shorter
+    /// [`Error::Virtio`] for a device that takes a key shorter
     /// than 40 bytes or a table `reta` does not fold onto;
     /// [`Error::VirtioCtrl`].
     pub(crate) fn set_reta(&mut self, reta: &Reta) -> Result<()> {
@@ -755,16 +760,17 @@ impl Port {
             return Ok(());
         };
         let addr = self.addr;
-        let bad = |what: String| Error::VirtioCapability { addr, what };
+        let bad = |problem: VirtioError| Error::Virtio { addr, problem };
         let max_key = if NET_CFG_RSS_MAX_KEY_SIZE < self.device.len {
             self.device.r8(NET_CFG_RSS_MAX_KEY_SIZE)
         } else {
             0
         };
         if (max_key as usize) < KEY_LEN {
-            return Err(bad(format!(
-                "its RSS key holds {max_key} bytes (rss_max_key_size), pollnic's is {KEY_LEN}"
-            )));
+            return Err(bad(VirtioError::RssKeyTooShort {
+                max_key,
+                needed: KEY_LEN,
+            }));
         }
         let max_len = self.cfg16(NET_CFG_RSS_MAX_TABLE_LEN).unwrap_or(0) as usize;
         let len = if max_len == 0 {
@@ -773,9 +779,7 @@ impl Port {
             (1usize << (usize::BITS - 1 - max_len.leading_zeros())).min(reta.0.len())
         };
         if len == 0 || (0..reta.0.len()).any(|i| reta.0[i] != reta.0[i % len]) {
-            return Err(bad(format!(
-                "its RSS indirection table holds {max_len} entries (rss_max_indirection_table_length) and the redirection table does not repeat with that period"
-            )));
+            return Err(bad(VirtioError::RetaDoesNotFold { table_len: max_len }));
         }
         let table: Vec<u16> = reta.0[..len].iter().map(|&q| u16::from(q)).collect();
         let data = ctrl::rss_config(rss.hash_types, &table, 0, rss.queues, &rss.key);
@@ -831,7 +835,7 @@ impl Port {
     /// `cap.offset + queue_notify_off × notify_off_multiplier`).
     ///
     /// # Errors
-    /// [`Error::VirtioCapability`] when that address falls outside the
+    /// [`Error::Virtio`] when that address falls outside the
     /// notify structure.
     pub(crate) fn notify_for(&self, q: u16) -> Result<Notify> {
         let c = &self.common;
@@ -842,13 +846,12 @@ impl Port {
                 && (self.notify.off + o) % 2 == 0
         })
         else {
-            return Err(Error::VirtioCapability {
+            return Err(Error::Virtio {
                 addr: self.addr,
-                what: format!(
-                    "queue {q}'s notification address lies outside the notify structure ({} \
-                     bytes)",
-                    self.notify.len
-                ),
+                problem: VirtioError::NotifyOutside {
+                    queue: q,
+                    structure_len: self.notify.len,
+                },
             });
         };
         Ok(Notify {
@@ -1403,9 +1406,21 @@ mod tests {
     fn a_device_without_virtio_capabilities_is_refused_by_name() {
         let err = Port::find(&io(0, false, false), addr()).unwrap_err();
         let msg = err.to_string();
-        assert!(matches!(err, Error::VirtioCapability { .. }), "{msg}");
+        assert!(
+            matches!(
+                err,
+                Error::Virtio {
+                    problem: VirtioError::MissingStructure {
+                        structure: "common configuration"
+                    },
+                    ..
+                }
+            ),
+            "{msg}"
+        );
         assert!(msg.contains("no common configuration capability"), "{msg}");
-        assert!(msg.contains("disable-legacy=on"), "{msg}");
+        // No hypervisor's options in a library error (the docs have them).
+        assert!(!msg.contains("QEMU"), "{msg}");
     }
 
     #[test]
