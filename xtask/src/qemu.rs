@@ -15,7 +15,7 @@ use crate::layout::Layout;
 use crate::qmp::Relay;
 use crate::runscript::{
     full_script, hub_of, nic_id, nonce, virtio_id, PORTS, SHARED_GROUP, VIRTIO_NOPLATFORM,
-    VIRTIO_PORTS, VIRTIO_QUEUE_PAIRS, VIRTIO_TRANSITIONAL,
+    NOPLATFORM_TAP, VIRTIO_PORTS, VIRTIO_QUEUE_PAIRS, VIRTIO_TRANSITIONAL,
 };
 use crate::{cmd, say};
 
@@ -323,7 +323,15 @@ fn qemu_command(
         ("tr", VIRTIO_TRANSITIONAL, "disable-legacy=off"),
     ] {
         let slot = &pci[8..10];
-        c.args(["-netdev", &format!("hubport,id=v{name},hubid=2")]);
+        let netdev = if name == "np" {
+            // On the bridge, for guest_virtio_kernel (VIRTIO_NOPLATFORM).
+            format!(
+                "tap,id=vnp,ifname={NOPLATFORM_TAP},queues=1,vhost=off,script=no,downscript=no"
+            )
+        } else {
+            format!("hubport,id=v{name},hubid=2")
+        };
+        c.args(["-netdev", &netdev]);
         c.args([
             "-device",
             &format!("virtio-net-pci,netdev=v{name},addr=0x{slot},{opts}"),
@@ -399,10 +407,15 @@ fn in_private_net(qemu: &Command) -> Result<Command> {
         "{ip} link add {VIRTIO_BRIDGE} mtu 9000 type bridge stp_state 0 forward_delay 0 \
          mcast_snooping 0\n"
     ));
-    for i in 0..VIRTIO_PORTS.len() {
-        let tap = virtio_tap(i);
+    // QEMU opens a `queues=1` tap without IFF_MULTI_QUEUE, which a
+    // multi-queue tap refuses (EINVAL): the no-ACCESS_PLATFORM device's tap
+    // is a plain one.
+    let taps = (0..VIRTIO_PORTS.len())
+        .map(|i| (virtio_tap(i), " multi_queue"))
+        .chain([(NOPLATFORM_TAP.to_string(), "")]);
+    for (tap, mq) in taps {
         setup.push_str(&format!(
-            "{ip} tuntap add dev {tap} mode tap multi_queue\n\
+            "{ip} tuntap add dev {tap} mode tap{mq}\n\
              {ip} link set dev {tap} mtu 9000 master {VIRTIO_BRIDGE}\n\
              {ip} link set dev {tap} type bridge_slave learning off\n\
              {ip} link set dev {tap} up\n"

@@ -54,12 +54,19 @@ pub const VIRTIO_QUEUE_PAIRS: u16 = 2;
 /// it would bypass the vIOMMU; bound to vfio-pci so that the refusal comes
 /// from the feature negotiation) and one transitional (legacy interface
 /// too, PCI ID 1af4:1000, which QEMU does not give `iommu_platform`; left
-/// with the guest's virtio-pci driver). On the
+/// with the guest's virtio-pci driver). The first sits on the virtio ports'
+/// tap bridge (a third tap, [`NOPLATFORM_TAP`]): `guest_virtio_kernel` gives
+/// it to the guest kernel's `virtio_net` as the peer of pollnic's virtio port
+/// 1, since a kernel driving a port through the vIOMMU after vfio-pci had it
+/// has had its memory overwritten in this testbed (DESIGN.md, "Open testbed
+/// problems"), and this one bypasses the vIOMMU. The second is on the
 /// traffic-free hub 2. Exported as `POLLNIC_VIRTIO_NOPLATFORM` and
 /// `POLLNIC_VIRTIO_TRANSITIONAL`.
 pub const VIRTIO_NOPLATFORM: &str = "0000:00:12.0";
 /// See [`VIRTIO_NOPLATFORM`].
 pub const VIRTIO_TRANSITIONAL: &str = "0000:00:13.0";
+/// The host-side tap of [`VIRTIO_NOPLATFORM`], on the virtio ports' bridge.
+pub const NOPLATFORM_TAP: &str = "pollnic-vt2";
 
 /// Every device the testbed binds to vfio-pci: the igb ports, the virtio-net
 /// ports and the virtio device without ACCESS_PLATFORM.
