@@ -146,8 +146,8 @@ fn pktgen_sends_1000_mixed_frames_and_capture_writes_them_all() {
     let magic = &std::fs::read(&rx_file).unwrap()[..4];
     assert_eq!(
         magic,
-        [0xa1, 0xb2, 0x3c, 0x4d],
-        "pcap with nanosecond timestamps"
+        0xa1b2_3c4d_u32.to_ne_bytes(),
+        "pcap with nanosecond timestamps, in the host's byte order"
     );
 
     let sent = tcpdump_frames(&tx_file);

@@ -1,5 +1,5 @@
 //! Capture files for `capture` and `pktgen --write`: pcap (magic 0xa1b23c4d,
-//! nanosecond timestamps) or pcapng (one Ethernet interface with
+//! nanosecond timestamps, in the host's byte order as libpcap writes them) or pcapng (one Ethernet interface with
 //! `if_tsresol` = 9, i.e. nanoseconds), written through the `pcap-file`
 //! crate.
 //!
@@ -24,7 +24,7 @@ use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
 use pcap_file::pcapng::PcapNgWriter;
-use pcap_file::{DataLink, TsResolution};
+use pcap_file::{DataLink, Endianness, TsResolution};
 
 /// Which file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +109,9 @@ impl PcapOut {
                         snaplen,
                         datalink: DataLink::ETHERNET,
                         ts_resolution: TsResolution::NanoSecond,
+                        // pcap-file's default is big-endian; libpcap (and
+                        // tcpdump -w) write the host's order.
+                        endianness: Endianness::native(),
                         ..Default::default()
                     },
                 )
@@ -241,7 +244,9 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         assert_eq!(out.finish().unwrap(), path);
         let bytes = std::fs::read(&path).unwrap();
-        assert!(bytes[..4] == [0xa1, 0xb2, 0x3c, 0x4d] || bytes[..4] == [0x4d, 0x3c, 0xb2, 0xa1]);
+        // The nanosecond magic in the host's byte order, as libpcap writes
+        // it (pcap-file's default header was big-endian on x86).
+        assert_eq!(bytes[..4], 0xa1b2_3c4d_u32.to_ne_bytes());
         let mut r = PcapReader::new(&bytes[..]).unwrap();
         assert_eq!(r.header().ts_resolution, TsResolution::NanoSecond);
         let mut n = 0;
