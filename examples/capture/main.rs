@@ -274,7 +274,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         elapsed: span,
     };
     let rx_hw = stats.get("rx_packets").unwrap_or(0);
+    let refused = pollnic_tools::refused::refused(|n| stats.get(n));
     if args.json {
+        let refused: serde_json::Map<String, serde_json::Value> = refused
+            .iter()
+            .map(|r| (r.counter.to_string(), r.count.into()))
+            .collect();
         let queues: Vec<_> = per_queue
             .iter()
             .enumerate()
@@ -290,6 +295,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 "after_stop": after,
                 "rx_packets_counter": rx_hw, "rx_nombuf": rx_nombuf,
                 "icr_rxo_events": stats.rx_overrun_reads(), "queues": queues,
+                "refused": refused,
                 "interrupted": stop.load(Relaxed),
             })
         );
@@ -336,6 +342,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 "no"
             }
         );
+        for r in &refused {
+            println!("refused    {} {}: {}", r.count, r.counter, r.meaning);
+        }
     }
     // The kernel asked for the port back: exit REMOVED_EXIT (the device
     // closes on the way out, and the unbind or remove finishes).

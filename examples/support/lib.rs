@@ -19,6 +19,7 @@ pub mod marker;
 pub mod metrics;
 pub mod pcapout;
 pub mod profile;
+pub mod refused;
 pub mod signal;
 pub mod smol;
 pub mod sweep;

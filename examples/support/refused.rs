@@ -1,0 +1,110 @@
+//! The drop and error counters a tool's summary names when they are not
+//! zero: frames a port refused (too long for its MTU, too short, a bad FCS)
+//! or lost (a full packet buffer, a ring with no free descriptor, a
+//! virtqueue the device broke), each with what usually causes it and what
+//! changes it. Counters a family does not have are absent from its
+//! `Stats` and skipped, never shown as 0.
+
+/// One nonzero counter: its `ethtool -S` name, its total, and a sentence
+/// with the cause and the fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The counter's name (`Stats::get`).
+    pub counter: &'static str,
+    /// Its total over the run.
+    pub count: u64,
+    /// What it counts, the usual cause, and the option that changes it.
+    pub meaning: &'static str,
+}
+
+/// The counters looked at, in the order shown.
+const COUNTERS: [(&str, &str); 8] = [
+    (
+        "rx_long_length_errors",
+        "frames longer than the port's MTU allows, dropped by the NIC (ROC): open the port with \
+         --mtu large enough for them (at most 9000)",
+    ),
+    (
+        "rx_length_errors",
+        "frames of a wrong length, too long for the MTU or under 64 bytes, dropped by the NIC \
+         (RLEC): for long ones open the port with a larger --mtu",
+    ),
+    (
+        "rx_short_length_errors",
+        "frames under 64 bytes, dropped by the NIC (RUC): the sender pads too little",
+    ),
+    (
+        "rx_crc_errors",
+        "frames with a bad frame check sequence (CRCERRS): a bad cable, optic or sender",
+    ),
+    (
+        "rx_missed_errors",
+        "frames dropped because the NIC's packet buffer was full (MPC): the rings were emptied \
+         too slowly; more queues (--queues) or a larger --ring-size",
+    ),
+    (
+        "rx_no_buffer_count",
+        "times a frame found no free descriptor in its ring (RNBC): the loop fell behind; a \
+         larger --ring-size",
+    ),
+    (
+        "rx_errors",
+        "frames the device wrote with a bad length, dropped by pollnic (virtio-net)",
+    ),
+    (
+        "device_errors",
+        "virtqueue protocol breaks by the device, which stop the queue until the port is \
+         opened again (virtio-net)",
+    ),
+];
+
+/// The nonzero counters among [`COUNTERS`], as `get` (a port's
+/// `Stats::get`) reports them. `rx_length_errors` is left out where
+/// `rx_long_length_errors` exists (on igb it is RUC + ROC, both shown).
+pub fn refused(get: impl Fn(&str) -> Option<u64>) -> Vec<Refused> {
+    let split = get("rx_long_length_errors").is_some();
+    COUNTERS
+        .iter()
+        .filter(|(name, _)| !(split && *name == "rx_length_errors"))
+        .filter_map(|&(counter, meaning)| {
+            let count = get(counter).filter(|&n| n > 0)?;
+            Some(Refused {
+                counter,
+                count,
+                meaning,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nonzero_counters_are_named_with_their_fix_and_absent_ones_skipped() {
+        // igb: the split length counters, and rx_length_errors (their sum)
+        // not shown twice.
+        let igb = |n: &str| match n {
+            "rx_long_length_errors" => Some(200),
+            "rx_length_errors" => Some(200),
+            "rx_crc_errors" | "rx_short_length_errors" | "rx_missed_errors" => Some(0),
+            _ => None,
+        };
+        let r = refused(igb);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((r[0].counter, r[0].count), ("rx_long_length_errors", 200));
+        assert!(r[0].meaning.contains("--mtu"));
+        // The 82599: RLEC only.
+        let ixgbe = |n: &str| (n == "rx_length_errors").then_some(3);
+        assert_eq!(refused(ixgbe)[0].counter, "rx_length_errors");
+        // virtio-net: the driver's own.
+        let virtio = |n: &str| match n {
+            "device_errors" => Some(1),
+            "rx_errors" => Some(0),
+            _ => None,
+        };
+        assert_eq!(refused(virtio)[0].counter, "device_errors");
+        assert!(refused(|_| None).is_empty());
+    }
+}
