@@ -442,7 +442,7 @@ impl Device {
         })
         .map_err(|source| Error::Thread {
             what: "counter refresh".into(),
-            source,
+            cause: source,
         })?;
         dev.refresher = Some(refresher);
         Ok(dev)
@@ -843,7 +843,7 @@ impl Device {
             return Ok(());
         }
         let addr = self.addr;
-        let fail = |source: MsixError| Error::Interrupts { addr, source };
+        let fail = |source: MsixError| Error::Interrupts { addr, cause: source };
         let n = self.queues.len() as u16;
         let Some(intr) = self.io.interrupts() else {
             return Err(fail(MsixError::Unsupported));
@@ -885,7 +885,7 @@ impl Device {
     /// the RX virtqueue's `VRING_AVAIL_F_NO_INTERRUPT` arms and masks it.
     fn enable_msix_virtio(&mut self) -> Result<()> {
         let addr = self.addr;
-        let fail = |source: MsixError| Error::Interrupts { addr, source };
+        let fail = |source: MsixError| Error::Interrupts { addr, cause: source };
         let (Some(intr), Some(port)) = (self.io.interrupts(), self.virtio.as_ref()) else {
             return Err(fail(MsixError::Unsupported));
         };

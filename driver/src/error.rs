@@ -111,11 +111,10 @@ pub enum Error {
     },
 
     /// `/dev/vfio/vfio` could not be opened.
-    #[error("cannot open the VFIO container ({source}): load the modules with `modprobe vfio-pci` and run as root")]
+    #[error("cannot open the VFIO container ({cause}): load the modules with `modprobe vfio-pci` and run as root")]
     VfioUnavailable {
         /// The underlying error (vfio-ioctls' `VfioError`).
-        #[source]
-        source: Cause,
+        cause: Cause,
     },
 
     /// The device's VFIO group node could not be opened for want of permission.
@@ -155,25 +154,23 @@ pub enum Error {
     },
 
     /// MSI-X could not be set up for an interrupt or adaptive RX mode.
-    #[error("{addr}: cannot set up MSI-X interrupts: {source}; use RxMode::BusyPoll, or check that the kernel remaps interrupts for VFIO (`dmesg | grep -i remap`; in a VM: intel-iommu,intremap=on)")]
+    #[error("{addr}: cannot set up MSI-X interrupts: {cause}; use RxMode::BusyPoll, or check that the kernel remaps interrupts for VFIO (`dmesg | grep -i remap`; in a VM: intel-iommu,intremap=on)")]
     Interrupts {
         /// The device.
         addr: PciAddress,
         /// Why.
-        #[source]
-        source: crate::io::MsixError,
+        cause: crate::io::MsixError,
     },
 
     /// A VFIO ioctl failed.
-    #[error("{addr}: VFIO failed while {what}: {source}")]
+    #[error("{addr}: VFIO failed while {what}: {cause}")]
     Vfio {
         /// The device.
         addr: PciAddress,
         /// The step.
         what: &'static str,
         /// The underlying error.
-        #[source]
-        source: Cause,
+        cause: Cause,
     },
 
     /// DMA memory: no hugepages, memlock too low.
@@ -336,13 +333,12 @@ pub enum Error {
     },
 
     /// A thread the device needs could not be started.
-    #[error("cannot start the {what} thread: {source}")]
+    #[error("cannot start the {what} thread: {cause}")]
     Thread {
         /// Which (`counter refresh`, `queue 3`).
         what: String,
         /// The `std::thread::Builder::spawn` error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// A queue's RX mode needs MSI-X, which its device has not enabled.
@@ -536,14 +532,14 @@ pub enum Error {
     /// `VIRTIO_NET_ERR`, did not answer in time, or broke the control
     /// queue's protocol.
     #[error(
-        "{addr}: virtio-net control command failed: {source}; check the device's QEMU options \
+        "{addr}: virtio-net control command failed: {cause}; check the device's QEMU options \
          (`mq=on`, `rss=on` and a multi-queue netdev), or open it with DeviceConfig::queues 1"
     )]
     VirtioCtrl {
         /// The device.
         addr: PciAddress,
         /// What went wrong.
-        source: pollnic_rings::CtrlError,
+        cause: pollnic_rings::CtrlError,
     },
 
     /// Link did not come up.
@@ -616,5 +612,45 @@ impl ParseNameError {
     /// The names accepted, as a phrase (`poll, irq or adaptive`).
     pub fn expected(&self) -> &'static str {
         self.expected
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message that prints its cause does not also return it as its
+    /// `source()`: a `{:#}`-style chain (anyhow, the CLI's) would print the
+    /// cause twice. Every cause-carrying variant keeps it in its message
+    /// (users print errors with `{}`) and none of them is a source.
+    #[test]
+    fn no_error_prints_its_cause_and_returns_it_as_the_source() {
+        use std::error::Error as _;
+        let io = || std::io::Error::new(std::io::ErrorKind::Other, "the cause");
+        let addr: PciAddress = "0000:00:08.0".parse().unwrap();
+        let all: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(Error::Thread {
+                what: "queue 0".into(),
+                cause: io(),
+            }),
+            Box::new(Error::Vfio {
+                addr,
+                what: "mapping".into(),
+                cause: Box::new(io()),
+            }),
+            Box::new(Error::VfioUnavailable {
+                cause: Box::new(io()),
+            }),
+            Box::new(pollnic_rings::DmaError::Mmap { len: 4096, cause: io() }),
+            Box::new(crate::io::MsixError::SetIrqs {
+                vectors: 2,
+                cause: Box::new(io()),
+            }),
+        ];
+        for e in all {
+            let msg = e.to_string();
+            assert!(msg.contains("the cause"), "{msg}");
+            assert!(e.source().is_none(), "{msg}: also returned as its source");
+        }
     }
 }

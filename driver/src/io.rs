@@ -145,13 +145,12 @@ pub enum MsixError {
     #[error("cannot create an eventfd: {0}")]
     EventFd(#[source] std::io::Error),
     /// `VFIO_DEVICE_SET_IRQS` refused to route the vectors.
-    #[error("VFIO_DEVICE_SET_IRQS (MSI-X, {vectors} vectors) failed: {source}")]
+    #[error("VFIO_DEVICE_SET_IRQS (MSI-X, {vectors} vectors) failed: {cause}")]
     SetIrqs {
         /// Vectors asked for.
         vectors: u16,
         /// vfio-ioctls' error.
-        #[source]
-        source: crate::error::Cause,
+        cause: crate::error::Cause,
     },
     /// The device underneath has no MSI-X delivery ([`DeviceIo::interrupts`]
     /// is `None`, or a software model without it).

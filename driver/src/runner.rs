@@ -123,7 +123,7 @@ where
                     })
                     .map_err(|source| Error::Thread {
                         what: format!("queue {i}"),
-                        source,
+                        cause: source,
                     })
             })
             .collect::<Result<Vec<_>, Error>>()?;

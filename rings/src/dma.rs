@@ -69,16 +69,16 @@ pub enum DmaError {
         free: usize,
     },
     /// Any other mmap failure.
-    #[error("mmap of {len} bytes of DMA memory failed: {source}")]
+    #[error("mmap of {len} bytes of DMA memory failed: {cause}")]
     Mmap {
         /// Requested length in bytes.
         len: usize,
         /// The OS error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The IOMMU mapping (`VFIO_IOMMU_MAP_DMA`) was refused.
     #[error(
-        "mapping {len} bytes for DMA failed ({source}): the locked-memory limit is probably too \
+        "mapping {len} bytes for DMA failed ({cause}): the locked-memory limit is probably too \
          low; run as root or raise it (`ulimit -l unlimited`, or `memlock` in \
          /etc/security/limits.conf)"
     )]
@@ -86,8 +86,7 @@ pub enum DmaError {
         /// Bytes asked for.
         len: usize,
         /// The mapper's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+        cause: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// Physical addresses (no IOMMU) were asked for, but the kernel hides
     /// them: `/proc/self/pagemap` gives page frame numbers only to a
@@ -373,12 +372,12 @@ impl DmaRegion {
                             free: free_hugepages(),
                         }
                     } else {
-                        DmaError::Mmap { len, source }
+                        DmaError::Mmap { len, cause: source }
                     }
                 }
                 other => DmaError::Mmap {
                     len,
-                    source: std::io::Error::other(other.to_string()),
+                    cause: std::io::Error::other(other.to_string()),
                 },
             })?;
         let bytes = page.bytes();
@@ -402,7 +401,7 @@ impl DmaRegion {
             mapper.unmap_pages(&pages, bytes);
             return Err(DmaError::Map {
                 len,
-                source: format!(
+                cause: format!(
                     "the mapper returned {} page addresses for {} pages",
                     pages.len(),
                     len / bytes

@@ -226,7 +226,7 @@ pub fn list_intel_nics_in(sysfs: &Sysfs, families: &[FamilyInfo]) -> Result<Vec<
 fn vanished(e: &Error) -> bool {
     match e {
         Error::NoSuchDevice { .. } => true,
-        Error::Io { source, .. } => source.kind() == io::ErrorKind::NotFound,
+        Error::Io { cause: source, .. } => source.kind() == io::ErrorKind::NotFound,
         _ => false,
     }
 }

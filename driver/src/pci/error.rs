@@ -124,7 +124,7 @@ pub enum Error {
     },
 
     /// Any other I/O failure on a sysfs, device or state file.
-    #[error("{action} {path} failed: {source}; {hint}")]
+    #[error("{action} {path} failed: {cause}; {hint}")]
     Io {
         /// `reading`, `writing "vfio-pci" to`, ...
         action: String,
@@ -133,8 +133,7 @@ pub enum Error {
         /// What to run or check next.
         hint: &'static str,
         /// The underlying error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 
     /// `modprobe <module>` failed or did not register the driver.
@@ -254,7 +253,7 @@ impl Error {
             action: action.to_owned(),
             path,
             hint,
-            source: e,
+            cause: e,
         }
     }
 

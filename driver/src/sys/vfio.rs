@@ -65,7 +65,7 @@ unsafe impl DmaMapper for VfioDma {
         // while the device may DMA to it (the DmaMapper contract).
         unsafe { self.container.vfio_dma_map(iova, len, va) }.map_err(|e| DmaError::Map {
             len,
-            source: Box::new(e),
+            cause: Box::new(e),
         })?;
         Ok(iova)
     }
@@ -123,7 +123,7 @@ impl Vfio {
             Some(dma) => Arc::clone(&dma.container),
             None => Arc::new(
                 VfioContainer::new(None).map_err(|e| Error::VfioUnavailable {
-                    source: Box::new(e),
+                    cause: Box::new(e),
                 })?,
             ),
         };
@@ -148,7 +148,7 @@ impl Vfio {
             other => Error::Vfio {
                 addr,
                 what: "opening the device",
-                source: Box::new(other),
+                cause: Box::new(other),
             },
         })?;
 
@@ -178,7 +178,7 @@ impl Vfio {
             return Err(Error::Vfio {
                 addr,
                 what: "mapping BAR0",
-                source: first_error.unwrap_or_default().into(),
+                cause: first_error.unwrap_or_default().into(),
             });
         };
         let dma = match shared {
@@ -193,7 +193,7 @@ impl Vfio {
         let release = ReleaseWatch::register(&device).map_err(|source| Error::Vfio {
             addr,
             what: "registering the device-release request (VFIO_PCI_REQ_IRQ_INDEX)",
-            source,
+            cause: source,
         })?;
         let vfio = Vfio {
             bars,
@@ -531,7 +531,7 @@ impl Vfio {
             .enable_msix(events.iter().map(|e| e.eventfd()).collect())
             .map_err(|e| MsixError::SetIrqs {
                 vectors,
-                source: Box::new(e),
+                cause: Box::new(e),
             })?;
         Ok(events)
     }

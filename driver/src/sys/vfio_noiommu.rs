@@ -141,11 +141,11 @@ impl VfioNoIommu {
         let fail = |what: &'static str, e: std::io::Error| Error::Vfio {
             addr,
             what,
-            source: Box::new(e),
+            cause: Box::new(e),
         };
         let rw = |p: &str| OpenOptions::new().read(true).write(true).open(p);
         let container = rw("/dev/vfio/vfio").map_err(|e| Error::VfioUnavailable {
-            source: Box::new(e),
+            cause: Box::new(e),
         })?;
         let cfd = container.as_raw_fd();
         // SAFETY: VFIO_GET_API_VERSION and VFIO_CHECK_EXTENSION take a value.
@@ -337,7 +337,7 @@ impl crate::io::Interrupts for VfioNoIommu {
         self.set_irqs(IRQ_DATA_EVENTFD | IRQ_ACTION_TRIGGER, &fds)
             .map_err(|e| MsixError::SetIrqs {
                 vectors,
-                source: Box::new(e),
+                cause: Box::new(e),
             })?;
         Ok(events)
     }

@@ -654,10 +654,10 @@ impl Port {
         let addr = self.addr;
         let ctrl = self.ctrl.as_mut().ok_or(Error::VirtioCtrl {
             addr,
-            source: CtrlError::Stopped,
+            cause: CtrlError::Stopped,
         })?;
         ctrl.command(class, cmd, data, CTRL_WAIT)
-            .map_err(|source| Error::VirtioCtrl { addr, source })
+            .map_err(|source| Error::VirtioCtrl { addr, cause: source })
     }
 
     /// Whether the receive filter can be set as [`DeviceConfig::promisc`]
