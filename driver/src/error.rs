@@ -625,8 +625,7 @@ mod tests {
     /// (users print errors with `{}`) and none of them is a source.
     #[test]
     fn no_error_prints_its_cause_and_returns_it_as_the_source() {
-        use std::error::Error as _;
-        let io = || std::io::Error::new(std::io::ErrorKind::Other, "the cause");
+        let io = || std::io::Error::other("the cause");
         let addr: PciAddress = "0000:00:08.0".parse().unwrap();
         let all: Vec<Box<dyn std::error::Error>> = vec![
             Box::new(Error::Thread {
