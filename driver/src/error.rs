@@ -634,7 +634,7 @@ mod tests {
             }),
             Box::new(Error::Vfio {
                 addr,
-                what: "mapping".into(),
+                what: "mapping",
                 cause: Box::new(io()),
             }),
             Box::new(Error::VfioUnavailable {
