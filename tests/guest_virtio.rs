@@ -8,7 +8,7 @@
 #[path = "common/relay.rs"]
 mod relay;
 
-use pollnic::{Counter, Device, DeviceConfig, Error};
+use pollnic::{Counter, Device, DeviceConfig, Error, VirtqPairStats};
 use pollnic_tests::*;
 use pollnic_tools::frame::{self, Flow};
 use std::process::{Command, Stdio};
@@ -81,7 +81,7 @@ fn link_is_up_and_the_mac_is_qemus() {
         dev.check_device().expect("no DEVICE_NEEDS_RESET");
         // QEMU offers VIRTIO_F_EVENT_IDX (its `event_idx` property, on by
         // default) and pollnic takes it: both queues notify by index.
-        let (vrx, vtx) = dev.queue(0).virtq_stats().expect("a virtqueue");
+        let VirtqPairStats { rx: vrx, tx: vtx, .. } = dev.queue(0).virtq_stats().expect("a virtqueue");
         assert!(
             vrx.event_idx && vtx.event_idx,
             "VIRTIO_F_EVENT_IDX negotiated"
@@ -91,7 +91,7 @@ fn link_is_up_and_the_mac_is_qemus() {
 
 /// The kicks and suppressed kicks of a port's queue: (RX, TX).
 fn kicks(dev: &mut Device) -> ((u64, u64), (u64, u64)) {
-    let (r, t) = dev.queue(0).virtq_stats().expect("a virtqueue");
+    let VirtqPairStats { rx: r, tx: t, .. } = dev.queue(0).virtq_stats().expect("a virtqueue");
     ((r.kicks, r.kicks_suppressed), (t.kicks, t.kicks_suppressed))
 }
 
@@ -104,8 +104,8 @@ fn transfer_counting_kicks(tx: &mut Device, rx: &mut Device, n: u64, len: usize)
     let bytes = transfer_and_verify(tx, rx, n, |_| len);
     let (_, t1) = kicks(tx);
     let (r1, _) = kicks(rx);
-    let (_, vtx) = tx.queue(0).virtq_stats().unwrap();
-    let (vrx, _) = rx.queue(0).virtq_stats().unwrap();
+    let VirtqPairStats { rx: _, tx: vtx, .. } = tx.queue(0).virtq_stats().unwrap();
+    let VirtqPairStats { rx: vrx, tx: _, .. } = rx.queue(0).virtq_stats().unwrap();
     eprintln!(
         "kicks for {n} frames of {len} B (event_idx TX {} RX {}): TX {} suppressed {}; RX {} \
          suppressed {}",
@@ -142,10 +142,10 @@ fn loopback_20000_frames_at_64_and_1518_bytes_and_counters_agree() {
     assert_eq!(rs.get("rx_errors"), Some(0));
     let q = rx.queue(0);
     assert_eq!(q.rx_stats().packets, 40_000);
-    let (vrx, _) = q.virtq_stats().expect("a virtqueue");
+    let VirtqPairStats { rx: vrx, tx: _, .. } = q.virtq_stats().expect("a virtqueue");
     assert_eq!(vrx.device_errors, 0);
     assert!(!vrx.stopped);
-    let (_, vtx) = tx.queue(0).virtq_stats().unwrap();
+    let VirtqPairStats { rx: _, tx: vtx, .. } = tx.queue(0).virtq_stats().unwrap();
     // The ports' counters carry the queues' kicks (one queue pair each).
     assert_eq!(
         ts.get("tx_kicks"),
@@ -197,7 +197,7 @@ fn loopback_20000_frames_of_9014_bytes_at_mtu_9000_and_counters_agree() {
     assert_eq!(rs.counter(Counter::RxBytes), bytes);
     assert_eq!(rs.get("rx_errors"), Some(0));
     assert_eq!(rs.get("rx_nombuf"), Some(0));
-    let (vrx, _) = rx.queue(0).virtq_stats().unwrap();
+    let VirtqPairStats { rx: vrx, tx: _, .. } = rx.queue(0).virtq_stats().unwrap();
     assert_eq!(vrx.device_errors, 0);
 }
 
@@ -927,7 +927,7 @@ fn rss_spreads_flows_as_toeplitz_and_the_table_say_with_the_hash_reported() {
     }
     eprintln!("frames per queue, moved table: {after:?}");
     for q in 0..rx.queue_count() {
-        let (v, _) = rx.queue(q).virtq_stats().unwrap();
+        let VirtqPairStats { rx: v, tx: _, .. } = rx.queue(q).virtq_stats().unwrap();
         assert_eq!((v.device_errors, v.stopped), (0, false), "queue {q}");
     }
 }

@@ -91,7 +91,7 @@ pub mod offload {
         ChecksumStatus, RxChecksum, TxOffload, TxRefusal, TSO_MAX_MSS, TSO_MAX_PAYLEN,
     };
 }
-pub use queue::Queue;
+pub use queue::{Queue, VirtqPairStats};
 pub use runner::run_pinned;
 pub use stats::{Counter, Stats};
 pub use sys::clock;

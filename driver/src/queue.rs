@@ -23,6 +23,19 @@ fn publish_kicks(c: &QueueCounters, rx: &VirtqRx<Notify>, tx: &VirtqTx<Notify>) 
     c.publish_virtq(&rx.virtq_stats(), &tx.virtq_stats());
 }
 
+/// The driver's counters of a virtio-net queue pair's two virtqueues
+/// ([`Queue::virtq_stats`]): kicks, suppressed kicks, device errors and
+/// whether each stopped. Non-exhaustive: read the fields, or destructure
+/// with `..`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VirtqPairStats {
+    /// The receive virtqueue's.
+    pub rx: VirtqStats,
+    /// The transmit virtqueue's.
+    pub tx: VirtqStats,
+}
+
 /// The rings of one queue pair: Intel descriptor rings (igb, ixgbe) or
 /// virtio split virtqueues (virtio-net). An enum, not a trait object: the
 /// match is one well-predicted compare per burst call, and each arm's burst
@@ -380,12 +393,15 @@ impl Queue {
     }
 
     /// The virtqueues' driver-side counters (kicks, suppressed kicks,
-    /// device errors) as `(rx, tx)`, or `None` on a family whose queues are
-    /// descriptor rings (igb, ixgbe).
-    pub fn virtq_stats(&self) -> Option<(VirtqStats, VirtqStats)> {
+    /// device errors, stopped), named by side, or `None` on a family whose
+    /// queues are descriptor rings (igb, ixgbe).
+    pub fn virtq_stats(&self) -> Option<VirtqPairStats> {
         match &self.rings {
             Rings::Desc { .. } => None,
-            Rings::Virtq { rx, tx } => Some((rx.virtq_stats(), tx.virtq_stats())),
+            Rings::Virtq { rx, tx } => Some(VirtqPairStats {
+                rx: rx.virtq_stats(),
+                tx: tx.virtq_stats(),
+            }),
         }
     }
 
