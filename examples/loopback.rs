@@ -247,6 +247,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let rx_stats = rxd.stats();
     let rx_hw = rx_stats.get("rx_packets").unwrap_or(0);
     let rx_overrun = rx_stats.rx_overrun_reads() > 0;
+    // The receiving port's nonzero drop and error counters, named.
+    let refused = pollnic_tools::refused::refused(|n| rx_stats.get(n));
     let received: u64 = reports.iter().map(|r| r.received).sum();
     let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
     let first = reports
@@ -306,6 +308,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "not_test_frames": reports.iter().map(|r| r.bad).sum::<u64>(),
             "bad_checksums": reports.iter().map(|r| r.bad_checksum).sum::<u64>(),
             "rx_overrun_seen": rx_overrun,
+            "refused": refused
+                .iter()
+                .map(|r| (r.counter.to_string(), serde_json::Value::from(r.count)))
+                .collect::<serde_json::Map<_, _>>(),
             "rx": pollnic_tools::jsonout::throughput(&Throughput { packets: received, bytes, elapsed: rx_span }),
             "queues": queues,
             "max_poll_gap_ns": gaps.max_ns,
@@ -379,6 +385,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         reports.iter().map(|r| r.bad_checksum).sum::<u64>(),
         if rx_overrun { "yes" } else { "no" }
     );
+    for r in &refused {
+        println!("refused    {} {}: {}", r.count, r.counter, r.meaning);
+    }
     // Why frames are lost: a receive loop that stops polling for longer than
     // its free descriptors last at its queue's arrival rate overruns the
     // ring. The queue where that was worst: its own share of the offered rate
