@@ -1137,7 +1137,7 @@ impl Device {
 /// let reader = dev.stats_reader(); // Send + Sync + Clone
 /// std::thread::spawn(move || loop {
 ///     let s = reader.read(); // totals since open, in 64 bits
-///     println!("rx_packets {} rx_missed {}", s.counter(Counter::RxPackets), s.counter(Counter::RxMissedErrors));
+///     println!("rx_packets {:?} rx_missed {:?}", s.counter(Counter::RxPackets), s.counter(Counter::RxMissedErrors));
 ///     std::thread::sleep(Duration::from_secs(1));
 /// });
 /// // ... run the queues (pollnic::run_pinned) ...

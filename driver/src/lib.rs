@@ -32,7 +32,7 @@
 //! tx.tx_burst(&mut burst); // the same buffers go out of port b
 //! // While queues run on pinned threads (`run_pinned`), read counters with `stats_reader()`.
 //! let stats = ports[1].stats();
-//! println!("tx_packets {}", stats.counter(Counter::TxPackets));
+//! println!("tx_packets {:?}", stats.counter(Counter::TxPackets)); // None where not counted
 //! # Ok::<(), pollnic::Error>(())
 //! ```
 //!

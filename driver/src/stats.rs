@@ -24,7 +24,9 @@ pub use pollnic_rings::{RxStats, TxStats};
 /// of such drops).
 pub(crate) const ICR_RXO_EVENTS: &str = "icr_rxo_events";
 
-/// The hardware counters both families have, by their `ethtool -S` names
+/// The hardware counters both Intel families have (virtio-net has the
+/// packet and byte counts only: [`Stats::counter`] is `None` for the rest),
+/// by their `ethtool -S` names
 /// (Linux igb's; the 82599's Linux names are accepted by [`Stats::get`] too).
 /// [`Stats::counter`] reads one without a string look-up. Non-exhaustive:
 /// more may be added.
@@ -35,9 +37,11 @@ pub enum Counter {
     RxPackets,
     /// Good packets transmitted (GPTC).
     TxPackets,
-    /// Good octets received, FCS included (GORCL/GORCH).
+    /// Good octets received, FCS included (GORCL/GORCH; virtio-net counts
+    /// frames without FCS, which virtio never carries).
     RxBytes,
-    /// Good octets transmitted, FCS included (GOTCL/GOTCH).
+    /// Good octets transmitted, FCS included (GOTCL/GOTCH; virtio-net:
+    /// without FCS).
     TxBytes,
     /// Frames dropped for want of room in the packet buffer (MPC; the
     /// 82599's sum of MPC(0..8)).
@@ -290,12 +294,14 @@ impl Stats {
     }
 
     /// Total of counter `c` since the device was opened (packets or bytes,
-    /// as the counter counts). Every [`Counter`] exists on both families
-    /// (checked by a test), so this never guesses.
-    pub fn counter(&self, c: Counter) -> u64 {
+    /// as the counter counts); `None` where the port's family does not
+    /// count it, never a made-up 0. Every [`Counter`] exists on the two
+    /// Intel families (checked by a test); virtio-net, which has no counter
+    /// registers, has the driver's own `rx_packets`, `tx_packets`,
+    /// `rx_bytes` and `tx_bytes` (frames without FCS) and none of the rest.
+    pub fn counter(&self, c: Counter) -> Option<u64> {
         self.get(c.name())
             .or_else(|| c.other_name().and_then(|n| self.get(n)))
-            .unwrap_or(0)
     }
 
     /// igb: reads that found ICR.RXO set (see `pollnic::igb::stats`); 0 on
@@ -341,6 +347,18 @@ impl Stats {
 #[cfg(test)]
 mod counter_tests {
     use super::{Counter, Stats};
+
+    /// virtio-net's driver counters: the four it keeps, and every other
+    /// typed counter absent (`None`), not 0.
+    #[test]
+    fn virtio_has_four_typed_counters_and_the_rest_are_absent() {
+        use Counter::*;
+        let s = Stats::new(&crate::family::virtio::LAYOUT);
+        for c in Counter::ALL {
+            let kept = matches!(c, RxPackets | TxPackets | RxBytes | TxBytes);
+            assert_eq!(s.counter(c), kept.then_some(0), "{c}");
+        }
+    }
 
     #[test]
     fn every_typed_counter_exists_on_both_families() {
