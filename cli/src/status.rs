@@ -1,7 +1,7 @@
 //! `pollnic status`: one line per Ethernet function of a vendor pollnic has
 //! a family for (Intel; virtio-net).
 
-use pollnic::pci::{link_state, list_intel_nics, BindMode, LinkState, PciDevice, Result, Sysfs};
+use pollnic::pci::{link_state, list_nics, BindMode, LinkState, PciDevice, Result, Sysfs};
 
 /// One supported Ethernet function (igb, ixgbe or virtio-net) and its link.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,9 +18,9 @@ pub struct NicStatus {
 /// Every supported Ethernet function (igb, ixgbe, virtio-net) with its link state, sorted by address.
 ///
 /// # Errors
-/// As [`pollnic::pci::list_intel_nics`].
+/// As [`pollnic::pci::list_nics`].
 pub fn status(sysfs: &Sysfs) -> Result<Vec<NicStatus>> {
-    Ok(list_intel_nics(sysfs)?
+    Ok(list_nics(sysfs)?
         .into_iter()
         .map(|device| NicStatus {
             link: link_state(sysfs, &device),

@@ -594,7 +594,7 @@ pub fn gather(
 ) -> Facts {
     let sysfs = &roots.sysfs;
     let ports: Vec<PciAddress> = if ports.is_empty() {
-        pci::list_intel_nics(sysfs)
+        pci::list_nics(sysfs)
             .unwrap_or_default()
             .into_iter()
             .filter(|d| d.is_supported() && d.is_pollnic_bound())

@@ -178,16 +178,16 @@ impl PciDevice {
 /// [`Error::Io`] / [`Error::PermissionDenied`] if `/sys/bus/pci/devices`
 /// or a device's attributes cannot be read. Devices that disappear during
 /// the scan (hot-unplug) are skipped.
-pub fn list_intel_nics(sysfs: &Sysfs) -> Result<Vec<PciDevice>> {
-    list_intel_nics_in(sysfs, FAMILIES)
+pub fn list_nics(sysfs: &Sysfs) -> Result<Vec<PciDevice>> {
+    list_nics_in(sysfs, FAMILIES)
 }
 
-/// [`list_intel_nics`], with models looked up among `families` instead of
+/// [`list_nics`], with models looked up among `families` instead of
 /// the families pollnic drives.
 ///
 /// # Errors
-/// As [`list_intel_nics`].
-pub fn list_intel_nics_in(sysfs: &Sysfs, families: &[FamilyInfo]) -> Result<Vec<PciDevice>> {
+/// As [`list_nics`].
+pub fn list_nics_in(sysfs: &Sysfs, families: &[FamilyInfo]) -> Result<Vec<PciDevice>> {
     let dir = sysfs.devices_dir();
     if !dir.exists() {
         return Err(Error::io(

@@ -36,7 +36,7 @@ pub use address::{ParseAddressError, PciAddress};
 pub use bind::BindReport;
 use binder::{BindOptions, Binder};
 pub use device::{
-    list_intel_nics, list_intel_nics_in, PciDevice, CLASS_ETHERNET, UIO_PCI_GENERIC, VFIO_PCI,
+    list_nics, list_nics_in, PciDevice, CLASS_ETHERNET, UIO_PCI_GENERIC, VFIO_PCI,
 };
 pub use error::{Error, Result};
 pub use ids::{identify, lookup, lookup_in, supported_nics, NicModel, INTEL_VENDOR_ID};

@@ -53,7 +53,7 @@ fn lists_intel_ethernet_functions_only() {
     f.add(Dev::nic("0000:00:04.0", 0x10FB));
     fs::write(f.sysfs.devices_dir().join("not-an-address"), "").unwrap();
 
-    let nics = list_intel_nics(&f.sysfs).unwrap();
+    let nics = list_nics(&f.sysfs).unwrap();
     let addrs: Vec<String> = nics.iter().map(|d| d.address.to_string()).collect();
     assert_eq!(addrs, ["0000:00:04.0", "0000:00:04.1", "0000:00:05.0"]);
     assert!(!nics[2].is_supported());
@@ -63,9 +63,9 @@ fn lists_intel_ethernet_functions_only() {
 #[test]
 fn empty_or_missing_tree() {
     let f = FakeSys::new();
-    assert!(list_intel_nics(&f.sysfs).unwrap().is_empty());
+    assert!(list_nics(&f.sysfs).unwrap().is_empty());
     let none = Sysfs::new(f.options.state_dir.join("nowhere"));
-    let msg = list_intel_nics(&none).unwrap_err().to_string();
+    let msg = list_nics(&none).unwrap_err().to_string();
     assert!(msg.contains("is sysfs mounted"), "{msg}");
 }
 
@@ -147,7 +147,7 @@ fn a_virtio_net_interface_under_its_virtio_child_is_the_ports() {
     let d = PciDevice::read(&f.sysfs, addr).unwrap();
     assert_eq!(d.family().map(|f| f.name()), Some("virtio-net"));
     assert_eq!(d.interfaces, vec!["enp0s16".to_owned()]);
-    assert!(list_intel_nics(&f.sysfs)
+    assert!(list_nics(&f.sysfs)
         .unwrap()
         .iter()
         .any(|n| n.address == addr));

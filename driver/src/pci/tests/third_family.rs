@@ -49,7 +49,7 @@ fn listing_names_a_third_family_and_uses_its_link_decode() {
     f.set_reg(third, 0x8, 0);
 
     let all = with_third();
-    let rows = list_intel_nics_in(&f.sysfs, &all).unwrap();
+    let rows = list_nics_in(&f.sysfs, &all).unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].name(), "I350 Gigabit Network Connection");
     assert_eq!(link_state(&f.sysfs, &rows[0]).to_string(), "up 1000 Mb/s");
@@ -60,7 +60,7 @@ fn listing_names_a_third_family_and_uses_its_link_decode() {
     assert_eq!(link_state(&f.sysfs, &rows[1]), LinkState::Down);
 
     // The real registry does not know it: listed as unsupported, no link read.
-    let rows = list_intel_nics(&f.sysfs).unwrap();
+    let rows = list_nics(&f.sysfs).unwrap();
     assert_eq!(rows[1].name(), "8086:7e57 (not supported by pollnic)");
     assert_eq!(
         link_state(&f.sysfs, &rows[1]).to_string(),
