@@ -292,7 +292,7 @@ pub fn gather(sysfs: &Sysfs, dev: &PciDevice) -> BindFacts {
         .unwrap_or_default()
         .iter()
         .filter_map(|m| m.parse::<PciAddress>().ok())
-        .filter(|&m| m != dev.address)
+        .filter(|&m| m != dev.addr)
         .map(|m| GroupMember {
             addr: m,
             driver: std::fs::read_link(sysfs.device_dir(m).join("driver"))
@@ -301,7 +301,7 @@ pub fn gather(sysfs: &Sysfs, dev: &PciDevice) -> BindFacts {
         })
         .collect();
     BindFacts {
-        addr: dev.address,
+        addr: dev.addr,
         interfaces,
         group: dev.iommu_group,
         members,

@@ -95,7 +95,7 @@ fn row(s: &NicStatus) -> [String; 8] {
         d.interfaces.join(",")
     };
     [
-        d.address.to_string(),
+        d.addr.to_string(),
         d.name(),
         d.family().map_or("-", |f| f.name()).to_owned(),
         d.driver.clone().unwrap_or_else(|| "none".to_owned()),
@@ -119,7 +119,7 @@ mod tests {
     ) -> NicStatus {
         NicStatus {
             device: PciDevice {
-                address: addr.parse().unwrap(),
+                addr: addr.parse().unwrap(),
                 vendor: 0x8086,
                 device: id,
                 class: 0x020000,

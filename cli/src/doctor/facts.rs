@@ -598,7 +598,7 @@ pub fn gather(
             .unwrap_or_default()
             .into_iter()
             .filter(|d| d.is_supported() && d.is_pollnic_bound())
-            .map(|d| d.address)
+            .map(|d| d.addr)
             .collect()
     } else {
         ports.to_vec()

@@ -12,7 +12,7 @@ fn addr(s: &str) -> pollnic::pci::PciAddress {
 
 fn igb(a: &str, driver: Option<&str>, group: Option<u32>, node: Option<u32>) -> PciDevice {
     PciDevice {
-        address: addr(a),
+        addr: addr(a),
         vendor: 0x8086,
         device: 0x10c9,
         class: 0x020000,

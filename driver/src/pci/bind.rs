@@ -100,7 +100,7 @@ impl Binder<'_> {
     /// [`Error::Unsupported`], [`Error::NoIommuGroup`],
     /// [`Error::IommuPresent`], [`Error::BoundOtherWay`].
     pub(crate) fn admit(&self, dev: &PciDevice, mode: BindMode) -> Result<()> {
-        let addr = dev.address;
+        let addr = dev.addr;
         if !dev.is_supported() {
             return Err(Error::Unsupported {
                 addr,
@@ -265,7 +265,7 @@ impl Binder<'_> {
 
     /// Steps 1-3 and the checks; returns the node and the IOMMU group.
     fn attach(&self, dev: &PciDevice, mode: BindMode) -> Result<(PathBuf, Option<u32>)> {
-        let addr = dev.address;
+        let addr = dev.addr;
         let dir = self.sysfs.device_dir(addr);
         let name = addr.to_string();
         if dev.driver.is_some() {

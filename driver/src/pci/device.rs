@@ -33,7 +33,7 @@ pub const CLASS_ETHERNET: u32 = 0x0200;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PciDevice {
     /// Its address (the name of its sysfs directory).
-    pub address: PciAddress,
+    pub addr: PciAddress,
     /// PCI vendor ID (`vendor`).
     pub vendor: u16,
     /// PCI device ID (`device`).
@@ -107,7 +107,7 @@ impl PciDevice {
             }
         }
         Ok(Self {
-            address: addr,
+            addr,
             vendor,
             device,
             class,

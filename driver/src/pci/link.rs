@@ -59,7 +59,7 @@ fn kernel_link(sysfs: &Sysfs, ifname: &str) -> LinkState {
 }
 
 fn register_link(sysfs: &Sysfs, dev: &PciDevice, family: &dyn Family) -> LinkState {
-    let dir = sysfs.device_dir(dev.address);
+    let dir = sysfs.device_dir(dev.addr);
     let header = match ConfigHeader::read(&dir.join("config")) {
         Ok(h) => h,
         Err(e) => return LinkState::Unknown(format!("cannot read PCI config space: {e}")),

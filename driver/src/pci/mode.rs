@@ -130,7 +130,7 @@ pub(crate) fn group_type(sysfs: &Sysfs, group: u32) -> Option<String> {
 
 /// `uio<N>` of a port on `uio_pci_generic` (the entry of `<device>/uio/`).
 pub(crate) fn uio_name(sysfs: &Sysfs, dev: &PciDevice) -> Option<String> {
-    sysfs::dir_names(&sysfs.device_dir(dev.address).join("uio"))
+    sysfs::dir_names(&sysfs.device_dir(dev.addr).join("uio"))
         .ok()?
         .into_iter()
         .find(|n| {

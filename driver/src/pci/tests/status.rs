@@ -54,7 +54,7 @@ fn lists_intel_ethernet_functions_only() {
     fs::write(f.sysfs.devices_dir().join("not-an-address"), "").unwrap();
 
     let nics = list_nics(&f.sysfs).unwrap();
-    let addrs: Vec<String> = nics.iter().map(|d| d.address.to_string()).collect();
+    let addrs: Vec<String> = nics.iter().map(|d| d.addr.to_string()).collect();
     assert_eq!(addrs, ["0000:00:04.0", "0000:00:04.1", "0000:00:05.0"]);
     assert!(!nics[2].is_supported());
     assert_eq!(nics[2].name(), "8086:1533 (not supported by pollnic)");
@@ -150,5 +150,5 @@ fn a_virtio_net_interface_under_its_virtio_child_is_the_ports() {
     assert!(list_nics(&f.sysfs)
         .unwrap()
         .iter()
-        .any(|n| n.address == addr));
+        .any(|n| n.addr == addr));
 }
