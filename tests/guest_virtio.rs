@@ -222,6 +222,31 @@ fn a_port_at_the_default_mtu_takes_frames_of_the_devices_mtu() {
     rx.check_device().expect("no queue stopped");
 }
 
+/// A port without transmit offloads says so: the library answers
+/// `offers_tx_offloads() == false`, and `pktgen --tx-checksum` on a virtio
+/// port refuses before it sends anything, naming the flags (before, it
+/// counted every refused frame as sent and printed "checksums inserted by
+/// the NIC").
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn a_port_without_tx_offloads_says_so_before_sending() {
+    {
+        let mut dev = Device::open(vport(0), &config()).unwrap();
+        assert!(!dev.queue(0).offers_tx_offloads());
+    }
+    let out = Command::new(example_exe("pktgen"))
+        .args(["--port", &vport(0), "--count", "10", "--tx-checksum"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("does no transmit offloads") && err.contains("--tx-checksum"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("sent"), "nothing sent");
+}
+
 /// Send `n` 60-byte frames from `tx` to destination `dst` (EtherType
 /// 0x88b5) and wait until the device has taken them.
 fn send_to(tx: &mut Device, dst: [u8; 6], n: usize) {

@@ -148,6 +148,17 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_mtu(args.mtu);
     let mut dev = Device::open(args.port.to_string(), &cfg)?;
     pollnic_tools::signal::stop_on_removal(&dev)?;
+    // A port without transmit offloads would refuse every frame: say so
+    // before sending anything, rather than count refused frames as sent.
+    if (args.tx_checksum || args.hw_vlan || tso.is_some()) && !dev.queue(0).offers_tx_offloads() {
+        return Err(format!(
+            "{} ({}) does no transmit offloads (checksums, VLAN insertion, TSO are done by igb and \
+             ixgbe ports only): run without --tx-checksum, --hw-vlan and --tso",
+            dev.address(),
+            dev.family()
+        )
+        .into());
+    }
     let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(dev.mac(), dst, i))
         .collect();
