@@ -71,6 +71,71 @@ impl Mappings {
     }
 }
 
+/// A device's DMA at byte granularity, through the IOMMU (the software
+/// virtio-net device's rings and buffers). Each access is translated
+/// whole: an address outside every mapping, or a range across a 2 MiB IOMMU
+/// page, is a fault (`None` or `false`), never a memory access. The driver
+/// may write the same memory at the same time, as a CPU races a device's
+/// DMA, so bytes are copied with volatile accesses and the ring indices
+/// with atomics.
+impl Mappings {
+    /// Read `buf.len()` bytes at `iova`; false (nothing read) on a fault.
+    pub fn dma_read(&self, iova: u64, buf: &mut [u8]) -> bool {
+        let Some(p) = self.translate(iova, buf.len()) else {
+            return false;
+        };
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: `p..p + buf.len()` lies inside a live mapping
+            // (`translate`), which the `DmaMapper::map` contract keeps valid
+            // until `unmap`, which takes the model's lock that the caller
+            // holds; a volatile byte read of memory another thread may
+            // write is what a device's DMA read is.
+            *b = unsafe { p.add(i).read_volatile() };
+        }
+        true
+    }
+
+    /// Write `data` at `iova`; false (nothing written) on a fault.
+    pub fn dma_write(&self, iova: u64, data: &[u8]) -> bool {
+        let Some(p) = self.translate(iova, data.len()) else {
+            return false;
+        };
+        for (i, &b) in data.iter().enumerate() {
+            // SAFETY: as in `dma_read`: inside a live mapping, under the
+            // model's lock; memory the driver handed to the device.
+            unsafe { p.add(i).write_volatile(b) };
+        }
+        true
+    }
+
+    /// A little-endian 16-bit ring index at `iova`, loaded with Acquire
+    /// (the driver publishes `avail.idx` with Release); `None` on a fault or
+    /// a misaligned address.
+    pub fn load_u16(&self, iova: u64) -> Option<u16> {
+        let p = self.translate(iova, 2)?;
+        if p as usize % 2 != 0 {
+            return None;
+        }
+        // SAFETY: two bytes inside a live mapping (as in `dma_read`),
+        // aligned for `AtomicU16` (checked above); the driver accesses it
+        // atomically too.
+        let a = unsafe { std::sync::atomic::AtomicU16::from_ptr(p.cast()) };
+        Some(u16::from_le(a.load(std::sync::atomic::Ordering::Acquire)))
+    }
+
+    /// Store a little-endian 16-bit ring index at `iova` with Release
+    /// (after the entries it publishes); false on a fault or misalignment.
+    pub fn store_u16(&self, iova: u64, v: u16) -> bool {
+        let Some(p) = self.translate(iova, 2).filter(|p| *p as usize % 2 == 0) else {
+            return false;
+        };
+        // SAFETY: as in `load_u16`.
+        let a = unsafe { std::sync::atomic::AtomicU16::from_ptr(p.cast()) };
+        a.store(v.to_le(), std::sync::atomic::Ordering::Release);
+        true
+    }
+}
+
 /// The models' IOMMU page: each is translated on its own, so one DMA must not
 /// cross from one into the next (QEMU's igb drops a TX frame whose buffer it
 /// cannot map in one piece; the models call it a fault).

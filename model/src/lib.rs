@@ -1,7 +1,9 @@
 //! pollnic-model: software models of the NICs pollnic drives, for host tests
 //! and benches without a NIC, a VM or hugepages (not published; it depends
 //! on the library, never the reverse). A software 82576
-//! ([`igb::Soft82576`]) and 82599 ([`ixgbe::Soft82599`]) that [`pollnic::Device`]
+//! ([`igb::Soft82576`]), 82599 ([`ixgbe::Soft82599`]) and virtio-net device
+//! ([`virtio::SoftVirtioNet`], strict about the virtio 1.2 MUSTs, with a
+//! hostile mode) that [`pollnic::Device`]
 //! drives through [`pollnic::Device::open_on`], the same code as a real NIC;
 //! and below them the device's side of the descriptor rings ([`ring`]: the
 //! ring walk both models use, and `SoftNic`, a model of the rings alone for
@@ -32,6 +34,7 @@ pub(crate) mod msix;
 pub mod offload;
 #[allow(unsafe_code)]
 pub mod ring;
+pub mod virtio;
 pub(crate) mod wire;
 
 use crate::ring::DeviceRing;
@@ -340,14 +343,23 @@ impl pollnic::io::Interrupts for SoftIo {
         &self,
         vectors: u16,
     ) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::io::MsixError> {
-        let events = (0..vectors)
-            .map(|_| pollnic::io::IrqEvent::new().map(Arc::new))
-            .collect::<std::io::Result<Vec<_>>>()
-            .map_err(pollnic::io::MsixError::EventFd)?;
-        lock(&self.shared).msix(Some(events.clone()))?;
-        Ok(events)
+        enable_msix(&self.shared, vectors)
     }
     fn disable_msix(&self) {
         let _ = lock(&self.shared).msix(None);
     }
+}
+
+/// MSI-X on a model: `vectors` eventfds that the model signals itself,
+/// handed to it with [`RegisterModel::msix`].
+pub(crate) fn enable_msix(
+    shared: &SharedModel,
+    vectors: u16,
+) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::io::MsixError> {
+    let events = (0..vectors)
+        .map(|_| pollnic::io::IrqEvent::new().map(Arc::new))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(pollnic::io::MsixError::EventFd)?;
+    lock(shared).msix(Some(events.clone()))?;
+    Ok(events)
 }

@@ -102,7 +102,7 @@ impl Soft82599 {
     /// (KX4/KX/KR), XAUI, CX4 and LS IDs have no laser control, their
     /// EEPROM puts the board's link mode in AUTOC.LMS (KX4/KX/KR; 10G
     /// parallel on XAUI; 10G serial on LS) and disables the link in AUTOC2,
-    /// and they link only after a pipeline reset ([`state::Board`]).
+    /// and they link only after a pipeline reset (`state::Board`).
     pub fn with_device(cfg: ModelConfig, device: u16) -> Self {
         use pollnic_hw::ixgbe::{bits::*, *};
         let m = Self::new(cfg);

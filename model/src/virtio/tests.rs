@@ -1,0 +1,215 @@
+//! The model's rules, each broken once by a hand-played driver: every MUST
+//! the model checks is seen as a violation naming its clause (and a
+//! correct sequence gives none).
+
+use super::*;
+
+/// A driver played by hand: the model's state, and 64 KiB of DMA memory
+/// mapped in its IOMMU. The memory is only ever touched through the
+/// model's translation (`dma_write`), as the device would.
+struct Rig {
+    s: State,
+    iova: u64,
+    _mem: Vec<u8>,
+}
+
+const DESC: u64 = 0x0000;
+const AVAIL: u64 = 0x1000;
+const USED: u64 = 0x2000;
+const BUFS: u64 = 0x4000;
+
+impl Rig {
+    fn new(cfg: VirtioModelConfig) -> Rig {
+        let mut mem = vec![0u8; 64 << 10];
+        let mut s = State::new(cfg);
+        let iova = s.iommu.add(mem.as_mut_ptr(), mem.len());
+        Rig { s, iova, _mem: mem }
+    }
+    fn w8(&mut self, o: u32, v: u8) {
+        self.s.write(o, 1, u32::from(v))
+    }
+    fn w16(&mut self, o: u32, v: u16) {
+        self.s.write(o, 2, u32::from(v))
+    }
+    fn w32(&mut self, o: u32, v: u32) {
+        self.s.write(o, 4, v)
+    }
+    fn r8(&mut self, o: u32) -> u8 {
+        self.s.read(o, 1) as u8
+    }
+    fn mem(&self, off: u64, bytes: &[u8]) {
+        assert!(self.s.iommu.dma_write(self.iova + off, bytes));
+    }
+    fn mem_u16(&self, off: u64) -> u16 {
+        let mut b = [0u8; 2];
+        assert!(self.s.iommu.dma_read(self.iova + off, &mut b));
+        u16::from_le_bytes(b)
+    }
+    /// Reset, ACKNOWLEDGE, DRIVER, `features`, FEATURES_OK, and read it back
+    /// when `read_back`.
+    fn negotiate(&mut self, features: u64, read_back: bool) {
+        self.w8(0x14, 0);
+        self.w8(0x14, status::ACKNOWLEDGE);
+        self.w8(0x14, status::ACKNOWLEDGE | status::DRIVER);
+        self.w32(0x08, 0);
+        self.w32(0x0c, features as u32);
+        self.w32(0x08, 1);
+        self.w32(0x0c, (features >> 32) as u32);
+        self.w8(0x14, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
+        if read_back {
+            assert_ne!(self.r8(0x14) & status::FEATURES_OK, 0);
+        }
+    }
+    /// Queue `q` with 8 entries at the rig's rings, enabled.
+    fn queue(&mut self, q: u16) {
+        self.w16(0x16, q);
+        self.w16(0x18, 8);
+        for (o, a) in [(0x20, DESC), (0x28, AVAIL), (0x30, USED)] {
+            let a = self.iova + a;
+            self.w32(o, a as u32);
+            self.w32(o + 4, (a >> 32) as u32);
+        }
+        self.w16(0x1c, 1);
+    }
+    fn driver_ok(&mut self) {
+        let s = self.r8(0x14);
+        self.w8(0x14, s | status::DRIVER_OK);
+    }
+    /// Post one receive chain (descriptor 0, `len` bytes, device-writable)
+    /// on the rig's rings.
+    fn post_rx(&mut self, len: u32) {
+        let mut d = [0u8; 16];
+        d[..8].copy_from_slice(&(self.iova + BUFS).to_le_bytes());
+        d[8..12].copy_from_slice(&len.to_le_bytes());
+        d[12..14].copy_from_slice(&2u16.to_le_bytes()); // WRITE
+        self.mem(DESC, &d);
+        self.mem(AVAIL + 4, &0u16.to_le_bytes());
+        self.mem(AVAIL + 2, &1u16.to_le_bytes());
+    }
+    fn violations(&self) -> String {
+        self.s.violations.join("\n")
+    }
+}
+
+const BASIC: u64 = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::EVENT_IDX;
+
+fn frame(len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&[0x52, 0x54, 0, 0x12, 0x34, 0x56]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f
+}
+
+#[test]
+fn the_specs_sequence_leaves_no_violation_and_a_frame_arrives() {
+    let mut r = Rig::new(VirtioModelConfig::default());
+    r.negotiate(BASIC, true);
+    r.queue(0);
+    r.driver_ok();
+    r.post_rx(2048);
+    assert_eq!(r.s.receive(&frame(60)), VirtioRx::Delivered { queue: 0, hash: 0 });
+    assert_eq!(r.mem_u16(USED + 2), 1, "used.idx published");
+    assert!(r.s.violations.is_empty(), "{}", r.violations());
+}
+
+#[test]
+fn a_queue_field_written_after_queue_enable_is_a_violation() {
+    let mut r = Rig::new(VirtioModelConfig::default());
+    r.negotiate(BASIC, true);
+    r.queue(0);
+    r.w16(0x1a, 0); // queue_msix_vector after enable
+    assert!(r.violations().contains("§4.1.4.3.2"), "{}", r.violations());
+    assert_eq!(r.s.queues[0].vector, NO_VECTOR, "the write was not taken");
+}
+
+#[test]
+fn zero_written_to_queue_enable_is_a_violation() {
+    let mut r = Rig::new(VirtioModelConfig::default());
+    r.negotiate(BASIC, true);
+    r.queue(0);
+    r.w16(0x1c, 0);
+    assert!(r.violations().contains("MUST NOT write a 0"), "{}", r.violations());
+}
+
+#[test]
+fn driver_ok_without_reading_features_ok_back_is_a_violation() {
+    // A driver that writes the bits blind, never reading FEATURES_OK back.
+    let mut r = Rig::new(VirtioModelConfig::default());
+    r.negotiate(BASIC, false);
+    r.w8(
+        0x14,
+        status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK | status::DRIVER_OK,
+    );
+    assert!(r.violations().contains("§3.1.1 step 6"), "{}", r.violations());
+}
+
+#[test]
+fn a_notification_before_driver_ok_is_a_violation() {
+    let mut r = Rig::new(VirtioModelConfig::default());
+    r.negotiate(BASIC, true);
+    r.queue(1);
+    r.w16(NOTIFY + NOTIFY_MULT, 1);
+    assert!(r.violations().contains("before setting DRIVER_OK"), "{}", r.violations());
+}
+
+#[test]
+fn a_feature_the_device_did_not_offer_is_a_violation() {
+    let mut r = Rig::new(VirtioModelConfig {
+        features: BASIC,
+        ..Default::default()
+    });
+    r.negotiate(BASIC | feature::NET_MQ, true);
+    assert!(r.violations().contains("§2.2.1"), "{}", r.violations());
+}
+
+#[test]
+fn a_field_accessed_at_the_wrong_width_is_a_violation() {
+    let mut r = Rig::new(VirtioModelConfig::default());
+    let _ = r.s.read(0x14, 4); // device_status is one byte
+    assert!(r.violations().contains("§4.1.3.1"), "{}", r.violations());
+}
+
+#[test]
+fn receive_buffers_smaller_than_a_frame_of_the_mtu_are_a_violation() {
+    let mut r = Rig::new(VirtioModelConfig {
+        mtu: 9000,
+        ..Default::default()
+    });
+    r.negotiate(BASIC | feature::NET_MTU, true);
+    r.queue(0);
+    r.driver_ok();
+    r.post_rx(2048);
+    // The frame fits, but the buffer could not take one of the MTU.
+    assert!(matches!(r.s.receive(&frame(60)), VirtioRx::Delivered { .. }));
+    assert!(r.violations().contains("§5.1.4.2"), "{}", r.violations());
+}
+
+#[test]
+fn a_ring_outside_the_mapping_is_refused_at_enable() {
+    let mut r = Rig::new(VirtioModelConfig::default());
+    r.negotiate(BASIC, true);
+    r.w16(0x16, 0);
+    r.w16(0x18, 8);
+    r.w32(0x20, 0x1000); // not mapped
+    r.w32(0x24, 0);
+    r.w16(0x1c, 1);
+    assert!(r.violations().contains("not mapped"), "{}", r.violations());
+    assert!(!r.s.queues[0].enabled);
+}
+
+#[test]
+fn a_looping_chain_is_refused_not_followed() {
+    let mut r = Rig::new(VirtioModelConfig::default());
+    r.negotiate(BASIC, true);
+    r.queue(0);
+    r.driver_ok();
+    let mut d = [0u8; 16];
+    d[..8].copy_from_slice(&(r.iova + BUFS).to_le_bytes());
+    d[8..12].copy_from_slice(&64u32.to_le_bytes());
+    d[12..14].copy_from_slice(&3u16.to_le_bytes()); // NEXT | WRITE
+    d[14..16].copy_from_slice(&0u16.to_le_bytes()); // next: itself
+    r.mem(DESC, &d);
+    r.mem(AVAIL + 2, &1u16.to_le_bytes());
+    assert_eq!(r.s.receive(&frame(60)), VirtioRx::Fault(0));
+    assert!(r.violations().contains("loop"), "{}", r.violations());
+}
