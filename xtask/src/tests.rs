@@ -45,6 +45,9 @@ struct GuestResult {
     secs: u64,
     /// The first run failed and a second one ran (its code is `code`).
     retried: bool,
+    /// It could not be stopped in the first guest (a task stuck in that
+    /// guest's kernel), and ran again in a fresh guest (its code is `code`).
+    fresh_guest: bool,
 }
 
 /// Runs everything; returns `Ok(true)` if all passed.
@@ -132,28 +135,21 @@ pub fn run(
     let (no_iommu, plain): (Vec<TestExe>, Vec<TestExe>) = plain
         .into_iter()
         .partition(|e| e.name.starts_with(NO_IOMMU_PREFIX));
-    let results_path = layout.testbed.join("guest-test-results.txt");
-    let _ = fs::remove_file(&results_path);
-    let script = guest_script(
-        layout,
-        &plain,
-        &results_path.display().to_string(),
-        opts.bind,
-        false,
-        per_binary,
-    );
     // A binary that fails once runs again (below): give the whole suite room
     // for that, whatever `--timeout` says for a single command.
     let opts = &VmOptions {
         timeout: opts.timeout.max(SUITE_TIMEOUT),
         ..opts.clone()
     };
-    let mut outcome = qemu::run_in_guest(layout, &image, &script, opts);
-    let mut results = read_results(&results_path);
+    let suite = Suite {
+        layout,
+        image: &image,
+        bind: opts.bind,
+        per_binary,
+    };
+    let (mut outcome, mut results) = suite.run(&plain, "guest-test-results.txt", false, opts);
     if !counted.is_empty() {
-        let counted_path = layout.testbed.join("guest-count-test-results.txt");
-        let _ = fs::remove_file(&counted_path);
-        let second = crate::count::prepare(layout, &image, true, true).and_then(|count| {
+        let second = crate::count::prepare(layout, &image, true, true).map(|count| {
             let opts = VmOptions {
                 count: Some(count),
                 ..opts.clone()
@@ -162,22 +158,18 @@ pub fn run(
                 "test: a second guest with the guest-work counter for {}",
                 names(&counted)
             );
-            let script = guest_script(
-                layout,
-                &counted,
-                &counted_path.display().to_string(),
-                opts.bind,
-                false,
-                per_binary,
-            );
-            qemu::run_in_guest(layout, &image, &script, &opts)
+            suite.run(&counted, "guest-count-test-results.txt", false, &opts)
         });
-        results.extend(read_results(&counted_path));
+        let second = match second {
+            Ok((run, r)) => {
+                results.extend(r);
+                run
+            }
+            Err(e) => Err(e),
+        };
         outcome = both(outcome, second);
     }
     if !no_iommu.is_empty() {
-        let path = layout.testbed.join("guest-noiommu-test-results.txt");
-        let _ = fs::remove_file(&path);
         let opts = VmOptions {
             no_iommu: true,
             ..opts.clone()
@@ -186,16 +178,8 @@ pub fn run(
             "test: a third guest with no virtual IOMMU for {}",
             names(&no_iommu)
         );
-        let script = guest_script(
-            layout,
-            &no_iommu,
-            &path.display().to_string(),
-            opts.bind,
-            true,
-            per_binary,
-        );
-        let third = qemu::run_in_guest(layout, &image, &script, &opts);
-        results.extend(read_results(&path));
+        let (third, r) = suite.run(&no_iommu, "guest-noiommu-test-results.txt", true, &opts);
+        results.extend(r);
         outcome = both(outcome, third);
     }
     let guest_time = t.elapsed();
@@ -251,6 +235,9 @@ pub fn run(
         match results.iter().find(|r| r.name == exe.name) {
             Some(r) => {
                 let status = match r.code {
+                    0 if r.fresh_guest => "ok in a fresh guest (it could not be stopped in the \
+                                           first one: see its output above)"
+                        .to_owned(),
                     0 if r.retried => {
                         "ok on the second run (the first FAILED: see its output above)".to_owned()
                     }
@@ -292,6 +279,102 @@ pub fn run(
     Ok(all_ok)
 }
 
+/// What every guest run of the suite shares.
+struct Suite<'a> {
+    layout: &'a Layout,
+    image: &'a guest::GuestImage,
+    bind: bool,
+    per_binary: Duration,
+}
+
+impl Suite<'_> {
+    /// Run `exes` in a guest booted with `opts`, their results in
+    /// `target/testbed/<results>`. A binary that cannot be stopped (exit
+    /// 137: still alive 30 s after `timeout`'s TERM, a task stuck in the
+    /// guest's kernel, as TCG guests have shown with timer wake-ups that
+    /// never came) ends that guest: the guest's kernel is then not to be
+    /// trusted, and the binaries after it would each hang in turn. A fresh
+    /// guest runs that binary and the rest, once; the summary says so. A
+    /// binary that wedges the fresh guest too fails.
+    fn run(
+        &self,
+        exes: &[TestExe],
+        results: &str,
+        no_iommu: bool,
+        opts: &VmOptions,
+    ) -> (Result<qemu::RunOutcome>, Vec<GuestResult>) {
+        let path = self.layout.testbed.join(results);
+        let wedged_path = self.layout.testbed.join(format!("{results}.wedged"));
+        let mut todo: Vec<TestExe> = exes.to_vec();
+        let mut all: Vec<GuestResult> = Vec::new();
+        let mut outcome: Option<Result<qemu::RunOutcome>> = None;
+        let mut rebooted: Option<String> = None;
+        loop {
+            let _ = fs::remove_file(&path);
+            let _ = fs::remove_file(&wedged_path);
+            let script = guest_script(
+                self.layout,
+                &todo,
+                &path.display().to_string(),
+                &wedged_path.display().to_string(),
+                self.bind,
+                no_iommu,
+                self.per_binary,
+            );
+            let run = qemu::run_in_guest(self.layout, self.image, &script, opts);
+            all.extend(read_results(&path));
+            let wedged = fs::read_to_string(&wedged_path)
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty());
+            outcome = Some(match outcome {
+                // The wedged guest's status is that of the binary that
+                // wedged it; what counts is the fresh guest's.
+                Some(Ok(prev)) => run.map(|r| qemu::RunOutcome {
+                    boot: prev.boot,
+                    total: prev.total + r.total,
+                    ..r
+                }),
+                Some(Err(e)) => Err(e),
+                None => run,
+            });
+            let Some(name) = wedged else { break };
+            if rebooted.is_some() {
+                all.push(GuestResult {
+                    name,
+                    code: 137,
+                    secs: 0,
+                    retried: false,
+                    fresh_guest: true,
+                });
+                break;
+            }
+            todo = after_wedge(&todo, &all, &name);
+            say!(
+                "test: {name} could not be stopped (a task stuck in the guest's kernel): booting a \
+                 fresh guest for {}",
+                names(&todo)
+            );
+            rebooted = Some(name);
+        }
+        if let Some(name) = rebooted {
+            for r in all.iter_mut().filter(|r| r.name == name) {
+                r.fresh_guest = true;
+            }
+        }
+        (outcome.expect("one run at least"), all)
+    }
+}
+
+/// What a fresh guest runs after `wedged` could not be stopped: it and
+/// every binary of `todo` that has no result yet, in their order.
+fn after_wedge(todo: &[TestExe], done: &[GuestResult], wedged: &str) -> Vec<TestExe> {
+    todo.iter()
+        .filter(|e| e.name == wedged || !done.iter().any(|r| r.name == e.name))
+        .cloned()
+        .collect()
+}
+
 /// Two guest runs as one: the first failing status, the first boot, both
 /// durations; an error of either.
 fn both(
@@ -318,6 +401,7 @@ fn guest_script(
     layout: &Layout,
     exes: &[TestExe],
     results: &str,
+    wedged: &str,
     bind: bool,
     no_iommu: bool,
     per_binary: Duration,
@@ -326,13 +410,17 @@ fn guest_script(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "results={}\n: > \"$results\"\nfailed=0",
-        shell_quote(results)
+        "results={}\nwedged={}\n: > \"$results\"\nfailed=0",
+        shell_quote(results),
+        shell_quote(wedged)
     );
     // A binary `timeout` had to stop (124: TERM; 137: KILL 30 s later, most
     // often a task stuck in the kernel): the stacks of the tasks in state D
     // (sysrq `w`) go to the output, so a hang says where it is. Seen once:
-    // guest_virtio_kernel's smol-http blocked on a mutex for minutes.
+    // guest_virtio_kernel's smol-http blocked on a mutex for minutes. A
+    // binary still alive after the KILL (137) ends the guest: its name goes
+    // to `$wedged` and the host boots a fresh guest for it and the rest
+    // (`Suite::run`).
     s.push_str(
         "stuck() {\n\
          [ \"$1\" -eq 124 ] || [ \"$1\" -eq 137 ] || return 0\n\
@@ -340,7 +428,11 @@ fn guest_script(
          { echo w > /proc/sysrq-trigger; } 2>/dev/null\n\
          sleep 1\n\
          dmesg 2>/dev/null | grep -A 40 -e 'Show Blocked State' -e ' state:D' | tail -n 300 >&2\n\
-         return 0\n\
+         [ \"$1\" -eq 137 ] || return 0\n\
+         echo \"pollnic-testbed: $2 could not be stopped: this guest's kernel is not to be trusted any more; ending it\" >&2\n\
+         echo \"$2\" > \"$wedged\"\n\
+         sync\n\
+         exit 3\n\
          }\n",
     );
     // The ports each binary starts from: vfio-pci, or uio_pci_generic in
@@ -410,7 +502,65 @@ fn read_results(path: &std::path::Path) -> Vec<GuestResult> {
                 code: w.next()?.parse().ok()?,
                 secs: w.next()?.parse().ok()?,
                 retried: w.next() == Some("1"),
+                fresh_guest: false,
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exe(name: &str) -> TestExe {
+        TestExe {
+            name: name.into(),
+            path: format!("/t/{name}").into(),
+        }
+    }
+
+    fn result(name: &str) -> GuestResult {
+        GuestResult {
+            name: name.into(),
+            code: 0,
+            secs: 1,
+            retried: false,
+            fresh_guest: false,
+        }
+    }
+
+    /// The binary that wedged the guest runs again first, then those that
+    /// never ran; those that ended keep their results.
+    #[test]
+    fn a_fresh_guest_runs_the_wedged_binary_and_the_rest() {
+        let todo = [exe("guest_a"), exe("guest_b"), exe("guest_c"), exe("guest_d")];
+        let done = [result("guest_a")];
+        let next: Vec<String> = after_wedge(&todo, &done, "guest_b")
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(next, ["guest_b", "guest_c", "guest_d"]);
+    }
+
+    /// A binary still alive after `timeout`'s KILL names itself in the
+    /// wedge file and ends the guest's script; one that only timed out
+    /// (124) does not.
+    #[test]
+    fn a_binary_that_cannot_be_stopped_ends_the_guest_script() {
+        let layout = Layout::discover().expect("layout");
+        let s = guest_script(
+            &layout,
+            &[exe("guest_a")],
+            "/r/results.txt",
+            "/r/results.txt.wedged",
+            false,
+            false,
+            Duration::from_secs(300),
+        );
+        let stuck = &s[s.find("stuck() {").unwrap()..s.find("\n}\n").unwrap()];
+        assert!(stuck.contains("[ \"$1\" -eq 137 ] || return 0"), "{stuck}");
+        assert!(stuck.contains("echo \"$2\" > \"$wedged\""), "{stuck}");
+        assert!(stuck.contains("exit 3"), "{stuck}");
+        assert!(s.contains("wedged=/r/results.txt.wedged\n"), "{s}");
+    }
 }
