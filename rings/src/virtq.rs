@@ -81,8 +81,9 @@ use crate::mempool::{Mempool, Packet, PoolCache, Shared};
 use crate::rx::{rx_cache_size, RingError, RxStats};
 use crate::tx::TxStats;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU16, Ordering};
 use std::sync::Arc;
+use vm_memory::{Le16, Le32, Le64};
 
 /// Bytes of `struct virtio_net_hdr` with `VIRTIO_F_VERSION_1` (virtio 1.x
 /// §5.1.6: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset,
@@ -174,17 +175,113 @@ pub struct VirtqAddrs {
     pub size: u16,
 }
 
-/// Byte offsets of the parts of a queue of `size` descriptors in its region:
-/// descriptor table (16-byte aligned), avail ring (2), used ring (4), header
-/// slots (16); and the total length (without a control queue's command
-/// buffer, which follows).
-fn layout(size: usize) -> (usize, usize, usize, usize, usize) {
-    let desc = 0;
-    let avail = desc + 16 * size;
-    let used = (avail + 6 + 2 * size).next_multiple_of(4);
-    let hdr = (used + 6 + 8 * size).next_multiple_of(16);
-    let total = hdr + HDR_SLOT * (size / 2);
-    (desc, avail, used, hdr, total)
+/// `struct virtq_desc` (virtio 1.2 §2.7.5): a buffer's address and length,
+/// its flags and the next descriptor of its chain, all little-endian.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Desc {
+    addr: Le64,
+    len: Le32,
+    flags: Le16,
+    next: Le16,
+}
+
+/// `struct virtq_used_elem` (§2.7.8): the head of a chain the device is
+/// done with, and the bytes it wrote into it, little-endian.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct UsedElem {
+    id: Le32,
+    len: Le32,
+}
+
+/// Where each part of a split virtqueue of `size` descriptors lies, in
+/// bytes from the start of its region (§2.7, its alignment table):
+/// the descriptor table (16-byte aligned), the avail ring (2), the used ring
+/// (4), then pollnic's header slots (16); and the total length (a control
+/// queue's command buffer follows it). The one place the ring offsets are
+/// computed: the driver's rings, the device view of the tests and the
+/// control queue all take them from here. Every per-entry offset masks its
+/// index, so each lies inside the layout for any index (checked for every
+/// index by a unit test).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SplitLayout {
+    size: u16,
+    avail: usize,
+    used: usize,
+    hdr: usize,
+    total: usize,
+}
+
+impl SplitLayout {
+    /// The layout of a queue of `size` descriptors (a power of two).
+    const fn new(size: u16) -> SplitLayout {
+        let n = size as usize;
+        let avail = size_of::<Desc>() * n;
+        let used = (avail + 6 + 2 * n).next_multiple_of(4);
+        let hdr = (used + 6 + size_of::<UsedElem>() * n).next_multiple_of(16);
+        SplitLayout {
+            size,
+            avail,
+            used,
+            hdr,
+            total: hdr + HDR_SLOT * (n / 2),
+        }
+    }
+    #[inline(always)]
+    const fn mask(&self, i: u16) -> usize {
+        (i & (self.size - 1)) as usize
+    }
+    /// Descriptor `i` (masked).
+    #[inline(always)]
+    const fn desc(&self, i: u16) -> usize {
+        size_of::<Desc>() * self.mask(i)
+    }
+    /// `avail.flags`, the avail ring's start.
+    #[inline(always)]
+    const fn avail_flags(&self) -> usize {
+        self.avail
+    }
+    /// `avail.idx`.
+    #[inline(always)]
+    const fn avail_idx(&self) -> usize {
+        self.avail + 2
+    }
+    /// `avail.ring[slot]` (masked).
+    #[inline(always)]
+    const fn avail_ring(&self, slot: u16) -> usize {
+        self.avail + 4 + 2 * self.mask(slot)
+    }
+    /// `used_event`, the driver's u16 after `avail.ring` (§2.7.6).
+    #[inline(always)]
+    const fn used_event(&self) -> usize {
+        self.avail + 4 + 2 * self.size as usize
+    }
+    /// `used.flags`, the used ring's start.
+    #[inline(always)]
+    const fn used_flags(&self) -> usize {
+        self.used
+    }
+    /// `used.idx`.
+    #[inline(always)]
+    const fn used_idx(&self) -> usize {
+        self.used + 2
+    }
+    /// `used.ring[slot]` (masked).
+    #[inline(always)]
+    const fn used_ring(&self, slot: u16) -> usize {
+        self.used + 4 + size_of::<UsedElem>() * self.mask(slot)
+    }
+    /// `avail_event`, the device's u16 after `used.ring` (§2.7.8).
+    #[inline(always)]
+    const fn avail_event(&self) -> usize {
+        self.used + 4 + size_of::<UsedElem>() * self.size as usize
+    }
+    /// Header slot `k` (masked to the `size / 2` slots).
+    #[inline(always)]
+    const fn hdr(&self, k: usize) -> usize {
+        self.hdr + HDR_SLOT * (k & (self.size as usize / 2 - 1))
+    }
 }
 
 /// One split virtqueue's memory: raw views into its region, every access
@@ -194,10 +291,7 @@ struct Vring {
     region: DmaRegion,
     base: NonNull<u8>,
     size: u16,
-    mask: u16,
-    avail: usize,
-    used: usize,
-    hdr: usize,
+    layout: SplitLayout,
     /// `VIRTIO_F_EVENT_IDX` governs notifications.
     event_idx: bool,
 }
@@ -227,7 +321,8 @@ impl Vring {
             (4..=VIRTQ_MAX_SIZE).contains(&size) && size.is_power_of_two(),
             "virtqueue size {size} is not a power of two in 4..=32768"
         );
-        let (_, avail, used, hdr, total) = layout(size as usize);
+        let layout = SplitLayout::new(size);
+        let total = layout.total;
         let region = DmaRegion::new(total + tail, page, mapper)?;
         // One base address per ring part and the headers after them: the
         // whole layout must be contiguous for the device.
@@ -238,10 +333,7 @@ impl Vring {
             region,
             base,
             size,
-            mask: size - 1,
-            avail,
-            used,
-            hdr,
+            layout,
             event_idx: false,
         })
     }
@@ -250,8 +342,8 @@ impl Vring {
         let iova = self.region.iova();
         VirtqAddrs {
             desc: iova,
-            avail: iova + self.avail as u64,
-            used: iova + self.used as u64,
+            avail: iova + self.layout.avail_flags() as u64,
+            used: iova + self.layout.used_flags() as u64,
             size: self.size,
         }
     }
@@ -267,55 +359,61 @@ impl Vring {
     /// Write descriptor `i` (masked) whole.
     #[inline(always)]
     fn write_desc(&self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
-        let off = 16 * (i & self.mask) as usize;
-        // SAFETY: `i` is masked below `size`, so the 16 bytes at `off` are
-        // inside the descriptor table (layout); aligned (16-byte slots in a
-        // page-aligned region); only volatile accesses reach this memory.
+        let d = self.at::<Desc>(self.layout.desc(i));
+        // SAFETY: the layout masks `i` below `size`, so the descriptor lies
+        // inside the table; aligned (16-byte entries from a page-aligned
+        // region); only volatile accesses reach this memory.
         unsafe {
-            self.at::<u64>(off).write_volatile(addr.to_le());
-            self.at::<u32>(off + 8).write_volatile(len.to_le());
-            self.at::<u16>(off + 12).write_volatile(flags.to_le());
-            self.at::<u16>(off + 14).write_volatile(next.to_le());
+            d.write_volatile(Desc {
+                addr: Le64::from(addr),
+                len: Le32::from(len),
+                flags: Le16::from(flags),
+                next: Le16::from(next),
+            })
         }
     }
 
     /// Set only descriptor `i`'s address and length (a re-armed chain).
     #[inline(always)]
     fn write_desc_buf(&self, i: u16, addr: u64, len: u32) {
-        let off = 16 * (i & self.mask) as usize;
-        // SAFETY: as in `write_desc`.
+        let d = self.at::<Desc>(self.layout.desc(i));
+        // SAFETY: as in `write_desc`; the two fields of that descriptor.
         unsafe {
-            self.at::<u64>(off).write_volatile(addr.to_le());
-            self.at::<u32>(off + 8).write_volatile(len.to_le());
+            std::ptr::addr_of_mut!((*d).addr).write_volatile(Le64::from(addr));
+            std::ptr::addr_of_mut!((*d).len).write_volatile(Le32::from(len));
         }
     }
 
     #[inline(always)]
     fn set_avail_flags(&self, flags: u16) {
         // SAFETY: the avail ring's first u16 (layout), 2-byte aligned.
-        unsafe { self.at::<u16>(self.avail).write_volatile(flags.to_le()) }
+        unsafe {
+            self.at::<u16>(self.layout.avail_flags())
+                .write_volatile(flags.to_le())
+        }
     }
 
     /// avail.ring[`slot` masked] = `id`.
     #[inline(always)]
     fn put_avail(&self, slot: u16, id: u16) {
-        let off = self.avail + 4 + 2 * (slot & self.mask) as usize;
+        let off = self.layout.avail_ring(slot);
         // SAFETY: a masked slot is inside avail.ring (layout), 2-byte aligned.
         unsafe { self.at::<u16>(off).write_volatile(id.to_le()) }
     }
 
-    /// Publish avail.idx = `idx`, after every entry before it.
+    /// Publish avail.idx = `idx` with Release: after every entry before it.
     #[inline(always)]
     fn publish_avail(&self, idx: u16) {
-        fence(Ordering::Release);
-        // SAFETY: avail.idx, the avail ring's second u16 (layout).
-        unsafe { self.at::<u16>(self.avail + 2).write_volatile(idx.to_le()) }
+        // SAFETY: avail.idx, the avail ring's second u16 (layout), 2-byte
+        // aligned as `AtomicU16` needs; the device reads it as a whole u16.
+        let a = unsafe { AtomicU16::from_ptr(self.at::<u16>(self.layout.avail_idx())) };
+        a.store(idx.to_le(), Ordering::Release);
     }
 
     /// Write `used_event` (the u16 after avail.ring, §2.7.6).
     #[inline(always)]
     fn set_used_event(&self, v: u16) {
-        let off = self.avail + 4 + 2 * self.size as usize;
+        let off = self.layout.used_event();
         // SAFETY: the avail ring's last u16 (layout: 6 + 2 * size bytes),
         // 2-byte aligned.
         unsafe { self.at::<u16>(off).write_volatile(v.to_le()) }
@@ -324,7 +422,7 @@ impl Vring {
     /// Read `avail_event` (the u16 after used.ring, §2.7.8), device-written.
     #[inline(always)]
     fn avail_event(&self) -> u16 {
-        let off = self.used + 4 + 8 * self.size as usize;
+        let off = self.layout.avail_event();
         // SAFETY: the used ring's last u16 (layout: 6 + 8 * size bytes),
         // 2-byte aligned.
         u16::from_le(unsafe { self.at::<u16>(off).read_volatile() })
@@ -341,39 +439,35 @@ impl Vring {
     #[inline(always)]
     fn used_flags(&self) -> u16 {
         // SAFETY: the used ring's first u16 (layout).
-        u16::from_le(unsafe { self.at::<u16>(self.used).read_volatile() })
+        u16::from_le(unsafe { self.at::<u16>(self.layout.used_flags()).read_volatile() })
     }
 
-    /// used.idx, then an acquire fence so the entries are read after it.
+    /// used.idx, loaded with Acquire: the entries before it are read after.
     #[inline(always)]
     fn used_idx(&self) -> u16 {
-        // SAFETY: used.idx, the used ring's second u16 (layout).
-        let v = u16::from_le(unsafe { self.at::<u16>(self.used + 2).read_volatile() });
-        fence(Ordering::Acquire);
-        v
+        // SAFETY: used.idx, the used ring's second u16 (layout), 2-byte
+        // aligned as `AtomicU16` needs; the device writes it as a whole u16.
+        let a = unsafe { AtomicU16::from_ptr(self.at::<u16>(self.layout.used_idx())) };
+        u16::from_le(a.load(Ordering::Acquire))
     }
 
     /// used.ring[`slot` masked]: (id, len).
     #[inline(always)]
     fn used_elem(&self, slot: u16) -> (u32, u32) {
-        let off = self.used + 4 + 8 * (slot & self.mask) as usize;
+        let e = self.at::<UsedElem>(self.layout.used_ring(slot));
         // SAFETY: a masked slot is inside used.ring (layout), 4-byte aligned.
-        unsafe {
-            (
-                u32::from_le(self.at::<u32>(off).read_volatile()),
-                u32::from_le(self.at::<u32>(off + 4).read_volatile()),
-            )
-        }
+        let e = unsafe { e.read_volatile() };
+        (e.id.to_native(), e.len.to_native())
     }
 
     /// IOVA of header slot `k` (< size / 2).
     fn hdr_iova(&self, k: u16) -> u64 {
-        self.region.iova() + (self.hdr + HDR_SLOT * k as usize) as u64
+        self.region.iova() + self.layout.hdr(k as usize) as u64
     }
 
     /// Byte offset of what follows the header slots (see `with_tail`).
     fn tail(&self) -> usize {
-        layout(self.size as usize).4
+        self.layout.total
     }
 
     /// The RSS hash the device wrote into header slot `k` (< size / 2) of a
@@ -381,7 +475,7 @@ impl Vring {
     /// `VIRTIO_NET_HASH_REPORT_NONE` (no hash computed).
     #[inline(always)]
     fn hdr_hash(&self, k: usize) -> u32 {
-        let off = self.hdr + HDR_SLOT * k;
+        let off = self.layout.hdr(k);
         // SAFETY: `k < size / 2` (a checked chain number), so both fields lie
         // inside header slot `k` (HDR_SLOT >= 20 bytes), 4- and 2-byte
         // aligned (32-byte slots from a 16-byte aligned start).
@@ -1045,9 +1139,7 @@ pub mod device {
     #[derive(Clone, Copy, Debug)]
     pub struct DeviceView {
         base: *mut u8,
-        size: u16,
-        avail: usize,
-        used: usize,
+        layout: SplitLayout,
     }
 
     // SAFETY: the view holds only the address of the queue's DMA memory,
@@ -1063,88 +1155,145 @@ pub mod device {
         /// The queue behind `addrs` is alive and identity-mapped for as
         /// long as the view is used.
         pub unsafe fn new(addrs: VirtqAddrs) -> DeviceView {
-            let (_, avail, used, _, _) = layout(addrs.size as usize);
             DeviceView {
                 base: addrs.desc as usize as *mut u8,
-                size: addrs.size,
-                avail,
-                used,
+                layout: SplitLayout::new(addrs.size),
             }
         }
         fn rd16(&self, off: usize) -> u16 {
             // SAFETY: `new`'s contract; offsets from the layout.
-            unsafe { self.base.add(off).cast::<u16>().read_volatile() }
+            u16::from_le(unsafe { self.base.add(off).cast::<u16>().read_volatile() })
         }
         /// avail.idx.
         pub fn avail_idx(&self) -> u16 {
-            self.rd16(self.avail + 2)
+            self.rd16(self.layout.avail_idx())
         }
         /// avail.flags.
         pub fn avail_flags(&self) -> u16 {
-            self.rd16(self.avail)
+            self.rd16(self.layout.avail_flags())
         }
         /// avail.ring[`slot` masked].
         pub fn avail_entry(&self, slot: u16) -> u16 {
-            self.rd16(self.avail + 4 + 2 * (slot & (self.size - 1)) as usize)
+            self.rd16(self.layout.avail_ring(slot))
         }
         /// Descriptor `i` (masked): (addr, len, flags, next).
         pub fn desc(&self, i: u16) -> (u64, u32, u16, u16) {
-            let off = 16 * (i & (self.size - 1)) as usize;
             // SAFETY: `new`'s contract; inside the descriptor table.
-            unsafe {
-                let p = self.base.add(off);
-                (
-                    p.cast::<u64>().read_volatile(),
-                    p.add(8).cast::<u32>().read_volatile(),
-                    p.add(12).cast::<u16>().read_volatile(),
-                    p.add(14).cast::<u16>().read_volatile(),
-                )
-            }
+            let d = unsafe {
+                self.base
+                    .add(self.layout.desc(i))
+                    .cast::<Desc>()
+                    .read_volatile()
+            };
+            (
+                d.addr.to_native(),
+                d.len.to_native(),
+                d.flags.to_native(),
+                d.next.to_native(),
+            )
         }
         /// Write avail.ring[`slot` masked] = `id`: what a hostile device
         /// may do to the driver's ring (the driver never reads it back).
         pub fn set_avail_entry(&self, slot: u16, id: u16) {
-            let off = self.avail + 4 + 2 * (slot & (self.size - 1)) as usize;
+            let off = self.layout.avail_ring(slot);
             // SAFETY: `new`'s contract; inside avail.ring.
-            unsafe { self.base.add(off).cast::<u16>().write_volatile(id) }
+            unsafe { self.base.add(off).cast::<u16>().write_volatile(id.to_le()) }
         }
         /// Write used.ring[`slot` masked] = (id, len).
         pub fn put_used(&self, slot: u16, id: u32, len: u32) {
-            let off = self.used + 4 + 8 * (slot & (self.size - 1)) as usize;
+            let e = UsedElem {
+                id: Le32::from(id),
+                len: Le32::from(len),
+            };
+            let off = self.layout.used_ring(slot);
             // SAFETY: `new`'s contract; inside used.ring.
-            unsafe {
-                self.base.add(off).cast::<u32>().write_volatile(id);
-                self.base.add(off + 4).cast::<u32>().write_volatile(len);
-            }
+            unsafe { self.base.add(off).cast::<UsedElem>().write_volatile(e) }
         }
         /// Write used.idx.
         pub fn set_used_idx(&self, idx: u16) {
             // SAFETY: `new`'s contract; used.idx.
             unsafe {
                 self.base
-                    .add(self.used + 2)
+                    .add(self.layout.used_idx())
                     .cast::<u16>()
-                    .write_volatile(idx)
+                    .write_volatile(idx.to_le())
             }
         }
         /// `avail_event`, the device's u16 after used.ring.
         pub fn avail_event(&self) -> u16 {
-            self.rd16(self.used + 4 + 8 * self.size as usize)
+            self.rd16(self.layout.avail_event())
         }
         /// `used_event`, the driver's u16 after avail.ring.
         pub fn used_event(&self) -> u16 {
-            self.rd16(self.avail + 4 + 2 * self.size as usize)
+            self.rd16(self.layout.used_event())
         }
         /// Write `avail_event`, the device's u16 after used.ring.
         pub fn set_avail_event(&self, v: u16) {
-            let off = self.used + 4 + 8 * self.size as usize;
+            let off = self.layout.avail_event();
             // SAFETY: `new`'s contract; the used ring's last u16.
-            unsafe { self.base.add(off).cast::<u16>().write_volatile(v) }
+            unsafe { self.base.add(off).cast::<u16>().write_volatile(v.to_le()) }
         }
         /// Write used.flags (`1`: `VRING_USED_F_NO_NOTIFY`).
         pub fn set_used_flags(&self, flags: u16) {
             // SAFETY: `new`'s contract; used.flags.
-            unsafe { self.base.add(self.used).cast::<u16>().write_volatile(flags) }
+            unsafe {
+                self.base
+                    .add(self.layout.used_flags())
+                    .cast::<u16>()
+                    .write_volatile(flags.to_le())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// The entries have the spec's sizes and offsets (§2.7.5, §2.7.8).
+    #[test]
+    fn entries_have_the_specs_shape() {
+        assert_eq!(size_of::<Desc>(), 16);
+        assert_eq!(
+            [
+                offset_of!(Desc, addr),
+                offset_of!(Desc, len),
+                offset_of!(Desc, flags),
+                offset_of!(Desc, next)
+            ],
+            [0, 8, 12, 14]
+        );
+        assert_eq!(size_of::<UsedElem>(), 8);
+        assert_eq!([offset_of!(UsedElem, id), offset_of!(UsedElem, len)], [0, 4]);
+        assert!(align_of::<Desc>() <= 16 && align_of::<UsedElem>() <= 4);
+    }
+
+    /// For every queue size: the parts are aligned as §2.7 requires, do not
+    /// overlap, and every offset of every index (masked) lies inside the
+    /// layout with its whole field.
+    #[test]
+    fn every_offset_of_every_size_lies_inside_its_part() {
+        for shift in 2..=15 {
+            let size = 1u16 << shift;
+            let l = SplitLayout::new(size);
+            let n = size as usize;
+            assert_eq!(l.desc(0), 0);
+            assert_eq!(l.avail_flags() % 2, 0);
+            assert_eq!(l.used_flags() % 4, 0);
+            assert_eq!(l.hdr(0) % 16, 0);
+            assert!(l.avail_flags() >= 16 * n, "avail after the table");
+            assert!(l.used_flags() >= l.used_event() + 2, "used after avail");
+            assert!(l.hdr(0) >= l.avail_event() + 2, "headers after used");
+            assert_eq!(l.total, l.hdr(0) + HDR_SLOT * (n / 2));
+            for i in [0, 1, size - 1, size, size + 1, u16::MAX] {
+                assert!(l.desc(i) + 16 <= l.avail_flags(), "desc {i} of {size}");
+                assert!(l.avail_ring(i) + 2 <= l.used_event(), "avail {i} of {size}");
+                assert!(l.used_ring(i) + 8 <= l.avail_event(), "used {i} of {size}");
+                assert!(l.hdr(i as usize) + HDR_SLOT <= l.total, "hdr {i} of {size}");
+            }
+            assert_eq!(l.avail_idx(), l.avail_flags() + 2);
+            assert_eq!(l.used_idx(), l.used_flags() + 2);
         }
     }
 }

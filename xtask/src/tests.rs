@@ -509,7 +509,7 @@ fn read_results(path: &std::path::Path) -> Vec<GuestResult> {
 }
 
 #[cfg(test)]
-mod tests {
+mod suite_tests {
     use super::*;
 
     fn exe(name: &str) -> TestExe {
