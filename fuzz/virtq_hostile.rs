@@ -9,8 +9,9 @@
 //! length (repeated ids, ids never posted, odd ids, ids out of range,
 //! lengths under the header or over the buffer), or moves the used index by
 //! any amount, or sets `VRING_USED_F_NO_NOTIFY`, or rewrites entries of
-//! the avail rings it has read (which must change nothing, since the
-//! driver never reads them back). The application receives,
+//! the avail rings it has read, or the address and length of the data
+//! descriptor of a chain it does not hold (both must change nothing, since
+//! the driver never reads them back). The application receives,
 //! sends what it received (zero copy) and fresh or empty packets, reclaims,
 //! drops.
 //!
@@ -271,7 +272,7 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
     let mut forgotten = false;
     let (mut rx_seen, mut tx_seen) = (kicks_of(&rx_kicks), kicks_of(&tx_kicks));
     while let Some(op) = input.byte() {
-        match op % 13 {
+        match op % 14 {
             0 => {
                 // Device: complete one outstanding RX chain well.
                 rdev.fetch();
@@ -545,6 +546,32 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 let dev = if which & 1 == 0 { &mut rdev } else { &mut tdev };
                 dev.fetch();
                 dev.view.set_avail_entry(slot, v);
+            }
+            13 => {
+                // Device: overwrite the address and length of the data
+                // descriptor of a chain it does not hold (completed and
+                // not yet taken by the driver, or never posted) with any
+                // value, after reading everything published. The driver
+                // never reads a descriptor back: it keeps each chain's
+                // buffer in its own memory and writes both fields again
+                // before it posts the chain, so nothing may change and the
+                // device is not counted hostile (`Hostile::RewriteRings` of
+                // the software virtio-net device does the same end to end).
+                let (Some(which), Some(pick), Some(addr), Some(len)) =
+                    (input.byte(), input.byte(), input.u32(), input.u32())
+                else {
+                    break;
+                };
+                let dev = if which & 1 == 0 { &mut rdev } else { &mut tdev };
+                dev.fetch();
+                let free: Vec<u16> = (0..RING / 2)
+                    .map(|k| 2 * k)
+                    .filter(|id| !dev.outstanding.contains(id))
+                    .collect();
+                if let Some(&id) = free.get(pick as usize % free.len().max(1)) {
+                    dev.view
+                        .set_desc_buf(id + 1, u64::from(addr) << 12 | u64::from(len), len);
+                }
             }
             _ => {
                 // Application: drop everything held.

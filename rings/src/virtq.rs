@@ -707,8 +707,16 @@ impl<D: Doorbell> VirtqRx<D> {
             let hdr_len = self.hdr.bytes();
             let frame = len.wrapping_sub(hdr_len);
             if len < hdr_len || frame == 0 || frame > self.buf_size {
-                // The chain keeps its buffer and goes back to the device.
+                // The chain keeps its buffer and goes back to the device,
+                // its data descriptor written again from the driver's own
+                // record (a device may have rewritten it: nothing is read
+                // back from memory the device can write).
                 self.stats.rx_errors += 1;
+                self.ring.write_desc_buf(
+                    id as u16 + 1,
+                    self.pool.shared().buf_iova(self.slots[k]),
+                    self.buf_size,
+                );
             } else {
                 let Some(fresh) = self.cache.get() else {
                     self.stats.rx_nombuf += 1;
@@ -1198,6 +1206,18 @@ pub mod device {
             let off = self.layout.avail_ring(slot);
             // SAFETY: `new`'s contract; inside avail.ring.
             unsafe { self.base.add(off).cast::<u16>().write_volatile(id.to_le()) }
+        }
+        /// Write descriptor `i`'s (masked) address and length: what a
+        /// hostile device may do to the driver's table (the driver never
+        /// reads it back).
+        pub fn set_desc_buf(&self, i: u16, addr: u64, len: u32) {
+            let d = self.base.wrapping_add(self.layout.desc(i)).cast::<Desc>();
+            // SAFETY: `new`'s contract; inside the descriptor table, 16-byte
+            // aligned.
+            unsafe {
+                std::ptr::addr_of_mut!((*d).addr).write_volatile(Le64::from(addr));
+                std::ptr::addr_of_mut!((*d).len).write_volatile(Le32::from(len));
+            }
         }
         /// Write used.ring[`slot` masked] = (id, len).
         pub fn put_used(&self, slot: u16, id: u32, len: u32) {
