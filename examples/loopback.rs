@@ -328,7 +328,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(line) = pollnic_tools::signal::interrupted_line("the device was") {
         println!("{line}");
     }
-    println!("--- summary (under QEMU/TCG these numbers include emulation cost) ---");
+    println!(
+        "--- summary (under QEMU/TCG, QEMU's CPU emulation in software, these numbers include \
+         emulation cost) ---"
+    );
     println!(
         "sent       {sent} frames in {:.3} s, {} (tx_packets counter: {tx_hw})",
         tx_elapsed.as_secs_f64(),
@@ -356,7 +359,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
              (tap backend, the testbed's): pace with --rate (see `stalls`)"
             .to_owned(),
         (_, true) if args.rate > 0 => format!(
-            " -- not received: the receiving NIC found its RX ring full (ICR.RXO set), which \
+            " -- not received: the receiving NIC found its RX ring full (ICR.RXO set: the \
+             interrupt cause register's receive-overrun bit, raised when a frame finds no free \
+             descriptor), which \
              QEMU's igb drops without counting: the receiving thread stalled longer than {} \
              descriptors hold at {} pps ({:.0} ms; see `stalls`); raise --ring-size (up to 4096) \
              or lower --rate",
@@ -364,15 +369,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             args.rate,
             args.ring_size as f64 * 1e3 / args.rate as f64
         ),
-        (_, true) => " -- not received: the receiving NIC found its RX ring full (ICR.RXO set), \
-             which QEMU's igb drops without counting; pace with --rate (see `stalls`)"
+        (_, true) => " -- not received: the receiving NIC found its RX ring full (ICR.RXO set: the \
+             interrupt cause register's receive-overrun bit), which QEMU's igb drops without \
+             counting; pace with --rate (see `stalls`)"
             .to_owned(),
-        (_, false) => " -- not received, and the NIC set no ICR.RXO: see `stalls` and the port counters (--stats)"
+        (_, false) => " -- not received, and the NIC never found its RX ring full (no ICR.RXO): see `stalls` and the port counters (--stats)"
             .to_owned(),
     };
     println!(
         "lost       {lost} ({:.3} %: not transmitted by the sending port {}, not received {}); \
-         out of order {}, not test frames {}, bad checksums {}; RX ring overrun (ICR.RXO) seen: {}{cause}",
+         out of order {}, not test frames {}, bad checksums {}; RX ring overrun seen (ICR.RXO, a frame found no free descriptor): {}{cause}",
         if sent > 0 {
             lost as f64 * 100.0 / sent as f64
         } else {

@@ -334,7 +334,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         println!(
-            "drops      rx_nombuf {}, RX ring overrun (ICR.RXO) seen: {}",
+            "drops      rx_nombuf {} (no free buffer in the mempool), RX ring overrun seen \
+             (ICR.RXO, a frame found no free descriptor): {}",
             rx_nombuf,
             if stats.rx_overrun_reads() > 0 {
                 "yes"

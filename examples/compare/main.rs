@@ -77,7 +77,9 @@ struct Args {
     /// frames only, no clock reads or timestamp parsing, as testpmd rxonly),
     /// pollnic-1q-adaptive and pollnic-1q-irq (pollnic-1q sleeping on its
     /// MSI-X interrupt after a run of empty polls, or at every empty poll),
-    /// and the same two with a fixed EITR of N µs (0..=1022) whatever
+    /// and the same two with a fixed EITR of N µs (0..=1022; EITR is the
+    /// NIC's interrupt throttle, the least time between two interrupts of
+    /// one vector, as `ethtool -C rx-usecs`) whatever
     /// --max-latency-us says: pollnic-1q-irq-eitrN, pollnic-1q-adaptive-eitrN
     /// (e.g. pollnic-1q-irq-eitr0, pollnic-1q-adaptive-eitr250).
     /// Scaling rows: pollnic-3q, kernel-afpacket-rps-2q/-3q,
@@ -581,7 +583,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     // Leave the receiving port as we found it for pollnic: on vfio-pci.
     let _ = pci::bind_vfio(&sysfs, rx);
-    println!("--- results (under QEMU/TCG these include emulation cost; compare rows of one run only) ---");
+    println!(
+        "--- results (under QEMU/TCG, QEMU's CPU emulation in software, these include emulation \
+         cost; compare rows of one run only) ---"
+    );
     print!("{}", report::table(&rows));
     print!("{}", report::top_functions_text(&rows));
     report::write_all(&args.out, stem, &rows, title.trim())?;

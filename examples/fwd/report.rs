@@ -115,7 +115,10 @@ pub fn summary(
     hw: &[Vec<(&'static str, u64)>],
     ring_size: u32,
 ) {
-    println!("--- summary (under QEMU/TCG these numbers include emulation cost) ---");
+    println!(
+        "--- summary (under QEMU/TCG, QEMU's CPU emulation in software, these numbers include \
+         emulation cost) ---"
+    );
     for (k, d) in dirs.iter().enumerate() {
         let lanes: Vec<&LaneResult> = per_queue.iter().map(|q| &q[k]).collect();
         let received: u64 = lanes.iter().map(|l| l.received).sum();

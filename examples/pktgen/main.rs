@@ -59,8 +59,9 @@ struct Args {
     /// Tag every frame with this 802.1Q VLAN ID (1..=4094; the frame grows by 4 bytes). [range: 1..=4094]
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4094))]
     vlan: Option<u16>,
-    /// With --vlan: have the NIC insert the tag (TX VLAN offload, DCMD.VLE)
-    /// instead of writing it into each frame; the wire carries the same frame.
+    /// With --vlan: have the NIC insert the tag (TX VLAN offload: the
+    /// descriptor's DCMD.VLE bit asks the NIC to add it) instead of writing it
+    /// into each frame; the wire carries the same frame.
     #[arg(long, requires = "vlan")]
     hw_vlan: bool,
     /// Have the NIC insert the IPv4 header and UDP checksums (TX checksum

@@ -204,7 +204,8 @@ pub struct RxModeArgs {
     #[arg(value_parser = clap::value_parser!(u64).range(0..=1_000_000), long, default_value_t = 50)]
     pub max_spin_us: u64,
     /// Interrupt throttle in µs: at least this long between two interrupts
-    /// of one queue (EITR; 0 = none), as `ethtool -C <if> rx-usecs`. [range: 0..=1022]
+    /// of one queue (the NIC's EITR, interrupt throttle register; 0 = none),
+    /// as `ethtool -C <if> rx-usecs`. [range: 0..=1022]
     #[arg(value_parser = clap::value_parser!(u32).range(0..=1022), long, default_value_t = 0, conflicts_with = "max_latency_us")]
     pub rx_usecs: u32,
     /// Dynamic interrupt moderation instead of a fixed --rx-usecs: igb's
