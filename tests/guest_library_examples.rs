@@ -1,8 +1,10 @@
-//! The library's two examples (driver/examples) against the testbed, run as
+//! The library's three examples (driver/examples) against the testbed, run as
 //! a user runs them: `rx_count` on port 1 with 2 RSS queues counts every
 //! frame port 0 sends, on both queues; `l2fwd` between ports 1 and 2 carries
-//! frames from port 0 (hub A) to port 3 (hub B) and back, unchanged. Run
-//! inside the guest by `cargo xtask test`.
+//! frames from port 0 (hub A) to port 3 (hub B) and back, unchanged;
+//! `udp_reply` on virtio port 1 with 2 RSS queues answers what virtio port
+//! 0 sends, its checksums summed in software. Run inside the guest by
+//! `cargo xtask test`.
 
 use pollnic::{Device, Packet};
 use pollnic_tests::*;
@@ -184,4 +186,89 @@ fn l2fwd_carries_frames_both_ways_unchanged() {
     let (p1, p2) = (port(1), port(2));
     assert_eq!(number_after(&text, &format!("{p1} -> {p2}:")), N, "{text}");
     assert_eq!(number_after(&text, &format!("{p2} -> {p1}:")), N, "{text}");
+}
+
+/// Whether a reply is UDP/IPv4 from `from` to `to` with both checksums
+/// right (each sums to 0xffff with its field: RFC 1071), and whose
+/// destination port is one of the 64 flows' source ports.
+fn reply_ok(data: &[u8], from: [u8; 6], to: [u8; 6]) -> Result<(), String> {
+    use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+    use pollnic_hw::offload::{fold, ones_sum};
+    let s = SlicedPacket::from_ethernet(data).map_err(|e| format!("not parsed: {e}"))?;
+    let (Some(NetSlice::Ipv4(v4)), Some(TransportSlice::Udp(udp))) = (&s.net, &s.transport)
+    else {
+        return Err("not UDP/IPv4".into());
+    };
+    if data[0..6] != to || data[6..12] != from {
+        return Err(format!("MACs {:02x?} -> {:02x?}", &data[6..12], &data[0..6]));
+    }
+    let ip = v4.header().slice();
+    if fold(ones_sum(ip, 0)) != 0xffff {
+        return Err("IPv4 header checksum wrong".into());
+    }
+    let seg = udp.slice();
+    let pseudo = ones_sum(&ip[12..20], 17 + seg.len() as u64);
+    if fold(ones_sum(seg, pseudo)) != 0xffff || udp.checksum() == 0 {
+        return Err(format!("UDP checksum {:#06x} wrong", udp.checksum()));
+    }
+    if !(10_000..10_064).contains(&udp.destination_port()) {
+        return Err(format!("destination port {}", udp.destination_port()));
+    }
+    Ok(())
+}
+
+/// The library's third example, written from docs/library.md: `udp_reply`
+/// on virtio-net port 1 with 2 RSS queues answers each UDP frame virtio
+/// port 0 sends over 64 flows, on both queues; a virtio-net port does no
+/// transmit offloads, so it sums the checksums in software
+/// (`offload::checksum_in_software`), and every reply comes back with its
+/// addresses and ports swapped and both checksums right.
+#[test]
+#[ignore = "runs inside the QEMU guest: cargo xtask test"]
+fn udp_reply_answers_on_both_rss_queues_with_software_checksums_on_virtio() {
+    const N: u64 = 400;
+    let mut dev = Device::open(vport(0), &small_config()).unwrap();
+    let (mine, theirs) = (dev.mac(), vport_mac(1));
+    let flows: Vec<Flow> = (0..64).map(|i| Flow::nth(mine, theirs, i)).collect();
+    let (child, out) = start("udp_reply", &[&vport(1), "2", "12"]);
+    let q = dev.queue(0);
+    let (mut replies, mut bad, mut got) = (0u64, Vec::new(), Vec::<Packet>::new());
+    let mut take = |q: &mut pollnic::Queue, replies: &mut u64, bad: &mut Vec<String>| {
+        q.rx_burst(&mut got, 32);
+        for p in got.drain(..) {
+            match reply_ok(p.data(), theirs, mine) {
+                Ok(()) => *replies += 1,
+                Err(e) => bad.push(e),
+            }
+        }
+    };
+    for seq in 0..N {
+        let mut p = q.mempool().alloc().expect("a TX buffer");
+        p.set_len(60).unwrap();
+        assert!(frame::write(p.data_mut(), &flows[seq as usize % 64], seq, 0));
+        let mut burst = vec![p];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while q.tx_burst(&mut burst) == 0 {
+            assert!(Instant::now() < deadline, "virtio port 0 took no frame for 5 s");
+            take(q, &mut replies, &mut bad);
+        }
+        if seq % 16 == 15 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        take(q, &mut replies, &mut bad);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replies < N && Instant::now() < deadline {
+        take(q, &mut replies, &mut bad);
+    }
+    let text = finish("udp_reply", child, out);
+    assert!(bad.is_empty(), "bad replies: {:?}\n{text}", &bad[..bad.len().min(5)]);
+    assert_eq!(replies, N, "replies received\n{text}");
+    let (q0, q1) = (
+        number_after(&text, "queue 0: received"),
+        number_after(&text, "queue 1: received"),
+    );
+    assert!(q0 > 0 && q1 > 0, "64 flows over 2 RSS queues reached only one:\n{text}");
+    assert_eq!(text.matches("(checksums in software)").count(), 2, "{text}");
+    assert_eq!(number_after(&text, "total:"), N, "{text}");
 }

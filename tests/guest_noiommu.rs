@@ -13,10 +13,6 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn vport(i: usize) -> String {
-    env(&format!("POLLNIC_VIRTIO_PORT{i}"))
-}
-
 /// The two ports of each family that are wired back to back.
 fn pairs() -> [(String, String); 2] {
     [(port(0), port(1)), (vport(0), vport(1))]

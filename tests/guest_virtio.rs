@@ -14,19 +14,6 @@ use pollnic_tools::frame::{self, Flow};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn vport(i: usize) -> String {
-    env(&format!("POLLNIC_VIRTIO_PORT{i}"))
-}
-
-fn vport_mac(i: usize) -> [u8; 6] {
-    let text = env(&format!("POLLNIC_VIRTIO_PORT{i}_MAC"));
-    let bytes: Vec<u8> = text
-        .split(':')
-        .map(|b| u8::from_str_radix(b, 16).expect("a hex byte"))
-        .collect();
-    bytes.try_into().expect("six bytes")
-}
-
 /// 256-descriptor rings: 128 buffers each, inside both of QEMU's queue sizes.
 fn config() -> DeviceConfig {
     DeviceConfig::default()

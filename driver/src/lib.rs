@@ -88,7 +88,8 @@ pub use pollnic_rings::{DataPath, Mempool, Packet};
 /// `docs/library.md` ("Offloads").
 pub mod offload {
     pub use pollnic_hw::offload::{
-        ChecksumStatus, RxChecksum, TxOffload, TxRefusal, TSO_MAX_MSS, TSO_MAX_PAYLEN,
+        checksum_in_software, ChecksumStatus, RxChecksum, TxOffload, TxRefusal, TSO_MAX_MSS,
+        TSO_MAX_PAYLEN,
     };
 }
 pub use queue::{Queue, VirtqPairStats};

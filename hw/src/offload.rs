@@ -321,6 +321,12 @@ pub enum TxRefusal {
     /// The device offers no transmit offloads at all (a virtio-net port:
     /// pollnic does not negotiate `VIRTIO_NET_F_CSUM`).
     NoTxOffloads,
+    /// [`checksum_in_software`] was asked for an offload that changes the
+    /// frame's length (a VLAN tag, TCP segmentation), which it does not do.
+    NotInSoftware {
+        /// "VLAN tag insertion" or "TCP segmentation".
+        what: &'static str,
+    },
     /// Bytes after the IP datagram (Ethernet padding) that are not zero:
     /// the NIC sums the L4 checksum to the end of the frame, so they would
     /// make it wrong.
@@ -395,6 +401,11 @@ impl fmt::Display for TxRefusal {
                 f,
                 "TX offload refused: this port's device offers no transmit offloads \
                  (virtio-net): compute checksums and insert tags in software"
+            ),
+            TxRefusal::NotInSoftware { what } => write!(
+                f,
+                "{what} is not done in software (it changes the frame's length): write the tag \
+                 into the frame, or send segments of the MTU, before the checksums"
             ),
             TxRefusal::BadHeader => write!(
                 f,
@@ -581,6 +592,9 @@ pub struct TxPrep {
     /// Offset of the IPv4 total length or IPv6 payload length to zero
     /// (TSO: the NIC writes each segment's; Linux `igb_tso`), if any.
     pub ip_len_at: Option<usize>,
+    /// The bytes the L4 checksum covers: from the L4 header to the IP
+    /// datagram's end (a checksum without TSO), if any.
+    pub l4_range: Option<(usize, usize)>,
 }
 
 /// Write `prep` into `frame` (the bytes [`tx_plan`] planned it for).
@@ -594,6 +608,52 @@ pub fn tx_prepare(frame: &mut [u8], prep: &TxPrep) {
     if let Some(at) = prep.ip_len_at {
         frame[at..at + 2].copy_from_slice(&[0, 0]);
     }
+}
+
+/// Insert in software the checksums `req` asks of the NIC, for a port that
+/// does no transmit offloads (a virtio-net port: `Queue::offers_tx_offloads`
+/// is false there): the IPv4 header checksum (RFC 791 §3.1) and the TCP or
+/// UDP checksum over the pseudo-header and the segment (RFC 793 §3.1, RFC
+/// 768, RFC 8200 §8.1; a UDP sum of 0 is sent as 0xffff). The frame is the
+/// Ethernet frame without FCS, checked as the NIC would take it
+/// ([`TxOffload::check`]): the same frames are refused for the same
+/// reasons. Costs one pass over the IP header and one over the L4 segment,
+/// about what Linux's `skb_checksum_help` does when a device lacks
+/// `NETIF_F_HW_CSUM`.
+///
+/// # Errors
+/// The frame's [`TxRefusal`] (nothing is written then), or
+/// [`TxRefusal::NotInSoftware`] when `req` asks for a VLAN tag or TCP
+/// segmentation, which change the frame's length.
+pub fn checksum_in_software(frame: &mut [u8], req: &TxOffload) -> Result<(), TxRefusal> {
+    if req.vlan.is_some() {
+        return Err(TxRefusal::NotInSoftware {
+            what: "VLAN tag insertion",
+        });
+    }
+    if req.tso.is_some() {
+        return Err(TxRefusal::NotInSoftware {
+            what: "TCP segmentation",
+        });
+    }
+    let plan = tx_plan(frame, req)?;
+    // The IPv4 checksum field 0 and the L4 field the pseudo-header's sum:
+    // what the NIC starts from too.
+    tx_prepare(frame, &plan.prep);
+    if let Some(at) = plan.prep.ip_csum_at {
+        let start = at - 10;
+        let ihl = (frame[start] & 0x0f) as usize * 4;
+        let sum = !fold(ones_sum(&frame[start..start + ihl], 0));
+        frame[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    }
+    if let (Some((at, _)), Some((start, end))) = (plan.prep.l4_seed, plan.prep.l4_range) {
+        let mut sum = !fold(ones_sum(&frame[start..end], 0));
+        if sum == 0 && at - start == 6 {
+            sum = 0xffff; // UDP: 0 means "no checksum"
+        }
+        frame[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    }
+    Ok(())
 }
 
 /// One's complement sum of `bytes` as big-endian 16-bit words (an odd last
@@ -751,6 +811,7 @@ pub fn tx_plan(frame: &[u8], req: &TxOffload) -> Result<TxPlan, TxRefusal> {
         let sum = ones_sum(addrs, proto as u64 + (end - l4) as u64);
         let at = l4 + if tcp { 16 } else { 6 };
         prep.l4_seed = Some((at, fold(sum)));
+        prep.l4_range = Some((l4, end));
     }
     let ctx = TxContext::new(vlan, maclen, iplen, ipv4, tcp, l4len)?;
     Ok(TxPlan {
@@ -844,6 +905,7 @@ fn tso_plan(
         ip_csum_at: ipv4.then_some(maclen + 10),
         l4_seed: Some((l4 + 16, fold(ones_sum(addrs, PROTO_TCP as u64)))),
         ip_len_at: Some(maclen + if ipv4 { 2 } else { 4 }),
+        l4_range: None,
     };
     Ok(TxPlan {
         prep,
@@ -1088,5 +1150,85 @@ mod tests {
                 max: TSO_MAX_MSS
             })
         );
+    }
+}
+
+#[cfg(test)]
+mod software_tests {
+    use super::*;
+
+    /// An Ethernet + IPv4 + UDP frame with `payload`, checksums zero.
+    fn udp4(payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        // The IPv4 header of RFC 1071's usual worked example (checksum b861
+        // for this total length 0x73), then UDP.
+        let total = 20 + 8 + payload.len();
+        f.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 0x40, 0x11, 0, 0]);
+        f[16..18].copy_from_slice(&(total as u16).to_be_bytes());
+        f.extend_from_slice(&[192, 168, 0, 1, 192, 168, 0, 199]);
+        f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]);
+        f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// The IPv4 header sums to 0xffff with its checksum, and equals the
+    /// known answer for the textbook header (4500 0073 … → b861).
+    #[test]
+    fn the_ipv4_checksum_is_the_known_answer() {
+        let mut f = udp4(&[0u8; 0x73 - 28]);
+        checksum_in_software(&mut f, &TxOffload::NONE.with_ipv4_checksum()).unwrap();
+        assert_eq!(&f[24..26], &[0xb8, 0x61]);
+        assert_eq!(fold(ones_sum(&f[14..34], 0)), 0xffff);
+    }
+
+    /// The UDP checksum verifies over the pseudo-header (the receiver's
+    /// check, RFC 768), for even and odd payloads; a TCP frame likewise.
+    #[test]
+    fn the_l4_checksum_verifies_over_the_pseudo_header() {
+        for len in [0usize, 1, 17, 1000] {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let mut f = udp4(&payload);
+            let req = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
+            checksum_in_software(&mut f, &req).unwrap();
+            let l4 = &f[34..];
+            let pseudo = ones_sum(&f[26..34], 17 + l4.len() as u64);
+            assert_eq!(fold(ones_sum(l4, pseudo)), 0xffff, "payload {len}");
+            assert_ne!(&f[40..42], &[0, 0], "a UDP sum is never sent as 0");
+        }
+        // TCP: protocol 6, a 20-byte header, the checksum at +16.
+        let mut f = udp4(&[]);
+        f[23] = 6;
+        f.truncate(34);
+        let mut tcp = vec![0u8; 20];
+        tcp[12] = 5 << 4;
+        f.extend_from_slice(&tcp);
+        f.extend_from_slice(b"hello");
+        f[16..18].copy_from_slice(&(20u16 + 20 + 5).to_be_bytes());
+        checksum_in_software(&mut f, &TxOffload::NONE.with_l4_checksum()).unwrap();
+        let pseudo = ones_sum(&f[26..34], 6 + 25);
+        assert_eq!(fold(ones_sum(&f[34..], pseudo)), 0xffff);
+    }
+
+    /// What the NIC would refuse is refused, and nothing is written; a tag
+    /// or segmentation is not done in software.
+    #[test]
+    fn refusals_are_the_nics_and_leave_the_frame_alone() {
+        let mut f = udp4(b"x");
+        f.push(1); // a non-zero byte after the datagram
+        let before = f.clone();
+        assert_eq!(
+            checksum_in_software(&mut f, &TxOffload::NONE.with_l4_checksum()),
+            Err(TxRefusal::TrailingBytes)
+        );
+        assert_eq!(f, before);
+        for req in [TxOffload::NONE.with_vlan(5), TxOffload::NONE.with_tso(1000)] {
+            assert!(matches!(
+                checksum_in_software(&mut f, &req),
+                Err(TxRefusal::NotInSoftware { .. })
+            ));
+        }
     }
 }

@@ -25,7 +25,22 @@ pub fn port(i: usize) -> String {
 
 /// The MAC QEMU gave testbed port `i` (`POLLNIC_PORTi_MAC`, `52:54:00:..`).
 pub fn port_mac(i: usize) -> [u8; 6] {
-    let text = env(&format!("POLLNIC_PORT{i}_MAC"));
+    mac_from_env(&format!("POLLNIC_PORT{i}_MAC"))
+}
+
+/// Testbed virtio-net port `i` (`POLLNIC_VIRTIO_PORTi`: modern, behind the
+/// virtual IOMMU, on the multi-queue taps).
+pub fn vport(i: usize) -> String {
+    env(&format!("POLLNIC_VIRTIO_PORT{i}"))
+}
+
+/// The MAC of virtio-net port `i` (`POLLNIC_VIRTIO_PORTi_MAC`).
+pub fn vport_mac(i: usize) -> [u8; 6] {
+    mac_from_env(&format!("POLLNIC_VIRTIO_PORT{i}_MAC"))
+}
+
+fn mac_from_env(name: &str) -> [u8; 6] {
+    let text = env(name);
     let bytes: Vec<u8> = text
         .split(':')
         .map(|b| u8::from_str_radix(b, 16).expect("a hex byte"))
