@@ -207,6 +207,9 @@ struct UsedElem {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct SplitLayout {
     size: u16,
+    /// `size - 1` and `size / 2 - 1`, kept: the hot path masks with them.
+    mask: u16,
+    hdr_mask: usize,
     avail: usize,
     used: usize,
     hdr: usize,
@@ -222,6 +225,8 @@ impl SplitLayout {
         let hdr = (used + 6 + size_of::<UsedElem>() * n).next_multiple_of(16);
         SplitLayout {
             size,
+            mask: size - 1,
+            hdr_mask: n / 2 - 1,
             avail,
             used,
             hdr,
@@ -230,7 +235,7 @@ impl SplitLayout {
     }
     #[inline(always)]
     const fn mask(&self, i: u16) -> usize {
-        (i & (self.size - 1)) as usize
+        (i & self.mask) as usize
     }
     /// Descriptor `i` (masked).
     #[inline(always)]
@@ -280,7 +285,7 @@ impl SplitLayout {
     /// Header slot `k` (masked to the `size / 2` slots).
     #[inline(always)]
     const fn hdr(&self, k: usize) -> usize {
-        self.hdr + HDR_SLOT * (k & (self.size as usize / 2 - 1))
+        self.hdr + HDR_SLOT * (k & self.hdr_mask)
     }
 }
 
