@@ -49,17 +49,40 @@ fn the_default_cores_give_pollnic_rows_in_the_counting_guest() {
     let (text, rows) = run_compare_on(
         "defaults",
         &[],
-        &["--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2", "--rate", "3000", "--top-functions", "0"],
+        &[
+            "--paths",
+            "pollnic-1q",
+            "--sizes",
+            "64",
+            "--seconds",
+            "2",
+            "--rate",
+            "3000",
+            "--top-functions",
+            "0",
+        ],
     );
     assert!(!text.contains("is not available"), "{text}");
     let received = rows[0]["received"].as_u64().unwrap_or(0);
-    assert!(received > 1000, "pollnic-1q received {received}: {}", rows[0]);
+    assert!(
+        received > 1000,
+        "pollnic-1q received {received}: {}",
+        rows[0]
+    );
     // The default `--pmu hardware` on a CPU without a PMU (TCG): the row
     // says so, with nothing in its figures, and nothing fails.
     let note = rows[0]["pmu_note"].as_str().unwrap_or("");
     assert!(note.contains("no PMU"), "pmu_note: {note:?}");
-    assert_eq!(rows[0]["pmu_per_packet"], serde_json::json!([]), "{}", rows[0]);
-    assert!(text.contains("CPU counters (--pmu): cycles on CPU 0: no PMU"), "{text}");
+    assert_eq!(
+        rows[0]["pmu_per_packet"],
+        serde_json::json!([]),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        text.contains("CPU counters (--pmu): cycles on CPU 0: no PMU"),
+        "{text}"
+    );
 }
 
 /// The code that opens and reads the CPU's counters, with the kernel's
@@ -71,10 +94,25 @@ fn the_cpu_counters_are_read_per_row_with_software_events() {
     counter();
     let (text, rows) = run_compare(
         "pmu",
-        &["--paths", "pollnic-1q", "--sizes", "64", "--seconds", "1", "--rate", "3000", "--top-functions", "0", "--pmu", "software"],
+        &[
+            "--paths",
+            "pollnic-1q",
+            "--sizes",
+            "64",
+            "--seconds",
+            "1",
+            "--rate",
+            "3000",
+            "--top-functions",
+            "0",
+            "--pmu",
+            "software",
+        ],
     );
     let r = &rows[0];
-    let figures = r["pmu_per_packet"].as_array().unwrap_or_else(|| panic!("{r}"));
+    let figures = r["pmu_per_packet"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"));
     let f = |event: &str| {
         figures
             .iter()
@@ -89,8 +127,17 @@ fn the_cpu_counters_are_read_per_row_with_software_events() {
     f("context-switches");
     f("page-faults");
     f("cpu-migrations");
-    assert!(r["pmu_note"].as_str().unwrap().starts_with("cpu-clock, context-switches"), "{r}");
-    assert!(text.contains("CPU counters per packet: cpu-clock"), "{text}");
+    assert!(
+        r["pmu_note"]
+            .as_str()
+            .unwrap()
+            .starts_with("cpu-clock, context-switches"),
+        "{r}"
+    );
+    assert!(
+        text.contains("CPU counters per packet: cpu-clock"),
+        "{text}"
+    );
 }
 
 /// The MMIO counts against work whose register accesses are known: one
@@ -117,7 +164,11 @@ fn mmio_is_counted_per_register_access() {
     }
     marker::commit();
     let d = c.snapshot().unwrap().since(&a);
-    assert_eq!((d[0].marked_mmio_reads, d[0].marked_mmio_writes, d[0].marks), (0, 0, 1), "1 MiB of RAM: no MMIO");
+    assert_eq!(
+        (d[0].marked_mmio_reads, d[0].marked_mmio_writes, d[0].marks),
+        (0, 0, 1),
+        "1 MiB of RAM: no MMIO"
+    );
     let mut dev = Device::open(port(0), &small_config()).expect("open port 0");
     let q = dev.queue(0);
     let burst = |n: usize| {
@@ -148,22 +199,52 @@ fn mmio_is_counted_per_register_access() {
         }
         marker::commit();
         let d = c.snapshot().unwrap().since(&a);
-        seen.push((what, d[0].marked_mmio_reads, d[0].marked_mmio_writes, d[0].marks));
+        seen.push((
+            what,
+            d[0].marked_mmio_reads,
+            d[0].marked_mmio_writes,
+            d[0].marks,
+        ));
     }
-    let prof = profile::Profile::take().expect("profile").expect("a counting guest");
+    let prof = profile::Profile::take()
+        .expect("profile")
+        .expect("a counting guest");
     println!("marked MMIO (what, reads, writes, regions): {seen:?}");
-    println!("MMIO sites on vCPU 0 in the window: {:?}", prof.mmio.iter().filter(|m| m.count[0] > 0).collect::<Vec<_>>());
+    println!(
+        "MMIO sites on vCPU 0 in the window: {:?}",
+        prof.mmio
+            .iter()
+            .filter(|m| m.count[0] > 0)
+            .collect::<Vec<_>>()
+    );
     assert_eq!(
         seen,
         vec![("tx_burst of 16", 0, 1, 1), ("empty rx_burst", 0, 0, 1)],
         "one TDT write for a burst, nothing for a poll"
     );
     // The profile's site: a write of TDT(0) on vCPU 0, by pollnic's code.
-    let bar0 = std::fs::read_to_string(format!("/sys/bus/pci/devices/{}/resource", port(0))).unwrap();
-    let start = u64::from_str_radix(bar0.split_whitespace().next().unwrap().trim_start_matches("0x"), 16).unwrap();
-    let tdt: Vec<_> = prof.mmio.iter().filter(|m| m.phys == Some(start + 0xE018) && m.write).collect();
+    let bar0 =
+        std::fs::read_to_string(format!("/sys/bus/pci/devices/{}/resource", port(0))).unwrap();
+    let start = u64::from_str_radix(
+        bar0.split_whitespace()
+            .next()
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    let tdt: Vec<_> = prof
+        .mmio
+        .iter()
+        .filter(|m| m.phys == Some(start + 0xE018) && m.write)
+        .collect();
     println!("TDT(0) sites: {tdt:?}");
-    assert_eq!(tdt.iter().map(|m| m.count[0]).sum::<u64>(), 1, "{:?}", prof.mmio);
+    assert_eq!(
+        tdt.iter().map(|m| m.count[0]).sum::<u64>(),
+        1,
+        "{:?}",
+        prof.mmio
+    );
     assert!(tdt.iter().all(|m| m.device.contains("igb")), "{tdt:?}");
     q.flush_tx(Duration::from_secs(5));
 }
@@ -213,11 +294,19 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
         let (text, rows) = run_compare(
             &format!("{run}"),
             &[
-                "--paths", "pollnic-1q", "--sizes", "64", "--seconds", "2", "--rate", "3000",
+                "--paths",
+                "pollnic-1q",
+                "--sizes",
+                "64",
+                "--seconds",
+                "2",
+                "--rate",
+                "3000",
                 // The profile in the first run only (naming its functions
                 // takes a debug build under TCG a while); the counts do not
                 // change.
-                "--top-functions", if run == 0 { "10" } else { "0" },
+                "--top-functions",
+                if run == 0 { "10" } else { "0" },
             ],
         );
         assert!(text.contains("counting: generator on vCPU 1"), "{text}");
@@ -251,7 +340,10 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
         );
         work.push(f("burst1_user_instructions_per_packet"));
         if run == 1 {
-            assert!(r["top_functions"].as_array().is_some_and(|t| t.is_empty()), "{r}");
+            assert!(
+                r["top_functions"].as_array().is_some_and(|t| t.is_empty()),
+                "{r}"
+            );
             continue;
         }
         // The per-function profile of the same bursts: it holds what the
@@ -273,7 +365,10 @@ fn the_same_row_counted_twice_agrees_within_two_percent() {
             named("pollnic") || named("compare"),
             "no function of pollnic or compare among the top: {top:?}"
         );
-        let listed: f64 = top.iter().map(|t| t["instructions_per_packet"].as_f64().unwrap()).sum();
+        let listed: f64 = top
+            .iter()
+            .map(|t| t["instructions_per_packet"].as_f64().unwrap())
+            .sum();
         assert!(
             listed <= w * 1.006 && listed > 0.3 * w,
             "the top functions ({listed}) are part of the work ({w}): {top:?}"
@@ -298,8 +393,16 @@ fn transmit_rows_are_counted_per_sent_packet() {
     let (_, rows) = run_compare(
         "tx",
         &[
-            "--paths", "tx-pollnic,tx-kernel-afpacket", "--sizes", "64", "--top-functions", "0",
-            "--seconds", "1", "--rate", "5000",
+            "--paths",
+            "tx-pollnic,tx-kernel-afpacket",
+            "--sizes",
+            "64",
+            "--top-functions",
+            "0",
+            "--seconds",
+            "1",
+            "--rate",
+            "5000",
         ],
     );
     assert_eq!(rows.len(), 2, "{rows:?}");

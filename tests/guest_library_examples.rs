@@ -195,12 +195,15 @@ fn reply_ok(data: &[u8], from: [u8; 6], to: [u8; 6]) -> Result<(), String> {
     use etherparse::{NetSlice, SlicedPacket, TransportSlice};
     use pollnic_hw::offload::{fold, ones_sum};
     let s = SlicedPacket::from_ethernet(data).map_err(|e| format!("not parsed: {e}"))?;
-    let (Some(NetSlice::Ipv4(v4)), Some(TransportSlice::Udp(udp))) = (&s.net, &s.transport)
-    else {
+    let (Some(NetSlice::Ipv4(v4)), Some(TransportSlice::Udp(udp))) = (&s.net, &s.transport) else {
         return Err("not UDP/IPv4".into());
     };
     if data[0..6] != to || data[6..12] != from {
-        return Err(format!("MACs {:02x?} -> {:02x?}", &data[6..12], &data[0..6]));
+        return Err(format!(
+            "MACs {:02x?} -> {:02x?}",
+            &data[6..12],
+            &data[0..6]
+        ));
     }
     let ip = v4.header().slice();
     if fold(ones_sum(ip, 0)) != 0xffff {
@@ -245,11 +248,19 @@ fn udp_reply_answers_on_both_rss_queues_with_software_checksums_on_virtio() {
     for seq in 0..N {
         let mut p = q.mempool().alloc().expect("a TX buffer");
         p.set_len(60).unwrap();
-        assert!(frame::write(p.data_mut(), &flows[seq as usize % 64], seq, 0));
+        assert!(frame::write(
+            p.data_mut(),
+            &flows[seq as usize % 64],
+            seq,
+            0
+        ));
         let mut burst = vec![p];
         let deadline = Instant::now() + Duration::from_secs(5);
         while q.tx_burst(&mut burst) == 0 {
-            assert!(Instant::now() < deadline, "virtio port 0 took no frame for 5 s");
+            assert!(
+                Instant::now() < deadline,
+                "virtio port 0 took no frame for 5 s"
+            );
             take(q, &mut replies, &mut bad);
         }
         if seq % 16 == 15 {
@@ -262,13 +273,20 @@ fn udp_reply_answers_on_both_rss_queues_with_software_checksums_on_virtio() {
         take(q, &mut replies, &mut bad);
     }
     let text = finish("udp_reply", child, out);
-    assert!(bad.is_empty(), "bad replies: {:?}\n{text}", &bad[..bad.len().min(5)]);
+    assert!(
+        bad.is_empty(),
+        "bad replies: {:?}\n{text}",
+        &bad[..bad.len().min(5)]
+    );
     assert_eq!(replies, N, "replies received\n{text}");
     let (q0, q1) = (
         number_after(&text, "queue 0: received"),
         number_after(&text, "queue 1: received"),
     );
-    assert!(q0 > 0 && q1 > 0, "64 flows over 2 RSS queues reached only one:\n{text}");
+    assert!(
+        q0 > 0 && q1 > 0,
+        "64 flows over 2 RSS queues reached only one:\n{text}"
+    );
     assert_eq!(text.matches("(checksums in software)").count(), 2, "{text}");
     assert_eq!(number_after(&text, "total:"), N, "{text}");
 }

@@ -110,9 +110,17 @@ fn bus_master(addr: &str) -> bool {
 fn at_start_the_guest_has_no_iommu_and_the_ports_are_on_uio_pci_generic() {
     assert_eq!(env("POLLNIC_NO_IOMMU"), "1");
     // Only the groups VFIO's no-IOMMU mode makes, if any test made one.
-    for g in std::fs::read_dir("/sys/kernel/iommu_groups").unwrap().flatten() {
+    for g in std::fs::read_dir("/sys/kernel/iommu_groups")
+        .unwrap()
+        .flatten()
+    {
         let name = std::fs::read_to_string(g.path().join("name")).unwrap_or_default();
-        assert_eq!(name.trim(), "vfio-noiommu", "{:?}: an IOMMU group: this guest has an IOMMU", g.path());
+        assert_eq!(
+            name.trim(),
+            "vfio-noiommu",
+            "{:?}: an IOMMU group: this guest has an IOMMU",
+            g.path()
+        );
     }
     for (a, b) in pairs() {
         for p in [a, b] {
@@ -144,7 +152,11 @@ fn loopback_20000_frames_at_64_and_1518_bytes_with_physical_addresses() {
         assert_eq!(ts.counter(Counter::TxPackets), Some(40_000), "{a}");
         assert_eq!(rs.counter(Counter::RxPackets), Some(40_000), "{b}");
         // igb counts the FCS in its byte counters, virtio-net has none.
-        let fcs = if rx.family() == "virtio-net" { 0 } else { 4 * 40_000 };
+        let fcs = if rx.family() == "virtio-net" {
+            0
+        } else {
+            4 * 40_000
+        };
         assert_eq!(rs.counter(Counter::RxBytes), Some(bytes + fcs), "{b}");
         assert_eq!(ts.counter(Counter::TxBytes), Some(bytes + fcs), "{a}");
         // A buffer's device address is its physical address.
@@ -163,7 +175,10 @@ fn loopback_20000_frames_at_64_and_1518_bytes_with_physical_addresses() {
         // the kernel disables a shared line nobody claims.
         let log = Command::new("dmesg").output().unwrap();
         let log = String::from_utf8_lossy(&log.stdout);
-        assert!(!log.contains("nobody cared"), "{way:?} {a}: an unclaimed interrupt:\n{log}");
+        assert!(
+            !log.contains("nobody cared"),
+            "{way:?} {a}: an unclaimed interrupt:\n{log}"
+        );
     }
 }
 
@@ -178,12 +193,22 @@ fn rss_over_two_queues_with_the_loopback_tool() {
         let out = Command::new(example_exe("loopback"))
             .args(["--tx", &a, "--rx", &b, "--queues", "2", "--cores", "0,1"])
             .args(["--flows", "64", "--count", "20000", "--rate", "2000"])
-            .args(["--seconds", "60", "--ring-size", "1024", "--json", "--no-iommu"])
+            .args([
+                "--seconds",
+                "60",
+                "--ring-size",
+                "1024",
+                "--json",
+                "--no-iommu",
+            ])
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "loopback {a} -> {b} failed:\n{text}{err}");
+        assert!(
+            out.status.success(),
+            "loopback {a} -> {b} failed:\n{text}{err}"
+        );
         assert!(
             err.contains("WARNING --no-iommu"),
             "no loud line on stderr:\n{err}"
@@ -195,7 +220,10 @@ fn rss_over_two_queues_with_the_loopback_tool() {
         let queues = s["queues"].as_array().expect("queues");
         assert_eq!(queues.len(), 2, "{s}");
         for q in queues {
-            assert!(q["frames"].as_u64().unwrap() > 1000, "a queue got few frames: {s}");
+            assert!(
+                q["frames"].as_u64().unwrap() > 1000,
+                "a queue got few frames: {s}"
+            );
         }
     }
 }
@@ -222,7 +250,11 @@ fn buffers_cross_between_ports_with_no_copy() {
         let mut sent = 0u64;
         let deadline = Instant::now() + Duration::from_secs(30);
         while (got.len() as u64) < N {
-            assert!(Instant::now() < deadline, "{a}: {} of {N} arrived", got.len());
+            assert!(
+                Instant::now() < deadline,
+                "{a}: {} of {N} arrived",
+                got.len()
+            );
             if sent < N {
                 let mut p = tq.mempool().alloc().unwrap();
                 p.set_len(128).unwrap();
@@ -242,7 +274,11 @@ fn buffers_cross_between_ports_with_no_copy() {
         out.reverse();
         let mut back: Vec<Packet> = Vec::new();
         while (back.len() as u64) < N {
-            assert!(Instant::now() < deadline, "{b}: {} of {N} came back", back.len());
+            assert!(
+                Instant::now() < deadline,
+                "{b}: {} of {N} came back",
+                back.len()
+            );
             let mut burst: Vec<Packet> = (0..32).map_while(|_| out.pop()).collect();
             tq.tx_burst(&mut burst);
             while let Some(p) = burst.pop() {
@@ -258,7 +294,11 @@ fn buffers_cross_between_ports_with_no_copy() {
         assert!(tq.flush_tx(Duration::from_secs(5)));
         let ts = tq.tx_stats();
         assert_eq!(ts.tx_errors, 0, "{a}: buffers of the other port refused");
-        assert!(ts.foreign >= N, "{a}: {} buffers of another pool sent", ts.foreign);
+        assert!(
+            ts.foreign >= N,
+            "{a}: {} buffers of another pool sent",
+            ts.foreign
+        );
         // The buffers that crossed came home to their own pool.
         assert!(rq.mempool().free_count() >= before, "{b}: buffers lost");
         assert_eq!(addrs.len() as u64, N);
@@ -312,15 +352,27 @@ fn kill_9_during_traffic_frees_nothing_the_nic_could_still_reach() {
         child.wait().unwrap();
         assert!(!bus_master(&a), "{a}: still bus master after SIGKILL");
         assert!(!bus_master(&b), "{b}: still bus master after SIGKILL");
-        assert_eq!(dma_files(pid), held, "{a}: the dead process's DMA memory was freed");
+        assert_eq!(
+            dma_files(pid),
+            held,
+            "{a}: the dead process's DMA memory was freed"
+        );
         let mut ports = Device::open_many([a.as_str(), b.as_str()], &config()).unwrap();
-        assert_eq!(dma_files(pid), 0, "the next open removes the dead process's files");
+        assert_eq!(
+            dma_files(pid),
+            0,
+            "the next open removes the dead process's files"
+        );
         let (x, y) = ports.split_at_mut(1);
         transfer_and_verify(&mut x[0], &mut y[0], 1000, |_| 60);
         let mine = dma_files(std::process::id());
         assert!(mine >= 4, "{mine} DMA files of this process");
         drop(ports);
-        assert_eq!(dma_files(std::process::id()), 0, "a clean close removes its files");
+        assert_eq!(
+            dma_files(std::process::id()),
+            0,
+            "a clean close removes its files"
+        );
         assert!(!bus_master(&a), "{a}: bus master after a clean close");
     }
 }
@@ -337,7 +389,10 @@ fn what_is_refused_and_what_it_says() {
         match Device::open(a.as_str(), &cfg) {
             Err(e @ Error::NoIommuNotAsked { .. }) => {
                 let m = e.to_string();
-                assert!(m.contains("--no-iommu") && m.contains("anywhere in RAM"), "{m}");
+                assert!(
+                    m.contains("--no-iommu") && m.contains("anywhere in RAM"),
+                    "{m}"
+                );
             }
             other => panic!("{a}: {:?}", other.map(|d| d.address())),
         }
@@ -347,7 +402,9 @@ fn what_is_refused_and_what_it_says() {
         match way {
             // uio_pci_generic has INTx only: refused.
             Way::Uio => {
-                let e = Device::open(a.as_str(), &irq).err().expect("interrupt mode refused");
+                let e = Device::open(a.as_str(), &irq)
+                    .err()
+                    .expect("interrupt mode refused");
                 assert!(format!("{e:#}").contains("INTx"), "{e:#}");
             }
             // VFIO's no-IOMMU mode has MSI-X: interrupt mode works.
@@ -366,7 +423,10 @@ fn what_is_refused_and_what_it_says() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{a}: pktgen ran without CAP_SYS_ADMIN:\n{err}");
+        assert!(
+            !out.status.success(),
+            "{a}: pktgen ran without CAP_SYS_ADMIN:\n{err}"
+        );
         assert!(err.contains("CAP_SYS_ADMIN"), "{a}: {err}");
     }
     // The virtio-net port offers no ACCESS_PLATFORM: accepted only with
@@ -386,8 +446,8 @@ fn doctor_names_the_three_ways_on_a_vm_without_an_iommu() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("doctor --json: {e}:\n{text}"));
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("doctor --json: {e}:\n{text}"));
     let findings = v["findings"].as_array().or(v.as_array()).expect("findings");
     let iommu = findings
         .iter()
@@ -421,26 +481,50 @@ fn bind_without_an_iommu_is_refused_and_unbind_gives_the_port_back() {
         .args(["unbind", &p])
         .output()
         .unwrap();
-    assert!(out.status.success(), "unbind: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "unbind: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let driver = || {
         std::fs::read_link(format!("/sys/bus/pci/devices/{p}/driver"))
             .ok()
             .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
     };
-    assert_eq!(driver().as_deref(), Some("igb"), "{p} back on the kernel's driver");
-    let net = std::fs::read_dir(format!("/sys/bus/pci/devices/{p}/net"))
-        .map_or(0, |d| d.count());
+    assert_eq!(
+        driver().as_deref(),
+        Some("igb"),
+        "{p} back on the kernel's driver"
+    );
+    let net = std::fs::read_dir(format!("/sys/bus/pci/devices/{p}/net")).map_or(0, |d| d.count());
     assert_eq!(net, 1, "{p}: the kernel made its interface");
-    let out = Command::new(pollnic_exe()).args(["bind", &p]).output().unwrap();
+    let out = Command::new(pollnic_exe())
+        .args(["bind", &p])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "bind to vfio-pci with no IOMMU succeeded");
-    assert!(err.contains("uio_pci_generic") && err.contains("doctor"), "{err}");
-    assert_eq!(driver().as_deref(), Some("igb"), "a refused bind changed nothing");
+    assert!(
+        !out.status.success(),
+        "bind to vfio-pci with no IOMMU succeeded"
+    );
+    assert!(
+        err.contains("uio_pci_generic") && err.contains("doctor"),
+        "{err}"
+    );
+    assert_eq!(
+        driver().as_deref(),
+        Some("igb"),
+        "a refused bind changed nothing"
+    );
     let out = Command::new(pollnic_exe())
         .args(["bind", "--force", "--driver", "uio_pci_generic", &p])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(driver().as_deref(), Some("uio_pci_generic"));
 }
 
@@ -469,5 +553,8 @@ fn the_library_example_rx_count_runs_with_no_iommu() {
     );
     assert!(out.status.success(), "{text}{err}");
     assert!(err.contains("WARNING --no-iommu"), "{err}");
-    assert!(text.contains("ready") && text.contains("rx_packets"), "{text}");
+    assert!(
+        text.contains("ready") && text.contains("rx_packets"),
+        "{text}"
+    );
 }

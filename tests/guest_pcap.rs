@@ -394,4 +394,3 @@ fn capture_past_its_count_reports_every_frame_the_nic_counted() {
     assert_eq!(rx_packets, 1000, "{text}");
     assert!(text.contains("from the first frame to the last"), "{text}");
 }
-

@@ -68,7 +68,9 @@ fn link_is_up_and_the_mac_is_qemus() {
         dev.check_device().expect("no DEVICE_NEEDS_RESET");
         // QEMU offers VIRTIO_F_EVENT_IDX (its `event_idx` property, on by
         // default) and pollnic takes it: both queues notify by index.
-        let VirtqPairStats { rx: vrx, tx: vtx, .. } = dev.queue(0).virtq_stats().expect("a virtqueue");
+        let VirtqPairStats {
+            rx: vrx, tx: vtx, ..
+        } = dev.queue(0).virtq_stats().expect("a virtqueue");
         assert!(
             vrx.event_idx && vtx.event_idx,
             "VIRTIO_F_EVENT_IDX negotiated"
@@ -200,7 +202,10 @@ fn a_port_at_the_default_mtu_takes_frames_of_the_devices_mtu() {
     let mut tx = Device::open(vport(0), &config().with_mtu(9000)).expect("port 0 at MTU 9000");
     let mut rx = Device::open(vport(1), &config()).expect("port 1 at the default MTU");
     let buf = rx.queue(0).mempool().buf_size();
-    assert!(buf >= 9014, "receive buffers of {buf} bytes at the default MTU");
+    assert!(
+        buf >= 9014,
+        "receive buffers of {buf} bytes at the default MTU"
+    );
     let bytes = transfer_and_verify(&mut tx, &mut rx, 200, |_| 9014);
     assert_eq!(bytes, 200 * 9014);
     let rs = rx.stats();
@@ -231,7 +236,10 @@ fn a_port_without_tx_offloads_says_so_before_sending() {
         err.contains("does no transmit offloads") && err.contains("--tx-checksum"),
         "{err}"
     );
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("sent"), "nothing sent");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("sent"),
+        "nothing sent"
+    );
 }
 
 /// Send `n` 60-byte frames from `tx` to destination `dst` (EtherType
@@ -254,7 +262,10 @@ fn send_to(tx: &mut Device, dst: [u8; 6], n: usize) {
             made += 1;
         }
         q.tx_burst(&mut pending);
-        assert!(t0.elapsed() < Duration::from_secs(10), "the TX ring took nothing for 10 s");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the TX ring took nothing for 10 s"
+        );
     }
     assert!(q.flush_tx(Duration::from_secs(2)), "sent within 2 s");
 }
@@ -469,7 +480,10 @@ fn devices_pollnic_cannot_drive_safely_are_refused_by_name() {
     );
     assert!(msg.contains("iommu_platform=on"), "{msg}");
     // It names the other way, physical addresses, and what that costs.
-    assert!(msg.contains("--no-iommu") && msg.contains("all of RAM"), "{msg}");
+    assert!(
+        msg.contains("--no-iommu") && msg.contains("all of RAM"),
+        "{msg}"
+    );
     // Physical addresses asked for a port behind the vIOMMU: refused
     // (decision: the IOMMU mode carries the same frames and keeps RAM out
     // of the device's reach, so nothing is gained by giving that up).
@@ -479,7 +493,10 @@ fn devices_pollnic_cannot_drive_safely_are_refused_by_name() {
             .expect("physical addresses behind an IOMMU: refused");
         let msg = err.to_string();
         assert!(matches!(err, Error::NoIommuNotNeeded { .. }), "{p}: {msg}");
-        assert!(msg.contains("IOMMU group") && msg.contains("without `--no-iommu`"), "{msg}");
+        assert!(
+            msg.contains("IOMMU group") && msg.contains("without `--no-iommu`"),
+            "{msg}"
+        );
     }
     let err = Device::open(env("POLLNIC_VIRTIO_TRANSITIONAL"), &config())
         .err()

@@ -561,7 +561,11 @@ fn every_reset_is_preceded_by_the_stop_linux_does() {
     let dev = m.open(&small(1)).unwrap();
     drop(dev);
     assert!(m.violations().is_empty(), "{:?}", m.violations());
-    let resets = m.events().iter().filter(|e| matches!(e, Event::Reset)).count();
+    let resets = m
+        .events()
+        .iter()
+        .filter(|e| matches!(e, Event::Reset))
+        .count();
     assert!(resets >= 2, "a reset at open and at close: {resets}");
 
     let m = Soft82576::new(ModelConfig {

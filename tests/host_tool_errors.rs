@@ -153,16 +153,31 @@ fn pollnic_cli_refuses_bad_doctor_and_owner_arguments() {
             ),
             // Named twice (the short and the long form of one address):
             // a bad command line, said before any guard or check.
-            ("bind 00:08.0 0000:00:08.0", "0000:00:08.0 is given twice: give each port once"),
+            (
+                "bind 00:08.0 0000:00:08.0",
+                "0000:00:08.0 is given twice: give each port once",
+            ),
             ("unbind 00:08.0 00:08.0", "0000:00:08.0 is given twice"),
         ],
     );
     // A bad address or a negative number is a bad command line too: status
     // 2, and the message names the option (docs/tools/command-lines.md).
     for (exe, args, want) in [
-        (pollnic_tests::example_exe("loopback"), "--tx bogus --rx 00:0a.0", "invalid value 'bogus' for '--tx <ADDR>'"),
-        (pollnic_tests::example_exe("pktgen"), "--port 00:08.0 --rate -5", "invalid value '-5' for '--rate <RATE>'"),
-        (pollnic_tests::example_exe("capture"), "--port 00:08.0x", "invalid value '00:08.0x' for '--port <ADDR>'"),
+        (
+            pollnic_tests::example_exe("loopback"),
+            "--tx bogus --rx 00:0a.0",
+            "invalid value 'bogus' for '--tx <ADDR>'",
+        ),
+        (
+            pollnic_tests::example_exe("pktgen"),
+            "--port 00:08.0 --rate -5",
+            "invalid value '-5' for '--rate <RATE>'",
+        ),
+        (
+            pollnic_tests::example_exe("capture"),
+            "--port 00:08.0x",
+            "invalid value '00:08.0x' for '--port <ADDR>'",
+        ),
     ] {
         let out = Command::new(&exe).args(args.split(' ')).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -171,6 +186,10 @@ fn pollnic_cli_refuses_bad_doctor_and_owner_arguments() {
     }
     for args in ["bind 00:08.0 00:08.0", "unbind 00:08.0 00:08.0"] {
         let out = Command::new(&exe).args(args.split(' ')).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args}: a bad command line is status 2");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args}: a bad command line is status 2"
+        );
     }
 }

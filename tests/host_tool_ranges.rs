@@ -65,7 +65,9 @@ fn tools(dir: &std::path::Path) -> Vec<Tool> {
                 "--out",
                 &dir.to_string_lossy(),
             ]),
-            not_numeric: &["--tx", "--rx", "--paths", "--cores", "--out", "--label", "--pmu"],
+            not_numeric: &[
+                "--tx", "--rx", "--paths", "--cores", "--out", "--label", "--pmu",
+            ],
         },
         Tool {
             name: "smol-echo",

@@ -85,7 +85,11 @@ fn both_ways(m: &SoftVirtioNet, dev: &mut Device, n: u64) {
         assert_eq!(dev.queue(0).tx_burst(&mut burst), 1, "frame {seq}");
         let sent = m.take_tx_frames();
         assert_eq!(sent.len(), 1, "frame {seq}");
-        assert_eq!(sent[0], frame::expected(len, &back, seq, seq), "frame {seq}");
+        assert_eq!(
+            sent[0],
+            frame::expected(len, &back, seq, seq),
+            "frame {seq}"
+        );
     }
 }
 
@@ -148,7 +152,10 @@ fn promiscuous_mode_off_is_sent_and_the_device_filters() {
     let mut dev = m.open(&small(1).with_promisc(false)).unwrap();
     assert_eq!(m.rx_modes(), (false, false));
     let other = Flow::between([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 7]);
-    assert_eq!(m.receive(&frame::expected(60, &other, 0, 0)), VirtioRx::Filtered);
+    assert_eq!(
+        m.receive(&frame::expected(60, &other, 0, 0)),
+        VirtioRx::Filtered
+    );
     let mine = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
     assert!(matches!(
         m.receive(&frame::expected(60, &mine, 0, 0)),
@@ -248,7 +255,10 @@ fn device_needs_reset_during_traffic_is_reported() {
     }
     let mut got: Vec<Packet> = Vec::new();
     assert_eq!(dev.queue(0).rx_burst(&mut got, 32), 5);
-    assert!(matches!(dev.check_device(), Err(Error::VirtioNeedsReset { .. })));
+    assert!(matches!(
+        dev.check_device(),
+        Err(Error::VirtioNeedsReset { .. })
+    ));
     assert!(!dev.link().up);
     clean(&m);
 }
@@ -300,7 +310,11 @@ fn a_used_length_past_the_buffer_drops_the_frame_counted_and_traffic_goes_on() {
     for i in 0..3 {
         let _ = m.receive(&frame::expected(60, &flow, i, i));
     }
-    assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 0, "no frame of a lying length");
+    assert_eq!(
+        dev.queue(0).rx_burst(&mut got, 8),
+        0,
+        "no frame of a lying length"
+    );
     assert_eq!(dev.queue(0).rx_stats().rx_errors, 3);
     m.set_hostile(None);
     both_ways(&m, &mut dev, 100);

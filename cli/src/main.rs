@@ -134,7 +134,10 @@ const USAGE_EXIT: u8 = 2;
 /// exits [`USAGE_EXIT`] before anything is touched.
 /// The first item of `v` that an earlier one equals.
 fn twice<T: PartialEq + Copy>(v: &[T]) -> Option<T> {
-    v.iter().enumerate().find(|(i, x)| v[..*i].contains(x)).map(|(_, x)| *x)
+    v.iter()
+        .enumerate()
+        .find(|(i, x)| v[..*i].contains(x))
+        .map(|(_, x)| *x)
 }
 
 fn parse_cli() -> Result<Cli, ExitCode> {

@@ -116,14 +116,23 @@ fn run(addr: &str, cfg: &DeviceConfig, time: Duration) -> pollnic::Result<()> {
             q.free_bulk(&mut out);
             t
         },
-        || println!("ready: {queues} queue(s) on {addr} for {:.1} s", time.as_secs_f64()),
+        || {
+            println!(
+                "ready: {queues} queue(s) on {addr} for {:.1} s",
+                time.as_secs_f64()
+            )
+        },
     )?;
     for (i, t) in tallies.iter().enumerate() {
         println!(
             "queue {i}: received {} replied {} (checksums {}) other {}",
             t.received,
             t.replied,
-            if t.by_nic { "by the NIC" } else { "in software" },
+            if t.by_nic {
+                "by the NIC"
+            } else {
+                "in software"
+            },
             t.other
         );
     }

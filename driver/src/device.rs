@@ -302,8 +302,10 @@ impl Device {
                 let group = info
                     .iommu_group
                     .ok_or(crate::pci::Error::NoIommuGroup { addr })?;
-                let noiommu = std::fs::read_to_string(sysfs.iommu_group_devices(group).with_file_name("name"))
-                    .is_ok_and(|n| n.trim() == "vfio-noiommu");
+                let noiommu = std::fs::read_to_string(
+                    sysfs.iommu_group_devices(group).with_file_name("name"),
+                )
+                .is_ok_and(|n| n.trim() == "vfio-noiommu");
                 if noiommu {
                     if !physical {
                         return Err(Error::NoIommuNotAsked {
@@ -555,8 +557,7 @@ impl Device {
         let addr = self.addr;
         virtio::check_config(addr, cfg)?;
         let mut port = virtio::Port::find(self.io.as_ref(), addr)?;
-        let negotiated =
-            port.negotiate(cfg.dma == DmaAddressing::UnsafeNoIommuPhysical);
+        let negotiated = port.negotiate(cfg.dma == DmaAddressing::UnsafeNoIommuPhysical);
         // Kept from here on, so that every error path resets it on drop.
         self.virtio = Some(port);
         negotiated?;
@@ -570,7 +571,10 @@ impl Device {
         // sized for the larger of the two MTUs, as Linux `virtio_net` comes
         // up at the device's MTU. (At the testbed's host_mtu=9000 a default
         // configuration's buffers are 9216 bytes, not 2048.)
-        if let Some(m) = port.mtu().filter(|&m| u32::from(m) > pollnic_hw::mtu::MAX_MTU) {
+        if let Some(m) = port
+            .mtu()
+            .filter(|&m| u32::from(m) > pollnic_hw::mtu::MAX_MTU)
+        {
             return Err(Error::Virtio {
                 addr,
                 problem: virtio::problem::VirtioError::MtuTooLarge {
@@ -843,7 +847,10 @@ impl Device {
             return Ok(());
         }
         let addr = self.addr;
-        let fail = |source: MsixError| Error::Interrupts { addr, cause: source };
+        let fail = |source: MsixError| Error::Interrupts {
+            addr,
+            cause: source,
+        };
         let n = self.queues.len() as u16;
         let Some(intr) = self.io.interrupts() else {
             return Err(fail(MsixError::Unsupported));
@@ -885,7 +892,10 @@ impl Device {
     /// the RX virtqueue's `VRING_AVAIL_F_NO_INTERRUPT` arms and masks it.
     fn enable_msix_virtio(&mut self) -> Result<()> {
         let addr = self.addr;
-        let fail = |source: MsixError| Error::Interrupts { addr, cause: source };
+        let fail = |source: MsixError| Error::Interrupts {
+            addr,
+            cause: source,
+        };
         let (Some(intr), Some(port)) = (self.io.interrupts(), self.virtio.as_ref()) else {
             return Err(fail(MsixError::Unsupported));
         };

@@ -86,7 +86,9 @@ pub enum Error {
 
     /// Something a port on `uio_pci_generic` needs is reserved to
     /// `CAP_SYS_ADMIN`.
-    #[error("{addr}: {what} needs CAP_SYS_ADMIN: run as root (no-IOMMU mode cannot run without it)")]
+    #[error(
+        "{addr}: {what} needs CAP_SYS_ADMIN: run as root (no-IOMMU mode cannot run without it)"
+    )]
     NeedsCapSysAdmin {
         /// The device.
         addr: PciAddress,
@@ -640,7 +642,10 @@ mod tests {
             Box::new(Error::VfioUnavailable {
                 cause: Box::new(io()),
             }),
-            Box::new(pollnic_rings::DmaError::Mmap { len: 4096, cause: io() }),
+            Box::new(pollnic_rings::DmaError::Mmap {
+                len: 4096,
+                cause: io(),
+            }),
             Box::new(crate::io::MsixError::SetIrqs {
                 vectors: 2,
                 cause: Box::new(io()),

@@ -116,7 +116,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // The file first: an unwritable path fails before the NIC is touched.
     let mut out = PcapOut::create(&args.out, Format::for_path(&args.out), args.snaplen)?;
     let stop = pollnic_tools::signal::stop_flag()?;
-    let cfg = args.dma.apply("capture", DeviceConfig::default())
+    let cfg = args
+        .dma
+        .apply("capture", DeviceConfig::default())
         .with_rx_ring_size(args.ring_size)
         .with_tx_ring_size(32)
         .with_mempool_size((args.ring_size * 3 + 2048).max(4096))

@@ -57,7 +57,8 @@ pub static PORTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 fn port_bars() -> Vec<(u64, u64, String)> {
     let mut bars = Vec::new();
     for bdf in PORTS.get().into_iter().flatten() {
-        let Ok(text) = std::fs::read_to_string(format!("/sys/bus/pci/devices/{bdf}/resource")) else {
+        let Ok(text) = std::fs::read_to_string(format!("/sys/bus/pci/devices/{bdf}/resource"))
+        else {
             continue;
         };
         for (i, line) in text.lines().take(6).enumerate() {
@@ -91,12 +92,18 @@ static PROFILE_PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 /// Resolve `pid`'s addresses in the profiles from now on ([`forget_pid`] ends it).
 pub fn profile_pid(pid: u32) {
-    PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+    PROFILE_PIDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(pid);
 }
 
 /// Stop resolving `pid`'s addresses.
 pub fn forget_pid(pid: u32) {
-    PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != pid);
+    PROFILE_PIDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|p| *p != pid);
 }
 
 /// Start a window's profile, when profiles are on; whether it started.
@@ -262,7 +269,12 @@ impl Meter {
             .map(|(b, a)| b.saturating_sub(a));
         let profile = self.profile.then(take_profile).flatten().map(|window| {
             let mut pids = vec![std::process::id()];
-            pids.extend(PROFILE_PIDS.lock().unwrap_or_else(|e| e.into_inner()).iter());
+            pids.extend(
+                PROFILE_PIDS
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter(),
+            );
             (window, Symbols::load(&pids))
         });
         let (s0, se) = self.start?;
@@ -420,7 +432,12 @@ impl Window {
         // work too, and they happen outside the bursts.
         let (work_i, work_l, work_s, work_method) = if let Some(x) = &self.external {
             match x {
-                Ok(x) => (Some(x.insns), Some(x.loaded), Some(x.stored), x.method.clone()),
+                Ok(x) => (
+                    Some(x.insns),
+                    Some(x.loaded),
+                    Some(x.stored),
+                    x.method.clone(),
+                ),
                 Err(why) => (None, None, None, format!("no work figure: {why}")),
             }
         } else if all.marks > 0 && empty.is_some() {
@@ -512,16 +529,23 @@ impl Window {
             .profile
             .as_ref()
             .map(|(p, syms)| {
-                pollnic_tools::profile::top_mmio_sites(p, mine, &port_bars(), syms, TOP_FUNCTIONS.load(Relaxed))
-                    .into_iter()
-                    .map(|m| TopMmio {
-                        site: m.site,
-                        accesses_per_packet: m.accesses as f64 / n,
-                    })
-                    .collect()
+                pollnic_tools::profile::top_mmio_sites(
+                    p,
+                    mine,
+                    &port_bars(),
+                    syms,
+                    TOP_FUNCTIONS.load(Relaxed),
+                )
+                .into_iter()
+                .map(|m| TopMmio {
+                    site: m.site,
+                    accesses_per_packet: m.accesses as f64 / n,
+                })
+                .collect()
             })
             .unwrap_or_default();
-        let per_burst = |x: u64| (marked && self.external.is_none()).then(|| x as f64 / all.marks as f64);
+        let per_burst =
+            |x: u64| (marked && self.external.is_none()).then(|| x as f64 / all.marks as f64);
         Some(PerPacket {
             mmio_reads: all.mmio_reads() as f64 / n,
             mmio_writes: all.mmio_writes() as f64 / n,
@@ -815,7 +839,11 @@ mod tests {
             interrupts: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
-        assert_eq!(p.work_instructions, Some(250.0), "250,000 marked / 1,000 packets");
+        assert_eq!(
+            p.work_instructions,
+            Some(250.0),
+            "250,000 marked / 1,000 packets"
+        );
         assert!(p.work_method.starts_with("marked"));
         assert_eq!(p.bursts_per_packet, Some(0.5));
         assert_eq!(p.burst1_instructions, Some(300.0));
@@ -852,12 +880,28 @@ mod tests {
         assert!(testpmd_work(&a, &b, 5, 0, empty).is_err());
         // Empty bursts calibrated at 120 instructions: 9,000 of them are
         // more than all 1e6 counted. No figure, never a 0.
-        let dear = EmptyBursts { insns: 120.0, ..empty };
+        let dear = EmptyBursts {
+            insns: 120.0,
+            ..empty
+        };
         let why = testpmd_work(&a, &b, 10_000, 1000, dear).unwrap_err();
         assert!(why.contains("calibration does not fit"), "{why}");
         // 105 each: the upper bound stands (55), the lower one (-47.7) is none.
-        let z = testpmd_work(&a, &b, 10_000, 1000, EmptyBursts { insns: 105.0, ..empty }).unwrap();
-        assert!((z.insns - 55.0).abs() < 1e-9 && z.insns_low.is_none(), "{z:?}");
+        let z = testpmd_work(
+            &a,
+            &b,
+            10_000,
+            1000,
+            EmptyBursts {
+                insns: 105.0,
+                ..empty
+            },
+        )
+        .unwrap();
+        assert!(
+            (z.insns - 55.0).abs() < 1e-9 && z.insns_low.is_none(),
+            "{z:?}"
+        );
         let w = Window {
             send: (vec![c(1_000_000, 0)], 1.0, None),
             gen_core: None,
@@ -867,8 +911,19 @@ mod tests {
             interrupts: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
-        assert_eq!((p.work_instructions, p.work_bytes_loaded, p.work_instructions_low), (None, None, None));
-        assert!(p.work_method.starts_with("no work figure: testpmd's"), "{}", p.work_method);
+        assert_eq!(
+            (
+                p.work_instructions,
+                p.work_bytes_loaded,
+                p.work_instructions_low
+            ),
+            (None, None, None)
+        );
+        assert!(
+            p.work_method.starts_with("no work figure: testpmd's"),
+            "{}",
+            p.work_method
+        );
         // 2,000 of the bursts fell outside the counted span: 7,000 empty inside.
         let out = EmptyBursts {
             outside: 2000.0,
@@ -901,6 +956,10 @@ mod tests {
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.work_instructions, None);
-        assert!(p.work_method.starts_with("no work figure"), "{}", p.work_method);
+        assert!(
+            p.work_method.starts_with("no work figure"),
+            "{}",
+            p.work_method
+        );
     }
 }

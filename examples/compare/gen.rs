@@ -105,7 +105,9 @@ pub fn generate(
         if meter.is_some() || pmu.is_some() {
             std::thread::sleep(crate::cost::TAIL);
         }
-        offered.pmu = pmu.as_mut().map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
+        offered.pmu = pmu
+            .as_mut()
+            .map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
         if let Some(m) = meter {
             let core = GEN_CORE.load(Relaxed);
             offered.window = m.end((core != usize::MAX).then_some(core));
@@ -192,7 +194,9 @@ pub fn round_trip(
         while Instant::now() < end {
             poll(dev);
         }
-        offered.pmu = pmu.as_mut().map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
+        offered.pmu = pmu
+            .as_mut()
+            .map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
         if let Some(m) = meter {
             let core = GEN_CORE.load(Relaxed);
             offered.window = m.end((core != usize::MAX).then_some(core));

@@ -293,7 +293,10 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
     let (pmu_per_packet, pmu_note) =
         pmu::per_packet(&m.offered.pmu, if tx { m.offered.sent } else { t.received });
-    let wakeups_per_packet = m.wakeups.filter(|w| w.1 > 0).map(|(w, n)| w as f64 / n as f64);
+    let wakeups_per_packet = m
+        .wakeups
+        .filter(|w| w.1 > 0)
+        .map(|(w, n)| w as f64 / n as f64);
     let mut r = Row {
         mmio_reads_per_packet: c(|p| p.mmio_reads),
         mmio_writes_per_packet: c(|p| p.mmio_writes),
@@ -339,7 +342,9 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         gen_work_instructions_per_sent: cost
             .as_ref()
             .and_then(|p| p.gen_work_instructions_per_sent),
-        top_functions: cost.as_ref().map_or(Vec::new(), |p| p.top_functions.clone()),
+        top_functions: cost
+            .as_ref()
+            .map_or(Vec::new(), |p| p.top_functions.clone()),
         top_functions_coverage: cost.as_ref().and_then(|p| p.top_functions_coverage),
         top_functions_basis: cost
             .as_ref()
@@ -433,7 +438,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let _ = pmu::PMU_EVENTS.set(args.pmu);
     let _ = cost::RX_PORT.set(rx.to_string());
     let _ = cost::PORTS.set(vec![tx.to_string(), rx.to_string()]);
-    cost::TOP_FUNCTIONS.store(args.top_functions as usize, std::sync::atomic::Ordering::Relaxed);
+    cost::TOP_FUNCTIONS.store(
+        args.top_functions as usize,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if let Some(meter) = cost::Meter::new() {
         // Before any thread starts: they inherit the affinity.
         println!("{}", cost::keep_off_generator(args.gen_core)?);
@@ -938,7 +946,8 @@ fn irq_path(p: &str) -> Option<(IrqRow, Option<u32>)> {
         return Some((mode, None));
     }
     let n = rest.strip_prefix("-eitr")?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0'))
+    {
         return None;
     }
     let usecs: u32 = n.parse().ok().filter(|&u| u <= 1022)?;
@@ -1092,8 +1101,14 @@ mod tests {
     #[test]
     fn virtio_rows_carry_the_family_in_their_name() {
         assert_eq!(virtio_row_name("pollnic-1q"), "pollnic-virtio-1q");
-        assert_eq!(virtio_row_name("pollnic-1q-rxonly"), "pollnic-virtio-1q-rxonly");
-        assert_eq!(virtio_row_name("kernel-afxdp-busypoll"), "kernel-virtio-afxdp-busypoll");
+        assert_eq!(
+            virtio_row_name("pollnic-1q-rxonly"),
+            "pollnic-virtio-1q-rxonly"
+        );
+        assert_eq!(
+            virtio_row_name("kernel-afxdp-busypoll"),
+            "kernel-virtio-afxdp-busypoll"
+        );
         assert_eq!(virtio_row_name("dpdk-testpmd"), "dpdk-testpmd");
         for p in VIRTIO_PATHS {
             assert!(RX_PATHS.contains(&p), "{p}");
@@ -1103,13 +1118,22 @@ mod tests {
     #[test]
     fn interrupt_rows_name_their_mode_and_fixed_eitr() {
         assert_eq!(irq_path("pollnic-1q-irq"), Some((IrqRow::Interrupt, None)));
-        assert_eq!(irq_path("pollnic-1q-adaptive"), Some((IrqRow::Adaptive, None)));
-        assert_eq!(irq_path("pollnic-1q-irq-eitr0"), Some((IrqRow::Interrupt, Some(0))));
+        assert_eq!(
+            irq_path("pollnic-1q-adaptive"),
+            Some((IrqRow::Adaptive, None))
+        );
+        assert_eq!(
+            irq_path("pollnic-1q-irq-eitr0"),
+            Some((IrqRow::Interrupt, Some(0)))
+        );
         assert_eq!(
             irq_path("pollnic-1q-adaptive-eitr250"),
             Some((IrqRow::Adaptive, Some(250)))
         );
-        assert_eq!(irq_path("pollnic-1q-irq-eitr1022"), Some((IrqRow::Interrupt, Some(1022))));
+        assert_eq!(
+            irq_path("pollnic-1q-irq-eitr1022"),
+            Some((IrqRow::Interrupt, Some(1022)))
+        );
         for bad in [
             "pollnic-1q-irq-eitr",
             "pollnic-1q-irq-eitr1023",

@@ -852,9 +852,15 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
     // would be counted as work).
     if let Some(w) = offered.window.as_mut() {
         w.external = Some(match (&life0, &life1, empty, c.rx_bursts) {
-            (Some(a), Some(b), Some(e), Some(bursts)) => crate::cost::testpmd_work(a, b, bursts, c.rx, e),
-            (_, _, None, _) => Err("the cost of testpmd's empty bursts could not be calibrated".into()),
-            (_, _, _, None) => Err("testpmd reported no RX burst count (--record-burst-stats)".into()),
+            (Some(a), Some(b), Some(e), Some(bursts)) => {
+                crate::cost::testpmd_work(a, b, bursts, c.rx, e)
+            }
+            (_, _, None, _) => {
+                Err("the cost of testpmd's empty bursts could not be calibrated".into())
+            }
+            (_, _, _, None) => {
+                Err("testpmd reported no RX burst count (--record-burst-stats)".into())
+            }
             _ => Err("the counter could not be read around testpmd's forwarding span".into()),
         });
     }

@@ -291,10 +291,22 @@ pub fn table(rows: &[Row]) -> String {
 /// them, one line saying why.
 fn pmu_text(rows: &[Row]) -> String {
     let mut s = String::new();
-    for r in rows.iter().filter(|r| r.valid && !r.pmu_per_packet.is_empty()) {
-        let figures: Vec<String> =
-            r.pmu_per_packet.iter().map(|f| format!("{} {:.1}", f.event, f.per_packet)).collect();
-        let _ = writeln!(s, "  {} {}: CPU counters per packet: {}", r.path, r.frame_size, figures.join(", "));
+    for r in rows
+        .iter()
+        .filter(|r| r.valid && !r.pmu_per_packet.is_empty())
+    {
+        let figures: Vec<String> = r
+            .pmu_per_packet
+            .iter()
+            .map(|f| format!("{} {:.1}", f.event, f.per_packet))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {} {}: CPU counters per packet: {}",
+            r.path,
+            r.frame_size,
+            figures.join(", ")
+        );
     }
     if s.is_empty() {
         if let Some(r) = rows.iter().find(|r| r.valid && !r.pmu_note.is_empty()) {
@@ -308,7 +320,10 @@ fn pmu_text(rows: &[Row]) -> String {
 /// received packet, with the basis they come from; empty when no row has them.
 pub fn top_functions_text(rows: &[Row]) -> String {
     let mut s = String::new();
-    for r in rows.iter().filter(|r| r.valid && !r.top_functions.is_empty()) {
+    for r in rows
+        .iter()
+        .filter(|r| r.valid && !r.top_functions.is_empty())
+    {
         let _ = writeln!(
             s,
             "{} {} B at {:.0} pps: instructions per packet by function ({})",

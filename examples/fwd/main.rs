@@ -105,7 +105,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let promisc = !args.no_promisc;
     let stop = pollnic_tools::signal::stop_flag()?;
     // Enough buffers for a full RX ring, a full TX ring and bursts in flight.
-    let cfg = args.dma.apply("fwd", DeviceConfig::default())
+    let cfg = args
+        .dma
+        .apply("fwd", DeviceConfig::default())
         .with_rx_ring_size(args.ring_size)
         .with_tx_ring_size(args.ring_size)
         .with_mempool_size((2 * args.ring_size + 2048).max(4096))

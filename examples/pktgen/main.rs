@@ -132,7 +132,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .transpose()
         .map_err(Usage)?;
     if let (None, Some(n)) = (tso, args.tso_payload) {
-        return Err(Usage(format!("--tso-payload {n} needs --tso MSS (e.g. --tso 1448)")).into());
+        return Err(Usage(format!(
+            "--tso-payload {n} needs --tso MSS (e.g. --tso 1448)"
+        ))
+        .into());
     }
     let tso_payload = args.tso_payload.unwrap_or(65495);
     pollnic_tools::check_ring_size_arg(args.ring_size).map_err(Usage)?;
@@ -142,7 +145,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let stop = pollnic_tools::signal::stop_flag()?;
-    let cfg = args.dma.apply("pktgen", DeviceConfig::default())
+    let cfg = args
+        .dma
+        .apply("pktgen", DeviceConfig::default())
         .with_rx_ring_size(32)
         .with_tx_ring_size(args.ring_size)
         .with_mempool_size((args.ring_size * 2 + 2048).max(4096))

@@ -56,7 +56,9 @@ pub fn serve<S>(
     let (addr, prefix) = pollnic_tools::smol::parse_ip_cidr(&net.ip).map_err(Usage)?;
     pollnic_tools::check_ring_size_arg(net.ring_size).map_err(Usage)?;
     let stop = pollnic_tools::signal::stop_flag()?;
-    let cfg = net.dma.apply(tool, DeviceConfig::default())
+    let cfg = net
+        .dma
+        .apply(tool, DeviceConfig::default())
         .with_rx_ring_size(net.ring_size)
         .with_tx_ring_size(net.ring_size)
         .with_mempool_size((2 * net.ring_size + 2048).max(4096))

@@ -53,7 +53,9 @@ pub fn parse<T: clap::Parser>(tool: &str) -> T {
 }
 
 /// [`parse`]'s parser, on any argument list.
-fn try_parse_from<T: clap::Parser>(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<T, clap::Error> {
+fn try_parse_from<T: clap::Parser>(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Result<T, clap::Error> {
     let mut cmd = T::command().allow_negative_numbers(true);
     let mut m = cmd.try_get_matches_from_mut(args)?;
     T::from_arg_matches_mut(&mut m).map_err(|e| e.format(&mut cmd))

@@ -79,12 +79,35 @@ pub struct VcpuCounts {
 macro_rules! each_field {
     ($m:ident) => {
         $m!(
-            user_insns, kernel_insns, idle_insns, user_loaded, user_stored, kernel_loaded,
-            kernel_stored, marked_insns, marked_loaded, marked_stored, marks, one_insns,
-            one_loaded, one_stored, ones, marked_user, one_user, user_mmio_reads,
-            user_mmio_writes, user_mmio_read_bytes, user_mmio_written_bytes, kernel_mmio_reads,
-            kernel_mmio_writes, kernel_mmio_read_bytes, kernel_mmio_written_bytes,
-            marked_mmio_reads, marked_mmio_writes, one_mmio_reads, one_mmio_writes
+            user_insns,
+            kernel_insns,
+            idle_insns,
+            user_loaded,
+            user_stored,
+            kernel_loaded,
+            kernel_stored,
+            marked_insns,
+            marked_loaded,
+            marked_stored,
+            marks,
+            one_insns,
+            one_loaded,
+            one_stored,
+            ones,
+            marked_user,
+            one_user,
+            user_mmio_reads,
+            user_mmio_writes,
+            user_mmio_read_bytes,
+            user_mmio_written_bytes,
+            kernel_mmio_reads,
+            kernel_mmio_writes,
+            kernel_mmio_read_bytes,
+            kernel_mmio_written_bytes,
+            marked_mmio_reads,
+            marked_mmio_writes,
+            one_mmio_reads,
+            one_mmio_writes
         )
     };
 }
@@ -316,10 +339,27 @@ mod tests {
         assert_eq!((s.vcpus[0].marked_user, s.vcpus[0].one_user), (6, 3));
         assert_eq!(s.vcpus[1].insns(), 3);
         let c = &s.vcpus[0];
-        assert_eq!((c.user_mmio_reads, c.user_mmio_writes, c.user_mmio_written_bytes), (1, 2, 8));
-        assert_eq!((c.kernel_mmio_reads, c.kernel_mmio_writes, c.kernel_mmio_written_bytes), (3, 4, 16));
+        assert_eq!(
+            (
+                c.user_mmio_reads,
+                c.user_mmio_writes,
+                c.user_mmio_written_bytes
+            ),
+            (1, 2, 8)
+        );
+        assert_eq!(
+            (
+                c.kernel_mmio_reads,
+                c.kernel_mmio_writes,
+                c.kernel_mmio_written_bytes
+            ),
+            (3, 4, 16)
+        );
         assert_eq!((c.mmio_reads(), c.mmio_writes()), (4, 6));
-        assert_eq!((c.marked_mmio_reads, c.marked_mmio_writes, c.one_mmio_writes), (1, 5, 1));
+        assert_eq!(
+            (c.marked_mmio_reads, c.marked_mmio_writes, c.one_mmio_writes),
+            (1, 5, 1)
+        );
         // The writer was caught between the header and the end line.
         assert_eq!(parse(&file(8, 7)), None);
         // Cut short.

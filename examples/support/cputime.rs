@@ -149,7 +149,10 @@ pub fn rx_kernel_ns(cores: Option<&[usize]>) -> u64 {
 /// virtio-pci, vfio-pci, whose names are `vfio-msix[n](0000:00:06.0)`); a
 /// legacy INTx line is shared and named after the IOAPIC, and is not counted.
 pub fn port_interrupts(text: &str, bdf: &str) -> u64 {
-    let cpus = text.lines().next().map_or(0, |h| h.split_whitespace().count());
+    let cpus = text
+        .lines()
+        .next()
+        .map_or(0, |h| h.split_whitespace().count());
     text.lines()
         .skip(1)
         .filter(|l| l.contains(bdf))

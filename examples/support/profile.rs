@@ -118,7 +118,13 @@ impl Profile {
 
     /// Instructions over the vCPUs `pick` accepts: (all, marked).
     pub fn totals(&self, pick: impl Fn(usize) -> bool) -> (u64, u64) {
-        let sum = |v: &[u64]| -> u64 { v.iter().enumerate().filter(|(i, _)| pick(*i)).map(|(_, x)| x).sum() };
+        let sum = |v: &[u64]| -> u64 {
+            v.iter()
+                .enumerate()
+                .filter(|(i, _)| pick(*i))
+                .map(|(_, x)| x)
+                .sum()
+        };
         self.blocks
             .values()
             .fold((0, 0), |(a, m), b| (a + sum(&b.all), m + sum(&b.marked)))
@@ -129,7 +135,9 @@ impl Profile {
 pub fn parse(text: &str) -> Option<Profile> {
     let mut lines = text.lines();
     let head: Vec<&str> = lines.next()?.split_whitespace().collect();
-    let ["pollnic-prof", "1", "seq", seq, "vcpus", n, "slots", _, "used", _, "unplaced", _] = head[..] else {
+    let ["pollnic-prof", "1", "seq", seq, "vcpus", n, "slots", _, "used", _, "unplaced", _] =
+        head[..]
+    else {
         return None;
     };
     let (seq, n): (u64, usize) = (seq.parse().ok()?, n.parse().ok()?);
@@ -171,7 +179,10 @@ pub fn parse(text: &str) -> Option<Profile> {
             if counts.len() != n {
                 return None;
             }
-            let count = counts.iter().map(|x| x.parse().ok()).collect::<Option<_>>()?;
+            let count = counts
+                .iter()
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
             mmio.push(MmioSite { count, ..site });
             continue;
         }
@@ -182,7 +193,10 @@ pub fn parse(text: &str) -> Option<Profile> {
             "unplaced" => None,
             a => Some(u64::from_str_radix(a, 16).ok()?),
         };
-        let v: Vec<u64> = w[1..].iter().map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        let v: Vec<u64> = w[1..]
+            .iter()
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
         blocks.insert(
             key,
             Block {
@@ -214,7 +228,11 @@ impl Table {
     fn new(names: String, mut syms: Vec<(u64, u64, usize, usize)>, mangled: bool) -> Table {
         syms.sort_by_key(|s| s.0);
         syms.dedup_by_key(|s| s.0);
-        Table { names, syms, mangled }
+        Table {
+            names,
+            syms,
+            mangled,
+        }
     }
 
     /// The symbol that holds `addr`: the last one starting at or below it,
@@ -356,7 +374,11 @@ impl Symbols {
     fn place(&self, addr: u64) -> Place {
         if addr >= KERNEL_START {
             // kallsyms gives no sizes: a function ends where the next starts.
-            return match self.tables.first().and_then(|k| k.table.find(addr, 1 << 20)) {
+            return match self
+                .tables
+                .first()
+                .and_then(|k| k.table.find(addr, 1 << 20))
+            {
                 Some(i) => Place::Symbol(0, i),
                 None => Place::Label("[kernel]".into()),
             };
@@ -376,7 +398,10 @@ impl Symbols {
             .map(|(off, _, va)| va + (file_off - off));
         match vaddr.and_then(|va| f.table.find(va, 0)) {
             Some(i) => Place::Symbol(m.table, i),
-            None => Place::Label(format!("[{}]", m.file.rsplit('/').next().unwrap_or(&m.file))),
+            None => Place::Label(format!(
+                "[{}]",
+                m.file.rsplit('/').next().unwrap_or(&m.file)
+            )),
         }
     }
 
@@ -401,7 +426,11 @@ fn kallsyms(text: String) -> Table {
         let l = line.trim_end_matches('\n');
         let b = l.as_bytes();
         // `ffffffff81000000 T name\t[module]`
-        if b.len() > 19 && b[16] == b' ' && b[18] == b' ' && matches!(b[17], b't' | b'T' | b'w' | b'W') {
+        if b.len() > 19
+            && b[16] == b' '
+            && b[18] == b' '
+            && matches!(b[17], b't' | b'T' | b'w' | b'W')
+        {
             if let Ok(addr) = u64::from_str_radix(&l[..16], 16) {
                 if addr != 0 {
                     syms.push((addr, 0, at + 19, l.len() - 19));
@@ -498,12 +527,20 @@ pub fn top_functions(
     let mut total = 0;
     for (addr, b) in &profile.blocks {
         let v = if marked { &b.marked } else { &b.all };
-        let insns: u64 = v.iter().enumerate().filter(|(i, _)| pick(*i)).map(|(_, x)| x).sum();
+        let insns: u64 = v
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| pick(*i))
+            .map(|(_, x)| x)
+            .sum();
         if insns == 0 {
             continue;
         }
         total += insns;
-        let place = addr.map_or_else(|| Place::Label("[unplaced blocks]".into()), |a| symbols.place(a));
+        let place = addr.map_or_else(
+            || Place::Label("[unplaced blocks]".into()),
+            |a| symbols.place(a),
+        );
         *per.entry(place).or_default() += insns;
     }
     // Names only for the places that ran (demangling is the slow part).
@@ -518,7 +555,11 @@ pub fn top_functions(
             instructions,
         })
         .collect();
-    v.sort_by(|a, b| b.instructions.cmp(&a.instructions).then_with(|| a.function.cmp(&b.function)));
+    v.sort_by(|a, b| {
+        b.instructions
+            .cmp(&a.instructions)
+            .then_with(|| a.function.cmp(&b.function))
+    });
     v.truncate(n);
     (v, total)
 }
@@ -546,7 +587,13 @@ pub fn top_mmio_sites(
 ) -> Vec<MmioCost> {
     let mut per: HashMap<String, u64> = HashMap::new();
     for m in &profile.mmio {
-        let accesses: u64 = m.count.iter().enumerate().filter(|(i, _)| pick(*i)).map(|(_, x)| x).sum();
+        let accesses: u64 = m
+            .count
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| pick(*i))
+            .map(|(_, x)| x)
+            .sum();
         if accesses == 0 {
             continue;
         }
@@ -560,13 +607,24 @@ pub fn top_mmio_sites(
                         || format!("{}@{phys:#x}", m.device),
                         |(start, _, label)| format!("{label}+{:#x}", phys - start),
                     );
-                format!("{} {reg} by {}", if m.write { "write" } else { "read" }, symbols.name(m.pc))
+                format!(
+                    "{} {reg} by {}",
+                    if m.write { "write" } else { "read" },
+                    symbols.name(m.pc)
+                )
             }
         };
         *per.entry(place).or_default() += accesses;
     }
-    let mut v: Vec<MmioCost> = per.into_iter().map(|(site, accesses)| MmioCost { site, accesses }).collect();
-    v.sort_by(|a, b| b.accesses.cmp(&a.accesses).then_with(|| a.site.cmp(&b.site)));
+    let mut v: Vec<MmioCost> = per
+        .into_iter()
+        .map(|(site, accesses)| MmioCost { site, accesses })
+        .collect();
+    v.sort_by(|a, b| {
+        b.accesses
+            .cmp(&a.accesses)
+            .then_with(|| a.site.cmp(&b.site))
+    });
     v.truncate(n);
     v
 }
@@ -597,8 +655,14 @@ mod tests {
         assert!(parse(&FILE.replace("end 7\n", "")).is_none());
         assert!(parse(&FILE.replace("401000 10 20 0 20", "401000 10 20 0")).is_none());
         assert_eq!(p.mmio.len(), 3);
-        assert_eq!((p.mmio[0].phys, p.mmio[0].write, p.mmio[0].pc), (Some(0xfe80_0818), true, 0x40_1010));
-        assert_eq!((p.mmio[2].phys, p.mmio[2].count.clone()), (None, vec![0, 1]));
+        assert_eq!(
+            (p.mmio[0].phys, p.mmio[0].write, p.mmio[0].pc),
+            (Some(0xfe80_0818), true, 0x40_1010)
+        );
+        assert_eq!(
+            (p.mmio[2].phys, p.mmio[2].count.clone()),
+            (None, vec![0, 1])
+        );
         assert!(parse(&FILE.replace("igb-mmio 0 3", "igb-mmio 0")).is_none());
         assert!(parse(&FILE.replace("fe800818 w 401010", "fe800818 x 401010")).is_none());
     }
@@ -615,7 +679,10 @@ mod tests {
         };
         let bars = [(0xfe80_0000, 0x2_0000, "igb BAR0".to_string())];
         let top = top_mmio_sites(&p, |_| true, &bars, &syms, 10);
-        let f = |site: &str, accesses| MmioCost { site: site.into(), accesses };
+        let f = |site: &str, accesses| MmioCost {
+            site: site.into(),
+            accesses,
+        };
         assert_eq!(
             top,
             vec![
@@ -624,7 +691,10 @@ mod tests {
                 f("[unplaced MMIO sites]", 1)
             ]
         );
-        assert_eq!(top_mmio_sites(&p, |v| v == 0, &[], &syms, 1), vec![f("write igb-mmio@0xfe800818 by igb_xmit_frame [igb]", 2)]);
+        assert_eq!(
+            top_mmio_sites(&p, |v| v == 0, &[], &syms, 1),
+            vec![f("write igb-mmio@0xfe800818 by igb_xmit_frame [igb]", 2)]
+        );
     }
 
     #[test]
@@ -635,7 +705,9 @@ mod tests {
         let syms = Symbols {
             tables: vec![Arc::new(FileSymbols {
                 segments: vec![],
-                table: kallsyms("ffffffff81000000 T igb_poll\nffffffff81000100 t napi_x\t[igb]\n".into()),
+                table: kallsyms(
+                    "ffffffff81000000 T igb_poll\nffffffff81000100 t napi_x\t[igb]\n".into(),
+                ),
             })],
             user: vec![],
         };
@@ -647,7 +719,11 @@ mod tests {
         };
         assert_eq!(
             top,
-            vec![f("igb_poll", 100), f("[user]", 30), f("[unplaced blocks]", 1)]
+            vec![
+                f("igb_poll", 100),
+                f("[user]", 30),
+                f("[unplaced blocks]", 1)
+            ]
         );
         let (top, total) = top_functions(&p, |v| v == 1, true, &syms, 1);
         assert_eq!((top, total), (vec![f("[user]", 20)], 20));
@@ -686,7 +762,12 @@ mod tests {
         assert_eq!(
             executable_mappings(maps),
             vec![
-                (0x55d0_c010_0000, 0x55d0_c020_0000, 0x10_0000, "/bin/x".to_string()),
+                (
+                    0x55d0_c010_0000,
+                    0x55d0_c020_0000,
+                    0x10_0000,
+                    "/bin/x".to_string()
+                ),
                 (0x7ffd_0010_0000, 0x7ffd_0010_2000, 0, "[vdso]".to_string())
             ]
         );

@@ -358,28 +358,27 @@ impl DmaRegion {
                 let _ = std::fs::remove_file(path);
             }
         }
-        let mem = built
-            .map_err(|e| match e {
-                vm_memory::mmap::MmapRegionError::Mmap(source) => {
-                    if page == PageSize::Huge2M
-                        && matches!(
-                            source.raw_os_error(),
-                            Some(libc::ENOMEM) | Some(libc::EINVAL)
-                        )
-                    {
-                        DmaError::NoHugepages {
-                            needed: len / HUGEPAGE_SIZE,
-                            free: free_hugepages(),
-                        }
-                    } else {
-                        DmaError::Mmap { len, cause: source }
+        let mem = built.map_err(|e| match e {
+            vm_memory::mmap::MmapRegionError::Mmap(source) => {
+                if page == PageSize::Huge2M
+                    && matches!(
+                        source.raw_os_error(),
+                        Some(libc::ENOMEM) | Some(libc::EINVAL)
+                    )
+                {
+                    DmaError::NoHugepages {
+                        needed: len / HUGEPAGE_SIZE,
+                        free: free_hugepages(),
                     }
+                } else {
+                    DmaError::Mmap { len, cause: source }
                 }
-                other => DmaError::Mmap {
-                    len,
-                    cause: std::io::Error::other(other.to_string()),
-                },
-            })?;
+            }
+            other => DmaError::Mmap {
+                len,
+                cause: std::io::Error::other(other.to_string()),
+            },
+        })?;
         let bytes = page.bytes();
         // SAFETY: `mem` is a private anonymous mapping owned by the returned
         // DmaRegion; its Drop calls `unmap_pages` before `mem` (declared
@@ -515,7 +514,12 @@ const PERSISTENT_PREFIX: &str = "pollnic-dma-";
 fn start_time(pid: &str) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces: count from after its ')'.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
 }
 
 /// A new file of `len` bytes in `dir`, named after this process.
@@ -620,8 +624,15 @@ mod tests {
         unsafe fn map(&self, _va: *mut u8, _len: usize) -> Result<u64, DmaError> {
             unreachable!("map_pages is overridden")
         }
-        unsafe fn map_pages(&self, _va: *mut u8, len: usize, page: usize) -> Result<Vec<u64>, DmaError> {
-            Ok((0..len / page).map(|k| 0x100_0000 - (k as u64) * 0x10_0000).collect())
+        unsafe fn map_pages(
+            &self,
+            _va: *mut u8,
+            len: usize,
+            page: usize,
+        ) -> Result<Vec<u64>, DmaError> {
+            Ok((0..len / page)
+                .map(|k| 0x100_0000 - (k as u64) * 0x10_0000)
+                .collect())
         }
         fn unmap(&self, _iova: u64, _len: usize) {
             unreachable!("unmap_pages is overridden")
@@ -644,7 +655,10 @@ mod tests {
         assert!(r.check_contiguous(4096).is_ok());
         assert!(matches!(
             r.check_contiguous(4097),
-            Err(DmaError::NotContiguous { needed: 4097, contiguous: 4096 })
+            Err(DmaError::NotContiguous {
+                needed: 4097,
+                contiguous: 4096
+            })
         ));
         drop(r);
         assert_eq!(*m.0.lock().unwrap(), vec![0x100_0000, 0xf0_0000, 0xe0_0000]);

@@ -1290,7 +1290,10 @@ mod layout_tests {
             [0, 8, 12, 14]
         );
         assert_eq!(size_of::<UsedElem>(), 8);
-        assert_eq!([offset_of!(UsedElem, id), offset_of!(UsedElem, len)], [0, 4]);
+        assert_eq!(
+            [offset_of!(UsedElem, id), offset_of!(UsedElem, len)],
+            [0, 4]
+        );
         assert!(align_of::<Desc>() <= 16 && align_of::<UsedElem>() <= 4);
     }
 

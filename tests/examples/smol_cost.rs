@@ -118,7 +118,10 @@ fn main() {
             break;
         }
     }
-    assert!(got == len && same, "got {got} of {len} bytes, or they differ");
+    assert!(
+        got == len && same,
+        "got {got} of {len} bytes, or they differ"
+    );
     let (a, b) = (pa.stats(), pb.stats());
     drop((pa, pb));
     assert!(ma.violations().is_empty() && mb.violations().is_empty());

@@ -220,10 +220,20 @@ mod tests {
             c.qemu_arg(Path::new("/t/run/count-x.txt")),
             "/t/pollnic-count.so,out=/t/run/count-x.txt,idle_start=0x10,idle_end=0x20,mem=off"
         );
-        let c = Count { profile: false, ..c };
-        assert!(c.qemu_arg(Path::new("/t/x")).ends_with(",mem=off,profile=0"));
-        let c = Count { switch: 0xffff_ffff_8100_0000, ..c };
-        assert!(c.qemu_arg(Path::new("/t/x")).ends_with(",profile=0,switch=0xffffffff81000000"));
+        let c = Count {
+            profile: false,
+            ..c
+        };
+        assert!(c
+            .qemu_arg(Path::new("/t/x"))
+            .ends_with(",mem=off,profile=0"));
+        let c = Count {
+            switch: 0xffff_ffff_8100_0000,
+            ..c
+        };
+        assert!(c
+            .qemu_arg(Path::new("/t/x"))
+            .ends_with(",profile=0,switch=0xffffffff81000000"));
     }
 
     #[test]

@@ -240,7 +240,12 @@ impl VmArgs {
         let mut opts = self.options(bind);
         if count || self.count {
             let image = guest::prepare(layout)?;
-            opts.count = Some(count::prepare(layout, &image, !self.count_no_mem, !self.count_no_profile)?);
+            opts.count = Some(count::prepare(
+                layout,
+                &image,
+                !self.count_no_mem,
+                !self.count_no_profile,
+            )?);
         }
         Ok(opts)
     }

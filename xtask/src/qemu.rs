@@ -14,8 +14,8 @@ use crate::install::QEMU;
 use crate::layout::Layout;
 use crate::qmp::Relay;
 use crate::runscript::{
-    full_script, hub_of, nic_id, nonce, virtio_id, PORTS, SHARED_GROUP, VIRTIO_NOPLATFORM,
-    NOPLATFORM_TAP, VIRTIO_PORTS, VIRTIO_QUEUE_PAIRS, VIRTIO_TRANSITIONAL,
+    full_script, hub_of, nic_id, nonce, virtio_id, NOPLATFORM_TAP, PORTS, SHARED_GROUP,
+    VIRTIO_NOPLATFORM, VIRTIO_PORTS, VIRTIO_QUEUE_PAIRS, VIRTIO_TRANSITIONAL,
 };
 use crate::{cmd, say};
 
@@ -125,8 +125,11 @@ pub fn run_in_guest(
         "export POLLNIC_QMP_RELAY={}\n{counts_export}{script}",
         cmd::shell_quote(&relay_dir)
     );
-    std::fs::write(&script_path, full_script(layout, &script, opts.bind, opts.no_iommu))
-        .with_context(|| format!("writing {}", script_path.display()))?;
+    std::fs::write(
+        &script_path,
+        full_script(layout, &script, opts.bind, opts.no_iommu),
+    )
+    .with_context(|| format!("writing {}", script_path.display()))?;
     crate::layout::check_plain_path(&script_path)?;
 
     // QMP listens in /tmp: a unix socket path must stay under 108 bytes.
@@ -314,7 +317,11 @@ fn qemu_command(
                  {}rx_queue_size=1024,mq=on,rss=on,hash=on,host_mtu=9000",
                 virtio_id(i),
                 // The plain-VM guest's ports offer no VIRTIO_F_ACCESS_PLATFORM.
-                if opts.no_iommu { "" } else { "iommu_platform=on," }
+                if opts.no_iommu {
+                    ""
+                } else {
+                    "iommu_platform=on,"
+                }
             ),
         ]);
     }
@@ -325,9 +332,7 @@ fn qemu_command(
         let slot = &pci[8..10];
         let netdev = if name == "np" {
             // On the bridge, for guest_virtio_kernel (VIRTIO_NOPLATFORM).
-            format!(
-                "tap,id=vnp,ifname={NOPLATFORM_TAP},queues=1,vhost=off,script=no,downscript=no"
-            )
+            format!("tap,id=vnp,ifname={NOPLATFORM_TAP},queues=1,vhost=off,script=no,downscript=no")
         } else {
             format!("hubport,id=v{name},hubid=2")
         };

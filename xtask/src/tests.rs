@@ -377,10 +377,7 @@ fn after_wedge(todo: &[TestExe], done: &[GuestResult], wedged: &str) -> Vec<Test
 
 /// Two guest runs as one: the first failing status, the first boot, both
 /// durations; an error of either.
-fn both(
-    a: Result<qemu::RunOutcome>,
-    b: Result<qemu::RunOutcome>,
-) -> Result<qemu::RunOutcome> {
+fn both(a: Result<qemu::RunOutcome>, b: Result<qemu::RunOutcome>) -> Result<qemu::RunOutcome> {
     match (a, b) {
         (Ok(a), Ok(b)) => Ok(qemu::RunOutcome {
             code: if a.code != 0 { a.code } else { b.code },
@@ -393,7 +390,10 @@ fn both(
 
 /// The test binaries' names, space-separated.
 fn names(exes: &[TestExe]) -> String {
-    exes.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(" ")
+    exes.iter()
+        .map(|e| e.name.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Runs each test binary in turn and appends `<name> <exit> <secs>` to `results`.
@@ -438,7 +438,10 @@ fn guest_script(
     // The ports each binary starts from: vfio-pci, or uio_pci_generic in
     // the guest with no IOMMU.
     let (pcis, how) = if no_iommu {
-        (crate::runscript::no_iommu_ports(), "--driver uio_pci_generic ")
+        (
+            crate::runscript::no_iommu_ports(),
+            "--driver uio_pci_generic ",
+        )
     } else {
         (crate::runscript::bound_ports(), "")
     };
@@ -533,7 +536,12 @@ mod suite_tests {
     /// never ran; those that ended keep their results.
     #[test]
     fn a_fresh_guest_runs_the_wedged_binary_and_the_rest() {
-        let todo = [exe("guest_a"), exe("guest_b"), exe("guest_c"), exe("guest_d")];
+        let todo = [
+            exe("guest_a"),
+            exe("guest_b"),
+            exe("guest_c"),
+            exe("guest_d"),
+        ];
         let done = [result("guest_a")];
         let next: Vec<String> = after_wedge(&todo, &done, "guest_b")
             .into_iter()

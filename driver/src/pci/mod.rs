@@ -35,9 +35,7 @@ pub use crate::family::{Caveat, FamilyInfo};
 pub use address::{ParseAddressError, PciAddress};
 pub use bind::BindReport;
 use binder::{BindOptions, Binder};
-pub use device::{
-    list_nics, list_nics_in, PciDevice, CLASS_ETHERNET, UIO_PCI_GENERIC, VFIO_PCI,
-};
+pub use device::{list_nics, list_nics_in, PciDevice, CLASS_ETHERNET, UIO_PCI_GENERIC, VFIO_PCI};
 pub use error::{Error, Result};
 pub use ids::{identify, lookup, lookup_in, supported_nics, NicModel, INTEL_VENDOR_ID};
 use kernel::LinuxKernel;

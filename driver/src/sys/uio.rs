@@ -90,7 +90,10 @@ impl Uio {
             _uio: uio,
             dma: PhysicalDma::new(u64::MAX)?,
         };
-        uio.set_command(command::MEMORY | command::MASTER | command::INTX_DISABLE, true);
+        uio.set_command(
+            command::MEMORY | command::MASTER | command::INTX_DISABLE,
+            true,
+        );
         Ok(uio)
     }
 
@@ -100,7 +103,9 @@ impl Uio {
             return;
         }
         let cmd = command::with(u16::from_le_bytes(b), bits, on);
-        let _ = self.config.write_all_at(&cmd.to_le_bytes(), command::OFFSET);
+        let _ = self
+            .config
+            .write_all_at(&cmd.to_le_bytes(), command::OFFSET);
     }
 }
 
@@ -109,7 +114,10 @@ impl Uio {
 fn uio_node(dir: &Path) -> std::io::Result<PathBuf> {
     for e in std::fs::read_dir(dir.join("uio"))?.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.strip_prefix("uio").is_some_and(|n| n.parse::<u32>().is_ok()) {
+        if name
+            .strip_prefix("uio")
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+        {
             return Ok(Path::new("/dev").join(name));
         }
     }
@@ -135,7 +143,9 @@ fn is_memory_bar(resource: &str, index: u8) -> bool {
 fn map_resource(dir: &Path, index: u8) -> std::io::Result<Bar> {
     let table = std::fs::read_to_string(dir.join("resource"))?;
     if !is_memory_bar(&table, index) {
-        return Err(std::io::Error::other(format!("BAR {index} is not a memory BAR")));
+        return Err(std::io::Error::other(format!(
+            "BAR {index} is not a memory BAR"
+        )));
     }
     let f = OpenOptions::new()
         .read(true)

@@ -122,9 +122,8 @@ impl Vfio {
         let container = match shared {
             Some(dma) => Arc::clone(&dma.container),
             None => Arc::new(
-                VfioContainer::new(None).map_err(|e| Error::VfioUnavailable {
-                    cause: Box::new(e),
-                })?,
+                VfioContainer::new(None)
+                    .map_err(|e| Error::VfioUnavailable { cause: Box::new(e) })?,
             ),
         };
         let ops: Arc<dyn VfioOps> = container.clone();

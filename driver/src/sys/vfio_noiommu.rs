@@ -144,9 +144,8 @@ impl VfioNoIommu {
             cause: Box::new(e),
         };
         let rw = |p: &str| OpenOptions::new().read(true).write(true).open(p);
-        let container = rw("/dev/vfio/vfio").map_err(|e| Error::VfioUnavailable {
-            cause: Box::new(e),
-        })?;
+        let container =
+            rw("/dev/vfio/vfio").map_err(|e| Error::VfioUnavailable { cause: Box::new(e) })?;
         let cfd = container.as_raw_fd();
         // SAFETY: VFIO_GET_API_VERSION and VFIO_CHECK_EXTENSION take a value.
         let version = unsafe { ioctl(cfd, VFIO_GET_API_VERSION, 0) }
@@ -164,7 +163,8 @@ impl VfioNoIommu {
             ));
         }
         let node = format!("/dev/vfio/noiommu-{group}");
-        let group_file = rw(&node).map_err(|e| fail("opening /dev/vfio/noiommu-<group> (needs CAP_SYS_RAWIO)", e))?;
+        let group_file = rw(&node)
+            .map_err(|e| fail("opening /dev/vfio/noiommu-<group> (needs CAP_SYS_RAWIO)", e))?;
         let gfd = group_file.as_raw_fd();
         let mut status = GroupStatus {
             argsz: std::mem::size_of::<GroupStatus>() as u32,
@@ -208,7 +208,10 @@ impl VfioNoIommu {
             config,
             dma: PhysicalDma::new(u64::MAX)?,
         };
-        dev.set_command(command::MEMORY | command::MASTER | command::INTX_DISABLE, true);
+        dev.set_command(
+            command::MEMORY | command::MASTER | command::INTX_DISABLE,
+            true,
+        );
         Ok(dev)
     }
 
@@ -247,8 +250,14 @@ impl VfioNoIommu {
         set.fds[..fds.len()].copy_from_slice(fds);
         // SAFETY: a pointer to a live `vfio_irq_set` whose argsz covers the
         // header and exactly `count` eventfds, all inside `set`.
-        unsafe { ioctl(self.device.as_raw_fd(), VFIO_DEVICE_SET_IRQS, &mut set as *mut _ as usize) }
-            .map(|_| ())
+        unsafe {
+            ioctl(
+                self.device.as_raw_fd(),
+                VFIO_DEVICE_SET_IRQS,
+                &mut set as *mut _ as usize,
+            )
+        }
+        .map(|_| ())
     }
 }
 
@@ -275,7 +284,9 @@ fn region_info(device: &File, index: u32) -> std::io::Result<RegionInfo> {
 fn map_bar(device: &File, index: u32) -> std::io::Result<Bar> {
     let info = region_info(device, index)?;
     if info.flags & REGION_MMAP == 0 || info.size == 0 {
-        return Err(std::io::Error::other(format!("BAR {index} cannot be mapped")));
+        return Err(std::io::Error::other(format!(
+            "BAR {index} cannot be mapped"
+        )));
     }
     Bar::map(device.as_raw_fd(), info.offset, info.size as usize)
 }
@@ -285,8 +296,9 @@ impl DeviceIo for VfioNoIommu {
         self.bars.first()
     }
     fn bar(&self, index: u8) -> Option<Arc<dyn DeviceBar>> {
-        let b: Arc<dyn DeviceBar> =
-            self.bars.get(index, || map_bar(&self.device, u32::from(index)))?;
+        let b: Arc<dyn DeviceBar> = self
+            .bars
+            .get(index, || map_bar(&self.device, u32::from(index)))?;
         Some(b)
     }
     fn config_read(&self, off: u32, buf: &mut [u8]) -> bool {

@@ -564,9 +564,21 @@ impl State {
         }
         let new = v & !old;
         for (bit, needs, name) in [
-            (status::DRIVER, status::ACKNOWLEDGE, "DRIVER before ACKNOWLEDGE"),
-            (status::FEATURES_OK, status::DRIVER, "FEATURES_OK before DRIVER"),
-            (status::DRIVER_OK, status::FEATURES_OK, "DRIVER_OK before FEATURES_OK"),
+            (
+                status::DRIVER,
+                status::ACKNOWLEDGE,
+                "DRIVER before ACKNOWLEDGE",
+            ),
+            (
+                status::FEATURES_OK,
+                status::DRIVER,
+                "FEATURES_OK before DRIVER",
+            ),
+            (
+                status::DRIVER_OK,
+                status::FEATURES_OK,
+                "DRIVER_OK before FEATURES_OK",
+            ),
         ] {
             if new & bit != 0 && v & needs == 0 {
                 self.violation(format!(
@@ -663,27 +675,33 @@ impl State {
         // (position, next, cfg_type, offset, length, cap_len)
         let caps: [(usize, usize, u8, u32, u32, u8); 4] = [
             (0x40, 0x50, 1, common_off, COMMON_LEN, 16),
-            (0x50, 0x64, 2, NOTIFY, NOTIFY_MULT * self.queues.len() as u32, 20),
+            (
+                0x50,
+                0x64,
+                2,
+                NOTIFY,
+                NOTIFY_MULT * self.queues.len() as u32,
+                20,
+            ),
             (0x64, devcfg_at, 3, ISR, 4, 16),
             (devcfg_at, 0, 4, DEVCFG, DEVCFG_LEN, 16),
         ];
         for (p, next, ty, off, len, cap_len) in caps {
             let body = [
                 0x09, // vendor-specific
-                next as u8,
-                cap_len,
-                ty,
-                BAR,
-                0,
-                0,
-                0,
+                next as u8, cap_len, ty, BAR, 0, 0, 0,
             ];
             for (i, b) in body.iter().enumerate() {
                 if let Some(x) = c.get_mut(p + i) {
                     *x = *b;
                 }
             }
-            for (i, b) in off.to_le_bytes().iter().chain(len.to_le_bytes().iter()).enumerate() {
+            for (i, b) in off
+                .to_le_bytes()
+                .iter()
+                .chain(len.to_le_bytes().iter())
+                .enumerate()
+            {
                 if let Some(x) = c.get_mut(p + 8 + i) {
                     *x = *b;
                 }
@@ -996,7 +1014,9 @@ impl State {
             ));
         }
         if key_len > RSS_MAX_KEY {
-            problems.push(format!("hash_key_length {key_len} above rss_max_key_size {RSS_MAX_KEY}"));
+            problems.push(format!(
+                "hash_key_length {key_len} above rss_max_key_size {RSS_MAX_KEY}"
+            ));
         }
         if hash_types & !HASH_TYPES != 0 {
             problems.push(format!(
@@ -1009,10 +1029,15 @@ impl State {
                 .is_some_and(|v| v.enabled)
         };
         if let Some(bad) = table.iter().chain([&unclassified]).find(|&&q| !enabled(q)) {
-            problems.push(format!("queue {bad} in the table is not an enabled receive queue"));
+            problems.push(format!(
+                "queue {bad} in the table is not an enabled receive queue"
+            ));
         }
         if max_tx_vq == 0 || max_tx_vq > self.cfg.queue_pairs {
-            problems.push(format!("max_tx_vq {max_tx_vq} outside 1..={}", self.cfg.queue_pairs));
+            problems.push(format!(
+                "max_tx_vq {max_tx_vq} outside 1..={}",
+                self.cfg.queue_pairs
+            ));
         }
         if !problems.is_empty() {
             self.violation(format!(
@@ -1078,7 +1103,9 @@ impl State {
         if self.promisc {
             return true;
         }
-        let Some(dst) = frame.get(0..6) else { return false };
+        let Some(dst) = frame.get(0..6) else {
+            return false;
+        };
         dst == self.cfg.mac || dst == [0xff; 6] || (dst[0] & 1 == 1 && self.allmulti)
     }
 
@@ -1199,9 +1226,11 @@ impl RegisterModel for State {
             return;
         }
         let end = iova.saturating_add(len as u64);
-        let live = self.queues.iter().enumerate().find(|(_, q)| {
-            q.enabled && q.parts().iter().any(|&(a, _)| a >= iova && a < end)
-        });
+        let live = self
+            .queues
+            .iter()
+            .enumerate()
+            .find(|(_, q)| q.enabled && q.parts().iter().any(|&(a, _)| a >= iova && a < end));
         if let Some((q, _)) = live {
             self.violation(format!(
                 "the mapping at {iova:#x} holding enabled virtqueue {q} was removed while the \

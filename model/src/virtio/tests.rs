@@ -55,7 +55,10 @@ impl Rig {
         self.w32(0x0c, features as u32);
         self.w32(0x08, 1);
         self.w32(0x0c, (features >> 32) as u32);
-        self.w8(0x14, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
+        self.w8(
+            0x14,
+            status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
+        );
         if read_back {
             assert_ne!(self.r8(0x14) & status::FEATURES_OK, 0);
         }
@@ -107,7 +110,10 @@ fn the_specs_sequence_leaves_no_violation_and_a_frame_arrives() {
     r.queue(0);
     r.driver_ok();
     r.post_rx(2048);
-    assert_eq!(r.s.receive(&frame(60)), VirtioRx::Delivered { queue: 0, hash: 0 });
+    assert_eq!(
+        r.s.receive(&frame(60)),
+        VirtioRx::Delivered { queue: 0, hash: 0 }
+    );
     assert_eq!(r.mem_u16(USED + 2), 1, "used.idx published");
     assert!(r.s.violations.is_empty(), "{}", r.violations());
 }
@@ -128,7 +134,11 @@ fn zero_written_to_queue_enable_is_a_violation() {
     r.negotiate(BASIC, true);
     r.queue(0);
     r.w16(0x1c, 0);
-    assert!(r.violations().contains("MUST NOT write a 0"), "{}", r.violations());
+    assert!(
+        r.violations().contains("MUST NOT write a 0"),
+        "{}",
+        r.violations()
+    );
 }
 
 #[test]
@@ -140,7 +150,11 @@ fn driver_ok_without_reading_features_ok_back_is_a_violation() {
         0x14,
         status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK | status::DRIVER_OK,
     );
-    assert!(r.violations().contains("§3.1.1 step 6"), "{}", r.violations());
+    assert!(
+        r.violations().contains("§3.1.1 step 6"),
+        "{}",
+        r.violations()
+    );
 }
 
 #[test]
@@ -149,7 +163,11 @@ fn a_notification_before_driver_ok_is_a_violation() {
     r.negotiate(BASIC, true);
     r.queue(1);
     r.w16(NOTIFY + NOTIFY_MULT, 1);
-    assert!(r.violations().contains("before setting DRIVER_OK"), "{}", r.violations());
+    assert!(
+        r.violations().contains("before setting DRIVER_OK"),
+        "{}",
+        r.violations()
+    );
 }
 
 #[test]
@@ -180,7 +198,10 @@ fn receive_buffers_smaller_than_a_frame_of_the_mtu_are_a_violation() {
     r.driver_ok();
     r.post_rx(2048);
     // The frame fits, but the buffer could not take one of the MTU.
-    assert!(matches!(r.s.receive(&frame(60)), VirtioRx::Delivered { .. }));
+    assert!(matches!(
+        r.s.receive(&frame(60)),
+        VirtioRx::Delivered { .. }
+    ));
     assert!(r.violations().contains("§5.1.4.2"), "{}", r.violations());
 }
 

@@ -266,7 +266,11 @@ impl Mempool {
         // or physical addresses alike.
         let iovas: Box<[u64]> = offsets
             .iter()
-            .map(|&o| region.iova_at(o as usize).expect("every offset lies inside the region"))
+            .map(|&o| {
+                region
+                    .iova_at(o as usize)
+                    .expect("every offset lies inside the region")
+            })
             .collect();
         let free = ArrayQueue::new(count.max(1) as usize);
         for i in 0..count {

@@ -500,7 +500,11 @@ impl Port {
         self.add_status(status::ACKNOWLEDGE);
         self.add_status(status::DRIVER);
         let offered = self.device_features();
-        let platform = if physical { 0 } else { feature::ACCESS_PLATFORM };
+        let platform = if physical {
+            0
+        } else {
+            feature::ACCESS_PLATFORM
+        };
         for (bit, name, why) in [
             (
                 feature::VERSION_1,
@@ -657,7 +661,10 @@ impl Port {
             cause: CtrlError::Stopped,
         })?;
         ctrl.command(class, cmd, data, CTRL_WAIT)
-            .map_err(|source| Error::VirtioCtrl { addr, cause: source })
+            .map_err(|source| Error::VirtioCtrl {
+                addr,
+                cause: source,
+            })
     }
 
     /// Whether the receive filter can be set as [`DeviceConfig::promisc`]
@@ -842,10 +849,8 @@ impl Port {
         c.w16(common::QUEUE_SELECT, q);
         let off = (c.r16(common::QUEUE_NOTIFY_OFF) as u32).checked_mul(self.notify_mult);
         let Some(off) = off.filter(|o| {
-            o.checked_add(2).is_some_and(|e| e <= self.notify.len)
-                && (self.notify.off + o) % 2 == 0
-        })
-        else {
+            o.checked_add(2).is_some_and(|e| e <= self.notify.len) && (self.notify.off + o) % 2 == 0
+        }) else {
             return Err(Error::Virtio {
                 addr: self.addr,
                 problem: VirtioError::NotifyOutside {
@@ -1162,7 +1167,10 @@ mod tests {
         ] {
             assert!(field(o).is_some_and(|i| i < enable), "{o:#x} before enable");
         }
-        assert!(port.setup_queue(2, a, NO_VECTOR), "NO_VECTOR reads back as itself");
+        assert!(
+            port.setup_queue(2, a, NO_VECTOR),
+            "NO_VECTOR reads back as itself"
+        );
     }
 
     /// A device that breaks the RX virtqueue's protocol (a used entry with
@@ -1233,7 +1241,10 @@ mod tests {
             ),
             "{err}"
         );
-        assert!(err.to_string().contains("receive virtqueue stopped"), "{err}");
+        assert!(
+            err.to_string().contains("receive virtqueue stopped"),
+            "{err}"
+        );
         let snap = counters[0].snapshot();
         assert_eq!((snap.device_errors, snap.virtqueues_stopped), (1, 1));
         // It stays stopped: a good entry after it is not followed.
@@ -1250,15 +1261,30 @@ mod tests {
         let base = DeviceConfig::default();
         for (cfg, want) in [
             (base.clone().with_vlan_strip(true), "vlan_strip"),
-            (base.clone().with_flow_control(FlowControl::Full), "flow_control"),
-            (base.clone().with_flow_control(FlowControl::Rx), "flow_control"),
-            (base.clone().with_data_path(DataPathChoice::Vector), "data_path"),
-            (base.clone().with_power_saving(PowerSaving::LINUX), "power_saving"),
+            (
+                base.clone().with_flow_control(FlowControl::Full),
+                "flow_control",
+            ),
+            (
+                base.clone().with_flow_control(FlowControl::Rx),
+                "flow_control",
+            ),
+            (
+                base.clone().with_data_path(DataPathChoice::Vector),
+                "data_path",
+            ),
+            (
+                base.clone().with_power_saving(PowerSaving::LINUX),
+                "power_saving",
+            ),
         ] {
             match check_config(addr(), &cfg) {
                 Err(e @ Error::ConfigUnsupported { field, .. }) => {
                     assert_eq!(field, want);
-                    assert!(e.to_string().contains(&format!("DeviceConfig::{want}")), "{e}");
+                    assert!(
+                        e.to_string().contains(&format!("DeviceConfig::{want}")),
+                        "{e}"
+                    );
                 }
                 other => panic!("{want}: {other:?}"),
             }
@@ -1279,9 +1305,15 @@ mod tests {
         let on = DeviceConfig::default().with_promisc(true);
         for (offered, refused) in [
             (full, None),
-            (full & !feature::NET_CTRL_RX, Some("no receive filter control")),
+            (
+                full & !feature::NET_CTRL_RX,
+                Some("no receive filter control"),
+            ),
             // CTRL_RX without the control queue is not negotiated.
-            (full & !feature::NET_CTRL_VQ, Some("no receive filter control")),
+            (
+                full & !feature::NET_CTRL_VQ,
+                Some("no receive filter control"),
+            ),
             (full & !feature::NET_MAC, Some("no MAC address")),
         ] {
             let io = io(offered, false, true);
@@ -1290,7 +1322,14 @@ mod tests {
             assert!(port.check_rx_filter(&on).is_ok());
             match (port.check_rx_filter(&off), refused) {
                 (Ok(()), None) => {}
-                (Err(e @ Error::ConfigUnsupported { field: "promisc", .. }), Some(why)) => {
+                (
+                    Err(
+                        e @ Error::ConfigUnsupported {
+                            field: "promisc", ..
+                        },
+                    ),
+                    Some(why),
+                ) => {
                     assert!(e.to_string().contains(why), "{e}");
                 }
                 (got, want) => panic!("{offered:#x}: {got:?}, wanted {want:?}"),
@@ -1375,14 +1414,27 @@ mod tests {
         assert!(check_mtu(a, Some(9000), 1500).is_ok());
         assert!(check_mtu(a, None, 1500).is_ok());
         let msg = check_mtu(a, Some(4000), 9000).unwrap_err().to_string();
-        assert!(msg.contains("MTU of 4000 bytes") && msg.contains("host_mtu"), "{msg}");
+        assert!(
+            msg.contains("MTU of 4000 bytes") && msg.contains("host_mtu"),
+            "{msg}"
+        );
         let err = check_mtu(a, None, 1501).unwrap_err();
         assert!(
-            matches!(err, Error::VirtioMtu { mtu: 1501, device_mtu: None, .. }),
+            matches!(
+                err,
+                Error::VirtioMtu {
+                    mtu: 1501,
+                    device_mtu: None,
+                    ..
+                }
+            ),
             "{err}"
         );
         let msg = err.to_string();
-        assert!(msg.contains("VIRTIO_NET_F_MTU") && msg.contains("host_mtu=9000"), "{msg}");
+        assert!(
+            msg.contains("VIRTIO_NET_F_MTU") && msg.contains("host_mtu=9000"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -147,8 +147,5 @@ fn a_virtio_net_interface_under_its_virtio_child_is_the_ports() {
     let d = PciDevice::read(&f.sysfs, addr).unwrap();
     assert_eq!(d.family().map(|f| f.name()), Some("virtio-net"));
     assert_eq!(d.interfaces, vec!["enp0s16".to_owned()]);
-    assert!(list_nics(&f.sysfs)
-        .unwrap()
-        .iter()
-        .any(|n| n.addr == addr));
+    assert!(list_nics(&f.sysfs).unwrap().iter().any(|n| n.addr == addr));
 }
