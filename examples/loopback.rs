@@ -355,7 +355,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // What the loss is, as far as the NICs tell.
     let cause = match (account.not_received(), rx_overrun) {
         (0, _) => String::new(),
-        (_, _) if rxd.family() == "virtio-net" => " -- not received: a virtio-net port counts \
+        (_, _) if rxd.family() == pollnic::NicFamily::VirtioNet => " -- not received: a virtio-net port counts \
              no drops; with no free RX buffer QEMU stops taking frames for it, and what the \
              sender then sends is held in QEMU (hub backend) or dropped by the host's tap queue \
              (tap backend, the testbed's): pace with --rate (see `stalls`)"

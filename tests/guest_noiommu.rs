@@ -152,7 +152,7 @@ fn loopback_20000_frames_at_64_and_1518_bytes_with_physical_addresses() {
         assert_eq!(ts.counter(Counter::TxPackets), Some(40_000), "{a}");
         assert_eq!(rs.counter(Counter::RxPackets), Some(40_000), "{b}");
         // igb counts the FCS in its byte counters, virtio-net has none.
-        let fcs = if rx.family() == "virtio-net" {
+        let fcs = if rx.family() == pollnic::NicFamily::VirtioNet {
             0
         } else {
             4 * 40_000

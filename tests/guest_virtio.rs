@@ -57,7 +57,7 @@ fn status_lists_the_virtio_ports_with_family_virtio_net() {
 fn link_is_up_and_the_mac_is_qemus() {
     for i in 0..2 {
         let mut dev = Device::open(vport(i), &config()).expect("open a virtio-net port");
-        assert_eq!(dev.family(), "virtio-net");
+        assert_eq!(dev.family(), pollnic::NicFamily::VirtioNet);
         assert_eq!(
             dev.mac(),
             vport_mac(i),

@@ -29,7 +29,7 @@ fn model(mac_last: u8) -> Soft82576 {
 fn device_opens_on_the_model_with_the_igb_back_end() {
     let m = model(1);
     let dev = m.open(&small(1)).expect("bring-up on the model");
-    assert_eq!(dev.family(), "igb");
+    assert_eq!(dev.family(), pollnic::NicFamily::Igb);
     assert_eq!(dev.mac(), [0x52, 0x54, 0x00, 0x12, 0x34, 1]);
     let link = dev.link();
     assert!(

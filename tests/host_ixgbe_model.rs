@@ -81,7 +81,7 @@ fn send_over_wire(tx: &mut Device, a: &Soft82599, rx: &mut Device, b: &Soft82599
 fn device_opens_on_the_model_with_the_ixgbe_back_end() {
     let m = model(1);
     let dev = m.open(&small(1)).expect("bring-up on the model");
-    assert_eq!(dev.family(), "ixgbe");
+    assert_eq!(dev.family(), pollnic::NicFamily::Ixgbe);
     assert_eq!(dev.mac(), [0x00, 0x1b, 0x21, 0x0a, 0x0b, 1]);
     let link = dev.link();
     assert!(link.up && link.speed_mbps == 10_000, "{link:?}");

@@ -33,7 +33,7 @@ fn clean(m: &SoftVirtioNet) {
 fn device_opens_on_the_model_with_every_feature_it_offers_and_no_violation() {
     let m = model();
     let dev = m.open(&small(2)).expect("bring-up on the model");
-    assert_eq!(dev.family(), "virtio-net");
+    assert_eq!(dev.family(), pollnic::NicFamily::VirtioNet);
     assert_eq!(dev.mac(), [0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
     assert!(dev.link().up);
     assert_eq!(dev.address().to_string(), MODEL_ADDR);

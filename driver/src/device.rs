@@ -728,9 +728,11 @@ impl Device {
         v
     }
 
-    /// The back end driving this device ("igb", "ixgbe", "virtio-net").
-    pub fn family(&self) -> &'static str {
-        self.family.name()
+    /// The family of NICs this device belongs to, the back end driving it
+    /// (`NicFamily::Igb`, `Ixgbe`, `VirtioNet`; its `name()` and `Display`
+    /// give "igb", "ixgbe", "virtio-net").
+    pub fn family(&self) -> crate::NicFamily {
+        self.family.kind()
     }
 
     /// Whether the kernel has asked for this device back: an administrator

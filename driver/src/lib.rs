@@ -77,7 +77,7 @@ pub use config::{DataPathChoice, DeviceConfig, DmaAddressing};
 pub use device::{Device, DeviceIdent};
 pub use error::{Error, Result};
 pub use family::virtio::problem::VirtioError;
-pub use family::LinkStatus;
+pub use family::{LinkStatus, NicFamily};
 pub use irq::{Moderation, RxMode};
 pub use pollnic_rings::{DataPath, Mempool, Packet};
 

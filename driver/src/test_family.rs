@@ -45,8 +45,8 @@ const NOT_OPENED: &str = "the test family is never opened as a Device";
 impl crate::family::sealed::Sealed for E1000eForTest {}
 
 impl Family for E1000eForTest {
-    fn name(&self) -> &'static str {
-        "e1000e"
+    fn kind(&self) -> crate::family::NicFamily {
+        crate::family::NicFamily::Test
     }
     fn models(&self) -> &'static [NicModel] {
         MODELS

@@ -54,6 +54,44 @@ pub(crate) fn lookup(vendor: u16, device: u16) -> Option<&'static dyn Family> {
         .find(|f| f.drives(vendor, device))
 }
 
+/// The family of NICs a port belongs to, the back end that drives it
+/// ([`crate::Device::family`], [`FamilyInfo::kind`]). Non-exhaustive: a
+/// family may be added; match with a `_` arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NicFamily {
+    /// Intel 82576 and I350 (Linux `igb`).
+    Igb,
+    /// Intel 82599 / X520 (Linux `ixgbe`).
+    Ixgbe,
+    /// Modern virtio 1.x network devices over PCI (Linux `virtio_net`).
+    VirtioNet,
+    /// The made-up family of the PCI layer's tests (feature `test-family`).
+    #[cfg(feature = "test-family")]
+    #[doc(hidden)]
+    Test,
+}
+
+impl NicFamily {
+    /// Its short name, as `pollnic status` prints it and as the Linux
+    /// driver is called: `igb`, `ixgbe`, `virtio-net`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            NicFamily::Igb => "igb",
+            NicFamily::Ixgbe => "ixgbe",
+            NicFamily::VirtioNet => "virtio-net",
+            #[cfg(feature = "test-family")]
+            NicFamily::Test => "e1000e",
+        }
+    }
+}
+
+impl std::fmt::Display for NicFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A NIC family pollnic drives (igb, ixgbe), as the PCI look-ups name it
 /// ([`crate::pci::PciDevice::family`], [`crate::pci::identify`],
 /// [`crate::pci::NicModel::family`]): what it is called and what it
@@ -66,6 +104,10 @@ impl FamilyInfo {
     /// Short name, as `pollnic status` prints it (`igb`, `ixgbe`).
     pub fn name(&self) -> &'static str {
         self.0.name()
+    }
+    /// Which family it is.
+    pub fn kind(&self) -> NicFamily {
+        self.0.kind()
     }
     /// The Linux driver that normally owns this family's ports (`igb`,
     /// `ixgbe`): what `pollnic unbind` rebinds to.
@@ -269,8 +311,12 @@ pub(crate) mod sealed {
 /// the device's registers; none keeps state (the `Device` does). Sealed:
 /// programs name it (e.g. in [`NicModel::family`]) but cannot implement it.
 pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
-    /// Short name, as the Linux driver's: "igb", "ixgbe".
-    fn name(&self) -> &'static str;
+    /// Which family this is.
+    fn kind(&self) -> NicFamily;
+    /// Short name, as the Linux driver's: "igb", "ixgbe" ([`NicFamily::name`]).
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
     /// Name of the Linux kernel driver for these parts, the one `pollnic
     /// unbind` gives a port back to (`/sys/bus/pci/drivers/<name>`). Default:
     /// [`Family::name`].

@@ -30,8 +30,8 @@ pub struct Igb;
 impl crate::family::sealed::Sealed for Igb {}
 
 impl Family for Igb {
-    fn name(&self) -> &'static str {
-        "igb"
+    fn kind(&self) -> crate::family::NicFamily {
+        crate::family::NicFamily::Igb
     }
     fn models(&self) -> &'static [NicModel] {
         ids::MODELS

@@ -54,8 +54,8 @@ static QSFP: Ixgbe = Ixgbe { media: Media::Qsfp };
 impl crate::family::sealed::Sealed for Ixgbe {}
 
 impl Family for Ixgbe {
-    fn name(&self) -> &'static str {
-        "ixgbe"
+    fn kind(&self) -> crate::family::NicFamily {
+        crate::family::NicFamily::Ixgbe
     }
     fn models(&self) -> &'static [NicModel] {
         ids::MODELS

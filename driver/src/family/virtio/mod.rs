@@ -178,8 +178,8 @@ pub(crate) static LAYOUT: StatsLayout = StatsLayout {
 };
 
 impl Family for VirtioNet {
-    fn name(&self) -> &'static str {
-        "virtio-net"
+    fn kind(&self) -> crate::family::NicFamily {
+        crate::family::NicFamily::VirtioNet
     }
     /// The kernel's PCI driver for every virtio device (`virtio_net` binds
     /// on the virtio bus above it).
