@@ -406,10 +406,14 @@ fn what_is_refused_and_what_it_says() {
                     .err()
                     .expect("interrupt mode refused");
                 assert!(format!("{e:#}").contains("INTx"), "{e:#}");
+                // And the port says so before anyone asks.
+                let dev = Device::open(a.as_str(), &config()).unwrap();
+                assert!(!dev.capabilities().interrupts, "{a}: uio has no MSI-X");
             }
             // VFIO's no-IOMMU mode has MSI-X: interrupt mode works.
             Way::VfioNoIommu => {
                 let mut tx = Device::open(a.as_str(), &config()).unwrap();
+                assert!(tx.capabilities().interrupts, "{a}: VFIO no-IOMMU has MSI-X");
                 let mut rx = Device::open(b.as_str(), &irq).unwrap();
                 transfer_and_verify(&mut tx, &mut rx, 2000, |_| 60);
             }

@@ -745,3 +745,29 @@ fn i350_eee_and_dma_coalescing_are_off_by_default_and_configurable() {
     drop(dev);
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
+
+#[test]
+fn capabilities_say_what_an_igb_port_does() {
+    use pollnic::offload::TxOffload;
+    use pollnic::{Counter, NicFamily};
+    let m = model(1);
+    let dev = m.open(&small(2)).unwrap();
+    let c = dev.capabilities();
+    assert_eq!(c.family, NicFamily::Igb);
+    assert_eq!((c.max_queues, c.queues, c.max_mtu), (16, 2, 9000));
+    assert!(c.rx_checksum && c.vlan_strip && c.interrupts);
+    assert!(c.tx.ipv4_checksum && c.tx.l4_checksum && c.tx.vlan_insert && c.tx.tso);
+    assert_eq!(c.rss.map(|r| (r.table_len, r.key_len)), Some((128, 40)));
+    assert!(
+        c.counters.contains(&Counter::RxMissedErrors),
+        "{:?}",
+        c.counters
+    );
+    assert_eq!(c.counters.len(), Counter::ALL.len(), "{:?}", c.counters);
+    let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+    let f = frame::expected(60, &flow, 0, 0);
+    assert_eq!(
+        c.check_tx(&TxOffload::NONE.with_ipv4_checksum().with_l4_checksum(), &f),
+        Ok(())
+    );
+}

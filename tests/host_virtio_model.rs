@@ -341,3 +341,45 @@ fn a_device_rewriting_the_avail_ring_and_descriptors_changes_nothing() {
     assert!(m.mappings().is_empty(), "every buffer came home");
     clean(&m);
 }
+
+#[test]
+fn capabilities_say_what_a_virtio_port_does_and_does_not() {
+    use pollnic::offload::{TxOffload, TxRefusal};
+    use pollnic::{Counter, NicFamily};
+    let m = SoftVirtioNet::new(VirtioModelConfig {
+        mtu: 9000,
+        ..Default::default()
+    });
+    let dev = m.open(&small(2)).unwrap();
+    let c = dev.capabilities();
+    assert_eq!(c.family, NicFamily::VirtioNet);
+    assert_eq!((c.max_queues, c.queues, c.max_mtu), (4, 2, 9000));
+    assert!(!c.rx_checksum && !c.vlan_strip);
+    assert_eq!(c.tx, pollnic::TxCapabilities::default(), "no TX offloads");
+    assert_eq!(c.rss.map(|r| (r.table_len, r.key_len)), Some((128, 40)));
+    assert!(c.interrupts);
+    assert_eq!(
+        c.counters,
+        [
+            Counter::RxPackets,
+            Counter::TxPackets,
+            Counter::RxBytes,
+            Counter::TxBytes
+        ]
+    );
+    let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+    let f = frame::expected(60, &flow, 0, 0);
+    assert_eq!(
+        c.check_tx(&TxOffload::NONE.with_l4_checksum(), &f),
+        Err(TxRefusal::NoTxOffloads)
+    );
+    assert_eq!(c.check_tx(&TxOffload::NONE, &f), Ok(()));
+    drop(dev);
+    // Without RSS offered the device spreads its own way: no RSS to drive.
+    let m = SoftVirtioNet::new(VirtioModelConfig {
+        features: feature::ALL & !feature::NET_RSS & !feature::NET_HASH_REPORT,
+        ..Default::default()
+    });
+    assert_eq!(m.open(&small(1)).unwrap().capabilities().rss, None);
+    clean(&m);
+}

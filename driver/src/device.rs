@@ -735,6 +735,58 @@ impl Device {
         self.family.kind()
     }
 
+    /// What this port can do: queues, MTU, transmit and receive offloads,
+    /// RSS, interrupt modes and the counters it keeps. Read from what the
+    /// family drives and, on virtio-net, from what the device offered and
+    /// pollnic negotiated at open; the counters from one [`Device::stats`]
+    /// read.
+    pub fn capabilities(&self) -> crate::Capabilities {
+        let stats = self.stats();
+        let counters = crate::Counter::ALL
+            .into_iter()
+            .filter(|&c| stats.counter(c).is_some())
+            .collect();
+        let msix = self.io.interrupts().is_some_and(|i| i.msix_capable());
+        let intel = crate::Capabilities {
+            family: self.family(),
+            max_queues: self.family.max_queues(self.device_id),
+            queues: self.hw_queues,
+            max_mtu: self.family.max_mtu(),
+            tx: crate::TxCapabilities {
+                ipv4_checksum: true,
+                l4_checksum: true,
+                vlan_insert: true,
+                tso: true,
+            },
+            rx_checksum: true,
+            vlan_strip: true,
+            rss: Some(crate::RssCapabilities {
+                table_len: pollnic_hw::rss::RETA_LEN,
+                key_len: pollnic_hw::rss::KEY_LEN,
+            }),
+            interrupts: msix,
+            counters,
+        };
+        match &self.virtio {
+            None => intel,
+            Some(port) => crate::Capabilities {
+                max_queues: port.max_queue_pairs().unwrap_or(1),
+                max_mtu: port.mtu().map_or(pollnic_hw::mtu::DEFAULT_MTU, u32::from),
+                tx: crate::TxCapabilities::default(),
+                rx_checksum: false,
+                vlan_strip: false,
+                rss: port
+                    .rss_table_len()
+                    .map(|table_len| crate::RssCapabilities {
+                        table_len,
+                        key_len: pollnic_hw::rss::KEY_LEN,
+                    }),
+                interrupts: msix && self.virtio_vector_refused.is_none(),
+                ..intel
+            },
+        }
+    }
+
     /// Whether the kernel has asked for this device back: an administrator
     /// unbound it from vfio-pci or removed it, and VFIO relayed the request
     /// (`VFIO_PCI_REQ_IRQ_INDEX`; the kernel's unbind or remove now waits

@@ -117,6 +117,11 @@ pub trait DeviceIo: Send + Sync {
 /// MSI-X delivery to eventfds: what [`crate::RxMode::Interrupt`] and
 /// [`crate::RxMode::Adaptive`] need under a device.
 pub trait Interrupts: Send + Sync {
+    /// Whether [`Interrupts::enable_msix`] can succeed at all (false for a
+    /// port on `uio_pci_generic`, which delivers INTx only). Default: true.
+    fn msix_capable(&self) -> bool {
+        true
+    }
     /// Enable MSI-X with `vectors` vectors; vector `v` signals the `v`th
     /// event returned.
     ///

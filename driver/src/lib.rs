@@ -51,6 +51,7 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctest;
 
+mod caps;
 pub mod config;
 mod counters;
 mod cpuwait;
@@ -73,6 +74,7 @@ mod sys;
 pub mod test_family;
 mod wait;
 
+pub use caps::{Capabilities, RssCapabilities, TxCapabilities};
 pub use config::{DataPathChoice, DeviceConfig, DmaAddressing};
 pub use device::{Device, DeviceIdent};
 pub use error::{Error, Result};

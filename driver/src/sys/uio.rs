@@ -192,6 +192,9 @@ impl DeviceIo for Uio {
 }
 
 impl crate::io::Interrupts for Uio {
+    fn msix_capable(&self) -> bool {
+        false
+    }
     fn enable_msix(&self, _vectors: u16) -> Result<Vec<Arc<crate::io::IrqEvent>>, MsixError> {
         Err(MsixError::IntxOnly)
     }

@@ -780,17 +780,26 @@ impl Port {
             }));
         }
         let max_len = self.cfg16(NET_CFG_RSS_MAX_TABLE_LEN).unwrap_or(0) as usize;
-        let len = if max_len == 0 {
-            0
-        } else {
-            (1usize << (usize::BITS - 1 - max_len.leading_zeros())).min(reta.0.len())
-        };
+        let len = self.rss_table_len().unwrap_or(0);
         if len == 0 || (0..reta.0.len()).any(|i| reta.0[i] != reta.0[i % len]) {
             return Err(bad(VirtioError::RetaDoesNotFold { table_len: max_len }));
         }
         let table: Vec<u16> = reta.0[..len].iter().map(|&q| u16::from(q)).collect();
         let data = ctrl::rss_config(rss.hash_types, &table, 0, rss.queues, &rss.key);
         self.command(ctrl::CLASS_MQ, ctrl::MQ_RSS_CONFIG, &data)
+    }
+
+    /// The redirection table pollnic sends with RSS negotiated:
+    /// `rss_max_indirection_table_length` down to a power of two, at most
+    /// 128 entries (`None` without RSS, or a length of 0).
+    pub(crate) fn rss_table_len(&self) -> Option<usize> {
+        if !self.has(feature::NET_RSS) {
+            return None;
+        }
+        let max_len = self.cfg16(NET_CFG_RSS_MAX_TABLE_LEN).unwrap_or(0) as usize;
+        (max_len > 0).then(|| {
+            (1usize << (usize::BITS - 1 - max_len.leading_zeros())).min(pollnic_hw::rss::RETA_LEN)
+        })
     }
 
     /// Whether `VIRTIO_F_EVENT_IDX` was negotiated: the virtqueues must
