@@ -115,7 +115,13 @@ fn bad_inputs_give_clear_errors_and_leave_the_device_usable() {
     for size in [7, 100, 16, 520, 8192] {
         let c = DeviceConfig::default().with_rx_ring_size(size);
         let e = Device::open(port(0), &c).err().expect("bad ring size");
-        assert!(matches!(e, Error::InvalidRingSize { .. }), "{size}: {e}");
+        assert!(
+            matches!(
+                e,
+                Error::Config(pollnic::ConfigError::InvalidRingSize { .. })
+            ),
+            "{size}: {e}"
+        );
         assert!(
             e.to_string().contains("power of two between 32 and 4096"),
             "{e}"

@@ -172,7 +172,13 @@ fn loopback_20000_frames_of_9014_bytes_at_mtu_9000_and_counters_agree() {
     let err = Device::open(vport(0), &config().with_mtu(9001))
         .err()
         .expect("MTU 9001 is refused");
-    assert!(matches!(err, Error::InvalidMtu { mtu: 9001 }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Config(pollnic::ConfigError::InvalidMtu { mtu: 9001 })
+        ),
+        "{err}"
+    );
     let cfg = config().with_mtu(9000);
     let mut ports = Device::open_many([vport(0), vport(1)], &cfg).expect("open both at MTU 9000");
     let (a, b) = ports.split_at_mut(1);

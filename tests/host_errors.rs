@@ -31,10 +31,10 @@ fn invalid_ring_size_is_refused_before_touching_anything() {
     assert!(
         matches!(
             e,
-            Error::InvalidRingSize {
+            Error::Config(pollnic::ConfigError::InvalidRingSize {
                 which: "tx",
                 size: 4100
-            }
+            })
         ),
         "{e}"
     );

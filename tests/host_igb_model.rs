@@ -357,7 +357,13 @@ fn at_mtu_1500_a_1519_byte_frame_is_dropped_and_counted_and_a_tagged_1522_arrive
     assert_eq!(rx.stats().get("rx_length_errors"), Some(1));
     // Out of range: a clear error before the device is touched.
     let e = b.open(&small(1).with_mtu(9001)).err().unwrap();
-    assert!(matches!(e, pollnic::Error::InvalidMtu { mtu: 9001 }), "{e}");
+    assert!(
+        matches!(
+            e,
+            pollnic::Error::Config(pollnic::ConfigError::InvalidMtu { mtu: 9001 })
+        ),
+        "{e}"
+    );
     let e = e.to_string();
     assert!(
         e.contains("MTU 9001 (DeviceConfig::mtu) is out of range") && e.contains("1500 to 9000"),

@@ -1,6 +1,6 @@
 //! Device configuration with the field's defaults.
 
-use crate::error::{Error, Result};
+use crate::error::ConfigError;
 use crate::family::HashTypes;
 pub use crate::family::RxFilter;
 use crate::irq::{Moderation, RxMode};
@@ -160,7 +160,7 @@ pub enum DataPathChoice {
     /// Always the scalar loops (one descriptor at a time).
     Scalar,
     /// Always the vector loops: [`DeviceConfig::validate`] refuses it
-    /// (`Error::VectorUnsupported`) on a CPU without them.
+    /// (`ConfigError::VectorUnsupported`) on a CPU without them.
     Vector,
 }
 
@@ -357,30 +357,30 @@ impl DeviceConfig {
     /// Check every field.
     ///
     /// # Errors
-    /// The first field that is wrong: [`Error::VectorUnsupported`],
-    /// [`Error::InvalidRingSize`], [`Error::MempoolTooSmall`],
-    /// [`Error::InvalidBufSize`], [`Error::InvalidMtu`],
-    /// [`Error::InvalidQueueCount`], [`Error::RetaQueueOutOfRange`].
-    pub fn validate(&self) -> Result<()> {
+    /// The first field that is wrong: [`ConfigError::VectorUnsupported`],
+    /// [`ConfigError::InvalidRingSize`], [`ConfigError::MempoolTooSmall`],
+    /// [`ConfigError::InvalidBufSize`], [`ConfigError::InvalidMtu`],
+    /// [`ConfigError::InvalidQueueCount`], [`ConfigError::RetaQueueOutOfRange`].
+    pub fn validate(&self) -> std::result::Result<(), ConfigError> {
         if self.data_path == DataPathChoice::Vector && !pollnic_rings::DataPath::vector_supported()
         {
-            return Err(Error::VectorUnsupported);
+            return Err(ConfigError::VectorUnsupported);
         }
         if !usable_ring_size(self.rx_ring_size) {
-            return Err(Error::InvalidRingSize {
+            return Err(ConfigError::InvalidRingSize {
                 which: "rx",
                 size: self.rx_ring_size,
             });
         }
         if !usable_ring_size(self.tx_ring_size) {
-            return Err(Error::InvalidRingSize {
+            return Err(ConfigError::InvalidRingSize {
                 which: "tx",
                 size: self.tx_ring_size,
             });
         }
         let needed = self.min_mempool_size();
         if self.mempool_size < needed {
-            return Err(Error::MempoolTooSmall {
+            return Err(ConfigError::MempoolTooSmall {
                 size: self.mempool_size,
                 needed,
                 rx_ring: self.rx_ring_size,
@@ -389,15 +389,15 @@ impl DeviceConfig {
             });
         }
         if !(1024..=16 * 1024).contains(&self.buf_size) || self.buf_size % 1024 != 0 {
-            return Err(Error::InvalidBufSize {
+            return Err(ConfigError::InvalidBufSize {
                 size: self.buf_size,
             });
         }
         if !pollnic_hw::mtu::valid_mtu(self.mtu) {
-            return Err(Error::InvalidMtu { mtu: self.mtu });
+            return Err(ConfigError::InvalidMtu { mtu: self.mtu });
         }
         if self.queues == 0 || self.queues > MAX_QUEUES_82576 {
-            return Err(Error::InvalidQueueCount {
+            return Err(ConfigError::InvalidQueueCount {
                 queues: self.queues,
                 max: MAX_QUEUES_82576,
             });
@@ -407,7 +407,7 @@ impl DeviceConfig {
             .as_ref()
             .and_then(|r| r.0.iter().find(|&&q| q as u16 >= self.queues))
         {
-            return Err(Error::RetaQueueOutOfRange {
+            return Err(ConfigError::RetaQueueOutOfRange {
                 queue: bad,
                 queues: self.queues,
             });
@@ -498,7 +498,7 @@ mod tests {
         };
         assert!(matches!(
             c.validate(),
-            Err(Error::InvalidRingSize {
+            Err(ConfigError::InvalidRingSize {
                 which: "tx",
                 size: 33
             })
@@ -536,7 +536,7 @@ mod tests {
             }
             .validate()
             .unwrap_err();
-            assert!(matches!(e, Error::InvalidMtu { mtu } if mtu == bad), "{e}");
+            assert!(matches!(e, ConfigError::InvalidMtu { mtu } if mtu == bad), "{e}");
             let e = e.to_string();
             assert!(
                 e.contains(&format!("MTU {bad} (DeviceConfig::mtu) is out of range"))
@@ -563,7 +563,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                Error::RetaQueueOutOfRange {
+                ConfigError::RetaQueueOutOfRange {
                     queue: 2,
                     queues: 2
                 }

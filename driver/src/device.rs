@@ -11,7 +11,7 @@
 
 use crate::config::{DeviceConfig, DmaAddressing};
 use crate::counters::{DeviceCounters, QueueCounters};
-use crate::error::{Error, Result};
+use crate::error::{ConfigError, Error, Result};
 use crate::family::virtio::{self, VirtioNet};
 use crate::family::{self, DescFamily, Family, LinkStatus, RingRegs};
 use crate::io::{DeviceBar, DeviceIo, MsixError};
@@ -250,7 +250,7 @@ impl Device {
                 Route::Uio => Box::new(Uio::open(&sysfs, ident.addr)?),
                 Route::VfioNoIommu { group } => Box::new(VfioNoIommu::open(ident.addr, group)?),
             };
-            out.push(Device::open_on(io, ident, cfg)?);
+            out.push(Device::open_checked(io, ident, cfg)?);
         }
         Ok(out)
     }
@@ -398,6 +398,17 @@ impl Device {
         cfg: &DeviceConfig,
     ) -> Result<Device> {
         cfg.validate()?;
+        Device::open_checked(io, ident, cfg)
+    }
+
+    /// [`Device::open_on`] for a configuration already checked
+    /// ([`DeviceConfig::validate`], once per open: [`Device::open_in`]
+    /// checks it before it opens the first port).
+    fn open_checked(
+        io: Box<dyn DeviceIo>,
+        ident: DeviceIdent,
+        cfg: &DeviceConfig,
+    ) -> Result<Device> {
         let family = check_family(&ident, cfg)?;
         let counters: DeviceCounters = (0..cfg.queues)
             .map(|_| CachePadded::new(QueueCounters::default()))
@@ -1027,14 +1038,15 @@ impl Device {
     /// sent again on the control queue, virtio 1.x §5.1.6.5.7).
     ///
     /// # Errors
-    /// [`Error::RetaQueueOutOfRange`] when the table names a queue that does not exist;
+    /// [`ConfigError::RetaQueueOutOfRange`] when the table names a queue that does not exist;
     /// on virtio-net [`Error::VirtioCtrl`] when the device refuses it.
     pub fn set_reta(&mut self, reta: Reta) -> Result<()> {
         if let Some(&bad) = reta.0.iter().find(|&&q| q as u16 >= self.queue_count()) {
-            return Err(Error::RetaQueueOutOfRange {
+            return Err(ConfigError::RetaQueueOutOfRange {
                 queue: bad,
                 queues: self.queue_count(),
-            });
+            }
+            .into());
         }
         match (self.family.desc(), self.virtio.as_mut()) {
             (Some(desc), _) => desc.write_reta(self.bar.regs(), &reta),

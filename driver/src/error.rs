@@ -21,6 +21,11 @@ pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// The [`crate::DeviceConfig`] (or a table given later) cannot be right
+    /// for any device: [`ConfigError`], checked before a device is touched.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
     /// PCI sysfs: bad address, no such device, unsupported device, no IOMMU group...
     #[error(transparent)]
     Pci(#[from] crate::pci::Error),
@@ -182,91 +187,6 @@ pub enum Error {
     /// Ring construction (mempool too small for the ring).
     #[error(transparent)]
     Ring(#[from] pollnic_rings::rx::RingError),
-
-    /// A ring size pollnic cannot use: the 82576 takes multiples of
-    /// 8 descriptors up to 4096 (82576 datasheet, RDLEN/TDLEN registers), and
-    /// pollnic's rings index with a mask, so the size must be a power of two.
-    #[error(
-        "invalid {which} ring size {size}: must be a power of two between \
-         {MIN_RING_SIZE} and {MAX_RING_SIZE} descriptors (e.g. 512)"
-    )]
-    InvalidRingSize {
-        /// "rx" or "tx".
-        which: &'static str,
-        /// What was asked.
-        size: u32,
-    },
-
-    /// [`crate::DeviceConfig::data_path`] is [`crate::DataPathChoice::Vector`]
-    /// on a CPU without the vector loops' instructions.
-    #[error(
-        "DeviceConfig::data_path: the vector data path needs an x86-64 CPU (SSE2), which this \
-         is not: use DataPathChoice::Auto or DataPathChoice::Scalar"
-    )]
-    VectorUnsupported,
-
-    /// [`crate::DeviceConfig::mempool_size`] cannot fill both rings, the
-    /// queue's buffer cache and one burst.
-    #[error(
-        "DeviceConfig::mempool_size {size} is too small: each queue needs at least {needed} \
-         buffers (rx ring {rx_ring} + tx ring {tx_ring} + the queue's buffer cache {cache} + \
-         one burst of 32)"
-    )]
-    MempoolTooSmall {
-        /// Buffers asked for.
-        size: u32,
-        /// Buffers needed.
-        needed: u32,
-        /// RX ring size, descriptors.
-        rx_ring: u32,
-        /// TX ring size, descriptors.
-        tx_ring: u32,
-        /// The RX ring's buffer cache, buffers ([`pollnic_rings::rx_cache_size`]).
-        cache: usize,
-    },
-
-    /// [`crate::DeviceConfig::buf_size`] is not a multiple of 1024 in
-    /// 1024..=16384 bytes (SRRCTL.BSIZEPACKET is in 1 KiB units).
-    #[error(
-        "DeviceConfig::buf_size {size} must be a multiple of 1024 between 1024 and 16384 bytes"
-    )]
-    InvalidBufSize {
-        /// Bytes asked for.
-        size: usize,
-    },
-
-    /// [`crate::DeviceConfig::mtu`] is outside what pollnic takes.
-    #[error(
-        "MTU {mtu} (DeviceConfig::mtu) is out of range: pollnic takes an MTU of {} to {} bytes \
-         (frames of {} to {} bytes with the FCS, 4 more per VLAN tag)",
-        pollnic_hw::mtu::MIN_MTU,
-        pollnic_hw::mtu::MAX_MTU,
-        pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MIN_MTU),
-        pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MAX_MTU)
-    )]
-    InvalidMtu {
-        /// The MTU asked for, bytes.
-        mtu: u32,
-    },
-
-    /// [`crate::DeviceConfig::queues`] is 0 or above the most any family has.
-    #[error("DeviceConfig::queues {queues}: RSS spreads over 1 to {max} queues (I350: 8)")]
-    InvalidQueueCount {
-        /// Queues asked for.
-        queues: u16,
-        /// The most pollnic drives on any part.
-        max: u16,
-    },
-
-    /// A redirection table ([`crate::DeviceConfig::reta`],
-    /// [`crate::Device::set_reta`]) names a queue that does not exist.
-    #[error("the redirection table names queue {queue} but the device has {queues} queues")]
-    RetaQueueOutOfRange {
-        /// The first queue named that does not exist.
-        queue: u8,
-        /// Queues configured.
-        queues: u16,
-    },
 
     /// More queues asked for than this part has.
     #[error("DeviceConfig::queues {queues} requested but {device} has {max}")]
@@ -615,6 +535,100 @@ impl ParseNameError {
     pub fn expected(&self) -> &'static str {
         self.expected
     }
+}
+
+/// A [`crate::DeviceConfig`] that no device can take, found by
+/// [`crate::DeviceConfig::validate`] before any device is touched (so no
+/// PCI address: it is wrong wherever it goes), or a redirection table given
+/// to [`crate::Device::set_reta`] that names a queue the device does not
+/// have. Carried by [`Error::Config`]. Non-exhaustive: match with a `_` arm.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A ring size pollnic cannot use: the 82576 takes multiples of
+    /// 8 descriptors up to 4096 (82576 datasheet, RDLEN/TDLEN registers), and
+    /// pollnic's rings index with a mask, so the size must be a power of two.
+    #[error(
+        "invalid {which} ring size {size}: must be a power of two between \
+         {MIN_RING_SIZE} and {MAX_RING_SIZE} descriptors (e.g. 512)"
+    )]
+    InvalidRingSize {
+        /// "rx" or "tx".
+        which: &'static str,
+        /// What was asked.
+        size: u32,
+    },
+
+    /// [`crate::DeviceConfig::data_path`] is [`crate::DataPathChoice::Vector`]
+    /// on a CPU without the vector loops' instructions.
+    #[error(
+        "DeviceConfig::data_path: the vector data path needs an x86-64 CPU (SSE2), which this \
+         is not: use DataPathChoice::Auto or DataPathChoice::Scalar"
+    )]
+    VectorUnsupported,
+
+    /// [`crate::DeviceConfig::mempool_size`] cannot fill both rings, the
+    /// queue's buffer cache and one burst.
+    #[error(
+        "DeviceConfig::mempool_size {size} is too small: each queue needs at least {needed} \
+         buffers (rx ring {rx_ring} + tx ring {tx_ring} + the queue's buffer cache {cache} + \
+         one burst of 32)"
+    )]
+    MempoolTooSmall {
+        /// Buffers asked for.
+        size: u32,
+        /// Buffers needed.
+        needed: u32,
+        /// RX ring size, descriptors.
+        rx_ring: u32,
+        /// TX ring size, descriptors.
+        tx_ring: u32,
+        /// The RX ring's buffer cache, buffers ([`pollnic_rings::rx_cache_size`]).
+        cache: usize,
+    },
+
+    /// [`crate::DeviceConfig::buf_size`] is not a multiple of 1024 in
+    /// 1024..=16384 bytes (SRRCTL.BSIZEPACKET is in 1 KiB units).
+    #[error(
+        "DeviceConfig::buf_size {size} must be a multiple of 1024 between 1024 and 16384 bytes"
+    )]
+    InvalidBufSize {
+        /// Bytes asked for.
+        size: usize,
+    },
+
+    /// [`crate::DeviceConfig::mtu`] is outside what pollnic takes.
+    #[error(
+        "MTU {mtu} (DeviceConfig::mtu) is out of range: pollnic takes an MTU of {} to {} bytes \
+         (frames of {} to {} bytes with the FCS, 4 more per VLAN tag)",
+        pollnic_hw::mtu::MIN_MTU,
+        pollnic_hw::mtu::MAX_MTU,
+        pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MIN_MTU),
+        pollnic_hw::mtu::max_frame(pollnic_hw::mtu::MAX_MTU)
+    )]
+    InvalidMtu {
+        /// The MTU asked for, bytes.
+        mtu: u32,
+    },
+
+    /// [`crate::DeviceConfig::queues`] is 0 or above the most any family has.
+    #[error("DeviceConfig::queues {queues}: RSS spreads over 1 to {max} queues (I350: 8)")]
+    InvalidQueueCount {
+        /// Queues asked for.
+        queues: u16,
+        /// The most pollnic drives on any part.
+        max: u16,
+    },
+
+    /// A redirection table ([`crate::DeviceConfig::reta`],
+    /// [`crate::Device::set_reta`]) names a queue that does not exist.
+    #[error("the redirection table names queue {queue} but the device has {queues} queues")]
+    RetaQueueOutOfRange {
+        /// The first queue named that does not exist.
+        queue: u8,
+        /// Queues configured.
+        queues: u16,
+    },
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ mod wait;
 pub use caps::{Capabilities, RssCapabilities, TxCapabilities};
 pub use config::{DataPathChoice, DeviceConfig, DmaAddressing};
 pub use device::{Device, DeviceIdent};
-pub use error::{Error, Result};
+pub use error::{ConfigError, Error, Result};
 pub use family::virtio::problem::VirtioError;
 pub use family::{LinkStatus, NicFamily};
 pub use irq::{Moderation, RxMode};

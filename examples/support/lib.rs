@@ -25,7 +25,7 @@ pub mod smol;
 pub mod sweep;
 
 /// The check behind the examples' `--ring-size` option (one size for RX and
-/// TX): the message names the option, as `pollnic::Error::InvalidRingSize`
+/// TX): the message names the option, as `pollnic::ConfigError::InvalidRingSize`
 /// names a ring.
 ///
 /// # Errors
