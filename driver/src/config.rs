@@ -536,7 +536,10 @@ mod tests {
             }
             .validate()
             .unwrap_err();
-            assert!(matches!(e, ConfigError::InvalidMtu { mtu } if mtu == bad), "{e}");
+            assert!(
+                matches!(e, ConfigError::InvalidMtu { mtu } if mtu == bad),
+                "{e}"
+            );
             let e = e.to_string();
             assert!(
                 e.contains(&format!("MTU {bad} (DeviceConfig::mtu) is out of range"))

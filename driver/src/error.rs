@@ -2,10 +2,15 @@
 //! fix it; none leaves the device half-configured (the device is reset and
 //! every mapping released before the error is returned).
 
-pub use crate::io::MsixError;
+//!
+//! Each type an [`Error`] variant carries has one public path:
+//! [`crate::io::MsixError`], [`crate::dma::DmaError`], [`crate::ConfigError`],
+//! [`crate::VirtioError`], [`crate::pci::Error`], and here the rings'
+//! [`PacketTooLong`] and [`RingError`].
+
 use crate::pci::PciAddress;
 use pollnic_hw::igb::{MAX_RING_SIZE, MIN_RING_SIZE};
-pub use pollnic_rings::{DmaError, PacketTooLong, RingError};
+pub use pollnic_rings::{PacketTooLong, RingError};
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -58,7 +58,9 @@ impl PartialEq for NicModel {
 
 impl Eq for NicModel {}
 
-/// A NIC port's link, as far as can be told without touching the device.
+/// A NIC port's link, as far as can be told from sysfs without touching the
+/// device (`pollnic status`, `doctor`). An open port's own reading is
+/// [`crate::LinkStatus`] ([`crate::Device::link`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkState {
     /// Link up, at this speed in Mb/s when known.

@@ -169,7 +169,11 @@ pub struct RingRegs {
     pub len_bytes: u32,
 }
 
-/// Link state ([`crate::Device::link`]). Non-exhaustive: more may come.
+/// Link state of an open port, read from the device ([`crate::Device::link`]:
+/// igb STATUS, 82599 LINKS, virtio-net's status field). Not to be confused
+/// with [`crate::pci::LinkState`], what sysfs says of a port the kernel
+/// drives, without touching the device (`pollnic status`, `doctor`), which
+/// can be `Unknown`. Non-exhaustive: more may come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LinkStatus {
