@@ -1,8 +1,6 @@
 //! Device configuration with the field's defaults.
 
 use crate::error::ConfigError;
-use crate::family::HashTypes;
-pub use crate::family::RxFilter;
 use crate::irq::{Moderation, RxMode};
 pub use pollnic_hw::flow::FlowControl;
 use pollnic_hw::igb::{valid_ring_size, MAX_QUEUES_82576};
@@ -433,8 +431,8 @@ impl DeviceConfig {
 
 impl DeviceConfig {
     /// The receive filter `promisc` and `allmulti` ask for.
-    pub fn rx_filter(&self) -> crate::family::RxFilter {
-        crate::family::RxFilter {
+    pub fn rx_filter(&self) -> RxFilter {
+        RxFilter {
             promisc: self.promisc,
             allmulti: self.allmulti,
         }
@@ -574,5 +572,112 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("names queue 2"), "{e}");
+    }
+}
+
+/// Which packet types RSS hashes (the rest go to queue 0 with hash 0).
+/// Non-exhaustive (more types may come): start from [`HashTypes::default`]
+/// (all on) or [`HashTypes::NONE`] and set fields with the `with_*` methods,
+/// e.g. `HashTypes::NONE.with_ipv4(true).with_tcp_ipv4(true)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HashTypes {
+    /// IPv4 addresses.
+    pub ipv4: bool,
+    /// TCP/IPv4 addresses and ports.
+    pub tcp_ipv4: bool,
+    /// UDP/IPv4 addresses and ports.
+    pub udp_ipv4: bool,
+    /// IPv6 addresses.
+    pub ipv6: bool,
+    /// TCP/IPv6 addresses and ports.
+    pub tcp_ipv6: bool,
+    /// UDP/IPv6 addresses and ports.
+    pub udp_ipv6: bool,
+}
+
+impl HashTypes {
+    /// Every type off: RSS hashes nothing, every frame goes to queue 0.
+    pub const NONE: HashTypes = HashTypes {
+        ipv4: false,
+        tcp_ipv4: false,
+        udp_ipv4: false,
+        ipv6: false,
+        tcp_ipv6: false,
+        udp_ipv6: false,
+    };
+    /// Set [`HashTypes::ipv4`].
+    #[must_use]
+    pub const fn with_ipv4(mut self, on: bool) -> Self {
+        self.ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::tcp_ipv4`].
+    #[must_use]
+    pub const fn with_tcp_ipv4(mut self, on: bool) -> Self {
+        self.tcp_ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::udp_ipv4`].
+    #[must_use]
+    pub const fn with_udp_ipv4(mut self, on: bool) -> Self {
+        self.udp_ipv4 = on;
+        self
+    }
+    /// Set [`HashTypes::ipv6`].
+    #[must_use]
+    pub const fn with_ipv6(mut self, on: bool) -> Self {
+        self.ipv6 = on;
+        self
+    }
+    /// Set [`HashTypes::tcp_ipv6`].
+    #[must_use]
+    pub const fn with_tcp_ipv6(mut self, on: bool) -> Self {
+        self.tcp_ipv6 = on;
+        self
+    }
+    /// Set [`HashTypes::udp_ipv6`].
+    #[must_use]
+    pub const fn with_udp_ipv6(mut self, on: bool) -> Self {
+        self.udp_ipv6 = on;
+        self
+    }
+}
+
+impl Default for HashTypes {
+    /// All six on.
+    fn default() -> Self {
+        HashTypes {
+            ipv4: true,
+            tcp_ipv4: true,
+            udp_ipv4: true,
+            ipv6: true,
+            tcp_ipv6: true,
+            udp_ipv6: true,
+        }
+    }
+}
+
+/// Which frames the receive filter lets in besides those to the port's own
+/// MAC and broadcast (82576 datasheet §7.1.1.1 "Unicast/Multicast
+/// Filtering"; RCTL.UPE/MPE on igb, FCTRL.UPE/MPE on the 82599).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxFilter {
+    /// Every unicast and every multicast frame (UPE | MPE).
+    pub promisc: bool,
+    /// Every multicast frame (MPE), as DPDK's `rte_eth_allmulticast_enable`.
+    /// Off, multicast passes only through the multicast table (MTA), which
+    /// pollnic leaves empty: no multicast frame is delivered.
+    pub allmulti: bool,
+}
+
+impl RxFilter {
+    /// Unicast promiscuous (UPE).
+    pub fn unicast_promisc(&self) -> bool {
+        self.promisc
+    }
+    /// Multicast promiscuous (MPE): with `promisc` or `allmulti`.
+    pub fn multicast_promisc(&self) -> bool {
+        self.promisc || self.allmulti
     }
 }

@@ -8,7 +8,7 @@
 //! [`crate::VirtioError`], [`crate::pci::Error`], and here the rings'
 //! [`PacketTooLong`] and [`RingError`].
 
-use crate::pci::PciAddress;
+use crate::pci::address::PciAddress;
 use pollnic_hw::igb::{MAX_RING_SIZE, MIN_RING_SIZE};
 pub use pollnic_rings::{PacketTooLong, RingError};
 
@@ -33,7 +33,7 @@ pub enum Error {
 
     /// PCI sysfs: bad address, no such device, unsupported device, no IOMMU group...
     #[error(transparent)]
-    Pci(#[from] crate::pci::Error),
+    Pci(#[from] crate::pci::error::Error),
 
     /// The device is bound to a kernel driver (or none) instead of vfio-pci.
     #[error(
@@ -497,8 +497,8 @@ pub enum Error {
     },
 }
 
-impl From<crate::pci::ParseAddressError> for Error {
-    fn from(e: crate::pci::ParseAddressError) -> Self {
+impl From<crate::pci::address::ParseAddressError> for Error {
+    fn from(e: crate::pci::address::ParseAddressError) -> Self {
         Error::Pci(e.into())
     }
 }

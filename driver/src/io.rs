@@ -155,7 +155,7 @@ pub enum MsixError {
         /// Vectors asked for.
         vectors: u16,
         /// vfio-ioctls' error.
-        cause: crate::error::Cause,
+        cause: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// The device underneath has no MSI-X delivery ([`DeviceIo::interrupts`]
     /// is `None`, or a software model without it).

@@ -17,7 +17,6 @@
 //! queue back to sleep, still armed ([`IrqStats::stale`]).
 
 pub use crate::cpuwait::Waitpkg;
-use crate::family::VectorRegs;
 use crate::io::{DeviceBar, IrqEvent};
 use std::sync::Arc;
 use std::time::Duration;
@@ -503,4 +502,22 @@ mod tests {
         let (mut t, mut p) = (0, 0);
         assert_eq!(cycles(&mut z, &mut t, &mut p, 10, 1, 1), 0);
     }
+}
+
+/// The registers of one RX queue's MSI-X vector, as `DescFamily::configure_msix`
+/// set them up: what the queue's thread writes to arm, mask and throttle it.
+#[derive(Clone, Copy, Debug)]
+pub struct VectorRegs {
+    /// EICR's offset (write 1 to clear the vector's cause).
+    pub eicr: u32,
+    /// EIMS's offset (write the bit to unmask).
+    pub eims: u32,
+    /// EIMC's offset (write the bit to mask).
+    pub eimc: u32,
+    /// The vector's bit in EICR/EIMS/EIMC.
+    pub bit: u32,
+    /// The vector's EITR offset.
+    pub eitr: u32,
+    /// EITR's value for a throttle in µs (clamped to the family's maximum).
+    pub eitr_value: fn(u32) -> u32,
 }

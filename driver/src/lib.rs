@@ -104,7 +104,7 @@ pub use sys::clock;
 /// hasher ([`rss::Toeplitz`], [`Device::rss_hasher`]) to predict a flow's
 /// queue. The math is `pollnic_hw::rss`'s.
 pub mod rss {
-    pub use crate::family::HashTypes;
+    pub use crate::config::HashTypes;
     pub use pollnic_hw::rss::{
         queue_for, FlowKey, Reta, Toeplitz, KEY_LEN, L4, MICROSOFT_KEY, RETA_LEN, SYMMETRIC_KEY,
     };

@@ -1,27 +1,40 @@
 //! The seam between the shared driver and one NIC family's registers.
 //!
-//! # Why a trait object
+//! # Two traits
 //!
-//! A family is a [`Family`] trait object (`&'static dyn Family`), picked
-//! once by PCI ID from [`FAMILIES`] when the device is opened; the Linux
-//! e1000/igb `mac.ops` tables and DPDK's per-driver `eth_dev_ops` are the same
-//! shape. An enum would put a `match` over every family into each method, so
-//! a third family would mean edits across the driver; with the trait it is a
-//! new folder (`driver/src/<family>/` implementing [`Family`]) and one line in
-//! [`FAMILIES`]. The cost of the indirection is paid only on the control path
-//! (bring-up, RSS, link, counters, shutdown): `rx_burst`/`tx_burst` run on the
-//! shared rings, which differ per family only in the RX error mask (a value,
-//! [`Family::rx_error_mask`]), and write tails through a
-//! [`crate::io::TailDoorbell`], not through this trait.
+//! [`Family`] is what every family has: its name, PCI IDs and kernel driver
+//! (what `pollnic status`/`bind`/`doctor` use through [`FamilyInfo`]), its
+//! limits (queues, ring size, MTU, EITR range), the link register `status`
+//! peeks at, its counters' layout, and [`Family::desc`]. [`DescFamily`] is
+//! the register work of a family whose queues are Intel descriptor rings
+//! (igb, ixgbe): reset, RSS, per-queue registers, enables, link, counters,
+//! MSI-X, shutdown. virtio-net has no `DescFamily` (`desc()` is `None`);
+//! its bring-up is `family/virtio`'s `Port` and the device's
+//! `device/virtio.rs`. A device keeps one back end value (`device/backend.rs`):
+//! the `DescFamily`, or the virtio port.
 //!
-//! # The order `Device` calls it in
+//! Both are trait objects (`&'static dyn`), picked once by PCI ID from
+//! [`FAMILIES`] when the device is opened, as the Linux e1000/igb `mac.ops`
+//! tables and DPDK's per-driver `eth_dev_ops` are. A third descriptor-ring
+//! family is a folder implementing both traits and one line in
+//! [`FAMILIES`]; a family with a new kind of ring also needs its ring type
+//! in `pollnic-rings`, a variant of the queue's `Rings` and, where its
+//! control path differs, of the device's `Backend`. The indirection is paid
+//! on the control path only: `rx_burst`/`tx_burst` run on the rings, which
+//! differ per family only in the RX error mask (a value,
+//! [`DescFamily::rx_error_mask`]), and write tails through a
+//! [`crate::io::TailDoorbell`], not through these traits.
 //!
-//! [`Family::init`] (reset, EEPROM, DMA init, MAC, link start, counters
-//! cleared) → [`Family::set_max_frame`] → [`Family::setup_rss`] → per queue [`Family::configure_rx`] and
-//! [`Family::configure_tx`] (queues and receiver still off) →
-//! [`Family::start_tx`] → per queue [`Family::enable_rx_queue`], then the RX
-//! tail, and [`Family::enable_tx_queue`] → [`Family::start_rx`] → link wait
-//! with [`Family::link_status`]. [`Family::shutdown`] on every exit path,
+//! # The order `Device` calls a `DescFamily` in
+//!
+//! [`DescFamily::init`] (reset, EEPROM, DMA init, MAC, link start, counters
+//! cleared) → [`DescFamily::set_max_frame`] → [`DescFamily::setup_rss`] →
+//! per queue [`DescFamily::configure_rx`] and [`DescFamily::configure_tx`]
+//! (queues and receiver still off) → [`DescFamily::start_tx`] → per queue
+//! [`DescFamily::enable_rx_queue`], then the RX tail, and
+//! [`DescFamily::enable_tx_queue`] → [`DescFamily::configure_rx_offloads`],
+//! flow control, power saving → [`DescFamily::start_rx`] → link wait with
+//! [`DescFamily::link_status`]. [`DescFamily::shutdown`] on every exit path,
 //! before any DMA memory is freed.
 
 use crate::sys::mmio::Regs;
@@ -32,6 +45,8 @@ pub(crate) mod igb;
 pub(crate) mod ixgbe;
 pub(crate) mod virtio;
 
+pub(crate) use crate::config::{HashTypes, RxFilter};
+pub(crate) use crate::irq::VectorRegs;
 use crate::stats::{Stats, StatsLayout};
 use crate::wait::TimedOut;
 pub use ids::{LinkState, NicModel, INTEL_VENDOR_ID};
@@ -39,7 +54,8 @@ use pollnic_hw::rss::{Reta, KEY_LEN};
 
 /// Every family pollnic drives, asked in order by [`lookup`] and by the PCI
 /// ID look-ups of `pollnic status`/`bind`/`doctor` ([`crate::pci::lookup`]).
-/// A new family is one line here.
+/// A new family is one line here (and, for a new kind of ring, see the
+/// module docs).
 pub(crate) static FAMILIES: &[FamilyInfo] = &[
     FamilyInfo(&crate::family::igb::Igb),
     FamilyInfo(&crate::family::ixgbe::IXGBE),
@@ -196,113 +212,6 @@ pub struct Caveat {
     pub instead: &'static str,
 }
 
-/// Which packet types RSS hashes (the rest go to queue 0 with hash 0).
-/// Non-exhaustive (more types may come): start from [`HashTypes::default`]
-/// (all on) or [`HashTypes::NONE`] and set fields with the `with_*` methods,
-/// e.g. `HashTypes::NONE.with_ipv4(true).with_tcp_ipv4(true)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HashTypes {
-    /// IPv4 addresses.
-    pub ipv4: bool,
-    /// TCP/IPv4 addresses and ports.
-    pub tcp_ipv4: bool,
-    /// UDP/IPv4 addresses and ports.
-    pub udp_ipv4: bool,
-    /// IPv6 addresses.
-    pub ipv6: bool,
-    /// TCP/IPv6 addresses and ports.
-    pub tcp_ipv6: bool,
-    /// UDP/IPv6 addresses and ports.
-    pub udp_ipv6: bool,
-}
-
-impl HashTypes {
-    /// Every type off: RSS hashes nothing, every frame goes to queue 0.
-    pub const NONE: HashTypes = HashTypes {
-        ipv4: false,
-        tcp_ipv4: false,
-        udp_ipv4: false,
-        ipv6: false,
-        tcp_ipv6: false,
-        udp_ipv6: false,
-    };
-    /// Set [`HashTypes::ipv4`].
-    #[must_use]
-    pub const fn with_ipv4(mut self, on: bool) -> Self {
-        self.ipv4 = on;
-        self
-    }
-    /// Set [`HashTypes::tcp_ipv4`].
-    #[must_use]
-    pub const fn with_tcp_ipv4(mut self, on: bool) -> Self {
-        self.tcp_ipv4 = on;
-        self
-    }
-    /// Set [`HashTypes::udp_ipv4`].
-    #[must_use]
-    pub const fn with_udp_ipv4(mut self, on: bool) -> Self {
-        self.udp_ipv4 = on;
-        self
-    }
-    /// Set [`HashTypes::ipv6`].
-    #[must_use]
-    pub const fn with_ipv6(mut self, on: bool) -> Self {
-        self.ipv6 = on;
-        self
-    }
-    /// Set [`HashTypes::tcp_ipv6`].
-    #[must_use]
-    pub const fn with_tcp_ipv6(mut self, on: bool) -> Self {
-        self.tcp_ipv6 = on;
-        self
-    }
-    /// Set [`HashTypes::udp_ipv6`].
-    #[must_use]
-    pub const fn with_udp_ipv6(mut self, on: bool) -> Self {
-        self.udp_ipv6 = on;
-        self
-    }
-}
-
-impl Default for HashTypes {
-    /// All six on.
-    fn default() -> Self {
-        HashTypes {
-            ipv4: true,
-            tcp_ipv4: true,
-            udp_ipv4: true,
-            ipv6: true,
-            tcp_ipv6: true,
-            udp_ipv6: true,
-        }
-    }
-}
-
-/// Which frames the receive filter lets in besides those to the port's own
-/// MAC and broadcast (82576 datasheet §7.1.1.1 "Unicast/Multicast
-/// Filtering"; RCTL.UPE/MPE on igb, FCTRL.UPE/MPE on the 82599).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RxFilter {
-    /// Every unicast and every multicast frame (UPE | MPE).
-    pub promisc: bool,
-    /// Every multicast frame (MPE), as DPDK's `rte_eth_allmulticast_enable`.
-    /// Off, multicast passes only through the multicast table (MTA), which
-    /// pollnic leaves empty: no multicast frame is delivered.
-    pub allmulti: bool,
-}
-
-impl RxFilter {
-    /// Unicast promiscuous (UPE).
-    pub fn unicast_promisc(&self) -> bool {
-        self.promisc
-    }
-    /// Multicast promiscuous (MPE): with `promisc` or `allmulti`.
-    pub fn multicast_promisc(&self) -> bool {
-        self.promisc || self.allmulti
-    }
-}
-
 /// Only this crate's families implement [`Family`]: its methods take crate
 /// internals, and the set of families is the driver's to decide.
 pub(crate) mod sealed {
@@ -400,14 +309,27 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
     fn desc(&self) -> Option<&dyn DescFamily>;
 }
 
+/// A [`DescFamily`] seen as the [`Family`] it is (trait upcasting, by hand:
+/// the crate's minimum Rust, 1.85, has no `dyn` upcast coercion).
+pub(crate) trait AsFamily {
+    /// `self` as a [`Family`].
+    fn as_family(&self) -> &dyn Family;
+}
+
+impl<T: Family> AsFamily for T {
+    fn as_family(&self) -> &dyn Family {
+        self
+    }
+}
+
 /// The register work of a family whose queues are Intel-style descriptor
 /// rings driven through BAR 0 registers (igb, ixgbe): what `Device` calls,
 /// in the order the module docs give, for such a family
 /// ([`Family::desc`]). Stateless like [`Family`]: every method gets the
 /// registers.
-pub(crate) trait DescFamily: Family {
+pub(crate) trait DescFamily: Family + AsFamily {
     /// Program the largest frame the receiver accepts for `mtu` (in
-    /// 1500..=[`Family::max_mtu`]); called after [`Family::init`], before
+    /// 1500..=[`Family::max_mtu`]); called after [`DescFamily::init`], before
     /// any queue is configured, receiver off. Longer frames are dropped by
     /// the NIC and counted in `rx_length_errors`. Default: nothing (the
     /// part's 1518/1522-byte limit).
@@ -419,7 +341,7 @@ pub(crate) trait DescFamily: Family {
     /// between parts).
     fn configure_flow_control(&self, _r: &dyn Regs, _device: u16, _mode: FlowControl, _mtu: u32) {}
     /// Program the power saving `ps` of PCI device `device` for MTU `mtu`;
-    /// called with [`Family::configure_flow_control`]'s first call, before
+    /// called with [`DescFamily::configure_flow_control`]'s first call, before
     /// the receiver is enabled. Default: nothing (a part without any).
     fn configure_power_saving(&self, _r: &dyn Regs, _device: u16, _ps: PowerSaving, _mtu: u32) {}
     /// The power saving the port runs with, read from its registers.
@@ -522,22 +444,4 @@ pub(crate) trait DescFamily: Family {
     ) -> Option<Vec<VectorRegs>> {
         None
     }
-}
-
-/// The registers of one RX queue's MSI-X vector, as [`Family::configure_msix`]
-/// set them up: what the queue's thread writes to arm, mask and throttle it.
-#[derive(Clone, Copy, Debug)]
-pub struct VectorRegs {
-    /// EICR's offset (write 1 to clear the vector's cause).
-    pub eicr: u32,
-    /// EIMS's offset (write the bit to unmask).
-    pub eims: u32,
-    /// EIMC's offset (write the bit to mask).
-    pub eimc: u32,
-    /// The vector's bit in EICR/EIMS/EIMC.
-    pub bit: u32,
-    /// The vector's EITR offset.
-    pub eitr: u32,
-    /// EITR's value for a throttle in µs (clamped to the family's maximum).
-    pub eitr_value: fn(u32) -> u32,
 }

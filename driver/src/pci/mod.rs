@@ -11,13 +11,13 @@
 //! `Documentation/PCI/sysfs-pci.rst`, `Documentation/ABI/testing/sysfs-class-net`,
 //! `drivers/uio/uio_pci_generic.c`.
 
-mod address;
+pub(crate) mod address;
 mod batch;
 mod bind;
 mod binder;
 mod config;
 mod device;
-mod error;
+pub(crate) mod error;
 mod ids;
 mod kernel;
 mod link;

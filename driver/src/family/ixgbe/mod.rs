@@ -1,7 +1,7 @@
 //! Intel ixgbe (82599, X520) back end behind [`crate::family::Family`]:
 //! bring-up after the 82599 datasheet §4.6 (the sequence is spelled out in
 //! `pollnic_hw::ixgbe`), RSS, link, counters and shutdown. Implemented and
-//! tested against the software 82599 in [`model`]; not yet run on hardware.
+//! tested against the software 82599 in `pollnic_model::ixgbe`; not yet run on hardware.
 
 pub mod flow;
 pub mod ids;

@@ -21,7 +21,7 @@ use crate::config::{DataPathChoice, DeviceConfig, FlowControl, PowerSaving};
 use crate::error::{Error, Result};
 use crate::family::{Family, LinkState, LinkStatus, NicModel};
 use crate::io::{DeviceBar, DeviceIo};
-use crate::pci::PciAddress;
+use crate::pci::address::PciAddress;
 use crate::stats::StatsLayout;
 use crate::wait::wait_for;
 use pollnic_hw::rss::{Reta, KEY_LEN};

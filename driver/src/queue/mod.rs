@@ -2,56 +2,18 @@
 //! A `&mut Queue` is `Send`, so [`crate::runner`] hands each queue of a
 //! device to its own thread; the hot path takes no lock and allocates nothing.
 
-use crate::counters::{DeviceCounters, QueueCounters};
+mod rings;
+
+use crate::counters::DeviceCounters;
 use crate::error::{Error, Result};
-use crate::family::virtio::Notify;
-use crate::io::TailDoorbell;
 use crate::irq::{IrqStats, Itr, Moderation, QueueIrq, RxMode, SpinBudget};
 use crate::removal::Removal;
 use pollnic_hw::offload::{TxOffload, TxRefusal};
-use pollnic_rings::{
-    Mempool, Packet, PoolCache, RxRing, RxStats, TxRing, TxStats, VirtqRx, VirtqStats, VirtqTx,
-};
+use pollnic_rings::{Mempool, Packet, PoolCache, RxStats, TxStats};
+pub(crate) use rings::Rings;
+pub use rings::VirtqPairStats;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Publish a virtqueue pair's driver counters (kicks, device errors,
-/// stops) to its queue's counters (after every burst, as the packet
-/// counters are).
-#[inline]
-fn publish_kicks(c: &QueueCounters, rx: &VirtqRx<Notify>, tx: &VirtqTx<Notify>) {
-    c.publish_virtq(&rx.virtq_stats(), &tx.virtq_stats());
-}
-
-/// The driver's counters of a virtio-net queue pair's two virtqueues
-/// ([`Queue::virtq_stats`]): kicks, suppressed kicks, device errors and
-/// whether each stopped. Non-exhaustive: read the fields, or destructure
-/// with `..`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct VirtqPairStats {
-    /// The receive virtqueue's.
-    pub rx: VirtqStats,
-    /// The transmit virtqueue's.
-    pub tx: VirtqStats,
-}
-
-/// The rings of one queue pair: Intel descriptor rings (igb, ixgbe) or
-/// virtio split virtqueues (virtio-net). An enum, not a trait object: the
-/// match is one well-predicted compare per burst call, and each arm's burst
-/// is inlined (`docs/design/families.md`, "Two kinds of ring").
-pub(crate) enum Rings {
-    /// Descriptor rings written through tail registers.
-    Desc {
-        rx: RxRing<TailDoorbell>,
-        tx: TxRing<TailDoorbell>,
-    },
-    /// Split virtqueues with their notification doorbells.
-    Virtq {
-        rx: VirtqRx<Notify>,
-        tx: VirtqTx<Notify>,
-    },
-}
 
 /// RX queue `id`, TX queue `id`, and the mempool both use.
 pub struct Queue {
@@ -142,19 +104,7 @@ impl Queue {
     /// [`Error::QueueStopped`], with the queue, which side and the device
     /// errors counted.
     pub fn check(&self) -> Result<()> {
-        let Rings::Virtq { rx, tx } = &self.rings else {
-            return Ok(());
-        };
-        let (r, t) = (rx.virtq_stats(), tx.virtq_stats());
-        if r.stopped || t.stopped {
-            return Err(Error::QueueStopped {
-                queue: self.id,
-                rx: r.stopped,
-                tx: t.stopped,
-                device_errors: r.device_errors + t.device_errors,
-            });
-        }
-        Ok(())
+        self.rings.check(self.id)
     }
 
     /// Receive up to `max` frames, appending them to `out`; returns how many.
@@ -187,16 +137,8 @@ impl Queue {
     /// ```
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        let (n, stats) = match &mut self.rings {
-            Rings::Desc { rx, .. } => (rx.rx_burst(out, max), rx.stats()),
-            Rings::Virtq { rx, tx } => {
-                let n = rx.rx_burst(out, max);
-                publish_kicks(&self.counters[self.id as usize], rx, tx);
-                (n, rx.stats())
-            }
-        };
-        self.counters[self.id as usize].publish_rx(&stats);
-        n
+        self.rings
+            .rx_burst(out, max, &self.counters[self.id as usize])
     }
 
     /// Queue frames from the front of `pkts` until the TX ring is full; returns
@@ -260,16 +202,7 @@ impl Queue {
                 pad_short_frame(p);
             }
         }
-        let (n, stats) = match &mut self.rings {
-            Rings::Desc { rx, tx } => (tx.tx_burst(pkts, rx.cache_mut()), tx.stats()),
-            Rings::Virtq { rx, tx } => {
-                let n = tx.tx_burst(pkts, rx.cache_mut());
-                publish_kicks(&self.counters[self.id as usize], rx, tx);
-                (n, tx.stats())
-            }
-        };
-        self.counters[self.id as usize].publish_tx(&stats);
-        n
+        self.rings.tx_burst(pkts, &self.counters[self.id as usize])
     }
 
     /// [`Queue::tx_burst`] with transmit offloads: every frame of `pkts` is
@@ -315,20 +248,8 @@ impl Queue {
                 pad_short_frame(p);
             }
         }
-        let (n, stats) = match &mut self.rings {
-            Rings::Desc { rx, tx } => (
-                tx.tx_burst_offload(pkts, offload, rx.cache_mut()),
-                tx.stats(),
-            ),
-            Rings::Virtq { rx, tx } if offload.is_none() => {
-                let n = tx.tx_burst(pkts, rx.cache_mut());
-                publish_kicks(&self.counters[self.id as usize], rx, tx);
-                (n, tx.stats())
-            }
-            Rings::Virtq { rx, tx } => (tx.refuse_offloads(pkts, rx.cache_mut()), tx.stats()),
-        };
-        self.counters[self.id as usize].publish_tx(&stats);
-        n
+        self.rings
+            .tx_burst_offload(pkts, offload, &self.counters[self.id as usize])
     }
 
     /// Whether this queue's port does transmit offloads (IPv4 and TCP/UDP
@@ -339,74 +260,48 @@ impl Queue {
     /// ([`TxRefusal::NoTxOffloads`], counted in `tx_offload_errors`). Ask
     /// before sending, or fill the checksums in software.
     pub fn offers_tx_offloads(&self) -> bool {
-        matches!(self.rings, Rings::Desc { .. })
+        self.rings.offers_tx_offloads()
     }
 
     /// Why the last frame refused by [`Queue::tx_burst_offload`] was
     /// refused, if one was.
     pub fn last_tx_refusal(&self) -> Option<TxRefusal> {
-        match &self.rings {
-            Rings::Desc { tx, .. } => tx.last_refusal(),
-            Rings::Virtq { tx, .. } => {
-                (tx.stats().tx_offload_errors > 0).then_some(TxRefusal::NoTxOffloads)
-            }
-        }
+        self.rings.last_tx_refusal()
     }
 
     /// Reclaim sent TX buffers into the queue's cache; returns how many.
     pub(crate) fn reclaim(&mut self) -> usize {
-        match &mut self.rings {
-            Rings::Desc { rx, tx } => tx.reclaim(rx.cache_mut()),
-            Rings::Virtq { rx, tx } => tx.reclaim(rx.cache_mut()),
-        }
+        self.rings.reclaim()
     }
 
     /// Frames handed to the TX ring and not yet reclaimed.
     pub(crate) fn tx_in_flight(&self) -> usize {
-        match &self.rings {
-            Rings::Desc { tx, .. } => tx.in_flight(),
-            Rings::Virtq { tx, .. } => tx.in_flight(),
-        }
+        self.rings.tx_in_flight()
     }
 
     /// The queue's buffer cache (the RX ring's).
     #[inline]
     pub(crate) fn cache_mut(&mut self) -> &mut PoolCache {
-        match &mut self.rings {
-            Rings::Desc { rx, .. } => rx.cache_mut(),
-            Rings::Virtq { rx, .. } => rx.cache_mut(),
-        }
+        self.rings.cache_mut()
     }
 
     /// Buffers the RX ring holds for the device (descriptors on the Intel
     /// rings; chains, half the descriptors, on a virtqueue).
     #[cfg_attr(not(feature = "smoltcp"), allow(dead_code))]
     pub(crate) fn rx_ring_buffers(&self) -> usize {
-        match &self.rings {
-            Rings::Desc { rx, .. } => rx.desc().count() as usize,
-            Rings::Virtq { rx, .. } => rx.chains(),
-        }
+        self.rings.rx_buffers()
     }
 
     /// Whether a frame waits on the RX ring.
     fn rx_ready(&self) -> bool {
-        match &self.rings {
-            Rings::Desc { rx, .. } => rx.ready(),
-            Rings::Virtq { rx, .. } => rx.ready(),
-        }
+        self.rings.rx_ready()
     }
 
     /// The virtqueues' driver-side counters (kicks, suppressed kicks,
     /// device errors, stopped), named by side, or `None` on a family whose
     /// queues are descriptor rings (igb, ixgbe).
     pub fn virtq_stats(&self) -> Option<VirtqPairStats> {
-        match &self.rings {
-            Rings::Desc { .. } => None,
-            Rings::Virtq { rx, tx } => Some(VirtqPairStats {
-                rx: rx.virtq_stats(),
-                tx: tx.virtq_stats(),
-            }),
-        }
+        self.rings.virtq_stats()
     }
 
     /// Reclaim sent TX buffers until none is in flight or `timeout` passes;
@@ -429,10 +324,7 @@ impl Queue {
     /// [`Mempool::alloc`] works from any thread; on the queue's own thread
     /// [`Queue::alloc_burst`] is cheaper.
     pub fn mempool(&self) -> &Mempool {
-        match &self.rings {
-            Rings::Desc { rx, .. } => rx.pool(),
-            Rings::Virtq { rx, .. } => rx.pool(),
-        }
+        self.rings.mempool()
     }
 
     /// Append up to `n` empty packets (length 0) from this queue's buffer
@@ -568,9 +460,7 @@ impl Queue {
             return false;
         };
         irq.arm();
-        if let Rings::Virtq { rx, .. } = &mut self.rings {
-            rx.set_interrupts(true);
-        }
+        self.rings.set_rx_interrupts(true);
         if self.rx_ready() {
             self.mask_irq();
             self.irq_stats.raced += 1;
@@ -609,9 +499,7 @@ impl Queue {
         if let Some(irq) = &self.irq {
             irq.mask();
         }
-        if let Rings::Virtq { rx, .. } = &mut self.rings {
-            rx.set_interrupts(false);
-        }
+        self.rings.set_rx_interrupts(false);
     }
 
     /// This queue's receive mode.
@@ -699,25 +587,16 @@ impl Queue {
 
     /// RX ring counters.
     pub fn rx_stats(&self) -> RxStats {
-        match &self.rings {
-            Rings::Desc { rx, .. } => rx.stats(),
-            Rings::Virtq { rx, .. } => rx.stats(),
-        }
+        self.rings.rx_stats()
     }
     /// TX ring counters.
     pub fn tx_stats(&self) -> TxStats {
-        match &self.rings {
-            Rings::Desc { tx, .. } => tx.stats(),
-            Rings::Virtq { tx, .. } => tx.stats(),
-        }
+        self.rings.tx_stats()
     }
     /// The burst loops this queue runs, chosen at setup from
     /// [`crate::DeviceConfig::data_path`]; a virtqueue has the scalar loop only.
     pub fn data_path(&self) -> crate::DataPath {
-        match &self.rings {
-            Rings::Desc { rx, .. } => rx.data_path(),
-            Rings::Virtq { .. } => crate::DataPath::Scalar,
-        }
+        self.rings.data_path()
     }
 }
 
