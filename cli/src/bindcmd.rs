@@ -190,6 +190,81 @@ mod tests {
         );
     }
 
+    /// The guard's verdict on the recorded VM's port: its interface eth0,
+    /// up, with the routes of the machine's `/proc/net/route` (the default
+    /// one among them).
+    fn recorded_guard(roots: &crate::doctor::Roots) -> Vec<Refusal> {
+        let table = fs::read_to_string(roots.proc.join("net/route")).unwrap();
+        let routes = crate::guard::parse_ipv4_routes(&table)
+            .into_iter()
+            .filter(|(i, _)| i == "eth0")
+            .map(|(_, r)| r)
+            .collect();
+        let facts = crate::guard::BindFacts {
+            addr: crate::fixture::port(),
+            interfaces: vec![crate::guard::InterfaceFacts {
+                name: "eth0".into(),
+                up: true,
+                addresses: vec![],
+                routes,
+            }],
+            group: None,
+            members: vec![],
+        };
+        crate::guard::check(&facts, &[crate::fixture::port()])
+    }
+
+    /// The recorded VM of issue 46 (no IOMMU, the virtio-net port carrying
+    /// the default route, no ACCESS_PLATFORM): `pollnic bind` to vfio-pci
+    /// says the port has no IOMMU group and that the device lacks
+    /// ACCESS_PLATFORM, and stops there: the guard, whose advice is to take
+    /// eth0 down, is never asked. Had the checks passed, the guard would
+    /// have said just that.
+    #[test]
+    fn on_the_recorded_vm_access_platform_is_refused_before_the_guard_speaks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let roots = crate::fixture::vm_without_iommu(tmp.path());
+        let port = crate::fixture::port();
+        let asked = Cell::new(false);
+        let g = gate(
+            || pci::check_bind_all(&roots.sysfs, &[port], BindMode::Vfio),
+            || {
+                asked.set(true);
+                recorded_guard(&roots)
+            },
+            false,
+        );
+        assert!(!asked.get(), "the guard ran before a failing check");
+        assert!(!g.go);
+        assert_eq!(g.lines.len(), 3, "{:#?}", g.lines);
+        assert!(g.lines[0].contains("no IOMMU group"), "{}", g.lines[0]);
+        for want in [
+            "0000:00:03.0: refusing to bind it to vfio-pci behind an IOMMU",
+            "does not offer VIRTIO_F_ACCESS_PLATFORM (bit 33: the device's DMA goes through the IOMMU",
+            "virtio2/features",
+            "iommu_platform=on",
+            "sudo pollnic bind --driver uio_pci_generic 0000:00:03.0",
+        ] {
+            assert!(g.lines[1].contains(want), "{want:?} missing: {}", g.lines[1]);
+        }
+        assert_eq!(g.lines[2], "nothing was bound");
+        assert!(
+            !g.lines
+                .iter()
+                .any(|l| l.contains("ip link set eth0 down") || l.contains("--force")),
+            "{:#?}",
+            g.lines
+        );
+        // The control: past the checks, the guard refuses eth0 with its advice.
+        let g = gate(|| Ok(()), || recorded_guard(&roots), false);
+        assert!(!g.go);
+        assert!(
+            g.lines[0].contains("route default") && g.lines[0].contains("ip link set eth0 down"),
+            "{:#?}",
+            g.lines
+        );
+    }
+
     #[test]
     fn driver_and_no_iommu_pick_the_way_in() {
         assert_eq!(mode(DriverArg::VfioPci, false), BindMode::Vfio);

@@ -7,6 +7,8 @@
 mod bindcmd;
 mod cores;
 mod doctor;
+#[cfg(test)]
+mod fixture;
 mod guard;
 mod holders;
 mod owner;

@@ -11,11 +11,16 @@
 //! - with no IOMMU, VFIO's no-IOMMU mode (`Documentation/driver-api/vfio.rst`,
 //!   "VFIO NO-IOMMU": physical addresses, taints the kernel) and
 //!   `uio_pci_generic` (`drivers/uio/uio_pci_generic.c`) are the two ways
-//!   in, both letting the NIC reach all of RAM.
+//!   in, both letting the NIC reach all of RAM;
+//! - a virtio-net device is driven only with `VIRTIO_F_VERSION_1`, and
+//!   behind an IOMMU only with `VIRTIO_F_ACCESS_PLATFORM` (virtio 1.2 §6;
+//!   what `Device::open` and `pollnic bind` refuse without), read from
+//!   `<device>/virtio<N>/features` while the kernel's virtio-pci holds it.
 
 use super::facts::{Facts, Member, NodeStat, Offer, PortFacts, User};
 use super::{Finding, Status};
-use pollnic::pci::{BindMode, LinkState, VFIO_PCI};
+use pollnic::pci::{BindMode, LinkState, PciDevice, VirtioFeature, VirtioFeatures, VFIO_PCI};
+use pollnic::NicFamily;
 use pollnic_rings::dma::NR_HUGEPAGES;
 
 /// Drivers that may share an IOMMU group with a VFIO device.
@@ -490,6 +495,7 @@ pub fn port(f: &Facts, p: &PortFacts) -> Vec<Finding> {
             ))
         }
     }
+    out.extend(virtio_features(f, p, d));
     // IOMMU group: none is expected on a no-IOMMU route.
     let group = match (p.mode, d.iommu_group) {
         (Some(BindMode::Uio), _) => None,
@@ -746,4 +752,152 @@ pub fn waitpkg(f: &Facts) -> Finding {
             yes(w.cpu)
         ),
     )
+}
+
+/// `VIRTIO_NET_F_MTU (bit 3: what it gives), ...` for a list of features.
+fn feature_list(features: &[VirtioFeature]) -> String {
+    features
+        .iter()
+        .map(|x| format!("{} (bit {}: {})", x.name(), x.bit(), x.gives()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A virtio-net port still on the kernel's virtio-pci: the feature bits
+/// sysfs shows for it. A required one missing (`VIRTIO_F_VERSION_1`;
+/// `VIRTIO_F_ACCESS_PLATFORM` for the way behind an IOMMU) is a failure
+/// naming the fix, or a warning when the port has no IOMMU group and a
+/// no-IOMMU route, which does not need ACCESS_PLATFORM, is offered; the
+/// optional ones it lacks are said in an ok finding. Nothing for a port on
+/// another driver: sysfs cannot tell, and `Device::open` checks them.
+pub fn virtio_features(f: &Facts, p: &PortFacts, d: &PciDevice) -> Vec<Finding> {
+    let area = format!("port {}", p.addr);
+    if d.family().map(|x| x.kind()) != Some(NicFamily::VirtioNet) || p.mode.is_some() {
+        return Vec::new();
+    }
+    let source = format!("/sys/bus/pci/devices/{}/virtio*/features", p.addr);
+    let feats: VirtioFeatures = match &p.virtio_features {
+        None if d.driver.as_deref() == Some("virtio-pci") => {
+            return vec![Finding::warn(
+                &area,
+                format!(
+                    "virtio features unknown: no virtio driver has probed the device yet, so \
+                     {source} shows none; pollnic needs VIRTIO_F_VERSION_1, and behind an IOMMU \
+                     VIRTIO_F_ACCESS_PLATFORM (`Device::open` checks them)"
+                ),
+                "sudo modprobe virtio_net   # then run `pollnic doctor` again to read them",
+            )]
+        }
+        None => return Vec::new(),
+        Some(Err(why)) => {
+            return vec![Finding::warn(
+                &area,
+                format!("virtio features could not be read: {why}"),
+                format!("cat {source}   # the kernel writes one '0' or '1' per feature bit"),
+            )]
+        }
+        Some(Ok(x)) => *x,
+    };
+    let mut out = Vec::new();
+    let behind_iommu = d.iommu_group.is_some();
+    let mut missing = Vec::new();
+    if !feats.version_1() {
+        missing.push(VirtioFeature::Version1);
+        out.push(Finding::fail(
+            &area,
+            format!(
+                "the virtio-net device does not offer {}, as read from {source}: pollnic \
+                 drives only the modern interface, so `pollnic bind` and `Device::open` refuse it on \
+                 every route",
+                feature_list(&[VirtioFeature::Version1])
+            ),
+            "give the VM a modern virtio-net device: QEMU `-device \
+             virtio-net-pci,disable-legacy=on,...` (libvirt: a `virtio-non-transitional` \
+             model), then restart the VM",
+        ));
+    }
+    if !feats.access_platform() {
+        missing.push(VirtioFeature::AccessPlatform);
+        let what = format!(
+            "the virtio-net device does not offer {}, as read from {source}",
+            feature_list(&[VirtioFeature::AccessPlatform])
+        );
+        let hypervisor = "on the hypervisor, `-device \
+            virtio-net-pci,disable-legacy=on,iommu_platform=on,...` with a virtual IOMMU \
+            (`-device intel-iommu,intremap=on,caching-mode=on` before the NICs, or `-device \
+            virtio-iommu-pci`; libvirt: `<driver iommu='on'/>` on the interface and an \
+            `<iommu>` device), then restart the VM";
+        if behind_iommu {
+            out.push(Finding::fail(
+                &area,
+                format!(
+                    "{what}: without it the device bypasses the IOMMU, so `pollnic bind` to \
+                     vfio-pci and `Device::open` refuse it"
+                ),
+                hypervisor,
+            ));
+        } else {
+            let mut routes = Vec::new();
+            if f.vfio_noiommu.offered() {
+                routes.push(format!("`sudo pollnic bind --no-iommu {}`", p.addr));
+            }
+            if f.uio_pci_generic.offered() {
+                routes.push(format!(
+                    "`sudo pollnic bind --driver uio_pci_generic {}`",
+                    p.addr
+                ));
+            }
+            let detail = format!(
+                "{what}: with no IOMMU group here, the way behind an IOMMU needs both a virtual \
+                 IOMMU and this bit (`pollnic bind` to vfio-pci refuses the port without it); \
+                 the no-IOMMU routes do not need it ({NO_IOMMU_COST})"
+            );
+            if routes.is_empty() {
+                out.push(Finding::fail(
+                    &area,
+                    detail,
+                    format!(
+                        "{hypervisor}; no no-IOMMU route is known to be offered by this kernel (see the iommu \
+                         finding)"
+                    ),
+                ));
+            } else {
+                out.push(Finding::warn(
+                    &area,
+                    detail,
+                    format!(
+                        "{hypervisor}; or the no-IOMMU route: {}, then run the tools with \
+                         --no-iommu",
+                        routes.join(" or ")
+                    ),
+                ));
+            }
+        }
+    }
+    let absent = feats.absent_optional();
+    let optional = if absent.is_empty() {
+        "every optional feature pollnic takes is there".to_owned()
+    } else {
+        format!(
+            "optional features absent: {} (sysfs shows what the kernel's virtio_net negotiated: \
+             a bit it does not take reads 0 too)",
+            feature_list(&absent)
+        )
+    };
+    let required = if missing.is_empty() {
+        "the virtio-net device offers VIRTIO_F_VERSION_1 and VIRTIO_F_ACCESS_PLATFORM, which \
+         pollnic needs"
+            .to_owned()
+    } else {
+        format!(
+            "virtio features read from {source}: {} missing",
+            missing
+                .iter()
+                .map(|x| x.name())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )
+    };
+    out.push(Finding::ok(&area, format!("{required}; {optional}")));
+    out
 }

@@ -13,13 +13,15 @@
 //! kernel has `CONFIG_VFIO_NOIOMMU`), `/lib/modules/<release>/modules.dep`
 //! and `modules.builtin` (`modules.dep(5)`), `/boot/config-<release>`, and
 //! the `hypervisor` CPU flag of `/proc/cpuinfo` and
-//! `/sys/class/dmi/id/{sys_vendor,product_name}` (is this a VM?).
+//! `/sys/class/dmi/id/{sys_vendor,product_name}` (is this a VM?); a
+//! virtio port's `/sys/bus/pci/devices/<addr>/virtio<N>/features`
+//! (`features_show` in the kernel's `drivers/virtio/virtio.c`).
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use pollnic::pci::{self, BindMode, LinkState, PciAddress, PciDevice, Sysfs};
+use pollnic::pci::{self, BindMode, LinkState, PciAddress, PciDevice, Sysfs, VirtioFeatures};
 
 /// Bit of `CAP_IPC_LOCK` in the capability sets (`include/uapi/linux/capability.h`).
 pub const CAP_IPC_LOCK_BIT: u32 = 14;
@@ -114,6 +116,12 @@ pub struct PortFacts {
     /// How it is bound for pollnic (vfio-pci behind an IOMMU, or a no-IOMMU
     /// route), `None` when on a kernel driver or none.
     pub mode: Option<BindMode>,
+    /// A virtio port's feature bits as sysfs shows them while the kernel's
+    /// virtio-pci holds it (`<device>/virtio<N>/features`,
+    /// [`pci::virtio_features`]): `None` when sysfs cannot tell (on another
+    /// driver, no virtio driver bound to `virtio<N>` yet, not virtio);
+    /// `Some(Err(why))` when the file is not as the kernel writes it.
+    pub virtio_features: Option<Result<VirtioFeatures, String>>,
 }
 
 /// Whether this kernel offers something pollnic can use (a driver module, a
@@ -513,6 +521,7 @@ fn gather_port(roots: &Roots, addr: PciAddress) -> PortFacts {
             vfio_node: None,
             link: LinkState::Unknown("no such device".into()),
             mode: None,
+            virtio_features: None,
         };
     };
     let mut members = Vec::new();
@@ -549,9 +558,13 @@ fn gather_port(roots: &Roots, addr: PciAddress) -> PortFacts {
         stat(&roots.dev.join("vfio").join(name))
     });
     let link = pci::link_state(sysfs, &dev);
+    let virtio_features = pci::virtio_features(sysfs, addr)
+        .transpose()
+        .map(|r| r.map_err(|e| e.to_string()));
     PortFacts {
         addr,
         mode,
+        virtio_features,
         device: Some(dev),
         members,
         vfio_node,

@@ -75,6 +75,7 @@ fn healthy() -> Facts {
                 speed_mbps: Some(1000),
             },
             mode: Some(BindMode::Vfio),
+            virtio_features: None,
         }],
         cores: vec![CoreFacts {
             cpu: 2,
@@ -935,4 +936,207 @@ fn gathers_the_no_iommu_routes_and_the_vm_from_a_fake_tree() {
         "processor\t: 0\nflags\t\t: fpu vme sse2 lahf_lm\n",
     );
     assert_eq!(detect_vm(&roots), None);
+}
+
+/// Doctor on the recorded machine of issue 46 ([`crate::fixture`]): a VM
+/// with no IOMMU, no VFIO or UIO module, and one virtio-net port on
+/// virtio-pci carrying the default route, whose features lack
+/// ACCESS_PLATFORM.
+fn fixture_findings(edit: impl FnOnce(&Roots)) -> Vec<Finding> {
+    let dir = tempfile::tempdir().unwrap();
+    let roots = crate::fixture::vm_without_iommu(dir.path());
+    edit(&roots);
+    let facts = gather(
+        &roots,
+        &[crate::fixture::port()],
+        &[],
+        &DeviceConfig::default(),
+    );
+    checks::run(&facts)
+}
+
+const AREA: &str = "port 0000:00:03.0";
+
+#[test]
+fn on_the_recorded_vm_doctor_names_the_missing_access_platform_and_its_fix() {
+    let fs = fixture_findings(|_| {});
+    // The machine as recorded: a VM without an IOMMU, no route to offer.
+    let i = find(&fs, "iommu", Status::Fail);
+    assert!(
+        i.detail.contains("this is a VM (the CPU's hypervisor flag"),
+        "{}",
+        i.detail
+    );
+    // The port's features: ACCESS_PLATFORM missing, said in words, with the fix.
+    let missing: Vec<&Finding> = fs
+        .iter()
+        .filter(|f| f.area == AREA && f.detail.contains("does not offer VIRTIO_F_ACCESS_PLATFORM"))
+        .collect();
+    assert_eq!(missing.len(), 1, "{fs:#?}");
+    let m = missing[0];
+    assert_eq!(m.status, Status::Fail, "{m:#?}");
+    for want in [
+        "VIRTIO_F_ACCESS_PLATFORM (bit 33: the device's DMA goes through the IOMMU",
+        "/sys/bus/pci/devices/0000:00:03.0/virtio*/features",
+        "needs both a virtual IOMMU and this bit",
+        "the no-IOMMU routes do not need it",
+    ] {
+        assert!(m.detail.contains(want), "{want:?} missing: {}", m.detail);
+    }
+    let fix = m.fix.as_deref().unwrap();
+    for want in [
+        "-device virtio-net-pci,disable-legacy=on,iommu_platform=on",
+        "-device intel-iommu,intremap=on,caching-mode=on",
+        "virtio-iommu-pci",
+        "no no-IOMMU route is known to be offered by this kernel",
+    ] {
+        assert!(fix.contains(want), "{want:?} missing: {fix}");
+    }
+    // VERSION_1 is there: not named as missing.
+    assert!(
+        !fs.iter()
+            .any(|f| f.detail.contains("does not offer VIRTIO_F_VERSION_1")),
+        "{fs:#?}"
+    );
+    // The optional ones it lacks, as information.
+    let info = fs
+        .iter()
+        .find(|f| f.area == AREA && f.detail.contains("optional features absent"))
+        .unwrap_or_else(|| panic!("{fs:#?}"));
+    assert_eq!(info.status, Status::Ok);
+    assert!(
+        info.detail
+            .starts_with("virtio features read from /sys/bus/pci/devices/0000:00:03.0/virtio*/features: VIRTIO_F_ACCESS_PLATFORM missing"),
+        "{}",
+        info.detail
+    );
+    for absent in [
+        "VIRTIO_NET_F_MTU (bit 3",
+        "VIRTIO_NET_F_STATUS (bit 16",
+        "VIRTIO_NET_F_CTRL_VQ (bit 17",
+        "VIRTIO_NET_F_CTRL_RX (bit 18",
+        "VIRTIO_NET_F_MQ (bit 22",
+        "VIRTIO_NET_F_HASH_REPORT (bit 57",
+        "VIRTIO_NET_F_RSS (bit 60",
+    ] {
+        assert!(info.detail.contains(absent), "{absent:?}: {}", info.detail);
+    }
+    for present in ["VIRTIO_NET_F_MAC", "VIRTIO_F_EVENT_IDX"] {
+        assert!(
+            !info.detail.contains(present),
+            "{present:?}: {}",
+            info.detail
+        );
+    }
+}
+
+#[test]
+fn on_the_recorded_vm_a_no_iommu_route_makes_it_a_warning_naming_the_route() {
+    let fs = fixture_findings(|roots| {
+        let dep = roots.modules.join("6.18.44-fc-v1147/modules.dep");
+        std::fs::create_dir_all(dep.parent().unwrap()).unwrap();
+        std::fs::write(
+            dep,
+            "kernel/drivers/uio/uio_pci_generic.ko: kernel/drivers/uio/uio.ko\n",
+        )
+        .unwrap();
+    });
+    let m = fs
+        .iter()
+        .find(|f| f.area == AREA && f.detail.contains("does not offer VIRTIO_F_ACCESS_PLATFORM"))
+        .unwrap_or_else(|| panic!("{fs:#?}"));
+    assert_eq!(m.status, Status::Warn, "{m:#?}");
+    let fix = m.fix.as_deref().unwrap();
+    assert!(
+        fix.contains(
+            "or the no-IOMMU route: `sudo pollnic bind --driver uio_pci_generic 0000:00:03.0`, \
+             then run the tools with --no-iommu"
+        ),
+        "{fix}"
+    );
+    assert!(
+        !fix.contains("--no-iommu 0000"),
+        "(b) is not offered: {fix}"
+    );
+}
+
+#[test]
+fn on_the_recorded_vm_behind_an_iommu_or_with_the_bit_or_off_virtio_pci() {
+    let port = |roots: &Roots| roots.sysfs.device_dir(crate::fixture::port());
+    // Behind an IOMMU (a group): a failure, the hypervisor's fix alone.
+    let fs = fixture_findings(|roots| {
+        let g = roots.sysfs.iommu_group_devices(3);
+        std::fs::create_dir_all(&g).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../kernel/iommu_groups/3",
+            port(roots).join("iommu_group"),
+        )
+        .unwrap();
+    });
+    let m = fs
+        .iter()
+        .find(|f| f.area == AREA && f.detail.contains("does not offer VIRTIO_F_ACCESS_PLATFORM"))
+        .unwrap_or_else(|| panic!("{fs:#?}"));
+    assert_eq!(m.status, Status::Fail);
+    assert!(m.detail.contains("bypasses the IOMMU"), "{}", m.detail);
+    assert!(!m.fix.as_deref().unwrap().contains("no-IOMMU"), "{m:#?}");
+
+    // The bit offered (as behind a vIOMMU with iommu_platform=on): ok.
+    let fs = fixture_findings(|roots| {
+        let mut bits = crate::fixture::FEATURES.to_owned();
+        bits.replace_range(33..34, "1");
+        std::fs::write(port(roots).join("virtio2/features"), bits).unwrap();
+    });
+    assert!(
+        !fs.iter()
+            .any(|f| f.detail.contains("does not offer VIRTIO_F_")),
+        "{fs:#?}"
+    );
+    assert!(
+        fs.iter().any(|f| f.area == AREA
+            && f.status == Status::Ok
+            && f.detail.starts_with(
+                "the virtio-net device offers VIRTIO_F_VERSION_1 and VIRTIO_F_ACCESS_PLATFORM"
+            )),
+        "{fs:#?}"
+    );
+
+    // A garbled file: a warning, never a guess.
+    let fs = fixture_findings(|roots| {
+        std::fs::write(port(roots).join("virtio2/features"), "1100\n").unwrap();
+    });
+    let w = fs
+        .iter()
+        .find(|f| f.area == AREA && f.detail.starts_with("virtio features could not be read"))
+        .unwrap_or_else(|| panic!("{fs:#?}"));
+    assert_eq!(w.status, Status::Warn);
+    assert!(w.detail.contains("4 characters"), "{}", w.detail);
+    assert!(!fs
+        .iter()
+        .any(|f| f.detail.contains("does not offer VIRTIO_F_")));
+
+    // No virtio driver bound to virtio2: unknown, and said so.
+    let fs = fixture_findings(|roots| {
+        std::fs::remove_file(port(roots).join("virtio2/driver")).unwrap();
+    });
+    let w = fs
+        .iter()
+        .find(|f| f.area == AREA && f.detail.starts_with("virtio features unknown"))
+        .unwrap_or_else(|| panic!("{fs:#?}"));
+    assert_eq!(w.status, Status::Warn);
+    assert!(!fs
+        .iter()
+        .any(|f| f.detail.contains("does not offer VIRTIO_F_")));
+
+    // On vfio-pci: sysfs cannot tell, nothing is said about features.
+    let fs = fixture_findings(|roots| {
+        let link = port(roots).join("driver");
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("../../../bus/pci/drivers/vfio-pci", link).unwrap();
+    });
+    assert!(
+        !fs.iter()
+            .any(|f| f.detail.contains("virtio features") || f.detail.contains("VIRTIO_F_")),
+        "{fs:#?}"
+    );
 }

@@ -54,7 +54,9 @@ impl Binder<'_> {
     /// Every check of [`Binder::bind_all_as`], without changing any port:
     /// each address exists, is a NIC pollnic supports, its IOMMU fits `mode`
     /// (a group for vfio-pci; none, or an untranslated one, for the
-    /// no-IOMMU routes), it is not bound to pollnic another way, its record
+    /// no-IOMMU routes), it is not bound to pollnic another way, a
+    /// virtio-net port still on virtio-pci offers the features
+    /// `Device::open` requires on that route, its record
     /// is readable; no address is repeated; the driver of `mode` is loaded
     /// (its module is loaded here if need be) and, for
     /// [`BindMode::VfioNoIommu`], VFIO offers its no-IOMMU mode. Returns
@@ -66,9 +68,8 @@ impl Binder<'_> {
         let (addrs, mut errors) = distinct(addrs);
         let mut to_change = false;
         for &addr in &addrs {
-            match self.check_bind(addr, mode) {
-                Ok(dev) => to_change |= BindMode::of(self.sysfs, &dev) != Some(mode),
-                Err(e) => errors.push(e),
+            if let Some(dev) = self.check_bind(addr, mode, &mut errors) {
+                to_change |= BindMode::of(self.sysfs, &dev) != Some(mode);
             }
         }
         if errors.is_empty() && to_change {
@@ -96,8 +97,8 @@ impl Binder<'_> {
     ///   its `errors` hold an [`Error::DuplicateAddress`] for each repeated
     ///   address, the [`Error::NoSuchDevice`], [`Error::Unsupported`],
     ///   [`Error::NoIommuGroup`], [`Error::IommuPresent`],
-    ///   [`Error::BoundOtherWay`] or unreadable-record error of each failing
-    ///   address, [`Error::Modprobe`] when the driver cannot be loaded, or
+    ///   [`Error::BoundOtherWay`], [`Error::VirtioFeaturesMissing`] or
+    ///   unreadable-record error of each failing address, [`Error::Modprobe`] when the driver cannot be loaded, or
     ///   [`Error::NoIommuModeUnavailable`].
     /// - [`Error::StepFailed`] when binding a port fails part-way after
     ///   earlier ports were bound: `cause` is that port's error (as
@@ -118,12 +119,38 @@ impl Binder<'_> {
         Ok(reports)
     }
 
-    /// What [`Binder::bind_as`] refuses without changing anything.
-    fn check_bind(&self, addr: PciAddress, mode: BindMode) -> Result<PciDevice> {
-        let dev = PciDevice::read(self.sysfs, addr)?;
-        self.admit(&dev, mode)?;
-        self.state().recall(addr)?;
-        Ok(dev)
+    /// What [`Binder::bind_as`] refuses without changing anything, each
+    /// failure appended to `errors`; the device when there is none. A
+    /// virtio-net port's features are checked even when its IOMMU does not
+    /// fit `mode`, so that a host without an IOMMU also learns what the
+    /// device would lack behind one.
+    fn check_bind(
+        &self,
+        addr: PciAddress,
+        mode: BindMode,
+        errors: &mut Vec<Error>,
+    ) -> Option<PciDevice> {
+        let dev = match PciDevice::read(self.sysfs, addr) {
+            Ok(dev) => dev,
+            Err(e) => {
+                errors.push(e);
+                return None;
+            }
+        };
+        match (self.admit(&dev, mode), self.admit_virtio(&dev, mode)) {
+            (Ok(()), Ok(())) => match self.state().recall(addr) {
+                Ok(_) => Some(dev),
+                Err(e) => {
+                    errors.push(e);
+                    None
+                }
+            },
+            (admitted, features) => {
+                errors.extend(admitted.err());
+                errors.extend(features.err());
+                None
+            }
+        }
     }
 
     /// Returns the ports `bind_all` bound before `cause` to their previous

@@ -177,7 +177,9 @@ impl Binder<'_> {
     /// [`Error::NoSuchDevice`], [`Error::Unsupported`] (not a pollnic NIC),
     /// [`Error::NoIommuGroup`] (vfio-pci with no IOMMU),
     /// [`Error::IommuPresent`] (a no-IOMMU route behind an IOMMU),
-    /// [`Error::BoundOtherWay`], [`Error::NoIommuModeUnavailable`],
+    /// [`Error::BoundOtherWay`], [`Error::VirtioFeaturesMissing`] (a
+    /// virtio-net port lacking a feature `Device::open` requires on that
+    /// route), [`Error::NoIommuModeUnavailable`],
     /// [`Error::Modprobe`] (the driver cannot be loaded),
     /// [`Error::PermissionDenied`] (not root), or [`Error::StepFailed`]
     /// when a step of the sequence failed — its `recovery` says what was
@@ -185,6 +187,7 @@ impl Binder<'_> {
     pub fn bind_as(&self, addr: PciAddress, mode: BindMode) -> Result<BindReport> {
         let dev = PciDevice::read(self.sysfs, addr)?;
         self.admit(&dev, mode)?;
+        self.admit_virtio(&dev, mode)?;
         let state = self.state();
         let mut report = BindReport {
             addr,

@@ -111,6 +111,46 @@ pub enum Error {
         asked: super::BindMode,
     },
 
+    /// A virtio-net port lacks a feature `Device::open` requires of a port
+    /// bound as `asked` (read from sysfs while the kernel's virtio-pci holds
+    /// it, [`super::virtio_features`]): `VIRTIO_F_VERSION_1` on every
+    /// route, `VIRTIO_F_ACCESS_PLATFORM` behind an IOMMU
+    /// ([`super::BindMode::Vfio`]). The message says what each missing bit
+    /// means and what gives it (the hypervisor's options, or the no-IOMMU
+    /// route with its risk).
+    #[error(
+        "{addr}: refusing to bind it {}: the virtio-net device does not offer {}, as read \
+         from {}, so `Device::open` would refuse the port; fix: {}",
+        asked.how(),
+        missing_text(missing),
+        path.display(),
+        super::virtio::fix_text(*addr, missing)
+    )]
+    VirtioFeaturesMissing {
+        /// The device's address.
+        addr: PciAddress,
+        /// The required features it lacks, in the order `Device::open`
+        /// checks them (never empty).
+        missing: Vec<super::VirtioFeature>,
+        /// The way in that was asked.
+        asked: super::BindMode,
+        /// The `features` file they were read from.
+        path: PathBuf,
+    },
+
+    /// A virtio function's `features` file is not as the kernel writes it
+    /// (`features_show`, `drivers/virtio/virtio.c`).
+    #[error(
+        "{}: not a feature list as the kernel writes it: {problem}; is sysfs mounted at /sys?",
+        path.display()
+    )]
+    VirtioFeaturesUnreadable {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its text.
+        problem: super::ParseVirtioFeaturesError,
+    },
+
     /// A sysfs or state file could not be read or written for lack of rights.
     #[error("permission denied {action} {path}: run as root (e.g. `sudo pollnic ...`)")]
     PermissionDenied {
@@ -217,6 +257,15 @@ pub enum Error {
         /// What was restored, and what to run if restoring was incomplete.
         recovery: String,
     },
+}
+
+/// `VIRTIO_F_ACCESS_PLATFORM (bit 33: what it gives) and ...`.
+fn missing_text(missing: &[super::VirtioFeature]) -> String {
+    let texts: Vec<String> = missing
+        .iter()
+        .map(|f| format!("{} (bit {}: {})", f.name(), f.bit(), f.gives()))
+        .collect();
+    texts.join(" and ")
 }
 
 fn join(errors: &[Error]) -> String {

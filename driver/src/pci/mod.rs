@@ -25,6 +25,7 @@ mod mode;
 mod state;
 mod sysfs;
 mod unbind;
+mod virtio;
 
 #[cfg(test)]
 mod fake;
@@ -45,6 +46,7 @@ pub use mode::{BindMode, VFIO_NOIOMMU_GROUP_NAME};
 use state::StateDir;
 pub use sysfs::Sysfs;
 pub use unbind::UnbindReport;
+pub use virtio::{virtio_features, ParseVirtioFeaturesError, VirtioFeature, VirtioFeatures};
 
 /// Binds `addr` to vfio-pci on the running system, as `dpdk-devbind.py -b
 /// vfio-pci` does: it records the current driver in
@@ -73,7 +75,8 @@ pub fn bind_vfio(sysfs: &Sysfs, addr: PciAddress) -> Result<BindReport> {
 /// - [`Error::Refused`] when a check fails, before any port is changed: its
 ///   `errors` hold an [`Error::DuplicateAddress`] for a repeated address, and
 ///   the [`Error::NoSuchDevice`], [`Error::Unsupported`],
-///   [`Error::NoIommuGroup`] or [`Error::Modprobe`] of each failing port.
+///   [`Error::NoIommuGroup`], [`Error::VirtioFeaturesMissing`] or
+///   [`Error::Modprobe`] of each failing port.
 /// - [`Error::StepFailed`] when a port fails after earlier ones were bound:
 ///   `cause` is that port's error, and `recovery` names the ports returned to
 ///   their previous driver, and what to run for any that could not be.
@@ -87,7 +90,11 @@ pub fn bind_vfio_all(sysfs: &Sysfs, addrs: &[PciAddress]) -> Result<Vec<BindRepo
 /// it binds `addrs` the way `mode` says: each port exists, is a NIC pollnic
 /// supports, has an IOMMU group for [`BindMode::Vfio`] (none, or an
 /// untranslated one, for the no-IOMMU routes), is not bound to pollnic
-/// another way, and its previous-driver record is readable; no address is
+/// another way, offers (a virtio-net port still on virtio-pci, whose
+/// features sysfs shows: [`virtio_features`]) the virtio features
+/// `Device::open` requires on that route (`VIRTIO_F_VERSION_1`, and
+/// `VIRTIO_F_ACCESS_PLATFORM` behind an IOMMU), and its previous-driver
+/// record is readable; no address is
 /// repeated; the driver of `mode` is registered (its module is loaded with
 /// `modprobe` if it is not: the one side effect) and, for
 /// [`BindMode::VfioNoIommu`], the `vfio` module offers its no-IOMMU mode.
@@ -96,7 +103,8 @@ pub fn bind_vfio_all(sysfs: &Sysfs, addrs: &[PciAddress]) -> Result<Vec<BindRepo
 /// otherwise succeed.
 ///
 /// # Errors
-/// [`Error::Refused`] holding every failed check, as [`bind_all`] returns it.
+/// [`Error::Refused`] holding every failed check, as [`bind_all`] returns
+/// it ([`Error::VirtioFeaturesMissing`] among them).
 pub fn check_bind_all(sysfs: &Sysfs, addrs: &[PciAddress], mode: BindMode) -> Result<()> {
     Binder::new(sysfs, &LinuxKernel, BindOptions::default())
         .check_all(addrs, mode)
@@ -117,7 +125,9 @@ pub fn check_bind_all(sysfs: &Sysfs, addrs: &[PciAddress], mode: BindMode) -> Re
 /// As [`bind_vfio_all`], and in [`Error::Refused`]: [`Error::IommuPresent`]
 /// (a no-IOMMU route asked for a port behind an IOMMU),
 /// [`Error::BoundOtherWay`] (bound to the other pollnic driver: unbind it
-/// first), [`Error::NoIommuModeUnavailable`] (no `CONFIG_VFIO_NOIOMMU`).
+/// first), [`Error::NoIommuModeUnavailable`] (no `CONFIG_VFIO_NOIOMMU`),
+/// [`Error::VirtioFeaturesMissing`] (a virtio-net port lacking
+/// `VIRTIO_F_VERSION_1`, or `VIRTIO_F_ACCESS_PLATFORM` for [`BindMode::Vfio`]).
 pub fn bind_all(sysfs: &Sysfs, addrs: &[PciAddress], mode: BindMode) -> Result<Vec<BindReport>> {
     Binder::new(sysfs, &LinuxKernel, BindOptions::default()).bind_all_as(addrs, mode)
 }

@@ -7,6 +7,7 @@ mod status;
 #[cfg(feature = "test-family")]
 mod third_family;
 mod unbind;
+mod virtio;
 
 use std::fs;
 
