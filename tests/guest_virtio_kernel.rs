@@ -11,8 +11,11 @@
 //! problems"); the device without ACCESS_PLATFORM bypasses the vIOMMU. The kernel
 //! pings the smoltcp stack and fetches a file from it with busybox `wget`,
 //! checked byte for byte; every buffer must be back in its pool at the end,
-//! and the kernel interface's own counters must show the frames. Both ports
-//! go back to vfio-pci however the test ends.
+//! and the kernel interface's own counters must show the frames. While the
+//! kernel holds the device without ACCESS_PLATFORM, `pollnic bind`'s
+//! check of its feature bits must refuse it (the bits sysfs shows only
+//! then). Both ports go back to vfio-pci however the test ends (the one
+//! without ACCESS_PLATFORM by hand, as the testbed binds it).
 //!
 //! Run inside the testbed: `cargo xtask test`.
 
@@ -41,9 +44,22 @@ struct Restore(Vec<PciAddress>);
 impl Drop for Restore {
     fn drop(&mut self) {
         for &a in &self.0 {
-            let _ = pci::bind_vfio(&Sysfs::default(), a);
+            if pci::bind_vfio(&Sysfs::default(), a).is_err() {
+                override_to_vfio(a);
+            }
         }
     }
+}
+
+/// Puts `addr` on vfio-pci through sysfs alone (`driver_override`, unbind,
+/// `drivers_probe`: what `driverctl` does), past `pollnic bind`'s checks:
+/// the testbed keeps the device without ACCESS_PLATFORM there so that
+/// `Device::open`'s own refusal can be tested.
+fn override_to_vfio(addr: PciAddress) {
+    let dir = format!("/sys/bus/pci/devices/{addr}");
+    let _ = std::fs::write(format!("{dir}/driver_override"), "vfio-pci");
+    let _ = std::fs::write(format!("{dir}/driver/unbind"), addr.to_string());
+    let _ = std::fs::write("/sys/bus/pci/drivers_probe", addr.to_string());
 }
 
 fn sh(cmd: &str, args: &[&str]) {
@@ -310,6 +326,24 @@ fn the_kernels_virtio_net_pings_and_fetches_from_smoltcp_on_a_virtio_port() {
     let _restore = Restore(vec![p0, p1]);
     pci::bind_vfio(&Sysfs::default(), p1).expect("virtio port 1 on vfio-pci");
     let k0 = to_kernel(p0);
+    // With virtio_net on it, sysfs shows its feature bits: `pollnic bind`
+    // must refuse it before changing anything (no ACCESS_PLATFORM behind an IOMMU).
+    let err = pci::bind_vfio(&Sysfs::default(), p0)
+        .expect_err("a virtio device without ACCESS_PLATFORM: bind refused");
+    assert!(
+        matches!(&err, pci::Error::VirtioFeaturesMissing { missing, .. }
+            if missing.contains(&pci::VirtioFeature::AccessPlatform)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--no-iommu"), "{err}");
+    assert_eq!(
+        PciDevice::read(&Sysfs::default(), p0)
+            .expect("still there")
+            .driver
+            .as_deref(),
+        Some("virtio-pci"),
+        "a refused bind changes nothing"
+    );
     configure(&k0, &format!("{KERNEL_IP}/24"));
     let p1s = p1.to_string();
     let net = [

@@ -21,5 +21,6 @@ pub mod offload;
 pub mod power;
 pub mod rss;
 pub mod stats;
+pub mod virtio;
 
 pub use desc::{RawDesc, RxCompletion};

@@ -68,21 +68,56 @@ pub const VIRTIO_TRANSITIONAL: &str = "0000:00:13.0";
 /// The host-side tap of [`VIRTIO_NOPLATFORM`], on the virtio ports' bridge.
 pub const NOPLATFORM_TAP: &str = "pollnic-vt2";
 
-/// Every device the testbed binds to vfio-pci: the igb ports, the virtio-net
-/// ports and the virtio device without ACCESS_PLATFORM.
+/// Every device the testbed has on vfio-pci in its IOMMU guest: the igb
+/// ports and virtio-net ports `pollnic bind` binds ([`pollnic_ports`]), and
+/// the virtio device without ACCESS_PLATFORM, which `pollnic bind` refuses
+/// and the testbed binds by hand ([`bind_commands`]).
 pub fn bound_ports() -> Vec<&'static str> {
-    PORTS
-        .iter()
-        .chain(&VIRTIO_PORTS)
-        .map(|p| p.0)
+    pollnic_ports()
+        .into_iter()
         .chain([VIRTIO_NOPLATFORM])
         .collect()
 }
 
-/// What the plain-VM guest (`--no-iommu`) binds to `uio_pci_generic`: the
-/// igb and virtio-net ports.
-pub fn no_iommu_ports() -> Vec<&'static str> {
+/// The ports `pollnic bind` takes in either guest: the igb and virtio-net
+/// ports (to vfio-pci behind the vIOMMU, to `uio_pci_generic` with none).
+pub fn pollnic_ports() -> Vec<&'static str> {
     PORTS.iter().chain(&VIRTIO_PORTS).map(|p| p.0).collect()
+}
+
+/// The shell lines that put the testbed's ports where each test binary
+/// starts from: `pollnic bind` of [`pollnic_ports`] (with `--force` past its
+/// active-interface guard when `force`; `--driver uio_pci_generic` with no
+/// IOMMU), then, behind the vIOMMU, [`VIRTIO_NOPLATFORM`] to vfio-pci by
+/// hand through sysfs (`driver_override`, as `driverctl` or
+/// `dpdk-devbind.py` would), since `pollnic bind` refuses a virtio device
+/// without ACCESS_PLATFORM there and `Device::open`'s own refusal is what
+/// `guest_virtio` tests. Each line runs `on_fail` when it fails.
+pub fn bind_commands(layout: &Layout, no_iommu: bool, force: bool, on_fail: &str) -> String {
+    let how = match (force, no_iommu) {
+        (false, false) => "",
+        (false, true) => "--driver uio_pci_generic ",
+        (true, false) => "--force ",
+        (true, true) => "--force --driver uio_pci_generic ",
+    };
+    let mut s = format!(
+        "{} bind {how}{}{} || {on_fail}\n",
+        cmd::shell_quote(layout.pollnic_debug_bin()),
+        pollnic_ports().join(" "),
+        if force { " >/dev/null" } else { "" },
+    );
+    if !no_iommu {
+        let _ = writeln!(
+            s,
+            "np=/sys/bus/pci/devices/{dev}\n\
+             {{ echo vfio-pci > $np/driver_override && \\\n\
+             {{ [ ! -e $np/driver ] || [ \"$(basename \"$(readlink $np/driver)\")\" = vfio-pci ] || echo {dev} > $np/driver/unbind; }} && \\\n\
+             {{ [ -e $np/driver ] || echo {dev} > /sys/bus/pci/drivers_probe; }} && \\\n\
+             [ \"$(basename \"$(readlink $np/driver)\")\" = vfio-pci ]; }} || {on_fail}",
+            dev = VIRTIO_NOPLATFORM
+        );
+    }
+    s
 }
 
 /// The QEMU device id of virtio-net port `i` (what QMP's `set_link` names).
@@ -157,18 +192,12 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool, no_iommu: bool) -> S
         pcis.join(" ")
     );
     if bind {
-        // With no IOMMU: the igb and virtio-net ports to uio_pci_generic.
-        let (how, ports) = if no_iommu {
-            ("--driver uio_pci_generic ", no_iommu_ports())
-        } else {
-            ("", pcis)
-        };
-        let _ = writeln!(
-            s,
-            "{} bind {how}{} || {{ echo 'pollnic-testbed: binding the NICs failed' >&2; exit 125; }}",
-            cmd::shell_quote(layout.pollnic_debug_bin()),
-            ports.join(" ")
-        );
+        s.push_str(&bind_commands(
+            layout,
+            no_iommu,
+            false,
+            "{ echo 'pollnic-testbed: binding the NICs failed' >&2; exit 125; }",
+        ));
     }
     s.push_str("# ---- the command ----\n");
     s.push_str(user);
@@ -222,8 +251,12 @@ mod tests {
         assert!(!bound.contains("POLLNIC_NO_IOMMU"));
         assert!(bound.contains(
             "/work/main/target/debug/pollnic bind 0000:00:08.0 0000:00:0a.0 0000:00:0c.0 \
-             0000:00:06.0 0000:00:10.0 0000:00:11.0 0000:00:12.0 ||"
+             0000:00:06.0 0000:00:10.0 0000:00:11.0 ||"
         ));
+        // The device pollnic bind refuses goes to vfio-pci by hand.
+        assert!(bound.contains("np=/sys/bus/pci/devices/0000:00:12.0\n"));
+        assert!(bound.contains("echo vfio-pci > $np/driver_override"));
+        assert!(!plain.contains("driver_override"));
         assert!(s.contains("export POLLNIC_VIRTIO_PORT1=0000:00:11.0\n"));
         assert!(s.contains("export POLLNIC_VIRTIO_PORT0_MAC=52:54:00:12:36:01\n"));
         assert!(s.contains("export POLLNIC_VIRTIO_TRANSITIONAL=0000:00:13.0\n"));

@@ -437,36 +437,18 @@ fn guest_script(
     );
     // The ports each binary starts from: vfio-pci, or uio_pci_generic in
     // the guest with no IOMMU.
-    let (pcis, how) = if no_iommu {
-        (
-            crate::runscript::no_iommu_ports(),
-            "--driver uio_pci_generic ",
-        )
-    } else {
-        (crate::runscript::bound_ports(), "")
-    };
+    let rebind = |on_fail: &str| crate::runscript::bind_commands(layout, no_iommu, true, on_fail);
     for (i, exe) in exes.iter().enumerate() {
         let _ = writeln!(s, "echo '==== guest test: {} ===='", exe.name);
         if bind && i > 0 {
             // Tests may hand a NIC back to the kernel, and leave its interface up with an
             // address (the kernel-path comparison, the bind guard's test): start each binary
             // from a clean bind, forced past `pollnic bind`'s active-interface guard.
-            let _ = writeln!(
-                s,
-                "{} bind --force {how}{} >/dev/null || echo 'pollnic-testbed: re-binding the NICs failed' >&2",
-                shell_quote(layout.pollnic_debug_bin()),
-                pcis.join(" ")
-            );
+            s.push_str(&rebind(
+                "echo 'pollnic-testbed: re-binding the NICs failed' >&2",
+            ));
         }
-        let rebind = if bind {
-            format!(
-                "{} bind --force {how}{} >/dev/null\n",
-                shell_quote(layout.pollnic_debug_bin()),
-                pcis.join(" ")
-            )
-        } else {
-            String::new()
-        };
+        let rebind = if bind { rebind("true") } else { String::new() };
         // `timeout` is the host's coreutils (the guest runs in the host's root).
         // A binary that fails (not by timeout) runs once more, loudly: under
         // TCG a vCPU can stall for seconds and starve a pinned thread (seen

@@ -476,14 +476,7 @@ pub fn port(f: &Facts, p: &PortFacts) -> Vec<Finding> {
             ),
         )),
         None => {
-            let fix = if no_iommu && f.uio_pci_generic.offered() {
-                format!(
-                    "sudo pollnic bind --driver uio_pci_generic {}   # no IOMMU: see the iommu finding",
-                    p.addr
-                )
-            } else {
-                format!("sudo pollnic bind {}", p.addr)
-            };
+            let fix = bind_fix(f, p, d, no_iommu);
             out.push(Finding::fail(
                 &area,
                 format!(
@@ -770,6 +763,48 @@ fn feature_list(features: &[VirtioFeature]) -> String {
 /// no-IOMMU route, which does not need ACCESS_PLATFORM, is offered; the
 /// optional ones it lacks are said in an ok finding. Nothing for a port on
 /// another driver: sysfs cannot tell, and `Device::open` checks them.
+/// The fix for a port on no pollnic driver: the `pollnic bind` that would
+/// succeed here, or, when every bind would be refused (no IOMMU and no
+/// no-IOMMU route offered; a virtio-net device without a feature the route
+/// needs), no bind at all but the finding that says what to change first.
+/// So doctor never advises a bind whose refusal (or whose guard's advice
+/// to take an interface down) comes for nothing.
+fn bind_fix(f: &Facts, p: &PortFacts, d: &PciDevice, no_iommu: bool) -> String {
+    let mode = if !no_iommu {
+        BindMode::Vfio
+    } else if f.vfio_noiommu.offered() {
+        BindMode::VfioNoIommu
+    } else if f.uio_pci_generic.offered() {
+        BindMode::Uio
+    } else {
+        return "none yet: no way in is offered on this machine (see the iommu finding); \
+                bind nothing until one is"
+            .to_owned();
+    };
+    let is_virtio = d.family().map(|x| x.kind()) == Some(NicFamily::VirtioNet);
+    if let (true, Some(Ok(feats))) = (is_virtio, &p.virtio_features) {
+        let missing = feats.missing_for(mode);
+        if !missing.is_empty() {
+            return format!(
+                "none yet: `pollnic bind` would refuse it (the device lacks {}; see the virtio \
+                 features finding)",
+                feature_list(&missing)
+            );
+        }
+    }
+    match mode {
+        BindMode::Vfio => format!("sudo pollnic bind {}", p.addr),
+        BindMode::VfioNoIommu => format!(
+            "sudo pollnic bind --no-iommu {}   # no IOMMU: see the iommu finding",
+            p.addr
+        ),
+        _ => format!(
+            "sudo pollnic bind --driver uio_pci_generic {}   # no IOMMU: see the iommu finding",
+            p.addr
+        ),
+    }
+}
+
 pub fn virtio_features(f: &Facts, p: &PortFacts, d: &PciDevice) -> Vec<Finding> {
     let area = format!("port {}", p.addr);
     if d.family().map(|x| x.kind()) != Some(NicFamily::VirtioNet) || p.mode.is_some() {

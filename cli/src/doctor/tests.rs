@@ -992,6 +992,15 @@ fn on_the_recorded_vm_doctor_names_the_missing_access_platform_and_its_fix() {
     ] {
         assert!(fix.contains(want), "{want:?} missing: {fix}");
     }
+    // The driver finding advises no bind that would be refused (issue 46,
+    // item 1): no IOMMU and no no-IOMMU route here, so no bind at all.
+    let drv = fs
+        .iter()
+        .find(|f| f.area == AREA && f.detail.contains("not vfio-pci"))
+        .unwrap_or_else(|| panic!("{fs:#?}"));
+    let drv_fix = drv.fix.as_deref().unwrap();
+    assert!(!drv_fix.contains("pollnic bind"), "{drv_fix}");
+    assert!(drv_fix.starts_with("none yet: no way in"), "{drv_fix}");
     // VERSION_1 is there: not named as missing.
     assert!(
         !fs.iter()
@@ -1058,6 +1067,15 @@ fn on_the_recorded_vm_a_no_iommu_route_makes_it_a_warning_naming_the_route() {
         !fix.contains("--no-iommu 0000"),
         "(b) is not offered: {fix}"
     );
+    // The driver finding advises the route that would succeed.
+    let drv = fs
+        .iter()
+        .find(|f| f.area == AREA && f.detail.contains("not vfio-pci"))
+        .unwrap_or_else(|| panic!("{fs:#?}"));
+    assert_eq!(
+        drv.fix.as_deref(),
+        Some("sudo pollnic bind --driver uio_pci_generic 0000:00:03.0   # no IOMMU: see the iommu finding")
+    );
 }
 
 #[test]
@@ -1080,6 +1098,17 @@ fn on_the_recorded_vm_behind_an_iommu_or_with_the_bit_or_off_virtio_pci() {
     assert_eq!(m.status, Status::Fail);
     assert!(m.detail.contains("bypasses the IOMMU"), "{}", m.detail);
     assert!(!m.fix.as_deref().unwrap().contains("no-IOMMU"), "{m:#?}");
+    // Behind an IOMMU without the bit, vfio-pci would be refused: no bind advised.
+    let drv = fs
+        .iter()
+        .find(|f| f.area == AREA && f.detail.contains("not vfio-pci"))
+        .unwrap_or_else(|| panic!("{fs:#?}"));
+    let drv_fix = drv.fix.as_deref().unwrap();
+    assert!(
+        drv_fix.starts_with("none yet: `pollnic bind` would refuse it (the device lacks VIRTIO_F_ACCESS_PLATFORM (bit 33")
+            && drv_fix.ends_with("see the virtio features finding)"),
+        "{drv:#?}"
+    );
 
     // The bit offered (as behind a vIOMMU with iommu_platform=on): ok.
     let fs = fixture_findings(|roots| {

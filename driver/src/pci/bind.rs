@@ -24,7 +24,8 @@ use super::address::PciAddress;
 use super::binder::{Binder, Target};
 use super::device::{PciDevice, VFIO_PCI};
 use super::error::{Error, Result};
-use super::mode::{self, BindMode};
+use super::mode::BindMode;
+use super::route;
 use super::sysfs::{self, READ_HINT};
 
 /// Drivers that may share an IOMMU group with a VFIO device without making
@@ -111,11 +112,11 @@ impl Binder<'_> {
         // A group VFIO made up in no-IOMMU mode is no IOMMU.
         let real_group = dev
             .iommu_group
-            .filter(|&g| !mode::is_noiommu_group(self.sysfs, g));
+            .filter(|&g| !route::is_noiommu_group(self.sysfs, g));
         let present = |group| Error::IommuPresent {
             addr,
             group,
-            group_type: mode::group_type(self.sysfs, group),
+            group_type: route::group_type(self.sysfs, group),
             asked: mode,
         };
         match (mode, real_group) {
@@ -124,7 +125,7 @@ impl Binder<'_> {
             // Under iommu=pt the group's type is `identity`: no translation,
             // physical addresses work (DPDK allows uio there too).
             (BindMode::Uio, Some(group))
-                if mode::group_type(self.sysfs, group).is_some_and(|t| t.starts_with("DMA")) =>
+                if route::group_type(self.sysfs, group).is_some_and(|t| t.starts_with("DMA")) =>
             {
                 return Err(present(group))
             }

@@ -13,12 +13,7 @@ use super::ids::{self, NicModel, INTEL_VENDOR_ID};
 use super::sysfs::{self, Sysfs, READ_HINT};
 use crate::family::{FamilyInfo, FAMILIES};
 
-/// Name of the VFIO PCI driver, as in `/sys/bus/pci/drivers/vfio-pci`.
-pub const VFIO_PCI: &str = "vfio-pci";
-
-/// Name of the kernel's generic userspace I/O driver for PCI, as in
-/// `/sys/bus/pci/drivers/uio_pci_generic` (`drivers/uio/uio_pci_generic.c`).
-pub const UIO_PCI_GENERIC: &str = "uio_pci_generic";
+pub use super::mode::{UIO_PCI_GENERIC, VFIO_PCI};
 
 /// The drivers `pollnic bind` hands ports to.
 pub(crate) fn is_pollnic_driver(driver: &str) -> bool {

@@ -56,8 +56,8 @@ pub enum Error {
         addr: PciAddress,
     },
 
-    /// A no-IOMMU route was asked ([`super::BindMode::VfioNoIommu`], or
-    /// [`super::BindMode::Uio`] behind a translating IOMMU) for a port that
+    /// A no-IOMMU route was asked ([`super::mode::BindMode::VfioNoIommu`], or
+    /// [`super::mode::BindMode::Uio`] behind a translating IOMMU) for a port that
     /// is behind a real IOMMU: its DMA is translated, so physical addresses
     /// would not reach memory, and vfio-pci is the way.
     #[error(
@@ -76,7 +76,7 @@ pub enum Error {
         /// The group's `type` (`DMA`, `DMA-FQ`, `identity`), when known.
         group_type: Option<String>,
         /// The way in that was asked.
-        asked: super::BindMode,
+        asked: super::mode::BindMode,
     },
 
     /// VFIO's no-IOMMU mode was asked, but the `vfio` module has no
@@ -106,16 +106,16 @@ pub enum Error {
         /// The device's address.
         addr: PciAddress,
         /// How it is bound now.
-        now: super::BindMode,
+        now: super::mode::BindMode,
         /// How it was asked to be bound.
-        asked: super::BindMode,
+        asked: super::mode::BindMode,
     },
 
     /// A virtio-net port lacks a feature `Device::open` requires of a port
     /// bound as `asked` (read from sysfs while the kernel's virtio-pci holds
-    /// it, [`super::virtio_features`]): `VIRTIO_F_VERSION_1` on every
+    /// it, `pci::virtio_features`): `VIRTIO_F_VERSION_1` on every
     /// route, `VIRTIO_F_ACCESS_PLATFORM` behind an IOMMU
-    /// ([`super::BindMode::Vfio`]). The message says what each missing bit
+    /// ([`super::mode::BindMode::Vfio`]). The message says what each missing bit
     /// means and what gives it (the hypervisor's options, or the no-IOMMU
     /// route with its risk).
     #[error(
@@ -124,16 +124,16 @@ pub enum Error {
         asked.how(),
         missing_text(missing),
         path.display(),
-        super::virtio::fix_text(*addr, missing)
+        super::features::fix_text(*addr, missing)
     )]
     VirtioFeaturesMissing {
         /// The device's address.
         addr: PciAddress,
         /// The required features it lacks, in the order `Device::open`
         /// checks them (never empty).
-        missing: Vec<super::VirtioFeature>,
+        missing: Vec<super::features::VirtioFeature>,
         /// The way in that was asked.
-        asked: super::BindMode,
+        asked: super::mode::BindMode,
         /// The `features` file they were read from.
         path: PathBuf,
     },
@@ -260,7 +260,7 @@ pub enum Error {
 }
 
 /// `VIRTIO_F_ACCESS_PLATFORM (bit 33: what it gives) and ...`.
-fn missing_text(missing: &[super::VirtioFeature]) -> String {
+fn missing_text(missing: &[super::features::VirtioFeature]) -> String {
     let texts: Vec<String> = missing
         .iter()
         .map(|f| format!("{} (bit {}: {})", f.name(), f.bit(), f.gives()))

@@ -18,10 +18,12 @@ mod binder;
 mod config;
 mod device;
 pub(crate) mod error;
+mod features;
 mod ids;
 mod kernel;
 mod link;
 mod mode;
+mod route;
 mod state;
 mod sysfs;
 mod unbind;
@@ -38,6 +40,7 @@ pub use bind::BindReport;
 use binder::{BindOptions, Binder};
 pub use device::{list_nics, list_nics_in, PciDevice, CLASS_ETHERNET, UIO_PCI_GENERIC, VFIO_PCI};
 pub use error::{Error, Result};
+pub use features::{ParseVirtioFeaturesError, VirtioFeature, VirtioFeatures};
 pub use ids::{identify, lookup, lookup_in, supported_nics, NicModel, INTEL_VENDOR_ID};
 use kernel::LinuxKernel;
 pub use link::{link_state, LinkState};
@@ -46,7 +49,7 @@ pub use mode::{BindMode, VFIO_NOIOMMU_GROUP_NAME};
 use state::StateDir;
 pub use sysfs::Sysfs;
 pub use unbind::UnbindReport;
-pub use virtio::{virtio_features, ParseVirtioFeaturesError, VirtioFeature, VirtioFeatures};
+pub use virtio::virtio_features;
 
 /// Binds `addr` to vfio-pci on the running system, as `dpdk-devbind.py -b
 /// vfio-pci` does: it records the current driver in

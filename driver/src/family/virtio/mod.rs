@@ -29,8 +29,7 @@ use pollnic_rings::{CtrlError, Doorbell, NetHdr, VirtqAddrs, VirtqCtrl};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// PCI vendor ID of virtio devices (Red Hat, Inc.).
-pub const VIRTIO_VENDOR_ID: u16 = 0x1af4;
+pub use pollnic_hw::virtio::VIRTIO_VENDOR_ID;
 /// A modern (virtio 1.x only) network device: 0x1040 + device type 1.
 pub const DEVICE_ID_NET_MODERN: u16 = 0x1041;
 /// A transitional network device (legacy interface too).
@@ -80,36 +79,7 @@ pub(crate) mod status {
     pub const FAILED: u8 = 0x80;
 }
 
-/// Feature bits pollnic asks for or refuses without (§5.1.3, §6).
-pub(crate) mod feature {
-    /// `VIRTIO_NET_F_MTU`: the device reports its MTU.
-    pub const NET_MTU: u64 = 1 << 3;
-    /// `VIRTIO_NET_F_MAC`: the device has a MAC address.
-    pub const NET_MAC: u64 = 1 << 5;
-    /// `VIRTIO_NET_F_STATUS`: the link status field is valid.
-    pub const NET_STATUS: u64 = 1 << 16;
-    /// `VIRTIO_NET_F_CTRL_VQ`: a control virtqueue.
-    pub const NET_CTRL_VQ: u64 = 1 << 17;
-    /// `VIRTIO_NET_F_CTRL_RX`: the receive filter's promiscuous and
-    /// all-multicast modes are set by control commands (needs CTRL_VQ).
-    pub const NET_CTRL_RX: u64 = 1 << 18;
-    /// `VIRTIO_NET_F_MQ`: several queue pairs (needs CTRL_VQ).
-    pub const NET_MQ: u64 = 1 << 22;
-    /// `VIRTIO_NET_F_HASH_REPORT`: the RSS hash in each received header.
-    pub const NET_HASH_REPORT: u64 = 1 << 57;
-    /// `VIRTIO_NET_F_RSS`: RSS steering, configured with
-    /// `VIRTIO_NET_CTRL_MQ_RSS_CONFIG` (needs CTRL_VQ).
-    pub const NET_RSS: u64 = 1 << 60;
-    /// `VIRTIO_F_EVENT_IDX` (Linux `VIRTIO_RING_F_EVENT_IDX`): notifications
-    /// are suppressed by the `used_event` and `avail_event` indices (§2.7.7,
-    /// §2.7.10) instead of the flags.
-    pub const EVENT_IDX: u64 = 1 << 29;
-    /// `VIRTIO_F_VERSION_1`: the modern interface.
-    pub const VERSION_1: u64 = 1 << 32;
-    /// `VIRTIO_F_ACCESS_PLATFORM`: the device's DMA goes through the
-    /// platform's IOMMU (the guest's vIOMMU, hence VFIO's mappings).
-    pub const ACCESS_PLATFORM: u64 = 1 << 33;
-}
+pub(crate) use pollnic_hw::virtio::feature;
 
 /// What pollnic negotiates when the device offers it.
 /// CTRL_VQ, MQ, RSS and HASH_REPORT are dropped again by

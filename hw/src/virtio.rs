@@ -1,0 +1,40 @@
+//! virtio 1.x over PCI (OASIS virtio v1.2, cs01): the vendor ID and the
+//! feature bits pollnic negotiates with a network device. Pure constants,
+//! shared by the driver's bring-up and by `pollnic bind`/`doctor`, which
+//! read a device's offered bits from sysfs before anything is bound.
+
+/// PCI vendor ID of virtio devices (Red Hat, Inc.; virtio 1.2 §4.1.2).
+pub const VIRTIO_VENDOR_ID: u16 = 0x1af4;
+
+/// Feature bits (virtio 1.2 §6 "Reserved Feature Bits" for the transport
+/// ones, §5.1.3 for the network device's), as masks of the 64-bit feature
+/// word.
+pub mod feature {
+    /// `VIRTIO_NET_F_MTU`: the device reports its MTU.
+    pub const NET_MTU: u64 = 1 << 3;
+    /// `VIRTIO_NET_F_MAC`: the device has a MAC address.
+    pub const NET_MAC: u64 = 1 << 5;
+    /// `VIRTIO_NET_F_STATUS`: the link status field is valid.
+    pub const NET_STATUS: u64 = 1 << 16;
+    /// `VIRTIO_NET_F_CTRL_VQ`: a control virtqueue.
+    pub const NET_CTRL_VQ: u64 = 1 << 17;
+    /// `VIRTIO_NET_F_CTRL_RX`: the receive filter's promiscuous and
+    /// all-multicast modes are set by control commands (needs CTRL_VQ).
+    pub const NET_CTRL_RX: u64 = 1 << 18;
+    /// `VIRTIO_NET_F_MQ`: several queue pairs (needs CTRL_VQ).
+    pub const NET_MQ: u64 = 1 << 22;
+    /// `VIRTIO_NET_F_HASH_REPORT`: the RSS hash in each received header.
+    pub const NET_HASH_REPORT: u64 = 1 << 57;
+    /// `VIRTIO_NET_F_RSS`: RSS steering, configured with
+    /// `VIRTIO_NET_CTRL_MQ_RSS_CONFIG` (needs CTRL_VQ).
+    pub const NET_RSS: u64 = 1 << 60;
+    /// `VIRTIO_F_EVENT_IDX` (Linux `VIRTIO_RING_F_EVENT_IDX`): notifications
+    /// are suppressed by the `used_event` and `avail_event` indices (§2.7.7,
+    /// §2.7.10) instead of the flags.
+    pub const EVENT_IDX: u64 = 1 << 29;
+    /// `VIRTIO_F_VERSION_1`: the modern interface.
+    pub const VERSION_1: u64 = 1 << 32;
+    /// `VIRTIO_F_ACCESS_PLATFORM`: the device's DMA goes through the
+    /// platform's IOMMU (the guest's vIOMMU, hence VFIO's mappings).
+    pub const ACCESS_PLATFORM: u64 = 1 << 33;
+}
