@@ -437,18 +437,23 @@ fn guest_script(
     );
     // The ports each binary starts from: vfio-pci, or uio_pci_generic in
     // the guest with no IOMMU.
-    let rebind = |on_fail: &str| crate::runscript::bind_commands(layout, no_iommu, true, on_fail);
+    let bind_lines =
+        |on_fail: &str| crate::runscript::bind_commands(layout, no_iommu, true, on_fail);
     for (i, exe) in exes.iter().enumerate() {
         let _ = writeln!(s, "echo '==== guest test: {} ===='", exe.name);
         if bind && i > 0 {
             // Tests may hand a NIC back to the kernel, and leave its interface up with an
             // address (the kernel-path comparison, the bind guard's test): start each binary
             // from a clean bind, forced past `pollnic bind`'s active-interface guard.
-            s.push_str(&rebind(
+            s.push_str(&bind_lines(
                 "echo 'pollnic-testbed: re-binding the NICs failed' >&2",
             ));
         }
-        let rebind = if bind { rebind("true") } else { String::new() };
+        let rebind = if bind {
+            bind_lines("true")
+        } else {
+            String::new()
+        };
         // `timeout` is the host's coreutils (the guest runs in the host's root).
         // A binary that fails (not by timeout) runs once more, loudly: under
         // TCG a vCPU can stall for seconds and starve a pinned thread (seen
