@@ -39,8 +39,8 @@
  *
  * The cache model (cache=on|marker, default off; needs mem=on): per vCPU an
  * L1D and an L2, a shared LLC, with device writes found by a byte shadow (see
- * its section below); `marker` runs it only while a marked region is open on
- * the vCPU. Its counts are extra `cache` lines of the file, written only when
+ * its section below); `marker` runs its levels only while a marked region is
+ * open on the vCPU (its byte shadow sees every store). Its counts are extra `cache` lines of the file, written only when
  * it is on: with cache=off the output and the cost are what they were.
  *
  * Arguments: out=PATH (required), idle_start=0xADDR, idle_end=0xADDR,
@@ -680,7 +680,8 @@ static void device_wrote(struct counts *c, int cls, uint64_t line)
 
 /* The byte shadow of `line` for `n` bytes at `off` (off + n <= LINE_BYTES)
  * with the values `val`: a load that finds a known byte changed reports a
- * device write (see device_wrote); then the bytes are known. */
+ * device write (see device_wrote) and forgets the rest of the line; then
+ * these bytes are known. */
 static void shadow_access(struct counts *c, int cls, uint64_t line, unsigned off, unsigned n, const uint8_t *val,
                           bool store)
 {
@@ -694,7 +695,11 @@ static void shadow_access(struct counts *c, int cls, uint64_t line, unsigned off
     if (!store) {
         for (unsigned i = 0; i < n; i++) {
             if ((s->known >> (off + i) & 1) && s->bytes[off + i] != val[i]) {
+                /* Once per device write: what was known of the line is
+                 * stale, and the next loads of its other bytes must not
+                 * find the same write again. */
                 device_wrote(c, cls, line);
+                s->known = 0;
                 break;
             }
         }
@@ -767,11 +772,13 @@ static bool access_bytes(qemu_plugin_meminfo_t info, unsigned size, uint8_t out[
 }
 
 /* A RAM access of `size` bytes at guest physical `phys` (virtual `vaddr`):
- * the shadow and the levels for each line it touches (two when it crosses a
- * line boundary; the second line's address is looked up again when the
- * access also crosses a page). */
+ * the shadow and (when `levels`) the levels for each line it touches (two
+ * when it crosses a line boundary; the second line's address is looked up
+ * again when the access also crosses a page). A store outside the marked
+ * regions of cache=marker updates the shadow only, so that the CPU's own
+ * writes there are never taken for a device's. */
 static void cache_access(struct counts *c, unsigned vcpu, int cls, qemu_plugin_meminfo_t info, uint64_t vaddr,
-                         uint64_t phys, unsigned size, bool store)
+                         uint64_t phys, unsigned size, bool store, bool levels)
 {
     if (vcpu >= ncores) {
         return;
@@ -796,13 +803,17 @@ static void cache_access(struct counts *c, unsigned vcpu, int cls, qemu_plugin_m
     if (have_val) {
         shadow_access(c, cls, phys >> LINE_SHIFT, off, first, val, store);
     }
-    line_access(c, vcpu, cls, phys >> LINE_SHIFT, store);
+    if (levels) {
+        line_access(c, vcpu, cls, phys >> LINE_SHIFT, store);
+    }
     if (phys2) {
         unsigned rest = size - first;
         if (have_val && rest <= LINE_BYTES) {
             shadow_access(c, cls, phys2 >> LINE_SHIFT, phys2 & (LINE_BYTES - 1), rest, val + first, store);
         }
-        line_access(c, vcpu, cls, phys2 >> LINE_SHIFT, store);
+        if (levels) {
+            line_access(c, vcpu, cls, phys2 >> LINE_SHIFT, store);
+        }
     }
     pthread_mutex_unlock(&cache_lock);
 }
@@ -838,7 +849,10 @@ static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va
     } else {
         c->loaded[cls] += size;
     }
-    bool model = cache_mode == CACHE_ON || (cache_mode == CACHE_MARKER && c->open);
+    /* cache=marker: the levels inside marked regions, the shadow for every
+     * store (see cache_access). */
+    bool levels = cache_mode == CACHE_ON || (cache_mode == CACHE_MARKER && c->open);
+    bool model = levels || (cache_mode == CACHE_MARKER && store);
     if (!count_mmio && !model) {
         return;
     }
@@ -848,7 +862,8 @@ static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va
     }
     if (!qemu_plugin_hwaddr_is_io(hw)) {
         if (model) {
-            cache_access(c, vcpu, cls, info, vaddr, qemu_plugin_hwaddr_phys_addr(hw), (unsigned)size, store);
+            cache_access(c, vcpu, cls, info, vaddr, qemu_plugin_hwaddr_phys_addr(hw), (unsigned)size, store,
+                         levels);
         }
         return;
     }
