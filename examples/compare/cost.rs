@@ -201,6 +201,73 @@ pub struct Window {
     pub profile: Option<(Profile, Symbols)>,
     /// The receiving port's interrupts in the send window, all CPUs.
     pub interrupts: Option<u64>,
+    /// The plugin's cache model in the window (`on`, `marker`; `None`: off).
+    pub cache_model: Option<String>,
+}
+
+/// What a row's cache figures are (`cache_note` of a row that has them).
+pub const CACHE_NOTE: &str = "counts of a cache model under QEMU/TCG, not hardware: per vCPU \
+     L1D 48 KiB 12-way and L2 1.25 MiB 20-way, LLC 1.5 MiB per vCPU 12-way (Ice Lake-SP), \
+     64 B lines, true LRU, guest physical addresses, MMIO left out; device writes found by a \
+     byte shadow (a lower bound); LLC misses with DDIO and without";
+
+/// Whether the rows give the cache model's figures (`--count-cache`; set
+/// once by `main`).
+pub static COUNT_CACHE: AtomicBool = AtomicBool::new(false);
+
+/// The cache model's figures of a row (a model of Ice Lake-SP's caches run
+/// by the counting plugin under QEMU/TCG: counts of a model, not the
+/// hardware's), per packet, on the counted vCPUs in the window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachePerPacket {
+    /// Line accesses that missed L1D.
+    pub l1d_misses: f64,
+    /// Line accesses that missed L2.
+    pub l2_misses: f64,
+    /// Line accesses that missed the LLC and every other core's caches,
+    /// lines written by the device being in the LLC (DDIO).
+    pub llc_misses: f64,
+    /// The same without DDIO (a line written by the device is in memory only).
+    pub llc_misses_no_ddio: f64,
+    /// Lines found written by the device since a CPU last saw them (a lower
+    /// bound: only changed bytes that a CPU had loaded before are seen).
+    pub external_lines: f64,
+}
+
+/// The cache figures of `all` (the counted vCPUs' counts over the window)
+/// per packet (`n` packets), when they were asked for (`asked`) and the
+/// plugin's model was on (`model`: the snapshot's [`Snapshot::cache_model`]);
+/// else why there are none.
+pub fn cache_per_packet(
+    asked: bool,
+    model: Option<&str>,
+    all: &VcpuCounts,
+    n: f64,
+) -> Result<CachePerPacket, String> {
+    if !asked {
+        return Err("cache model not asked for (compare --count-cache)".into());
+    }
+    match model {
+        None => Err(
+            "cache model off in the counting plugin: boot the guest with it \
+             (`cargo xtask compare --count-cache`)"
+                .into(),
+        ),
+        Some("on") => {
+            let c = &all.cache;
+            Ok(CachePerPacket {
+                l1d_misses: c.l1d_misses() as f64 / n,
+                l2_misses: c.l2_misses() as f64 / n,
+                llc_misses: c.llc_misses() as f64 / n,
+                llc_misses_no_ddio: c.llc_misses_no_ddio() as f64 / n,
+                external_lines: c.external_lines() as f64 / n,
+            })
+        }
+        Some(other) => Err(format!(
+            "cache model `{other}` in the counting plugin (only inside marked regions): \
+             per-packet figures need `on`"
+        )),
+    }
 }
 
 /// A work figure a path made itself, per packet.
@@ -290,6 +357,7 @@ impl Meter {
             external: None,
             profile,
             interrupts,
+            cache_model: end.cache_model.clone(),
         })
     }
 }
@@ -395,6 +463,11 @@ pub struct PerPacket {
     /// (marked bursts: both are counted at the same points, so 1.0 up to
     /// bursts too long to log; all: the two are read a moment apart).
     pub top_functions_coverage: Option<f64>,
+    /// The cache model's figures ([`cache_per_packet`]); `None`: see
+    /// [`Self::cache_note`].
+    pub cache: Option<CachePerPacket>,
+    /// What the cache figures are, or why there are none.
+    pub cache_note: String,
 }
 
 impl Window {
@@ -546,7 +619,18 @@ impl Window {
             .unwrap_or_default();
         let per_burst =
             |x: u64| (marked && self.external.is_none()).then(|| x as f64 / all.marks as f64);
+        let cache = cache_per_packet(
+            COUNT_CACHE.load(Relaxed),
+            self.cache_model.as_deref(),
+            &all,
+            n,
+        );
         Some(PerPacket {
+            cache: cache.as_ref().ok().cloned(),
+            cache_note: match cache {
+                Ok(_) => CACHE_NOTE.to_string(),
+                Err(why) => why,
+            },
             mmio_reads: all.mmio_reads() as f64 / n,
             mmio_writes: all.mmio_writes() as f64 / n,
             mmio_reads_per_burst: per_burst(all.marked_mmio_reads),
@@ -799,6 +883,7 @@ mod tests {
             external: None,
             profile: None,
             interrupts: None,
+            cache_model: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1020.0);
@@ -837,6 +922,7 @@ mod tests {
             external: None,
             profile: None,
             interrupts: None,
+            cache_model: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(
@@ -860,6 +946,7 @@ mod tests {
             seq: 1,
             vcpus: vec![c(user, 0)],
             at_ns,
+            cache_model: None,
         };
         // 1e6 instructions, 10,000 bursts for 1,000 packets, 50 per empty burst.
         let empty = EmptyBursts {
@@ -909,6 +996,7 @@ mod tests {
             external: Some(Err(why)),
             profile: None,
             interrupts: None,
+            cache_model: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(
@@ -942,6 +1030,7 @@ mod tests {
             external: None,
             profile: None,
             interrupts: None,
+            cache_model: None,
         };
         let p = w.per_packet(1000, 1000).unwrap();
         assert_eq!(p.instructions, 1200.0);
@@ -961,5 +1050,44 @@ mod tests {
             "{}",
             p.work_method
         );
+        // No cache model in the window: no cache figures, and a note why.
+        assert_eq!(p.cache, None);
+        assert!(!p.cache_note.is_empty());
+    }
+
+    /// The cache figures are per packet when asked for and the plugin's
+    /// model was on in every access; absent, with the reason, otherwise.
+    #[test]
+    fn cache_figures_need_the_flag_and_the_model_on() {
+        use pollnic_tools::counts::CacheCounts;
+        let all = VcpuCounts {
+            cache: CacheCounts {
+                user_l1d_misses: 5_000,
+                kernel_l1d_misses: 1_500,
+                user_l2_misses: 4_000,
+                kernel_l2_misses: 1_000,
+                user_llc_misses: 100,
+                user_llc_misses_no_ddio: 4_100,
+                kernel_llc_misses_no_ddio: 900,
+                kernel_external_lines: 1_000,
+                ..CacheCounts::default()
+            },
+            ..VcpuCounts::default()
+        };
+        let p = cache_per_packet(true, Some("on"), &all, 1000.0).unwrap();
+        assert_eq!(
+            p,
+            CachePerPacket {
+                l1d_misses: 6.5,
+                l2_misses: 5.0,
+                llc_misses: 0.1,
+                llc_misses_no_ddio: 5.0,
+                external_lines: 1.0,
+            }
+        );
+        let why = |asked, model| cache_per_packet(asked, model, &all, 1000.0).unwrap_err();
+        assert!(why(false, Some("on")).contains("--count-cache"));
+        assert!(why(true, None).contains("off"));
+        assert!(why(true, Some("marker")).contains("marked regions"));
     }
 }

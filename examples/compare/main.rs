@@ -168,6 +168,13 @@ struct Args {
     /// the kernel, DPDK and forwarding rows.
     #[arg(long)]
     no_iommu: bool,
+    /// In a counting guest booted with the plugin's cache model
+    /// (`cargo xtask compare --count-cache`): per row, the model's L1D, L2
+    /// and LLC misses (with and without DDIO) and the lines the device wrote,
+    /// per packet (docs/design/counting.md). Without the model the rows say
+    /// why they have none.
+    #[arg(long)]
+    count_cache: bool,
 }
 
 fn main() {
@@ -211,6 +218,12 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         top_mmio: Vec::new(),
         pmu_per_packet: Vec::new(),
         pmu_note: String::new(),
+        l1d_misses_per_packet: None,
+        l2_misses_per_packet: None,
+        llc_misses_per_packet: None,
+        llc_misses_no_ddio_per_packet: None,
+        ext_lines_per_packet: None,
+        cache_note: String::new(),
         instructions_per_packet: None,
         work_instructions_per_packet: None,
         work_instructions_per_packet_low: None,
@@ -291,6 +304,8 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             w.per_packet(if tx { m.offered.sent } else { t.received }, m.offered.sent)
         });
     let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
+    let cache_figure =
+        |f: fn(&cost::CachePerPacket) -> f64| cost.as_ref().and_then(|p| p.cache.as_ref()).map(f);
     let (pmu_per_packet, pmu_note) =
         pmu::per_packet(&m.offered.pmu, if tx { m.offered.sent } else { t.received });
     let wakeups_per_packet = m
@@ -310,6 +325,21 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         top_mmio: cost.as_ref().map_or(Vec::new(), |p| p.top_mmio.clone()),
         pmu_per_packet,
         pmu_note,
+        l1d_misses_per_packet: cache_figure(|c| c.l1d_misses),
+        l2_misses_per_packet: cache_figure(|c| c.l2_misses),
+        llc_misses_per_packet: cache_figure(|c| c.llc_misses),
+        llc_misses_no_ddio_per_packet: cache_figure(|c| c.llc_misses_no_ddio),
+        ext_lines_per_packet: cache_figure(|c| c.external_lines),
+        cache_note: cost.as_ref().map_or_else(
+            || {
+                if cost::COUNT_CACHE.load(std::sync::atomic::Ordering::Relaxed) {
+                    "no counted figures for this row, so no cache figures".to_string()
+                } else {
+                    "cache model not asked for (compare --count-cache)".to_string()
+                }
+            },
+            |p| p.cache_note.clone(),
+        ),
         wakeups_per_packet,
         spin_budget_us: m.irq_state.map(|s| s.spin_budget_ns as f64 / 1000.0),
         itr_usecs: m.irq_state.map(|s| s.itr_usecs),
@@ -436,6 +466,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
     let _ = pmu::PMU_EVENTS.set(args.pmu);
+    cost::COUNT_CACHE.store(args.count_cache, std::sync::atomic::Ordering::Relaxed);
     let _ = cost::RX_PORT.set(rx.to_string());
     let _ = cost::PORTS.set(vec![tx.to_string(), rx.to_string()]);
     cost::TOP_FUNCTIONS.store(

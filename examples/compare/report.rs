@@ -127,6 +127,29 @@ pub struct Row {
     /// Which events `pmu_per_packet` holds, or why there are none ("no PMU: ...").
     #[serde(default)]
     pub pmu_note: String,
+    /// Counted, cache model (`--count-cache`; a model under QEMU/TCG, not the
+    /// hardware): line accesses that missed L1D per packet on the counted
+    /// vCPUs. Absent (not 0) without the model: `cache_note` says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l1d_misses_per_packet: Option<f64>,
+    /// Counted, cache model: line accesses that missed L2 per packet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_misses_per_packet: Option<f64>,
+    /// Counted, cache model: LLC misses per packet, the device's writes
+    /// allocating in the LLC (DDIO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_misses_per_packet: Option<f64>,
+    /// Counted, cache model: LLC misses per packet without DDIO (the device's
+    /// writes go to memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_misses_no_ddio_per_packet: Option<f64>,
+    /// Counted, cache model: lines found written by the device per packet (a
+    /// lower bound: the byte shadow sees changed bytes a CPU had loaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ext_lines_per_packet: Option<f64>,
+    /// What the cache figures are, or why a row has none.
+    #[serde(default)]
+    pub cache_note: String,
     /// Counted, marked loops: bursts with packets per received packet.
     #[serde(default)]
     pub bursts_per_packet: Option<f64>,
@@ -284,6 +307,37 @@ pub fn table(rows: &[Row]) -> String {
         let _ = writeln!(s, "  {} {}: {}", r.path, r.frame_size, r.note);
     }
     s.push_str(&pmu_text(rows));
+    s.push_str(&cache_text(rows));
+    s
+}
+
+/// The cache model's figures per packet of each row that has them, and
+/// what they are; nothing when no row has them.
+fn cache_text(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for r in rows.iter().filter(|r| r.valid) {
+        let (Some(l1d), Some(l2), Some(llc), Some(no_ddio), Some(ext)) = (
+            r.l1d_misses_per_packet,
+            r.l2_misses_per_packet,
+            r.llc_misses_per_packet,
+            r.llc_misses_no_ddio_per_packet,
+            r.ext_lines_per_packet,
+        ) else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "  {} {}: cache model misses per packet: L1D {l1d:.2}, L2 {l2:.2}, LLC {llc:.2} \
+             (without DDIO {no_ddio:.2}); device-written lines {ext:.2}",
+            r.path, r.frame_size
+        );
+    }
+    if let Some(r) = rows
+        .iter()
+        .find(|r| r.valid && r.l1d_misses_per_packet.is_some())
+    {
+        let _ = writeln!(s, "Cache model: {}", r.cache_note);
+    }
     s
 }
 

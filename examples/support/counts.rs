@@ -72,6 +72,111 @@ pub struct VcpuCounts {
     pub one_mmio_reads: u64,
     /// MMIO writes inside regions of one packet.
     pub one_mmio_writes: u64,
+    /// The plugin's cache model, when it is on ([`Snapshot::cache_model`]);
+    /// all 0 otherwise.
+    pub cache: CacheCounts,
+}
+
+/// One vCPU's counts of the plugin's cache model (a model of Ice Lake-SP's
+/// L1D, L2 and LLC under QEMU/TCG, not the hardware's counters): line
+/// accesses that missed each level, user and kernel (docs/design/counting.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CacheCounts {
+    /// User mode: line accesses that missed L1D.
+    pub user_l1d_misses: u64,
+    /// User mode: line accesses that missed L2.
+    pub user_l2_misses: u64,
+    /// User mode: line accesses that missed the LLC and every other core's
+    /// caches, a line a device wrote being in the LLC (DDIO).
+    pub user_llc_misses: u64,
+    /// User mode: the same without DDIO (a line a device wrote is in memory only).
+    pub user_llc_misses_no_ddio: u64,
+    /// User mode: lines found written by a device since a CPU last saw them
+    /// (a lower bound: the byte shadow sees changed bytes only).
+    pub user_external_lines: u64,
+    /// Kernel: line accesses that missed L1D.
+    pub kernel_l1d_misses: u64,
+    /// Kernel: line accesses that missed L2.
+    pub kernel_l2_misses: u64,
+    /// Kernel: LLC misses (DDIO).
+    pub kernel_llc_misses: u64,
+    /// Kernel: LLC misses without DDIO.
+    pub kernel_llc_misses_no_ddio: u64,
+    /// Kernel: lines found written by a device.
+    pub kernel_external_lines: u64,
+}
+
+/// Every counter of [`CacheCounts`], in the order of a `cache` line.
+macro_rules! each_cache_field {
+    ($m:ident) => {
+        $m!(
+            user_l1d_misses,
+            user_l2_misses,
+            user_llc_misses,
+            user_llc_misses_no_ddio,
+            user_external_lines,
+            kernel_l1d_misses,
+            kernel_l2_misses,
+            kernel_llc_misses,
+            kernel_llc_misses_no_ddio,
+            kernel_external_lines
+        )
+    };
+}
+
+/// How many numbers a `cache` line carries.
+const CACHE_FIELDS: usize = {
+    macro_rules! count {
+        ($($f:ident),*) => { [$(stringify!($f)),*].len() };
+    }
+    each_cache_field!(count)
+};
+
+impl CacheCounts {
+    /// L1D misses, user and kernel.
+    pub fn l1d_misses(&self) -> u64 {
+        self.user_l1d_misses + self.kernel_l1d_misses
+    }
+
+    /// L2 misses, user and kernel.
+    pub fn l2_misses(&self) -> u64 {
+        self.user_l2_misses + self.kernel_l2_misses
+    }
+
+    /// LLC misses with DDIO, user and kernel.
+    pub fn llc_misses(&self) -> u64 {
+        self.user_llc_misses + self.kernel_llc_misses
+    }
+
+    /// LLC misses without DDIO, user and kernel.
+    pub fn llc_misses_no_ddio(&self) -> u64 {
+        self.user_llc_misses_no_ddio + self.kernel_llc_misses_no_ddio
+    }
+
+    /// Lines found written by a device, user and kernel.
+    pub fn external_lines(&self) -> u64 {
+        self.user_external_lines + self.kernel_external_lines
+    }
+
+    /// `self - earlier`, field by field (saturating, as [`VcpuCounts::since`]).
+    pub fn since(&self, earlier: &CacheCounts) -> CacheCounts {
+        macro_rules! sub {
+            ($($f:ident),*) => {
+                CacheCounts { $($f: self.$f.saturating_sub(earlier.$f)),* }
+            };
+        }
+        each_cache_field!(sub)
+    }
+
+    /// Field-by-field sum.
+    pub fn plus(&self, o: &CacheCounts) -> CacheCounts {
+        macro_rules! add {
+            ($($f:ident),*) => {
+                CacheCounts { $($f: self.$f + o.$f),* }
+            };
+        }
+        each_cache_field!(add)
+    }
 }
 
 /// Every counter of [`VcpuCounts`], in the order of a `cpu` line of the
@@ -151,7 +256,10 @@ impl VcpuCounts {
     pub fn since(&self, earlier: &VcpuCounts) -> VcpuCounts {
         macro_rules! sub {
             ($($f:ident),*) => {
-                VcpuCounts { $($f: self.$f.saturating_sub(earlier.$f)),* }
+                VcpuCounts {
+                    $($f: self.$f.saturating_sub(earlier.$f),)*
+                    cache: self.cache.since(&earlier.cache),
+                }
             };
         }
         each_field!(sub)
@@ -161,7 +269,10 @@ impl VcpuCounts {
     pub fn plus(&self, o: &VcpuCounts) -> VcpuCounts {
         macro_rules! add {
             ($($f:ident),*) => {
-                VcpuCounts { $($f: self.$f + o.$f),* }
+                VcpuCounts {
+                    $($f: self.$f + o.$f,)*
+                    cache: self.cache.plus(&o.cache),
+                }
             };
         }
         each_field!(add)
@@ -177,6 +288,10 @@ pub struct Snapshot {
     pub vcpus: Vec<VcpuCounts>,
     /// When the reader saw it.
     pub at_ns: u64,
+    /// The plugin's cache model: `Some("on")`, or `Some("marker")` (only
+    /// inside marked regions); `None` when it is off (the `cache` fields of
+    /// [`VcpuCounts`] are then 0).
+    pub cache_model: Option<String>,
 }
 
 impl Snapshot {
@@ -270,8 +385,12 @@ impl Counter {
 pub fn parse(text: &str) -> Option<Snapshot> {
     let mut lines = text.lines();
     let head: Vec<&str> = lines.next()?.split_whitespace().collect();
-    let ["pollnic-count", "5", "seq", seq, "vcpus", n] = head[..] else {
-        return None;
+    let (seq, n, cache_model) = match head[..] {
+        ["pollnic-count", "5", "seq", seq, "vcpus", n] => (seq, n, None),
+        ["pollnic-count", "5", "seq", seq, "vcpus", n, "cache", mode @ ("on" | "marker")] => {
+            (seq, n, Some(mode.to_string()))
+        }
+        _ => return None,
     };
     let (seq, n): (u64, usize) = (seq.parse().ok()?, n.parse().ok()?);
     let mut vcpus = Vec::with_capacity(n);
@@ -287,16 +406,35 @@ pub fn parse(text: &str) -> Option<Snapshot> {
         let mut v = v.into_iter();
         macro_rules! fill {
             ($($f:ident),*) => {
-                VcpuCounts { $($f: v.next()?),* }
+                VcpuCounts {
+                    $($f: v.next()?,)*
+                    cache: CacheCounts::default(),
+                }
             };
         }
         vcpus.push(each_field!(fill));
+    }
+    if cache_model.is_some() {
+        for (i, c) in vcpus.iter_mut().enumerate() {
+            let w: Vec<&str> = lines.next()?.split_whitespace().collect();
+            if w.len() != CACHE_FIELDS + 2 || w[0] != "cache" || w[1].parse::<usize>().ok()? != i {
+                return None;
+            }
+            let mut v = w[2..].iter().map(|x| x.parse::<u64>().ok());
+            macro_rules! fill {
+                ($($f:ident),*) => {
+                    CacheCounts { $($f: v.next()??),* }
+                };
+            }
+            c.cache = each_cache_field!(fill);
+        }
     }
     let end: Vec<&str> = lines.next()?.split_whitespace().collect();
     (end.len() == 2 && end[0] == "end" && end[1].parse::<u64>().ok()? == seq).then_some(Snapshot {
         seq,
         vcpus,
         at_ns: 0,
+        cache_model,
     })
 }
 
@@ -366,6 +504,62 @@ mod tests {
         let whole = file(9, 9);
         assert_eq!(parse(&whole[..whole.len() - 30]), None);
         assert_eq!(parse(""), None);
+    }
+
+    /// The cache model's lines (`cache on` in the header, a `cache` line per
+    /// vCPU before the end line); without them the fields are 0 and the
+    /// model is `None`.
+    #[test]
+    fn the_cache_models_lines_are_read_when_the_header_says_so() {
+        let plain = parse(&file(3, 3)).unwrap();
+        assert_eq!(plain.cache_model, None);
+        assert_eq!(plain.vcpus[0].cache, CacheCounts::default());
+        let n = |x: u64| format!(" {x:020}");
+        let line = |v: usize, xs: [u64; 10]| {
+            format!(
+                "cache {v:03}{}\n",
+                xs.iter().map(|x| n(*x)).collect::<String>()
+            )
+        };
+        let with = |mode: &str, lines: &str| {
+            file(4, 4)
+                .replacen("vcpus 002\n", &format!("vcpus 002 cache {mode}\n"), 1)
+                .replacen("end ", &format!("{lines}end "), 1)
+        };
+        let both =
+            line(0, [10, 8, 3, 5, 2, 20, 16, 6, 9, 1]) + &line(1, [1, 0, 0, 0, 0, 2, 1, 1, 1, 0]);
+        let s = parse(&with("on", &both)).expect("whole");
+        assert_eq!(s.cache_model.as_deref(), Some("on"));
+        let c = s.vcpus[0].cache;
+        assert_eq!(
+            (
+                c.l1d_misses(),
+                c.l2_misses(),
+                c.llc_misses(),
+                c.llc_misses_no_ddio(),
+                c.external_lines()
+            ),
+            (30, 24, 9, 14, 3)
+        );
+        assert_eq!((c.user_l1d_misses, c.kernel_external_lines), (10, 1));
+        assert_eq!(s.vcpus[1].cache.kernel_l1d_misses, 2);
+        assert_eq!(
+            parse(&with("marker", &both))
+                .unwrap()
+                .cache_model
+                .as_deref(),
+            Some("marker")
+        );
+        // The header promises the lines: one missing, or short, is a torn file.
+        assert_eq!(parse(&with("on", &line(0, [0; 10]))), None);
+        assert_eq!(
+            parse(&with("on", &both.replacen(" 00000000000000000010", "", 1))),
+            None
+        );
+        assert_eq!(parse(&with("sometimes", &both)), None);
+        // Deltas and sums carry the cache counts too.
+        let d = s.vcpus[0].since(&plain.vcpus[0]).plus(&s.vcpus[1]);
+        assert_eq!(d.cache.l1d_misses(), 33);
     }
 
     #[test]

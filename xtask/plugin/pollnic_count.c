@@ -37,8 +37,15 @@
  * (the kernel's finish_task_switch), each task switch reads CR3, and while
  * another process runs on the region's vCPU the region is paused.
  *
+ * The cache model (cache=on|marker, default off; needs mem=on): per vCPU an
+ * L1D and an L2, a shared LLC, with device writes found by a byte shadow (see
+ * its section below); `marker` runs its levels only while a marked region is
+ * open on the vCPU (its byte shadow sees every store). Its counts are extra `cache` lines of the file, written only when
+ * it is on: with cache=off the output and the cost are what they were.
+ *
  * Arguments: out=PATH (required), idle_start=0xADDR, idle_end=0xADDR,
- * mem=on|off (default on), mmio=on|off (default on), period_us=N,
+ * mem=on|off (default on), mmio=on|off (default on), cache=on|marker|off
+ * (default off), period_us=N,
  * profile=SLOTS (a power of two or 0), switch=0xADDR.
  *
  * Only the dozen functions of QEMU's plugin API (version 4, QEMU 9.0 and
@@ -138,6 +145,28 @@ struct qemu_plugin_hwaddr *qemu_plugin_get_hwaddr(qemu_plugin_meminfo_t, uint64_
 bool qemu_plugin_hwaddr_is_io(const struct qemu_plugin_hwaddr *);
 uint64_t qemu_plugin_hwaddr_phys_addr(const struct qemu_plugin_hwaddr *);
 const char *qemu_plugin_hwaddr_device_name(const struct qemu_plugin_hwaddr *);
+/* The value an access loaded or stored (API version 3 and later, QEMU 9.1). */
+enum qemu_plugin_mem_value_type {
+    MEM_VALUE_U8 = 0,
+    MEM_VALUE_U16,
+    MEM_VALUE_U32,
+    MEM_VALUE_U64,
+    MEM_VALUE_U128,
+};
+typedef struct {
+    enum qemu_plugin_mem_value_type type;
+    union {
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+        struct {
+            uint64_t low;
+            uint64_t high;
+        } u128;
+    } data;
+} qemu_plugin_mem_value;
+qemu_plugin_mem_value qemu_plugin_mem_get_value(qemu_plugin_meminfo_t);
 struct qemu_plugin_scoreboard *qemu_plugin_scoreboard_new(size_t);
 void *qemu_plugin_scoreboard_find(struct qemu_plugin_scoreboard *, unsigned int);
 void qemu_plugin_outs(const char *);
@@ -168,6 +197,11 @@ struct counts {
     /* The same inside marked regions (all of them, and those of one packet). */
     uint64_t marked_mmio_r, marked_mmio_w, one_mmio_r, one_mmio_w;
     uint64_t start_mmio_r, start_mmio_w, pause_mmio_r, pause_mmio_w;
+    /* The cache model (cache=on|marker), USER and KERNEL: line accesses that
+     * missed L1D, that missed L2, that missed the LLC and every other core's
+     * caches (with DDIO, and in the variant without it), and lines found
+     * written by a device since this CPU last saw them (see cache_access). */
+    uint64_t l1d_miss[2], l2_miss[2], llc_miss[2], llc_miss_no_ddio[2], ext_lines[2];
 };
 
 /*
@@ -466,6 +500,342 @@ static bool is_platform(uint64_t phys)
     return phys >= 0xfec00000ULL && phys <= 0xffffffffULL;
 }
 
+/* ---- the cache model (cache=on|marker; docs/design/counting.md) ----
+ *
+ * Per vCPU an L1D and an L2, one LLC shared by all: set-associative, 64-byte
+ * lines, true LRU, tags only, keyed by the guest physical address. Sizes are
+ * those of one core of Intel Ice Lake-SP (3rd generation Xeon Scalable):
+ * L1D 48 KiB 12-way, L2 1.25 MiB 20-way, LLC 1.5 MiB per core (scaled by the
+ * number of vCPUs) 12-way, non-inclusive: a line from memory goes to L2 and
+ * L1D only, the LLC is filled by L2's evictions (a victim cache), and a line
+ * that hits in the LLC is copied to L2 and stays in the LLC. A load or a
+ * store is one access per line it touches (write-allocate, tags only); a
+ * store takes the line out of the other vCPUs' L1D and L2 (coherence); a miss
+ * in the LLC that another core's L1D or L2 holds is served on chip and is not
+ * an LLC miss. L1D's victims are dropped: L2, filled on every L1D miss,
+ * nearly always holds them.
+ *
+ * Device writes (DMA) are not seen by the plugin. They are found by a byte
+ * shadow: for each line the CPUs touched lately (a direct-mapped table of
+ * SHADOW_LINES lines), the bytes they loaded or stored, from the access's
+ * value (qemu_plugin_mem_get_value). A load that finds a known byte changed
+ * with no CPU store in between means a device wrote the line: it is taken
+ * out of every L1D and L2 and counted as external, and in the LLC it is
+ * either put (with DDIO, the device's write allocates in the LLC: the load
+ * then hits there) or taken out (without DDIO: a miss to memory); the two
+ * LLCs are kept side by side and differ only there. This is a lower bound:
+ * a device write of the same bytes, or of bytes no CPU loaded before, or a
+ * line the CPU stores to before loading it, is not seen. A failed
+ * compare-and-exchange reports the new value as stored and can be taken for
+ * a device write later (rare: contended locks only). x86 guests: values are
+ * little-endian. */
+enum { CACHE_OFF = 0, CACHE_ON = 1, CACHE_MARKER = 2 };
+static int cache_mode = CACHE_OFF;
+
+#define LINE_SHIFT 6
+#define LINE_BYTES (1u << LINE_SHIFT)
+/* Intel Ice Lake-SP, one core (see docs/design/counting.md for the sources). */
+#define L1D_BYTES (48u * 1024)
+#define L1D_WAYS 12
+#define L2_BYTES (1280u * 1024)
+#define L2_WAYS 20
+#define LLC_BYTES_PER_CORE (1536u * 1024)
+#define LLC_WAYS 12
+/* Lines whose bytes the shadow remembers (a power of two): 16 MiB of lines,
+ * above any LLC of the testbed's guests. */
+#define SHADOW_LINES (1u << 18)
+
+/* One level: `sets` x `ways` tags (line number + 1; 0: empty way) and, per
+ * way, the stamp of its last use: the lowest stamp of a set is its least
+ * recently used way (true LRU). */
+struct level {
+    uint64_t sets, ways, clock;
+    uint64_t *tag, *stamp;
+};
+
+struct core_caches {
+    struct level l1d, l2;
+};
+
+struct shadow_line {
+    uint64_t line_plus1; /* 0: free */
+    uint64_t known;      /* bit i: bytes[i] is what a CPU last loaded or stored */
+    uint8_t bytes[LINE_BYTES];
+};
+
+static struct core_caches *cores; /* one per vCPU */
+static unsigned ncores;
+static struct level llc, llc_no_ddio;
+static struct shadow_line *shadow;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool level_init(struct level *l, uint64_t bytes, uint64_t ways)
+{
+    l->ways = ways;
+    l->sets = bytes / LINE_BYTES / ways;
+    l->clock = 0;
+    if (l->sets == 0) {
+        return false;
+    }
+    l->tag = calloc(l->sets * ways, sizeof(uint64_t));
+    l->stamp = calloc(l->sets * ways, sizeof(uint64_t));
+    return l->tag && l->stamp;
+}
+
+/* The first way of `line`'s set (index into tag and stamp). */
+static uint64_t level_set(const struct level *l, uint64_t line)
+{
+    return (line % l->sets) * l->ways;
+}
+
+/* Whether `l` holds `line`; a hit makes it the set's most recently used. */
+static bool level_touch(struct level *l, uint64_t line)
+{
+    uint64_t base = level_set(l, line);
+    for (uint64_t w = base; w < base + l->ways; w++) {
+        if (l->tag[w] == line + 1) {
+            l->stamp[w] = ++l->clock;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether `l` holds `line`, its LRU order left as it is. */
+static bool level_holds(const struct level *l, uint64_t line)
+{
+    uint64_t base = level_set(l, line);
+    for (uint64_t w = base; w < base + l->ways; w++) {
+        if (l->tag[w] == line + 1) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Put `line`, which `l` does not hold, in an empty way or in place of the
+ * least recently used; returns the evicted line + 1 (0: none). */
+static uint64_t level_fill(struct level *l, uint64_t line)
+{
+    uint64_t base = level_set(l, line), victim = base;
+    for (uint64_t w = base; w < base + l->ways; w++) {
+        if (l->tag[w] == 0) {
+            victim = w;
+            break;
+        }
+        if (l->stamp[w] < l->stamp[victim]) {
+            victim = w;
+        }
+    }
+    uint64_t old = l->tag[victim];
+    l->tag[victim] = line + 1;
+    l->stamp[victim] = ++l->clock;
+    return old;
+}
+
+/* Take `line` out of `l`, if there. */
+static void level_drop(struct level *l, uint64_t line)
+{
+    uint64_t base = level_set(l, line);
+    for (uint64_t w = base; w < base + l->ways; w++) {
+        if (l->tag[w] == line + 1) {
+            l->tag[w] = 0;
+            l->stamp[w] = 0;
+            return;
+        }
+    }
+}
+
+/* `line` becomes the most recently used line of `l`, put there if missing. */
+static void level_put(struct level *l, uint64_t line)
+{
+    if (!level_touch(l, line)) {
+        level_fill(l, line);
+    }
+}
+
+/* Whether a vCPU other than `self` has `line` in its L1D or L2. */
+static bool other_core_holds(unsigned self, uint64_t line)
+{
+    for (unsigned k = 0; k < ncores; k++) {
+        if (k != self && (level_holds(&cores[k].l1d, line) || level_holds(&cores[k].l2, line))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A device wrote `line`: out of every core's L1D and L2; in the LLC with
+ * DDIO (the write allocates there), out of it without. */
+static void device_wrote(struct counts *c, int cls, uint64_t line)
+{
+    c->ext_lines[cls]++;
+    for (unsigned k = 0; k < ncores; k++) {
+        level_drop(&cores[k].l1d, line);
+        level_drop(&cores[k].l2, line);
+    }
+    level_put(&llc, line);
+    level_drop(&llc_no_ddio, line);
+}
+
+/* The byte shadow of `line` for `n` bytes at `off` (off + n <= LINE_BYTES)
+ * with the values `val`: a load that finds a known byte changed reports a
+ * device write (see device_wrote) and forgets the rest of the line; then
+ * these bytes are known. */
+static void shadow_access(struct counts *c, int cls, uint64_t line, unsigned off, unsigned n, const uint8_t *val,
+                          bool store)
+{
+    uint64_t h = (line * 0x9E3779B97F4A7C15ULL) >> 40;
+    struct shadow_line *s = &shadow[h & (SHADOW_LINES - 1)];
+    if (s->line_plus1 != line + 1) {
+        /* Another line had the slot: what was known of it is forgotten. */
+        s->line_plus1 = line + 1;
+        s->known = 0;
+    }
+    if (!store) {
+        for (unsigned i = 0; i < n; i++) {
+            if ((s->known >> (off + i) & 1) && s->bytes[off + i] != val[i]) {
+                /* Once per device write: what was known of the line is
+                 * stale, and the next loads of its other bytes must not
+                 * find the same write again. */
+                device_wrote(c, cls, line);
+                s->known = 0;
+                break;
+            }
+        }
+    }
+    memcpy(s->bytes + off, val, n);
+    s->known |= (n >= 64 ? ~0ULL : ((1ULL << n) - 1)) << off;
+}
+
+/* One access of vCPU `vcpu` to `line` through the levels. */
+static void line_access(struct counts *c, unsigned vcpu, int cls, uint64_t line, bool store)
+{
+    struct core_caches *me = &cores[vcpu];
+    if (!level_touch(&me->l1d, line)) {
+        c->l1d_miss[cls]++;
+        level_fill(&me->l1d, line);
+        if (!level_touch(&me->l2, line)) {
+            c->l2_miss[cls]++;
+            uint64_t victim = level_fill(&me->l2, line);
+            bool on_chip = other_core_holds(vcpu, line);
+            if (!level_touch(&llc, line) && !on_chip) {
+                c->llc_miss[cls]++;
+            }
+            if (!level_touch(&llc_no_ddio, line) && !on_chip) {
+                c->llc_miss_no_ddio[cls]++;
+            }
+            if (victim) {
+                level_put(&llc, victim - 1);
+                level_put(&llc_no_ddio, victim - 1);
+            }
+        }
+    }
+    if (store) {
+        for (unsigned k = 0; k < ncores; k++) {
+            if (k != vcpu) {
+                level_drop(&cores[k].l1d, line);
+                level_drop(&cores[k].l2, line);
+            }
+        }
+    }
+}
+
+/* The value of the access `info` as bytes in memory order (little-endian
+ * guest); false when its type does not match its size. */
+static bool access_bytes(qemu_plugin_meminfo_t info, unsigned size, uint8_t out[16])
+{
+    qemu_plugin_mem_value v = qemu_plugin_mem_get_value(info);
+    static const unsigned sizes[] = {1, 2, 4, 8, 16};
+    if ((unsigned)v.type > MEM_VALUE_U128 || sizes[v.type] != size) {
+        return false;
+    }
+    switch (v.type) {
+    case MEM_VALUE_U8:
+        out[0] = v.data.u8;
+        break;
+    case MEM_VALUE_U16:
+        memcpy(out, &v.data.u16, 2);
+        break;
+    case MEM_VALUE_U32:
+        memcpy(out, &v.data.u32, 4);
+        break;
+    case MEM_VALUE_U64:
+        memcpy(out, &v.data.u64, 8);
+        break;
+    case MEM_VALUE_U128:
+        memcpy(out, &v.data.u128.low, 8);
+        memcpy(out + 8, &v.data.u128.high, 8);
+        break;
+    }
+    return true;
+}
+
+/* A RAM access of `size` bytes at guest physical `phys` (virtual `vaddr`):
+ * the shadow and (when `levels`) the levels for each line it touches (two
+ * when it crosses a line boundary; the second line's address is looked up
+ * again when the access also crosses a page). A store outside the marked
+ * regions of cache=marker updates the shadow only, so that the CPU's own
+ * writes there are never taken for a device's. */
+static void cache_access(struct counts *c, unsigned vcpu, int cls, qemu_plugin_meminfo_t info, uint64_t vaddr,
+                         uint64_t phys, unsigned size, bool store, bool levels)
+{
+    if (vcpu >= ncores) {
+        return;
+    }
+    uint8_t val[16];
+    bool have_val = size <= sizeof val && access_bytes(info, size, val);
+    unsigned off = phys & (LINE_BYTES - 1);
+    unsigned first = size < LINE_BYTES - off ? size : LINE_BYTES - off;
+    uint64_t phys2 = 0;
+    if (first < size) {
+        uint64_t v2 = vaddr + first;
+        if ((v2 >> 12) == (vaddr >> 12)) {
+            phys2 = phys + first;
+        } else {
+            struct qemu_plugin_hwaddr *hw2 = qemu_plugin_get_hwaddr(info, v2);
+            if (hw2 && !qemu_plugin_hwaddr_is_io(hw2)) {
+                phys2 = qemu_plugin_hwaddr_phys_addr(hw2);
+            }
+        }
+    }
+    pthread_mutex_lock(&cache_lock);
+    if (have_val) {
+        shadow_access(c, cls, phys >> LINE_SHIFT, off, first, val, store);
+    }
+    if (levels) {
+        line_access(c, vcpu, cls, phys >> LINE_SHIFT, store);
+    }
+    if (phys2) {
+        unsigned rest = size - first;
+        if (have_val && rest <= LINE_BYTES) {
+            shadow_access(c, cls, phys2 >> LINE_SHIFT, phys2 & (LINE_BYTES - 1), rest, val + first, store);
+        }
+        if (levels) {
+            line_access(c, vcpu, cls, phys2 >> LINE_SHIFT, store);
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+}
+
+/* Build the levels and the shadow for `n` vCPUs; false when out of memory. */
+static bool cache_init(unsigned n)
+{
+    ncores = n;
+    cores = calloc(n, sizeof *cores);
+    shadow = calloc(SHADOW_LINES, sizeof *shadow);
+    if (!cores || !shadow) {
+        return false;
+    }
+    for (unsigned k = 0; k < n; k++) {
+        if (!level_init(&cores[k].l1d, L1D_BYTES, L1D_WAYS) || !level_init(&cores[k].l2, L2_BYTES, L2_WAYS)) {
+            return false;
+        }
+    }
+    return level_init(&llc, (uint64_t)LLC_BYTES_PER_CORE * n, LLC_WAYS) &&
+           level_init(&llc_no_ddio, (uint64_t)LLC_BYTES_PER_CORE * n, LLC_WAYS);
+}
+
 /* Memory callbacks: udata is the instruction's address (its class, user or
  * kernel, follows from it; the idle loop is never instrumented). */
 static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata, bool store)
@@ -479,11 +849,25 @@ static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va
     } else {
         c->loaded[cls] += size;
     }
-    if (!count_mmio) {
+    /* cache=marker: the levels inside marked regions, the shadow for every
+     * store (see cache_access). */
+    bool levels = cache_mode == CACHE_ON || (cache_mode == CACHE_MARKER && c->open);
+    bool model = levels || (cache_mode == CACHE_MARKER && store);
+    if (!count_mmio && !model) {
         return;
     }
     struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
-    if (!hw || !qemu_plugin_hwaddr_is_io(hw)) {
+    if (!hw) {
+        return;
+    }
+    if (!qemu_plugin_hwaddr_is_io(hw)) {
+        if (model) {
+            cache_access(c, vcpu, cls, info, vaddr, qemu_plugin_hwaddr_phys_addr(hw), (unsigned)size, store,
+                         levels);
+        }
+        return;
+    }
+    if (!count_mmio) {
         return;
     }
     uint64_t phys = qemu_plugin_hwaddr_phys_addr(hw);
@@ -675,11 +1059,15 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
  * width so every rewrite has the same length and covers the previous one. */
 static void dump(void)
 {
-    char buf[256 + 704 * 64];
+    /* Called by the writer thread, and at exit after it stopped. */
+    static char buf[256 + (704 + 256) * 64];
     size_t len = 0;
     seq++;
-    len += snprintf(buf + len, sizeof buf - len, "pollnic-count 5 seq %020" PRIu64 " vcpus %03d\n", seq,
-                    vcpus);
+    len += snprintf(buf + len, sizeof buf - len, "pollnic-count 5 seq %020" PRIu64 " vcpus %03d%s\n", seq,
+                    vcpus,
+                    cache_mode == CACHE_ON       ? " cache on"
+                    : cache_mode == CACHE_MARKER ? " cache marker"
+                                                 : "");
     int ready = __atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
     for (int v = 0; v < vcpus && v < 64; v++) {
         static const struct counts none;
@@ -698,6 +1086,18 @@ static void dump(void)
                         c->mmio_w[USER], c->mmio_rb[USER], c->mmio_wb[USER], c->mmio_r[KERNEL],
                         c->mmio_w[KERNEL], c->mmio_rb[KERNEL], c->mmio_wb[KERNEL], c->marked_mmio_r,
                         c->marked_mmio_w, c->one_mmio_r, c->one_mmio_w);
+    }
+    /* The cache model's lines, only when it is on: user, then kernel, each
+     * L1D, L2, LLC misses, LLC misses without DDIO, external lines. */
+    for (int v = 0; cache_mode != CACHE_OFF && v < vcpus && v < 64; v++) {
+        static const struct counts none;
+        const struct counts *c = v < ready ? qemu_plugin_scoreboard_find(board, v) : &none;
+        len += snprintf(buf + len, sizeof buf - len,
+                        "cache %03d %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64
+                        " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 " %020" PRIu64 "\n",
+                        v, c->l1d_miss[USER], c->l2_miss[USER], c->llc_miss[USER], c->llc_miss_no_ddio[USER],
+                        c->ext_lines[USER], c->l1d_miss[KERNEL], c->l2_miss[KERNEL], c->llc_miss[KERNEL],
+                        c->llc_miss_no_ddio[KERNEL], c->ext_lines[KERNEL]);
     }
     len += snprintf(buf + len, sizeof buf - len, "end %020" PRIu64 "\n", seq);
     if (pwrite(out_fd, buf, len, 0) != (ssize_t)len) {
@@ -779,6 +1179,12 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
             count_mem = a[5] == 'n';
         } else if (strcmp(a, "mmio=on") == 0 || strcmp(a, "mmio=off") == 0) {
             count_mmio = a[6] == 'n';
+        } else if (strcmp(a, "cache=on") == 0) {
+            cache_mode = CACHE_ON;
+        } else if (strcmp(a, "cache=marker") == 0) {
+            cache_mode = CACHE_MARKER;
+        } else if (strcmp(a, "cache=off") == 0) {
+            cache_mode = CACHE_OFF;
         } else if (strncmp(a, "switch=", 7) == 0 && parse_u64(a + 7, &v)) {
             switch_addr = v;
         } else if (strncmp(a, "profile=", 8) == 0 && parse_u64(a + 8, &v) && (v == 0 || (v >= 1024 && v <= (1u << 24) && (v & (v - 1)) == 0))) {
@@ -799,6 +1205,10 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
         qemu_plugin_outs("pollnic-count: idle_end is below idle_start\n");
         return -1;
     }
+    if (cache_mode != CACHE_OFF && !count_mem) {
+        qemu_plugin_outs("pollnic-count: cache= needs mem=on (the model sees the memory accesses)\n");
+        return -1;
+    }
     out_fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out_fd < 0) {
         snprintf(msg, sizeof msg, "pollnic-count: cannot open %s: %s\n", out, strerror(errno));
@@ -807,6 +1217,18 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
     }
     vcpus = info->system.smp_vcpus;
     board = qemu_plugin_scoreboard_new(sizeof(struct counts));
+    if (cache_mode != CACHE_OFF) {
+        if (vcpus < 1 || !cache_init((unsigned)vcpus)) {
+            qemu_plugin_outs("pollnic-count: no memory for the cache model\n");
+            return -1;
+        }
+        snprintf(msg, sizeof msg,
+                 "pollnic-count: cache model %s: per vCPU L1D %u KiB %u-way, L2 %u KiB %u-way; LLC %" PRIu64
+                 " KiB %u-way shared (Ice Lake-SP), 64-byte lines\n",
+                 cache_mode == CACHE_ON ? "on" : "in marked regions", L1D_BYTES / 1024, L1D_WAYS,
+                 L2_BYTES / 1024, L2_WAYS, (uint64_t)LLC_BYTES_PER_CORE * (unsigned)vcpus / 1024, LLC_WAYS);
+        qemu_plugin_outs(msg);
+    }
     if (prof_slots) {
         if (snprintf(prof_path, sizeof prof_path, "%s.prof", out) >= (int)sizeof prof_path) {
             qemu_plugin_outs("pollnic-count: out= path too long\n");

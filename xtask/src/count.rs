@@ -22,6 +22,30 @@ use crate::say;
 /// The plugin's source, in the repository.
 const SOURCE: &str = "xtask/plugin/pollnic_count.c";
 
+/// The plugin's cache model (`cache=` of the plugin; docs/design/counting.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CacheModel {
+    /// No model: the plugin's output and cost are what they were without it.
+    #[default]
+    Off,
+    /// Every RAM access of the counted vCPUs goes through the model.
+    On,
+    /// Only the accesses inside marked regions (`pollnic_tools::marker`):
+    /// cheap enough for the test suite's counting guest.
+    Marker,
+}
+
+impl CacheModel {
+    /// The plugin's word for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            CacheModel::Off => "off",
+            CacheModel::On => "on",
+            CacheModel::Marker => "marker",
+        }
+    }
+}
+
 /// How the measuring guest loads the counter.
 #[derive(Debug, Clone)]
 pub struct Count {
@@ -36,19 +60,26 @@ pub struct Count {
     pub mem: bool,
     /// Keep the per-block profile (`profile=` of the plugin; off: `profile=0`).
     pub profile: bool,
+    /// The cache model (needs `mem`); off adds nothing to the argument.
+    pub cache: CacheModel,
 }
 
 impl Count {
     /// The `-plugin` argument that writes the counters to `out`.
     pub fn qemu_arg(&self, out: &Path) -> String {
         format!(
-            "{},out={},idle_start={:#x},idle_end={:#x},mem={}{}{}",
+            "{},out={},idle_start={:#x},idle_end={:#x},mem={}{}{}{}",
             self.plugin.display(),
             out.display(),
             self.idle.0,
             self.idle.1,
             if self.mem { "on" } else { "off" },
             if self.profile { "" } else { ",profile=0" },
+            if self.cache == CacheModel::Off {
+                String::new()
+            } else {
+                format!(",cache={}", self.cache.word())
+            },
             if self.switch != 0 {
                 format!(",switch={:#x}", self.switch)
             } else {
@@ -59,8 +90,18 @@ impl Count {
 }
 
 /// Builds the plugin (when its source is newer) and finds the idle range of
-/// `image`'s kernel (one short boot the first time, then cached).
-pub fn prepare(layout: &Layout, image: &GuestImage, mem: bool, profile: bool) -> Result<Count> {
+/// `image`'s kernel (one short boot the first time, then cached). The cache
+/// model needs the memory callbacks (`mem`).
+pub fn prepare(
+    layout: &Layout,
+    image: &GuestImage,
+    mem: bool,
+    profile: bool,
+    cache: CacheModel,
+) -> Result<Count> {
+    if cache != CacheModel::Off && !mem {
+        bail!("the cache model sees the memory accesses: it cannot run with `--count-no-mem`");
+    }
     let plugin = build_plugin(layout)?;
     let (idle, switch) = kernel_marks(layout, image)?;
     if switch == 0 {
@@ -72,6 +113,7 @@ pub fn prepare(layout: &Layout, image: &GuestImage, mem: bool, profile: bool) ->
         switch,
         mem,
         profile,
+        cache,
     })
 }
 
@@ -215,6 +257,7 @@ mod tests {
             switch: 0,
             mem: false,
             profile: true,
+            cache: CacheModel::Off,
         };
         assert_eq!(
             c.qemu_arg(Path::new("/t/run/count-x.txt")),
@@ -234,6 +277,14 @@ mod tests {
         assert!(c
             .qemu_arg(Path::new("/t/x"))
             .ends_with(",profile=0,switch=0xffffffff81000000"));
+        let c = Count {
+            mem: true,
+            cache: CacheModel::Marker,
+            ..c
+        };
+        assert!(c
+            .qemu_arg(Path::new("/t/x"))
+            .ends_with(",mem=on,profile=0,cache=marker,switch=0xffffffff81000000"));
     }
 
     #[test]

@@ -212,6 +212,12 @@ struct VmArgs {
     /// then says there is none; faster).
     #[arg(long)]
     count_no_profile: bool,
+    /// With the counter (implies `--count`): the plugin's cache model, per
+    /// vCPU L1D and L2 and a shared LLC (Ice Lake-SP sizes), with device
+    /// writes found by a byte shadow; `marker` models only marked regions
+    /// (docs/design/counting.md). Slower; off by default.
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "on", require_equals = true, value_name = "on|marker")]
+    count_cache: Option<count::CacheModel>,
     /// Boot the guest that looks like a plain cloud VM: no virtual IOMMU
     /// (no `intel-iommu` device, no `intel_iommu=on`), virtio-net ports
     /// without `iommu_platform` (no VIRTIO_F_ACCESS_PLATFORM). The ports
@@ -238,13 +244,15 @@ impl VmArgs {
     /// [`Self::options`], with the counter loaded when `count` (or `--count`) says so.
     fn options_counting(&self, layout: &Layout, bind: bool, count: bool) -> Result<VmOptions> {
         let mut opts = self.options(bind);
-        if count || self.count {
+        let cache = self.count_cache.unwrap_or_default();
+        if count || self.count || cache != count::CacheModel::Off {
             let image = guest::prepare(layout)?;
             opts.count = Some(count::prepare(
                 layout,
                 &image,
                 !self.count_no_mem,
                 !self.count_no_profile,
+                cache,
             )?);
         }
         Ok(opts)
@@ -353,12 +361,24 @@ fn run(command: Command, guest_kernel: Option<install::GuestKernel>) -> Result<E
             Ok(status(outcome.code))
         }
         Command::Compare {
-            vm,
+            mut vm,
             no_dpdk,
             no_count,
             family,
-            extra,
+            mut extra,
         } => {
+            // One flag asks for both: the plugin's model (here) and its
+            // figures in the rows (the example's `--count-cache`).
+            let example_asks = extra.iter().any(|a| a == "--count-cache");
+            if example_asks && vm.count_cache.is_none() {
+                vm.count_cache = Some(count::CacheModel::On);
+            }
+            if vm.count_cache.is_some_and(|c| c != count::CacheModel::Off) && !example_asks {
+                extra.push("--count-cache".into());
+            }
+            if no_count && vm.count_cache.is_some_and(|c| c != count::CacheModel::Off) {
+                anyhow::bail!("`--count-cache` needs the counter: drop `--no-count`");
+            }
             let opts = vm.options_counting(&layout, true, !no_count)?;
             let outcome = compare::run(&layout, &opts, no_dpdk, family, &extra)?;
             Ok(status(outcome.code))

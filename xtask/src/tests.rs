@@ -149,7 +149,16 @@ pub fn run(
     };
     let (mut outcome, mut results) = suite.run(&plain, "guest-test-results.txt", false, opts);
     if !counted.is_empty() {
-        let second = crate::count::prepare(layout, &image, true, true).map(|count| {
+        let second = crate::count::prepare(
+            layout,
+            &image,
+            true,
+            true,
+            // Only inside marked regions: guest_count's cache test marks
+            // its sweeps, and the compare rows' bursts add little.
+            crate::count::CacheModel::Marker,
+        )
+        .map(|count| {
             let opts = VmOptions {
                 count: Some(count),
                 ..opts.clone()
