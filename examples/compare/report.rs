@@ -130,22 +130,22 @@ pub struct Row {
     /// Counted, cache model (`--count-cache`; a model under QEMU/TCG, not the
     /// hardware): line accesses that missed L1D per packet on the counted
     /// vCPUs. Absent (not 0) without the model: `cache_note` says why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub l1d_misses_per_packet: Option<f64>,
     /// Counted, cache model: line accesses that missed L2 per packet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub l2_misses_per_packet: Option<f64>,
     /// Counted, cache model: LLC misses per packet, the device's writes
     /// allocating in the LLC (DDIO).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub llc_misses_per_packet: Option<f64>,
     /// Counted, cache model: LLC misses per packet without DDIO (the device's
     /// writes go to memory).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub llc_misses_no_ddio_per_packet: Option<f64>,
     /// Counted, cache model: lines found written by the device per packet (a
     /// lower bound: the byte shadow sees changed bytes a CPU had loaded).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub ext_lines_per_packet: Option<f64>,
     /// What the cache figures are, or why a row has none.
     #[serde(default)]
@@ -425,14 +425,23 @@ pub fn write_csv<T: Serialize>(path: &Path, items: &[T]) -> Result<(), String> {
             Err(e) => Err(e.to_string()),
         })
         .collect::<Result<_, _>>()?;
-    if let Some(first) = objects.first() {
-        w.write_record(first.keys()).map_err(|e| e.to_string())?;
+    // The header is every field any row has, in first-seen order, and a
+    // row without a field gets an empty cell: rows of one file need not
+    // carry the same optional fields.
+    let mut header: Vec<&String> = Vec::new();
+    for key in objects.iter().flat_map(|o| o.keys()) {
+        if !header.contains(&key) {
+            header.push(key);
+        }
+    }
+    if !objects.is_empty() {
+        w.write_record(&header).map_err(|e| e.to_string())?;
     }
     for o in &objects {
-        w.write_record(o.values().map(|v| match v {
-            serde_json::Value::Null => String::new(),
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
+        w.write_record(header.iter().map(|k| match o.get(k.as_str()) {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
         }))
         .map_err(|e| e.to_string())?;
     }
@@ -574,4 +583,38 @@ fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
     }))
     .map_err(err)?;
     root.present().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows with and without the cache model's figures go into one CSV
+    /// (a `compare --count-cache` run has both: uncounted rows have none).
+    #[test]
+    fn a_csv_holds_rows_with_different_optional_fields() {
+        #[derive(Serialize)]
+        struct R {
+            path: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            l1d: Option<f64>,
+        }
+        let dir = std::env::temp_dir().join(format!("compare-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("rows.csv");
+        let rows = [
+            R {
+                path: "kernel-afxdp",
+                l1d: None,
+            },
+            R {
+                path: "pollnic-1q",
+                l1d: Some(3.5),
+            },
+        ];
+        write_csv(&file, &rows).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(text, "path,l1d\nkernel-afxdp,\npollnic-1q,3.5\n");
+    }
 }
