@@ -100,6 +100,9 @@ pub struct DeviceConfig {
     /// ([`crate::Packet::rx_checksum`]; default off). On igb this sets
     /// RXCSUM.IPOFLD and TUOFLD (82576 datasheet §8.10.11); the 82599
     /// checks them always. Frames with a bad checksum are still delivered.
+    /// virtio-net reports no checksum status and refuses it
+    /// ([`crate::Error::ConfigUnsupported`]; `Capabilities::rx_checksum`
+    /// says which ports offer it).
     /// Off, the queues run the burst loops without the status work
     /// (its cost: docs/design/offloads.md).
     pub rx_checksum: bool,
