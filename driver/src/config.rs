@@ -93,8 +93,9 @@ pub struct DeviceConfig {
     /// The I350's power saving (default [`PowerSaving::OFF`]: Energy
     /// Efficient Ethernet and DMA coalescing both off, since both add
     /// wake-up latency to the first frame after a quiet spell). Linux igb
-    /// turns both on for the I350. The 82576 (QEMU's igb too) and the 82599
-    /// have neither: there it changes nothing.
+    /// turns both on for the I350. The 82576 (QEMU's igb too), the 82599
+    /// and virtio-net have neither: there anything but [`PowerSaving::OFF`]
+    /// is refused at open ([`crate::Error::ConfigUnsupported`]).
     pub power_saving: PowerSaving,
     /// Report each received frame's IPv4 and TCP/UDP checksum status
     /// ([`crate::Packet::rx_checksum`]; default off). On igb this sets
