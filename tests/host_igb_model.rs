@@ -693,8 +693,8 @@ fn the_i350s_water_marks_follow_its_rxpbs_encoding() {
 /// EEER was written, as pollnic did before it set EEE), on when
 /// `DeviceConfig::power_saving` asks, as Linux `igb_set_eee_i350` and
 /// `igb_init_dmac` program them, and read back by `Device::power_saving`.
-/// The 82576 has neither register, and the model refuses any access to
-/// them there.
+/// The 82576 has neither register (the model refuses any access to them
+/// there), and asking for either is refused at open naming the field.
 #[test]
 fn i350_eee_and_dma_coalescing_are_off_by_default_and_configurable() {
     use pollnic::config::PowerSaving;
@@ -741,12 +741,37 @@ fn i350_eee_and_dma_coalescing_are_off_by_default_and_configurable() {
     assert_eq!(dev.power_saving(), PowerSaving::OFF.with_eee(true));
     drop(dev);
 
-    // The 82576: no EEE or DMA coalescing register touched (the strict
-    // model would panic), and nothing to read back.
+    // The 82576: refused by field, no EEE or DMA coalescing register
+    // touched (the strict model would panic); OFF opens, nothing to read
+    // back.
     let m = Soft82576::new(ModelConfig::default());
-    let dev = m
-        .open(&small(1).with_power_saving(PowerSaving::LINUX))
-        .unwrap();
+    for ps in [
+        PowerSaving::LINUX,
+        PowerSaving::OFF.with_eee(true),
+        PowerSaving::OFF.with_dma_coalescing(true),
+    ] {
+        let err = m
+            .open(&small(1).with_power_saving(ps))
+            .err()
+            .expect("power saving on the 82576: refused");
+        let msg = err.to_string();
+        assert!(
+            matches!(
+                err,
+                Error::ConfigUnsupported {
+                    family: "igb",
+                    field: "power_saving",
+                    ..
+                }
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("DeviceConfig::power_saving") && msg.contains("82576"),
+            "{msg}"
+        );
+    }
+    let dev = m.open(&small(1)).unwrap();
     assert_eq!(dev.power_saving(), PowerSaving::OFF);
     drop(dev);
     assert!(m.violations().is_empty(), "{:?}", m.violations());

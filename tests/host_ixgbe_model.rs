@@ -297,6 +297,35 @@ fn igb_sized_rings_are_refused_with_the_82599_minimum() {
     assert!(m.events().is_empty(), "the device was not touched");
 }
 
+/// The 82599 has neither Energy Efficient Ethernet nor DMA coalescing:
+/// `DeviceConfig::power_saving` other than OFF is refused at open with the
+/// typed error naming the field, before the device is touched.
+#[test]
+fn power_saving_is_refused_on_the_82599_naming_the_field() {
+    use pollnic::config::PowerSaving;
+    let m = model(1);
+    let err = m
+        .open(&small(1).with_power_saving(PowerSaving::LINUX))
+        .err()
+        .expect("power saving on the 82599: refused");
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            err,
+            Error::ConfigUnsupported {
+                family: "ixgbe",
+                field: "power_saving",
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("DeviceConfig::power_saving"), "{msg}");
+    assert!(m.events().is_empty(), "the device was not touched");
+    let dev = m.open(&small(1)).expect("PowerSaving::OFF opens");
+    drop(dev);
+}
+
 /// The model catches a driver that breaks the §4.6 rules: every rule below
 /// is one a wrong driver would break.
 #[test]

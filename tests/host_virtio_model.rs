@@ -342,6 +342,37 @@ fn a_device_rewriting_the_avail_ring_and_descriptors_changes_nothing() {
     clean(&m);
 }
 
+/// RX checksum status, which a virtio-net port does not report
+/// (`Capabilities::rx_checksum` false), is refused at open with the typed
+/// error naming the field, before the device is touched; the same
+/// configuration without it opens.
+#[test]
+fn rx_checksum_is_refused_at_open_naming_the_field() {
+    let m = model();
+    let err = m
+        .open(&small(1).with_rx_checksum(true))
+        .err()
+        .expect("rx_checksum(true) on virtio-net: refused");
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            err,
+            Error::ConfigUnsupported {
+                family: "virtio-net",
+                field: "rx_checksum",
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("DeviceConfig::rx_checksum"), "{msg}");
+    assert_eq!(m.status(), 0, "the device was not touched");
+    let dev = m.open(&small(1)).expect("the same, without rx_checksum");
+    assert!(!dev.capabilities().rx_checksum);
+    drop(dev);
+    clean(&m);
+}
+
 #[test]
 fn capabilities_say_what_a_virtio_port_does_and_does_not() {
     use pollnic::offload::{TxOffload, TxRefusal};

@@ -26,8 +26,8 @@ pub struct Capabilities {
     /// ([`crate::Queue::tx_burst_offload`]).
     pub tx: TxCapabilities,
     /// Receive checksum status per frame (`DeviceConfig::rx_checksum`,
-    /// `Packet::rx_checksum`). False on virtio-net, where every frame
-    /// reports `NotChecked`.
+    /// `Packet::rx_checksum`); refused at open where false (virtio-net,
+    /// where every frame would report `NotChecked`).
     pub rx_checksum: bool,
     /// VLAN tag stripping on receive (`DeviceConfig::vlan_strip`); refused
     /// at open where false.

@@ -93,13 +93,17 @@ pub struct DeviceConfig {
     /// The I350's power saving (default [`PowerSaving::OFF`]: Energy
     /// Efficient Ethernet and DMA coalescing both off, since both add
     /// wake-up latency to the first frame after a quiet spell). Linux igb
-    /// turns both on for the I350. The 82576 (QEMU's igb too) and the 82599
-    /// have neither: there it changes nothing.
+    /// turns both on for the I350. The 82576 (QEMU's igb too), the 82599
+    /// and virtio-net have neither: there anything but [`PowerSaving::OFF`]
+    /// is refused at open ([`crate::Error::ConfigUnsupported`]).
     pub power_saving: PowerSaving,
     /// Report each received frame's IPv4 and TCP/UDP checksum status
     /// ([`crate::Packet::rx_checksum`]; default off). On igb this sets
     /// RXCSUM.IPOFLD and TUOFLD (82576 datasheet §8.10.11); the 82599
     /// checks them always. Frames with a bad checksum are still delivered.
+    /// virtio-net reports no checksum status and refuses it
+    /// ([`crate::Error::ConfigUnsupported`]; `Capabilities::rx_checksum`
+    /// says which ports offer it).
     /// Off, the queues run the burst loops without the status work
     /// (its cost: docs/design/offloads.md).
     pub rx_checksum: bool,

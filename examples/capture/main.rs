@@ -124,7 +124,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_mempool_size((args.ring_size * 3 + 2048).max(4096))
         .with_queues(args.queues)
         .with_promisc(true)
-        .with_rx_checksum(true)
+        // Checksum status where the port offers it (virtio-net refuses it).
+        .with_rx_checksum(pollnic_tools::offers_rx_checksum(args.port))
         .with_mtu(args.mtu);
     let mut dev = Device::open(args.port.to_string(), &cfg)?;
     pollnic_tools::signal::stop_on_removal(&dev)?;

@@ -62,7 +62,16 @@ pub fn serve<S>(
         .with_rx_ring_size(net.ring_size)
         .with_tx_ring_size(net.ring_size)
         .with_mempool_size((2 * net.ring_size + 2048).max(4096))
-        .with_rx_checksum(!net.no_checksum_offload);
+        // RX checksum status where the port offers it (virtio-net refuses
+        // the field); an address that does not parse is refused by the open.
+        .with_rx_checksum(
+            !net.no_checksum_offload
+                && net
+                    .port
+                    .parse()
+                    .ok()
+                    .is_none_or(pollnic_tools::offers_rx_checksum),
+        );
     cfg.validate()?;
     let mut dev = Device::open(net.port.as_str(), &cfg)?;
     let pool = dev.mempool().clone();

@@ -24,6 +24,21 @@ pub mod signal;
 pub mod smol;
 pub mod sweep;
 
+/// Whether to ask the port at `addr` for RX checksum status
+/// (`DeviceConfig::rx_checksum`) when opening it. A port's
+/// `Device::capabilities` are known only once it is open, so this tells it
+/// from the port's PCI IDs in sysfs: false on a virtio-net port, which
+/// reports no checksum status (`Capabilities::rx_checksum` is false there)
+/// and refuses the field at open. A port whose sysfs entry cannot be read
+/// is asked: its open then says what is wrong with it.
+pub fn offers_rx_checksum(addr: pollnic::pci::PciAddress) -> bool {
+    use pollnic::pci::{PciDevice, Sysfs};
+    PciDevice::read(&Sysfs::default(), addr)
+        .ok()
+        .and_then(|d| d.family())
+        .is_none_or(|f| f.kind() != pollnic::NicFamily::VirtioNet)
+}
+
 /// The check behind the examples' `--ring-size` option (one size for RX and
 /// TX): the message names the option, as `pollnic::ConfigError::InvalidRingSize`
 /// names a ring.

@@ -262,12 +262,16 @@ impl TxOffload {
     pub const fn is_none(&self) -> bool {
         !self.ipv4_checksum && !self.l4_checksum && self.vlan.is_none() && self.tso.is_none()
     }
-    /// Whether the NIC can do this request for `frame` (the frame's
-    /// Ethernet bytes, no FCS): the answer the TX burst gives it
-    /// ([`tx_plan`]), without sending.
+    /// Whether this request can be done for `frame` (the frame's Ethernet
+    /// bytes, no FCS): the frame's headers checked against what the request
+    /// needs ([`tx_plan`]), without sending. It does not know the port: on
+    /// a port that does no transmit offloads (virtio-net) it says `Ok`
+    /// where the TX burst refuses the frame with
+    /// [`TxRefusal::NoTxOffloads`]. The port's answer, the TX burst's, is
+    /// pollnic's `Capabilities::check_tx` (`Device::capabilities()`).
     ///
     /// # Errors
-    /// The [`TxRefusal`] the TX burst would count the frame under.
+    /// The [`TxRefusal`] for a frame the request cannot be done for.
     pub fn check(&self, frame: &[u8]) -> Result<(), TxRefusal> {
         tx_plan(frame, self).map(|_| ())
     }

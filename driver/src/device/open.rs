@@ -381,6 +381,20 @@ pub(crate) fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'
             missing,
         });
     }
+    if cfg.power_saving != crate::config::PowerSaving::OFF {
+        // virtio-net (no descriptor-ring family) refuses it in its own check.
+        if let Some(why) = family
+            .desc()
+            .and_then(|d| d.power_saving_refusal(ident.device))
+        {
+            return Err(Error::ConfigUnsupported {
+                addr: ident.addr,
+                family: family.name(),
+                field: "power_saving",
+                why,
+            });
+        }
+    }
     let max = family.max_queues(ident.device);
     if cfg.queues > max {
         return Err(Error::TooManyQueues {

@@ -344,6 +344,16 @@ pub(crate) trait DescFamily: Family + AsFamily {
     /// called with [`DescFamily::configure_flow_control`]'s first call, before
     /// the receiver is enabled. Default: nothing (a part without any).
     fn configure_power_saving(&self, _r: &dyn Regs, _device: u16, _ps: PowerSaving, _mtu: u32) {}
+    /// Why PCI device `device` cannot honour a [`PowerSaving`] other than
+    /// [`PowerSaving::OFF`] (what to set instead included), `None` where it
+    /// can: the open refuses the field with this
+    /// ([`crate::Error::ConfigUnsupported`]). Default: it has neither.
+    fn power_saving_refusal(&self, _device: u16) -> Option<&'static str> {
+        Some(
+            "this part has neither Energy Efficient Ethernet nor DMA coalescing; leave it \
+             PowerSaving::OFF",
+        )
+    }
     /// The power saving the port runs with, read from its registers.
     /// Default: none.
     fn power_saving(&self, _r: &dyn Regs, _device: u16) -> PowerSaving {

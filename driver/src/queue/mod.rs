@@ -219,7 +219,9 @@ impl Queue {
     /// stacked tags) is refused: freed, never sent without the offload,
     /// counted in `tx_errors` and `tx_offload_errors`
     /// ([`Queue::tx_stats`]); [`Queue::last_tx_refusal`] says why.
-    /// [`TxOffload::check`] gives the same answer before sending. Short frames are padded as in [`Queue::tx_burst`].
+    /// [`crate::Capabilities::check_tx`] gives the same answer before
+    /// sending ([`TxOffload::check`] checks the frame against the request
+    /// only, not the port). Short frames are padded as in [`Queue::tx_burst`].
     /// A virtio-net port offers no transmit offloads: there every frame of a
     /// request other than [`TxOffload::NONE`] is refused
     /// ([`TxRefusal::NoTxOffloads`]) and counted the same way.

@@ -167,6 +167,12 @@ impl crate::family::DescFamily for Igb {
     fn configure_power_saving(&self, r: &dyn Regs, device: u16, ps: PowerSaving, mtu: u32) {
         power::configure(r, device, ps, mtu, flow::packet_buffer_kb(r, device))
     }
+    fn power_saving_refusal(&self, device: u16) -> Option<&'static str> {
+        (!pollnic_hw::igb::is_i350(device)).then_some(
+            "the 82576 (QEMU's igb too) has neither Energy Efficient Ethernet nor DMA coalescing \
+             (the I350 has both); leave it PowerSaving::OFF",
+        )
+    }
     fn power_saving(&self, r: &dyn Regs, device: u16) -> PowerSaving {
         power::read(r, device)
     }

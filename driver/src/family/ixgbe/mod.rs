@@ -154,6 +154,12 @@ impl crate::family::DescFamily for Ixgbe {
     fn tx_check_context(&self) -> bool {
         true
     }
+    fn power_saving_refusal(&self, _device: u16) -> Option<&'static str> {
+        Some(
+            "the 82599 has neither Energy Efficient Ethernet nor DMA coalescing; leave it \
+             PowerSaving::OFF",
+        )
+    }
     fn configure_rx_offloads(
         &self,
         r: &dyn Regs,

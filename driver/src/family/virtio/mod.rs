@@ -908,9 +908,7 @@ fn check_mtu(addr: PciAddress, device_mtu: Option<u16>, mtu: u32) -> Result<()> 
 /// Refuse the [`DeviceConfig`] fields virtio-net cannot honour, before the
 /// device is touched: each names the field, why, and what to set instead.
 /// (`promisc` and `allmulti` are honoured through the control queue and
-/// checked against what the device offers: [`Port::check_rx_filter`].
-/// `rx_checksum` is still taken without effect: every frame reports its
-/// checksums as not checked, and the tools ask for it on every port.)
+/// checked against what the device offers: [`Port::check_rx_filter`].)
 ///
 /// # Errors
 /// [`Error::ConfigUnsupported`].
@@ -928,6 +926,14 @@ pub(crate) fn check_config(addr: PciAddress, cfg: &DeviceConfig) -> Result<()> {
             "vlan_strip",
             "virtio-net strips no VLAN tags (VIRTIO_NET_F_CTRL_VLAN filters by tag, it does not \
              strip); leave it off and read the tag from the frame",
+        );
+    }
+    if cfg.rx_checksum {
+        return refused(
+            "rx_checksum",
+            "virtio-net reports no receive checksum status (pollnic does not negotiate \
+             VIRTIO_NET_F_GUEST_CSUM; every frame would say NotChecked); leave it off and check \
+             the sums in software, or ask only where Device::capabilities().rx_checksum is true",
         );
     }
     if cfg.flow_control.is_some_and(|f| f != FlowControl::None) {
@@ -1240,6 +1246,7 @@ mod tests {
         let base = DeviceConfig::default();
         for (cfg, want) in [
             (base.clone().with_vlan_strip(true), "vlan_strip"),
+            (base.clone().with_rx_checksum(true), "rx_checksum"),
             (
                 base.clone().with_flow_control(FlowControl::Full),
                 "flow_control",
