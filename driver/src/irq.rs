@@ -18,6 +18,7 @@
 
 pub use crate::cpuwait::Waitpkg;
 use crate::io::{DeviceBar, IrqEvent};
+pub use crate::msix::MsixError;
 use std::sync::Arc;
 use std::time::Duration;
 

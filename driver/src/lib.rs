@@ -60,6 +60,7 @@ pub mod error;
 mod family;
 pub mod io;
 pub mod irq;
+mod msix;
 pub mod pci;
 mod queue;
 mod refresh;

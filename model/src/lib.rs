@@ -187,12 +187,12 @@ pub(crate) trait RegisterModel: Send + 'static {
     /// disabled (`None`). Default: the model has no MSI-X.
     ///
     /// # Errors
-    /// [`pollnic::io::MsixError`] when the model cannot (no MSI-X, too many vectors).
+    /// [`pollnic::irq::MsixError`] when the model cannot (no MSI-X, too many vectors).
     fn msix(
         &mut self,
         _events: Option<Vec<Arc<pollnic::io::IrqEvent>>>,
-    ) -> Result<(), pollnic::io::MsixError> {
-        Err(pollnic::io::MsixError::Unsupported)
+    ) -> Result<(), pollnic::irq::MsixError> {
+        Err(pollnic::irq::MsixError::Unsupported)
     }
 }
 
@@ -342,7 +342,7 @@ impl pollnic::io::Interrupts for SoftIo {
     fn enable_msix(
         &self,
         vectors: u16,
-    ) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::io::MsixError> {
+    ) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::irq::MsixError> {
         enable_msix(&self.shared, vectors)
     }
     fn disable_msix(&self) {
@@ -355,11 +355,11 @@ impl pollnic::io::Interrupts for SoftIo {
 pub(crate) fn enable_msix(
     shared: &SharedModel,
     vectors: u16,
-) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::io::MsixError> {
+) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::irq::MsixError> {
     let events = (0..vectors)
         .map(|_| pollnic::io::IrqEvent::new().map(Arc::new))
         .collect::<std::io::Result<Vec<_>>>()
-        .map_err(pollnic::io::MsixError::EventFd)?;
+        .map_err(pollnic::irq::MsixError::EventFd)?;
     lock(shared).msix(Some(events.clone()))?;
     Ok(events)
 }

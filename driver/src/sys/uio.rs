@@ -15,7 +15,8 @@
 //!   refused ([`MsixError::IntxOnly`]); busy polling works.
 
 use crate::error::Error;
-use crate::io::{DeviceBar, DeviceIo, MsixError};
+use crate::io::{DeviceBar, DeviceIo};
+use crate::msix::MsixError;
 use crate::pci::{PciAddress, Sysfs};
 use crate::sys::mmio::{command, Bar, Bars};
 use crate::sys::physmem::PhysicalDma;

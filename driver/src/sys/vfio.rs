@@ -11,7 +11,8 @@
 //! (`docs/design/device-release.md`).
 
 use crate::error::Error;
-use crate::io::{DeviceBar, DeviceIo, MsixError};
+use crate::io::{DeviceBar, DeviceIo};
+use crate::msix::MsixError;
 use crate::pci::{PciAddress, Sysfs};
 use crate::sys::irq::IrqEvent;
 use crate::sys::mmio::{command, Bar, Bars};

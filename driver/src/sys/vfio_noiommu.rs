@@ -16,7 +16,8 @@
 //! mastering off, reset), also when the process was killed.
 
 use crate::error::Error;
-use crate::io::{DeviceBar, DeviceIo, IrqEvent, MsixError};
+use crate::io::{DeviceBar, DeviceIo, IrqEvent};
+use crate::msix::MsixError;
 use crate::pci::PciAddress;
 use crate::sys::mmio::{command, Bar, Bars};
 use crate::sys::physmem::PhysicalDma;

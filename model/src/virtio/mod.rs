@@ -35,7 +35,8 @@ pub(crate) mod vq;
 
 use crate::iommu::{Mappings, ModelDma};
 use crate::{lock, ModelHost, RegisterModel, SharedModel};
-use pollnic::io::{DeviceBar, DeviceIo, IrqEvent, MsixError, Regs, TailDoorbell};
+use pollnic::io::{DeviceBar, DeviceIo, IrqEvent, Regs, TailDoorbell};
+use pollnic::irq::MsixError;
 use pollnic::{Device, DeviceConfig, DeviceIdent, Result};
 use pollnic_hw::rss::{Toeplitz, KEY_LEN};
 use pollnic_rings::{DmaMapper, PageSize};
