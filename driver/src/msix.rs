@@ -4,7 +4,7 @@
 //! register-level traits can all name it without importing each other.
 
 /// Why MSI-X could not be enabled, carried by [`crate::Error::Interrupts`]
-/// (and returned by [`crate::io::Interrupts::enable_msix`] under
+/// (and returned by [`crate::lowlevel::io::Interrupts::enable_msix`] under
 /// it). Non-exhaustive: match with a `_` arm.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -29,7 +29,7 @@ pub enum MsixError {
         cause: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// The device underneath has no MSI-X delivery
-    /// ([`crate::io::DeviceIo::interrupts`] is `None`, or a
+    /// ([`crate::lowlevel::io::DeviceIo::interrupts`] is `None`, or a
     /// software model without it).
     #[error("the device underneath offers no MSI-X delivery")]
     Unsupported,

@@ -743,7 +743,7 @@ impl RegisterModel for State {
     }
     fn msix(
         &mut self,
-        events: Option<Vec<std::sync::Arc<pollnic::io::IrqEvent>>>,
+        events: Option<Vec<std::sync::Arc<pollnic::lowlevel::io::IrqEvent>>>,
     ) -> Result<(), pollnic::irq::MsixError> {
         match events {
             Some(e) if e.len() > super::irq::VECTORS => {
