@@ -184,7 +184,7 @@ fn a_device_that_never_finishes_reset_gives_the_timeout_error() {
 
 #[test]
 fn the_model_rejects_the_82599_rss_mode_and_late_tails() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = Soft82576::new(ModelConfig {
         strict: false,
         ..Default::default()
@@ -515,7 +515,7 @@ fn a_release_request_stops_the_queue_threads_and_the_device_closes_in_order() {
 /// set) is a violation of the model.
 #[test]
 fn drv_load_is_held_while_open_and_traffic_without_it_is_refused() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = Soft82576::new(ModelConfig {
         strict: false,
         ..Default::default()
@@ -562,7 +562,7 @@ fn drv_load_is_held_while_open_and_traffic_without_it_is_refused() {
 /// port, pollnic's sequence before, is refused and names what was missing.
 #[test]
 fn every_reset_is_preceded_by_the_stop_linux_does() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = Soft82576::new(ModelConfig::default());
     let dev = m.open(&small(1)).unwrap();
     drop(dev);
@@ -647,7 +647,7 @@ fn check_flow_registers(m: &Soft82576, mode: pollnic::config::FlowControl) {
 /// and the model refuses it.
 #[test]
 fn a_receiver_enabled_with_pause_on_and_no_water_marks_is_refused() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = Soft82576::new(ModelConfig {
         strict: false,
         ..Default::default()

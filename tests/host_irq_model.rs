@@ -4,7 +4,7 @@
 //! as the IVAR entries say. A wrong mapping wakes the wrong queue's thread
 //! and fails here; a wrong EITR encoding reads back as another interval.
 
-use pollnic::io::Regs;
+use pollnic::lowlevel::io::Regs;
 use pollnic::{run_pinned, Device, DeviceConfig, Moderation, RxMode};
 use pollnic_model::igb::Soft82576;
 use pollnic_model::ixgbe::Soft82599;

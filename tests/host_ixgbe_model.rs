@@ -330,7 +330,7 @@ fn power_saving_is_refused_on_the_82599_naming_the_field() {
 /// is one a wrong driver would break.
 #[test]
 fn the_model_reports_out_of_order_and_rejected_writes() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = Soft82599::new(ModelConfig {
         strict: false,
         ..Default::default()
@@ -377,7 +377,7 @@ fn the_model_reports_out_of_order_and_rejected_writes() {
 #[test]
 #[should_panic(expected = "to read-only register 0x42a4")]
 fn a_strict_model_panics_at_the_culprit() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = Soft82599::default();
     let r = m.regs();
     r.write32(LINKS, 0);
@@ -580,7 +580,7 @@ fn expect_violation(m: &Soft82599, what: &str) {
 /// Poll LINKS by hand for up to `wall` of wall-clock time; the model time at
 /// which it read up, if it did.
 fn link_up_by(m: &Soft82599, wall: Duration) -> Option<Duration> {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let end = Instant::now() + wall;
     while Instant::now() < end {
         if m.regs().read32(LINKS) & LINKS_UP != 0 {
@@ -626,7 +626,7 @@ fn an_sfp_port_comes_up_with_laser_on_10g_serial_empty_filters_and_no_relaxed_or
 /// never comes up; once it is low the link trains in 1–2 s of model time.
 #[test]
 fn the_link_needs_the_laser_and_trains_in_1_to_2_s_of_model_time() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = model(1);
     let r = m.regs();
     r.write32(AUTOC, m.peek(AUTOC) | AUTOC_AN_RESTART);
@@ -665,7 +665,7 @@ fn an_empty_sfp_cage_is_link_down() {
 /// serial with the pipeline reset and links at 10 Gb/s.
 #[test]
 fn an_sfi_board_left_in_1g_mode_links_at_1g_unless_the_driver_sets_10g_serial() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = model(1);
     m.set_eeprom_link_mode(AUTOC_LMS_1G_AN);
     let r = m.regs();
@@ -685,7 +685,7 @@ fn an_sfi_board_left_in_1g_mode_links_at_1g_unless_the_driver_sets_10g_serial() 
 /// undefined (MTA, RAR 1..127, VFTA) is caught.
 #[test]
 fn rxen_with_reset_garbage_in_the_filters_is_a_violation() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = lenient();
     let r = m.regs();
     assert_ne!(m.peek(mta(0)), 0, "garbage after power-on");
@@ -700,7 +700,7 @@ fn rxen_with_reset_garbage_in_the_filters_is_a_violation() {
 /// A driver that enables queues with relaxed ordering on is caught.
 #[test]
 fn a_queue_enabled_with_relaxed_ordering_on_is_a_violation() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = lenient();
     let r = m.regs();
     r.write32(rxdctl(0), XDCTL_ENABLE);
@@ -714,7 +714,7 @@ fn a_queue_enabled_with_relaxed_ordering_on_is_a_violation() {
 /// that resets once is caught); the driver resets twice and comes up clean.
 #[test]
 fn a_stuck_master_disable_needs_the_double_reset() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = lenient();
     m.set_master_stuck();
     let r = m.regs();
@@ -741,7 +741,7 @@ fn a_stuck_master_disable_needs_the_double_reset() {
 /// bytes and leaves as a 60-byte frame.
 #[test]
 fn a_frame_under_17_bytes_wedges_its_tx_queue_and_the_driver_pads_it() {
-    use pollnic::io::{DeviceBar, Regs};
+    use pollnic::lowlevel::io::{DeviceBar, Regs};
     use pollnic_rings::{DescRing, Mempool, PageSize, PoolCache, TxRing};
     use std::sync::Arc;
     let m = lenient();
@@ -816,7 +816,7 @@ fn ids_whose_board_setup_is_missing_are_refused_by_open() {
 #[test]
 fn selfcheck_reads_the_registers_before_and_after_bring_up() {
     let m = model(1);
-    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &small(1)).unwrap();
+    let sc = pollnic::lowlevel::selfcheck::selfcheck_on(m.io(), m.ident(), &small(1)).unwrap();
     let get = |n: &str| sc.registers.iter().find(|r| r.name == n).unwrap().clone();
     assert_ne!(get("ESDP").before & ESDP_SDP3, 0);
     assert_eq!(get("ESDP").after & ESDP_SDP3, 0);
@@ -840,7 +840,7 @@ fn selfcheck_reads_the_registers_before_and_after_bring_up() {
 /// burst's last).
 #[test]
 fn with_wthresh_above_0_every_tx_descriptor_is_written_back() {
-    use pollnic::io::{DeviceBar, Regs};
+    use pollnic::lowlevel::io::{DeviceBar, Regs};
     use pollnic_rings::{DescRing, Mempool, PageSize, PoolCache, TxRing};
     use std::sync::Arc;
     let m = model(1);
@@ -891,7 +891,7 @@ fn with_wthresh_above_0_every_tx_descriptor_is_written_back() {
 /// set) is a violation of the model.
 #[test]
 fn drv_load_is_held_while_open_and_traffic_without_it_is_refused() {
-    use pollnic::io::Regs;
+    use pollnic::lowlevel::io::Regs;
     let m = Soft82599::new(ModelConfig {
         strict: false,
         ..Default::default()

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use pollnic::lowlevel::selfcheck::selfcheck;
 use pollnic::pci::{self, PciAddress, Sysfs};
 
 /// Userspace poll-mode driver for three NIC families: Intel igb (82576/I350), Intel ixgbe (82599/X520) and virtio-net (the NIC of most VMs), over VFIO, or, opt-in and unsafe, over uio_pci_generic or VFIO's no-IOMMU mode where there is no IOMMU. The 82599 back end is tested against a software model only, not yet on hardware.
@@ -225,7 +226,7 @@ fn main() -> ExitCode {
         Command::Doctor {
             selfcheck: Some(addr),
             ..
-        } => match pollnic::selfcheck::selfcheck(addr, &pollnic::DeviceConfig::default()) {
+        } => match selfcheck(addr, &pollnic::DeviceConfig::default()) {
             Ok(sc) => {
                 print!("{}", doctor::selfcheck::text(&sc));
                 ExitCode::SUCCESS

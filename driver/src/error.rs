@@ -4,7 +4,7 @@
 
 //!
 //! Each type an [`Error`] variant carries has one public path:
-//! [`crate::io::MsixError`], [`crate::dma::DmaError`], [`crate::ConfigError`],
+//! [`crate::irq::MsixError`], [`crate::dma::DmaError`], [`crate::ConfigError`],
 //! [`crate::VirtioError`], [`crate::pci::Error`], and here the rings'
 //! [`PacketTooLong`] and [`RingError`].
 
@@ -171,7 +171,7 @@ pub enum Error {
         /// The device.
         addr: PciAddress,
         /// Why.
-        cause: crate::io::MsixError,
+        cause: crate::msix::MsixError,
     },
 
     /// A VFIO ioctl failed.
@@ -665,7 +665,7 @@ mod tests {
                 len: 4096,
                 cause: io(),
             }),
-            Box::new(crate::io::MsixError::SetIrqs {
+            Box::new(crate::msix::MsixError::SetIrqs {
                 vectors: 2,
                 cause: Box::new(io()),
             }),

@@ -17,7 +17,8 @@
 //! queue back to sleep, still armed ([`IrqStats::stale`]).
 
 pub use crate::cpuwait::Waitpkg;
-use crate::io::{DeviceBar, IrqEvent};
+use crate::lowlevel::io::{DeviceBar, IrqEvent};
+pub use crate::msix::MsixError;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -15,6 +15,11 @@
 //! software 82599 (the repository's `pollnic-model` package) and has not yet
 //! run on hardware.
 //!
+//! Register-level access (the traits a device model implements, and the
+//! register self-check behind `pollnic doctor --selfcheck`) is kept apart
+//! in [`lowlevel`], for device models, test rigs and diagnostics;
+//! applications never need it.
+//!
 //! Open two ports together, receive a burst on one, send it out of the
 //! other with no copy, and read a counter (the ports must be bound to
 //! vfio-pci, `pollnic bind`, with 2 MiB hugepages reserved):
@@ -58,14 +63,14 @@ mod cpuwait;
 mod device;
 pub mod error;
 mod family;
-pub mod io;
 pub mod irq;
+pub mod lowlevel;
+mod msix;
 pub mod pci;
 mod queue;
 mod refresh;
 mod removal;
 mod runner;
-pub mod selfcheck;
 #[cfg(feature = "smoltcp")]
 pub mod smoltcp;
 pub mod stats;

@@ -4,7 +4,9 @@
 //! ([`igb::Soft82576`]), 82599 ([`ixgbe::Soft82599`]) and virtio-net device
 //! ([`virtio::SoftVirtioNet`], strict about the virtio 1.2 MUSTs, with a
 //! hostile mode) that [`pollnic::Device`]
-//! drives through [`pollnic::Device::open_on`], the same code as a real NIC;
+//! drives through [`pollnic::Device::open_on`], the same code as a real NIC
+//! (each implements [`pollnic::lowlevel::io::DeviceIo`], the register-level
+//! seam under a `Device`);
 //! and below them the device's side of the descriptor rings ([`ring`]: the
 //! ring walk both models use, and `SoftNic`, a model of the rings alone for
 //! `pollnic_rings`' tests) with a forwarding rig on it ([`fwd`], the
@@ -39,7 +41,7 @@ pub(crate) mod wire;
 
 use crate::ring::DeviceRing;
 use iommu::{Mappings, ModelDma, ModelDmaHost};
-use pollnic::io::{DeviceBar, DeviceIo, Regs, TailDoorbell};
+use pollnic::lowlevel::io::{DeviceBar, DeviceIo, Regs, TailDoorbell};
 use pollnic_rings::{DmaMapper, PageSize};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -187,12 +189,12 @@ pub(crate) trait RegisterModel: Send + 'static {
     /// disabled (`None`). Default: the model has no MSI-X.
     ///
     /// # Errors
-    /// [`pollnic::io::MsixError`] when the model cannot (no MSI-X, too many vectors).
+    /// [`pollnic::irq::MsixError`] when the model cannot (no MSI-X, too many vectors).
     fn msix(
         &mut self,
-        _events: Option<Vec<Arc<pollnic::io::IrqEvent>>>,
-    ) -> Result<(), pollnic::io::MsixError> {
-        Err(pollnic::io::MsixError::Unsupported)
+        _events: Option<Vec<Arc<pollnic::lowlevel::io::IrqEvent>>>,
+    ) -> Result<(), pollnic::irq::MsixError> {
+        Err(pollnic::irq::MsixError::Unsupported)
     }
 }
 
@@ -332,17 +334,17 @@ impl DeviceIo for SoftIo {
             None => false,
         }
     }
-    fn interrupts(&self) -> Option<&dyn pollnic::io::Interrupts> {
+    fn interrupts(&self) -> Option<&dyn pollnic::lowlevel::io::Interrupts> {
         Some(self)
     }
 }
 
 /// MSI-X of a model: eventfds the model signals itself.
-impl pollnic::io::Interrupts for SoftIo {
+impl pollnic::lowlevel::io::Interrupts for SoftIo {
     fn enable_msix(
         &self,
         vectors: u16,
-    ) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::io::MsixError> {
+    ) -> Result<Vec<Arc<pollnic::lowlevel::io::IrqEvent>>, pollnic::irq::MsixError> {
         enable_msix(&self.shared, vectors)
     }
     fn disable_msix(&self) {
@@ -355,11 +357,11 @@ impl pollnic::io::Interrupts for SoftIo {
 pub(crate) fn enable_msix(
     shared: &SharedModel,
     vectors: u16,
-) -> Result<Vec<Arc<pollnic::io::IrqEvent>>, pollnic::io::MsixError> {
+) -> Result<Vec<Arc<pollnic::lowlevel::io::IrqEvent>>, pollnic::irq::MsixError> {
     let events = (0..vectors)
-        .map(|_| pollnic::io::IrqEvent::new().map(Arc::new))
+        .map(|_| pollnic::lowlevel::io::IrqEvent::new().map(Arc::new))
         .collect::<std::io::Result<Vec<_>>>()
-        .map_err(pollnic::io::MsixError::EventFd)?;
+        .map_err(pollnic::irq::MsixError::EventFd)?;
     lock(shared).msix(Some(events.clone()))?;
     Ok(events)
 }

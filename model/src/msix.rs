@@ -11,7 +11,7 @@
 //! only if the vector is still unmasked with its cause set (silicon;
 //! QEMU 10.0's igb timer fires anyway: see docs/nics/qemu-igb.md).
 
-use pollnic::io::IrqEvent;
+use pollnic::lowlevel::io::IrqEvent;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

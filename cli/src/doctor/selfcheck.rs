@@ -1,9 +1,9 @@
 //! `pollnic doctor --selfcheck <addr>`: the report of
-//! [`pollnic::selfcheck::selfcheck`], short enough to paste into a bug
-//! report. Single registers are shown before and after; the multicast table
-//! and the receive address registers are summed up.
+//! [`pollnic::lowlevel::selfcheck::selfcheck`], short enough to paste into a
+//! bug report. Single registers are shown before and after; the multicast
+//! table and the receive address registers are summed up.
 
-use pollnic::selfcheck::{RegisterRead, SelfCheck};
+use pollnic::lowlevel::selfcheck::{RegisterRead, SelfCheck};
 use std::fmt::Write;
 
 /// The report, one register per line, the tables summed up.
@@ -93,7 +93,7 @@ pub fn text(sc: &SelfCheck) -> String {
 /// after pollnic's bring-up (the configuration asked for it), or found on
 /// (the port's previous owner left it so; Linux igb turns both on), each
 /// with how to turn it off.
-pub fn power_saving_warnings(sc: &pollnic::selfcheck::SelfCheck) -> Vec<String> {
+pub fn power_saving_warnings(sc: &SelfCheck) -> Vec<String> {
     let mut v = Vec::new();
     if sc.power_saving.any() {
         v.push(format!(

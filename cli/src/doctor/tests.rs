@@ -549,7 +549,7 @@ fn the_selfcheck_report_on_the_software_82599_shows_laser_link_mode_and_filters(
         .with_rx_ring_size(64)
         .with_tx_ring_size(64)
         .with_mempool_size(512);
-    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    let sc = pollnic::lowlevel::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
     let t = crate::doctor::selfcheck::text(&sc);
     assert!(
         t.starts_with("pollnic selfcheck 0000:5e:00.0: 82599ES"),
@@ -577,7 +577,7 @@ fn the_selfcheck_report_on_the_software_82576_has_the_igb_equivalents() {
         .with_rx_ring_size(64)
         .with_tx_ring_size(64)
         .with_mempool_size(512);
-    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    let sc = pollnic::lowlevel::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
     let t = crate::doctor::selfcheck::text(&sc);
     assert!(t.contains("igb back end"), "{t}");
     assert!(t.contains("STATUS") && t.contains("link down -> up"), "{t}");
@@ -599,7 +599,7 @@ fn the_selfcheck_report_warns_when_i350_power_saving_is_on() {
         .with_mempool_size(512);
     // The software I350's NVM turns EEE on; pollnic's default turns it off.
     let m = Soft82576::with_device(ModelConfig::default(), 0x1521);
-    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    let sc = pollnic::lowlevel::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
     let t = crate::doctor::selfcheck::text(&sc);
     assert!(
         t.contains(
@@ -614,7 +614,7 @@ fn the_selfcheck_report_warns_when_i350_power_saving_is_on() {
     assert!(!t.contains("after bring-up: they add"), "{t}");
     // Asked for, as Linux sets them: a warning with the setting that turns them off.
     let m = Soft82576::with_device(ModelConfig::default(), 0x1521);
-    let sc = pollnic::selfcheck::selfcheck_on(
+    let sc = pollnic::lowlevel::selfcheck::selfcheck_on(
         m.io(),
         m.ident(),
         &cfg.clone().with_power_saving(PowerSaving::LINUX),
@@ -630,7 +630,7 @@ fn the_selfcheck_report_warns_when_i350_power_saving_is_on() {
     );
     // The 82576 has neither: nothing to warn about.
     let m = Soft82576::default();
-    let sc = pollnic::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
+    let sc = pollnic::lowlevel::selfcheck::selfcheck_on(m.io(), m.ident(), &cfg).unwrap();
     assert!(crate::doctor::selfcheck::power_saving_warnings(&sc).is_empty());
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }

@@ -11,7 +11,7 @@ use crate::counters::DeviceCounters;
 use crate::error::Result;
 use crate::family::virtio::{self, VirtioNet};
 use crate::family::{DescFamily, Family, LinkStatus};
-use crate::io::DeviceBar;
+use crate::lowlevel::io::DeviceBar;
 use pollnic_hw::rss::Reta;
 use std::sync::Arc;
 

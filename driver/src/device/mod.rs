@@ -10,7 +10,7 @@
 //! work over descriptor rings (brought up in `desc.rs`) or a virtio-net
 //! port over virtqueues (`virtio.rs`). Opening is `open.rs`, the counters'
 //! reader `stats.rs`. The device underneath is reached through
-//! [`crate::io::DeviceIo`] (VFIO or a no-IOMMU route for a real NIC, a
+//! [`crate::lowlevel::io::DeviceIo`] (VFIO or a no-IOMMU route for a real NIC, a
 //! software model in host tests).
 
 mod backend;
@@ -25,8 +25,8 @@ pub use stats::StatsReader;
 use crate::counters::DeviceCounters;
 use crate::error::{ConfigError, Error, Result};
 use crate::family::LinkStatus;
-use crate::io::{DeviceBar, DeviceIo};
 use crate::irq::{Moderation, RxMode};
+use crate::lowlevel::io::{DeviceBar, DeviceIo};
 use crate::pci::PciAddress;
 use crate::queue::Queue;
 use crate::refresh::{SharedStats, StatsRefresher};

@@ -10,7 +10,7 @@ use crate::counters::{DeviceCounters, QueueCounters};
 use crate::error::{Error, Result};
 use crate::family::virtio;
 use crate::family::{self, Family};
-use crate::io::DeviceIo;
+use crate::lowlevel::io::DeviceIo;
 use crate::pci::{PciAddress, PciDevice, Sysfs, VFIO_PCI};
 use crate::refresh::{StatsRefresher, STATS_REFRESH};
 use crate::removal::Removal;
@@ -171,7 +171,7 @@ impl Device {
     }
 
     /// The checks of [`Device::open`] and a VFIO container of its own for
-    /// `addr`: what [`crate::selfcheck`] reads before the bring-up.
+    /// `addr`: what [`crate::lowlevel::selfcheck`] reads before the bring-up.
     pub(crate) fn open_io(
         addr: PciAddress,
         cfg: &DeviceConfig,
@@ -272,6 +272,10 @@ impl Device {
     /// [`Device::open`] does once VFIO is open: the same code, over any
     /// [`DeviceIo`], e.g. the software 82599 of `pollnic_model::ixgbe` (the
     /// repository's `pollnic-model` package).
+    ///
+    /// For device models and test rigs, not applications (which open a port
+    /// with [`Device::open`] or [`Device::open_many`]): `io` is a
+    /// register-level device, see [`crate::lowlevel::io`].
     ///
     /// # Errors
     /// As [`Device::open`] from the configuration check on. On error the

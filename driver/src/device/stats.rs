@@ -3,7 +3,7 @@
 
 use crate::counters::DeviceCounters;
 use crate::family::DescFamily;
-use crate::io::DeviceBar;
+use crate::lowlevel::io::DeviceBar;
 use crate::refresh::SharedStats;
 use crate::stats::Stats;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -23,7 +23,7 @@
 //! on the control path only: `rx_burst`/`tx_burst` run on the rings, which
 //! differ per family only in the RX error mask (a value,
 //! [`DescFamily::rx_error_mask`]), and write tails through a
-//! [`crate::io::TailDoorbell`], not through these traits.
+//! [`crate::lowlevel::io::TailDoorbell`], not through these traits.
 //!
 //! # The order `Device` calls a `DescFamily` in
 //!
@@ -261,7 +261,7 @@ pub(crate) trait Family: sealed::Sealed + Send + Sync + 'static {
         None
     }
     /// The registers `pollnic doctor --selfcheck` reads before and after the
-    /// bring-up ([`crate::selfcheck`]), by datasheet name and BAR 0 offset:
+    /// bring-up ([`crate::lowlevel::selfcheck`]), by datasheet name and BAR 0 offset:
     /// board wiring and state a previous driver may leave behind, none that
     /// clears on read. Default: none.
     fn selfcheck_registers(&self) -> Vec<(String, u32)> {

@@ -10,7 +10,7 @@
 use crate::counters::QueueCounters;
 use crate::error::{Error, Result};
 use crate::family::virtio::Notify;
-use crate::io::TailDoorbell;
+use crate::lowlevel::io::TailDoorbell;
 use pollnic_hw::offload::{TxOffload, TxRefusal};
 use pollnic_rings::{
     Mempool, Packet, PoolCache, RxRing, RxStats, TxRing, TxStats, VirtqRx, VirtqStats, VirtqTx,

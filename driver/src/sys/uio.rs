@@ -15,7 +15,8 @@
 //!   refused ([`MsixError::IntxOnly`]); busy polling works.
 
 use crate::error::Error;
-use crate::io::{DeviceBar, DeviceIo, MsixError};
+use crate::lowlevel::io::{DeviceBar, DeviceIo};
+use crate::msix::MsixError;
 use crate::pci::{PciAddress, Sysfs};
 use crate::sys::mmio::{command, Bar, Bars};
 use crate::sys::physmem::PhysicalDma;
@@ -186,16 +187,19 @@ impl DeviceIo for Uio {
         self.set_command(command::MASTER, false);
     }
     /// INTx only: refused (see the module's notes).
-    fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
+    fn interrupts(&self) -> Option<&dyn crate::lowlevel::io::Interrupts> {
         Some(self)
     }
 }
 
-impl crate::io::Interrupts for Uio {
+impl crate::lowlevel::io::Interrupts for Uio {
     fn msix_capable(&self) -> bool {
         false
     }
-    fn enable_msix(&self, _vectors: u16) -> Result<Vec<Arc<crate::io::IrqEvent>>, MsixError> {
+    fn enable_msix(
+        &self,
+        _vectors: u16,
+    ) -> Result<Vec<Arc<crate::lowlevel::io::IrqEvent>>, MsixError> {
         Err(MsixError::IntxOnly)
     }
     fn disable_msix(&self) {}

@@ -11,7 +11,8 @@
 //! (`docs/design/device-release.md`).
 
 use crate::error::Error;
-use crate::io::{DeviceBar, DeviceIo, MsixError};
+use crate::lowlevel::io::{DeviceBar, DeviceIo};
+use crate::msix::MsixError;
 use crate::pci::{PciAddress, Sysfs};
 use crate::sys::irq::IrqEvent;
 use crate::sys::mmio::{command, Bar, Bars};
@@ -268,7 +269,7 @@ impl DeviceIo for Vfio {
         self.release.start(on_request)
     }
     /// MSI-X through `VFIO_DEVICE_SET_IRQS` (the MSI-X section below).
-    fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
+    fn interrupts(&self) -> Option<&dyn crate::lowlevel::io::Interrupts> {
         Some(self)
     }
 }
@@ -542,7 +543,7 @@ impl Vfio {
     }
 }
 
-impl crate::io::Interrupts for Vfio {
+impl crate::lowlevel::io::Interrupts for Vfio {
     fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, MsixError> {
         self.msix_enable(vectors)
     }

@@ -16,7 +16,8 @@
 //! mastering off, reset), also when the process was killed.
 
 use crate::error::Error;
-use crate::io::{DeviceBar, DeviceIo, IrqEvent, MsixError};
+use crate::lowlevel::io::{DeviceBar, DeviceIo, IrqEvent};
+use crate::msix::MsixError;
 use crate::pci::PciAddress;
 use crate::sys::mmio::{command, Bar, Bars};
 use crate::sys::physmem::PhysicalDma;
@@ -314,12 +315,12 @@ impl DeviceIo for VfioNoIommu {
     fn disable_bus_master(&self) {
         self.set_command(command::MASTER, false);
     }
-    fn interrupts(&self) -> Option<&dyn crate::io::Interrupts> {
+    fn interrupts(&self) -> Option<&dyn crate::lowlevel::io::Interrupts> {
         Some(self)
     }
 }
 
-impl crate::io::Interrupts for VfioNoIommu {
+impl crate::lowlevel::io::Interrupts for VfioNoIommu {
     fn enable_msix(&self, vectors: u16) -> Result<Vec<Arc<IrqEvent>>, MsixError> {
         let mut info = IrqInfo {
             argsz: std::mem::size_of::<IrqInfo>() as u32,

@@ -38,7 +38,7 @@ mod state;
 pub use crate::{Event, ModelConfig, RxOutcome, SoftBar};
 
 use crate::{lock, SharedModel, SoftIo};
-use pollnic::io::DeviceIo;
+use pollnic::lowlevel::io::DeviceIo;
 use pollnic::DeviceConfig;
 use pollnic::Result;
 use pollnic::{Device, DeviceIdent};

@@ -569,11 +569,11 @@ impl RegisterModel for State {
     }
     fn msix(
         &mut self,
-        events: Option<Vec<std::sync::Arc<pollnic::io::IrqEvent>>>,
-    ) -> Result<(), pollnic::io::MsixError> {
+        events: Option<Vec<std::sync::Arc<pollnic::lowlevel::io::IrqEvent>>>,
+    ) -> Result<(), pollnic::irq::MsixError> {
         match events {
             Some(e) if e.len() > super::irq::VECTORS => {
-                Err(pollnic::io::MsixError::TooFewVectors {
+                Err(pollnic::irq::MsixError::TooFewVectors {
                     available: super::irq::VECTORS as u32,
                     needed: e.len() as u16,
                 })

@@ -1,7 +1,7 @@
 //! A software 82599: a register-level model of the device's side, for host
 //! tests of the ixgbe back end with no NIC. `Device` runs over it through
-//! the same [`DeviceIo`] / [`pollnic::io::DeviceBar`] seam as over VFIO: the same
-//! bring-up, rings, tail writes and shutdown.
+//! the same [`DeviceIo`] / [`pollnic::lowlevel::io::DeviceBar`] seam as over
+//! VFIO: the same bring-up, rings, tail writes and shutdown.
 //!
 //! What it models:
 //! - time: a clock [`CLOCK_RATE`] times faster than the wall clock, so the
@@ -67,7 +67,7 @@ pub use crate::{Event, ModelConfig, RxOutcome, SoftBar};
 pub use state::{CLOCK_RATE, LINK_TRAINING};
 
 use crate::{lock, SharedModel, SoftIo};
-use pollnic::io::DeviceIo;
+use pollnic::lowlevel::io::DeviceIo;
 use pollnic::DeviceConfig;
 use pollnic::Result;
 use pollnic::{Device, DeviceIdent};

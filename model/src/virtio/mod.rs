@@ -35,7 +35,8 @@ pub(crate) mod vq;
 
 use crate::iommu::{Mappings, ModelDma};
 use crate::{lock, ModelHost, RegisterModel, SharedModel};
-use pollnic::io::{DeviceBar, DeviceIo, IrqEvent, MsixError, Regs, TailDoorbell};
+use pollnic::irq::MsixError;
+use pollnic::lowlevel::io::{DeviceBar, DeviceIo, IrqEvent, Regs, TailDoorbell};
 use pollnic::{Device, DeviceConfig, DeviceIdent, Result};
 use pollnic_hw::rss::{Toeplitz, KEY_LEN};
 use pollnic_rings::{DmaMapper, PageSize};
@@ -1337,12 +1338,12 @@ impl DeviceIo for VirtioIo {
             None => false,
         }
     }
-    fn interrupts(&self) -> Option<&dyn pollnic::io::Interrupts> {
+    fn interrupts(&self) -> Option<&dyn pollnic::lowlevel::io::Interrupts> {
         Some(self)
     }
 }
 
-impl pollnic::io::Interrupts for VirtioIo {
+impl pollnic::lowlevel::io::Interrupts for VirtioIo {
     fn enable_msix(&self, vectors: u16) -> std::result::Result<Vec<Arc<IrqEvent>>, MsixError> {
         let shared: SharedModel = self.state.clone();
         crate::enable_msix(&shared, vectors)

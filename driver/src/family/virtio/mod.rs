@@ -20,7 +20,7 @@ pub(crate) mod ids;
 use crate::config::{DataPathChoice, DeviceConfig, FlowControl, PowerSaving};
 use crate::error::{Error, Result};
 use crate::family::{Family, LinkState, LinkStatus, NicModel};
-use crate::io::{DeviceBar, DeviceIo};
+use crate::lowlevel::io::{DeviceBar, DeviceIo};
 use crate::pci::address::PciAddress;
 use crate::stats::StatsLayout;
 use crate::wait::wait_for;
@@ -976,7 +976,7 @@ mod tests {
     //! FEATURES_OK, and a configuration space with chosen capabilities.
 
     use super::*;
-    use crate::io::{DeviceBar, DeviceIo, TailDoorbell};
+    use crate::lowlevel::io::{DeviceBar, DeviceIo, TailDoorbell};
     use crate::sys::mmio::Regs;
     use pollnic_rings::{DmaMapper, IdentityMapper, PageSize};
     use std::sync::Mutex;

@@ -10,7 +10,7 @@ use crate::config::DeviceConfig;
 use crate::device::{check_family, Device, DeviceIdent};
 use crate::error::Result;
 use crate::family::LinkStatus;
-use crate::io::DeviceIo;
+use crate::lowlevel::io::DeviceIo;
 use crate::pci::PciAddress;
 
 /// One register, as found and as left by the bring-up. Non-exhaustive:
