@@ -102,12 +102,14 @@ fn no_iommu_choices(f: &Facts) -> (String, String, bool) {
         Offer::Ready => "this kernel offers it, and it is on".to_owned(),
         Offer::Available => "this kernel offers it (CONFIG_VFIO_NOIOMMU)".to_owned(),
         Offer::Absent => "this kernel does not offer it (built without CONFIG_VFIO_NOIOMMU)".to_owned(),
+        Offer::NoModuleTree => "this kernel does not offer it (not built in, and no modules are installed for the running kernel: /lib/modules/<release> is missing)".to_owned(),
         Offer::Unknown => "whether this kernel offers it could not be determined (vfio is not loaded and no kernel config was found: `sudo modprobe vfio && ls /sys/module/vfio/parameters/` lists enable_unsafe_noiommu_mode if it does)".to_owned(),
     };
     let c_has = match f.uio_pci_generic {
         Offer::Ready => "this kernel offers it (loaded)".to_owned(),
         Offer::Available => "this kernel offers it (module in modules.dep)".to_owned(),
         Offer::Absent => "this kernel does not offer it (not in modules.dep or modules.builtin)".to_owned(),
+        Offer::NoModuleTree => "this kernel does not offer it (not built in, and no modules are installed for the running kernel: /lib/modules/<release> is missing)".to_owned(),
         Offer::Unknown => "whether this kernel offers it could not be determined (no modules.dep for the running kernel: try `sudo modprobe -n -v uio_pci_generic`)".to_owned(),
     };
     let detail = format!(

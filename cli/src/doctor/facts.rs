@@ -156,6 +156,9 @@ pub enum Offer {
     Available,
     /// This kernel does not have it.
     Absent,
+    /// Not in the running kernel, which has no module tree
+    /// (`/lib/modules/<release>` missing): nothing to load.
+    NoModuleTree,
     /// Could not be told (no `modules.dep`, no kernel config to read).
     Unknown,
 }
@@ -436,17 +439,6 @@ pub fn vfio_pci_available(roots: &Roots) -> Module {
     module_state(roots, pci::VFIO_PCI)
 }
 
-/// Whether `modules.dep` or `modules.builtin` of the running kernel name
-/// `module` (`-` and `_` alike, any `.ko` compression); `None` if neither
-/// could be read (including when the module tree is absent).
-pub fn module_available(roots: &Roots, module: &str) -> Option<bool> {
-    match module_state(roots, module) {
-        Module::InKernel | Module::InTree => Some(true),
-        Module::NotInTree => Some(false),
-        Module::NoTree { .. } | Module::Unknown => None,
-    }
-}
-
 /// What the running kernel's module tree (`/lib/modules/<release>`) says
 /// of `module`: named in `modules.dep` or `modules.builtin` (`-` and `_`
 /// alike, any `.ko` compression), not named, or no tree at all.
@@ -504,6 +496,11 @@ pub fn vfio_noiommu(roots: &Roots) -> Offer {
     let Some(release) = read(&roots.proc.join("sys/kernel/osrelease")) else {
         return Offer::Unknown;
     };
+    // Built in with CONFIG_VFIO_NOIOMMU, vfio would show its parameter
+    // above; as a module it needs a module tree to load from.
+    if matches!(module_state(roots, "vfio"), Module::NoTree { .. }) {
+        return Offer::NoModuleTree;
+    }
     for config in [
         roots.boot.join(format!("config-{release}")),
         roots.modules.join(&release).join("config"),
@@ -524,10 +521,12 @@ pub fn uio_pci_generic(roots: &Roots) -> Offer {
     if roots.sysfs.driver_dir(pci::UIO_PCI_GENERIC).is_dir() {
         return Offer::Ready;
     }
-    match module_available(roots, pci::UIO_PCI_GENERIC) {
-        Some(true) => Offer::Available,
-        Some(false) => Offer::Absent,
-        None => Offer::Unknown,
+    // Built in, its driver directory would be there (above).
+    match module_state(roots, pci::UIO_PCI_GENERIC) {
+        Module::InKernel | Module::InTree => Offer::Available,
+        Module::NotInTree => Offer::Absent,
+        Module::NoTree { .. } => Offer::NoModuleTree,
+        Module::Unknown => Offer::Unknown,
     }
 }
 

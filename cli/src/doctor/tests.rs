@@ -882,19 +882,19 @@ fn gathers_the_no_iommu_routes_and_the_vm_from_a_fake_tree() {
     };
     assert_eq!(module_state(&roots, "vfio-pci"), no_tree);
     assert_eq!(vfio_pci_available(&roots), no_tree);
-    assert_eq!(module_available(&roots, "vfio-pci"), None);
-    assert_eq!(uio_pci_generic(&roots), Offer::Unknown);
+    assert_eq!(uio_pci_generic(&roots), Offer::NoModuleTree);
+    assert_eq!(vfio_noiommu(&roots), Offer::NoModuleTree);
     w(
         "lib/modules/6.1.0-28-amd64/modules.dep",
         "kernel/drivers/uio/uio_pci_generic.ko.xz: kernel/drivers/uio/uio.ko.xz\n\
          kernel/drivers/vfio/pci/vfio-pci.ko.xz: kernel/drivers/vfio/vfio.ko.xz\n",
     );
     assert_eq!(uio_pci_generic(&roots), Offer::Available);
-    assert_eq!(module_available(&roots, "vfio-pci"), Some(true));
-    assert_eq!(module_available(&roots, "vfio_pci"), Some(true));
+    assert_eq!(module_state(&roots, "vfio-pci"), Module::InTree);
+    assert_eq!(module_state(&roots, "vfio_pci"), Module::InTree);
     // A dependency after the colon is not the module of the line.
-    assert_eq!(module_available(&roots, "uio"), Some(false));
-    assert_eq!(module_available(&roots, "igb_uio"), Some(false));
+    assert_eq!(module_state(&roots, "uio"), Module::NotInTree);
+    assert_eq!(module_state(&roots, "igb_uio"), Module::NotInTree);
     w("sys/bus/pci/drivers/uio_pci_generic/bind", "");
     assert_eq!(uio_pci_generic(&roots), Offer::Ready);
 
@@ -1204,6 +1204,22 @@ fn on_the_recorded_vm_vfio_pci_is_missing_unless_the_kernel_has_it() {
         !v.detail.contains("could not be determined"),
         "{}",
         v.detail
+    );
+    // The no-IOMMU routes are missing for the same reason, and said so.
+    let fs = fixture_findings(|_| {});
+    let i = find(&fs, "iommu", Status::Fail);
+    for want in [
+        "(b) VFIO no-IOMMU mode",
+        "(c) uio_pci_generic",
+        "this kernel does not offer it (not built in, and no modules are installed for the \
+         running kernel: /lib/modules/<release> is missing)",
+    ] {
+        assert!(i.detail.contains(want), "{want:?} missing: {}", i.detail);
+    }
+    assert!(
+        !i.detail.contains("could not be determined"),
+        "{}",
+        i.detail
     );
     let fix = v.fix.as_deref().unwrap();
     for want in [
