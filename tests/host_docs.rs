@@ -215,3 +215,38 @@ fn the_readme_results_table_fits_100_columns() {
         "no results table found in the README's Results section"
     );
 }
+
+/// The library's examples (README.md, driver/README.md, docs/library.md
+/// and every other page under docs/) print an error with its message and
+/// exit 1, as a user's program should: a `main` that returns `Result`
+/// prints the error's Debug dump instead, and the message's advice (what
+/// to run to fix it) is lost (issue 46, item 5).
+#[test]
+fn library_examples_print_errors_with_their_messages() {
+    let root = repo_root();
+    let mut files = vec![root.join("README.md"), root.join("driver/README.md")];
+    markdown_files(&root.join("docs"), &mut files);
+    assert!(
+        files.iter().any(|f| f.ends_with("docs/library.md")),
+        "docs/library.md not found"
+    );
+    let mut found = Vec::new();
+    for file in &files {
+        let text =
+            fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim_start();
+            if l.starts_with("fn main()") && l.contains("Result") {
+                let shown = file.strip_prefix(&root).unwrap_or(file);
+                found.push(format!("{}:{}: {}", shown.display(), i + 1, l));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "examples whose `main` returns a Result (an error prints as a Debug dump); \
+         use `fn main() {{ if let Err(e) = run() {{ eprintln!(\"error: {{e}}\"); \
+         std::process::exit(1); }} }}` as README.md does:\n{}",
+        found.join("\n")
+    );
+}

@@ -193,3 +193,27 @@ fn pollnic_cli_refuses_bad_doctor_and_owner_arguments() {
         );
     }
 }
+
+/// `pollnic --help` and `pollnic status --help` name the three families
+/// pollnic drives (issue 46, item 8): igb (82576/I350), ixgbe (82599/X520)
+/// and virtio-net, not Intel alone.
+#[test]
+fn pollnic_help_names_all_three_families() {
+    let exe = pollnic_tests::pollnic_exe();
+    for args in [&["--help"][..], &["status", "--help"]] {
+        let out = Command::new(&exe).args(args).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        for (family, names) in [
+            ("igb", &["igb", "I350"][..]),
+            ("ixgbe", &["ixgbe", "82599"]),
+            ("virtio-net", &["virtio-net"]),
+        ] {
+            assert!(
+                names.iter().any(|n| help.contains(n)),
+                "`pollnic {}` does not name {family} (any of {names:?}):\n{help}",
+                args.join(" ")
+            );
+        }
+    }
+}

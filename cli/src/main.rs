@@ -36,8 +36,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List Intel and virtio-net Ethernet functions: address, device, family, driver, DMA (the
-    /// way in: vfio (iommu), vfio (no-iommu), uio (no-iommu)), IOMMU group, link, interface.
+    /// List the Ethernet functions of the three families (Intel igb 82576/I350, Intel ixgbe
+    /// 82599/X520, virtio-net): address, device, family, driver, DMA (the way in: vfio (iommu),
+    /// vfio (no-iommu), uio (no-iommu)), IOMMU group, link, interface.
     Status,
     /// Hand NICs to vfio-pci (or, with no IOMMU, to uio_pci_generic or VFIO's no-IOMMU mode) for
     /// pollnic (remembers their kernel driver). Needs root.

@@ -17,7 +17,7 @@
 //!   what `Device::open` and `pollnic bind` refuse without), read from
 //!   `<device>/virtio<N>/features` while the kernel's virtio-pci holds it.
 
-use super::facts::{Facts, Member, NodeStat, Offer, PortFacts, User};
+use super::facts::{Facts, Member, Module, NodeStat, Offer, PortFacts, User};
 use super::{Finding, Status};
 use pollnic::pci::{BindMode, LinkState, PciDevice, VirtioFeature, VirtioFeatures, VFIO_PCI};
 use pollnic::NicFamily;
@@ -102,12 +102,14 @@ fn no_iommu_choices(f: &Facts) -> (String, String, bool) {
         Offer::Ready => "this kernel offers it, and it is on".to_owned(),
         Offer::Available => "this kernel offers it (CONFIG_VFIO_NOIOMMU)".to_owned(),
         Offer::Absent => "this kernel does not offer it (built without CONFIG_VFIO_NOIOMMU)".to_owned(),
+        Offer::NoModuleTree => "this kernel does not offer it (not built in, and no modules are installed for the running kernel: /lib/modules/<release> is missing)".to_owned(),
         Offer::Unknown => "whether this kernel offers it could not be determined (vfio is not loaded and no kernel config was found: `sudo modprobe vfio && ls /sys/module/vfio/parameters/` lists enable_unsafe_noiommu_mode if it does)".to_owned(),
     };
     let c_has = match f.uio_pci_generic {
         Offer::Ready => "this kernel offers it (loaded)".to_owned(),
         Offer::Available => "this kernel offers it (module in modules.dep)".to_owned(),
         Offer::Absent => "this kernel does not offer it (not in modules.dep or modules.builtin)".to_owned(),
+        Offer::NoModuleTree => "this kernel does not offer it (not built in, and no modules are installed for the running kernel: /lib/modules/<release> is missing)".to_owned(),
         Offer::Unknown => "whether this kernel offers it could not be determined (no modules.dep for the running kernel: try `sudo modprobe -n -v uio_pci_generic`)".to_owned(),
     };
     let detail = format!(
@@ -183,25 +185,73 @@ pub fn vfio_pci(f: &Facts) -> Finding {
             "vfio-pci is not loaded, and not needed: every port is on uio_pci_generic",
         );
     }
-    match (f.vfio_pci_loaded, f.vfio_pci_available) {
-        (true, _) => Finding::ok("vfio-pci", "vfio-pci is loaded (/sys/bus/pci/drivers/vfio-pci)"),
-        (false, Some(false)) => Finding::fail(
+    if f.vfio_pci_loaded {
+        return Finding::ok(
+            "vfio-pci",
+            "vfio-pci is loaded (/sys/bus/pci/drivers/vfio-pci)",
+        );
+    }
+    match &f.vfio_pci_available {
+        Module::InKernel => Finding::ok(
+            "vfio-pci",
+            "vfio-pci is in the running kernel (/sys/module/vfio_pci: built in or loaded)",
+        ),
+        Module::NotInTree => Finding::fail(
             "vfio-pci",
             "vfio-pci is not loaded and this kernel has no vfio-pci module (not in modules.dep or modules.builtin)",
             "install your distribution's kernel modules for the running kernel (Debian: the linux-image package of `uname -r`), then `sudo modprobe vfio-pci`",
         ),
-        (false, Some(true)) => Finding::warn(
+        Module::NoTree { dir } => Finding::fail(
+            "vfio-pci",
+            format!(
+                "vfio-pci is missing: it is not loaded, not built in (no /sys/module/vfio_pci), and \
+                 the running kernel has no modules installed ({dir} does not exist), so \
+                 `modprobe vfio-pci` has nothing to load"
+            ),
+            no_module_tree_fix(f, dir),
+        ),
+        Module::InTree => Finding::warn(
             "vfio-pci",
             "vfio-pci is not loaded; this kernel has it (modules.dep), and `pollnic bind` loads it",
             "sudo modprobe vfio-pci",
         ),
-        (false, None) => Finding::warn(
+        Module::Unknown => Finding::warn(
             "vfio-pci",
             "vfio-pci is not loaded, and whether this kernel has it could not be determined \
              (no modules.dep or modules.builtin under /lib/modules for the running kernel)",
             "sudo modprobe vfio-pci   # fails if this kernel has no vfio-pci",
         ),
     }
+}
+
+/// The fix when the running kernel has no module tree: install the modules
+/// of that release (and let the kernel load them), or, with no IOMMU, the
+/// no-IOMMU route of the iommu finding.
+fn no_module_tree_fix(f: &Facts, dir: &str) -> String {
+    let release = dir.rsplit('/').next().unwrap_or(dir);
+    let mut fix = format!(
+        "install the kernel modules package of the running kernel, release {release} (the one \
+         `uname -r` names; Debian: linux-image-{release}), or boot a kernel whose modules are \
+         installed; then `sudo modprobe vfio-pci`"
+    );
+    if f.cmdline.split_whitespace().any(|a| a == "nomodule") {
+        fix.push_str(
+            "; this kernel was also booted with `nomodule`, which forbids loading any module: \
+             remove it from the kernel command line",
+        );
+    }
+    if f.iommu_groups == 0 {
+        let machine = if f.vm.is_some() {
+            "this VM"
+        } else {
+            "this machine"
+        };
+        fix.push_str(&format!(
+            "; or, as {machine} has no IOMMU, the no-IOMMU route with uio_pci_generic, which \
+             needs no vfio-pci (its own module must be in the kernel too): see the iommu finding"
+        ));
+    }
+    fix
 }
 
 fn mib(pages: u64) -> u64 {

@@ -124,6 +124,28 @@ pub struct PortFacts {
     pub virtio_features: Option<Result<VirtioFeatures, String>>,
 }
 
+/// Whether the running kernel has a module, as its files tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Module {
+    /// In the kernel now: loaded or built in (`/sys/module/<name>`, or its
+    /// driver's directory under `/sys/bus/pci/drivers`).
+    InKernel,
+    /// Named in the running kernel's `modules.dep` or `modules.builtin`:
+    /// `modprobe` can load it.
+    InTree,
+    /// Those files were read and do not name it: this kernel lacks it.
+    NotInTree,
+    /// The running kernel has no module tree: `dir` (`/lib/modules/<release>`)
+    /// does not exist, so no module can be loaded (as on minimal cloud VM
+    /// images, which ship the kernel without its modules).
+    NoTree {
+        /// The missing directory.
+        dir: String,
+    },
+    /// Could not be told (no release to read, or the tree has neither file).
+    Unknown,
+}
+
 /// Whether this kernel offers something pollnic can use (a driver module, a
 /// mode of one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +156,9 @@ pub enum Offer {
     Available,
     /// This kernel does not have it.
     Absent,
+    /// Not in the running kernel, which has no module tree
+    /// (`/lib/modules/<release>` missing): nothing to load.
+    NoModuleTree,
     /// Could not be told (no `modules.dep`, no kernel config to read).
     Unknown,
 }
@@ -208,9 +233,10 @@ pub struct Facts {
     pub cmdline: String,
     /// `/sys/bus/pci/drivers/vfio-pci` exists.
     pub vfio_pci_loaded: bool,
-    /// vfio-pci is built in or found in `/lib/modules/<release>/modules.dep`
-    /// (or `modules.builtin`); `None` if that could not be read.
-    pub vfio_pci_available: Option<bool>,
+    /// vfio-pci: loaded or built in (`/sys/module/vfio_pci`), else what
+    /// `/lib/modules/<release>/modules.dep` (or `modules.builtin`) says, or
+    /// that the running kernel has no module tree at all.
+    pub vfio_pci_available: Module,
     /// VFIO's no-IOMMU mode: [`Offer::Ready`] when
     /// `enable_unsafe_noiommu_mode` reads `Y`, [`Offer::Available`] when it
     /// exists (or, with vfio not loaded, the kernel config has
@@ -403,16 +429,33 @@ fn gather_memlock() -> Memlock {
     }
 }
 
-fn vfio_pci_available(roots: &Roots) -> Option<bool> {
-    module_available(roots, "vfio-pci")
+/// vfio-pci: in the running kernel already (`/sys/module/vfio_pci` or the
+/// driver's directory: loaded, or built in), else as the module tree says.
+pub fn vfio_pci_available(roots: &Roots) -> Module {
+    let sysfs = &roots.sysfs;
+    if sysfs.root.join("module/vfio_pci").is_dir() || sysfs.driver_dir(pci::VFIO_PCI).is_dir() {
+        return Module::InKernel;
+    }
+    module_state(roots, pci::VFIO_PCI)
 }
 
-/// Whether `modules.dep` or `modules.builtin` of the running kernel name
-/// `module` (`-` and `_` alike, any `.ko` compression); `None` if neither
-/// could be read.
-pub fn module_available(roots: &Roots, module: &str) -> Option<bool> {
-    let release = read(&roots.proc.join("sys/kernel/osrelease"))?;
-    let dir = roots.modules.join(release);
+/// What the running kernel's module tree (`/lib/modules/<release>`) says
+/// of `module`: named in `modules.dep` or `modules.builtin` (`-` and `_`
+/// alike, any `.ko` compression), not named, or no tree at all.
+pub fn module_state(roots: &Roots, module: &str) -> Module {
+    let Some(release) = read(&roots.proc.join("sys/kernel/osrelease")) else {
+        return Module::Unknown;
+    };
+    let dir = roots.modules.join(&release);
+    if let Err(e) = fs::metadata(&dir) {
+        return if e.kind() == std::io::ErrorKind::NotFound {
+            Module::NoTree {
+                dir: dir.display().to_string(),
+            }
+        } else {
+            Module::Unknown
+        };
+    }
     let want = module.replace('-', "_");
     let mut any = false;
     for f in ["modules.dep", "modules.builtin"] {
@@ -425,11 +468,15 @@ pub fn module_available(roots: &Roots, module: &str) -> Option<bool> {
                     .and_then(|file| file.split(".ko").next())
                     .is_some_and(|stem| stem.replace('-', "_") == want)
             }) {
-                return Some(true);
+                return Module::InTree;
             }
         }
     }
-    any.then_some(false)
+    if any {
+        Module::NotInTree
+    } else {
+        Module::Unknown
+    }
 }
 
 /// VFIO's no-IOMMU mode: the module parameter when vfio is loaded, else
@@ -449,6 +496,11 @@ pub fn vfio_noiommu(roots: &Roots) -> Offer {
     let Some(release) = read(&roots.proc.join("sys/kernel/osrelease")) else {
         return Offer::Unknown;
     };
+    // Built in with CONFIG_VFIO_NOIOMMU, vfio would show its parameter
+    // above; as a module it needs a module tree to load from.
+    if matches!(module_state(roots, "vfio"), Module::NoTree { .. }) {
+        return Offer::NoModuleTree;
+    }
     for config in [
         roots.boot.join(format!("config-{release}")),
         roots.modules.join(&release).join("config"),
@@ -469,10 +521,12 @@ pub fn uio_pci_generic(roots: &Roots) -> Offer {
     if roots.sysfs.driver_dir(pci::UIO_PCI_GENERIC).is_dir() {
         return Offer::Ready;
     }
-    match module_available(roots, pci::UIO_PCI_GENERIC) {
-        Some(true) => Offer::Available,
-        Some(false) => Offer::Absent,
-        None => Offer::Unknown,
+    // Built in, its driver directory would be there (above).
+    match module_state(roots, pci::UIO_PCI_GENERIC) {
+        Module::InKernel | Module::InTree => Offer::Available,
+        Module::NotInTree => Offer::Absent,
+        Module::NoTree { .. } => Offer::NoModuleTree,
+        Module::Unknown => Offer::Unknown,
     }
 }
 

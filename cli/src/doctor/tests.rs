@@ -31,7 +31,7 @@ fn healthy() -> Facts {
         iommu_groups: 12,
         cmdline: "console=ttyS0 intel_iommu=on iommu=pt".into(),
         vfio_pci_loaded: true,
-        vfio_pci_available: Some(true),
+        vfio_pci_available: Module::InTree,
         vfio_noiommu: Offer::Absent,
         uio_pci_generic: Offer::Available,
         vm: None,
@@ -394,7 +394,7 @@ fn iommu_and_vfio_module() {
         checks::vfio_pci(&f).fix.as_deref(),
         Some("sudo modprobe vfio-pci")
     );
-    f.vfio_pci_available = Some(false);
+    f.vfio_pci_available = Module::NotInTree;
     assert_eq!(checks::vfio_pci(&f).status, Status::Fail);
     f.vfio_container = None;
     assert_eq!(checks::vfio_container(&f).status, Status::Fail);
@@ -815,7 +815,7 @@ fn vfio_noiommu_offered_is_named_with_its_command() {
 fn vfio_pci_unknown_is_not_claimed_loadable() {
     let mut f = healthy();
     f.vfio_pci_loaded = false;
-    f.vfio_pci_available = None;
+    f.vfio_pci_available = Module::Unknown;
     let v = checks::vfio_pci(&f);
     assert_eq!(v.status, Status::Warn);
     assert!(v.detail.contains("could not be determined"), "{}", v.detail);
@@ -824,7 +824,7 @@ fn vfio_pci_unknown_is_not_claimed_loadable() {
         "{}",
         v.detail
     );
-    f.vfio_pci_available = Some(true);
+    f.vfio_pci_available = Module::InTree;
     assert!(checks::vfio_pci(&f)
         .detail
         .contains("`pollnic bind` loads it"));
@@ -873,17 +873,28 @@ fn gathers_the_no_iommu_routes_and_the_vm_from_a_fake_tree() {
     assert_eq!(detect_vm(&roots), None);
 
     w("proc/sys/kernel/osrelease", "6.1.0-28-amd64\n");
+    // A release but no module tree for it: missing, not unknown.
+    let no_tree = Module::NoTree {
+        dir: root
+            .join("lib/modules/6.1.0-28-amd64")
+            .display()
+            .to_string(),
+    };
+    assert_eq!(module_state(&roots, "vfio-pci"), no_tree);
+    assert_eq!(vfio_pci_available(&roots), no_tree);
+    assert_eq!(uio_pci_generic(&roots), Offer::NoModuleTree);
+    assert_eq!(vfio_noiommu(&roots), Offer::NoModuleTree);
     w(
         "lib/modules/6.1.0-28-amd64/modules.dep",
         "kernel/drivers/uio/uio_pci_generic.ko.xz: kernel/drivers/uio/uio.ko.xz\n\
          kernel/drivers/vfio/pci/vfio-pci.ko.xz: kernel/drivers/vfio/vfio.ko.xz\n",
     );
     assert_eq!(uio_pci_generic(&roots), Offer::Available);
-    assert_eq!(module_available(&roots, "vfio-pci"), Some(true));
-    assert_eq!(module_available(&roots, "vfio_pci"), Some(true));
+    assert_eq!(module_state(&roots, "vfio-pci"), Module::InTree);
+    assert_eq!(module_state(&roots, "vfio_pci"), Module::InTree);
     // A dependency after the colon is not the module of the line.
-    assert_eq!(module_available(&roots, "uio"), Some(false));
-    assert_eq!(module_available(&roots, "igb_uio"), Some(false));
+    assert_eq!(module_state(&roots, "uio"), Module::NotInTree);
+    assert_eq!(module_state(&roots, "igb_uio"), Module::NotInTree);
     w("sys/bus/pci/drivers/uio_pci_generic/bind", "");
     assert_eq!(uio_pci_generic(&roots), Offer::Ready);
 
@@ -1168,4 +1179,86 @@ fn on_the_recorded_vm_behind_an_iommu_or_with_the_bit_or_off_virtio_pci() {
             .any(|f| f.detail.contains("virtio features") || f.detail.contains("VIRTIO_F_")),
         "{fs:#?}"
     );
+}
+
+#[test]
+fn on_the_recorded_vm_vfio_pci_is_missing_unless_the_kernel_has_it() {
+    let vfio = |fs: &[Finding]| {
+        fs.iter()
+            .find(|f| f.area == "vfio-pci")
+            .cloned()
+            .unwrap_or_else(|| panic!("{fs:#?}"))
+    };
+    // As recorded: no /lib/modules at all, vfio-pci neither loaded nor
+    // built in. Missing, said so, with what to do.
+    let v = vfio(&fixture_findings(|_| {}));
+    assert_eq!(v.status, Status::Fail, "{v:#?}");
+    for want in [
+        "vfio-pci is missing",
+        "not built in (no /sys/module/vfio_pci)",
+        "/lib/modules/6.18.44-fc-v1147 does not exist",
+    ] {
+        assert!(v.detail.contains(want), "{want:?} missing: {}", v.detail);
+    }
+    assert!(
+        !v.detail.contains("could not be determined"),
+        "{}",
+        v.detail
+    );
+    // The no-IOMMU routes are missing for the same reason, and said so.
+    let fs = fixture_findings(|_| {});
+    let i = find(&fs, "iommu", Status::Fail);
+    for want in [
+        "(b) VFIO no-IOMMU mode",
+        "(c) uio_pci_generic",
+        "this kernel does not offer it (not built in, and no modules are installed for the \
+         running kernel: /lib/modules/<release> is missing)",
+    ] {
+        assert!(i.detail.contains(want), "{want:?} missing: {}", i.detail);
+    }
+    assert!(
+        !i.detail.contains("could not be determined"),
+        "{}",
+        i.detail
+    );
+    let fix = v.fix.as_deref().unwrap();
+    for want in [
+        "install the kernel modules package of the running kernel, release 6.18.44-fc-v1147",
+        "Debian: linux-image-6.18.44-fc-v1147",
+        "booted with `nomodule`",
+        "or, as this VM has no IOMMU, the no-IOMMU route with uio_pci_generic",
+        "see the iommu finding",
+    ] {
+        assert!(fix.contains(want), "{want:?} missing: {fix}");
+    }
+
+    // Built in (or loaded): /sys/module/vfio_pci, or the driver's directory.
+    let v = vfio(&fixture_findings(|roots| {
+        std::fs::create_dir_all(roots.sysfs.root.join("module/vfio_pci")).unwrap();
+    }));
+    assert_eq!(v.status, Status::Ok, "{v:#?}");
+    assert!(v.detail.contains("/sys/module/vfio_pci"), "{}", v.detail);
+    let v = vfio(&fixture_findings(|roots| {
+        std::fs::create_dir_all(roots.sysfs.driver_dir("vfio-pci")).unwrap();
+    }));
+    assert_eq!(v.status, Status::Ok, "{v:#?}");
+
+    // A module tree that has it: loadable, a warning; one without: missing.
+    let tree = |dep: &'static str| {
+        move |roots: &Roots| {
+            let d = roots.modules.join("6.18.44-fc-v1147");
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("modules.dep"), dep).unwrap();
+        }
+    };
+    let v = vfio(&fixture_findings(tree(
+        "kernel/drivers/vfio/pci/vfio-pci.ko: kernel/drivers/vfio/vfio.ko\n",
+    )));
+    assert_eq!(v.status, Status::Warn, "{v:#?}");
+    assert_eq!(v.fix.as_deref(), Some("sudo modprobe vfio-pci"));
+    let v = vfio(&fixture_findings(tree(
+        "kernel/drivers/uio/uio_pci_generic.ko: kernel/drivers/uio/uio.ko\n",
+    )));
+    assert_eq!(v.status, Status::Fail, "{v:#?}");
+    assert!(v.detail.contains("not in modules.dep"), "{}", v.detail);
 }

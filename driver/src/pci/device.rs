@@ -1,4 +1,5 @@
-//! What sysfs says about one PCI function, and the scan for Intel NICs.
+//! What sysfs says about one PCI function, and the scan for the NICs of the
+//! three families (Intel igb, Intel ixgbe, virtio-net).
 //!
 //! Attributes per `Documentation/ABI/testing/sysfs-bus-pci`: `vendor`,
 //! `device`, `class`, `numa_node`, `driver_override`, the `driver` and

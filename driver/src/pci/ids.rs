@@ -1,8 +1,10 @@
-//! Supported Intel NICs by PCI vendor/device ID.
+//! Supported NICs by PCI vendor/device ID: Intel igb (82576, I350), Intel
+//! ixgbe (82599, X520) and virtio-net (the modern 1af4:1041; the
+//! transitional 1af4:1000 is named and refused).
 //!
 //! The tables belong to the families: each family lists its
-//! device IDs ([`FamilyInfo::models`]) (`driver/src/igb/ids.rs`,
-//! `driver/src/ixgbe/ids.rs`), and the look-ups here walk
+//! device IDs ([`FamilyInfo::models`]) (`driver/src/family/igb/ids.rs`,
+//! `family/ixgbe/ids.rs`, `family/virtio/ids.rs`), and the look-ups here walk
 //! [`crate::family::FAMILIES`], so a new family's IDs need no edit here.
 
 use crate::family::{FamilyInfo, FAMILIES};

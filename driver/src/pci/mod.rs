@@ -1,4 +1,5 @@
-//! Linux PCI sysfs: finding the Intel NICs pollnic drives, their state, and
+//! Linux PCI sysfs: finding the NICs pollnic drives (Intel igb 82576/I350,
+//! Intel ixgbe 82599/X520, virtio-net), their state, and
 //! moving them between their kernel driver and vfio-pci (or, on a machine
 //! with no IOMMU, VFIO's no-IOMMU mode or `uio_pci_generic`: [`BindMode`]).
 //!
