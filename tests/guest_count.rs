@@ -275,6 +275,17 @@ fn the_cache_model_counts_a_known_sweep_and_sees_the_device_write() {
     );
     let exact = model.as_deref() == Some("marker");
     assert!(pollnic_tools::cores::pin_current_thread(0), "pin to vCPU 0");
+    // In `marker` mode the model runs only while armed, so the suite's other
+    // tests in this guest run at the counter's own speed; disarmed again
+    // when this test ends, also by a panic.
+    struct Armed;
+    impl Drop for Armed {
+        fn drop(&mut self) {
+            marker::cache_disarm();
+        }
+    }
+    marker::cache_arm();
+    let _armed = Armed;
     const LINE: usize = 64;
     // One load per line, in a marked region; what the model counted on vCPU 0.
     let pass = |buf: &[u8]| -> CacheCounts {

@@ -60,18 +60,36 @@ marker!(
     "0x504E4305"
 );
 
+marker!(
+    /// Turn the counter's cache model on, in a guest booted with
+    /// `--count-cache=marker` (`nopl 0x504e4306(%rax,%rax,1)`): from here it
+    /// models the caches inside marked regions and watches every store for
+    /// its byte shadow, which starts empty. Until then, and after
+    /// [`cache_disarm`], the model costs nothing.
+    cache_arm,
+    "0x504E4306"
+);
+marker!(
+    /// Turn the cache model off again and forget its byte shadow
+    /// (`nopl 0x504e4307(%rax,%rax,1)`); the levels keep their lines.
+    cache_disarm,
+    "0x504E4307"
+);
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     /// The plugin matches these exact bytes: `0f 1f 84 00` and the
     /// displacement `NN 43 4e 50`.
     #[test]
     fn the_markers_are_the_bytes_the_plugin_looks_for() {
-        let markers: [(fn(), u8); 5] = [
+        let markers: [(fn(), u8); 7] = [
             (super::begin, 1),
             (super::commit, 2),
             (super::discard, 3),
             (super::commit_one, 4),
             (super::profile, 5),
+            (super::cache_arm, 6),
+            (super::cache_disarm, 7),
         ];
         for (f, id) in markers {
             let code = f as *const u8;

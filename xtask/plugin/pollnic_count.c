@@ -39,8 +39,10 @@
  *
  * The cache model (cache=on|marker, default off; needs mem=on): per vCPU an
  * L1D and an L2, a shared LLC, with device writes found by a byte shadow (see
- * its section below); `marker` runs its levels only while a marked region is
- * open on the vCPU (its byte shadow sees every store). Its counts are extra `cache` lines of the file, written only when
+ * its section below); `marker` runs the model only between the guest's
+ * CACHE_ARM and CACHE_DISARM markers (so the rest of a counting guest runs
+ * at the counter's own speed), and then its levels only while a marked
+ * region is open on the vCPU (its byte shadow sees every store while armed). Its counts are extra `cache` lines of the file, written only when
  * it is on: with cache=off the output and the cost are what they were.
  *
  * Arguments: out=PATH (required), idle_start=0xADDR, idle_end=0xADDR,
@@ -212,7 +214,15 @@ struct counts {
  * handled exactly one packet (kept apart as well), PROFILE writes the profile
  * file. Each costs one callback.
  */
-enum { MARK_BEGIN = 1, MARK_COMMIT = 2, MARK_DISCARD = 3, MARK_COMMIT_ONE = 4, MARK_PROFILE = 5 };
+enum {
+    MARK_BEGIN = 1,
+    MARK_COMMIT = 2,
+    MARK_DISCARD = 3,
+    MARK_COMMIT_ONE = 4,
+    MARK_PROFILE = 5,
+    MARK_CACHE_ARM = 6,
+    MARK_CACHE_DISARM = 7,
+};
 static int marker_of(const struct qemu_plugin_insn *insn)
 {
     uint8_t b[8];
@@ -223,7 +233,7 @@ static int marker_of(const struct qemu_plugin_insn *insn)
         b[7] != 0x50) {
         return 0;
     }
-    return b[4] >= MARK_BEGIN && b[4] <= MARK_PROFILE ? b[4] : 0;
+    return b[4] >= MARK_BEGIN && b[4] <= MARK_CACHE_DISARM ? b[4] : 0;
 }
 
 static struct qemu_plugin_scoreboard *board;
@@ -531,6 +541,9 @@ static bool is_platform(uint64_t phys)
  * little-endian. */
 enum { CACHE_OFF = 0, CACHE_ON = 1, CACHE_MARKER = 2 };
 static int cache_mode = CACHE_OFF;
+/* cache=marker: whether the guest armed the model (CACHE_ARM marker; read
+ * by every vCPU's callbacks, written by the marker's). */
+static bool cache_armed;
 
 #define LINE_SHIFT 6
 #define LINE_BYTES (1u << LINE_SHIFT)
@@ -851,8 +864,9 @@ static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va
     }
     /* cache=marker: the levels inside marked regions, the shadow for every
      * store (see cache_access). */
-    bool levels = cache_mode == CACHE_ON || (cache_mode == CACHE_MARKER && c->open);
-    bool model = levels || (cache_mode == CACHE_MARKER && store);
+    bool armed = cache_mode == CACHE_MARKER && __atomic_load_n(&cache_armed, __ATOMIC_RELAXED);
+    bool levels = cache_mode == CACHE_ON || (armed && c->open);
+    bool model = levels || (armed && store);
     if (!count_mmio && !model) {
         return;
     }
@@ -1010,6 +1024,18 @@ static void on_mark(unsigned int vcpu, void *udata)
         break;
     case MARK_PROFILE:
         dump_profile();
+        break;
+    case MARK_CACHE_ARM:
+    case MARK_CACHE_DISARM:
+        /* The shadow starts empty at each arming: bytes a CPU wrote while
+         * the model was off are unknown to it, so they cannot be taken for a
+         * device's writes. */
+        if (cache_mode == CACHE_MARKER) {
+            pthread_mutex_lock(&cache_lock);
+            memset(shadow, 0, SHADOW_LINES * sizeof *shadow);
+            __atomic_store_n(&cache_armed, (uintptr_t)udata == MARK_CACHE_ARM, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&cache_lock);
+        }
         break;
     default:
         c->open = 0;

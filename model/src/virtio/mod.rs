@@ -70,6 +70,10 @@ mod status {
 }
 
 /// Feature bits the model knows (§5.1.3, §6), for [`VirtioModelConfig::features`].
+///
+/// Written from the spec here, not taken from `pollnic_hw::virtio::feature`
+/// on purpose: a model that shared the driver's constants would agree with
+/// a wrong bit number instead of catching it.
 pub mod feature {
     /// `VIRTIO_NET_F_MTU`.
     pub const NET_MTU: u64 = 1 << 3;
