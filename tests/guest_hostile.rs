@@ -437,14 +437,20 @@ fn a_burst_larger_than_the_ring_loses_frames_visibly() {
     let (src, dst) = (tx.mac(), rx.mac());
     let mut total_lost = 0;
     for round in 0..3 {
-        let before = rx.stats().rx_overrun_reads();
+        let before = rx
+            .stats()
+            .rx_overrun_reads()
+            .expect("igb counts ICR.RXO reads");
         let frames: Vec<Vec<u8>> = (0..BURST).map(|t| udp_frame(src, dst, t as u8)).collect();
         // Nobody polls port 1 while the burst is sent.
         send(&mut tx, &frames);
         std::thread::sleep(Duration::from_millis(100));
         let got = collect(&mut rx, BURST, Duration::from_millis(1500)).len();
         let lost = BURST - got;
-        let after = rx.stats().rx_overrun_reads();
+        let after = rx
+            .stats()
+            .rx_overrun_reads()
+            .expect("igb counts ICR.RXO reads");
         println!(
             "round {round}: {BURST}-frame burst into a {RING}-descriptor ring: {got} arrived, \
              {lost} lost; icr_rxo_events {before} -> {after}"

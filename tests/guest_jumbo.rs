@@ -362,3 +362,78 @@ fn at_mtu_9000_twenty_thousand_frames_of_each_size_are_all_sent_and_received() {
         );
     }
 }
+
+/// Issue: 200 frames of 9,018 bytes sent from a port at MTU 9000 to one at
+/// the default MTU vanished without a word: pktgen said "sent 200", capture
+/// "received 0 frames", and neither summary said where they went. QEMU's
+/// NICs count nothing for such a drop (igb: see the top of this file;
+/// virtio-net has no counters), so the tools must say so: pktgen that the
+/// receiver needs `--mtu 9000`, capture that frames over its MTU are dropped
+/// uncounted and which option admits them. On both families.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn frames_over_the_receivers_mtu_are_named_in_both_tools_summaries_on_both_families() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    const FRAMES: u64 = 200;
+    let mac = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    for (family, tx, rx, rx_mac) in [
+        ("igb", port(0), port(1), port_mac(1)),
+        ("virtio-net", vport(0), vport(1), vport_mac(1)),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rx.pcap");
+        let mut capture = Command::new(example_exe("capture"))
+            .args(["--port", &rx, "--seconds", "8", "--out"])
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(capture.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("capture's start line").unwrap();
+        println!("{family}: {first}");
+        assert!(first.ends_with("; capturing"), "{first}");
+        let gen = Command::new(example_exe("pktgen"))
+            .args(["--port", &tx, "--mtu", "9000", "--frame-size", "9018"])
+            .args(["--count", &FRAMES.to_string(), "--rate", "1000"])
+            .args(["--seconds", "0", "--dst", &mac(rx_mac)])
+            .output()
+            .unwrap();
+        let gen_out = String::from_utf8_lossy(&gen.stdout).to_string();
+        println!(
+            "{family} pktgen:\n{gen_out}{}",
+            String::from_utf8_lossy(&gen.stderr)
+        );
+        assert!(gen.status.success(), "{family}: pktgen failed");
+        assert!(
+            gen_out.contains(&format!("sent       {FRAMES} frames")),
+            "{family}: {gen_out}"
+        );
+        assert!(
+            gen_out.contains("receiver   frames up to 9018 bytes")
+                && gen_out.contains("--mtu 9000"),
+            "{family}: pktgen does not say the receiver needs --mtu 9000:\n{gen_out}"
+        );
+        let status = capture.wait().unwrap();
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        let text = rest.join("\n");
+        println!("{family} capture:\n{text}");
+        assert!(status.success(), "{family}: capture failed");
+        assert!(text.contains("received   0 frames"), "{family}: {text}");
+        let oversize = rest
+            .iter()
+            .find(|l| l.starts_with("uncounted  oversize:"))
+            .unwrap_or_else(|| {
+                panic!("{family}: capture does not name the uncounted oversize drop:\n{text}")
+            });
+        assert!(oversize.contains("--mtu"), "{family}: {oversize}");
+        if family == "igb" {
+            assert!(oversize.contains("QEMU"), "{family}: {oversize}");
+        }
+    }
+}

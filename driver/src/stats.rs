@@ -304,10 +304,13 @@ impl Stats {
             .or_else(|| c.other_name().and_then(|n| self.get(n)))
     }
 
-    /// igb: reads that found ICR.RXO set (see `pollnic::igb::stats`); 0 on
-    /// families without that counter.
-    pub fn rx_overrun_reads(&self) -> u64 {
-        self.get(ICR_RXO_EVENTS).unwrap_or(0)
+    /// igb and ixgbe: reads of the interrupt cause register that found
+    /// ICR.RXO (receive overrun: a frame found no free descriptor) set, the
+    /// only trace QEMU's igb leaves of a frame dropped on a full ring
+    /// (`icr_rxo_events`). `None` on virtio-net, which has no such bit:
+    /// never a made-up 0.
+    pub fn rx_overrun_reads(&self) -> Option<u64> {
+        self.get(ICR_RXO_EVENTS)
     }
 
     /// Every counter in the layout `ethtool -S <if>` prints: a

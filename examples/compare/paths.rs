@@ -283,10 +283,10 @@ fn pollnic_rx_with(
     let st = dev.stats();
     let nic = format!(
         "NIC rx_packets (GPRC) {}, rx_missed_errors {}, rx_no_buffer_count {}, icr_rxo_events {}, bad descriptors {bad}",
-        st.get("rx_packets").unwrap_or(0),
-        st.get("rx_missed_errors").unwrap_or(0),
-        st.get("rx_no_buffer_count").unwrap_or(0),
-        st.rx_overrun_reads()
+        shown(st.get("rx_packets")),
+        shown(st.get("rx_missed_errors")),
+        shown(st.get("rx_no_buffer_count")),
+        shown(st.rx_overrun_reads())
     );
     let stats: Vec<pollnic::stats::IrqStats> = dev.queues().iter().map(|q| q.irq_stats()).collect();
     let sum = |f: fn(&pollnic::stats::IrqStats) -> u64| stats.iter().map(f).sum::<u64>();
@@ -883,4 +883,10 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
         wakeups: None,
         irq_state: None,
     })
+}
+
+/// A port counter for a row's note: its value, or "not counted" where the
+/// port's family does not keep it (virtio-net), never a made-up 0.
+fn shown(v: Option<u64>) -> String {
+    v.map_or_else(|| "not counted".to_owned(), |n| n.to_string())
 }

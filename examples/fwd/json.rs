@@ -89,7 +89,14 @@ pub fn summary(
                 .iter()
                 .map(|(n, v)| ((*n).to_owned(), json!(v)))
                 .collect();
-            json!({"port": addr.to_string(), "mac": mac, "counters": counters})
+            // The nonzero drop and error counters, as capture and loopback
+            // give them (a counter the family lacks is absent, never 0).
+            let refused: serde_json::Map<String, serde_json::Value> =
+                pollnic_tools::refused::refused(|n| hw[p].iter().find(|c| c.0 == n).map(|c| c.1))
+                    .into_iter()
+                    .map(|r| (r.counter.to_owned(), json!(r.count)))
+                    .collect();
+            json!({"port": addr.to_string(), "mac": mac, "counters": counters, "refused": refused})
         })
         .collect();
     emit(&json!({

@@ -189,14 +189,22 @@ pub fn summary(
         }
     }
     for (p, (addr, mac)) in ports.iter().enumerate() {
-        let counters: Vec<String> = HW
+        // Counters the port's family does not keep are named as such, never
+        // shown as a made-up 0.
+        let get = |name: &str| hw[p].iter().find(|c| c.0 == name).map(|c| c.1);
+        let (kept, absent): (Vec<&str>, Vec<&str>) =
+            HW.iter().partition(|name| get(name).is_some());
+        let counters: Vec<String> = kept
             .iter()
-            .map(|name| {
-                let v = hw[p].iter().find(|c| c.0 == *name).map_or(0, |c| c.1);
-                format!("{name} {v}")
-            })
+            .map(|name| format!("{name} {}", get(name).unwrap_or_default()))
             .collect();
         println!("port {addr} ({mac}) hw: {}", counters.join(", "));
+        if !absent.is_empty() {
+            println!("  not counted by this port's family: {}", absent.join(", "));
+        }
+        for r in pollnic_tools::refused::refused(get) {
+            println!("  refused    {} {}: {}", r.count, r.counter, r.meaning);
+        }
         // What fwd handed to this port's tx_burst, in every direction that
         // leaves by it, against what the port says it transmitted.
         let handed: u64 = dirs

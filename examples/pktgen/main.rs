@@ -169,6 +169,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| Flow::nth(dev.mac(), dst, i))
         .collect();
     let mut rep = report::Reporter::new(args.json);
+    // Frames over what a port at the default MTU takes (1518 bytes on the
+    // wire, 1522 with an 802.1Q tag): the summary says the receiver needs
+    // the same --mtu.
+    let max_wire = args.frame_size.max_wire_len();
+    if max_wire > if vlan.is_some() { 1522 } else { 1518 } {
+        rep.jumbo = Some((max_wire, args.mtu));
+    }
     // What the NIC does to every frame (none of it without the flags).
     let mut offload = pollnic::offload::TxOffload::NONE;
     if args.tx_checksum {

@@ -10,11 +10,18 @@ use std::time::Duration;
 pub struct Reporter {
     json: bool,
     tick: u64,
+    /// The largest frame sent, on the wire with FCS, when it is over 1518
+    /// bytes, and this port's MTU: a receiver at a smaller MTU drops them.
+    pub jumbo: Option<(usize, u32)>,
 }
 
 impl Reporter {
     pub fn new(json: bool) -> Reporter {
-        Reporter { json, tick: 0 }
+        Reporter {
+            json,
+            tick: 0,
+            jumbo: None,
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -131,6 +138,9 @@ impl Reporter {
         };
         let stats = dev.stats();
         let hw = stats.get("tx_packets").unwrap_or(0);
+        // This port's own nonzero drop and error counters, as the receiving
+        // tools name theirs.
+        let refused = pollnic_tools::refused::refused(|n| stats.get(n));
         // With TSO, QEMU's igb counts each frame once in tx_packets (GPTC),
         // not per segment, so only the frames are held against it.
         let account = TxAccount {
@@ -154,6 +164,8 @@ impl Reporter {
                     "tx_packets_counter": hw,
                     "not_transmitted": account.not_transmitted(),
                     "tx_ring_full_events": full_events,
+                    "refused": refused.iter().map(|r| (r.counter.to_owned(), serde_json::json!(r.count))).collect::<serde_json::Map<_, _>>(),
+                    "receiver_mtu_needed": self.jumbo.map(|(_, mtu)| mtu),
                     "interrupted": interrupted,
                     "written": written.as_ref().map(|(p, n)| serde_json::json!({"file": p.display().to_string(), "frames": n})),
                 })
@@ -185,6 +197,17 @@ impl Reporter {
         println!("ring full  {full_events} bursts found the TX ring full");
         if let Some((p, n)) = written {
             println!("written    {n} frames to {}", p.display());
+        }
+        for r in &refused {
+            println!("refused    {} {}: {}", r.count, r.counter, r.meaning);
+        }
+        if let Some((wire, mtu)) = self.jumbo {
+            println!(
+                "receiver   frames up to {wire} bytes on the wire: a receiving port opened at a \
+                 smaller MTU drops them (at the default 1500, every frame over 1518 bytes), \
+                 and QEMU's emulated NICs count nothing for it; open the receiver with \
+                 --mtu {mtu}"
+            );
         }
     }
 }

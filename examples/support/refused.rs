@@ -77,6 +77,67 @@ pub fn refused(get: impl Fn(&str) -> Option<u64>) -> Vec<Refused> {
         .collect()
 }
 
+/// A kind of drop the port cannot count: what is lost, why nothing counts
+/// it, and what to change if it is happening.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Uncounted {
+    /// The drop, in a few words (also its key in the tools' JSON).
+    pub what: &'static str,
+    /// Why no counter shows it, and the option that avoids it.
+    pub meaning: &'static str,
+}
+
+/// The drops a receiving port cannot count, from the counters its `Stats`
+/// keeps (`get`, as `Stats::get`) and whether the port is a NIC model
+/// emulated by QEMU ([`emulated_by_qemu`]): QEMU's 82576 keeps the length
+/// counters but drops a frame longer than the MTU allows before counting
+/// it (`hw/net/igb_core.c`, `igb_receive_assign`), and a virtio-net device
+/// has no counters at all. Tools print these so that frames refused for
+/// their size do not vanish without a word.
+pub fn uncounted(get: impl Fn(&str) -> Option<u64>, emulated: bool) -> Vec<Uncounted> {
+    let mut out = Vec::new();
+    let length_counters =
+        get("rx_long_length_errors").is_some() || get("rx_length_errors").is_some();
+    if !length_counters {
+        out.push(Uncounted {
+            what: "oversize",
+            meaning: "frames longer than this port's MTU allows are dropped by the device \
+                      without a count (this family has no length counter): if a sender's \
+                      frames are larger, open this port with a larger --mtu (at most 9000)",
+        });
+    } else if emulated {
+        out.push(Uncounted {
+            what: "oversize",
+            meaning: "frames longer than this port's MTU allows are dropped by QEMU's NIC \
+                      model without a count (a real 82576 counts them as \
+                      rx_long_length_errors): if a sender's frames are larger, open this port \
+                      with a larger --mtu (at most 9000)",
+        });
+    }
+    if get("rx_missed_errors").is_none() {
+        out.push(Uncounted {
+            what: "missed",
+            meaning: "frames lost while the receive ring was full are not counted by this \
+                      family (a tap-backed virtio-net port loses them in the host's tap \
+                      queue): a larger --ring-size, or more queues",
+        });
+    }
+    out
+}
+
+/// Whether `addr` (a PCI address as sysfs names it, `0000:00:03.0`) is an
+/// Intel NIC model emulated by QEMU: subsystem vendor 1af4 (Red Hat, which
+/// QEMU gives the devices it emulates) under Intel's vendor ID. `false`
+/// when sysfs cannot tell.
+pub fn emulated_by_qemu(addr: &str) -> bool {
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/sys/bus/pci/devices/{addr}/{f}"))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    };
+    read("vendor") == "0x8086" && read("subsystem_vendor") == "0x1af4"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +167,28 @@ mod tests {
         };
         assert_eq!(refused(virtio)[0].counter, "device_errors");
         assert!(refused(|_| None).is_empty());
+    }
+
+    #[test]
+    fn drops_a_port_cannot_count_are_named_with_the_fix() {
+        // virtio-net: packets and bytes only.
+        let virtio = |n: &str| matches!(n, "rx_packets" | "rx_bytes").then_some(5);
+        let u = uncounted(virtio, false);
+        let what: Vec<_> = u.iter().map(|u| u.what).collect();
+        assert_eq!(what, ["oversize", "missed"]);
+        assert!(u[0].meaning.contains("--mtu"), "{u:?}");
+        // A real 82576 counts both: nothing to say.
+        let igb = |n: &str| {
+            matches!(
+                n,
+                "rx_long_length_errors" | "rx_length_errors" | "rx_missed_errors"
+            )
+            .then_some(0)
+        };
+        assert!(uncounted(igb, false).is_empty());
+        // QEMU's 82576 has the counters but drops oversize frames uncounted.
+        let u = uncounted(igb, true);
+        assert_eq!(u.len(), 1);
+        assert!(u[0].meaning.contains("QEMU"), "{u:?}");
     }
 }

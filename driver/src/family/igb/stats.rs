@@ -114,7 +114,7 @@ mod tests {
         assert_eq!(s.get(ICR_RXO_EVENTS), Some(0));
         f.0.borrow_mut().insert(ICR, ICR_RXO); // the device sets the cause
         update(&f, &mut s);
-        assert_eq!(s.rx_overrun_reads(), 1);
+        assert_eq!(s.rx_overrun_reads(), Some(1));
         update(&f, &mut s);
         assert_eq!(s.get(ICR_RXO_EVENTS), Some(1));
     }
