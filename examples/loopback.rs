@@ -40,7 +40,8 @@ struct Args {
     /// Stop after this many frames (0 = no limit). [range: 0..=18446744073709551615]
     #[arg(value_parser = clap::value_parser!(u64).range(0..), long, default_value_t = 0)]
     count: u64,
-    /// Frame size on the wire in bytes including FCS (64..=1518, up to 9018
+    /// Frame size on the wire in bytes including the FCS (frame check
+    /// sequence: the 4-byte CRC that ends every frame; 64..=1518, up to 9018
     /// with --mtu 9000); 0 = mixed sizes (64..=1518). [range: 0..=9018]
     #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=9018), long, default_value_t = 64)]
     frame_size: usize,
@@ -48,7 +49,9 @@ struct Args {
     /// up to MTU + 18 bytes on the wire; 9000 takes 9018-byte frames. [range: 1500..=9000]
     #[arg(value_parser = clap::value_parser!(u32).range(1500..=9000), long, default_value_t = 1500)]
     mtu: u32,
-    /// Distinct flows (source address and port vary), for RSS. [range: 1..=65536]
+    /// Distinct flows (source address and port vary), for RSS (receive-side
+    /// scaling: the receiving NIC spreads flows over its RX queues by a hash
+    /// of their addresses and ports). [range: 1..=65536]
     #[arg(value_parser = clap::value_parser!(u32).range(1..=65536), long, default_value_t = 1)]
     flows: u32,
     /// RX queues on the receiving port, spread by RSS. [range: 1..=16]

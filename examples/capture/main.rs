@@ -41,7 +41,8 @@ struct Args {
     /// Bytes kept of each frame (1..=262144); the full length is recorded too. [range: 1..=262144]
     #[arg(value_parser = clap::value_parser!(u32).range(1..=262144), long, default_value_t = 65535)]
     snaplen: u32,
-    /// RX queues, spread by RSS. [range: 1..=16]
+    /// RX queues, spread by RSS (receive-side scaling: the NIC spreads flows
+    /// over its RX queues by a hash of their addresses and ports). [range: 1..=16]
     #[arg(value_parser = clap::value_parser!(u16).range(1..=16), long, default_value_t = 1)]
     queues: u16,
     /// Cores for the queue threads, e.g. `0,1` (queue i on the i-th, wrapping).

@@ -37,7 +37,9 @@ struct Args {
     /// io: forward untouched; macswap: swap destination and source MAC first.
     #[arg(long, value_enum, default_value_t = Mode::Io)]
     mode: Mode,
-    /// Queues per port, spread by RSS; one thread per queue index. [range: 1..=16]
+    /// Queues per port, spread by RSS (receive-side scaling: the NIC spreads
+    /// flows over its RX queues by a hash of their addresses and ports); one
+    /// thread per queue index. [range: 1..=16]
     #[arg(value_parser = clap::value_parser!(u16).range(1..=16), long, default_value_t = 1)]
     queues: u16,
     /// Cores for the queue threads, e.g. `0,1` or `0-3` (queue i runs on the i-th, wrapping).
