@@ -161,16 +161,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     pollnic_tools::signal::stop_on_removal(&rxd)?;
     if args.json {
         pollnic_tools::jsonout::emit(&serde_json::json!({
-            "type": "start", "tx_port": txd.address().to_string(), "rx_port": rxd.address().to_string(),
+            "type": "start", "tx_port": txd.addr().to_string(), "rx_port": rxd.addr().to_string(),
             "seconds": args.seconds, "count": args.count, "frame_size": args.frame_size,
             "mtu": args.mtu, "flows": args.flows, "queues": args.queues, "cores": cores, "rate_pps": args.rate,
         }));
     } else {
         println!(
         "pollnic loopback: {} ({}) -> {} ({}), {}, {}{}, {} flow(s), {} RX queue(s) on cores {:?}",
-        txd.address(),
+        txd.addr(),
         txd.mac_string(),
-        rxd.address(),
+        rxd.addr(),
         rxd.mac_string(),
         match (args.seconds, args.count) {
             (0, 0) => "until Ctrl-C".to_string(),
@@ -461,9 +461,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("latency    {lat}");
     if args.stats {
-        println!("--- {} (sending port) ---", txd.address());
+        println!("--- {} (sending port) ---", txd.addr());
         print!("{}", txd.stats().ethtool_text());
-        println!("--- {} (receiving port) ---", rxd.address());
+        println!("--- {} (receiving port) ---", rxd.addr());
         print!("{}", rxd.stats().ethtool_text());
     }
     // The kernel asked for a port back: close it first (its unbind or remove

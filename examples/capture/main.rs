@@ -133,7 +133,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if !args.json {
         println!(
             "pollnic capture: {} ({}), {} queue(s) on cores {:?}, to {} ({}), {}, {}, snaplen {}; capturing",
-            dev.address(),
+            dev.addr(),
             dev.mac_string(),
             args.queues,
             cores,
@@ -149,7 +149,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         println!(
             "{}",
-            serde_json::json!({"type": "start", "port": dev.address().to_string(), "queues": args.queues, "out": args.out.display().to_string()})
+            serde_json::json!({"type": "start", "port": dev.addr().to_string(), "queues": args.queues, "out": args.out.display().to_string()})
         );
     }
     let t0 = Instant::now();
@@ -292,7 +292,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{}",
             serde_json::json!({
-                "type": "summary", "port": dev.address().to_string(), "file": path.display().to_string(),
+                "type": "summary", "port": dev.addr().to_string(), "file": path.display().to_string(),
                 "frames": frames, "bytes": bytes, "seconds": elapsed.as_secs_f64(),
                 "rx_pps": t.measurable().then(|| t.pps()), "rx_mbps_l2": t.measurable().then(|| t.payload_mbps()),
                 "rx_mbps_l1": t.measurable().then(|| t.l1_mbps()), "rate_seconds": span.as_secs_f64(),

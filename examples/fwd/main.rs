@@ -126,7 +126,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         pollnic_tools::signal::stop_on_removal(d)?;
     }
     let ports: Vec<(PciAddress, String)> =
-        devs.iter().map(|d| (d.address(), d.mac_string())).collect();
+        devs.iter().map(|d| (d.addr(), d.mac_string())).collect();
     let dirs: Vec<Dir> = if devs.len() == 1 {
         vec![Dir { rx: 0, tx: 0 }]
     } else {
@@ -211,7 +211,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     report::summary(&ports, &dirs, mode, &per_queue, &hw, args.ring_size);
     if args.stats {
         for d in &devs {
-            println!("--- {} ---", d.address());
+            println!("--- {} ---", d.addr());
             print!("{}", d.stats().ethtool_text());
         }
     }

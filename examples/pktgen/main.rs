@@ -161,7 +161,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!(
             "{} ({}) does no transmit offloads (checksums, VLAN insertion, TSO are done by igb and \
              ixgbe ports only): run without --tx-checksum, --hw-vlan and --tso",
-            dev.address(),
+            dev.addr(),
             dev.family()
         )
         .into());
