@@ -40,7 +40,8 @@ struct Args {
     /// Stop after this many frames (0 = no limit). [range: 0..=18446744073709551615]
     #[arg(value_parser = clap::value_parser!(u64).range(0..), long, default_value_t = 0)]
     count: u64,
-    /// Frame size on the wire in bytes including FCS (64..=1518, up to 9018
+    /// Frame size on the wire in bytes including the FCS (frame check
+    /// sequence: the 4-byte CRC that ends every frame; 64..=1518, up to 9018
     /// with --mtu 9000); 0 = mixed sizes (64..=1518). [range: 0..=9018]
     #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=9018), long, default_value_t = 64)]
     frame_size: usize,
@@ -48,7 +49,9 @@ struct Args {
     /// up to MTU + 18 bytes on the wire; 9000 takes 9018-byte frames. [range: 1500..=9000]
     #[arg(value_parser = clap::value_parser!(u32).range(1500..=9000), long, default_value_t = 1500)]
     mtu: u32,
-    /// Distinct flows (source address and port vary), for RSS. [range: 1..=65536]
+    /// Distinct flows (source address and port vary), for RSS (receive-side
+    /// scaling: the receiving NIC spreads flows over its RX queues by a hash
+    /// of their addresses and ports). [range: 1..=65536]
     #[arg(value_parser = clap::value_parser!(u32).range(1..=65536), long, default_value_t = 1)]
     flows: u32,
     /// RX queues on the receiving port, spread by RSS. [range: 1..=16]
@@ -158,16 +161,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     pollnic_tools::signal::stop_on_removal(&rxd)?;
     if args.json {
         pollnic_tools::jsonout::emit(&serde_json::json!({
-            "type": "start", "tx_port": txd.address().to_string(), "rx_port": rxd.address().to_string(),
+            "type": "start", "tx_port": txd.addr().to_string(), "rx_port": rxd.addr().to_string(),
             "seconds": args.seconds, "count": args.count, "frame_size": args.frame_size,
             "mtu": args.mtu, "flows": args.flows, "queues": args.queues, "cores": cores, "rate_pps": args.rate,
         }));
     } else {
         println!(
         "pollnic loopback: {} ({}) -> {} ({}), {}, {}{}, {} flow(s), {} RX queue(s) on cores {:?}",
-        txd.address(),
+        txd.addr(),
         txd.mac_string(),
-        rxd.address(),
+        rxd.addr(),
         rxd.mac_string(),
         match (args.seconds, args.count) {
             (0, 0) => "until Ctrl-C".to_string(),
@@ -257,7 +260,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // The drops it cannot count (virtio-net; QEMU's igb for oversize frames).
     let uncounted = pollnic_tools::refused::uncounted(
         |n| rx_stats.get(n),
-        pollnic_tools::refused::emulated_by_qemu(&rxd.address().to_string()),
+        pollnic_tools::refused::emulated_by_qemu(&rxd.addr().to_string()),
     );
     let received: u64 = reports.iter().map(|r| r.received).sum();
     let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
@@ -475,9 +478,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("latency    {lat}");
     if args.stats {
-        println!("--- {} (sending port) ---", txd.address());
+        println!("--- {} (sending port) ---", txd.addr());
         print!("{}", txd.stats().ethtool_text());
-        println!("--- {} (receiving port) ---", rxd.address());
+        println!("--- {} (receiving port) ---", rxd.addr());
         print!("{}", rxd.stats().ethtool_text());
     }
     // The kernel asked for a port back: close it first (its unbind or remove

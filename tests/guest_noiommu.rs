@@ -394,7 +394,7 @@ fn what_is_refused_and_what_it_says() {
                     "{m}"
                 );
             }
-            other => panic!("{a}: {:?}", other.map(|d| d.address())),
+            other => panic!("{a}: {:?}", other.map(|d| d.addr())),
         }
         let irq = config().with_rx_mode(pollnic::RxMode::Interrupt {
             timeout: Duration::from_millis(10),

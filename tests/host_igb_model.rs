@@ -36,7 +36,7 @@ fn device_opens_on_the_model_with_the_igb_back_end() {
         link.up && link.speed_mbps == 1000 && link.full_duplex,
         "{link:?}"
     );
-    assert_eq!(dev.address().to_string(), MODEL_ADDR);
+    assert_eq!(dev.addr().to_string(), MODEL_ADDR);
     assert_eq!(m.peek(MRQC) & MRQC_MODE_MASK, MRQC_MODE_RSS);
     assert_ne!(m.peek(RCTL) & RCTL_SECRC, 0);
     assert!(m.violations().is_empty(), "{:?}", m.violations());

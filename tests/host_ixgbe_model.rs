@@ -85,7 +85,7 @@ fn device_opens_on_the_model_with_the_ixgbe_back_end() {
     assert_eq!(dev.mac(), [0x00, 0x1b, 0x21, 0x0a, 0x0b, 1]);
     let link = dev.link();
     assert!(link.up && link.speed_mbps == 10_000, "{link:?}");
-    assert_eq!(dev.address().to_string(), MODEL_ADDR);
+    assert_eq!(dev.addr().to_string(), MODEL_ADDR);
     // The §4.6 order as the device saw it.
     let ev = m.events();
     let at = |e: &Event| {

@@ -36,7 +36,7 @@ fn device_opens_on_the_model_with_every_feature_it_offers_and_no_violation() {
     assert_eq!(dev.family(), pollnic::NicFamily::VirtioNet);
     assert_eq!(dev.mac(), [0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
     assert!(dev.link().up);
-    assert_eq!(dev.address().to_string(), MODEL_ADDR);
+    assert_eq!(dev.addr().to_string(), MODEL_ADDR);
     let f = m.features();
     for (bit, name) in [
         (feature::VERSION_1, "VERSION_1"),

@@ -120,7 +120,9 @@ enum Command {
         /// Number of RX queues. [range: 1..=16]
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=16), default_value_t = 2)]
         queues: u16,
-        /// RSS key: microsoft (default), symmetric, or 80 hex digits.
+        /// RSS key (receive-side scaling: the NIC spreads flows over its RX
+        /// queues by a Toeplitz hash keyed with this): microsoft (default),
+        /// symmetric, or 80 hex digits.
         #[arg(long, default_value = "microsoft")]
         key: String,
         /// Redirection table as queue numbers, repeated to 128 entries (default round robin).

@@ -131,7 +131,7 @@ pub fn explain(f: &FlowKey, key: &[u8; KEY_LEN], reta: &Reta, queues: u16) -> St
     let _ = writeln!(out, "key         {key_name}: {key_hex}");
     let _ = writeln!(
         out,
-        "queues      {queues}; RETA entries 0..8: {:?}",
+        "queues      {queues}; redirection table (RETA) entries 0..8: {:?}",
         &reta.0[..8]
     );
     for (label, flow) in [("flow", *f), ("reverse", f.reversed())] {

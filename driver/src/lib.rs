@@ -15,6 +15,14 @@
 //! software 82599 (the repository's `pollnic-model` package) and has not yet
 //! run on hardware.
 //!
+//! Errors come in two layers, because the two jobs fail apart.
+//! [`pci::Error`] is what inspecting PCI sysfs and binding return: the
+//! [`pci`] functions ([`pci::list_nics`], [`pci::bind_all`],
+//! [`pci::unbind_vfio`]...), and so `pollnic bind`, which work on a port
+//! nobody has opened. [`Error`] is what opening and running a port return;
+//! a sysfs failure met while opening arrives wrapped as [`Error::Pci`], so a
+//! program that only opens ports matches one type.
+//!
 //! Register-level access (the traits a device model implements, and the
 //! register self-check behind `pollnic doctor --selfcheck`) is kept apart
 //! in [`lowlevel`], for device models, test rigs and diagnostics;

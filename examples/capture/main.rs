@@ -41,7 +41,8 @@ struct Args {
     /// Bytes kept of each frame (1..=262144); the full length is recorded too. [range: 1..=262144]
     #[arg(value_parser = clap::value_parser!(u32).range(1..=262144), long, default_value_t = 65535)]
     snaplen: u32,
-    /// RX queues, spread by RSS. [range: 1..=16]
+    /// RX queues, spread by RSS (receive-side scaling: the NIC spreads flows
+    /// over its RX queues by a hash of their addresses and ports). [range: 1..=16]
     #[arg(value_parser = clap::value_parser!(u16).range(1..=16), long, default_value_t = 1)]
     queues: u16,
     /// Cores for the queue threads, e.g. `0,1` (queue i on the i-th, wrapping).
@@ -132,7 +133,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if !args.json {
         println!(
             "pollnic capture: {} ({}), {} queue(s) on cores {:?}, to {} ({}), {}, {}, snaplen {}; capturing",
-            dev.address(),
+            dev.addr(),
             dev.mac_string(),
             args.queues,
             cores,
@@ -148,7 +149,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         println!(
             "{}",
-            serde_json::json!({"type": "start", "port": dev.address().to_string(), "queues": args.queues, "out": args.out.display().to_string()})
+            serde_json::json!({"type": "start", "port": dev.addr().to_string(), "queues": args.queues, "out": args.out.display().to_string()})
         );
     }
     let t0 = Instant::now();
@@ -282,7 +283,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // the MTU): named, so that refused frames do not vanish without a word.
     let uncounted = pollnic_tools::refused::uncounted(
         |n| stats.get(n),
-        pollnic_tools::refused::emulated_by_qemu(&dev.address().to_string()),
+        pollnic_tools::refused::emulated_by_qemu(&dev.addr().to_string()),
     );
     if args.json {
         let refused: serde_json::Map<String, serde_json::Value> = refused
@@ -297,7 +298,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{}",
             serde_json::json!({
-                "type": "summary", "port": dev.address().to_string(), "file": path.display().to_string(),
+                "type": "summary", "port": dev.addr().to_string(), "file": path.display().to_string(),
                 "frames": frames, "bytes": bytes, "seconds": elapsed.as_secs_f64(),
                 "rx_pps": t.measurable().then(|| t.pps()), "rx_mbps_l2": t.measurable().then(|| t.payload_mbps()),
                 "rx_mbps_l1": t.measurable().then(|| t.l1_mbps()), "rate_seconds": span.as_secs_f64(),

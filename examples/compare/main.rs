@@ -58,10 +58,12 @@ struct Args {
     /// Offered packets/s. [range: 1..=1000000000]
     #[arg(value_parser = clap::value_parser!(u64).range(1..=1000000000), long, default_value_t = 20_000)]
     rate: u64,
-    /// Wire frame sizes (incl. FCS), comma-separated. [range: 64..=1518]
+    /// Wire frame sizes (incl. the FCS, frame check sequence: the 4-byte CRC
+    /// ending every frame), comma-separated. [range: 64..=1518]
     #[arg(long, default_value = "64,1518", value_delimiter = ',')]
     sizes: Vec<usize>,
-    /// Distinct flows (so RSS has something to spread). [range: 1..=65536]
+    /// Distinct flows (so RSS, receive-side scaling, which spreads flows over
+    /// the RX queues by a hash, has something to spread). [range: 1..=65536]
     #[arg(value_parser = clap::value_parser!(u32).range(1..=65536), long, default_value_t = 64)]
     flows: u32,
     /// Paths to run, comma-separated. Default: pollnic-1q, pollnic-2q,
@@ -76,14 +78,16 @@ struct Args {
     /// dpdk-testpmd-macswap. Also: pollnic-1q-rxonly (pollnic-1q counting
     /// frames only, no clock reads or timestamp parsing, as testpmd rxonly),
     /// pollnic-1q-adaptive and pollnic-1q-irq (pollnic-1q sleeping on its
-    /// MSI-X interrupt after a run of empty polls, or at every empty poll),
+    /// queue's own interrupt, an MSI-X vector, after a run of empty polls, or at every empty poll),
     /// and the same two with a fixed EITR of N µs (0..=1022; EITR is the
     /// NIC's interrupt throttle, the least time between two interrupts of
     /// one vector, as `ethtool -C rx-usecs`) whatever
     /// --max-latency-us says: pollnic-1q-irq-eitrN, pollnic-1q-adaptive-eitrN
     /// (e.g. pollnic-1q-irq-eitr0, pollnic-1q-adaptive-eitr250).
     /// Scaling rows: pollnic-3q, kernel-afpacket-rps-2q/-3q,
-    /// kernel-recvmmsg-rfs-2q/-3q (one queue, RPS + RFS, a connected UDP
+    /// kernel-recvmmsg-rfs-2q/-3q (one queue, RPS + RFS: the kernel's
+    /// receive packet steering hands each flow's packets to a core by hash,
+    /// receive flow steering to the core its reader runs on; a connected UDP
     /// socket per flow read on its core). Transmit rows, counted per sent
     /// packet on the sending core (the first of --cores), pollnic receiving
     /// on port 0: tx-pollnic, tx-kernel-pktgen, tx-kernel-afpacket
@@ -156,8 +160,10 @@ struct Args {
     top_functions: u64,
     /// The CPU's performance counters per row, on every CPU but the
     /// generator's (perf_event_open, as `perf stat -a`): `hardware` (cycles,
-    /// instructions, LLC-loads, LLC-load-misses; a CPU or VM without a PMU
-    /// makes each row say "no PMU"), `software` (the kernel's cpu-clock,
+    /// instructions, LLC-loads, LLC-load-misses: loads that reach the
+    /// last-level cache and those it misses; a CPU or VM without a PMU, the
+    /// performance monitoring unit that holds these counters, makes each row
+    /// say "no PMU"), `software` (the kernel's cpu-clock,
     /// context switches, page faults, migrations: the same code where no PMU
     /// exists) or `off`.
     #[arg(long, value_enum, default_value = "hardware")]
@@ -170,7 +176,8 @@ struct Args {
     no_iommu: bool,
     /// In a counting guest booted with the plugin's cache model
     /// (`cargo xtask compare --count-cache`): per row, the model's L1D, L2
-    /// and LLC misses (with and without DDIO) and the lines the device wrote,
+    /// and LLC misses (with and without DDIO, Data Direct I/O: the NIC's
+    /// writes going straight into the last-level cache) and the lines the device wrote,
     /// per packet (docs/design/counting.md). Without the model the rows say
     /// why they have none.
     #[arg(long)]

@@ -37,7 +37,9 @@ struct Args {
     /// io: forward untouched; macswap: swap destination and source MAC first.
     #[arg(long, value_enum, default_value_t = Mode::Io)]
     mode: Mode,
-    /// Queues per port, spread by RSS; one thread per queue index. [range: 1..=16]
+    /// Queues per port, spread by RSS (receive-side scaling: the NIC spreads
+    /// flows over its RX queues by a hash of their addresses and ports); one
+    /// thread per queue index. [range: 1..=16]
     #[arg(value_parser = clap::value_parser!(u16).range(1..=16), long, default_value_t = 1)]
     queues: u16,
     /// Cores for the queue threads, e.g. `0,1` or `0-3` (queue i runs on the i-th, wrapping).
@@ -124,7 +126,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         pollnic_tools::signal::stop_on_removal(d)?;
     }
     let ports: Vec<(PciAddress, String)> =
-        devs.iter().map(|d| (d.address(), d.mac_string())).collect();
+        devs.iter().map(|d| (d.addr(), d.mac_string())).collect();
     let dirs: Vec<Dir> = if devs.len() == 1 {
         vec![Dir { rx: 0, tx: 0 }]
     } else {
@@ -209,7 +211,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     report::summary(&ports, &dirs, mode, &per_queue, &hw, args.ring_size);
     if args.stats {
         for d in &devs {
-            println!("--- {} ---", d.address());
+            println!("--- {} ---", d.addr());
             print!("{}", d.stats().ethtool_text());
         }
     }

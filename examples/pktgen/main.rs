@@ -46,14 +46,14 @@ struct Args {
     /// Stop after this many seconds (0 = until --count or Ctrl-C). [range: 0..=31536000]
     #[arg(value_parser = clap::value_parser!(u64).range(0..=31536000), long, default_value_t = 10)]
     seconds: u64,
-    /// Frame size on the wire incl. FCS (64..=1518; up to 9018 with --mtu 9000), 0 for mixed sizes, or imix (7:4:1 of 64/594/1518). [range: 0..=9022]
+    /// Frame size on the wire incl. the FCS (frame check sequence: the 4-byte CRC ending every frame; 64..=1518; up to 9018 with --mtu 9000), 0 for mixed sizes, or imix (7:4:1 of 64/594/1518). [range: 0..=9022]
     #[arg(long, default_value = "64")]
     frame_size: FrameSize,
     /// MTU of the port in bytes (L3 payload, as Linux; 1500..=9000): frames up
     /// to MTU + 18 bytes on the wire (4 more with --vlan). [range: 1500..=9000]
     #[arg(value_parser = clap::value_parser!(u32).range(1500..=9000), long, default_value_t = 1500)]
     mtu: u32,
-    /// Distinct flows (source address and UDP port vary), for RSS on the receiver. [range: 1..=65536]
+    /// Distinct flows (source address and UDP port vary), for RSS on the receiver (receive-side scaling: its NIC spreads flows over its RX queues by a hash). [range: 1..=65536]
     #[arg(value_parser = clap::value_parser!(u32).range(1..=65536), long, default_value_t = 1)]
     flows: u32,
     /// Tag every frame with this 802.1Q VLAN ID (1..=4094; the frame grows by 4 bytes). [range: 1..=4094]
@@ -75,7 +75,8 @@ struct Args {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=9216), conflicts_with_all = ["frame_size", "write"])]
     tso: Option<u16>,
     /// With --tso: TCP payload bytes per frame (default 65495: the most one
-    /// IPv4 datagram carries; up to 262143, PAYLEN's 18 bits). [range: 1..=262143]
+    /// IPv4 datagram carries; up to 262143, the most the descriptor's 18-bit
+    /// payload length field, PAYLEN, holds). [range: 1..=262143]
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=262143))]
     tso_payload: Option<usize>,
     /// Destination MAC (default: broadcast ff:ff:ff:ff:ff:ff).
@@ -160,7 +161,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!(
             "{} ({}) does no transmit offloads (checksums, VLAN insertion, TSO are done by igb and \
              ixgbe ports only): run without --tx-checksum, --hw-vlan and --tso",
-            dev.address(),
+            dev.addr(),
             dev.family()
         )
         .into());

@@ -39,7 +39,7 @@ impl Reporter {
     ) {
         if self.json {
             pollnic_tools::jsonout::emit(&serde_json::json!({
-                "type": "start", "port": dev.address().to_string(), "frame_size": size.describe(),
+                "type": "start", "port": dev.addr().to_string(), "frame_size": size.describe(),
                 "vlan": vlan, "vlan_by_nic": hw_vlan, "checksums_by_nic": hw_csum,
                 "tso_mss": tso.map(|t| t.0), "tso_payload": tso.map(|t| t.1), "flows": flows, "rate_pps": rate, "count": count, "seconds": seconds,
             }));
@@ -55,7 +55,7 @@ impl Reporter {
         };
         println!(
             "pollnic pktgen: {} ({}), {}{}{}, {} flow(s), {}, {}, {}",
-            dev.address(),
+            dev.addr(),
             dev.mac_string(),
             frames,
             vlan.map(|v| format!(
@@ -105,7 +105,7 @@ impl Reporter {
                 serde_json::json!({
                     "type": "second",
                     "second": self.tick,
-                    "port": dev.address().to_string(),
+                    "port": dev.addr().to_string(),
                     "tx_pps": frames,
                     "tx_mbps_l2": t.payload_mbps(),
                     "tx_mbps_l1": t.l1_mbps(),
@@ -153,7 +153,7 @@ impl Reporter {
                 "{}",
                 serde_json::json!({
                     "type": "summary",
-                    "port": dev.address().to_string(),
+                    "port": dev.addr().to_string(),
                     "sent": sent,
                     "tso_segments": segments.map(|n| n * sent),
                     "bytes": bytes,

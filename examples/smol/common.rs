@@ -75,7 +75,7 @@ pub fn serve<S>(
     cfg.validate()?;
     let mut dev = Device::open(net.port.as_str(), &cfg)?;
     let pool = dev.mempool().clone();
-    let (mac, mac_s, pci) = (dev.mac(), dev.mac_string(), dev.address());
+    let (mac, mac_s, pci) = (dev.mac(), dev.mac_string(), dev.addr());
     let deadline = (net.seconds > 0).then(|| Instant::now() + Duration::from_secs(net.seconds));
     let start = Instant::now();
     let stats = {

@@ -195,8 +195,8 @@ mod tests {
 #[derive(clap::Args, Clone, Debug)]
 pub struct RxModeArgs {
     /// How each RX queue's thread waits: `poll` (busy-poll, a core per
-    /// queue), `irq` (sleep on the queue's MSI-X interrupt at every empty
-    /// poll) or `adaptive` (poll while frames arrive, spin on an empty
+    /// queue), `irq` (sleep on the queue's own interrupt, an MSI-X vector,
+    /// at every empty poll) or `adaptive` (poll while frames arrive, spin on an empty
     /// ring for twice the measured gap between frames, at most
     /// --max-spin-us, then sleep).
     #[arg(long, default_value = "poll", value_parser = ["poll", "irq", "adaptive"])]

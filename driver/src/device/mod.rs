@@ -455,8 +455,9 @@ impl Device {
         )
     }
 
-    /// PCI address.
-    pub fn address(&self) -> PciAddress {
+    /// PCI address (the name `PciDevice.addr` and every error's `addr`
+    /// give it too).
+    pub fn addr(&self) -> PciAddress {
         self.addr
     }
 

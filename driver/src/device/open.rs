@@ -63,7 +63,7 @@ impl Device {
     ///
     /// let cfg = DeviceConfig::default().with_queues(2).with_mtu(9000);
     /// match Device::open("0000:03:00.0", &cfg) {
-    ///     Ok(dev) => println!("{} {} link {:?}", dev.address(), dev.mac_string(), dev.link()),
+    ///     Ok(dev) => println!("{} {} link {:?}", dev.addr(), dev.mac_string(), dev.link()),
     ///     Err(e @ Error::NotBoundToVfio { .. }) => eprintln!("{e}"), // says what to run
     ///     Err(e) => return Err(e),
     /// }
