@@ -203,10 +203,10 @@ impl Reporter {
         }
         if let Some((wire, mtu)) = self.jumbo {
             println!(
-                "receiver   frames up to {wire} bytes on the wire: a receiving port opened at a \
-                 smaller MTU drops them (at the default 1500, every frame over 1518 bytes), \
-                 and QEMU's emulated NICs count nothing for it; open the receiver with \
-                 --mtu {mtu}"
+                "receiver   frames up to {wire} bytes on the wire: an Intel port receiving \
+                 them at a smaller MTU drops them (at the default 1500, every frame over 1518 \
+                 bytes), which QEMU's igb does not count; open the receiver with --mtu {mtu} \
+                 (a virtio-net receiver takes frames up to its device's MTU, whatever its own)"
             );
         }
     }

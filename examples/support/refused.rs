@@ -101,9 +101,12 @@ pub fn uncounted(get: impl Fn(&str) -> Option<u64>, emulated: bool) -> Vec<Uncou
     if !length_counters {
         out.push(Uncounted {
             what: "oversize",
-            meaning: "frames longer than this port's MTU allows are dropped by the device \
-                      without a count (this family has no length counter): if a sender's \
-                      frames are larger, open this port with a larger --mtu (at most 9000)",
+            meaning: "frames longer than the receive buffers are dropped by the device \
+                      without a count (virtio-net has no length counter); the buffers are \
+                      sized for the device's MTU (VIRTIO_NET_F_MTU, 1500 without it), so \
+                      frames up to that size arrive whatever this port's --mtu: for larger \
+                      ones raise the device's MTU on the hypervisor (QEMU: host_mtu=9000 on \
+                      the virtio-net device)",
         });
     } else if emulated {
         out.push(Uncounted {
@@ -176,7 +179,7 @@ mod tests {
         let u = uncounted(virtio, false);
         let what: Vec<_> = u.iter().map(|u| u.what).collect();
         assert_eq!(what, ["oversize", "missed"]);
-        assert!(u[0].meaning.contains("--mtu"), "{u:?}");
+        assert!(u[0].meaning.contains("host_mtu"), "{u:?}");
         // A real 82576 counts both: nothing to say.
         let igb = |n: &str| {
             matches!(

@@ -156,6 +156,8 @@ pub fn transfer_and_verify(
     bytes
 }
 
+pub mod compare_page;
+
 /// README.md and every page of docs/, as doc-test inputs: their Rust blocks
 /// are compiled by `cargo test` (see build.rs).
 #[cfg(doctest)]

@@ -510,7 +510,7 @@ impl Device {
     /// rarely this is called (a 32-bit clear-on-read counter at 1 Gb/s
     /// wraps after about 48 minutes at line rate).
     pub fn stats(&self) -> Stats {
-        self.stats_reader().read()
+        self.stats_reader().stats()
     }
 
     /// A cloneable, `Send + Sync` handle that reads this device's hardware

@@ -23,7 +23,7 @@ use std::sync::Arc;
 /// let dev = Device::open("0000:03:00.0", &DeviceConfig::default())?;
 /// let reader = dev.stats_reader(); // Send + Sync + Clone
 /// std::thread::spawn(move || loop {
-///     let s = reader.read(); // totals since open, in 64 bits
+///     let s = reader.stats(); // totals since open, in 64 bits
 ///     println!("rx_packets {:?} rx_missed {:?}", s.counter(Counter::RxPackets), s.counter(Counter::RxMissedErrors));
 ///     std::thread::sleep(Duration::from_secs(1));
 /// });
@@ -92,7 +92,7 @@ impl StatsSource {
 impl StatsReader {
     /// The counter totals since the device was opened, read from the
     /// hardware first while the device is open (as [`Device::stats`](crate::Device::stats)).
-    pub fn read(&self) -> Stats {
+    pub fn stats(&self) -> Stats {
         let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         if self.open.load(Ordering::Acquire) {
             self.source.update(&mut s);
