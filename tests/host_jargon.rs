@@ -10,7 +10,8 @@
 //! only the built binaries (`cargo build -p pollnic-cli --bin pollnic` and
 //! `cargo build -p pollnic-tools --examples`, into this test's target dir).
 
-use std::path::{Path, PathBuf};
+use pollnic_tests::profile_dir;
+use std::path::Path;
 use std::process::Command;
 
 /// How far from a term, in characters either side, its gloss may stand.
@@ -61,15 +62,6 @@ const TERMS: &[(&str, &[&str])] = &[
     ),
     ("Toeplitz", &["hash"]),
 ];
-
-/// target/<profile>/ of this test executable (target/<profile>/deps/<test>-<hash>).
-fn profile_dir() -> PathBuf {
-    let me = std::env::current_exe().unwrap();
-    me.parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .to_path_buf()
-}
 
 /// The examples of pollnic-tools, by name, from examples/Cargo.toml.
 fn example_names() -> Vec<String> {

@@ -49,7 +49,7 @@ fn mac_from_env(name: &str) -> [u8; 6] {
 }
 
 /// target/<profile>/ of this test executable (target/<profile>/deps/<test>-<hash>).
-fn profile_dir() -> PathBuf {
+pub fn profile_dir() -> PathBuf {
     let me = std::env::current_exe().unwrap();
     me.parent()
         .and_then(|deps| deps.parent())
