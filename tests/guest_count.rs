@@ -380,8 +380,11 @@ fn the_cache_model_counts_a_known_sweep_and_sees_the_device_write() {
             user(&first)
         );
     }
+    // A second pass over lines already in L1D: a timer interrupt or a
+    // context switch between the passes evicts a few (13 of 256 in one CI
+    // run, 0-4 in others), never most.
     assert!(
-        second.user_l1d_misses <= 4,
+        second.user_l1d_misses <= n / 16,
         "16 KiB fits L1D: {:?}",
         user(&second)
     );
