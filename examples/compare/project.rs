@@ -180,9 +180,7 @@ pub fn ns_per_packet(c: &Counts, b: Bound) -> f64 {
 /// # Errors
 /// The note, when any count is absent.
 pub fn counts(r: &Row) -> Result<Counts, String> {
-    let instructions = r
-        .work_instructions_per_packet
-        .or(r.instructions_per_packet);
+    let instructions = r.work_instructions_per_packet.or(r.instructions_per_packet);
     let fields = [
         ("instructions_per_packet", instructions),
         ("mmio_reads_per_packet", r.mmio_reads_per_packet),

@@ -362,9 +362,15 @@ fn projection_text(rows: &[Row]) -> String {
             r.path, r.frame_size
         );
     }
-    let first = rows.iter().find(|r| r.valid && !r.projection_note.is_empty());
+    let first = rows
+        .iter()
+        .find(|r| r.valid && !r.projection_note.is_empty());
     if let Some(r) = first {
-        let what = if s.is_empty() { "Projection" } else { "Projection (proj ns)" };
+        let what = if s.is_empty() {
+            "Projection"
+        } else {
+            "Projection (proj ns)"
+        };
         let _ = writeln!(s, "{what}: {}", r.projection_note);
     }
     s
