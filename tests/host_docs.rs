@@ -1,5 +1,6 @@
-//! The README and the pages under `docs/`: every relative link resolves, and
-//! the README stays short enough to read in five minutes.
+//! The README and the pages under `docs/`: every relative link resolves, the
+//! README stays short enough to read in five minutes, and the projection
+//! page lists every constant of the compare tool's projection.
 //!
 //! Self-contained (std only): it also builds and runs with plain rustc,
 //! `rustc --edition 2021 --test tests/host_docs.rs -o /tmp/host_docs`.
@@ -249,4 +250,114 @@ fn library_examples_print_errors_with_their_messages() {
          std::process::exit(1); }} }}` as README.md does:\n{}",
         found.join("\n")
     );
+}
+
+/// A projection constant as `examples/compare/project.rs` defines it:
+/// `pub const NAME: Constant = Constant { value: .., min: .., max: .. };`.
+#[derive(Debug)]
+struct ProjectionConstant {
+    name: String,
+    value: f64,
+    min: f64,
+    max: f64,
+}
+
+/// Every `Constant` defined in `project.rs`'s source text.
+fn projection_constants(src: &str) -> Vec<ProjectionConstant> {
+    let mut out = Vec::new();
+    for (i, _) in src.match_indices("pub const ") {
+        let rest = &src[i + "pub const ".len()..];
+        let Some((name, rest)) = rest.split_once(':') else {
+            continue;
+        };
+        let Some(body) = rest.trim_start().strip_prefix("Constant = Constant {") else {
+            continue;
+        };
+        let body = &body[..body.find('}').expect("a Constant's closing brace")];
+        let field = |key: &str| -> f64 {
+            body.split(',')
+                .filter_map(|f| f.split_once(':'))
+                .find(|(k, _)| k.trim() == key)
+                .and_then(|(_, v)| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name}: no numeric `{key}` in {body:?}"))
+        };
+        out.push(ProjectionConstant {
+            name: name.trim().to_string(),
+            value: field("value"),
+            min: field("min"),
+            max: field("max"),
+        });
+    }
+    out
+}
+
+/// The cells of every Markdown table row in `text` (`| a | b |` -> `["a", "b"]`).
+fn table_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('|') && l.ends_with('|') && l.len() > 1)
+        .map(|l| {
+            l[1..l.len() - 1]
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// docs/design/projection.md lists every constant of the compare tool's
+/// projection (`examples/compare/project.rs`) in its table: a row whose
+/// first cell is the constant's name in backticks, with a cell that is its
+/// value and a cell that is its range `min–max`, whole cells, as numbers;
+/// and the table names no constant the code does not define.
+#[test]
+fn the_projection_page_lists_every_constant_of_project_rs() {
+    let root = repo_root();
+    let src = fs::read_to_string(root.join("examples/compare/project.rs")).expect("project.rs");
+    let page = fs::read_to_string(root.join("docs/design/projection.md")).expect("projection.md");
+    let constants = projection_constants(&src);
+    assert!(
+        constants.len() >= 8,
+        "found only {} constants in project.rs: {constants:?}",
+        constants.len()
+    );
+    let rows = table_rows(&page);
+    let number = |cell: &str| cell.parse::<f64>().ok();
+    let range = |cell: &str| {
+        let (a, b) = cell.split_once('–')?;
+        Some((number(a.trim())?, number(b.trim())?))
+    };
+    for k in &constants {
+        let name_cell = format!("`{}`", k.name);
+        let row = rows
+            .iter()
+            .find(|r| r.first() == Some(&name_cell))
+            .unwrap_or_else(|| panic!("docs/design/projection.md: no table row for {}", k.name));
+        assert!(
+            row.iter().any(|c| number(c) == Some(k.value)),
+            "docs/design/projection.md: {}'s row has no cell {} (its value in project.rs): {row:?}",
+            k.name,
+            k.value
+        );
+        assert!(
+            row.iter().any(|c| range(c) == Some((k.min, k.max))),
+            "docs/design/projection.md: {}'s row has no cell {}–{} (its range in project.rs): {row:?}",
+            k.name,
+            k.min,
+            k.max
+        );
+    }
+    for row in &rows {
+        let Some(name) = row
+            .first()
+            .and_then(|c| c.strip_prefix('`'))
+            .and_then(|c| c.strip_suffix('`'))
+        else {
+            continue;
+        };
+        assert!(
+            constants.iter().any(|k| k.name == name),
+            "docs/design/projection.md lists `{name}`, which project.rs does not define"
+        );
+    }
 }

@@ -9,7 +9,8 @@
 //! compare --tx 0000:03:00.0 --rx 0000:03:00.1 --seconds 5 --rate 100000   # real NICs
 //! ```
 //!
-//! Prints a table and writes compare.json, compare.csv and compare.svg to
+//! Prints a table and writes compare.json, compare.csv, compare.svg and
+//! projection.svg (a projection from the counts, not a measurement) to
 //! `--out`. Under emulation the numbers include the emulator's cost: compare
 //! rows of one run only.
 
@@ -20,6 +21,7 @@ mod gen;
 mod knobs;
 mod paths;
 mod pmu;
+mod project;
 mod report;
 mod rfs;
 mod sock;
@@ -193,7 +195,14 @@ fn main() {
     }
 }
 
+/// One row from a measurement, with its projection (`project.rs`).
 fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
+    let mut r = measured_row(path, size, rate, m);
+    project::apply(&mut r);
+    r
+}
+
+fn measured_row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
     let missing = |note: String| Row {
         path: path.into(),
         frame_size: size,
@@ -261,6 +270,13 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
         itr_usecs: None,
         interrupts_per_wakeup: None,
         waitpkg: None,
+        projected_ns_per_packet: None,
+        projected_ns_per_packet_low: None,
+        projected_ns_per_packet_high: None,
+        projected_mpps_per_core: None,
+        projected_mpps_per_core_low: None,
+        projected_mpps_per_core_high: None,
+        projection_note: String::new(),
         note,
         valid: false,
     };
@@ -355,6 +371,13 @@ fn row(path: &str, size: usize, rate: u64, m: Result<Measured, String>) -> Row {
             .filter(|s| s.sleeps > 0)
             .map(|s| s.interrupts as f64 / s.sleeps as f64),
         waitpkg: m.irq_state.map(|s| s.waitpkg),
+        projected_ns_per_packet: None,
+        projected_ns_per_packet_low: None,
+        projected_ns_per_packet_high: None,
+        projected_mpps_per_core: None,
+        projected_mpps_per_core_low: None,
+        projected_mpps_per_core_high: None,
+        projection_note: String::new(),
         instructions_per_packet: c(|p| p.instructions),
         work_instructions_per_packet: cost.as_ref().and_then(|p| p.work_instructions),
         work_instructions_per_packet_low: cost.as_ref().and_then(|p| p.work_instructions_low),
@@ -648,7 +671,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     print!("{}", report::table(&rows));
     print!("{}", report::top_functions_text(&rows));
     report::write_all(&args.out, stem, &rows, title.trim())?;
-    println!("wrote {}/{stem}.{{json,csv,svg}}", args.out.display());
+    println!(
+        "wrote {}/{stem}.{{json,csv,svg}} and {}",
+        args.out.display(),
+        report::projection_file(stem)
+    );
     check_rows(&rows)
 }
 

@@ -227,6 +227,32 @@ pub struct Row {
     /// (UMONITOR/UMWAIT); no receive mode uses it.
     #[serde(default)]
     pub waitpkg: Option<bool>,
+    /// Projected, not measured: ns per packet on one Xeon Platinum 8380
+    /// core at 2.3 GHz from this row's counts under QEMU/TCG
+    /// (`project.rs`, docs/design/projection.md). None, never 0, when a
+    /// count is missing: `projection_note` names it.
+    #[serde(default)]
+    pub projected_ns_per_packet: Option<f64>,
+    /// Projected ns per packet, every constant at the end of its range that
+    /// gives the shorter time.
+    #[serde(default)]
+    pub projected_ns_per_packet_low: Option<f64>,
+    /// Projected ns per packet, every constant at the end that gives the
+    /// longer time (misses summed as if serial: an upper bound).
+    #[serde(default)]
+    pub projected_ns_per_packet_high: Option<f64>,
+    /// Projected million packets/s on that one core: 1000 / `projected_ns_per_packet`.
+    #[serde(default)]
+    pub projected_mpps_per_core: Option<f64>,
+    /// Projected Mpps, the low figure: 1000 / `projected_ns_per_packet_high`.
+    #[serde(default)]
+    pub projected_mpps_per_core_low: Option<f64>,
+    /// Projected Mpps, the high figure: 1000 / `projected_ns_per_packet_low`.
+    #[serde(default)]
+    pub projected_mpps_per_core_high: Option<f64>,
+    /// What the projection is made from, or which counts the row lacks.
+    #[serde(default)]
+    pub projection_note: String,
     /// Why a row is missing, or what to know about it.
     pub note: String,
     /// False when the row has no valid measurement (see `note`).
@@ -242,7 +268,7 @@ pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  mode",
+        "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>7} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  mode",
         "path",
         "size",
         "insn/pkt",
@@ -252,6 +278,7 @@ pub fn table(rows: &[Row]) -> String {
         "mmio r",
         "mmio w",
         "irq",
+        "proj ns",
         "offered",
         "sent",
         "received",
@@ -277,7 +304,7 @@ pub fn table(rows: &[Row]) -> String {
         }
         let _ = writeln!(
             s,
-            "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  {}",
+            "{:<20} {:>5} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>7} {:>9.0} {:>9} {:>9} {:>7} {:>9.0} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}  {}",
             r.path,
             r.frame_size,
             opt(r.instructions_per_packet, 0),
@@ -287,6 +314,7 @@ pub fn table(rows: &[Row]) -> String {
             opt(r.mmio_reads_per_packet, 2),
             opt(r.mmio_writes_per_packet, 2),
             opt(r.interrupts_per_packet, 2),
+            opt(r.projected_ns_per_packet, 0),
             r.offered_pps,
             r.sent,
             r.received,
@@ -308,6 +336,43 @@ pub fn table(rows: &[Row]) -> String {
     }
     s.push_str(&pmu_text(rows));
     s.push_str(&cache_text(rows));
+    s.push_str(&projection_text(rows));
+    s
+}
+
+/// Each projected row's figure with its low-high range, then what the
+/// projection is; when no row has one, one line saying why.
+fn projection_text(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for r in rows.iter().filter(|r| r.valid) {
+        let (Some(ns), Some(low), Some(high), Some(mpps), Some(mpps_low), Some(mpps_high)) = (
+            r.projected_ns_per_packet,
+            r.projected_ns_per_packet_low,
+            r.projected_ns_per_packet_high,
+            r.projected_mpps_per_core,
+            r.projected_mpps_per_core_low,
+            r.projected_mpps_per_core_high,
+        ) else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "  {} {}: projected {ns:.0} ns per packet ({low:.0}-{high:.0}), \
+             {mpps:.2} Mpps per core ({mpps_low:.2}-{mpps_high:.2})",
+            r.path, r.frame_size
+        );
+    }
+    let first = rows
+        .iter()
+        .find(|r| r.valid && !r.projection_note.is_empty());
+    if let Some(r) = first {
+        let what = if s.is_empty() {
+            "Projection"
+        } else {
+            "Projection (proj ns)"
+        };
+        let _ = writeln!(s, "{what}: {}", r.projection_note);
+    }
     s
 }
 
@@ -406,7 +471,18 @@ pub fn write_all(dir: &Path, stem: &str, rows: &[Row], title: &str) -> Result<()
     let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
     std::fs::write(dir.join(format!("{stem}.json")), json).map_err(|e| e.to_string())?;
     write_csv(&dir.join(format!("{stem}.csv")), rows)?;
-    plot(&dir.join(format!("{stem}.svg")), rows, title)
+    plot(&dir.join(format!("{stem}.svg")), rows, title)?;
+    plot_projection(&dir.join(projection_file(stem)), rows)
+}
+
+/// The projection chart's file name beside `<stem>.svg`: `projection.svg`
+/// for `compare`, `<stem>-projection.svg` for the others.
+pub fn projection_file(stem: &str) -> String {
+    if stem == "compare" {
+        "projection.svg".into()
+    } else {
+        format!("{stem}-projection.svg")
+    }
 }
 
 /// Write `items` as CSV, one column per field of their JSON objects (csv
@@ -448,7 +524,8 @@ pub fn write_csv<T: Serialize>(path: &Path, items: &[T]) -> Result<(), String> {
     w.flush().map_err(|e| e.to_string())
 }
 
-/// Re-draw `compare.svg` in `dir` from its `compare.json`.
+/// Re-draw `compare.svg` and `projection.svg` in `dir` from its
+/// `compare.json`, the projection made again from the file's counts.
 ///
 /// # Errors
 /// File or decoding errors, as text.
@@ -460,49 +537,139 @@ pub fn replot(dir: &Path, title: &str) -> Result<(), String> {
             file.display()
         )
     })?;
-    let rows: Vec<Row> = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    let mut rows: Vec<Row> = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    // The projection is arithmetic on the counts: made again with the
+    // constants of this build (a file older than the projection has none).
+    rows.iter_mut().for_each(crate::project::apply);
     print!("{}", table(&rows));
-    plot(&dir.join("compare.svg"), &rows, title)
+    plot(&dir.join("compare.svg"), &rows, title)?;
+    plot_projection(&dir.join(projection_file("compare")), &rows)
 }
 
-/// Two bar charts: received kpps and P50/P99 latency, per path and frame size.
-fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
-    let valid: Vec<&Row> = rows.iter().filter(|r| r.valid).collect();
-    let short = |p: &str| {
-        match p {
-            "pollnic-1q" => "pn-1q",
-            "pollnic-1q-rxonly" => "pn-1q-ro",
-            "pollnic-1q-adaptive" => "pn-1q-adpt",
-            "pollnic-1q-irq" => "pn-1q-irq",
-            "pollnic-2q" => "pn-2q",
-            "kernel-afpacket" => "afpkt",
-            "kernel-recvmmsg" => "mmsg",
-            "kernel-afxdp" => "afxdp",
-            "pollnic-fwd-io" => "pn-io",
-            "pollnic-fwd-macswap" => "pn-mswap",
-            "dpdk-testpmd-io" => "dpdk-io",
-            "dpdk-testpmd-macswap" => "dpdk-mswap",
-            "dpdk-testpmd" => "dpdk",
-            other => {
-                return other
-                    .replace("pollnic-1q-adaptive-eitr", "pn-1q-adpt-e")
-                    .replace("pollnic-1q-irq-eitr", "pn-1q-irq-e")
-            }
+/// A short label for a path on a chart's axis.
+fn short(p: &str) -> String {
+    match p {
+        "pollnic-1q" => "pn-1q",
+        "pollnic-1q-rxonly" => "pn-1q-ro",
+        "pollnic-1q-adaptive" => "pn-1q-adpt",
+        "pollnic-1q-irq" => "pn-1q-irq",
+        "pollnic-2q" => "pn-2q",
+        "kernel-afpacket" => "afpkt",
+        "kernel-recvmmsg" => "mmsg",
+        "kernel-afxdp" => "afxdp",
+        "pollnic-fwd-io" => "pn-io",
+        "pollnic-fwd-macswap" => "pn-mswap",
+        "dpdk-testpmd-io" => "dpdk-io",
+        "dpdk-testpmd-macswap" => "dpdk-mswap",
+        "dpdk-testpmd" => "dpdk",
+        other => {
+            return other
+                .replace("pollnic-1q-adaptive-eitr", "pn-1q-adpt-e")
+                .replace("pollnic-1q-irq-eitr", "pn-1q-irq-e")
         }
-        .to_string()
-    };
-    let labels: Vec<String> = valid
-        .iter()
-        .map(|r| format!("{}/{}B", short(&r.path), r.frame_size))
-        .collect();
-    let label_at = |x: &f64| -> String {
+    }
+    .to_string()
+}
+
+/// A formatter for an axis whose whole numbers index `labels`: the label
+/// at a whole number, nothing between.
+fn label_at(labels: &[String]) -> impl Fn(&f64) -> String + '_ {
+    move |x: &f64| {
         let i = x.round();
         if (x - i).abs() < 0.01 && i >= 0.0 {
             labels.get(i as usize).cloned().unwrap_or_default()
         } else {
             String::new()
         }
+    }
+}
+
+/// One horizontal bar per projected row at its middle figure, ns per
+/// packet, with a whisker from its low to its high figure. Titled as what
+/// it is: a projection from counts under QEMU/TCG, not a measurement.
+fn plot_projection(file: &Path, rows: &[Row]) -> Result<(), String> {
+    let projected: Vec<(&Row, f64, f64, f64)> = rows
+        .iter()
+        .filter(|r| r.valid)
+        .filter_map(|r| {
+            Some((
+                r,
+                r.projected_ns_per_packet?,
+                r.projected_ns_per_packet_low?,
+                r.projected_ns_per_packet_high?,
+            ))
+        })
+        .collect();
+    // The first row on top: row i at y = len - 1 - i.
+    let labels: Vec<String> = projected
+        .iter()
+        .rev()
+        .map(|(r, ..)| format!("{}/{}B", short(&r.path), r.frame_size))
+        .collect();
+    let y = |i: usize| (projected.len() - 1 - i) as f64;
+    let n = projected.len().max(1);
+    let max_ns = projected.iter().map(|p| p.3).fold(1.0, f64::max) * 1.1;
+    let root = SVGBackend::new(file, (1100, 120 + 40 * n as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let title = format!(
+        "PROJECTION, not a measurement: ns per packet on {}",
+        crate::project::CPU
+    );
+    let root = root
+        .titled(&title, ("sans-serif", 18))
+        .map_err(|e| e.to_string())?;
+    let err = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let why_none = rows
+        .iter()
+        .find(|r| r.valid && !r.projection_note.is_empty())
+        .filter(|_| projected.is_empty());
+    let caption = match why_none {
+        Some(r) => r.projection_note.clone(),
+        None => "from counts under QEMU/TCG; bar: middle figure, whisker: low to high \
+                 (docs/design/projection.md)"
+            .to_string(),
     };
+    let mut c = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 13))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(130)
+        .build_cartesian_2d(0f64..max_ns, -0.5f64..n as f64 - 0.5)
+        .map_err(err)?;
+    c.configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&label_at(&labels))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_desc("projected ns per packet (not measured)")
+        .draw()
+        .map_err(err)?;
+    c.draw_series(projected.iter().enumerate().map(|(i, p)| {
+        let y = y(i);
+        Rectangle::new([(0.0, y - 0.3), (p.1, y + 0.3)], GREEN.mix(0.5).filled())
+    }))
+    .map_err(err)?;
+    for (i, p) in projected.iter().enumerate() {
+        let y = y(i);
+        let lines = [
+            vec![(p.2, y), (p.3, y)],
+            vec![(p.2, y - 0.15), (p.2, y + 0.15)],
+            vec![(p.3, y - 0.15), (p.3, y + 0.15)],
+        ];
+        c.draw_series(lines.into_iter().map(|l| PathElement::new(l, BLACK)))
+            .map_err(err)?;
+    }
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Two bar charts: received kpps and P50/P99 latency, per path and frame size.
+fn plot(file: &Path, rows: &[Row], title: &str) -> Result<(), String> {
+    let valid: Vec<&Row> = rows.iter().filter(|r| r.valid).collect();
+    let labels: Vec<String> = valid
+        .iter()
+        .map(|r| format!("{}/{}B", short(&r.path), r.frame_size))
+        .collect();
+    let label_at = label_at(&labels);
     let n = valid.len().max(1);
     let root = SVGBackend::new(file, (1100, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
