@@ -175,6 +175,52 @@ fn sweep_finds_a_knee_per_path_and_writes_its_files() {
     assert!(out.join("sweep.svg").is_file() && out.join("sweep.csv").is_file());
 }
 
+/// Issue 43 item 4: the kernel's floor. `kernel-xdp-drop` attaches an
+/// XDP_DROP program in igb's driver; its received count is the interface's
+/// rx_packets over the trial (no frame reaches user space), without the
+/// warm-up's frames, so never more than were sent; it has no latency.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn the_xdp_drop_row_counts_the_drivers_frames_over_the_trial() {
+    let out = std::env::temp_dir().join(format!("pollnic-compare-xdpdrop-{}", std::process::id()));
+    let text = run_compare(
+        &[
+            "--seconds",
+            "1",
+            "--rate",
+            "5000",
+            "--sizes",
+            "64",
+            "--paths",
+            "kernel-xdp-drop",
+        ],
+        &out,
+    );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    let r = rows
+        .iter()
+        .find(|r| r["path"] == "kernel-xdp-drop")
+        .unwrap_or_else(|| panic!("no kernel-xdp-drop row:\n{text}"));
+    let what = format!("{r}");
+    assert_eq!(r["mode"], "xdp-drv drop", "{what}");
+    let (sent, received) = (r["sent"].as_u64().unwrap(), r["received"].as_u64().unwrap());
+    assert!(received <= sent, "received more than sent: {what}");
+    assert!(
+        received * 10 >= sent * 9,
+        "XDP_DROP at 5 kpps lost more than 10 %: {what}"
+    );
+    assert!(r["p50_us"].is_null(), "no frame reaches user space: {what}");
+    assert!(
+        r["note"]
+            .as_str()
+            .unwrap_or("")
+            .contains("XDP_DROP in the driver"),
+        "{what}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// Runs compare from port 0 to port 1 with `args`, writing into `out`;
 /// prints its output and fails the test unless it succeeded. Returns the output.
 fn run_compare(args: &[&str], out: &std::path::Path) -> String {

@@ -7,12 +7,96 @@ use pollnic::{Device, Packet};
 use pollnic_tools::frame::{self, Flow};
 use pollnic_tools::marker;
 use pollnic_tools::metrics::PollGaps;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// The core the generator thread is pinned to (`--gen-core`), set once by
 /// `main`; `usize::MAX` leaves it unpinned.
 pub static GEN_CORE: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// `--drain N`: frames each row puts into the receive ring while its
+/// receiver waits (0: off, every row offers its rate for its seconds).
+pub static DRAIN_FRAMES: AtomicU64 = AtomicU64::new(0);
+
+/// Set while a drain row's frames arrive: every receive loop waits in
+/// [`hold`] instead of reading.
+static PAUSED: AtomicBool = AtomicBool::new(false);
+
+/// How long a drain row waits after its last frame was sent before the
+/// receiver may read: the device and the kernel have placed every frame.
+pub const DRAIN_SETTLE: Duration = Duration::from_millis(300);
+
+/// Called at the top of every receive loop: returns at once, or (a drain
+/// row's fill) when the receiver may read again.
+#[inline]
+pub fn hold() {
+    while PAUSED.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A row's trial: [`generate`] at the row's rate, or with `--drain N` the
+/// drain: the receivers held ([`hold`]), N frames sent as fast as the
+/// port takes them, [`DRAIN_SETTLE`] for them to land in the receive ring
+/// (or the socket), then the receivers let go to empty it in full bursts;
+/// the counted window spans all of it, so a row's count per packet is its
+/// work per frame at full bursts, whatever the timing (issue 43 item 7).
+pub fn trial(
+    dev: &mut Device,
+    flows: &[Flow],
+    size: usize,
+    rate: u64,
+    secs: f64,
+    stop: &AtomicBool,
+) -> Offered {
+    let n = DRAIN_FRAMES.load(Relaxed);
+    if n == 0 {
+        return generate(dev, flows, size, rate, secs, stop);
+    }
+    on_gen_core(|| {
+        PAUSED.store(true, Relaxed);
+        let mut meter = crate::cost::Meter::new();
+        if let Some(m) = meter.as_mut() {
+            m.begin();
+        }
+        let mut pmu = crate::pmu::begin(GEN_CORE.load(Relaxed));
+        let mut offered = send(
+            dev,
+            flows,
+            size,
+            DRAIN_RATE,
+            60.0,
+            stop,
+            Limit::Frames(n),
+            |_| {},
+        );
+        std::thread::sleep(DRAIN_SETTLE);
+        PAUSED.store(false, Relaxed);
+        std::thread::sleep(crate::cost::TAIL);
+        offered.pmu = pmu
+            .as_mut()
+            .map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
+        if let Some(m) = meter {
+            let core = GEN_CORE.load(Relaxed);
+            offered.window = m.end((core != usize::MAX).then_some(core));
+        }
+        offered
+    })
+}
+
+/// How many frames [`send`] sends: for its seconds at its rate, the
+/// warm-up's (their timestamps zeroed: receivers leave them out), or a
+/// drain's (as fast as the TX ring takes them, no schedule).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Limit {
+    Time,
+    WarmUp(u64),
+    Frames(u64),
+}
+
+/// The schedule of a drain's frames: far above what the testbed's ports
+/// take, so they go as fast as the TX ring empties.
+const DRAIN_RATE: u64 = 10_000_000;
 
 /// What was offered.
 pub struct Offered {
@@ -73,7 +157,7 @@ pub fn warm_up(dev: &mut Device, flows: &[Flow], size: usize, stop: &AtomicBool)
             WARM_UP_RATE,
             secs * 2.0,
             stop,
-            Some(WARM_UP_FRAMES),
+            Limit::WarmUp(WARM_UP_FRAMES),
             |_| {},
         )
         .sent
@@ -101,7 +185,7 @@ pub fn generate(
             m.begin();
         }
         let mut pmu = crate::pmu::begin(GEN_CORE.load(Relaxed));
-        let mut offered = send(dev, flows, size, rate, secs, stop, None, |_| {});
+        let mut offered = send(dev, flows, size, rate, secs, stop, Limit::Time, |_| {});
         if meter.is_some() || pmu.is_some() {
             std::thread::sleep(crate::cost::TAIL);
         }
@@ -189,7 +273,7 @@ pub fn round_trip(
             m.begin();
         }
         let mut pmu = crate::pmu::begin(GEN_CORE.load(Relaxed));
-        let mut offered = send(dev, flows, size, rate, secs, stop, None, &mut poll);
+        let mut offered = send(dev, flows, size, rate, secs, stop, Limit::Time, &mut poll);
         let end = Instant::now() + drain;
         while Instant::now() < end {
             poll(dev);
@@ -218,9 +302,10 @@ pub(crate) fn send(
     rate: u64,
     secs: f64,
     stop: &AtomicBool,
-    warm: Option<u64>,
+    until: Limit,
     mut poll: impl FnMut(&mut Device),
 ) -> Offered {
+    let warm = matches!(until, Limit::WarmUp(_));
     let len = size - 4;
     let gap = Duration::from_nanos(1_000_000_000 / rate.max(1));
     let tx_before = dev.stats().get("tx_packets").unwrap_or(0);
@@ -230,7 +315,10 @@ pub(crate) fn send(
     let mut pending: Vec<Packet> = Vec::with_capacity(32);
     // The schedule: frame `origin_seq + k` is due at `origin + k × gap`.
     let (mut origin, mut origin_seq, mut skipped) = (t0, 0u64, 0u64);
-    let limit = warm.unwrap_or(u64::MAX);
+    let limit = match until {
+        Limit::Time => u64::MAX,
+        Limit::WarmUp(n) | Limit::Frames(n) => n,
+    };
     // Until the time is up, or (warm-up) all `limit` frames are out.
     // One clock read per turn (each is an exit into the emulator in the testbed).
     loop {
@@ -242,7 +330,10 @@ pub(crate) fn send(
         let mut due = origin_seq
             + (now.saturating_duration_since(origin).as_nanos() / gap.as_nanos().max(1)) as u64
             + 1;
-        if due > seq + MAX_LAG {
+        if let Limit::Frames(_) = until {
+            // A drain's frames: as fast as the TX ring takes them.
+            due = seq + 32;
+        } else if due > seq + MAX_LAG {
             // Fallen behind: restart the schedule now rather than catch up.
             skipped += due - seq - 1;
             (origin, origin_seq) = (now, seq);
@@ -260,7 +351,7 @@ pub(crate) fn send(
             due.min(limit),
             |_| len,
         );
-        if warm.is_some() {
+        if warm {
             for p in pending.iter_mut() {
                 p.data_mut()[frame::HEADERS_LEN..frame::HEADERS_LEN + 2].fill(0);
             }

@@ -29,6 +29,7 @@ mod sweep;
 mod tally;
 mod testpmd;
 mod tx;
+mod xdpdrop;
 mod xsk;
 
 use clap::Parser;
@@ -60,6 +61,15 @@ struct Args {
     /// Offered packets/s. [range: 1..=1000000000]
     #[arg(value_parser = clap::value_parser!(u64).range(1..=1000000000), long, default_value_t = 20_000)]
     rate: u64,
+    /// Drain measurement instead of a rate: each row puts this many frames
+    /// into the receive ring (or socket) while its receiver waits, then lets
+    /// it empty them in full bursts, and counts per packet over both, so the
+    /// count does not depend on timing (with the counter:
+    /// `cargo xtask compare -- --drain 256`). --rate and --seconds are then
+    /// unused; dpdk-testpmd and the transmit rows cannot wait and give no
+    /// row. [range: 1..=448]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=448), long, conflicts_with_all = ["sweep", "forward", "load_curve"])]
+    drain: Option<u64>,
     /// Wire frame sizes (incl. the FCS, frame check sequence: the 4-byte CRC
     /// ending every frame), comma-separated. [range: 64..=1518]
     #[arg(long, default_value = "64,1518", value_delimiter = ',')]
@@ -495,6 +505,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     gen::GEN_CORE.store(args.gen_core, std::sync::atomic::Ordering::Relaxed);
+    gen::DRAIN_FRAMES.store(
+        args.drain.unwrap_or(0),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let _ = pmu::PMU_EVENTS.set(args.pmu);
     cost::COUNT_CACHE.store(args.count_cache, std::sync::atomic::Ordering::Relaxed);
     let _ = cost::RX_PORT.set(rx.to_string());
@@ -1031,11 +1045,16 @@ fn irq_path(p: &str) -> Option<(IrqRow, Option<u32>)> {
     Some((mode, Some(usecs)))
 }
 
-/// Paths named only in `--paths` beside [`RX_PATHS`]: the scaling rows,
+/// The kernel's floor, by `--paths` only: the driver with an XDP program
+/// that drops every frame (`XDP_DROP`), no socket (`xdpdrop.rs`).
+const XDP_DROP_PATH: &str = "kernel-xdp-drop";
+
+/// Paths named only in `--paths` beside [`RX_PATHS`]: `kernel-xdp-drop`, the scaling rows,
 /// the RFS rows, the interrupt rows with a fixed EITR ([`irq_path`]) and
 /// the transmit rows (`tx-*`, counted per sent packet).
 fn extra_path(p: &str) -> bool {
-    SCALING_PATHS.contains(&p)
+    p == XDP_DROP_PATH
+        || SCALING_PATHS.contains(&p)
         || rfs::RFS_PATHS.contains(&p)
         || tx::TX_PATHS.contains(&p)
         || irq_path(p).is_some()
@@ -1058,7 +1077,25 @@ fn measure(
     cores: &[usize],
     macs: ([u8; 6], [u8; 6]),
 ) -> Result<Measured, String> {
-    let m = measure_path(path, load, rx, cores, macs);
+    let drain = gen::DRAIN_FRAMES.load(std::sync::atomic::Ordering::Relaxed);
+    if drain > 0
+        && (path.starts_with("dpdk-testpmd")
+            || tx::TX_PATHS.contains(&path)
+            || path.contains("-fwd-"))
+    {
+        return Err(format!(
+            "not with --drain: {path} cannot be held while the ring fills (testpmd polls from its start; a transmit or forwarding row has no receive ring to fill)"
+        ));
+    }
+    let m = measure_path(path, load, rx, cores, macs).map(|mut m| {
+        if drain > 0 {
+            m.note = format!(
+                "drain: {drain} frames sent while the receiver waited, then emptied in full bursts (counts over both); {}",
+                m.note
+            );
+        }
+        m
+    });
     // A receive core that is the generator's: its counts cannot be split.
     let gen = gen::GEN_CORE.load(std::sync::atomic::Ordering::Relaxed);
     let receive = &cores[..(path_queues(path) as usize).min(cores.len())];
@@ -1112,6 +1149,7 @@ fn measure_path(
         "kernel-recvmmsg" => paths::recvmmsg_rx(load, rx),
         "kernel-afxdp" => paths::afxdp_rx(load, rx, cores, false),
         "kernel-afxdp-busypoll" => paths::afxdp_rx(load, rx, cores, true),
+        XDP_DROP_PATH => paths::xdp_drop_rx(load, rx),
         "kernel-afpacket-tuned" => {
             paths::afpacket_tuned_rx(load, rx, cores, 1, paths::TUNED_RX_USECS[0])
         }

@@ -201,6 +201,7 @@ fn pollnic_rx_with(
             q.free_bulk(&mut buf);
             polled_once.fetch_add(1, Relaxed);
             while !timed && !done.load(Relaxed) {
+                crate::gen::hold();
                 marker::begin();
                 let n = q.rx_burst(&mut buf, 32);
                 q.wait_rx(n);
@@ -220,6 +221,7 @@ fn pollnic_rx_with(
                 commit(n);
             }
             while timed && !done.load(Relaxed) {
+                crate::gen::hold();
                 // Marked for the counter: a burst with packets, from the
                 // poll to the packets freed (empty polls discarded).
                 marker::begin();
@@ -254,7 +256,7 @@ fn pollnic_rx_with(
             }
             warm = warm_up(load.gen, load.flows, load.size, load.stop);
             measuring.store(true, Relaxed);
-            offered = Some(generate(
+            offered = Some(crate::gen::trial(
                 load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
             ));
             std::thread::sleep(DRAIN);
@@ -487,7 +489,7 @@ pub(crate) fn kernel_rows<R: Send>(
             })
             .collect();
         let warm = warm_up(load.gen, load.flows, load.size, load.stop);
-        let offered = generate(
+        let offered = crate::gen::trial(
             load.gen, load.flows, load.size, load.rate, load.secs, load.stop,
         );
         std::thread::sleep(DRAIN);
@@ -533,6 +535,67 @@ pub(crate) fn kernel_rows<R: Send>(
     ))
 }
 
+/// The interface's `rx_packets` (`/sys/class/net/<if>/statistics`): what the
+/// driver received, XDP_DROP's frames included (igb and `virtio_net` count
+/// a frame before its XDP verdict).
+fn iface_rx_packets(ifname: &str) -> Result<u64, String> {
+    let p = format!("/sys/class/net/{ifname}/statistics/rx_packets");
+    std::fs::read_to_string(&p)
+        .map_err(|e| format!("{p}: {e}"))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("{p}: {e}"))
+}
+
+/// The kernel's driver with an XDP program that drops every frame in the
+/// driver (`XDP_DROP`, native mode), no socket: the kernel's floor
+/// (`crate::xdpdrop`). Nothing reaches user space, so "received" is the
+/// interface's `rx_packets` over the trial (the warm-up's frames taken
+/// off) and the row has no latency; its CPU is the kernel's receive work.
+pub fn xdp_drop_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
+    let (ifname, ifindex) = kernel_iface(rx)?;
+    wait_carrier(&ifname, Duration::from_secs(10))?;
+    let prog = crate::xdpdrop::XdpDrop::attach(ifindex).map_err(|e| format!("{ifname}: {e}"))?;
+    // The attach resets the queue (igb takes the link down and up).
+    let link_back = wait_carrier(&ifname, Duration::from_secs(15))?;
+    let probe_t0 = std::time::Instant::now();
+    let before = iface_rx_packets(&ifname)?;
+    let mut ready = false;
+    while !ready && probe_t0.elapsed() < Duration::from_secs(15) && !load.stop.load(Relaxed) {
+        generate(load.gen, load.flows, load.size, 2000, 0.02, load.stop);
+        std::thread::sleep(Duration::from_millis(300));
+        ready = iface_rx_packets(&ifname)? > before;
+    }
+    if !ready {
+        return Err(format!(
+            "{ifname}: rx_packets did not move within 15 s of the XDP_DROP attach"
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let ready_after = probe_t0.elapsed() + link_back;
+    let frame_bytes = load.size.saturating_sub(4) as u64;
+    let r0 = iface_rx_packets(&ifname)?;
+    let mut m = kernel_row(load, |_t, done| {
+        while !done.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })?;
+    let r1 = iface_rx_packets(&ifname)?;
+    drop(prog);
+    let (softirqs, warm) = m.wakeups.unwrap_or((0, 0));
+    let received = (r1 - r0).saturating_sub(warm);
+    m.tally.received = received;
+    m.tally.bytes = received * frame_bytes;
+    m.wakeups = Some((softirqs, r1 - r0));
+    m.mode = "xdp-drv drop".into();
+    m.note = format!(
+        "{ifname}, XDP_DROP in the driver (2 eBPF instructions, no socket); received = rx_packets over the trial less the {warm} warm-up frames; frames flowed {:.1} s after the attach; {}",
+        ready_after.as_secs_f64(),
+        m.note
+    );
+    Ok(m)
+}
+
 /// Kernel igb + AF_PACKET socket with a TPACKET_V3 mmap ring.
 pub fn afpacket_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
     let (ifname, ifindex) = kernel_iface(rx)?;
@@ -549,6 +612,7 @@ pub fn recvmmsg_rx(load: Load<'_>, rx: PciAddress) -> Result<Measured, String> {
     let mut sock = UdpBatch::bind(port).map_err(|e| format!("UDP port {port}: {e}"))?;
     let mut m = kernel_row(load, |t, done| {
         while !done.load(Relaxed) {
+            crate::gen::hold();
             // recvmmsg blocks until a datagram arrives: take the time after it returns.
             let mut now = None;
             sock.recv_batch(|p| {
@@ -642,6 +706,7 @@ pub fn afxdp_rx(
         move |xsk, t, done| {
             let mut empty = 0u64;
             while !done.load(Relaxed) {
+                crate::gen::hold();
                 // The time the application has the frames: once per batch.
                 let mut now = None;
                 marker::begin();
@@ -720,6 +785,7 @@ fn packet_rings_rx(
 /// application is taken when its block is handed over.
 fn read_blocks(ring: &mut PacketRing, t: &mut Tally, done: &AtomicBool) {
     while !done.load(Relaxed) {
+        crate::gen::hold();
         let mut now = None;
         ring.next_block(100, |f| {
             let now = *now.get_or_insert_with(monotonic_ns);

@@ -171,6 +171,7 @@ fn read_sockets(state: &mut Group, t: &mut Tally, done: &AtomicBool) {
     }
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; socks.len().max(1)];
     while !done.load(Relaxed) {
+        crate::gen::hold();
         // SAFETY: `events` is a live array of the length passed.
         let ready = unsafe {
             libc::epoll_wait(

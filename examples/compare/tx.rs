@@ -346,7 +346,16 @@ fn pollnic_tx(load: Load<'_>, port1: PciAddress, core: usize) -> Result<Measured
     let (size, rate, secs, stop) = (load.size, load.rate, load.secs, load.stop);
     let dev_ref = &mut dev;
     tx_row(load, core, true, "busy-poll TX".into(), move || {
-        let o = crate::gen::send(dev_ref, &flows, size, rate, secs, stop, None, |_| {});
+        let o = crate::gen::send(
+            dev_ref,
+            &flows,
+            size,
+            rate,
+            secs,
+            stop,
+            crate::gen::Limit::Time,
+            |_| {},
+        );
         Ok(Sent {
             sent: o.sent,
             elapsed: o.elapsed,

@@ -124,7 +124,8 @@ pub fn plan(command: &str) -> Plan {
 /// The command's own arguments, made short: rows of 0.5 s, 64-byte frames
 /// only, no per-function profile unless the command asks for one, one sweep
 /// trial, one load-curve rate without the knee search, and one pollnic path
-/// for a sweep, load curve or forwarding run that names none (the plain
+/// for a sweep, load curve or forwarding run that names none (a drain: one
+/// pollnic and one kernel row; the plain
 /// comparison keeps all its default paths: those are what it tests).
 /// Options given at their value in the counting guest (`--rate 20000`,
 /// `--gen-core 1`, `--cores 0`) are dropped, so that a command that only
@@ -151,9 +152,12 @@ pub fn short_form(tool: &[&str]) -> Vec<String> {
         out.extend(["--top-functions", "0"].map(String::from));
     }
     let mode = has("--sweep") || has("--load-curve") || has("--forward");
-    if mode && !has("--paths") {
+    if (mode || has("--drain")) && !has("--paths") {
         let path = if has("--forward") {
             "pollnic-fwd-io"
+        } else if has("--drain") {
+            // A drain: one pollnic row and one kernel row, each held.
+            "pollnic-1q-rxonly,kernel-afpacket"
         } else {
             "pollnic-1q"
         };
@@ -252,7 +256,7 @@ pub enum Part {
 
 /// The part a runnable command belongs to.
 pub fn part(virtio: bool, args: &[String]) -> Part {
-    let mode = ["--sweep", "--load-curve", "--forward"]
+    let mode = ["--sweep", "--load-curve", "--forward", "--drain"]
         .iter()
         .any(|m| args.iter().any(|a| a == m));
     let profile = args
