@@ -238,9 +238,17 @@ fn qemu_command(
     if let Some(extra) = std::env::var_os("POLLNIC_QEMU_ARGS") {
         c.args(extra.to_string_lossy().split_whitespace());
     }
+    // A counting guest of more than 2 vCPUs runs them on one host thread,
+    // round-robin (`thread=single`): with one thread per vCPU (MTTCG) 3- and
+    // 4-vCPU counting guests hung twice (vCPU 0 stopped taking timer ticks,
+    // docs/design/counting.md); counts do not depend on threads. Times do,
+    // and are slower this way.
+    let single = opts.count.is_some() && opts.smp > 2;
     c.args([
         "-machine",
-        "q35,accel=tcg,kernel-irqchip=split",
+        "q35,kernel-irqchip=split",
+        "-accel",
+        if single { "tcg,thread=single" } else { "tcg" },
         "-cpu",
         "max",
     ])
