@@ -559,7 +559,10 @@ fn ping_and_udp_echo_over_virtio_with_l4_checksum_offload() {
                 data: &data,
             };
             let caps = pb.capabilities();
-            let buf = sb.get_mut::<icmp::Socket>(ping).send(req.buffer_len(), IP_A).unwrap();
+            let buf = sb
+                .get_mut::<icmp::Socket>(ping)
+                .send(req.buffer_len(), IP_A)
+                .unwrap();
             req.emit(&mut Icmpv4Packet::new_unchecked(buf), &caps.checksum);
             for _ in 0..50 {
                 step(&mut pa, &mut pb, &mut ia, &mut ib, &mut sa, &mut sb);
@@ -579,7 +582,9 @@ fn ping_and_udp_echo_over_virtio_with_l4_checksum_offload() {
             if sent < 200 && sent - got < 32 {
                 let len = 1 + (sent as usize * 37) % 1400;
                 let d: Vec<u8> = (0..len).map(|i| (i as u32 ^ sent) as u8).collect();
-                sb.get_mut::<udp::Socket>(client).send_slice(&d, to).unwrap();
+                sb.get_mut::<udp::Socket>(client)
+                    .send_slice(&d, to)
+                    .unwrap();
                 sent += 1;
             }
             step(&mut pa, &mut pb, &mut ia, &mut ib, &mut sa, &mut sb);

@@ -502,7 +502,11 @@ fn fold(mut s: u64) -> u16 {
 
 /// Offset of the L4 header and of its checksum field in an [`l4_frame`].
 fn l4_at(f: &[u8]) -> (usize, usize) {
-    let (start, proto) = if f[12] == 0x86 { (54, f[20]) } else { (34, f[23]) };
+    let (start, proto) = if f[12] == 0x86 {
+        (54, f[20])
+    } else {
+        (34, f[23])
+    };
     (start, start + if proto == 6 { 16 } else { 6 })
 }
 
@@ -640,7 +644,11 @@ fn what_virtio_cannot_offload_is_refused_and_counted() {
     assert_eq!(q.tx_stats().tx_offload_errors, 5);
     assert!(m.take_tx_frames().is_empty());
     drop(dev);
-    assert_eq!(pool.free_count(), pool.capacity() as usize, "refused frames came home");
+    assert_eq!(
+        pool.free_count(),
+        pool.capacity() as usize,
+        "refused frames came home"
+    );
     clean(&m);
 
     let m = SoftVirtioNet::new(VirtioModelConfig {
@@ -746,12 +754,19 @@ fn a_partial_checksum_past_the_frame_is_dropped_and_counted() {
         assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 0, "frame {i}");
     }
     assert_eq!(dev.queue(0).rx_stats().rx_errors, 100);
-    assert!(dev.queue(0).check().is_ok(), "a bad frame, not a broken queue");
+    assert!(
+        dev.queue(0).check().is_ok(),
+        "a bad frame, not a broken queue"
+    );
     m.set_hostile(None);
     let p = receive_one(&m, &mut dev, &f);
     assert_eq!(p.len(), f.len());
     drop((p, dev));
-    assert_eq!(pool.free_count(), pool.capacity() as usize, "no buffer lost");
+    assert_eq!(
+        pool.free_count(),
+        pool.capacity() as usize,
+        "no buffer lost"
+    );
     drop(pool);
     assert!(m.mappings().is_empty());
     clean(&m);

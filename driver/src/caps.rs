@@ -81,8 +81,16 @@ impl TxCapabilities {
     /// frame of `req` under.
     pub fn check(&self, req: &TxOffload) -> Result<(), TxRefusal> {
         let wanted = [
-            (req.ipv4_checksum, self.ipv4_checksum, "IPv4 header checksum insertion"),
-            (req.l4_checksum, self.l4_checksum, "TCP/UDP checksum insertion"),
+            (
+                req.ipv4_checksum,
+                self.ipv4_checksum,
+                "IPv4 header checksum insertion",
+            ),
+            (
+                req.l4_checksum,
+                self.l4_checksum,
+                "TCP/UDP checksum insertion",
+            ),
             (req.vlan.is_some(), self.vlan_insert, "VLAN tag insertion"),
             (req.tso.is_some(), self.tso, "TCP segmentation"),
         ];

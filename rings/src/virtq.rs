@@ -1252,7 +1252,12 @@ impl<D: Doorbell> VirtqTx<D> {
     }
 
     /// Refuse every frame of `pkts` for `why` (see `refuse_offloads`).
-    fn refuse_all(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache, why: TxRefusal) -> usize {
+    fn refuse_all(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        cache: &mut PoolCache,
+        why: TxRefusal,
+    ) -> usize {
         let n = pkts.len();
         for p in pkts.drain(..) {
             cache.recycle(p);

@@ -1559,7 +1559,11 @@ mod tests {
         ] {
             let io = io(base | offered, false, true);
             let mut port = Port::find(&io, addr()).unwrap();
-            assert_eq!(port.negotiate(false, false).unwrap(), base | want, "{offered:#x}");
+            assert_eq!(
+                port.negotiate(false, false).unwrap(),
+                base | want,
+                "{offered:#x}"
+            );
         }
         // max_virtqueue_pairs counts only with MQ or RSS; 0 is refused.
         let dev = io(base | all, false, true);
