@@ -2,10 +2,10 @@
 //! to its own core (queue i on core i), turns every UDP/IPv4 frame it
 //! receives into its reply (MAC addresses, IP addresses and ports swapped)
 //! and sends it back on the same queue, for a set time. The reply's IPv4
-//! and UDP checksums are the NIC's work where the port does transmit
-//! offloads (`Queue::offers_tx_offloads`: igb, ixgbe), and summed in
-//! software where it does not (`offload::checksum_in_software`: a
-//! virtio-net port):
+//! and UDP checksums are the NIC's work where the port inserts both
+//! (`Queue::tx_capabilities`: igb, ixgbe), and summed in software where it
+//! does not (`offload::checksum_in_software`: a virtio-net port, which
+//! inserts TCP/UDP checksums only):
 //!
 //! ```sh
 //! cargo build --release -p pollnic --example udp_reply
@@ -85,9 +85,9 @@ fn run(addr: &str, cfg: &DeviceConfig, time: Duration) -> pollnic::Result<()> {
         &cores,
         RxMode::BusyPoll,
         |q| {
-            // Asked once: whether this port's NIC inserts checksums.
+            // Asked once: whether this port's NIC inserts both checksums.
             let mut t = Tally {
-                by_nic: q.offers_tx_offloads(),
+                by_nic: q.tx_capabilities().check(&sums).is_ok(),
                 ..Tally::default()
             };
             let (mut burst, mut out): (Vec<Packet>, Vec<Packet>) =

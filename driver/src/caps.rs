@@ -26,8 +26,10 @@ pub struct Capabilities {
     /// ([`crate::Queue::tx_burst_offload`]).
     pub tx: TxCapabilities,
     /// Receive checksum status per frame (`DeviceConfig::rx_checksum`,
-    /// `Packet::rx_checksum`); refused at open where false (virtio-net,
-    /// where every frame would report `NotChecked`).
+    /// `Packet::rx_checksum`); refused at open where false (a virtio-net
+    /// device that does not offer `VIRTIO_NET_F_GUEST_CSUM`, where every
+    /// frame would report `NotChecked`). On virtio-net only the L4
+    /// checksum is reported (virtio 1.2 §5.1.6.4), never the IPv4 header's.
     pub rx_checksum: bool,
     /// VLAN tag stripping on receive (`DeviceConfig::vlan_strip`); refused
     /// at open where false.
@@ -45,8 +47,9 @@ pub struct Capabilities {
     pub counters: Vec<Counter>,
 }
 
-/// Transmit offloads (82576 §7.2.2.3 and §7.2.4, 82599 §7.2.3.2). All
-/// false on virtio-net: pollnic does not negotiate `VIRTIO_NET_F_CSUM`.
+/// Transmit offloads (82576 §7.2.2.3 and §7.2.4, 82599 §7.2.3.2). On
+/// virtio-net only `l4_checksum`, when the device offers
+/// `VIRTIO_NET_F_CSUM` (virtio 1.2 §5.1.6.2); the rest stay false there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TxCapabilities {
@@ -58,6 +61,45 @@ pub struct TxCapabilities {
     pub vlan_insert: bool,
     /// TCP segmentation ([`TxOffload::with_tso`]).
     pub tso: bool,
+}
+
+impl TxCapabilities {
+    /// Whether the port offers any transmit offload.
+    pub const fn any(&self) -> bool {
+        self.ipv4_checksum || self.l4_checksum || self.vlan_insert || self.tso
+    }
+
+    /// Whether every offload `req` asks is offered, whatever the frame:
+    /// [`TxRefusal::NoTxOffloads`] on a port that offers none (and `req`
+    /// asks something), [`TxRefusal::NotOffered`] naming the first one
+    /// missing on a port that offers some (IPv4 header checksum, VLAN tag
+    /// insertion, TCP segmentation, in that order; on virtio-net with
+    /// `VIRTIO_NET_F_CSUM`, all but the L4 checksum).
+    ///
+    /// # Errors
+    /// The refusal [`crate::Queue::tx_burst_offload`] would count every
+    /// frame of `req` under.
+    pub fn check(&self, req: &TxOffload) -> Result<(), TxRefusal> {
+        let wanted = [
+            (
+                req.ipv4_checksum,
+                self.ipv4_checksum,
+                "IPv4 header checksum insertion",
+            ),
+            (
+                req.l4_checksum,
+                self.l4_checksum,
+                "TCP/UDP checksum insertion",
+            ),
+            (req.vlan.is_some(), self.vlan_insert, "VLAN tag insertion"),
+            (req.tso.is_some(), self.tso, "TCP segmentation"),
+        ];
+        match wanted.iter().find(|&&(asked, has, _)| asked && !has) {
+            None => Ok(()),
+            Some(_) if !self.any() => Err(TxRefusal::NoTxOffloads),
+            Some(&(_, _, what)) => Err(TxRefusal::NotOffered { what }),
+        }
+    }
 }
 
 /// RSS as the device does it for pollnic.
@@ -75,22 +117,15 @@ pub struct RssCapabilities {
 impl Capabilities {
     /// Whether `req` can go out on this port for `frame` (the Ethernet
     /// frame without FCS): [`TxRefusal::NoTxOffloads`] on a port that does
-    /// no transmit offloads, and otherwise [`TxOffload::check`]'s answer
-    /// (what [`crate::Queue::tx_burst_offload`] would do with it).
+    /// no transmit offloads, [`TxRefusal::NotOffered`] naming the first
+    /// asked offload a port with some lacks, and otherwise
+    /// [`TxOffload::check`]'s answer (what
+    /// [`crate::Queue::tx_burst_offload`] would do with it).
     ///
     /// # Errors
     /// The [`TxRefusal`] the TX burst would count the frame under.
     pub fn check_tx(&self, req: &TxOffload, frame: &[u8]) -> Result<(), TxRefusal> {
-        let t = &self.tx;
-        let wanted = [
-            (req.ipv4_checksum, t.ipv4_checksum),
-            (req.l4_checksum, t.l4_checksum),
-            (req.vlan.is_some(), t.vlan_insert),
-            (req.tso.is_some(), t.tso),
-        ];
-        if wanted.iter().any(|&(asked, has)| asked && !has) {
-            return Err(TxRefusal::NoTxOffloads);
-        }
+        self.tx.check(req)?;
         req.check(frame)
     }
 }

@@ -21,10 +21,13 @@
 //!   the NIC between two polls (ring size − `rx_free_thresh` − 1, see
 //!   [`pollnic_rings::rx_free_thresh`]); checksums: with checksum offload
 //!   on (the default, [`QueueDevice::set_checksum_offload`]) smoltcp
-//!   computes no IPv4, TCP or UDP checksum on transmit (its
-//!   [`ChecksumCapabilities`] say `Rx` for them): the frames go out with
-//!   [`Queue::tx_burst_offload`] and the NIC inserts them (ICMP's it still
-//!   computes: the NIC has no ICMP checksum). smoltcp verifies no checksum
+//!   computes on transmit none of the checksums the port inserts (its
+//!   [`ChecksumCapabilities`] say `None` for them), per protocol as
+//!   [`Queue::tx_capabilities`] says: the IPv4, TCP and UDP ones on igb
+//!   and ixgbe; on virtio-net with `VIRTIO_NET_F_CSUM` the TCP and UDP
+//!   ones only, smoltcp summing the IPv4 header itself. The frames go out
+//!   with [`Queue::tx_burst_offload`], each asking what it needs (ICMP's
+//!   checksum smoltcp still computes: no NIC inserts it). smoltcp verifies no checksum
 //!   on receive (its capabilities say `None` or `Tx`): the wrapper has
 //!   checked every frame it hands over, with the NIC's verdict where the
 //!   port reports one (below), so each checksum is summed once at most.
@@ -125,7 +128,7 @@ pub struct QueueDevice<'q> {
     ip_mtu: usize,
     max_burst: usize,
     /// TX checksums left to the NIC ([`QueueDevice::set_checksum_offload`]).
-    offload: bool,
+    offload: CsumOffload,
     /// A run of TX frames with one offload request, on its way to the ring.
     run: Vec<Packet>,
 }
@@ -144,7 +147,7 @@ impl<'q> QueueDevice<'q> {
     /// `ip_mtu` bytes ([`Device::mtu`]).
     pub fn on_queue(queue: &'q mut Queue, ip_mtu: usize) -> Self {
         let ring = queue.rx_ring_buffers();
-        let offload = queue.offers_tx_offloads();
+        let offload = CsumOffload::of(queue);
         let max_burst = (ring - rx_free_thresh(ring as u16) as usize - 1).max(1);
         QueueDevice {
             queue,
@@ -161,22 +164,29 @@ impl<'q> QueueDevice<'q> {
         }
     }
 
-    /// Leave the IPv4, TCP and UDP checksums of transmitted frames to the
-    /// NIC (`on`, the default; advertised to smoltcp by
-    /// `phy::Device::capabilities`) or compute them in software as
-    /// smoltcp does by default. Call it before the `Interface` is made:
-    /// smoltcp reads the capabilities as it builds each frame. On a port
-    /// whose device offers no transmit offloads (virtio-net) it stays off.
+    /// Leave the checksums of transmitted frames the port inserts to it
+    /// (`on`, the default; advertised to smoltcp by
+    /// `phy::Device::capabilities`, per protocol as
+    /// [`Queue::tx_capabilities`] says: IPv4, TCP and UDP on igb and
+    /// ixgbe, TCP and UDP on virtio-net with `VIRTIO_NET_F_CSUM`) or
+    /// compute them all in software as smoltcp does by default. Call it
+    /// before the `Interface` is made: smoltcp reads the capabilities as it
+    /// builds each frame. On a port whose device offers no checksum offload
+    /// (virtio-net without CSUM) it stays off.
     pub fn set_checksum_offload(&mut self, on: bool) {
-        self.offload = on && self.queue.offers_tx_offloads();
+        self.offload = if on {
+            CsumOffload::of(self.queue)
+        } else {
+            CsumOffload::default()
+        };
     }
 
-    /// Whether the IPv4, TCP and UDP checksums of transmitted frames are
-    /// left to the NIC: [`QueueDevice::set_checksum_offload`] asked for it
-    /// (the default) and the port does transmit offloads (igb and ixgbe;
-    /// virtio-net does not).
+    /// Whether any checksum of transmitted frames is left to the NIC:
+    /// [`QueueDevice::set_checksum_offload`] asked for it (the default)
+    /// and the port inserts some (igb and ixgbe: IPv4, TCP and UDP;
+    /// virtio-net with `VIRTIO_NET_F_CSUM`: TCP and UDP).
     pub fn checksum_offload(&self) -> bool {
-        self.offload
+        self.offload.ipv4 || self.offload.l4
     }
 
     /// The counters so far.
@@ -194,8 +204,8 @@ impl<'q> QueueDevice<'q> {
     /// many are still waiting.
     pub fn flush(&mut self) -> usize {
         if !self.tx.is_empty() {
-            let n = if self.offload {
-                send_offloaded(self.queue, &mut self.tx, &mut self.run)
+            let n = if self.offload.any() {
+                send_offloaded(self.queue, &mut self.tx, &mut self.run, self.offload)
             } else {
                 self.queue.tx_burst(&mut self.tx)
             };
@@ -283,17 +293,45 @@ enum Verdict {
     Fragment,
 }
 
+/// Which checksums of transmitted frames the port inserts for smoltcp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct CsumOffload {
+    /// The IPv4 header checksum.
+    ipv4: bool,
+    /// The TCP and UDP checksums (over IPv4 and IPv6).
+    l4: bool,
+}
+
+impl CsumOffload {
+    /// What `queue`'s port inserts ([`Queue::tx_capabilities`]).
+    fn of(queue: &Queue) -> CsumOffload {
+        let t = queue.tx_capabilities();
+        CsumOffload {
+            ipv4: t.ipv4_checksum,
+            l4: t.l4_checksum,
+        }
+    }
+    fn any(self) -> bool {
+        self.ipv4 || self.l4
+    }
+}
+
 /// Send the frames of `tx` from its front, each run of frames that ask the
 /// same offloads ([`offload_for`]) in one [`Queue::tx_burst_offload`],
 /// until the ring is full; what is not taken stays in `tx`, in order.
 /// Returns how many were taken. `run` is an empty scratch `Vec`.
-fn send_offloaded(queue: &mut Queue, tx: &mut Vec<Packet>, run: &mut Vec<Packet>) -> usize {
+fn send_offloaded(
+    queue: &mut Queue,
+    tx: &mut Vec<Packet>,
+    run: &mut Vec<Packet>,
+    on: CsumOffload,
+) -> usize {
     let mut taken = 0;
     while !tx.is_empty() {
-        let ol = offload_for(tx[0].data());
+        let ol = offload_for(tx[0].data(), on);
         let same = tx
             .iter()
-            .take_while(|p| offload_for(p.data()) == ol)
+            .take_while(|p| offload_for(p.data(), on) == ol)
             .count();
         run.extend(tx.drain(..same));
         let n = queue.tx_burst_offload(run, &ol);
@@ -308,23 +346,26 @@ fn send_offloaded(queue: &mut Queue, tx: &mut Vec<Packet>, run: &mut Vec<Packet>
 }
 
 /// The offloads a frame smoltcp wrote with [`QueueDevice`]'s capabilities
-/// needs: the IPv4 header checksum for every IPv4 frame, the L4 checksum
-/// for TCP and UDP over IPv4 (not a fragment) or IPv6; nothing otherwise.
-fn offload_for(f: &[u8]) -> TxOffload {
+/// needs, of those `on` leaves to the port: the IPv4 header checksum for
+/// every IPv4 frame, the L4 checksum for TCP and UDP over IPv4 (not a
+/// fragment) or IPv6; nothing otherwise.
+fn offload_for(f: &[u8], on: CsumOffload) -> TxOffload {
     if f.len() < 14 {
         return TxOffload::NONE;
     }
     match [f[12], f[13]] {
         [0x08, 0x00] if f.len() >= 34 => {
             let frag = u16::from_be_bytes([f[20], f[21]]) & 0x3fff != 0;
-            let ol = TxOffload::NONE.with_ipv4_checksum();
-            if !frag && matches!(f[23], 6 | 17) {
-                ol.with_l4_checksum()
-            } else {
-                ol
+            let mut ol = TxOffload::NONE;
+            if on.ipv4 {
+                ol = ol.with_ipv4_checksum();
             }
+            if on.l4 && !frag && matches!(f[23], 6 | 17) {
+                ol = ol.with_l4_checksum();
+            }
+            ol
         }
-        [0x86, 0xdd] if f.len() >= 54 && matches!(f[20], 6 | 17) => {
+        [0x86, 0xdd] if on.l4 && f.len() >= 54 && matches!(f[20], 6 | 17) => {
             TxOffload::NONE.with_l4_checksum()
         }
         _ => TxOffload::NONE,
@@ -426,7 +467,7 @@ pub struct TxToken<'a> {
     tx: &'a mut Vec<Packet>,
     scratch: &'a mut Vec<u8>,
     stats: &'a mut SmolStats,
-    offload: &'a bool,
+    offload: &'a CsumOffload,
     run: &'a mut Vec<Packet>,
 }
 
@@ -452,8 +493,8 @@ impl phy::TxToken for TxToken<'_> {
         let r = f(p.data_mut());
         self.tx.push(p);
         if self.tx.len() >= BURST {
-            let n = if *self.offload {
-                send_offloaded(self.queue, self.tx, self.run)
+            let n = if self.offload.any() {
+                send_offloaded(self.queue, self.tx, self.run, *self.offload)
             } else {
                 self.queue.tx_burst(self.tx)
             };
@@ -525,14 +566,16 @@ impl phy::Device for QueueDevice<'_> {
         // verdict where there is one): smoltcp computes on transmit only,
         // and not even that for what the NIC inserts (`send_offloaded`).
         // ICMP's the NIC cannot insert.
-        let tx = if self.offload {
-            phy::Checksum::None
-        } else {
-            phy::Checksum::Tx
+        let tx = |offloaded: bool| {
+            if offloaded {
+                phy::Checksum::None
+            } else {
+                phy::Checksum::Tx
+            }
         };
-        caps.checksum.ipv4 = tx;
-        caps.checksum.tcp = tx;
-        caps.checksum.udp = tx;
+        caps.checksum.ipv4 = tx(self.offload.ipv4);
+        caps.checksum.tcp = tx(self.offload.l4);
+        caps.checksum.udp = tx(self.offload.l4);
         caps.checksum.icmpv4 = phy::Checksum::Tx;
         caps
     }
@@ -613,14 +656,32 @@ mod tests {
         assert_eq!(check_frame(&wrong, hw(checked)), Verdict::Pass);
         assert_eq!(check_frame_sw(&wrong), Verdict::BadChecksum);
         // Per-frame requests.
+        let intel = CsumOffload {
+            ipv4: true,
+            l4: true,
+        };
         let full = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
-        assert_eq!(offload_for(&good), full);
+        assert_eq!(offload_for(&good, intel), full);
         let mut icmp = good.clone();
         icmp[23] = 1;
-        assert_eq!(offload_for(&icmp), TxOffload::NONE.with_ipv4_checksum());
+        assert_eq!(
+            offload_for(&icmp, intel),
+            TxOffload::NONE.with_ipv4_checksum()
+        );
         let mut arp = good.clone();
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        assert_eq!(offload_for(&arp), TxOffload::NONE);
+        assert_eq!(offload_for(&arp, intel), TxOffload::NONE);
+        // virtio-net with VIRTIO_NET_F_CSUM: the L4 checksum only.
+        let virtio = CsumOffload {
+            ipv4: false,
+            l4: true,
+        };
+        assert_eq!(
+            offload_for(&good, virtio),
+            TxOffload::NONE.with_l4_checksum()
+        );
+        assert_eq!(offload_for(&icmp, virtio), TxOffload::NONE);
+        assert_eq!(offload_for(&good, CsumOffload::default()), TxOffload::NONE);
     }
 
     #[test]

@@ -155,17 +155,6 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .with_mtu(args.mtu);
     let mut dev = Device::open(args.port.to_string(), &cfg)?;
     pollnic_tools::signal::stop_on_removal(&dev)?;
-    // A port without transmit offloads would refuse every frame: say so
-    // before sending anything, rather than count refused frames as sent.
-    if (args.tx_checksum || args.hw_vlan || tso.is_some()) && !dev.queue(0).offers_tx_offloads() {
-        return Err(format!(
-            "{} ({}) does no transmit offloads (checksums, VLAN insertion, TSO are done by igb and \
-             ixgbe ports only): run without --tx-checksum, --hw-vlan and --tso",
-            dev.addr(),
-            dev.family()
-        )
-        .into());
-    }
     let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(dev.mac(), dst, i))
         .collect();
@@ -195,6 +184,30 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         None => None,
     };
+    // A port that cannot do what the flags ask would refuse every frame:
+    // say so before sending anything, rather than count refused frames as
+    // sent (virtio-net does the TCP/UDP checksum alone, with
+    // VIRTIO_NET_F_CSUM; --tx-checksum asks the IPv4 one too).
+    match dev.queue(0).tx_capabilities().check(&offload) {
+        Ok(()) => {}
+        Err(pollnic::offload::TxRefusal::NoTxOffloads) => {
+            return Err(format!(
+                "{} ({}) does no transmit offloads (checksums, VLAN insertion, TSO are done by \
+                 igb and ixgbe ports): run without --tx-checksum, --hw-vlan and --tso",
+                dev.addr(),
+                dev.family()
+            )
+            .into())
+        }
+        Err(why) => {
+            return Err(format!(
+                "{} ({}) cannot do what --tx-checksum, --hw-vlan or --tso ask: {why}",
+                dev.addr(),
+                dev.family()
+            )
+            .into())
+        }
+    }
     let segments = tso.map(|mss| (tso_payload as u64).div_ceil(mss as u64));
     rep.start(
         &dev,

@@ -89,8 +89,11 @@ pub fn serve<S>(
         });
         let mut sockets = SocketSet::new(vec![]);
         let mut app = setup(&mut sockets);
-        let sums = if phy.checksum_offload() {
+        let sums = if phy.checksum_offload() && phy.queue().tx_capabilities().ipv4_checksum {
             "checksums offloaded (IPv4, TCP, UDP)"
+        } else if phy.checksum_offload() {
+            // virtio-net with VIRTIO_NET_F_CSUM: the device does TCP and UDP.
+            "checksums offloaded (TCP, UDP; IPv4 in software)"
         } else if net.no_checksum_offload {
             "checksums in software"
         } else {

@@ -322,9 +322,18 @@ pub enum TxRefusal {
     },
     /// A bad IPv4 header length (IHL under 5) or TCP data offset (under 5).
     BadHeader,
-    /// The device offers no transmit offloads at all (a virtio-net port:
-    /// pollnic does not negotiate `VIRTIO_NET_F_CSUM`).
+    /// The device offers no transmit offloads at all (a virtio-net port
+    /// whose device does not offer `VIRTIO_NET_F_CSUM`).
     NoTxOffloads,
+    /// The port offers TCP and UDP checksum insertion but not `what` (a
+    /// virtio-net port with `VIRTIO_NET_F_CSUM`: no IPv4 header checksum,
+    /// VLAN tag insertion or TCP segmentation through the
+    /// `virtio_net_hdr`, virtio 1.2 §5.1.6.2).
+    NotOffered {
+        /// "IPv4 header checksum insertion", "VLAN tag insertion" or "TCP
+        /// segmentation".
+        what: &'static str,
+    },
     /// [`checksum_in_software`] was asked for an offload that changes the
     /// frame's length (a VLAN tag, TCP segmentation), which it does not do.
     NotInSoftware {
@@ -404,7 +413,13 @@ impl fmt::Display for TxRefusal {
             TxRefusal::NoTxOffloads => write!(
                 f,
                 "TX offload refused: this port's device offers no transmit offloads \
-                 (virtio-net): compute checksums and insert tags in software"
+                 (virtio-net without VIRTIO_NET_F_CSUM): compute checksums and insert tags in \
+                 software"
+            ),
+            TxRefusal::NotOffered { what } => write!(
+                f,
+                "TX offload refused: this port offers TCP/UDP checksum insertion but not {what} \
+                 (virtio-net): ask with_l4_checksum() only, and do the rest in software"
             ),
             TxRefusal::NotInSoftware { what } => write!(
                 f,
@@ -658,6 +673,33 @@ pub fn checksum_in_software(frame: &mut [u8], req: &TxOffload) -> Result<(), TxR
         frame[at..at + 2].copy_from_slice(&sum.to_be_bytes());
     }
     Ok(())
+}
+
+/// Complete a partial checksum in place (Linux `CHECKSUM_PARTIAL`; virtio
+/// 1.2 §5.1.6.2 and §5.1.6.4, `VIRTIO_NET_HDR_F_NEEDS_CSUM`): the ones'
+/// complement sum of `frame[csum_start..]` (whose checksum field already
+/// holds the pseudo-header's sum), complemented, stored big-endian at
+/// `csum_start + csum_offset`. A result of 0 in a UDP field
+/// (`csum_offset` 6) is stored as 0xffff (0 means "no checksum", RFC 768).
+/// DPDK `virtio_rx_offload` does the same for a received packet. Offsets
+/// are in bytes from the frame's start (the Ethernet header).
+///
+/// Returns false, and writes nothing, when the field does not lie inside
+/// the frame (`csum_start + csum_offset + 2 > frame.len()`): a value a
+/// device wrote is never trusted.
+pub fn complete_partial_checksum(frame: &mut [u8], csum_start: usize, csum_offset: usize) -> bool {
+    let Some(at) = csum_start.checked_add(csum_offset) else {
+        return false;
+    };
+    if at.checked_add(2).is_none_or(|end| end > frame.len()) {
+        return false;
+    }
+    let mut sum = !fold(ones_sum(&frame[csum_start..], 0));
+    if sum == 0 && csum_offset == 6 {
+        sum = 0xffff;
+    }
+    frame[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    true
 }
 
 /// One's complement sum of `bytes` as big-endian 16-bit words (an odd last

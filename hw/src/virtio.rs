@@ -10,6 +10,16 @@ pub const VIRTIO_VENDOR_ID: u16 = 0x1af4;
 /// ones, §5.1.3 for the network device's), as masks of the 64-bit feature
 /// word.
 pub mod feature {
+    /// `VIRTIO_NET_F_CSUM`: the device takes packets with a partial
+    /// checksum (§5.1.6.2: `VIRTIO_NET_HDR_F_NEEDS_CSUM`, `csum_start`,
+    /// `csum_offset`). pollnic negotiates it whenever it is offered.
+    pub const NET_CSUM: u64 = 1 << 0;
+    /// `VIRTIO_NET_F_GUEST_CSUM`: the driver takes received packets with a
+    /// partial or already validated checksum (§5.1.6.4:
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`, `VIRTIO_NET_HDR_F_DATA_VALID`).
+    /// pollnic negotiates it only for a port opened with
+    /// `DeviceConfig::rx_checksum`.
+    pub const NET_GUEST_CSUM: u64 = 1 << 1;
     /// `VIRTIO_NET_F_MTU`: the device reports its MTU.
     pub const NET_MTU: u64 = 1 << 3;
     /// `VIRTIO_NET_F_MAC`: the device has a MAC address.
@@ -37,4 +47,27 @@ pub mod feature {
     /// `VIRTIO_F_ACCESS_PLATFORM`: the device's DMA goes through the
     /// platform's IOMMU (the guest's vIOMMU, hence VFIO's mappings).
     pub const ACCESS_PLATFORM: u64 = 1 << 33;
+}
+
+/// The fields of `struct virtio_net_hdr` pollnic reads and writes (virtio
+/// 1.2 §5.1.6): byte offsets in the header and the flag values.
+pub mod net_hdr {
+    /// Offset of `flags` (u8).
+    pub const FLAGS: usize = 0;
+    /// Offset of `gso_type` (u8).
+    pub const GSO_TYPE: usize = 1;
+    /// Offset of `csum_start` (le16).
+    pub const CSUM_START: usize = 6;
+    /// Offset of `csum_offset` (le16).
+    pub const CSUM_OFFSET: usize = 8;
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` (bit 0 of `flags`): the checksum from
+    /// `csum_start` to the end of the packet is still to be computed and
+    /// stored at `csum_start + csum_offset`, whose field holds the
+    /// pseudo-header's sum (§5.1.6.2, §5.1.6.4).
+    pub const F_NEEDS_CSUM: u8 = 1;
+    /// `VIRTIO_NET_HDR_F_DATA_VALID` (bit 1 of `flags`, receive only): the
+    /// device validated the packet's checksum (§5.1.6.4).
+    pub const F_DATA_VALID: u8 = 2;
+    /// `VIRTIO_NET_HDR_GSO_NONE`: no segmentation (`gso_type`).
+    pub const GSO_NONE: u8 = 0;
 }

@@ -14,8 +14,26 @@
 //! the header never lands in the packet's buffer, and the frame starts at
 //! byte 0 of it, as on the Intel rings. The chain's head `2i` is its *id*
 //! (the id the device hands back in the used ring); a ring of `size`
-//! descriptors holds `size / 2` buffers. TX chains all point at one zeroed
-//! header (no offloads: `flags` 0, `gso_type` `VIRTIO_NET_HDR_GSO_NONE`).
+//! descriptors holds `size / 2` buffers.
+//!
+//! # Checksum offloads (virtio 1.2 §5.1.6.2, §5.1.6.4)
+//!
+//! Each TX chain has its own header slot, zeroed (`flags` 0, `gso_type`
+//! `VIRTIO_NET_HDR_GSO_NONE`) for a plain [`VirtqTx::tx_burst`]. With
+//! `VIRTIO_NET_F_CSUM` ([`VirtqTx::set_csum`]),
+//! [`VirtqTx::tx_burst_offload`] asks the device for the TCP or UDP
+//! checksum of a frame: the checksum field gets the pseudo-header's sum and
+//! the chain's header `VIRTIO_NET_HDR_F_NEEDS_CSUM` with `csum_start` (the
+//! L4 header) and `csum_offset` (16 for TCP, 6 for UDP); a later plain
+//! frame on that chain zeroes the header again (a per-chain dirty flag, so
+//! a port that never offloads writes no header). With
+//! `VIRTIO_NET_F_GUEST_CSUM` ([`VirtqRx::set_guest_csum`]) the receive
+//! burst reads each frame's header flags: `VIRTIO_NET_HDR_F_DATA_VALID`
+//! makes the packet's L4 checksum Good; `VIRTIO_NET_HDR_F_NEEDS_CSUM`
+//! makes the burst complete the checksum from `csum_start` to the frame's
+//! end and report it Good (as DPDK `virtio_rx_offload`), or, when the
+//! field would lie outside the frame, drop the frame (`rx_errors`) and
+//! re-post its buffer. Without it no header is read.
 //!
 //! # Nothing the device writes is trusted
 //!
@@ -80,6 +98,10 @@ use crate::dma::{DmaError, DmaMapper, DmaRegion, PageSize};
 use crate::mempool::{Mempool, Packet, PoolCache, Shared};
 use crate::rx::{rx_cache_size, RingError, RxStats};
 use crate::tx::TxStats;
+use pollnic_hw::offload::{
+    complete_partial_checksum, tx_plan, tx_prepare, TxOffload, TxRefusal, RXD_STAT_L4CS,
+};
+use pollnic_hw::virtio::net_hdr;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU16, Ordering};
 use std::sync::Arc;
@@ -497,6 +519,41 @@ impl Vring {
         }
     }
 
+    /// `flags`, `csum_start` and `csum_offset` of the header the device
+    /// wrote into slot `k` (< size / 2), read once each (untrusted).
+    #[inline(always)]
+    fn hdr_csum(&self, k: usize) -> (u8, u16, u16) {
+        let off = self.layout.hdr(k);
+        // SAFETY: `k < size / 2` (a checked chain number), so the three
+        // fields (bytes 0, 6..8, 8..10) lie inside header slot `k`
+        // (HDR_SLOT >= 12 bytes), 2-byte aligned (32-byte slots from a
+        // 16-byte aligned start).
+        unsafe {
+            (
+                self.at::<u8>(off + net_hdr::FLAGS).read_volatile(),
+                u16::from_le(self.at::<u16>(off + net_hdr::CSUM_START).read_volatile()),
+                u16::from_le(self.at::<u16>(off + net_hdr::CSUM_OFFSET).read_volatile()),
+            )
+        }
+    }
+
+    /// Write `flags`, `gso_type` NONE, `csum_start` and `csum_offset` into
+    /// header slot `k` (< size / 2), the rest of the 12 bytes left 0.
+    #[inline(always)]
+    fn set_hdr_csum(&self, k: usize, flags: u8, csum_start: u16, csum_offset: u16) {
+        let off = self.layout.hdr(k);
+        // SAFETY: as in `hdr_csum`: inside header slot `k`, aligned.
+        unsafe {
+            self.at::<u8>(off + net_hdr::FLAGS).write_volatile(flags);
+            self.at::<u8>(off + net_hdr::GSO_TYPE)
+                .write_volatile(net_hdr::GSO_NONE);
+            self.at::<u16>(off + net_hdr::CSUM_START)
+                .write_volatile(csum_start.to_le());
+            self.at::<u16>(off + net_hdr::CSUM_OFFSET)
+                .write_volatile(csum_offset.to_le());
+        }
+    }
+
     /// Kick the device after the avail index moved from `old` to `new`,
     /// unless it asked not to be (after a full fence: the avail index store
     /// must be visible before the flags or `avail_event` are read).
@@ -556,6 +613,9 @@ pub struct VirtqRx<D: Doorbell> {
     buf_size: u32,
     /// The header in front of each frame.
     hdr: NetHdr,
+    /// `VIRTIO_NET_F_GUEST_CSUM`: each header's checksum flags are read
+    /// ([`VirtqRx::set_guest_csum`]).
+    guest_csum: bool,
     /// An interrupt is asked for ([`VirtqRx::set_interrupts`]).
     irq_armed: bool,
     doorbell: D,
@@ -625,6 +685,7 @@ impl<D: Doorbell> VirtqRx<D> {
             last_used: 0,
             buf_size,
             hdr: NetHdr::V1,
+            guest_csum: false,
             irq_armed: false,
             doorbell,
             stats: RxStats::default(),
@@ -654,6 +715,28 @@ impl<D: Doorbell> VirtqRx<D> {
             );
         }
         self.hdr = hdr;
+    }
+
+    /// Read each received frame's checksum flags (`on`: what
+    /// `VIRTIO_NET_F_GUEST_CSUM`, once negotiated, lets the device write;
+    /// off until this is called). With it each [`Packet::rx_checksum`]
+    /// says what the header did (virtio 1.2 §5.1.6.4, DPDK
+    /// `virtio_rx_offload`): `VIRTIO_NET_HDR_F_DATA_VALID`, L4 Good;
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`, the checksum completed here from
+    /// `csum_start` to the frame's end into `csum_start + csum_offset` and
+    /// L4 Good, or, when that field does not lie inside the frame, the
+    /// frame dropped and counted in `rx_errors`; no flag, NotChecked. The
+    /// IPv4 header checksum is never reported (NotChecked). Call it before
+    /// [`VirtqRx::start`].
+    ///
+    /// # Panics
+    /// If the queue was started.
+    pub fn set_guest_csum(&mut self, on: bool) {
+        assert!(
+            self.avail_idx == 0,
+            "VirtqRx::set_guest_csum after start: the device has the chains"
+        );
+        self.guest_csum = on;
     }
 
     /// Where the device finds this queue.
@@ -711,7 +794,24 @@ impl<D: Doorbell> VirtqRx<D> {
             };
             let hdr_len = self.hdr.bytes();
             let frame = len.wrapping_sub(hdr_len);
-            if len < hdr_len || frame == 0 || frame > self.buf_size {
+            let mut bad = len < hdr_len || frame == 0 || frame > self.buf_size;
+            // The checksum flags (GUEST_CSUM only): a partial checksum whose
+            // field is not inside the frame is a bad frame.
+            let (mut ol, mut partial) = (0u32, None);
+            if self.guest_csum && !bad {
+                let (flags, start, offset) = self.ring.hdr_csum(k);
+                if flags & net_hdr::F_NEEDS_CSUM != 0 {
+                    if u32::from(start) + u32::from(offset) + 2 <= frame {
+                        partial = Some((start as usize, offset as usize));
+                        ol = RXD_STAT_L4CS;
+                    } else {
+                        bad = true;
+                    }
+                } else if flags & net_hdr::F_DATA_VALID != 0 {
+                    ol = RXD_STAT_L4CS;
+                }
+            }
+            if bad {
                 // The chain keeps its buffer and goes back to the device,
                 // its data descriptor written again from the driver's own
                 // record (a device may have rewritten it: nothing is read
@@ -742,7 +842,12 @@ impl<D: Doorbell> VirtqRx<D> {
                 // with the pool reference every armed buffer holds (`fresh`
                 // brought its own from the cache); `frame <= buf_size` was
                 // checked above.
-                out.push(unsafe { Packet::from_parts(pool_ptr, done, frame, hash, 0) });
+                let mut p = unsafe { Packet::from_parts(pool_ptr, done, frame, hash, ol) };
+                if let Some((start, offset)) = partial {
+                    // In range (checked above), so it completes.
+                    complete_partial_checksum(p.data_mut(), start, offset);
+                }
+                out.push(p);
                 bytes += frame as u64;
                 got += 1;
             }
@@ -887,6 +992,13 @@ pub struct VirtqTx<D: Doorbell> {
     posted: Box<[bool]>,
     /// Chain numbers free to fill.
     free: Vec<u16>,
+    /// `VIRTIO_NET_F_CSUM` was negotiated ([`VirtqTx::set_csum`]).
+    csum: bool,
+    /// Whether chain `k`'s header slot holds a checksum request (to be
+    /// zeroed before a plain frame goes on that chain).
+    dirty: Box<[bool]>,
+    /// Why the last frame refused by [`VirtqTx::tx_burst_offload`] was.
+    last_refusal: Option<TxRefusal>,
     avail_idx: u16,
     last_used: u16,
     doorbell: D,
@@ -906,7 +1018,7 @@ const TX_RECLAIM_BELOW: usize = 32;
 
 impl<D: Doorbell> VirtqTx<D> {
     /// A transmit queue of `size` descriptors (`size / 2` frames in
-    /// flight), each chain a shared zeroed `virtio_net_hdr` then the frame.
+    /// flight), each chain its own zeroed `virtio_net_hdr` then the frame.
     ///
     /// # Errors
     /// [`RingError::Dma`] when the region cannot be allocated or mapped.
@@ -921,8 +1033,8 @@ impl<D: Doorbell> VirtqTx<D> {
     ) -> Result<Self, RingError> {
         let ring = Vring::new(size, page, mapper).map_err(RingError::Dma)?;
         let chains = size / 2;
-        let hdr = ring.hdr_iova(0);
         for k in 0..chains {
+            let hdr = ring.hdr_iova(k);
             ring.write_desc(2 * k, hdr, VIRTIO_NET_HDR_LEN, DESC_F_NEXT, 2 * k + 1);
             ring.write_desc(2 * k + 1, 0, 0, 0, 0);
         }
@@ -939,6 +1051,9 @@ impl<D: Doorbell> VirtqTx<D> {
             .into_boxed_slice(),
             posted: vec![false; chains as usize].into_boxed_slice(),
             free: (0..chains).rev().collect(),
+            csum: false,
+            dirty: vec![false; chains as usize].into_boxed_slice(),
+            last_refusal: None,
             avail_idx: 0,
             last_used: 0,
             doorbell,
@@ -950,7 +1065,7 @@ impl<D: Doorbell> VirtqTx<D> {
     /// Use header `hdr` (what was negotiated; [`NetHdr::V1`] until this is
     /// called): every chain's header descriptor gets its length (the device
     /// takes that many bytes off the front of each TX chain as the header;
-    /// the shared header slot is zeroed either way). Call it before the
+    /// each chain's header slot is zeroed either way). Call it before the
     /// first [`VirtqTx::tx_burst`].
     ///
     /// # Panics
@@ -960,11 +1075,25 @@ impl<D: Doorbell> VirtqTx<D> {
             self.avail_idx == 0,
             "VirtqTx::set_net_hdr after tx_burst: the device has chains"
         );
-        let iova = self.ring.hdr_iova(0);
         for k in 0..self.slots.len() as u16 {
+            let iova = self.ring.hdr_iova(k);
             self.ring
                 .write_desc(2 * k, iova, hdr.bytes(), DESC_F_NEXT, 2 * k + 1);
         }
+    }
+
+    /// Let [`VirtqTx::tx_burst_offload`] ask the device for TCP and UDP
+    /// checksums (`on`: `VIRTIO_NET_F_CSUM` was negotiated, virtio 1.2
+    /// §5.1.6.2; off until this is called, and then every offload request
+    /// is refused with [`TxRefusal::NoTxOffloads`]).
+    pub fn set_csum(&mut self, on: bool) {
+        self.csum = on;
+    }
+
+    /// Whether TCP and UDP checksums can be asked of the device
+    /// ([`VirtqTx::set_csum`]).
+    pub fn csum(&self) -> bool {
+        self.csum
     }
 
     /// Where the device finds this queue.
@@ -980,6 +1109,54 @@ impl<D: Doorbell> VirtqTx<D> {
     /// One avail-index store per burst, and a kick only if the device asks.
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
+        self.burst::<false>(pkts, cache)
+    }
+
+    /// [`VirtqTx::tx_burst`] with transmit offloads (virtio 1.2 §5.1.6.2):
+    /// with `VIRTIO_NET_F_CSUM` ([`VirtqTx::set_csum`]) the TCP or UDP
+    /// checksum, asked with [`TxOffload::with_l4_checksum`] alone. Each
+    /// frame is checked and planned by `pollnic_hw::offload::tx_plan`; its
+    /// checksum field gets the pseudo-header's sum and its chain's header
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`, `csum_start` = the L4 header's offset
+    /// and `csum_offset` = the field's offset from it (16 TCP, 6 UDP). A
+    /// frame that cannot be done is refused: freed into `cache`, counted in
+    /// `tx_errors` and `tx_offload_errors`, and [`VirtqTx::last_refusal`]
+    /// says why ([`TxRefusal::NoTxOffloads`] without CSUM,
+    /// [`TxRefusal::NotOffered`] for an IPv4 header checksum, a VLAN tag or
+    /// TCP segmentation, the plan's refusal for the frame otherwise).
+    /// Returns how many were taken, refused ones included;
+    /// [`TxOffload::NONE`] is [`VirtqTx::tx_burst`].
+    #[inline]
+    pub fn tx_burst_offload(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        offload: &TxOffload,
+        cache: &mut PoolCache,
+    ) -> usize {
+        if offload.is_none() {
+            return self.burst::<false>(pkts, cache);
+        }
+        let not_offered = |what| Some(TxRefusal::NotOffered { what });
+        let refusal = if !self.csum {
+            Some(TxRefusal::NoTxOffloads)
+        } else if offload.ipv4_checksum {
+            not_offered("IPv4 header checksum insertion")
+        } else if offload.vlan.is_some() {
+            not_offered("VLAN tag insertion")
+        } else if offload.tso.is_some() {
+            not_offered("TCP segmentation")
+        } else {
+            None
+        };
+        match refusal {
+            Some(why) => self.refuse_all(pkts, cache, why),
+            None => self.burst::<true>(pkts, cache),
+        }
+    }
+
+    /// The burst loop; `L4` asks the TCP/UDP checksum of every frame.
+    #[inline(always)]
+    fn burst<const L4: bool>(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
         if self.vq.stopped || pkts.is_empty() {
             return 0;
         }
@@ -996,7 +1173,31 @@ impl<D: Doorbell> VirtqTx<D> {
         }
         let (mut sent, mut bytes, mut foreign) = (0u64, 0u64, 0u64);
         let old = self.avail_idx;
-        for p in pkts.drain(..n) {
+        let l4 = TxOffload::NONE.with_l4_checksum();
+        for mut p in pkts.drain(..n) {
+            // The checksum request: (csum_start, csum_offset).
+            let mut partial = (0u16, 0u16);
+            if L4 {
+                match tx_plan(p.data(), &l4) {
+                    Ok(plan) => {
+                        tx_prepare(p.data_mut(), &plan.prep);
+                        if let (Some((at, _)), Some((start, _))) =
+                            (plan.prep.l4_seed, plan.prep.l4_range)
+                        {
+                            // The L4 header starts within the first 18 +
+                            // 60 bytes (a tag, IPv4 options): it fits.
+                            partial = (start as u16, (at - start) as u16);
+                        }
+                    }
+                    Err(why) => {
+                        self.stats.tx_errors += 1;
+                        self.stats.tx_offload_errors += 1;
+                        self.last_refusal = Some(why);
+                        cache.recycle(p);
+                        continue;
+                    }
+                }
+            }
             let (pool, idx, len) = p.parts();
             // SAFETY: `p` holds a reference to its pool.
             let iova = unsafe { Shared::iova_for(pool, idx, &self.ring.region) };
@@ -1006,6 +1207,15 @@ impl<D: Doorbell> VirtqTx<D> {
                 continue;
             };
             let k = self.free.pop().expect("n <= free chains");
+            if L4 {
+                let (start, offset) = partial;
+                self.ring
+                    .set_hdr_csum(k as usize, net_hdr::F_NEEDS_CSUM, start, offset);
+                self.dirty[k as usize] = true;
+            } else if self.csum && self.dirty[k as usize] {
+                self.ring.set_hdr_csum(k as usize, 0, 0, 0);
+                self.dirty[k as usize] = false;
+            }
             if pool != cache.pool().as_ptr() {
                 foreign += 1;
             }
@@ -1034,17 +1244,36 @@ impl<D: Doorbell> VirtqTx<D> {
     }
 
     /// Refuse every frame of `pkts` for a transmit offload this device
-    /// cannot do (a virtio-net port offers none): each is freed into
-    /// `cache` and counted in `tx_errors` and `tx_offload_errors`, as the
+    /// cannot do ([`TxRefusal::NoTxOffloads`]): each is freed into `cache`
+    /// and counted in `tx_errors` and `tx_offload_errors`, as the
     /// descriptor rings count theirs. Returns how many were taken (all).
     pub fn refuse_offloads(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
+        self.refuse_all(pkts, cache, TxRefusal::NoTxOffloads)
+    }
+
+    /// Refuse every frame of `pkts` for `why` (see `refuse_offloads`).
+    fn refuse_all(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        cache: &mut PoolCache,
+        why: TxRefusal,
+    ) -> usize {
         let n = pkts.len();
         for p in pkts.drain(..) {
             cache.recycle(p);
         }
+        if n > 0 {
+            self.last_refusal = Some(why);
+        }
         self.stats.tx_errors += n as u64;
         self.stats.tx_offload_errors += n as u64;
         n
+    }
+
+    /// Why the last frame refused by [`VirtqTx::tx_burst_offload`] (or
+    /// [`VirtqTx::refuse_offloads`]) was refused, if one was.
+    pub fn last_refusal(&self) -> Option<TxRefusal> {
+        self.last_refusal
     }
 
     /// Return the buffers of every chain the device has used into `cache`

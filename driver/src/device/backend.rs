@@ -114,8 +114,16 @@ impl Backend {
             Backend::Virtio(v) => crate::Capabilities {
                 max_queues: v.port.max_queue_pairs().unwrap_or(1),
                 max_mtu: v.port.mtu().map_or(pollnic_hw::mtu::DEFAULT_MTU, u32::from),
-                tx: crate::TxCapabilities::default(),
-                rx_checksum: false,
+                // §5.1.6.2: VIRTIO_NET_F_CSUM gives TCP/UDP checksums only;
+                // no IPv4 header checksum, tag insertion or (not
+                // negotiated) segmentation.
+                tx: crate::TxCapabilities {
+                    l4_checksum: v.port.has(virtio::feature::NET_CSUM),
+                    ..crate::TxCapabilities::default()
+                },
+                // GUEST_CSUM offered: `DeviceConfig::rx_checksum` opens
+                // (and negotiates it).
+                rx_checksum: v.port.offers(virtio::feature::NET_GUEST_CSUM),
                 vlan_strip: false,
                 rss: v
                     .port

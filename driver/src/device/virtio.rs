@@ -34,7 +34,10 @@ impl Device {
             unreachable!("bring_up_virtio is called for a virtio back end only");
         };
         let port = &mut v.port;
-        port.negotiate(cfg.dma == DmaAddressing::UnsafeNoIommuPhysical)?;
+        port.negotiate(
+            cfg.dma == DmaAddressing::UnsafeNoIommuPhysical,
+            cfg.rx_checksum,
+        )?;
         self.mac = port.mac().unwrap_or_else(|| local_mac(addr));
         port.check_mtu(cfg.mtu)?;
         port.check_rx_filter(cfg)?;
@@ -112,6 +115,10 @@ impl Device {
         let mut refused_vector: Option<(u16, u16)> = None;
         let hdr = port.net_hdr();
         let event_idx = port.event_idx();
+        // §5.1.6.2 and §5.1.6.4: checksum requests in the TX headers with
+        // CSUM, checksum flags read from the RX headers with GUEST_CSUM.
+        let csum = port.has(virtio::feature::NET_CSUM);
+        let guest_csum = port.has(virtio::feature::NET_GUEST_CSUM);
         let mut started = Vec::with_capacity(cfg.queues as usize);
         for q in 0..cfg.queues {
             let (rxq, txq) = (2 * q, 2 * q + 1);
@@ -138,6 +145,8 @@ impl Device {
             )?;
             rx.set_net_hdr(hdr);
             tx.set_net_hdr(hdr);
+            rx.set_guest_csum(guest_csum);
+            tx.set_csum(csum);
             if event_idx {
                 rx.use_event_idx();
                 tx.use_event_idx();

@@ -222,9 +222,14 @@ impl Queue {
     /// [`crate::Capabilities::check_tx`] gives the same answer before
     /// sending ([`TxOffload::check`] checks the frame against the request
     /// only, not the port). Short frames are padded as in [`Queue::tx_burst`].
-    /// A virtio-net port offers no transmit offloads: there every frame of a
-    /// request other than [`TxOffload::NONE`] is refused
-    /// ([`TxRefusal::NoTxOffloads`]) and counted the same way.
+    /// A virtio-net port does the TCP/UDP checksum alone, and only when its
+    /// device offers `VIRTIO_NET_F_CSUM` (virtio 1.2 §5.1.6.2: the frame's
+    /// checksum field gets the pseudo-header's sum, its `virtio_net_hdr`
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` with `csum_start` and `csum_offset`);
+    /// there an IPv4 header checksum, a VLAN tag or TSO is refused
+    /// ([`TxRefusal::NotOffered`]), and everything on a device without
+    /// CSUM ([`TxRefusal::NoTxOffloads`]), each frame counted the same way.
+    /// [`Queue::tx_capabilities`] says which.
     ///
     /// # Example
     ///
@@ -254,15 +259,26 @@ impl Queue {
             .tx_burst_offload(pkts, offload, &self.counters[self.id as usize])
     }
 
-    /// Whether this queue's port does transmit offloads (IPv4 and TCP/UDP
-    /// checksums, 802.1Q tag insertion, TCP segmentation): true on igb and
-    /// ixgbe (their advanced context descriptors), false on virtio-net,
-    /// which pollnic drives without `VIRTIO_NET_F_CSUM` and whose
+    /// Whether this queue's port does any transmit offload: true on igb
+    /// and ixgbe (their advanced context descriptors, every offload), and
+    /// on a virtio-net port whose device offers `VIRTIO_NET_F_CSUM` (the
+    /// TCP/UDP checksum only); false on one without, whose
     /// [`Queue::tx_burst_offload`] refuses every request
-    /// ([`TxRefusal::NoTxOffloads`], counted in `tx_offload_errors`). Ask
-    /// before sending, or fill the checksums in software.
+    /// ([`TxRefusal::NoTxOffloads`], counted in `tx_offload_errors`).
+    /// [`Queue::tx_capabilities`] says which; ask before sending, or fill
+    /// the checksums in software.
     pub fn offers_tx_offloads(&self) -> bool {
-        self.rings.offers_tx_offloads()
+        self.rings.tx_capabilities().any()
+    }
+
+    /// Which transmit offloads [`Queue::tx_burst_offload`] does on this
+    /// queue (the same as `Device::capabilities().tx`): every one on igb
+    /// and ixgbe; on virtio-net `l4_checksum` alone, with
+    /// `VIRTIO_NET_F_CSUM` (virtio 1.2 §5.1.6.2), else none.
+    /// [`crate::TxCapabilities::check`] gives the refusal a request would
+    /// meet.
+    pub fn tx_capabilities(&self) -> crate::TxCapabilities {
+        self.rings.tx_capabilities()
     }
 
     /// Why the last frame refused by [`Queue::tx_burst_offload`] was

@@ -7,6 +7,7 @@
 //! burst call, and each arm's burst is inlined (`docs/design/families.md`,
 //! "Two kinds of ring").
 
+use crate::caps::TxCapabilities;
 use crate::counters::QueueCounters;
 use crate::error::{Error, Result};
 use crate::family::virtio::Notify;
@@ -100,8 +101,8 @@ impl Rings {
     }
 
     /// [`super::Queue::tx_burst_offload`] after the padding. A virtqueue
-    /// (no `VIRTIO_NET_F_CSUM`) refuses every request but
-    /// [`TxOffload::NONE`].
+    /// does TCP/UDP checksums with `VIRTIO_NET_F_CSUM` and refuses the rest
+    /// (`VirtqTx::tx_burst_offload`).
     #[inline]
     pub(crate) fn tx_burst_offload(
         &mut self,
@@ -114,23 +115,31 @@ impl Rings {
                 tx.tx_burst_offload(pkts, offload, rx.cache_mut()),
                 tx.stats(),
             ),
-            Rings::Virtq { rx, tx } if offload.is_none() => {
-                let n = tx.tx_burst(pkts, rx.cache_mut());
+            Rings::Virtq { rx, tx } => {
+                let n = tx.tx_burst_offload(pkts, offload, rx.cache_mut());
                 publish_kicks(c, rx, tx);
                 (n, tx.stats())
             }
-            Rings::Virtq { rx, tx } => (tx.refuse_offloads(pkts, rx.cache_mut()), tx.stats()),
         };
         c.publish_tx(&stats);
         n
     }
 
-    /// Whether the TX ring does offloads (the Intel advanced context
-    /// descriptors).
-    pub(crate) fn offers_tx_offloads(&self) -> bool {
+    /// The transmit offloads the TX ring does: all of them on the Intel
+    /// rings (their advanced context descriptors), the TCP/UDP checksum
+    /// on a virtqueue with `VIRTIO_NET_F_CSUM`, none on one without.
+    pub(crate) fn tx_capabilities(&self) -> TxCapabilities {
         match self {
-            Rings::Desc { .. } => true,
-            Rings::Virtq { .. } => false,
+            Rings::Desc { .. } => TxCapabilities {
+                ipv4_checksum: true,
+                l4_checksum: true,
+                vlan_insert: true,
+                tso: true,
+            },
+            Rings::Virtq { tx, .. } => TxCapabilities {
+                l4_checksum: tx.csum(),
+                ..TxCapabilities::default()
+            },
         }
     }
 
@@ -138,9 +147,7 @@ impl Rings {
     pub(crate) fn last_tx_refusal(&self) -> Option<TxRefusal> {
         match self {
             Rings::Desc { tx, .. } => tx.last_refusal(),
-            Rings::Virtq { tx, .. } => {
-                (tx.stats().tx_offload_errors > 0).then_some(TxRefusal::NoTxOffloads)
-            }
+            Rings::Virtq { tx, .. } => tx.last_refusal(),
         }
     }
 

@@ -5,7 +5,12 @@
 //! **What it has:** the four PCI capabilities (common, notify, ISR, device
 //! configuration, §4.1.4) in BAR 4 of [`BAR_SIZE`] bytes; the status
 //! handshake and feature negotiation (§3.1.1); split virtqueues, device
-//! side, with `VIRTIO_F_EVENT_IDX` (§2.7, `vq.rs`); the control queue with
+//! side, with `VIRTIO_F_EVENT_IDX` (§2.7, `vq.rs`); checksum offloads
+//! (`VIRTIO_NET_F_CSUM`: a transmitted `VIRTIO_NET_HDR_F_NEEDS_CSUM`
+//! request is checked and its checksum computed into the frame on the
+//! wire, §5.1.6.2; `VIRTIO_NET_F_GUEST_CSUM`: received TCP and UDP frames
+//! get `VIRTIO_NET_HDR_F_DATA_VALID` when their checksum is right, or are
+//! passed partial with `NEEDS_CSUM`, [`RxCsum`], §5.1.6.4); the control queue with
 //! `VIRTIO_NET_F_CTRL_RX`, `_MQ` and `_RSS` (§5.1.6.5); the MTU
 //! (`VIRTIO_NET_F_MTU`); MSI-X vectors per queue (§4.1.5.1.2), delivered to
 //! eventfds; and a wire: [`SoftVirtioNet::receive`] and
@@ -75,6 +80,10 @@ mod status {
 /// on purpose: a model that shared the driver's constants would agree with
 /// a wrong bit number instead of catching it.
 pub mod feature {
+    /// `VIRTIO_NET_F_CSUM`.
+    pub const NET_CSUM: u64 = 1 << 0;
+    /// `VIRTIO_NET_F_GUEST_CSUM`.
+    pub const NET_GUEST_CSUM: u64 = 1 << 1;
     /// `VIRTIO_NET_F_MTU`.
     pub const NET_MTU: u64 = 1 << 3;
     /// `VIRTIO_NET_F_MAC`.
@@ -98,8 +107,11 @@ pub mod feature {
     /// `VIRTIO_F_ACCESS_PLATFORM`.
     pub const ACCESS_PLATFORM: u64 = 1 << 33;
     /// Everything above: what QEMU's virtio-net-pci offers with
-    /// `iommu_platform=on,mq=on,rss=on,hash=on,host_mtu=N`.
-    pub const ALL: u64 = NET_MTU
+    /// `iommu_platform=on,mq=on,rss=on,hash=on,host_mtu=N` (`csum` and
+    /// `guest_csum` are on by default).
+    pub const ALL: u64 = NET_CSUM
+        | NET_GUEST_CSUM
+        | NET_MTU
         | NET_MAC
         | NET_STATUS
         | NET_CTRL_VQ
@@ -110,6 +122,60 @@ pub mod feature {
         | NET_RSS
         | VERSION_1
         | ACCESS_PLATFORM;
+}
+
+/// `virtio_net_hdr.flags` (§5.1.6): `VIRTIO_NET_HDR_F_NEEDS_CSUM`,
+/// `VIRTIO_NET_HDR_F_DATA_VALID`.
+const NEEDS_CSUM: u8 = 1;
+const DATA_VALID: u8 = 2;
+
+/// Ones' complement sum of `b` as big-endian 16-bit words (RFC 1071), not
+/// folded: the model's own, not the driver's.
+fn sum16(b: &[u8]) -> u64 {
+    b.chunks(2)
+        .map(|c| u64::from(c[0]) << 8 | u64::from(*c.get(1).unwrap_or(&0)))
+        .sum()
+}
+
+fn fold(mut s: u64) -> u16 {
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// A TCP or UDP frame's L4 header offset, checksum field offset from it
+/// (16 or 6), pseudo-header sum (RFC 793, RFC 768, RFC 8200 §8.1) and the
+/// IP datagram's end:
+/// Ethernet without a tag, IPv4 (not a fragment) or IPv6 without extension
+/// headers; `None` for anything else or a frame shorter than its headers.
+fn l4_of(f: &[u8]) -> Option<(usize, usize, u64, usize)> {
+    let be = |i: usize| Some(u16::from_be_bytes([*f.get(i)?, *f.get(i + 1)?]) as usize);
+    let (start, proto, end, addrs) = match be(12)? {
+        0x0800 => {
+            let ihl = (*f.get(14)? as usize & 0xf) * 4;
+            if ihl < 20 || be(20)? & 0x3fff != 0 {
+                return None;
+            }
+            (14 + ihl, *f.get(23)?, 14 + be(16)?, f.get(26..34)?)
+        }
+        0x86dd => (54, *f.get(20)?, 54 + be(18)?, f.get(22..54)?),
+        _ => return None,
+    };
+    let offset = match proto {
+        6 => 16,
+        17 => 6,
+        _ => return None,
+    };
+    if end > f.len() || start + offset + 2 > end {
+        return None;
+    }
+    Some((
+        start,
+        offset,
+        sum16(addrs) + u64::from(proto) + (end - start) as u64,
+        end,
+    ))
 }
 
 /// Control classes and commands (§5.1.6.5).
@@ -140,6 +206,27 @@ pub struct VirtioModelConfig {
     pub msix_vectors: u16,
     /// `VIRTIO_NET_S_LINK_UP` in the status field.
     pub link_up: bool,
+    /// What a received TCP or UDP frame's header says with
+    /// `VIRTIO_NET_F_GUEST_CSUM` negotiated.
+    pub rx_csum: RxCsum,
+}
+
+/// How the model fills the checksum part of a received frame's header
+/// once `VIRTIO_NET_F_GUEST_CSUM` is negotiated (virtio 1.2 §5.1.6.4).
+/// Only TCP and UDP over IPv4 (not a fragment) or IPv6 get a flag.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RxCsum {
+    /// `VIRTIO_NET_HDR_F_DATA_VALID` when the frame's L4 checksum is
+    /// right (the model checks it), no flag otherwise.
+    #[default]
+    DataValid,
+    /// The frame passed partial, as from a local sender: its checksum field
+    /// replaced by the pseudo-header's sum, `VIRTIO_NET_HDR_F_NEEDS_CSUM`
+    /// with `csum_start` (the L4 header) and `csum_offset` (16 or 6).
+    NeedsCsum,
+    /// No flag (the device checked nothing).
+    Nothing,
 }
 
 impl Default for VirtioModelConfig {
@@ -152,6 +239,7 @@ impl Default for VirtioModelConfig {
             features: feature::ALL,
             msix_vectors: 10,
             link_up: true,
+            rx_csum: RxCsum::DataValid,
         }
     }
 }
@@ -178,6 +266,10 @@ pub enum Hostile {
     /// Every used entry repeats the id of the one before (a chain
     /// completed twice, without the driver re-posting it in between).
     UsedIdTwice,
+    /// With `VIRTIO_NET_F_GUEST_CSUM`: every received frame's header says
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` with `csum_start` one byte before the
+    /// frame's end (the checksum field would run past it).
+    CsumStartPastFrame,
     /// Every avail ring entry the device takes is overwritten with 0x7fff
     /// after it read it, and the data descriptor of each chain it takes
     /// gets a garbage address and length: what a driver must never read
@@ -837,13 +929,8 @@ impl State {
                 ));
             } else {
                 let (hdr, frame) = bytes.split_at(hdr_len);
-                if hdr[0] != 0 || hdr[1] != 0 {
-                    self.violation(format!(
-                        "transmit header flags {:#x}, gso_type {:#x}: no checksum or \
-                         segmentation offload was negotiated (virtio 1.2 §5.1.6.2.1)",
-                        hdr[0], hdr[1]
-                    ));
-                }
+                let mut frame = frame.to_vec();
+                self.transmit_header(hdr, &mut frame);
                 if frame.len() > max_frame {
                     self.violation(format!(
                         "a {}-byte frame sent with MTU {}: the driver MUST NOT transmit packets \
@@ -852,7 +939,7 @@ impl State {
                         self.mtu()
                     ));
                 }
-                self.wire.push(frame.to_vec());
+                self.wire.push(frame);
             }
             self.scribble(&chain.readable, q, chain.head);
             let vq = &mut self.queues[q as usize];
@@ -862,6 +949,84 @@ impl State {
             self.queues[q as usize].publish_avail_event(&self.iommu);
         }
         self.interrupt(q, old);
+    }
+
+    /// Check a transmitted frame's header (virtio 1.2 §5.1.6.2.1) and do
+    /// what it asks: with `VIRTIO_NET_HDR_F_NEEDS_CSUM` (only with
+    /// `VIRTIO_NET_F_CSUM`), the checksum from `csum_start` to the end,
+    /// complemented, into `csum_start + csum_offset`, which must lie inside
+    /// the frame. No other flag, and `gso_type` NONE (no GSO feature is
+    /// offered).
+    fn transmit_header(&mut self, hdr: &[u8], frame: &mut [u8]) {
+        let (flags, gso) = (hdr[0], hdr[1]);
+        let le = |i: usize| u16::from_le_bytes([hdr[i], hdr[i + 1]]) as usize;
+        let (start, offset) = (le(6), le(8));
+        if gso != 0 {
+            self.violation(format!(
+                "transmit header gso_type {gso:#x}: no segmentation offload was negotiated, the \
+                 driver MUST set gso_type to VIRTIO_NET_HDR_GSO_NONE (virtio 1.2 §5.1.6.2.1)"
+            ));
+        }
+        if flags & !NEEDS_CSUM != 0 {
+            self.violation(format!(
+                "transmit header flags {flags:#x}: the driver MUST NOT set DATA_VALID or \
+                 RSC_INFO, and no other flag is defined (virtio 1.2 §5.1.6.2.1)"
+            ));
+        }
+        if flags & NEEDS_CSUM == 0 {
+            return;
+        }
+        if !self.has(feature::NET_CSUM) {
+            self.violation(format!(
+                "transmit header flags {flags:#x}: without VIRTIO_NET_F_CSUM the driver MUST set \
+                 flags to zero (virtio 1.2 §5.1.6.2.1)"
+            ));
+            return;
+        }
+        if start + offset + 2 > frame.len() {
+            self.violation(format!(
+                "transmit header NEEDS_CSUM with csum_start {start} and csum_offset {offset} in \
+                 a {}-byte frame: the checksum field must lie inside the packet (virtio 1.2 \
+                 §5.1.6.2)",
+                frame.len()
+            ));
+            return;
+        }
+        let mut sum = !fold(sum16(&frame[start..]));
+        if sum == 0 && offset == 6 {
+            sum = 0xffff;
+        }
+        frame[start + offset..start + offset + 2].copy_from_slice(&sum.to_be_bytes());
+    }
+
+    /// The checksum part of a received frame's header (flags, csum_start,
+    /// csum_offset), per [`RxCsum`], with `VIRTIO_NET_F_GUEST_CSUM`; the
+    /// frame as the device hands it over (partial for `NeedsCsum`).
+    fn receive_header(&self, frame: &mut [u8]) -> (u8, u16, u16) {
+        if !self.has(feature::NET_GUEST_CSUM) {
+            return (0, 0, 0);
+        }
+        if self.hostile == Some(Hostile::CsumStartPastFrame) {
+            return (NEEDS_CSUM, frame.len().saturating_sub(1) as u16, 0);
+        }
+        let Some((start, offset, pseudo, end)) = l4_of(frame) else {
+            return (0, 0, 0);
+        };
+        match self.cfg.rx_csum {
+            RxCsum::DataValid => {
+                if fold(sum16(&frame[start..end]) + pseudo) == 0xffff {
+                    (DATA_VALID, 0, 0)
+                } else {
+                    (0, 0, 0)
+                }
+            }
+            RxCsum::NeedsCsum => {
+                let at = start + offset;
+                frame[at..at + 2].copy_from_slice(&fold(pseudo).to_be_bytes());
+                (NEEDS_CSUM, start as u16, offset as u16)
+            }
+            RxCsum::Nothing => (0, 0, 0),
+        }
     }
 
     /// Hostile `RewriteRings`: the avail slot just read gets 0x7fff, and
@@ -1160,13 +1325,18 @@ impl State {
             self.queues[q as usize].untake();
             return VirtioRx::TooLong(pair);
         }
+        let mut frame = frame.to_vec();
+        let (flags, csum_start, csum_offset) = self.receive_header(&mut frame);
         let mut bytes = vec![0u8; hdr_len];
+        bytes[0] = flags;
+        bytes[6..8].copy_from_slice(&csum_start.to_le_bytes());
+        bytes[8..10].copy_from_slice(&csum_offset.to_le_bytes());
         bytes[10..12].copy_from_slice(&1u16.to_le_bytes()); // num_buffers
         if hdr_len == 20 {
             bytes[12..16].copy_from_slice(&hash.to_le_bytes());
             bytes[16..18].copy_from_slice(&report.to_le_bytes());
         }
-        bytes.extend_from_slice(frame);
+        bytes.extend_from_slice(&frame);
         let mut at = 0;
         for &(a, l) in &chain.writable {
             if at == bytes.len() {

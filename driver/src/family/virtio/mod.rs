@@ -85,8 +85,14 @@ pub(crate) use pollnic_hw::virtio::feature;
 /// CTRL_VQ, MQ, RSS and HASH_REPORT are dropped again by
 /// [`Port::negotiate`] when what they depend on is not offered (§5.1.3.1:
 /// MQ and RSS need CTRL_VQ; pollnic takes HASH_REPORT only with RSS, whose
-/// configuration command also turns the reports on).
-const WANTED: u64 = feature::VERSION_1
+/// configuration command also turns the reports on). `VIRTIO_NET_F_CSUM`
+/// costs nothing until a frame asks for it; `VIRTIO_NET_F_GUEST_CSUM` is
+/// not here: it lets the device hand over frames whose checksum is still to
+/// be completed (§5.1.6.4), so [`Port::negotiate`] takes it only for a port
+/// opened with `DeviceConfig::rx_checksum`. The segmentation features
+/// (`HOST_TSO*`, `GUEST_TSO*`) and `MRG_RXBUF` are never negotiated.
+const WANTED: u64 = feature::NET_CSUM
+    | feature::VERSION_1
     | feature::ACCESS_PLATFORM
     | feature::NET_MAC
     | feature::NET_STATUS
@@ -268,6 +274,8 @@ pub(crate) struct Port {
     notify_mult: u32,
     /// The features both sides agreed on.
     features: u64,
+    /// The features the device offered.
+    offered: u64,
     /// The control queue, once made (`VIRTIO_NET_F_CTRL_VQ`).
     ctrl: Option<VirtqCtrl<Notify>>,
     /// What RSS hashes and with which key, once configured.
@@ -417,6 +425,7 @@ impl Port {
             notify,
             notify_mult,
             features: 0,
+            offered: 0,
             ctrl: None,
             rss: None,
         })
@@ -459,17 +468,36 @@ impl Port {
     /// opened with physical addresses, no IOMMU: then the device's DMA
     /// takes physical addresses, which is what a device without
     /// ACCESS_PLATFORM does, §6.1); MAC, STATUS, MTU, EVENT_IDX and
-    /// ACCESS_PLATFORM taken when offered; FEATURES_OK written and read back.
+    /// ACCESS_PLATFORM taken when offered; CSUM when offered, GUEST_CSUM
+    /// when offered and `guest_csum` (`DeviceConfig::rx_checksum`);
+    /// FEATURES_OK written and read back.
     ///
     /// # Errors
     /// [`Error::VirtioFeatureMissing`] naming a required feature the device
-    /// lacks (the device is then marked FAILED); [`Error::VirtioFeaturesRefused`]
+    /// lacks (the device is then marked FAILED); [`Error::ConfigUnsupported`]
+    /// (`rx_checksum`) when `guest_csum` is asked of a device that does not
+    /// offer `VIRTIO_NET_F_GUEST_CSUM`; [`Error::VirtioFeaturesRefused`]
     /// when FEATURES_OK does not stay set; [`Error::Timeout`] from the reset.
-    pub(crate) fn negotiate(&mut self, physical: bool) -> Result<u64> {
+    pub(crate) fn negotiate(&mut self, physical: bool, guest_csum: bool) -> Result<u64> {
         self.reset()?;
         self.add_status(status::ACKNOWLEDGE);
         self.add_status(status::DRIVER);
         let offered = self.device_features();
+        self.offered = offered;
+        if guest_csum && offered & feature::NET_GUEST_CSUM == 0 {
+            // Nothing was accepted yet; the reset on the error path (the
+            // back end's drop) clears ACKNOWLEDGE and DRIVER.
+            return Err(Error::ConfigUnsupported {
+                addr: self.addr,
+                family: "virtio-net",
+                field: "rx_checksum",
+                why: "this virtio-net device does not offer VIRTIO_NET_F_GUEST_CSUM, so it \
+                      reports no receive checksum status (every frame would say NotChecked); \
+                      leave it off and check the sums in software, or ask only where \
+                      Device::capabilities().rx_checksum is true (QEMU: guest_csum=on, the \
+                      default)",
+            });
+        }
         let platform = if physical {
             0
         } else {
@@ -500,6 +528,9 @@ impl Port {
             }
         }
         let mut features = offered & WANTED;
+        if guest_csum {
+            features |= feature::NET_GUEST_CSUM;
+        }
         if features & feature::NET_CTRL_VQ == 0 {
             features &= !(feature::NET_MQ | feature::NET_RSS | feature::NET_CTRL_RX);
         }
@@ -538,6 +569,11 @@ impl Port {
     /// The device's MTU (`VIRTIO_NET_F_MTU`), if it gives one.
     pub(crate) fn mtu(&self) -> Option<u16> {
         (self.features & feature::NET_MTU != 0).then(|| self.device.r16(NET_CFG_MTU))
+    }
+
+    /// Whether the device offered feature `bit` (a `feature::` constant).
+    pub(crate) fn offers(&self, bit: u64) -> bool {
+        self.offered & bit == bit
     }
 
     /// Whether feature `bit` (a `feature::` constant) was negotiated.
@@ -908,7 +944,8 @@ fn check_mtu(addr: PciAddress, device_mtu: Option<u16>, mtu: u32) -> Result<()> 
 /// Refuse the [`DeviceConfig`] fields virtio-net cannot honour, before the
 /// device is touched: each names the field, why, and what to set instead.
 /// (`promisc` and `allmulti` are honoured through the control queue and
-/// checked against what the device offers: [`Port::check_rx_filter`].)
+/// checked against what the device offers: [`Port::check_rx_filter`];
+/// `rx_checksum` against `VIRTIO_NET_F_GUEST_CSUM` by [`Port::negotiate`].)
 ///
 /// # Errors
 /// [`Error::ConfigUnsupported`].
@@ -926,14 +963,6 @@ pub(crate) fn check_config(addr: PciAddress, cfg: &DeviceConfig) -> Result<()> {
             "vlan_strip",
             "virtio-net strips no VLAN tags (VIRTIO_NET_F_CTRL_VLAN filters by tag, it does not \
              strip); leave it off and read the tag from the frame",
-        );
-    }
-    if cfg.rx_checksum {
-        return refused(
-            "rx_checksum",
-            "virtio-net reports no receive checksum status (pollnic does not negotiate \
-             VIRTIO_NET_F_GUEST_CSUM; every frame would say NotChecked); leave it off and check \
-             the sums in software, or ask only where Device::capabilities().rx_checksum is true",
         );
     }
     if cfg.flow_control.is_some_and(|f| f != FlowControl::None) {
@@ -1246,7 +1275,6 @@ mod tests {
         let base = DeviceConfig::default();
         for (cfg, want) in [
             (base.clone().with_vlan_strip(true), "vlan_strip"),
-            (base.clone().with_rx_checksum(true), "rx_checksum"),
             (
                 base.clone().with_flow_control(FlowControl::Full),
                 "flow_control",
@@ -1304,7 +1332,7 @@ mod tests {
         ] {
             let io = io(offered, false, true);
             let mut port = Port::find(&io, addr()).unwrap();
-            port.negotiate(false).unwrap();
+            port.negotiate(false, false).unwrap();
             assert!(port.check_rx_filter(&on).is_ok());
             match (port.check_rx_filter(&off), refused) {
                 (Ok(()), None) => {}
@@ -1428,11 +1456,11 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::EVENT_IDX;
         let io = io(offered, false, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        assert_eq!(port.negotiate(false).unwrap(), offered);
+        assert_eq!(port.negotiate(false, false).unwrap(), offered);
         assert!(port.event_idx());
         let io = io_without_event_idx();
         let mut port = Port::find(&io, addr()).unwrap();
-        port.negotiate(false).unwrap();
+        port.negotiate(false, false).unwrap();
         assert!(!port.event_idx());
     }
 
@@ -1478,7 +1506,7 @@ mod tests {
         ] {
             let io = io(offered, false, true);
             let mut port = Port::find(&io, addr()).expect("capabilities found");
-            let err = port.negotiate(false).unwrap_err();
+            let err = port.negotiate(false, false).unwrap_err();
             let msg = err.to_string();
             assert!(
                 matches!(err, Error::VirtioFeatureMissing { feature, .. } if feature == name),
@@ -1496,7 +1524,7 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC | 1 << 15;
         let io = io(offered, true, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        let err = port.negotiate(false).unwrap_err();
+        let err = port.negotiate(false, false).unwrap_err();
         let msg = err.to_string();
         // What was written: the wanted features the device offered, not
         // MRG_RXBUF (bit 15), which pollnic does not ask for.
@@ -1531,12 +1559,16 @@ mod tests {
         ] {
             let io = io(base | offered, false, true);
             let mut port = Port::find(&io, addr()).unwrap();
-            assert_eq!(port.negotiate(false).unwrap(), base | want, "{offered:#x}");
+            assert_eq!(
+                port.negotiate(false, false).unwrap(),
+                base | want,
+                "{offered:#x}"
+            );
         }
         // max_virtqueue_pairs counts only with MQ or RSS; 0 is refused.
         let dev = io(base | all, false, true);
         let mut port = Port::find(&dev, addr()).unwrap();
-        port.negotiate(false).unwrap();
+        port.negotiate(false, false).unwrap();
         dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
         assert_eq!(port.max_queue_pairs().unwrap(), 4);
         assert_eq!(port.ctrl_queue_index().unwrap(), 8);
@@ -1546,7 +1578,7 @@ mod tests {
         assert!(err.to_string().contains("max_virtqueue_pairs"), "{err}");
         let dev = io(base | feature::NET_CTRL_VQ, false, true);
         let mut port = Port::find(&dev, addr()).unwrap();
-        port.negotiate(false).unwrap();
+        port.negotiate(false, false).unwrap();
         dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
         assert_eq!(port.max_queue_pairs().unwrap(), 1);
         assert_eq!(port.ctrl_queue_index().unwrap(), 2);
@@ -1557,7 +1589,7 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS | 1 << 15;
         let io = io(offered, false, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        let got = port.negotiate(false).unwrap();
+        let got = port.negotiate(false, false).unwrap();
         assert_eq!(
             got,
             feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS
