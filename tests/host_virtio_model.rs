@@ -455,73 +455,7 @@ fn capabilities_say_what_a_virtio_port_does_and_does_not() {
 
 const PEER: [u8; 6] = [2, 0, 0, 0, 0, 9];
 
-/// An Ethernet frame to `dst` carrying TCP (6) or UDP (17) over IPv4 or
-/// IPv6 with `payload`, its L4 checksum field 0x0000 and the IPv4 header
-/// checksum filled.
-fn l4_frame(dst: [u8; 6], v6: bool, proto: u8, payload: &[u8]) -> Vec<u8> {
-    let l4len = if proto == 6 { 20 } else { 8 } + payload.len();
-    let mut f = Vec::new();
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&PEER);
-    if v6 {
-        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-        f.extend_from_slice(&(l4len as u16).to_be_bytes());
-        f.extend_from_slice(&[proto, 64]);
-        f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-        f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-    } else {
-        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
-        f.extend_from_slice(&((20 + l4len) as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 1, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-        let c = !fold(sum(&f[14..34]));
-        f[24..26].copy_from_slice(&c.to_be_bytes());
-    }
-    f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]);
-    if proto == 6 {
-        f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 5 << 4, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
-    } else {
-        f.extend_from_slice(&(l4len as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-    }
-    f.extend_from_slice(payload);
-    f
-}
-
-fn sum(b: &[u8]) -> u64 {
-    b.chunks(2)
-        .map(|c| (c[0] as u64) << 8 | *c.get(1).unwrap_or(&0) as u64)
-        .sum()
-}
-
-fn fold(mut s: u64) -> u16 {
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
-/// Offset of the L4 header and of its checksum field in an [`l4_frame`].
-fn l4_at(f: &[u8]) -> (usize, usize) {
-    let (start, proto) = if f[12] == 0x86 {
-        (54, f[20])
-    } else {
-        (34, f[23])
-    };
-    (start, start + if proto == 6 { 16 } else { 6 })
-}
-
-/// Whether the frame's TCP or UDP checksum verifies over the pseudo-header
-/// (RFC 793, RFC 768, RFC 8200 §8.1), a UDP one not being 0 ("none").
-fn l4_checksum_ok(f: &[u8]) -> bool {
-    let (start, at) = l4_at(f);
-    let (addrs, proto) = if f[12] == 0x86 {
-        (&f[22..54], f[20])
-    } else {
-        (&f[26..34], f[23])
-    };
-    let pseudo = sum(addrs) + proto as u64 + (f.len() - start) as u64;
-    fold(sum(&f[start..]) + pseudo) == 0xffff && f[at..at + 2] != [0, 0]
-}
+use pollnic_tests::l4::*;
 
 /// The four kinds of frame, with even and odd payloads.
 fn l4_frames(dst: [u8; 6]) -> Vec<(&'static str, Vec<u8>)> {
@@ -534,7 +468,7 @@ fn l4_frames(dst: [u8; 6]) -> Vec<(&'static str, Vec<u8>)> {
     ] {
         for len in [0usize, 1, 57, 1000] {
             let payload: Vec<u8> = (0..len).map(|i| (i * 13 + 7) as u8).collect();
-            v.push((name, l4_frame(dst, v6, proto, &payload)));
+            v.push((name, l4_frame(dst, PEER, v6, proto, &payload)));
         }
     }
     v
@@ -604,7 +538,7 @@ fn what_virtio_cannot_offload_is_refused_and_counted() {
         p.data_mut().copy_from_slice(f);
         p
     };
-    let f = l4_frame(PEER, false, 17, b"hello");
+    let f = l4_frame(PEER, PEER, false, 17, b"hello");
     let both = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
     let mut burst = vec![frame_of(q, &f), frame_of(q, &f)];
     assert_eq!(q.tx_burst_offload(&mut burst, &both), 2, "taken, refused");
@@ -687,7 +621,7 @@ fn data_valid_reports_the_l4_checksum_good() {
     let m = model();
     let mut dev = m.open(&small(1)).unwrap();
     assert_eq!(m.features() & feature::NET_GUEST_CSUM, 0, "not asked");
-    let mut f = l4_frame(dev.mac(), false, 17, b"data");
+    let mut f = l4_frame(dev.mac(), PEER, false, 17, b"data");
     let (start, at) = l4_at(&f);
     let c = !fold(sum(&f[start..]) + sum(&f[26..34]) + 17 + (f.len() - start) as u64);
     f[at..at + 2].copy_from_slice(&c.to_be_bytes());
@@ -742,7 +676,7 @@ fn a_partial_checksum_past_the_frame_is_dropped_and_counted() {
     let m = model();
     let mut dev = m.open(&small(1).with_rx_checksum(true)).unwrap();
     let pool = dev.mempool().clone();
-    let f = l4_frame(dev.mac(), false, 17, b"x");
+    let f = l4_frame(dev.mac(), PEER, false, 17, b"x");
     m.set_hostile(Some(Hostile::CsumStartPastFrame));
     let mut got = Vec::new();
     // More than the 32 chains: each dropped frame's chain is re-posted.

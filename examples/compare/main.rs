@@ -608,13 +608,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let flows: Vec<Flow> = (0..args.flows)
         .map(|i| Flow::nth(gen.mac(), dst_mac, i))
         .collect();
+    let load_text = match args.drain {
+        Some(n) => format!("a drain of {n} frames per row (--drain: no rate, no seconds)"),
+        None => format!("{} pps offered, {} s per row", args.rate, args.seconds),
+    };
     println!(
-        "compare: {} -> {}, {} flows, {} pps offered, {} s per row, sizes {:?}",
+        "compare: {} -> {}, {} flows, {load_text}, sizes {:?}",
         tx,
         rx,
         flows.len(),
-        args.rate,
-        args.seconds,
         args.sizes
     );
     println!(

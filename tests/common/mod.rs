@@ -158,6 +158,81 @@ pub fn transfer_and_verify(
 
 pub mod compare_page;
 
+/// TCP and UDP test frames over IPv4 and IPv6 and an independent check of
+/// their L4 checksums (RFC 768, RFC 793, RFC 8200 §8.1), for the checksum
+/// offload tests on the software model and in the guest.
+pub mod l4 {
+    /// An Ethernet frame from `src` to `dst` carrying TCP (6) or UDP (17) over IPv4 or
+    /// IPv6 with `payload`, its L4 checksum field 0x0000 and the IPv4 header
+    /// checksum filled.
+    pub fn l4_frame(dst: [u8; 6], src: [u8; 6], v6: bool, proto: u8, payload: &[u8]) -> Vec<u8> {
+        let l4len = if proto == 6 { 20 } else { 8 } + payload.len();
+        let mut f = Vec::new();
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(&src);
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(l4len as u16).to_be_bytes());
+            f.extend_from_slice(&[proto, 64]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        } else {
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+            f.extend_from_slice(&((20 + l4len) as u16).to_be_bytes());
+            f.extend_from_slice(&[0, 1, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+            let c = !fold(sum(&f[14..34]));
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]);
+        if proto == 6 {
+            f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 5 << 4, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        } else {
+            f.extend_from_slice(&(l4len as u16).to_be_bytes());
+            f.extend_from_slice(&[0, 0]);
+        }
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// Ones' complement sum of big-endian 16-bit words, not folded.
+    pub fn sum(b: &[u8]) -> u64 {
+        b.chunks(2)
+            .map(|c| (c[0] as u64) << 8 | *c.get(1).unwrap_or(&0) as u64)
+            .sum()
+    }
+
+    /// `s` folded to 16 bits.
+    pub fn fold(mut s: u64) -> u16 {
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
+
+    /// Offset of the L4 header and of its checksum field in an [`l4_frame`].
+    pub fn l4_at(f: &[u8]) -> (usize, usize) {
+        let (start, proto) = if f[12] == 0x86 {
+            (54, f[20])
+        } else {
+            (34, f[23])
+        };
+        (start, start + if proto == 6 { 16 } else { 6 })
+    }
+
+    /// Whether the frame's TCP or UDP checksum verifies over the pseudo-header
+    /// (RFC 793, RFC 768, RFC 8200 §8.1), a UDP one not being 0 ("none").
+    pub fn l4_checksum_ok(f: &[u8]) -> bool {
+        let (start, at) = l4_at(f);
+        let (addrs, proto) = if f[12] == 0x86 {
+            (&f[22..54], f[20])
+        } else {
+            (&f[26..34], f[23])
+        };
+        let pseudo = sum(addrs) + proto as u64 + (f.len() - start) as u64;
+        fold(sum(&f[start..]) + pseudo) == 0xffff && f[at..at + 2] != [0, 0]
+    }
+}
+
 /// README.md and every page of docs/, as doc-test inputs: their Rust blocks
 /// are compiled by `cargo test` (see build.rs).
 #[cfg(doctest)]
