@@ -7,7 +7,11 @@ use pollnic::{Device, Packet};
 use pollnic_tools::frame::{self, Flow};
 use pollnic_tools::marker;
 use pollnic_tools::metrics::PollGaps;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The core the generator thread is pinned to (`--gen-core`), set once by
@@ -22,17 +26,35 @@ pub static DRAIN_FRAMES: AtomicU64 = AtomicU64::new(0);
 /// [`hold`] instead of reading.
 static PAUSED: AtomicBool = AtomicBool::new(false);
 
+/// Where [`hold`] blocks while [`PAUSED`] is set, until [`release`] wakes it.
+static HELD: Mutex<()> = Mutex::new(());
+static RELEASED: Condvar = Condvar::new();
+
 /// How long a drain row waits after its last frame was sent before the
 /// receiver may read: the device and the kernel have placed every frame.
 pub const DRAIN_SETTLE: Duration = Duration::from_millis(300);
 
 /// Called at the top of every receive loop: returns at once, or (a drain
-/// row's fill) when the receiver may read again.
+/// row's fill) when the receiver may read again. A held receiver sleeps on
+/// a condition variable, not in a timed loop: a wake-up every millisecond
+/// would be counted as the row's work (a timer interrupt, a switch in and
+/// out per wake-up, about 300 over the settle), and it moved the kernel
+/// rows' drain counts by up to a third between runs.
 #[inline]
 pub fn hold() {
-    while PAUSED.load(Relaxed) {
-        std::thread::sleep(Duration::from_millis(1));
+    if PAUSED.load(Acquire) {
+        let mut g = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        while PAUSED.load(Acquire) {
+            g = RELEASED.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
     }
+}
+
+/// Ends a drain row's hold: every receiver in [`hold`] goes on reading.
+fn release() {
+    let _g = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    PAUSED.store(false, Release);
+    RELEASED.notify_all();
 }
 
 /// A row's trial: [`generate`] at the row's rate, or with `--drain N` the
@@ -54,7 +76,7 @@ pub fn trial(
         return generate(dev, flows, size, rate, secs, stop);
     }
     on_gen_core(|| {
-        PAUSED.store(true, Relaxed);
+        PAUSED.store(true, Release);
         let mut meter = crate::cost::Meter::new();
         if let Some(m) = meter.as_mut() {
             m.begin();
@@ -71,7 +93,7 @@ pub fn trial(
             |_| {},
         );
         std::thread::sleep(DRAIN_SETTLE);
-        PAUSED.store(false, Relaxed);
+        release();
         std::thread::sleep(crate::cost::TAIL);
         offered.pmu = pmu
             .as_mut()

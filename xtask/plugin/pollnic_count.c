@@ -242,6 +242,17 @@ static bool count_mem = true;
 static bool count_mmio = true;
 static int vcpus;       /* vCPUs of the machine */
 static int vcpus_ready; /* vCPUs initialised so far (their scoreboard entries exist) */
+
+/* Whether `vcpu`'s scoreboard entries exist. Under round-robin TCG
+ * (`-accel tcg,thread=single`) QEMU 10.0 initialises a vCPU for plugins by
+ * work queued on it, and the vCPU can run translated code before that work
+ * runs; looking its entry up then fails QEMU's assertion
+ * (qemu_plugin_scoreboard_find: vcpu_index < qemu_plugin_num_vcpus()).
+ * Such a vCPU's first instructions go uncounted (boot firmware). */
+static inline bool vcpu_known(unsigned int vcpu)
+{
+    return vcpu < (unsigned int)__atomic_load_n(&vcpus_ready, __ATOMIC_ACQUIRE);
+}
 static int out_fd = -1;
 static unsigned period_us = 1000;
 static volatile bool stopping;
@@ -355,6 +366,9 @@ static uint64_t prof_slot(uint64_t vaddr)
 
 static void on_region_tb(unsigned int vcpu, void *udata)
 {
+    if (!vcpu_known(vcpu)) {
+        return;
+    }
     struct region_log *l = qemu_plugin_scoreboard_find(logs, vcpu);
     if (l->len < LOG_LEN) {
         l->e[l->len++] = (uintptr_t)udata;
@@ -365,6 +379,9 @@ static void on_region_tb(unsigned int vcpu, void *udata)
 
 static void region_begin(unsigned int vcpu)
 {
+    if (!vcpu_known(vcpu)) {
+        return;
+    }
     if (prof_slots) {
         struct region_log *l = qemu_plugin_scoreboard_find(logs, vcpu);
         l->len = 0;
@@ -374,6 +391,9 @@ static void region_begin(unsigned int vcpu)
 
 static void region_commit(unsigned int vcpu)
 {
+    if (!vcpu_known(vcpu)) {
+        return;
+    }
     if (!prof_slots) {
         return;
     }
@@ -853,6 +873,9 @@ static bool cache_init(unsigned n)
  * kernel, follows from it; the idle loop is never instrumented). */
 static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata, bool store)
 {
+    if (!vcpu_known(vcpu)) {
+        return;
+    }
     struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
     uint64_t pc = (uintptr_t)udata;
     int cls = pc >= 0xffff800000000000ULL ? KERNEL : USER;
@@ -951,6 +974,9 @@ static uint64_t read_cr3(void)
  * previous address space, so the kernel work they do there stays counted. */
 static void on_switch(unsigned int vcpu, void *udata)
 {
+    if (!vcpu_known(vcpu)) {
+        return;
+    }
     struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
     (void)udata;
     if (!c->open && !c->paused) {
@@ -981,6 +1007,9 @@ static void on_switch(unsigned int vcpu, void *udata)
 
 static void on_mark(unsigned int vcpu, void *udata)
 {
+    if (!vcpu_known(vcpu)) {
+        return;
+    }
     struct counts *c = qemu_plugin_scoreboard_find(board, vcpu);
     uint64_t insns = c->insns[USER] + c->insns[KERNEL];
     uint64_t loaded = c->loaded[USER] + c->loaded[KERNEL];

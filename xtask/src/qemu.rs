@@ -238,17 +238,18 @@ fn qemu_command(
     if let Some(extra) = std::env::var_os("POLLNIC_QEMU_ARGS") {
         c.args(extra.to_string_lossy().split_whitespace());
     }
-    // A counting guest of more than 2 vCPUs runs them on one host thread,
-    // round-robin (`thread=single`): with one thread per vCPU (MTTCG) 3- and
-    // 4-vCPU counting guests hung twice (vCPU 0 stopped taking timer ticks,
-    // docs/design/counting.md); counts do not depend on threads. Times do,
-    // and are slower this way.
-    let single = opts.count.is_some() && opts.smp > 2;
+    // One host thread per vCPU (MTTCG), counting or not. Round-robin TCG
+    // (`thread=single`) was tried for counting guests of more than 2 vCPUs
+    // on 2026-12-05 and does not work with the counter on QEMU 10.0.2: a
+    // vCPU runs translated code before QEMU's queued plugin initialisation
+    // of it, and the guest crashed at boot (QEMU SIGSEGV in generated code,
+    // then a guest kernel panic with the plugin's lookups guarded);
+    // docs/design/counting.md.
     c.args([
         "-machine",
         "q35,kernel-irqchip=split",
         "-accel",
-        if single { "tcg,thread=single" } else { "tcg" },
+        "tcg",
         "-cpu",
         "max",
     ])
