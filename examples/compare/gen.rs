@@ -60,9 +60,12 @@ fn release() {
 /// A row's trial: [`generate`] at the row's rate, or with `--drain N` the
 /// drain: the receivers held ([`hold`]), N frames sent as fast as the
 /// port takes them, [`DRAIN_SETTLE`] for them to land in the receive ring
-/// (or the socket), then the receivers let go to empty it in full bursts;
+/// (or the socket), then the receivers let go to empty them in full bursts;
 /// the counted window spans all of it, so a row's count per packet is its
 /// work per frame at full bursts, whatever the timing (issue 43 item 7).
+/// The drain runs [`DRAIN_REPEATS`] times and keeps the window with the
+/// fewest instructions on the receiving vCPUs, whose frames are then the
+/// ones counts are divided by ([`Offered::window_frames`]).
 pub fn trial(
     dev: &mut Device,
     flows: &[Flow],
@@ -76,35 +79,69 @@ pub fn trial(
         return generate(dev, flows, size, rate, secs, stop);
     }
     on_gen_core(|| {
-        PAUSED.store(true, Release);
-        let mut meter = crate::cost::Meter::new();
-        if let Some(m) = meter.as_mut() {
-            m.begin();
+        let core = GEN_CORE.load(Relaxed);
+        let gen = (core != usize::MAX).then_some(core);
+        let mut total: Option<Offered> = None;
+        let mut best: Option<(u64, Offered)> = None;
+        for _ in 0..DRAIN_REPEATS {
+            PAUSED.store(true, Release);
+            let mut meter = crate::cost::Meter::new();
+            if let Some(m) = meter.as_mut() {
+                m.begin();
+            }
+            let mut pmu = crate::pmu::begin(core);
+            let mut one = send(
+                dev,
+                flows,
+                size,
+                DRAIN_RATE,
+                60.0,
+                stop,
+                Limit::Frames(n),
+                |_| {},
+            );
+            std::thread::sleep(DRAIN_SETTLE);
+            release();
+            std::thread::sleep(crate::cost::TAIL);
+            one.pmu = pmu
+                .as_mut()
+                .map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
+            if let Some(m) = meter {
+                one.window = m.end(gen);
+            }
+            one.window_frames = Some(one.sent);
+            let t = total.get_or_insert_with(Offered::default);
+            t.sent += one.sent;
+            t.elapsed += one.elapsed;
+            t.skipped += one.skipped;
+            t.tx_packets += one.tx_packets;
+            // The least work wins: the kernel's periodic tasks (igb's
+            // watchdog reads about 80 statistics registers every 2 s) land
+            // in some windows and not in others.
+            let work = one
+                .window
+                .as_ref()
+                .map_or(0, |w| w.receiving_instructions());
+            if best.as_ref().is_none_or(|(b, _)| work < *b) {
+                best = Some((work, one));
+            }
+            if stop.load(Relaxed) {
+                break;
+            }
         }
-        let mut pmu = crate::pmu::begin(GEN_CORE.load(Relaxed));
-        let mut offered = send(
-            dev,
-            flows,
-            size,
-            DRAIN_RATE,
-            60.0,
-            stop,
-            Limit::Frames(n),
-            |_| {},
-        );
-        std::thread::sleep(DRAIN_SETTLE);
-        release();
-        std::thread::sleep(crate::cost::TAIL);
-        offered.pmu = pmu
-            .as_mut()
-            .map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));
-        if let Some(m) = meter {
-            let core = GEN_CORE.load(Relaxed);
-            offered.window = m.end((core != usize::MAX).then_some(core));
+        let mut t = total.unwrap_or_default();
+        if let Some((_, b)) = best {
+            t.window = b.window;
+            t.pmu = b.pmu;
+            t.window_frames = b.window_frames;
         }
-        offered
+        t
     })
 }
+
+/// How many times a drain row fills and empties its ring; the window with
+/// the least work is kept ([`trial`]).
+pub const DRAIN_REPEATS: usize = 3;
 
 /// How many frames [`send`] sends: for its seconds at its rate, the
 /// warm-up's (their timestamps zeroed: receivers leave them out), or a
@@ -121,6 +158,7 @@ pub(crate) enum Limit {
 const DRAIN_RATE: u64 = 10_000_000;
 
 /// What was offered.
+#[derive(Default)]
 pub struct Offered {
     /// Frames handed to the NIC.
     pub sent: u64,
@@ -139,6 +177,9 @@ pub struct Offered {
     /// generator's ([`crate::pmu`]): the events' counts, or why there are
     /// none; `None` where this row does not read them.
     pub pmu: Option<Result<Vec<(&'static str, u64)>, String>>,
+    /// The frames `window` and `pmu` hold, where they span only part of
+    /// the row (one of a drain's [`DRAIN_REPEATS`]); `None`: all of them.
+    pub window_frames: Option<u64>,
 }
 
 /// How far (frames) the generator may fall behind its schedule before it
@@ -400,5 +441,6 @@ pub(crate) fn send(
         tx_packets,
         window: None,
         pmu: None,
+        window_frames: None,
     }
 }

@@ -332,15 +332,22 @@ fn measured_row(path: &str, size: usize, rate: u64, m: Result<Measured, String>)
     };
     let has_lat = t.lat.count() > 0;
     let us = |q: f64| has_lat.then(|| t.lat.quantile_ns(q) as f64 / 1000.0);
-    let cost =
-        m.offered.window.as_ref().and_then(|w| {
-            w.per_packet(if tx { m.offered.sent } else { t.received }, m.offered.sent)
-        });
+    // The packets the window's counts are divided by: a drain keeps one of
+    // its fills (`Offered::window_frames`), every frame of it received.
+    let counted = |all: u64| m.offered.window_frames.map_or(all, |f| f.min(all));
+    let cost = m.offered.window.as_ref().and_then(|w| {
+        w.per_packet(
+            counted(if tx { m.offered.sent } else { t.received }),
+            counted(m.offered.sent),
+        )
+    });
     let c = |f: fn(&cost::PerPacket) -> f64| cost.as_ref().map(f);
     let cache_figure =
         |f: fn(&cost::CachePerPacket) -> f64| cost.as_ref().and_then(|p| p.cache.as_ref()).map(f);
-    let (pmu_per_packet, pmu_note) =
-        pmu::per_packet(&m.offered.pmu, if tx { m.offered.sent } else { t.received });
+    let (pmu_per_packet, pmu_note) = pmu::per_packet(
+        &m.offered.pmu,
+        counted(if tx { m.offered.sent } else { t.received }),
+    );
     let wakeups_per_packet = m
         .wakeups
         .filter(|w| w.1 > 0)
@@ -1092,7 +1099,8 @@ fn measure(
     let m = measure_path(path, load, rx, cores, macs).map(|mut m| {
         if drain > 0 {
             m.note = format!(
-                "drain: {drain} frames sent while the receiver waited, then emptied in full bursts (counts over both); {}",
+                "drain: {drain} frames sent while the receiver waited, then emptied in full bursts, {} times; counts over the fill and emptying with the least work; {}",
+                gen::DRAIN_REPEATS,
                 m.note
             );
         }

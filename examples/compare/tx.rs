@@ -222,6 +222,7 @@ fn tx_row(
             tx_packets: sent.tx_packets.unwrap_or(sent.sent),
             window,
             pmu: None,
+            window_frames: None,
         },
         tally,
         note: format!(
