@@ -471,12 +471,6 @@ pub struct PerPacket {
 }
 
 impl Window {
-    /// Instructions on the vCPUs other than the generator's over the send
-    /// window, everything counted (a drain keeps its least such window).
-    pub fn receiving_instructions(&self) -> u64 {
-        sum_where(&self.send.0, |i| Some(i) != self.gen_core).insns()
-    }
-
     /// Per received packet (`received` test frames, `sent` by the generator),
     /// counting the vCPUs other than the generator's.
     pub fn per_packet(&self, received: u64, sent: u64) -> Option<PerPacket> {

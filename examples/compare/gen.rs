@@ -82,7 +82,7 @@ pub fn trial(
         let core = GEN_CORE.load(Relaxed);
         let gen = (core != usize::MAX).then_some(core);
         let mut total: Option<Offered> = None;
-        let mut best: Option<(u64, Offered)> = None;
+        let mut best: Option<(f64, Offered)> = None;
         for _ in 0..DRAIN_REPEATS {
             PAUSED.store(true, Release);
             let mut meter = crate::cost::Meter::new();
@@ -117,13 +117,17 @@ pub fn trial(
             t.tx_packets += one.tx_packets;
             // The least work wins: the kernel's periodic tasks (igb's
             // watchdog reads about 80 statistics registers every 2 s) land
-            // in some windows and not in others.
+            // in some windows and not in others. The work figure is the
+            // row's own (marked bursts, or the window less its background).
             let work = one
                 .window
                 .as_ref()
-                .map_or(0, |w| w.receiving_instructions());
-            if best.as_ref().is_none_or(|(b, _)| work < *b) {
-                best = Some((work, one));
+                .and_then(|w| w.per_packet(one.sent, one.sent))
+                .and_then(|p| p.work_instructions);
+            t.fill_work.push(work);
+            let w = work.unwrap_or(f64::INFINITY);
+            if best.as_ref().is_none_or(|(b, _)| w < *b) {
+                best = Some((w, one));
             }
             if stop.load(Relaxed) {
                 break;
@@ -180,6 +184,9 @@ pub struct Offered {
     /// The frames `window` and `pmu` hold, where they span only part of
     /// the row (one of a drain's [`DRAIN_REPEATS`]); `None`: all of them.
     pub window_frames: Option<u64>,
+    /// A drain's work instructions per packet in each fill, in order
+    /// (`None`: no figure for that fill); empty at a rate.
+    pub fill_work: Vec<Option<f64>>,
 }
 
 /// How far (frames) the generator may fall behind its schedule before it
@@ -442,5 +449,6 @@ pub(crate) fn send(
         window: None,
         pmu: None,
         window_frames: None,
+        fill_work: Vec::new(),
     }
 }

@@ -1099,8 +1099,14 @@ fn measure(
     let m = measure_path(path, load, rx, cores, macs).map(|mut m| {
         if drain > 0 {
             m.note = format!(
-                "drain: {drain} frames sent while the receiver waited, then emptied in full bursts, {} times; counts over the fill and emptying with the least work; {}",
+                "drain: {drain} frames sent while the receiver waited, then emptied in full bursts, {} times; counts over the fill and emptying with the least work (work instructions per packet by fill: {}); {}",
                 gen::DRAIN_REPEATS,
+                m.offered
+                    .fill_work
+                    .iter()
+                    .map(|w| w.map_or("none".to_string(), |w| format!("{w:.1}")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 m.note
             );
         }

@@ -223,6 +223,7 @@ fn tx_row(
             window,
             pmu: None,
             window_frames: None,
+            fill_work: Vec::new(),
         },
         tally,
         note: format!(
