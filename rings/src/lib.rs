@@ -40,4 +40,6 @@ pub use rx::{rx_cache_size, rx_free_thresh, RingError, RxRing, RxStats, RX_UNFIN
 pub use simd::DataPath;
 pub use tx::{TxRing, TxStats, TX_RS_THRESH};
 pub use virtq::ctrl::{CtrlError, VirtqCtrl};
-pub use virtq::{NetHdr, VirtqAddrs, VirtqRx, VirtqStats, VirtqTx, VIRTIO_NET_HDR_LEN};
+pub use virtq::{
+    NetHdr, VirtqAddrs, VirtqLayout, VirtqRx, VirtqStats, VirtqTx, VIRTIO_NET_HDR_LEN,
+};
