@@ -349,10 +349,9 @@ impl SplitLayout {
 /// same on both; the layout decides only how chains are posted and used
 /// ones found. A device offers packed rings with feature bit 34; the driver
 /// takes them when offered (see `pollnic::DeviceConfig::virtq_layout`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum VirtqLayout {
     /// Split virtqueues (§2.7); the size is a power of two in 4..=32768.
-    #[default]
     Split,
     /// Packed virtqueues (§2.8, `VIRTIO_F_RING_PACKED`); the size is any
     /// number in 4..=32768.
@@ -1893,7 +1892,7 @@ pub mod device {
 /// device's avail cursor and writes used descriptors at its used cursor,
 /// through the driver's own region (identity-mapped IOVAs only), with both
 /// device wrap counters. Hostile tests write any descriptor with
-/// [`PackedDevice::write_used_raw`]. Hidden from the library's
+/// `PackedDevice::write_used_raw`. Hidden from the library's
 /// documentation.
 #[doc(hidden)]
 pub mod packed_device {

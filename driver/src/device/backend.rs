@@ -133,6 +133,7 @@ impl Backend {
                         key_len: pollnic_hw::rss::KEY_LEN,
                     }),
                 interrupts: intel.interrupts && v.vector_refused.is_none(),
+                virtq_layout: Some(v.port.virtq_layout()),
                 ..intel
             },
         }
