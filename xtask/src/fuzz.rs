@@ -4,7 +4,7 @@
 //! fuzz/virtq_hostile.rs) and `virtq_packed` (the packed virtqueue against one,
 //! fuzz/virtq_packed_hostile.rs) under libFuzzer with AddressSanitizer, one after the other,
 //! each for a quarter of the time (the first two read the seeds in fuzz/seeds/rings, the
-//! virtqueue targets those in fuzz/seeds/<target>).
+//! virtqueue targets those in `fuzz/seeds/<target>`).
 //!
 //! Installs cargo-fuzz from crates.io when missing (`cargo install cargo-fuzz --locked`), builds
 //! the target on the nightly toolchain (ASan, debug assertions and overflow checks on), and runs
