@@ -6,7 +6,7 @@
 //! *burst* of packets per call, a *descriptor write-back* by the device, the
 //! *tail* register (RDT/TDT) written once per burst.
 //!
-//! `unsafe` lives only in [`virtq`] (volatile access to a split virtqueue),
+//! `unsafe` lives only in [`virtq`] (volatile and atomic access to split and packed virtqueues),
 //! [`dma`] (mapping and raw buffer access), [`descring`]
 //! (volatile descriptor access), [`mempool`] (the pool's reference count and
 //! packet buffer access), [`rx`] and [`tx`] (handing buffer ownership between

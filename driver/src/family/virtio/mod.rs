@@ -2,7 +2,9 @@
 //! the reset and status handshake, feature negotiation, the queue pairs'
 //! virtqueues and the control queue, the multi-queue and RSS commands
 //! ([`ctrl`]), link status and the device's MAC. The queues themselves are
-//! `pollnic_rings::virtq`'s split virtqueues.
+//! `pollnic_rings::virtq`'s virtqueues, packed when the device offers
+//! `VIRTIO_F_RING_PACKED` (virtio 1.2 §2.8) and `DeviceConfig::virtq_layout`
+//! does not ask for split, split otherwise (§2.7).
 //!
 //! Sources: the virtio 1.x specification (OASIS, "Virtual I/O Device
 //! (VIRTIO) Version 1.2"): §4.1.4 the PCI capabilities, §4.1.4.3 the
@@ -1014,7 +1016,7 @@ pub(crate) fn check_config(addr: PciAddress, cfg: &DeviceConfig) -> Result<()> {
     if cfg.data_path == DataPathChoice::Vector {
         return refused(
             "data_path",
-            "virtio-net's bursts have no vector loop (the split virtqueue runs the scalar one); \
+            "virtio-net's bursts have no vector loop (a virtqueue runs the scalar one); \
              use DataPathChoice::Auto or Scalar",
         );
     }
