@@ -557,10 +557,10 @@ impl Vring {
     }
 
     /// Set only descriptor `i`'s address and length (a re-armed chain;
-    /// split).
+    /// split), with the split layout at hand (the hot path matches the
+    /// layout once per operation, not once per access).
     #[inline(always)]
-    fn write_desc_buf(&self, i: u16, addr: u64, len: u32) {
-        let Some(l) = self.split() else { return };
+    fn split_desc_buf(&self, l: &SplitLayout, i: u16, addr: u64, len: u32) {
         let d = self.at::<Desc>(l.desc(i));
         // SAFETY: as in `write_desc`; the two fields of that descriptor.
         unsafe {
@@ -597,7 +597,14 @@ impl Vring {
     /// avail.ring[`slot` masked] = `id` (split).
     #[inline(always)]
     fn put_avail(&self, slot: u16, id: u16) {
-        let Some(l) = self.split() else { return };
+        if let Some(l) = self.split() {
+            self.split_put_avail(l, slot, id);
+        }
+    }
+
+    /// [`Vring::put_avail`] with the split layout at hand.
+    #[inline(always)]
+    fn split_put_avail(&self, l: &SplitLayout, slot: u16, id: u16) {
         let off = l.avail_ring(slot);
         // SAFETY: a masked slot is inside avail.ring (layout), 2-byte aligned.
         unsafe { self.at::<u16>(off).write_volatile(id.to_le()) }
@@ -610,12 +617,12 @@ impl Vring {
     /// cursor, the first one's flags held for [`Vring::publish`].
     #[inline(always)]
     fn post_chain(&mut self, slot: u16, k: u16, buf: u64, len: u32, write: bool) {
-        match &mut self.kind {
-            Kind::Split(_) => {
-                self.write_desc_buf(2 * k + 1, buf, len);
-                self.put_avail(slot, 2 * k);
+        match self.kind {
+            Kind::Split(ref l) => {
+                self.split_desc_buf(l, 2 * k + 1, buf, len);
+                self.split_put_avail(l, slot, 2 * k);
             }
-            Kind::Packed(p) => {
+            Kind::Packed(ref mut p) => {
                 let hdr = self.region.iova() + p.layout.hdr(k as usize) as u64;
                 let w = if write { DESC_F_WRITE } else { 0 };
                 p.post(
@@ -708,19 +715,24 @@ impl Vring {
     /// (split).
     #[inline(always)]
     fn used_idx(&self) -> u16 {
-        let Some(l) = self.split() else { return 0 };
+        match self.split() {
+            Some(l) => self.split_used_idx(l),
+            None => 0,
+        }
+    }
+
+    /// [`Vring::used_idx`] with the split layout at hand.
+    #[inline(always)]
+    fn split_used_idx(&self, l: &SplitLayout) -> u16 {
         // SAFETY: used.idx, the used ring's second u16 (layout), 2-byte
         // aligned as `AtomicU16` needs; the device writes it as a whole u16.
         let a = unsafe { AtomicU16::from_ptr(self.at::<u16>(l.used_idx())) };
         u16::from_le(a.load(Ordering::Acquire))
     }
 
-    /// used.ring[`slot` masked]: (id, len) (split).
+    /// used.ring[`slot` masked]: (id, len) (split, the layout at hand).
     #[inline(always)]
-    fn used_elem(&self, slot: u16) -> (u32, u32) {
-        let Some(l) = self.split() else {
-            return (u32::MAX, 0);
-        };
+    fn split_used_elem(&self, l: &SplitLayout, slot: u16) -> (u32, u32) {
         let e = self.at::<UsedElem>(l.used_ring(slot));
         // SAFETY: a masked slot is inside used.ring (layout), 4-byte aligned.
         let e = unsafe { e.read_volatile() };
@@ -733,8 +745,8 @@ impl Vring {
     /// burst stops at the first descriptor not yet used).
     #[inline(always)]
     fn pending(&self, last_used: u16, in_flight: u16) -> u16 {
-        match self.kind {
-            Kind::Split(_) => self.used_idx().wrapping_sub(last_used),
+        match &self.kind {
+            Kind::Split(l) => self.split_used_idx(l).wrapping_sub(last_used),
             Kind::Packed(_) => in_flight,
         }
     }
@@ -745,8 +757,8 @@ impl Vring {
     #[inline(always)]
     fn next_used(&self, slot: u16) -> Used {
         match &self.kind {
-            Kind::Split(_) => {
-                let (id, len) = self.used_elem(slot);
+            Kind::Split(l) => {
+                let (id, len) = self.split_used_elem(l, slot);
                 Used::Elem { id, len }
             }
             Kind::Packed(p) => p.peek(self.mem),
@@ -882,16 +894,19 @@ impl Vring {
     /// chain number.
     #[inline(always)]
     fn chain_of(&self, id: u32, posted: &[bool]) -> Option<usize> {
-        let k = match self.kind {
+        match self.kind {
             Kind::Split(_) => {
                 if id >= self.size as u32 || id & 1 != 0 {
                     return None;
                 }
-                (id / 2) as usize
+                let k = (id / 2) as usize;
+                posted.get(k).copied()?.then_some(k)
             }
-            Kind::Packed(_) => id as usize,
-        };
-        posted.get(k).copied()?.then_some(k)
+            Kind::Packed(_) => {
+                let k = id as usize;
+                posted.get(k).copied()?.then_some(k)
+            }
+        }
     }
 }
 
@@ -1670,35 +1685,13 @@ impl<D: Doorbell> VirtqTx<D> {
             self.vq.stopped = true;
             return 0;
         }
-        let mut done = 0u16;
-        while done < pending {
-            let id = match self.ring.next_used(self.last_used.wrapping_add(done)) {
-                Used::Elem { id, .. } => id,
-                Used::None => break,
-                Used::Bad => {
-                    self.vq.device_errors += 1;
-                    self.vq.stopped = true;
-                    break;
-                }
-            };
-            let Some(k) = self.ring.chain_of(id, &self.posted) else {
-                self.vq.device_errors += 1;
-                self.vq.stopped = true;
-                break;
-            };
-            self.ring.consume_used();
-            self.posted[k] = false;
-            let f = self.slots[k];
-            self.slots[k].pool = std::ptr::null_mut();
-            // SAFETY: chain `k` was posted (checked) and held buffer `f.idx`
-            // of the pool at `f.pool` with one reference, taken from a packet
-            // in `tx_burst`; `posted[k]` is now false, so it is handed back
-            // once.
-            let p = unsafe { Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx) };
-            cache.recycle(p);
-            self.free.push(k as u16);
-            done += 1;
-        }
+        // One loop per layout, so that the split loop reads its used ring
+        // with no per-entry layout test (the packed one is the same loop
+        // over `next_used`).
+        let done = match self.ring.kind {
+            Kind::Split(l) => self.reclaim_split(&l, pending, cache),
+            Kind::Packed(_) => self.reclaim_packed(pending, cache),
+        };
         self.last_used = self.last_used.wrapping_add(done);
         if self.ring.event_idx && done > 0 {
             // No vector is routed to a TX queue; keep used_event away anyway.
@@ -1706,6 +1699,77 @@ impl<D: Doorbell> VirtqTx<D> {
                 .set_used_event(self.last_used.wrapping_add(USED_EVENT_AWAY));
         }
         done as usize
+    }
+
+    /// `reclaim` on a split ring: the `pending` used entries from
+    /// `last_used` on, each checked; returns how many were taken.
+    #[inline(always)]
+    fn reclaim_split(&mut self, l: &SplitLayout, pending: u16, cache: &mut PoolCache) -> u16 {
+        let mut done = 0u16;
+        while done < pending {
+            let (id, _) = self
+                .ring
+                .split_used_elem(l, self.last_used.wrapping_add(done));
+            if id >= u32::from(self.ring.size) || id & 1 != 0 {
+                self.device_error();
+                break;
+            }
+            let k = (id / 2) as usize;
+            if !self.posted.get(k).copied().unwrap_or(false) {
+                self.device_error();
+                break;
+            }
+            self.release(k, cache);
+            done += 1;
+        }
+        done
+    }
+
+    /// `reclaim` on a packed ring: up to `pending` used descriptors at the
+    /// used cursor, each checked; returns how many were taken.
+    #[inline(always)]
+    fn reclaim_packed(&mut self, pending: u16, cache: &mut PoolCache) -> u16 {
+        let mut done = 0u16;
+        while done < pending {
+            let id = match self.ring.next_used(0) {
+                Used::Elem { id, .. } => id,
+                Used::None => break,
+                Used::Bad => {
+                    self.device_error();
+                    break;
+                }
+            };
+            let Some(k) = self.ring.chain_of(id, &self.posted) else {
+                self.device_error();
+                break;
+            };
+            self.ring.consume_used();
+            self.release(k, cache);
+            done += 1;
+        }
+        done
+    }
+
+    /// Chain `k` (posted, checked) is the driver's again: its buffer back
+    /// into `cache` (or its own pool), the chain free.
+    #[inline(always)]
+    fn release(&mut self, k: usize, cache: &mut PoolCache) {
+        self.posted[k] = false;
+        let f = self.slots[k];
+        self.slots[k].pool = std::ptr::null_mut();
+        // SAFETY: chain `k` was posted (checked by the caller) and held
+        // buffer `f.idx` of the pool at `f.pool` with one reference, taken
+        // from a packet in `tx_burst`; `posted[k]` is now false, so it is
+        // handed back once.
+        let p = unsafe { Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx) };
+        cache.recycle(p);
+        self.free.push(k as u16);
+    }
+
+    #[cold]
+    fn device_error(&mut self) {
+        self.vq.device_errors += 1;
+        self.vq.stopped = true;
     }
 
     /// Use `VIRTIO_F_EVENT_IDX` for notifications (module docs), once the
