@@ -4,7 +4,7 @@
 //! records every virtio 1.2 MUST the driver breaks, and that can turn
 //! hostile. Every test ends with no violation recorded.
 
-use pollnic::{Device, DeviceConfig, Error, Packet, RxMode, VirtioError};
+use pollnic::{Device, DeviceConfig, Error, Packet, RxMode, VirtioError, VirtqLayout};
 use pollnic_hw::rss::{queue_for, Reta};
 use pollnic_model::virtio::{
     feature, Hostile, RxCsum, SoftVirtioNet, VirtioModelConfig, VirtioRx, MODEL_ADDR,
@@ -21,8 +21,39 @@ fn small(queues: u16) -> DeviceConfig {
         .with_link_timeout(Duration::from_secs(2))
 }
 
-fn model() -> SoftVirtioNet {
-    SoftVirtioNet::new(VirtioModelConfig::default())
+/// Both virtqueue layouts: a model that offers split virtqueues only
+/// (QEMU's default), and one that offers `VIRTIO_F_RING_PACKED` too (QEMU's
+/// `packed=on`), which the driver then takes. Every test runs on both.
+const LAYOUTS: [bool; 2] = [false, true];
+
+/// The offered features: everything, with `VIRTIO_F_RING_PACKED` or not.
+fn all(packed: bool) -> u64 {
+    if packed {
+        feature::ALL | feature::RING_PACKED
+    } else {
+        feature::ALL
+    }
+}
+
+fn cfg_in(packed: bool) -> VirtioModelConfig {
+    VirtioModelConfig {
+        features: all(packed),
+        ..Default::default()
+    }
+}
+
+fn model_in(packed: bool) -> SoftVirtioNet {
+    SoftVirtioNet::new(cfg_in(packed))
+}
+
+/// The layout `dev` runs is the one the model offered.
+fn check_layout(dev: &Device, packed: bool) {
+    let want = if packed {
+        VirtqLayout::Packed
+    } else {
+        VirtqLayout::Split
+    };
+    assert_eq!(dev.capabilities().virtq_layout, Some(want));
 }
 
 fn clean(m: &SoftVirtioNet) {
@@ -31,32 +62,35 @@ fn clean(m: &SoftVirtioNet) {
 
 #[test]
 fn device_opens_on_the_model_with_every_feature_it_offers_and_no_violation() {
-    let m = model();
-    let dev = m.open(&small(2)).expect("bring-up on the model");
-    assert_eq!(dev.family(), pollnic::NicFamily::VirtioNet);
-    assert_eq!(dev.mac(), [0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
-    assert!(dev.link().up);
-    assert_eq!(dev.addr().to_string(), MODEL_ADDR);
-    let f = m.features();
-    for (bit, name) in [
-        (feature::VERSION_1, "VERSION_1"),
-        (feature::ACCESS_PLATFORM, "ACCESS_PLATFORM"),
-        (feature::EVENT_IDX, "EVENT_IDX"),
-        (feature::NET_RSS, "RSS"),
-        (feature::NET_CTRL_RX, "CTRL_RX"),
-        (feature::NET_MTU, "MTU"),
-    ] {
-        assert_ne!(f & bit, 0, "{name} not negotiated");
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let dev = m.open(&small(2)).expect("bring-up on the model");
+        check_layout(&dev, packed);
+        assert_eq!(dev.family(), pollnic::NicFamily::VirtioNet);
+        assert_eq!(dev.mac(), [0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
+        assert!(dev.link().up);
+        assert_eq!(dev.addr().to_string(), MODEL_ADDR);
+        let f = m.features();
+        for (bit, name) in [
+            (feature::VERSION_1, "VERSION_1"),
+            (feature::ACCESS_PLATFORM, "ACCESS_PLATFORM"),
+            (feature::EVENT_IDX, "EVENT_IDX"),
+            (feature::NET_RSS, "RSS"),
+            (feature::NET_CTRL_RX, "CTRL_RX"),
+            (feature::NET_MTU, "MTU"),
+        ] {
+            assert_ne!(f & bit, 0, "{name} not negotiated");
+        }
+        // Every receive virtqueue got its vector before it was enabled (the
+        // model refuses it after); the transmit ones none.
+        assert_eq!(m.queue_vector(0), Some(0));
+        assert_eq!(m.queue_vector(2), Some(1));
+        assert_eq!(m.queue_vector(1), Some(0xffff));
+        drop(dev);
+        assert!(m.mappings().is_empty(), "every mapping removed at drop");
+        assert_eq!(m.status(), 0, "reset at drop");
+        clean(&m);
     }
-    // Every receive virtqueue got its vector before it was enabled (the
-    // model refuses it after); the transmit ones none.
-    assert_eq!(m.queue_vector(0), Some(0));
-    assert_eq!(m.queue_vector(2), Some(1));
-    assert_eq!(m.queue_vector(1), Some(0xffff));
-    drop(dev);
-    assert!(m.mappings().is_empty(), "every mapping removed at drop");
-    assert_eq!(m.status(), 0, "reset at drop");
-    clean(&m);
 }
 
 /// Frames from the wire to `rx_burst`, and from `tx_burst` to the wire,
@@ -95,179 +129,199 @@ fn both_ways(m: &SoftVirtioNet, dev: &mut Device, n: u64) {
 
 #[test]
 fn frames_cross_both_ways_byte_for_byte() {
-    let m = model();
-    let mut dev = m.open(&small(1)).unwrap();
-    // 600 each way: more than the 64-entry virtqueues hold, so every chain
-    // is re-posted and every used index wraps its ring several times.
-    both_ways(&m, &mut dev, 600);
-    assert!(dev.queue(0).check().is_ok());
-    clean(&m);
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1)).unwrap();
+        check_layout(&dev, packed);
+        // 600 each way: more than the 64-entry virtqueues hold, so every chain
+        // is re-posted and every used index wraps its ring several times.
+        both_ways(&m, &mut dev, 600);
+        assert!(dev.queue(0).check().is_ok());
+        clean(&m);
+    }
 }
 
 #[test]
 fn rss_follows_the_table_the_driver_sent_and_the_hash_is_reported() {
-    let m = model();
-    let mut dev = m.open(&small(4)).unwrap();
-    let rss = m.rss().expect("an RSS configuration was sent");
-    assert_eq!(rss.table.len(), 128);
-    assert_eq!(rss.key, dev.rss_hasher().key().to_vec());
-    let hasher = dev.rss_hasher();
-    let reta: Reta = dev.reta().clone();
-    let mut per_queue = [0usize; 4];
-    let mut got: Vec<Packet> = Vec::new();
-    for i in 0..64u64 {
-        let flow = Flow::nth([2, 0, 0, 0, 0, 9], dev.mac(), i as u32);
-        let (hash, q) = queue_for(&hasher, &reta, &flow.rss_key());
-        let f = frame::expected(60, &flow, i, i);
-        assert_eq!(m.receive(&f), VirtioRx::Delivered { queue: q, hash });
-        assert_eq!(dev.queue(q).rx_burst(&mut got, 8), 1);
-        assert_eq!(got.pop().unwrap().rss_hash(), hash);
-        per_queue[q as usize] += 1;
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mut dev = m.open(&small(4)).unwrap();
+        let rss = m.rss().expect("an RSS configuration was sent");
+        assert_eq!(rss.table.len(), 128);
+        assert_eq!(rss.key, dev.rss_hasher().key().to_vec());
+        let hasher = dev.rss_hasher();
+        let reta: Reta = dev.reta().clone();
+        let mut per_queue = [0usize; 4];
+        let mut got: Vec<Packet> = Vec::new();
+        for i in 0..64u64 {
+            let flow = Flow::nth([2, 0, 0, 0, 0, 9], dev.mac(), i as u32);
+            let (hash, q) = queue_for(&hasher, &reta, &flow.rss_key());
+            let f = frame::expected(60, &flow, i, i);
+            assert_eq!(m.receive(&f), VirtioRx::Delivered { queue: q, hash });
+            assert_eq!(dev.queue(q).rx_burst(&mut got, 8), 1);
+            assert_eq!(got.pop().unwrap().rss_hash(), hash);
+            per_queue[q as usize] += 1;
+        }
+        assert!(per_queue.iter().all(|&n| n > 0), "{per_queue:?}");
+        clean(&m);
     }
-    assert!(per_queue.iter().all(|&n| n > 0), "{per_queue:?}");
-    clean(&m);
 }
 
 #[test]
 fn a_device_with_a_jumbo_mtu_gets_buffers_that_take_its_frames() {
-    let m = SoftVirtioNet::new(VirtioModelConfig {
-        mtu: 9000,
-        ..Default::default()
-    });
-    // A default configuration (MTU 1500): the buffers must still take a
-    // frame of the device's MTU (§5.1.4.2); the model checks every chain.
-    let mut dev = m.open(&small(1)).unwrap();
-    let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
-    let f = frame::expected(9014, &flow, 1, 1);
-    assert!(matches!(m.receive(&f), VirtioRx::Delivered { .. }));
-    let mut got: Vec<Packet> = Vec::new();
-    assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 1);
-    assert_eq!(got[0].data().len(), 9014);
-    clean(&m);
+    for packed in LAYOUTS {
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            mtu: 9000,
+            ..cfg_in(packed)
+        });
+        // A default configuration (MTU 1500): the buffers must still take a
+        // frame of the device's MTU (§5.1.4.2); the model checks every chain.
+        let mut dev = m.open(&small(1)).unwrap();
+        let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+        let f = frame::expected(9014, &flow, 1, 1);
+        assert!(matches!(m.receive(&f), VirtioRx::Delivered { .. }));
+        let mut got: Vec<Packet> = Vec::new();
+        assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 1);
+        assert_eq!(got[0].data().len(), 9014);
+        clean(&m);
+    }
 }
 
 #[test]
 fn promiscuous_mode_off_is_sent_and_the_device_filters() {
-    let m = model();
-    let mut dev = m.open(&small(1).with_promisc(false)).unwrap();
-    assert_eq!(m.rx_modes(), (false, false));
-    let other = Flow::between([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 7]);
-    assert_eq!(
-        m.receive(&frame::expected(60, &other, 0, 0)),
-        VirtioRx::Filtered
-    );
-    let mine = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
-    assert!(matches!(
-        m.receive(&frame::expected(60, &mine, 0, 0)),
-        VirtioRx::Delivered { .. }
-    ));
-    let mut got: Vec<Packet> = Vec::new();
-    assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 1);
-    clean(&m);
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1).with_promisc(false)).unwrap();
+        assert_eq!(m.rx_modes(), (false, false));
+        let other = Flow::between([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 7]);
+        assert_eq!(
+            m.receive(&frame::expected(60, &other, 0, 0)),
+            VirtioRx::Filtered
+        );
+        let mine = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+        assert!(matches!(
+            m.receive(&frame::expected(60, &mine, 0, 0)),
+            VirtioRx::Delivered { .. }
+        ));
+        let mut got: Vec<Packet> = Vec::new();
+        assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 1);
+        clean(&m);
+    }
 }
 
 #[test]
 fn interrupt_mode_wakes_on_the_queues_vector() {
-    let m = model();
-    let mode = RxMode::Interrupt {
-        timeout: Duration::from_secs(2),
-    };
-    let mut dev = m.open(&small(1).with_rx_mode(mode)).unwrap();
-    let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
-    let f = frame::expected(60, &flow, 0, 0);
-    let sender = {
-        let m = m.clone();
-        std::thread::spawn(move || {
-            // The frame comes once the driver armed the queue, so the
-            // device must fire (before that it must not).
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while !m.armed(0) && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            m.receive(&f)
-        })
-    };
-    let mut got: Vec<Packet> = Vec::new();
-    // An empty poll, then the sleep arms the receive virtqueue's
-    // notifications (used_event); the frame then fires vector 0, and the
-    // sleep ends with it.
-    assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 0);
-    dev.queue(0).wait_rx(0);
-    assert!(matches!(sender.join().unwrap(), VirtioRx::Delivered { .. }));
-    assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 1);
-    assert!(
-        m.msix_fired().first().is_some_and(|&n| n >= 1),
-        "{:?}",
-        m.msix_fired()
-    );
-    clean(&m);
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mode = RxMode::Interrupt {
+            timeout: Duration::from_secs(2),
+        };
+        let mut dev = m.open(&small(1).with_rx_mode(mode)).unwrap();
+        let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+        let f = frame::expected(60, &flow, 0, 0);
+        let sender = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                // The frame comes once the driver armed the queue, so the
+                // device must fire (before that it must not).
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while !m.armed(0) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                m.receive(&f)
+            })
+        };
+        let mut got: Vec<Packet> = Vec::new();
+        // An empty poll, then the sleep arms the receive virtqueue's
+        // notifications (used_event); the frame then fires vector 0, and the
+        // sleep ends with it.
+        assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 0);
+        dev.queue(0).wait_rx(0);
+        assert!(matches!(sender.join().unwrap(), VirtioRx::Delivered { .. }));
+        assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 1);
+        assert!(
+            m.msix_fired().first().is_some_and(|&n| n >= 1),
+            "{:?}",
+            m.msix_fired()
+        );
+        clean(&m);
+    }
 }
 
 // ---- the hostile device -----------------------------------------------------
 
-fn hostile(h: Hostile) -> SoftVirtioNet {
-    let m = model();
+fn hostile_in(h: Hostile, packed: bool) -> SoftVirtioNet {
+    let m = model_in(packed);
     m.set_hostile(Some(h));
     m
 }
 
 #[test]
 fn a_capability_beyond_its_bar_is_a_typed_error() {
-    let m = hostile(Hostile::CapabilityBeyondBar);
-    match m.open(&small(1)) {
-        Err(Error::Virtio {
-            problem: VirtioError::StructureOutsideBar { .. },
-            ..
-        }) => {}
-        other => panic!("{:?}", other.map(|_| ())),
+    for packed in LAYOUTS {
+        let m = hostile_in(Hostile::CapabilityBeyondBar, packed);
+        match m.open(&small(1)) {
+            Err(Error::Virtio {
+                problem: VirtioError::StructureOutsideBar { .. },
+                ..
+            }) => {}
+            other => panic!("{:?}", other.map(|_| ())),
+        }
     }
 }
 
 #[test]
 fn a_capability_at_the_end_of_configuration_space_is_a_typed_error() {
-    let m = hostile(Hostile::CapabilityAtConfigEnd);
-    match m.open(&small(1)) {
-        Err(Error::Virtio {
-            problem: VirtioError::MissingStructure { .. },
-            ..
-        }) => {}
-        other => panic!("{:?}", other.map(|_| ())),
+    for packed in LAYOUTS {
+        let m = hostile_in(Hostile::CapabilityAtConfigEnd, packed);
+        match m.open(&small(1)) {
+            Err(Error::Virtio {
+                problem: VirtioError::MissingStructure { .. },
+                ..
+            }) => {}
+            other => panic!("{:?}", other.map(|_| ())),
+        }
     }
 }
 
 #[test]
 fn features_ok_refused_is_a_typed_error() {
-    let m = hostile(Hostile::RefuseFeaturesOk);
-    assert!(matches!(
-        m.open(&small(1)),
-        Err(Error::VirtioFeaturesRefused { .. })
-    ));
+    for packed in LAYOUTS {
+        let m = hostile_in(Hostile::RefuseFeaturesOk, packed);
+        assert!(matches!(
+            m.open(&small(1)),
+            Err(Error::VirtioFeaturesRefused { .. })
+        ));
+    }
 }
 
 #[test]
 fn device_needs_reset_during_traffic_is_reported() {
-    let m = model();
-    let mut dev = m.open(&small(1)).unwrap();
-    m.set_hostile(Some(Hostile::NeedsResetAfter(5)));
-    let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
-    for i in 0..8 {
-        let _ = m.receive(&frame::expected(60, &flow, i, i));
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1)).unwrap();
+        m.set_hostile(Some(Hostile::NeedsResetAfter(5)));
+        let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+        for i in 0..8 {
+            let _ = m.receive(&frame::expected(60, &flow, i, i));
+        }
+        let mut got: Vec<Packet> = Vec::new();
+        assert_eq!(dev.queue(0).rx_burst(&mut got, 32), 5);
+        assert!(matches!(
+            dev.check_device(),
+            Err(Error::VirtioNeedsReset { .. })
+        ));
+        assert!(!dev.link().up);
+        clean(&m);
     }
-    let mut got: Vec<Packet> = Vec::new();
-    assert_eq!(dev.queue(0).rx_burst(&mut got, 32), 5);
-    assert!(matches!(
-        dev.check_device(),
-        Err(Error::VirtioNeedsReset { .. })
-    ));
-    assert!(!dev.link().up);
-    clean(&m);
 }
 
 /// A lying used entry stops the queue, counted, with a typed error; no
 /// panic, no packet outside the driver's buffers.
-fn lying(h: Hostile) {
-    let m = model();
+fn lying(h: Hostile, packed: bool) {
+    let m = model_in(packed);
     let mut dev = m.open(&small(1)).unwrap();
+    check_layout(&dev, packed);
     let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
     let mut got: Vec<Packet> = Vec::new();
     assert!(matches!(
@@ -297,49 +351,57 @@ fn lying(h: Hostile) {
 
 #[test]
 fn a_used_id_past_the_ring_stops_the_queue() {
-    lying(Hostile::UsedIdOutOfRange);
+    for packed in LAYOUTS {
+        lying(Hostile::UsedIdOutOfRange, packed);
+    }
 }
 
 #[test]
 fn a_used_length_past_the_buffer_drops_the_frame_counted_and_traffic_goes_on() {
-    let m = model();
-    let mut dev = m.open(&small(1)).unwrap();
-    let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
-    let mut got: Vec<Packet> = Vec::new();
-    m.set_hostile(Some(Hostile::UsedLenTooLong));
-    for i in 0..3 {
-        let _ = m.receive(&frame::expected(60, &flow, i, i));
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1)).unwrap();
+        let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+        let mut got: Vec<Packet> = Vec::new();
+        m.set_hostile(Some(Hostile::UsedLenTooLong));
+        for i in 0..3 {
+            let _ = m.receive(&frame::expected(60, &flow, i, i));
+        }
+        assert_eq!(
+            dev.queue(0).rx_burst(&mut got, 8),
+            0,
+            "no frame of a lying length"
+        );
+        assert_eq!(dev.queue(0).rx_stats().rx_errors, 3);
+        m.set_hostile(None);
+        both_ways(&m, &mut dev, 100);
+        assert!(dev.queue(0).check().is_ok());
+        clean(&m);
     }
-    assert_eq!(
-        dev.queue(0).rx_burst(&mut got, 8),
-        0,
-        "no frame of a lying length"
-    );
-    assert_eq!(dev.queue(0).rx_stats().rx_errors, 3);
-    m.set_hostile(None);
-    both_ways(&m, &mut dev, 100);
-    assert!(dev.queue(0).check().is_ok());
-    clean(&m);
 }
 
 #[test]
 fn a_chain_completed_twice_stops_the_queue() {
-    lying(Hostile::UsedIdTwice);
+    for packed in LAYOUTS {
+        lying(Hostile::UsedIdTwice, packed);
+    }
 }
 
 #[test]
 fn a_device_rewriting_the_avail_ring_and_descriptors_changes_nothing() {
-    let m = model();
-    let mut dev = m.open(&small(1)).unwrap();
-    m.set_hostile(Some(Hostile::RewriteRings));
-    // The driver never reads back what it gave the device: every chain it
-    // re-posts comes from its own memory, every buffer it frees from its
-    // own record.
-    both_ways(&m, &mut dev, 300);
-    assert!(dev.queue(0).check().is_ok());
-    drop(dev);
-    assert!(m.mappings().is_empty(), "every buffer came home");
-    clean(&m);
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1)).unwrap();
+        m.set_hostile(Some(Hostile::RewriteRings));
+        // The driver never reads back what it gave the device: every chain it
+        // re-posts comes from its own memory, every buffer it frees from its
+        // own record.
+        both_ways(&m, &mut dev, 300);
+        assert!(dev.queue(0).check().is_ok());
+        drop(dev);
+        assert!(m.mappings().is_empty(), "every buffer came home");
+        clean(&m);
+    }
 }
 
 /// RX checksum status on a device that does not offer
@@ -348,107 +410,111 @@ fn a_device_rewriting_the_avail_ring_and_descriptors_changes_nothing() {
 /// reset; the same configuration without it opens.
 #[test]
 fn rx_checksum_without_guest_csum_is_refused_at_open_naming_the_field() {
-    let m = SoftVirtioNet::new(VirtioModelConfig {
-        features: feature::ALL & !feature::NET_GUEST_CSUM,
-        ..Default::default()
-    });
-    let err = m
-        .open(&small(1).with_rx_checksum(true))
-        .err()
-        .expect("rx_checksum(true) without GUEST_CSUM: refused");
-    let msg = err.to_string();
-    assert!(
-        matches!(
-            err,
-            Error::ConfigUnsupported {
-                family: "virtio-net",
-                field: "rx_checksum",
-                ..
-            }
-        ),
-        "{msg}"
-    );
-    assert!(msg.contains("DeviceConfig::rx_checksum"), "{msg}");
-    assert!(msg.contains("VIRTIO_NET_F_GUEST_CSUM"), "{msg}");
-    assert_eq!(m.status(), 0, "the device was reset");
-    assert!(m.mappings().is_empty());
-    clean(&m);
-    // (A model is opened once: closing turns its bus mastering off.)
-    let m = SoftVirtioNet::new(VirtioModelConfig {
-        features: feature::ALL & !feature::NET_GUEST_CSUM,
-        ..Default::default()
-    });
-    let dev = m.open(&small(1)).expect("the same, without rx_checksum");
-    assert!(!dev.capabilities().rx_checksum);
-    drop(dev);
-    clean(&m);
+    for packed in LAYOUTS {
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            features: all(packed) & !feature::NET_GUEST_CSUM,
+            ..cfg_in(packed)
+        });
+        let err = m
+            .open(&small(1).with_rx_checksum(true))
+            .err()
+            .expect("rx_checksum(true) without GUEST_CSUM: refused");
+        let msg = err.to_string();
+        assert!(
+            matches!(
+                err,
+                Error::ConfigUnsupported {
+                    family: "virtio-net",
+                    field: "rx_checksum",
+                    ..
+                }
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("DeviceConfig::rx_checksum"), "{msg}");
+        assert!(msg.contains("VIRTIO_NET_F_GUEST_CSUM"), "{msg}");
+        assert_eq!(m.status(), 0, "the device was reset");
+        assert!(m.mappings().is_empty());
+        clean(&m);
+        // (A model is opened once: closing turns its bus mastering off.)
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            features: all(packed) & !feature::NET_GUEST_CSUM,
+            ..cfg_in(packed)
+        });
+        let dev = m.open(&small(1)).expect("the same, without rx_checksum");
+        assert!(!dev.capabilities().rx_checksum);
+        drop(dev);
+        clean(&m);
+    }
 }
 
 #[test]
 fn capabilities_say_what_a_virtio_port_does_and_does_not() {
-    use pollnic::offload::{TxOffload, TxRefusal};
-    use pollnic::{Counter, NicFamily};
-    let m = SoftVirtioNet::new(VirtioModelConfig {
-        mtu: 9000,
-        ..Default::default()
-    });
-    let dev = m.open(&small(2)).unwrap();
-    let c = dev.capabilities();
-    assert_eq!(c.family, NicFamily::VirtioNet);
-    assert_eq!((c.max_queues, c.queues, c.max_mtu), (4, 2, 9000));
-    assert!(c.rx_checksum, "GUEST_CSUM offered");
-    assert!(!c.vlan_strip);
-    let t = c.tx;
-    assert_eq!(
-        (t.ipv4_checksum, t.l4_checksum, t.vlan_insert, t.tso),
-        (false, true, false, false),
-        "VIRTIO_NET_F_CSUM: TCP/UDP checksums only"
-    );
-    assert_eq!(c.rss.map(|r| (r.table_len, r.key_len)), Some((128, 40)));
-    assert!(c.interrupts);
-    assert_eq!(
-        c.counters,
-        [
-            Counter::RxPackets,
-            Counter::TxPackets,
-            Counter::RxBytes,
-            Counter::TxBytes
-        ]
-    );
-    let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
-    let f = frame::expected(60, &flow, 0, 0);
-    assert_eq!(c.check_tx(&TxOffload::NONE.with_l4_checksum(), &f), Ok(()));
-    assert_eq!(
-        c.check_tx(&TxOffload::NONE.with_ipv4_checksum(), &f),
-        Err(TxRefusal::NotOffered {
-            what: "IPv4 header checksum insertion"
-        })
-    );
-    assert_eq!(c.check_tx(&TxOffload::NONE, &f), Ok(()));
-    drop(dev);
-    // Without CSUM offered: no TX offload at all.
-    let m = SoftVirtioNet::new(VirtioModelConfig {
-        features: feature::ALL & !feature::NET_CSUM,
-        ..Default::default()
-    });
-    let mut dev = m.open(&small(1)).unwrap();
-    let c = dev.capabilities();
-    assert_eq!(c.tx, pollnic::TxCapabilities::default(), "no TX offloads");
-    assert_eq!(
-        c.check_tx(&TxOffload::NONE.with_l4_checksum(), &f),
-        Err(TxRefusal::NoTxOffloads)
-    );
-    assert!(!dev.queue(0).offers_tx_offloads());
-    assert_eq!(m.features() & feature::NET_CSUM, 0);
-    drop(dev);
-    clean(&m);
-    // Without RSS offered the device spreads its own way: no RSS to drive.
-    let m = SoftVirtioNet::new(VirtioModelConfig {
-        features: feature::ALL & !feature::NET_RSS & !feature::NET_HASH_REPORT,
-        ..Default::default()
-    });
-    assert_eq!(m.open(&small(1)).unwrap().capabilities().rss, None);
-    clean(&m);
+    for packed in LAYOUTS {
+        use pollnic::offload::{TxOffload, TxRefusal};
+        use pollnic::{Counter, NicFamily};
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            mtu: 9000,
+            ..cfg_in(packed)
+        });
+        let dev = m.open(&small(2)).unwrap();
+        let c = dev.capabilities();
+        assert_eq!(c.family, NicFamily::VirtioNet);
+        assert_eq!((c.max_queues, c.queues, c.max_mtu), (4, 2, 9000));
+        assert!(c.rx_checksum, "GUEST_CSUM offered");
+        assert!(!c.vlan_strip);
+        let t = c.tx;
+        assert_eq!(
+            (t.ipv4_checksum, t.l4_checksum, t.vlan_insert, t.tso),
+            (false, true, false, false),
+            "VIRTIO_NET_F_CSUM: TCP/UDP checksums only"
+        );
+        assert_eq!(c.rss.map(|r| (r.table_len, r.key_len)), Some((128, 40)));
+        assert!(c.interrupts);
+        assert_eq!(
+            c.counters,
+            [
+                Counter::RxPackets,
+                Counter::TxPackets,
+                Counter::RxBytes,
+                Counter::TxBytes
+            ]
+        );
+        let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+        let f = frame::expected(60, &flow, 0, 0);
+        assert_eq!(c.check_tx(&TxOffload::NONE.with_l4_checksum(), &f), Ok(()));
+        assert_eq!(
+            c.check_tx(&TxOffload::NONE.with_ipv4_checksum(), &f),
+            Err(TxRefusal::NotOffered {
+                what: "IPv4 header checksum insertion"
+            })
+        );
+        assert_eq!(c.check_tx(&TxOffload::NONE, &f), Ok(()));
+        drop(dev);
+        // Without CSUM offered: no TX offload at all.
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            features: all(packed) & !feature::NET_CSUM,
+            ..cfg_in(packed)
+        });
+        let mut dev = m.open(&small(1)).unwrap();
+        let c = dev.capabilities();
+        assert_eq!(c.tx, pollnic::TxCapabilities::default(), "no TX offloads");
+        assert_eq!(
+            c.check_tx(&TxOffload::NONE.with_l4_checksum(), &f),
+            Err(TxRefusal::NoTxOffloads)
+        );
+        assert!(!dev.queue(0).offers_tx_offloads());
+        assert_eq!(m.features() & feature::NET_CSUM, 0);
+        drop(dev);
+        clean(&m);
+        // Without RSS offered the device spreads its own way: no RSS to drive.
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            features: all(packed) & !feature::NET_RSS & !feature::NET_HASH_REPORT,
+            ..cfg_in(packed)
+        });
+        assert_eq!(m.open(&small(1)).unwrap().capabilities().rss, None);
+        clean(&m);
+    }
 }
 
 // ---- checksum offloads (virtio 1.2 §5.1.6.2, §5.1.6.4) ----------------------
@@ -481,44 +547,46 @@ fn l4_frames(dst: [u8; 6]) -> Vec<(&'static str, Vec<u8>)> {
 /// flag it did not expect, and their checksum field arrives untouched).
 #[test]
 fn l4_checksums_sent_through_the_header_arrive_correct() {
-    use pollnic::offload::TxOffload;
-    let m = model();
-    let mut dev = m.open(&small(1)).unwrap();
-    assert_ne!(m.features() & feature::NET_CSUM, 0, "CSUM negotiated");
-    let q = dev.queue(0);
-    assert!(q.offers_tx_offloads() && q.tx_capabilities().l4_checksum);
-    let ol = TxOffload::NONE.with_l4_checksum();
-    // 2 × 16 frames: more than the 32 chains, so every chain is reused.
-    for round in 0..2 {
-        for (name, f) in l4_frames(PEER) {
+    for packed in LAYOUTS {
+        use pollnic::offload::TxOffload;
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1)).unwrap();
+        assert_ne!(m.features() & feature::NET_CSUM, 0, "CSUM negotiated");
+        let q = dev.queue(0);
+        assert!(q.offers_tx_offloads() && q.tx_capabilities().l4_checksum);
+        let ol = TxOffload::NONE.with_l4_checksum();
+        // 2 × 16 frames: more than the 32 chains, so every chain is reused.
+        for round in 0..2 {
+            for (name, f) in l4_frames(PEER) {
+                let mut p = q.mempool().alloc().unwrap();
+                p.set_len(f.len()).unwrap();
+                p.data_mut().copy_from_slice(&f);
+                let mut burst = vec![p];
+                assert_eq!(q.tx_burst_offload(&mut burst, &ol), 1, "{name}");
+                let sent = m.take_tx_frames();
+                assert_eq!(sent.len(), 1, "{name} round {round}");
+                let got = &sent[0];
+                assert!(l4_checksum_ok(got), "{name} len {}: {got:02x?}", f.len());
+                let (_, at) = l4_at(&f);
+                assert_eq!(got[..at], f[..at], "{name}");
+                assert_eq!(got[at + 2..], f[at + 2..], "{name}");
+            }
+        }
+        assert_eq!(q.tx_stats().tx_offload_errors, 0);
+        // Plain frames on the same chains: a checksum field of 0x1234 stays.
+        for (name, mut f) in l4_frames(PEER).into_iter().chain(l4_frames(PEER)) {
+            let (_, at) = l4_at(&f);
+            f[at..at + 2].copy_from_slice(&[0x12, 0x34]);
             let mut p = q.mempool().alloc().unwrap();
             p.set_len(f.len()).unwrap();
             p.data_mut().copy_from_slice(&f);
-            let mut burst = vec![p];
-            assert_eq!(q.tx_burst_offload(&mut burst, &ol), 1, "{name}");
-            let sent = m.take_tx_frames();
-            assert_eq!(sent.len(), 1, "{name} round {round}");
-            let got = &sent[0];
-            assert!(l4_checksum_ok(got), "{name} len {}: {got:02x?}", f.len());
-            let (_, at) = l4_at(&f);
-            assert_eq!(got[..at], f[..at], "{name}");
-            assert_eq!(got[at + 2..], f[at + 2..], "{name}");
+            assert_eq!(q.tx_burst(&mut vec![p]), 1, "{name}");
+            assert_eq!(m.take_tx_frames(), [f], "{name}");
         }
+        drop(dev);
+        assert!(m.mappings().is_empty());
+        clean(&m);
     }
-    assert_eq!(q.tx_stats().tx_offload_errors, 0);
-    // Plain frames on the same chains: a checksum field of 0x1234 stays.
-    for (name, mut f) in l4_frames(PEER).into_iter().chain(l4_frames(PEER)) {
-        let (_, at) = l4_at(&f);
-        f[at..at + 2].copy_from_slice(&[0x12, 0x34]);
-        let mut p = q.mempool().alloc().unwrap();
-        p.set_len(f.len()).unwrap();
-        p.data_mut().copy_from_slice(&f);
-        assert_eq!(q.tx_burst(&mut vec![p]), 1, "{name}");
-        assert_eq!(m.take_tx_frames(), [f], "{name}");
-    }
-    drop(dev);
-    assert!(m.mappings().is_empty());
-    clean(&m);
 }
 
 /// What a virtio-net port cannot offload is refused per frame, never sent,
@@ -527,80 +595,82 @@ fn l4_checksums_sent_through_the_header_arrive_correct() {
 /// refusal, and on a device without CSUM every request with `NoTxOffloads`.
 #[test]
 fn what_virtio_cannot_offload_is_refused_and_counted() {
-    use pollnic::offload::{TxOffload, TxRefusal};
-    let m = model();
-    let mut dev = m.open(&small(1)).unwrap();
-    let pool = dev.mempool().clone();
-    let q = dev.queue(0);
-    let frame_of = |q: &mut pollnic::Queue, f: &[u8]| {
-        let mut p = q.mempool().alloc().unwrap();
-        p.set_len(f.len()).unwrap();
-        p.data_mut().copy_from_slice(f);
-        p
-    };
-    let f = l4_frame(PEER, PEER, false, 17, b"hello");
-    let both = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
-    let mut burst = vec![frame_of(q, &f), frame_of(q, &f)];
-    assert_eq!(q.tx_burst_offload(&mut burst, &both), 2, "taken, refused");
-    assert!(m.take_tx_frames().is_empty(), "nothing sent");
-    assert_eq!(
-        q.last_tx_refusal(),
-        Some(TxRefusal::NotOffered {
-            what: "IPv4 header checksum insertion"
-        })
-    );
-    let s = q.tx_stats();
-    assert_eq!((s.tx_errors, s.tx_offload_errors, s.packets), (2, 2, 0));
-    for (ol, what) in [
-        (TxOffload::NONE.with_vlan(5), "VLAN tag insertion"),
-        (TxOffload::NONE.with_tso(1000), "TCP segmentation"),
-    ] {
-        let mut burst = vec![frame_of(q, &f)];
-        assert_eq!(q.tx_burst_offload(&mut burst, &ol), 1);
+    for packed in LAYOUTS {
+        use pollnic::offload::{TxOffload, TxRefusal};
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1)).unwrap();
+        let pool = dev.mempool().clone();
+        let q = dev.queue(0);
+        let frame_of = |q: &mut pollnic::Queue, f: &[u8]| {
+            let mut p = q.mempool().alloc().unwrap();
+            p.set_len(f.len()).unwrap();
+            p.data_mut().copy_from_slice(f);
+            p
+        };
+        let f = l4_frame(PEER, PEER, false, 17, b"hello");
+        let both = TxOffload::NONE.with_ipv4_checksum().with_l4_checksum();
+        let mut burst = vec![frame_of(q, &f), frame_of(q, &f)];
+        assert_eq!(q.tx_burst_offload(&mut burst, &both), 2, "taken, refused");
+        assert!(m.take_tx_frames().is_empty(), "nothing sent");
         assert_eq!(
             q.last_tx_refusal(),
-            Some(TxRefusal::NotOffered { what }),
-            "{what}"
+            Some(TxRefusal::NotOffered {
+                what: "IPv4 header checksum insertion"
+            })
         );
-    }
-    // An ARP frame asking an L4 checksum: the plan's refusal.
-    let mut arp = f.clone();
-    arp[12..14].copy_from_slice(&[0x08, 0x06]);
-    let mut burst = vec![frame_of(q, &arp)];
-    assert_eq!(
-        q.tx_burst_offload(&mut burst, &TxOffload::NONE.with_l4_checksum()),
-        1
-    );
-    assert_eq!(
-        q.last_tx_refusal(),
-        Some(TxRefusal::NotIp { ethertype: 0x0806 })
-    );
-    assert_eq!(q.tx_stats().tx_offload_errors, 5);
-    assert!(m.take_tx_frames().is_empty());
-    drop(dev);
-    assert_eq!(
-        pool.free_count(),
-        pool.capacity() as usize,
-        "refused frames came home"
-    );
-    clean(&m);
+        let s = q.tx_stats();
+        assert_eq!((s.tx_errors, s.tx_offload_errors, s.packets), (2, 2, 0));
+        for (ol, what) in [
+            (TxOffload::NONE.with_vlan(5), "VLAN tag insertion"),
+            (TxOffload::NONE.with_tso(1000), "TCP segmentation"),
+        ] {
+            let mut burst = vec![frame_of(q, &f)];
+            assert_eq!(q.tx_burst_offload(&mut burst, &ol), 1);
+            assert_eq!(
+                q.last_tx_refusal(),
+                Some(TxRefusal::NotOffered { what }),
+                "{what}"
+            );
+        }
+        // An ARP frame asking an L4 checksum: the plan's refusal.
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let mut burst = vec![frame_of(q, &arp)];
+        assert_eq!(
+            q.tx_burst_offload(&mut burst, &TxOffload::NONE.with_l4_checksum()),
+            1
+        );
+        assert_eq!(
+            q.last_tx_refusal(),
+            Some(TxRefusal::NotIp { ethertype: 0x0806 })
+        );
+        assert_eq!(q.tx_stats().tx_offload_errors, 5);
+        assert!(m.take_tx_frames().is_empty());
+        drop(dev);
+        assert_eq!(
+            pool.free_count(),
+            pool.capacity() as usize,
+            "refused frames came home"
+        );
+        clean(&m);
 
-    let m = SoftVirtioNet::new(VirtioModelConfig {
-        features: feature::ALL & !feature::NET_CSUM,
-        ..Default::default()
-    });
-    let mut dev = m.open(&small(1)).unwrap();
-    let q = dev.queue(0);
-    let mut burst = vec![frame_of(q, &f)];
-    assert_eq!(
-        q.tx_burst_offload(&mut burst, &TxOffload::NONE.with_l4_checksum()),
-        1
-    );
-    assert_eq!(q.last_tx_refusal(), Some(TxRefusal::NoTxOffloads));
-    assert_eq!(q.tx_stats().tx_offload_errors, 1);
-    assert!(m.take_tx_frames().is_empty());
-    drop(dev);
-    clean(&m);
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            features: all(packed) & !feature::NET_CSUM,
+            ..cfg_in(packed)
+        });
+        let mut dev = m.open(&small(1)).unwrap();
+        let q = dev.queue(0);
+        let mut burst = vec![frame_of(q, &f)];
+        assert_eq!(
+            q.tx_burst_offload(&mut burst, &TxOffload::NONE.with_l4_checksum()),
+            1
+        );
+        assert_eq!(q.last_tx_refusal(), Some(TxRefusal::NoTxOffloads));
+        assert_eq!(q.tx_stats().tx_offload_errors, 1);
+        assert!(m.take_tx_frames().is_empty());
+        drop(dev);
+        clean(&m);
+    }
 }
 
 /// Receive one frame on queue 0 and return it.
@@ -617,31 +687,33 @@ fn receive_one(m: &SoftVirtioNet, dev: &mut Device, f: &[u8]) -> Packet {
 /// nothing is read and every frame is NotChecked.
 #[test]
 fn data_valid_reports_the_l4_checksum_good() {
-    use pollnic::offload::ChecksumStatus::{Good, NotChecked};
-    let m = model();
-    let mut dev = m.open(&small(1)).unwrap();
-    assert_eq!(m.features() & feature::NET_GUEST_CSUM, 0, "not asked");
-    let mut f = l4_frame(dev.mac(), PEER, false, 17, b"data");
-    let (start, at) = l4_at(&f);
-    let c = !fold(sum(&f[start..]) + sum(&f[26..34]) + 17 + (f.len() - start) as u64);
-    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
-    assert!(l4_checksum_ok(&f));
-    let p = receive_one(&m, &mut dev, &f);
-    assert_eq!(p.rx_checksum().l4, NotChecked);
-    drop((p, dev));
-    clean(&m);
-    let m = model();
-    let mut dev = m.open(&small(1).with_rx_checksum(true)).unwrap();
-    assert_ne!(m.features() & feature::NET_GUEST_CSUM, 0, "asked");
-    let p = receive_one(&m, &mut dev, &f);
-    assert_eq!((p.rx_checksum().ip, p.rx_checksum().l4), (NotChecked, Good));
-    assert_eq!(p.data(), &f[..]);
-    let mut bad = f.clone();
-    bad[at] ^= 0x40;
-    let p2 = receive_one(&m, &mut dev, &bad);
-    assert_eq!(p2.rx_checksum().l4, NotChecked, "the device found it wrong");
-    drop((p, p2, dev));
-    clean(&m);
+    for packed in LAYOUTS {
+        use pollnic::offload::ChecksumStatus::{Good, NotChecked};
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1)).unwrap();
+        assert_eq!(m.features() & feature::NET_GUEST_CSUM, 0, "not asked");
+        let mut f = l4_frame(dev.mac(), PEER, false, 17, b"data");
+        let (start, at) = l4_at(&f);
+        let c = !fold(sum(&f[start..]) + sum(&f[26..34]) + 17 + (f.len() - start) as u64);
+        f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        assert!(l4_checksum_ok(&f));
+        let p = receive_one(&m, &mut dev, &f);
+        assert_eq!(p.rx_checksum().l4, NotChecked);
+        drop((p, dev));
+        clean(&m);
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1).with_rx_checksum(true)).unwrap();
+        assert_ne!(m.features() & feature::NET_GUEST_CSUM, 0, "asked");
+        let p = receive_one(&m, &mut dev, &f);
+        assert_eq!((p.rx_checksum().ip, p.rx_checksum().l4), (NotChecked, Good));
+        assert_eq!(p.data(), &f[..]);
+        let mut bad = f.clone();
+        bad[at] ^= 0x40;
+        let p2 = receive_one(&m, &mut dev, &bad);
+        assert_eq!(p2.rx_checksum().l4, NotChecked, "the device found it wrong");
+        drop((p, p2, dev));
+        clean(&m);
+    }
 }
 
 /// A frame passed partial (NEEDS_CSUM: the pseudo-header's sum in the
@@ -649,23 +721,25 @@ fn data_valid_reports_the_l4_checksum_good() {
 /// Good: TCP and UDP over IPv4 and IPv6.
 #[test]
 fn needs_csum_on_receive_is_completed_and_correct() {
-    use pollnic::offload::ChecksumStatus::Good;
-    let m = SoftVirtioNet::new(VirtioModelConfig {
-        rx_csum: RxCsum::NeedsCsum,
-        ..Default::default()
-    });
-    let mut dev = m.open(&small(1).with_rx_checksum(true)).unwrap();
-    for (name, f) in l4_frames(dev.mac()) {
-        let p = receive_one(&m, &mut dev, &f);
-        assert_eq!(p.rx_checksum().l4, Good, "{name}");
-        assert!(l4_checksum_ok(p.data()), "{name} len {}", f.len());
-        let (_, at) = l4_at(&f);
-        assert_eq!(p.data()[..at], f[..at], "{name}");
-        assert_eq!(p.data()[at + 2..], f[at + 2..], "{name}");
+    for packed in LAYOUTS {
+        use pollnic::offload::ChecksumStatus::Good;
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            rx_csum: RxCsum::NeedsCsum,
+            ..cfg_in(packed)
+        });
+        let mut dev = m.open(&small(1).with_rx_checksum(true)).unwrap();
+        for (name, f) in l4_frames(dev.mac()) {
+            let p = receive_one(&m, &mut dev, &f);
+            assert_eq!(p.rx_checksum().l4, Good, "{name}");
+            assert!(l4_checksum_ok(p.data()), "{name} len {}", f.len());
+            let (_, at) = l4_at(&f);
+            assert_eq!(p.data()[..at], f[..at], "{name}");
+            assert_eq!(p.data()[at + 2..], f[at + 2..], "{name}");
+        }
+        assert_eq!(dev.queue(0).rx_stats().rx_errors, 0);
+        drop(dev);
+        clean(&m);
     }
-    assert_eq!(dev.queue(0).rx_stats().rx_errors, 0);
-    drop(dev);
-    clean(&m);
 }
 
 /// A NEEDS_CSUM header whose checksum field would lie past the frame's end
@@ -673,35 +747,155 @@ fn needs_csum_on_receive_is_completed_and_correct() {
 /// device, traffic goes on, and every buffer comes home at the end.
 #[test]
 fn a_partial_checksum_past_the_frame_is_dropped_and_counted() {
-    let m = model();
-    let mut dev = m.open(&small(1).with_rx_checksum(true)).unwrap();
-    let pool = dev.mempool().clone();
-    let f = l4_frame(dev.mac(), PEER, false, 17, b"x");
-    m.set_hostile(Some(Hostile::CsumStartPastFrame));
-    let mut got = Vec::new();
-    // More than the 32 chains: each dropped frame's chain is re-posted.
-    for i in 0..100 {
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1).with_rx_checksum(true)).unwrap();
+        let pool = dev.mempool().clone();
+        let f = l4_frame(dev.mac(), PEER, false, 17, b"x");
+        m.set_hostile(Some(Hostile::CsumStartPastFrame));
+        let mut got = Vec::new();
+        // More than the 32 chains: each dropped frame's chain is re-posted.
+        for i in 0..100 {
+            assert!(
+                matches!(m.receive(&f), VirtioRx::Delivered { .. }),
+                "frame {i}"
+            );
+            assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 0, "frame {i}");
+        }
+        assert_eq!(dev.queue(0).rx_stats().rx_errors, 100);
         assert!(
-            matches!(m.receive(&f), VirtioRx::Delivered { .. }),
-            "frame {i}"
+            dev.queue(0).check().is_ok(),
+            "a bad frame, not a broken queue"
         );
-        assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 0, "frame {i}");
+        m.set_hostile(None);
+        let p = receive_one(&m, &mut dev, &f);
+        assert_eq!(p.len(), f.len());
+        drop((p, dev));
+        assert_eq!(
+            pool.free_count(),
+            pool.capacity() as usize,
+            "no buffer lost"
+        );
+        drop(pool);
+        assert!(m.mappings().is_empty());
+        clean(&m);
     }
-    assert_eq!(dev.queue(0).rx_stats().rx_errors, 100);
+}
+
+// ---- packed virtqueues (virtio 1.2 §2.8) -------------------------------------
+
+#[test]
+fn a_used_descriptor_of_the_wrong_lap_stops_a_packed_queue() {
+    lying(Hostile::UsedWrongWrap, true);
+}
+
+#[test]
+fn the_layout_follows_the_config_and_packed_is_refused_where_not_offered() {
+    // Split asked of a device that offers packed: split.
+    let m = model_in(true);
+    let dev = m
+        .open(&small(1).with_virtq_layout(VirtqLayout::Split))
+        .unwrap();
+    check_layout(&dev, false);
+    assert_eq!(m.features() & feature::RING_PACKED, 0, "not negotiated");
+    drop(dev);
+    clean(&m);
+    // Packed asked of one that offers it: packed.
+    let m = model_in(true);
+    let dev = m
+        .open(&small(1).with_virtq_layout(VirtqLayout::Packed))
+        .unwrap();
+    check_layout(&dev, true);
+    drop(dev);
+    clean(&m);
+    // Packed asked of one that does not: refused by field, device reset.
+    let m = model_in(false);
+    let err = m
+        .open(&small(1).with_virtq_layout(VirtqLayout::Packed))
+        .err()
+        .expect("packed without VIRTIO_F_RING_PACKED: refused");
+    let msg = err.to_string();
     assert!(
-        dev.queue(0).check().is_ok(),
-        "a bad frame, not a broken queue"
+        matches!(
+            err,
+            Error::ConfigUnsupported {
+                family: "virtio-net",
+                field: "virtq_layout",
+                ..
+            }
+        ),
+        "{msg}"
     );
-    m.set_hostile(None);
-    let p = receive_one(&m, &mut dev, &f);
-    assert_eq!(p.len(), f.len());
-    drop((p, dev));
-    assert_eq!(
-        pool.free_count(),
-        pool.capacity() as usize,
-        "no buffer lost"
-    );
-    drop(pool);
+    assert!(msg.contains("VIRTIO_F_RING_PACKED"), "{msg}");
+    assert_eq!(m.status(), 0, "the device was reset");
     assert!(m.mappings().is_empty());
     clean(&m);
+}
+
+#[test]
+fn a_packed_queue_takes_a_size_that_is_no_power_of_two() {
+    // The device's queues hold 100 descriptors: a packed ring takes 100
+    // (50 chains), a split one rounds down to 64.
+    for (packed, size) in [(true, 100u16), (false, 64)] {
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            queue_size: 100,
+            ..cfg_in(packed)
+        });
+        let mut dev = m
+            .open(
+                &small(1)
+                    .with_rx_ring_size(512)
+                    .with_tx_ring_size(512)
+                    .with_mempool_size(4096),
+            )
+            .unwrap();
+        check_layout(&dev, packed);
+        assert_eq!(m.queue(0), Some((size, true)));
+        assert_eq!(m.queue(1), Some((size, true)));
+        both_ways(&m, &mut dev, 400);
+        assert!(dev.queue(0).check().is_ok());
+        drop(dev);
+        assert!(m.mappings().is_empty(), "every buffer came home");
+        clean(&m);
+    }
+}
+
+#[test]
+fn kicks_follow_event_indices_or_flags_exactly_on_both_layouts() {
+    for packed in LAYOUTS {
+        for event_idx in [true, false] {
+            let features = if event_idx {
+                all(packed)
+            } else {
+                all(packed) & !feature::EVENT_IDX
+            };
+            let m = SoftVirtioNet::new(VirtioModelConfig {
+                features,
+                ..cfg_in(packed)
+            });
+            let mut dev = m.open(&small(1)).unwrap();
+            check_layout(&dev, packed);
+            let n = 150;
+            both_ways(&m, &mut dev, n);
+            let s = dev.queue(0).virtq_stats().expect("virtqueues");
+            let what = format!("packed {packed}, event_idx {event_idx}");
+            assert_eq!((s.rx.event_idx, s.tx.event_idx), (event_idx, event_idx));
+            if event_idx {
+                // The device asks for a kick at the next entry it will read:
+                // on RX that is never among those a burst re-posts (the
+                // device holds the rest of the ring), on TX always (it read
+                // everything at the last kick).
+                assert_eq!((s.rx.kicks, s.rx.kicks_suppressed), (1, n), "{what}");
+                assert_eq!((s.tx.kicks, s.tx.kicks_suppressed), (n, 0), "{what}");
+            } else {
+                // The model never suppresses by flags: every burst kicks.
+                assert_eq!((s.rx.kicks, s.rx.kicks_suppressed), (1 + n, 0), "{what}");
+                assert_eq!((s.tx.kicks, s.tx.kicks_suppressed), (n, 0), "{what}");
+            }
+            assert_eq!(s.rx.device_errors + s.tx.device_errors, 0);
+            drop(dev);
+            assert!(m.mappings().is_empty(), "{what}: every buffer came home");
+            clean(&m);
+        }
+    }
 }

@@ -45,6 +45,11 @@ pub struct Capabilities {
     /// The counters this port keeps ([`crate::Stats::counter`] is `Some`
     /// for exactly these), in `ethtool -S` order.
     pub counters: Vec<Counter>,
+    /// The virtqueue layout a virtio-net port runs (virtio 1.2 §2.6):
+    /// [`crate::VirtqLayout::Packed`] when `VIRTIO_F_RING_PACKED` (bit 34)
+    /// was negotiated, else [`crate::VirtqLayout::Split`]; `None` on the
+    /// descriptor-ring families. See `DeviceConfig::virtq_layout`.
+    pub virtq_layout: Option<crate::VirtqLayout>,
 }
 
 /// Transmit offloads (82576 §7.2.2.3 and §7.2.4, 82599 §7.2.3.2). On

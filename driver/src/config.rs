@@ -112,6 +112,14 @@ pub struct DeviceConfig {
     /// queue), RXDCTL.VME of each queue on the 82599, as Linux's
     /// `rxvlan` offload. The frame's bytes then hold no tag.
     pub vlan_strip: bool,
+    /// The virtqueue layout of a virtio-net port (virtio 1.2 §2.6; other
+    /// families ignore it): `None` (the default) takes packed virtqueues
+    /// (§2.8) when the device offers `VIRTIO_F_RING_PACKED` and split ones
+    /// (§2.7) otherwise; `Some(VirtqLayout::Split)` always split;
+    /// `Some(VirtqLayout::Packed)` packed, and a device that does not offer
+    /// them is refused at open ([`crate::Error::ConfigUnsupported`], field
+    /// `virtq_layout`). `Capabilities::virtq_layout` says which a port runs.
+    pub virtq_layout: Option<crate::VirtqLayout>,
     /// Which addresses the device is given for DMA (default
     /// [`DmaAddressing::Iommu`]). [`DmaAddressing::UnsafeNoIommuPhysical`]
     /// is the opt-in for a machine without an IOMMU: docs/no-iommu.md.
@@ -320,6 +328,14 @@ impl DeviceConfig {
         self.rx_checksum = on;
         self
     }
+    /// Set [`DeviceConfig::virtq_layout`] to `Some(layout)`: a virtio-net
+    /// port's virtqueues split or packed (packed refused at open on a
+    /// device without `VIRTIO_F_RING_PACKED`).
+    #[must_use]
+    pub fn with_virtq_layout(mut self, layout: crate::VirtqLayout) -> Self {
+        self.virtq_layout = Some(layout);
+        self
+    }
     /// Set [`DeviceConfig::vlan_strip`]: strip and report VLAN tags.
     #[must_use]
     pub fn with_vlan_strip(mut self, on: bool) -> Self {
@@ -350,6 +366,7 @@ impl Default for DeviceConfig {
             power_saving: PowerSaving::OFF,
             rx_checksum: false,
             vlan_strip: false,
+            virtq_layout: None,
             dma: DmaAddressing::Iommu,
         }
     }

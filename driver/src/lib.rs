@@ -94,7 +94,7 @@ pub use error::{ConfigError, Error, Result};
 pub use family::virtio::problem::VirtioError;
 pub use family::{LinkStatus, NicFamily};
 pub use irq::{Moderation, RxMode};
-pub use pollnic_rings::{DataPath, Mempool, Packet};
+pub use pollnic_rings::{DataPath, Mempool, Packet, VirtqLayout};
 
 /// Checksum and VLAN offloads: the RX status a [`Packet`] carries
 /// ([`Packet::rx_checksum`], [`Packet::vlan`]; turned on by

@@ -47,6 +47,9 @@ pub mod feature {
     /// `VIRTIO_F_ACCESS_PLATFORM`: the device's DMA goes through the
     /// platform's IOMMU (the guest's vIOMMU, hence VFIO's mappings).
     pub const ACCESS_PLATFORM: u64 = 1 << 33;
+    /// `VIRTIO_F_RING_PACKED`: packed virtqueues (virtio 1.2 §2.8) instead
+    /// of split ones.
+    pub const RING_PACKED: u64 = 1 << 34;
 }
 
 /// The fields of `struct virtio_net_hdr` pollnic reads and writes (virtio

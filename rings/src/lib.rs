@@ -6,7 +6,7 @@
 //! *burst* of packets per call, a *descriptor write-back* by the device, the
 //! *tail* register (RDT/TDT) written once per burst.
 //!
-//! `unsafe` lives only in [`virtq`] (volatile access to a split virtqueue),
+//! `unsafe` lives only in [`virtq`] (volatile and atomic access to split and packed virtqueues),
 //! [`dma`] (mapping and raw buffer access), [`descring`]
 //! (volatile descriptor access), [`mempool`] (the pool's reference count and
 //! packet buffer access), [`rx`] and [`tx`] (handing buffer ownership between
@@ -40,4 +40,6 @@ pub use rx::{rx_cache_size, rx_free_thresh, RingError, RxRing, RxStats, RX_UNFIN
 pub use simd::DataPath;
 pub use tx::{TxRing, TxStats, TX_RS_THRESH};
 pub use virtq::ctrl::{CtrlError, VirtqCtrl};
-pub use virtq::{NetHdr, VirtqAddrs, VirtqRx, VirtqStats, VirtqTx, VIRTIO_NET_HDR_LEN};
+pub use virtq::{
+    NetHdr, VirtqAddrs, VirtqLayout, VirtqRx, VirtqStats, VirtqTx, VIRTIO_NET_HDR_LEN,
+};

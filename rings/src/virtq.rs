@@ -5,6 +5,30 @@
 //! device wrote (zero copy), [`VirtqTx::tx_burst`] hands packets to the device
 //! and [`VirtqTx::reclaim`] returns them to their pools.
 //!
+//! # Split and packed
+//!
+//! Each queue has one of two layouts ([`VirtqLayout`], virtio 1.2 §2.6):
+//! the split virtqueue described below (§2.7), or the packed one (§2.8,
+//! `VIRTIO_F_RING_PACKED`; `virtq/packed.rs`): one ring of 16-byte
+//! descriptors both sides write, AVAIL (bit 7) and USED (bit 15) flags
+//! against a wrap counter on each side (both start at 1), and two event
+//! suppression structures instead of the avail and used rings' flags and
+//! event indices. The chains, header slots, buffers, checks and counters
+//! are the same on both; on a packed ring a chain is two consecutive
+//! descriptors whose buffer id is the chain number, and its size need not
+//! be a power of two. What the device writes into a packed ring is checked
+//! as below: a used descriptor whose AVAIL and USED flags are not both the
+//! driver's used wrap counter (and not the driver's own available
+//! descriptor), an id that is no chain or not in flight (never posted, or
+//! already used), each stop the queue; a bad length drops the frame. The
+//! chains a burst re-posts become available (their first descriptor's
+//! flags stored, with Release) only at the burst's end, as the split ring
+//! publishes its avail index once. Notifications: poll mode sets the
+//! driver's event suppression to DISABLE; a burst kicks unless the
+//! device's says DISABLE, or, with `VIRTIO_F_EVENT_IDX`, says DESC and
+//! names a descriptor outside those just made available (§2.8.10,
+//! Linux `virtqueue_kick_prepare_packed`).
+//!
 //! # The 12-byte `virtio_net_hdr`
 //!
 //! Every virtio-net frame travels behind a `struct virtio_net_hdr` (12 bytes
@@ -183,18 +207,25 @@ pub struct VirtqStats {
 
 /// The three guest-physical (IO virtual) addresses a virtio device needs
 /// for one queue (`queue_desc`, `queue_driver`, `queue_device` of the
-/// common configuration, virtio 1.x §4.1.4.3) and its size in descriptors.
+/// common configuration, virtio 1.x §4.1.4.3), its size in descriptors and
+/// its layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VirtqAddrs {
-    /// IOVA of the descriptor table (16 bytes per descriptor).
+    /// IOVA of the descriptor table (split) or ring (packed), 16 bytes per
+    /// descriptor (`queue_desc`).
     pub desc: u64,
-    /// IOVA of the avail (driver) ring.
+    /// IOVA of the avail ring (split) or of the driver's event suppression
+    /// structure (packed, §2.8.10) (`queue_driver`).
     pub avail: u64,
-    /// IOVA of the used (device) ring.
+    /// IOVA of the used ring (split) or of the device's event suppression
+    /// structure (packed) (`queue_device`).
     pub used: u64,
     /// Descriptors (`queue_size`).
     pub size: u16,
+    /// Split or packed: a packed queue needs `VIRTIO_F_RING_PACKED`
+    /// negotiated.
+    pub layout: VirtqLayout,
 }
 
 /// `struct virtq_desc` (virtio 1.2 §2.7.5): a buffer's address and length,
@@ -311,82 +342,207 @@ impl SplitLayout {
     }
 }
 
-/// One split virtqueue's memory: raw views into its region, every access
-/// volatile and masked in bounds.
+/// Which layout a virtqueue has (virtio 1.2 §2.6): the split virtqueue
+/// (§2.7: descriptor table, avail ring, used ring) or the packed one
+/// (§2.8, `VIRTIO_F_RING_PACKED`: one ring both sides write, and two event
+/// suppression structures). The queues' bursts, counters and checks are the
+/// same on both; the layout decides only how chains are posted and used
+/// ones found. A device offers packed rings with feature bit 34; the driver
+/// takes them when offered (see `pollnic::DeviceConfig::virtq_layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VirtqLayout {
+    /// Split virtqueues (§2.7); the size is a power of two in 4..=32768.
+    Split,
+    /// Packed virtqueues (§2.8, `VIRTIO_F_RING_PACKED`); the size is any
+    /// number in 4..=32768.
+    Packed,
+}
+
+impl VirtqLayout {
+    /// `"split"` or `"packed"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            VirtqLayout::Split => "split",
+            VirtqLayout::Packed => "packed",
+        }
+    }
+
+    /// Whether a queue of `size` descriptors can have this layout: a power
+    /// of two in 4..=32768 (split, §2.7), any number in 4..=32768 (packed,
+    /// §2.8).
+    pub const fn fits(self, size: u16) -> bool {
+        let in_range = size >= 4 && size <= VIRTQ_MAX_SIZE;
+        match self {
+            VirtqLayout::Split => in_range && size.is_power_of_two(),
+            VirtqLayout::Packed => in_range,
+        }
+    }
+}
+
+/// A ring's raw memory: every access through [`Mem::at`], at an offset a
+/// layout computed inside the region.
+#[derive(Clone, Copy, Debug)]
+struct Mem {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl Mem {
+    /// The address `off` bytes into the region, `off + n <= len` checked by
+    /// the callers' masked or clamped indices and the layout (asserted in
+    /// debug builds).
+    #[inline(always)]
+    fn at<T>(self, off: usize) -> *mut T {
+        debug_assert!(off + std::mem::size_of::<T>() <= self.len);
+        self.base.as_ptr().wrapping_add(off).cast()
+    }
+}
+
+/// The layout-specific part of a ring.
+///
+/// An enum inside the ring rather than a trait or a type parameter of the
+/// queues: `VirtqRx`, `VirtqTx` and `VirtqCtrl` stay one type each, so the
+/// driver above them keeps one path for both layouts, and what differs (how
+/// a chain is posted, how a used one is found, when to kick) is one match
+/// per ring operation, the same branch every time for a given queue.
+/// Everything else (chains, header slots, buffers, checks, counters) is
+/// shared, so the split ring's behaviour and counts stay as they were.
+#[derive(Debug)]
+enum Kind {
+    Split(SplitLayout),
+    /// Boxed: the split ring's size (and the driver's queue enum) stays
+    /// as it was.
+    Packed(Box<packed::Packed>),
+}
+
+/// One virtqueue's memory: raw views into its region, every access
+/// volatile and masked (split) or clamped (packed) in bounds.
 #[derive(Debug)]
 struct Vring {
     region: DmaRegion,
-    base: NonNull<u8>,
+    mem: Mem,
     size: u16,
-    layout: SplitLayout,
+    kind: Kind,
+    /// Bytes of the header descriptor of each chain (packed rings write it
+    /// with every post).
+    hdr_len: u32,
     /// `VIRTIO_F_EVENT_IDX` governs notifications.
     event_idx: bool,
 }
 
-// SAFETY: `base` points into `region`, owned by the Vring and alive as long
-// as it; the memory is only reached with volatile accesses through `&self`
-// or `&mut self`, so moving the Vring to another thread is as safe as moving
-// the region.
+// SAFETY: `mem.base` points into `region`, owned by the Vring and alive as
+// long as it; the memory is only reached with volatile accesses through
+// `&self` or `&mut self`, so moving the Vring to another thread is as safe
+// as moving the region.
 unsafe impl Send for Vring {}
 // SAFETY: as above.
 unsafe impl Sync for Vring {}
 
+/// What [`Vring::next_used`] found.
+use packed::Used;
+
 impl Vring {
-    fn new(size: u16, page: PageSize, mapper: Arc<dyn DmaMapper>) -> Result<Vring, DmaError> {
-        Vring::with_tail(size, 0, page, mapper)
+    fn new(
+        size: u16,
+        layout: VirtqLayout,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+    ) -> Result<Vring, DmaError> {
+        Vring::with_tail(size, layout, 0, page, mapper)
     }
 
     /// A ring with `tail` more bytes after its header slots (at
     /// [`Vring::tail`]).
     fn with_tail(
         size: u16,
+        layout: VirtqLayout,
         tail: usize,
         page: PageSize,
         mapper: Arc<dyn DmaMapper>,
     ) -> Result<Vring, DmaError> {
         assert!(
-            (4..=VIRTQ_MAX_SIZE).contains(&size) && size.is_power_of_two(),
-            "virtqueue size {size} is not a power of two in 4..=32768"
+            layout.fits(size),
+            "virtqueue size {size} does not fit a {} virtqueue (split: a power of two in \
+             4..=32768; packed: 4..=32768)",
+            layout.name()
         );
-        let layout = SplitLayout::new(size);
-        let total = layout.total;
+        let (kind, total) = match layout {
+            VirtqLayout::Split => {
+                let l = SplitLayout::new(size);
+                (Kind::Split(l), l.total)
+            }
+            VirtqLayout::Packed => {
+                let p = packed::Packed::new(size);
+                let total = p.layout.total;
+                (Kind::Packed(Box::new(p)), total)
+            }
+        };
         let region = DmaRegion::new(total + tail, page, mapper)?;
         // One base address per ring part and the headers after them: the
         // whole layout must be contiguous for the device.
         region.check_contiguous(total + tail)?;
         let base = NonNull::new(region.va()).expect("a mapped region is not null");
-        // Anonymous mappings start zeroed: flags, indices and headers are 0.
+        let mem = Mem {
+            base,
+            len: region.len(),
+        };
+        // Anonymous mappings start zeroed: flags, indices and headers are 0
+        // (a packed ring's descriptors then show AVAIL = USED = 0, neither
+        // available nor used with wrap counters 1).
         Ok(Vring {
             region,
-            base,
+            mem,
             size,
-            layout,
+            kind,
+            hdr_len: VIRTIO_NET_HDR_LEN,
             event_idx: false,
         })
     }
 
-    fn addrs(&self) -> VirtqAddrs {
-        let iova = self.region.iova();
-        VirtqAddrs {
-            desc: iova,
-            avail: iova + self.layout.avail_flags() as u64,
-            used: iova + self.layout.used_flags() as u64,
-            size: self.size,
+    /// The layout.
+    fn layout(&self) -> VirtqLayout {
+        match self.kind {
+            Kind::Split(_) => VirtqLayout::Split,
+            Kind::Packed(_) => VirtqLayout::Packed,
         }
     }
 
-    /// The address `off` bytes into the region, `off + n <= len` checked by
-    /// the callers' masked indices and the layout (asserted in debug builds).
-    #[inline(always)]
-    fn at<T>(&self, off: usize) -> *mut T {
-        debug_assert!(off + std::mem::size_of::<T>() <= self.region.len());
-        self.base.as_ptr().wrapping_add(off).cast()
+    fn addrs(&self) -> VirtqAddrs {
+        let iova = self.region.iova();
+        let (avail, used) = match &self.kind {
+            Kind::Split(l) => (l.avail_flags(), l.used_flags()),
+            Kind::Packed(p) => (p.layout.driver, p.layout.device),
+        };
+        VirtqAddrs {
+            desc: iova,
+            avail: iova + avail as u64,
+            used: iova + used as u64,
+            size: self.size,
+            layout: self.layout(),
+        }
     }
 
-    /// Write descriptor `i` (masked) whole.
+    /// The address `off` bytes into the region (see [`Mem::at`]).
+    #[inline(always)]
+    fn at<T>(&self, off: usize) -> *mut T {
+        self.mem.at(off)
+    }
+
+    /// The split layout, or `None` on a packed ring (whose callers never
+    /// reach the split-only accessors below: each is then a no-op).
+    #[inline(always)]
+    fn split(&self) -> Option<&SplitLayout> {
+        match &self.kind {
+            Kind::Split(l) => Some(l),
+            Kind::Packed(_) => None,
+        }
+    }
+
+    /// Write descriptor `i` (masked) whole (split).
     #[inline(always)]
     fn write_desc(&self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
-        let d = self.at::<Desc>(self.layout.desc(i));
+        let Some(l) = self.split() else { return };
+        let d = self.at::<Desc>(l.desc(i));
         // SAFETY: the layout masks `i` below `size`, so the descriptor lies
         // inside the table; aligned (16-byte entries from a page-aligned
         // region); only volatile accesses reach this memory.
@@ -400,10 +556,12 @@ impl Vring {
         }
     }
 
-    /// Set only descriptor `i`'s address and length (a re-armed chain).
+    /// Set only descriptor `i`'s address and length (a re-armed chain;
+    /// split), with the split layout at hand (the hot path matches the
+    /// layout once per operation, not once per access).
     #[inline(always)]
-    fn write_desc_buf(&self, i: u16, addr: u64, len: u32) {
-        let d = self.at::<Desc>(self.layout.desc(i));
+    fn split_desc_buf(&self, l: &SplitLayout, i: u16, addr: u64, len: u32) {
+        let d = self.at::<Desc>(l.desc(i));
         // SAFETY: as in `write_desc`; the two fields of that descriptor.
         unsafe {
             std::ptr::addr_of_mut!((*d).addr).write_volatile(Le64::from(addr));
@@ -411,90 +569,241 @@ impl Vring {
         }
     }
 
+    /// Ask for no used-buffer notifications (`on` false) or for them: the
+    /// avail ring's `VRING_AVAIL_F_NO_INTERRUPT` (split, §2.7.7) or the
+    /// driver's event suppression flags DISABLE / ENABLE (packed, §2.8.10).
     #[inline(always)]
-    fn set_avail_flags(&self, flags: u16) {
-        // SAFETY: the avail ring's first u16 (layout), 2-byte aligned.
-        unsafe {
-            self.at::<u16>(self.layout.avail_flags())
-                .write_volatile(flags.to_le())
+    fn set_interrupt_flag(&self, on: bool) {
+        match &self.kind {
+            Kind::Split(l) => {
+                let flags = if on { 0 } else { AVAIL_F_NO_INTERRUPT };
+                // SAFETY: the avail ring's first u16 (layout), 2-byte aligned.
+                unsafe {
+                    self.at::<u16>(l.avail_flags())
+                        .write_volatile(flags.to_le())
+                }
+            }
+            Kind::Packed(p) => p.set_driver_flags(
+                self.mem,
+                if on {
+                    packed::EVENT_ENABLE
+                } else {
+                    packed::EVENT_DISABLE
+                },
+            ),
         }
     }
 
-    /// avail.ring[`slot` masked] = `id`.
+    /// avail.ring[`slot` masked] = `id` (split).
     #[inline(always)]
     fn put_avail(&self, slot: u16, id: u16) {
-        let off = self.layout.avail_ring(slot);
+        if let Some(l) = self.split() {
+            self.split_put_avail(l, slot, id);
+        }
+    }
+
+    /// [`Vring::put_avail`] with the split layout at hand.
+    #[inline(always)]
+    fn split_put_avail(&self, l: &SplitLayout, slot: u16, id: u16) {
+        let off = l.avail_ring(slot);
         // SAFETY: a masked slot is inside avail.ring (layout), 2-byte aligned.
         unsafe { self.at::<u16>(off).write_volatile(id.to_le()) }
     }
 
-    /// Publish avail.idx = `idx` with Release: after every entry before it.
+    /// Post chain `k` (its header slot, then `buf` of `len` bytes; `write`:
+    /// both device-writable) as avail entry `slot`: split, the data
+    /// descriptor's address and length and the avail ring's entry (the
+    /// header descriptor is fixed); packed, both descriptors at the avail
+    /// cursor, the first one's flags held for [`Vring::publish`].
     #[inline(always)]
-    fn publish_avail(&self, idx: u16) {
-        // SAFETY: avail.idx, the avail ring's second u16 (layout), 2-byte
-        // aligned as `AtomicU16` needs; the device reads it as a whole u16.
-        let a = unsafe { AtomicU16::from_ptr(self.at::<u16>(self.layout.avail_idx())) };
-        a.store(idx.to_le(), Ordering::Release);
+    fn post_chain(&mut self, slot: u16, k: u16, buf: u64, len: u32, write: bool) {
+        match self.kind {
+            Kind::Split(ref l) => {
+                self.split_desc_buf(l, 2 * k + 1, buf, len);
+                self.split_put_avail(l, slot, 2 * k);
+            }
+            Kind::Packed(ref mut p) => {
+                let hdr = self.region.iova() + p.layout.hdr(k as usize) as u64;
+                let w = if write { DESC_F_WRITE } else { 0 };
+                p.post(
+                    self.mem,
+                    k,
+                    (hdr, self.hdr_len, DESC_F_NEXT | w),
+                    (buf, len, w),
+                );
+            }
+        }
     }
 
-    /// Write `used_event` (the u16 after avail.ring, §2.7.6).
+    /// Post the control queue's chain 0: `first` device-readable, then the
+    /// one-byte `second` device-writable, as avail entry `slot`.
+    fn post_ctrl(&mut self, slot: u16, first: (u64, u32), second: u64) {
+        match &mut self.kind {
+            Kind::Split(_) => {
+                self.write_desc(0, first.0, first.1, DESC_F_NEXT, 1);
+                self.write_desc(1, second, 1, DESC_F_WRITE, 0);
+                self.put_avail(slot, 0);
+            }
+            Kind::Packed(p) => p.post(
+                self.mem,
+                0,
+                (first.0, first.1, DESC_F_NEXT),
+                (second, 1, DESC_F_WRITE),
+            ),
+        }
+    }
+
+    /// Make what was posted visible to the device: split, avail.idx =
+    /// `idx` with Release (after every entry before it); packed, the held
+    /// first descriptors' flags, each with Release.
+    #[inline(always)]
+    fn publish(&mut self, idx: u16) {
+        match &mut self.kind {
+            Kind::Split(l) => {
+                // SAFETY: avail.idx, the avail ring's second u16 (layout),
+                // 2-byte aligned as `AtomicU16` needs; the device reads it
+                // as a whole u16.
+                let a = unsafe { AtomicU16::from_ptr(self.mem.at::<u16>(l.avail_idx())) };
+                a.store(idx.to_le(), Ordering::Release);
+            }
+            Kind::Packed(p) => p.publish(self.mem),
+        }
+    }
+
+    /// Write `used_event` (the u16 after avail.ring, §2.7.6; split only: a
+    /// packed ring asks by its flags alone).
     #[inline(always)]
     fn set_used_event(&self, v: u16) {
-        let off = self.layout.used_event();
+        let Some(l) = self.split() else { return };
+        let off = l.used_event();
         // SAFETY: the avail ring's last u16 (layout: 6 + 2 * size bytes),
         // 2-byte aligned.
         unsafe { self.at::<u16>(off).write_volatile(v.to_le()) }
     }
 
-    /// Read `avail_event` (the u16 after used.ring, §2.7.8), device-written.
+    /// Read `avail_event` (the u16 after used.ring, §2.7.8), device-written
+    /// (split).
     #[inline(always)]
     fn avail_event(&self) -> u16 {
-        let off = self.layout.avail_event();
+        let Some(l) = self.split() else { return 0 };
+        let off = l.avail_event();
         // SAFETY: the used ring's last u16 (layout: 6 + 8 * size bytes),
         // 2-byte aligned.
         u16::from_le(unsafe { self.at::<u16>(off).read_volatile() })
     }
 
-    /// Switch to event-index notifications: flags 0, `used_event` away from
-    /// `last_used` (poll mode).
+    /// Switch to event-index notifications: split, flags 0 and `used_event`
+    /// away from `last_used` (poll mode); packed, the driver's flags stay
+    /// DISABLE (poll mode asks for nothing), and the device's DESC requests
+    /// are followed from now on.
     fn use_event_idx(&mut self, last_used: u16) {
         self.event_idx = true;
-        self.set_avail_flags(0);
-        self.set_used_event(last_used.wrapping_add(USED_EVENT_AWAY));
+        if self.split().is_some() {
+            self.set_interrupt_flag(true);
+            self.set_used_event(last_used.wrapping_add(USED_EVENT_AWAY));
+        }
     }
 
     #[inline(always)]
     fn used_flags(&self) -> u16 {
+        let Some(l) = self.split() else { return 0 };
         // SAFETY: the used ring's first u16 (layout).
-        u16::from_le(unsafe { self.at::<u16>(self.layout.used_flags()).read_volatile() })
+        u16::from_le(unsafe { self.at::<u16>(l.used_flags()).read_volatile() })
     }
 
-    /// used.idx, loaded with Acquire: the entries before it are read after.
+    /// used.idx, loaded with Acquire: the entries before it are read after
+    /// (split).
     #[inline(always)]
     fn used_idx(&self) -> u16 {
+        match self.split() {
+            Some(l) => self.split_used_idx(l),
+            None => 0,
+        }
+    }
+
+    /// [`Vring::used_idx`] with the split layout at hand.
+    #[inline(always)]
+    fn split_used_idx(&self, l: &SplitLayout) -> u16 {
         // SAFETY: used.idx, the used ring's second u16 (layout), 2-byte
         // aligned as `AtomicU16` needs; the device writes it as a whole u16.
-        let a = unsafe { AtomicU16::from_ptr(self.at::<u16>(self.layout.used_idx())) };
+        let a = unsafe { AtomicU16::from_ptr(self.at::<u16>(l.used_idx())) };
         u16::from_le(a.load(Ordering::Acquire))
     }
 
-    /// used.ring[`slot` masked]: (id, len).
+    /// used.ring[`slot` masked]: (id, len) (split, the layout at hand).
     #[inline(always)]
-    fn used_elem(&self, slot: u16) -> (u32, u32) {
-        let e = self.at::<UsedElem>(self.layout.used_ring(slot));
+    fn split_used_elem(&self, l: &SplitLayout, slot: u16) -> (u32, u32) {
+        let e = self.at::<UsedElem>(l.used_ring(slot));
         // SAFETY: a masked slot is inside used.ring (layout), 4-byte aligned.
         let e = unsafe { e.read_volatile() };
         (e.id.to_native(), e.len.to_native())
     }
 
+    /// How many used chains a burst may read, of `in_flight`: split, the
+    /// used index's distance from `last_used` (more than `in_flight` is a
+    /// protocol break, which the caller checks); packed, `in_flight` (the
+    /// burst stops at the first descriptor not yet used).
+    #[inline(always)]
+    fn pending(&self, last_used: u16, in_flight: u16) -> u16 {
+        match &self.kind {
+            Kind::Split(l) => self.split_used_idx(l).wrapping_sub(last_used),
+            Kind::Packed(_) => in_flight,
+        }
+    }
+
+    /// The next used chain: split, used.ring[`slot`]; packed, the
+    /// descriptor at the used cursor (not consumed: see
+    /// [`Vring::consume_used`]).
+    #[inline(always)]
+    fn next_used(&self, slot: u16) -> Used {
+        match &self.kind {
+            Kind::Split(l) => {
+                let (id, len) = self.split_used_elem(l, slot);
+                Used::Elem { id, len }
+            }
+            Kind::Packed(p) => p.peek(self.mem),
+        }
+    }
+
+    /// Past the used chain [`Vring::next_used`] returned (packed: the used
+    /// cursor moves by the chain's two descriptors; split: the caller's
+    /// `last_used` does it).
+    #[inline(always)]
+    fn consume_used(&mut self) {
+        if let Kind::Packed(p) = &mut self.kind {
+            p.consume();
+        }
+    }
+
+    /// Whether a used chain (or a protocol break) waits, with `in_flight`
+    /// chains the device's.
+    fn used_waiting(&self, last_used: u16, in_flight: u16) -> bool {
+        match &self.kind {
+            Kind::Split(_) => self.used_idx() != last_used,
+            Kind::Packed(p) => in_flight > 0 && p.peek(self.mem) != Used::None,
+        }
+    }
+
     /// IOVA of header slot `k` (< size / 2).
     fn hdr_iova(&self, k: u16) -> u64 {
-        self.region.iova() + self.layout.hdr(k as usize) as u64
+        self.region.iova() + self.hdr_off(k as usize) as u64
+    }
+
+    /// Byte offset of header slot `k` (masked or clamped to the slots).
+    #[inline(always)]
+    fn hdr_off(&self, k: usize) -> usize {
+        match &self.kind {
+            Kind::Split(l) => l.hdr(k),
+            Kind::Packed(p) => p.layout.hdr(k),
+        }
     }
 
     /// Byte offset of what follows the header slots (see `with_tail`).
     fn tail(&self) -> usize {
-        self.layout.total
+        match &self.kind {
+            Kind::Split(l) => l.total,
+            Kind::Packed(p) => p.layout.total,
+        }
     }
 
     /// The RSS hash the device wrote into header slot `k` (< size / 2) of a
@@ -502,10 +811,11 @@ impl Vring {
     /// `VIRTIO_NET_HASH_REPORT_NONE` (no hash computed).
     #[inline(always)]
     fn hdr_hash(&self, k: usize) -> u32 {
-        let off = self.layout.hdr(k);
-        // SAFETY: `k < size / 2` (a checked chain number), so both fields lie
-        // inside header slot `k` (HDR_SLOT >= 20 bytes), 4- and 2-byte
-        // aligned (32-byte slots from a 16-byte aligned start).
+        let off = self.hdr_off(k);
+        // SAFETY: the slot offset is masked or clamped inside the header
+        // slots, so both fields lie inside header slot `k` (HDR_SLOT >= 20
+        // bytes), 4- and 2-byte aligned (32-byte slots from a 16-byte
+        // aligned start).
         let (value, report) = unsafe {
             (
                 u32::from_le(self.at::<u32>(off + HDR_HASH_VALUE).read_volatile()),
@@ -523,11 +833,11 @@ impl Vring {
     /// wrote into slot `k` (< size / 2), read once each (untrusted).
     #[inline(always)]
     fn hdr_csum(&self, k: usize) -> (u8, u16, u16) {
-        let off = self.layout.hdr(k);
-        // SAFETY: `k < size / 2` (a checked chain number), so the three
-        // fields (bytes 0, 6..8, 8..10) lie inside header slot `k`
-        // (HDR_SLOT >= 12 bytes), 2-byte aligned (32-byte slots from a
-        // 16-byte aligned start).
+        let off = self.hdr_off(k);
+        // SAFETY: the slot offset is masked or clamped inside the header
+        // slots, so the three fields (bytes 0, 6..8, 8..10) lie inside
+        // header slot `k` (HDR_SLOT >= 12 bytes), 2-byte aligned (32-byte
+        // slots from a 16-byte aligned start).
         unsafe {
             (
                 self.at::<u8>(off + net_hdr::FLAGS).read_volatile(),
@@ -541,7 +851,7 @@ impl Vring {
     /// header slot `k` (< size / 2), the rest of the 12 bytes left 0.
     #[inline(always)]
     fn set_hdr_csum(&self, k: usize, flags: u8, csum_start: u16, csum_offset: u16) {
-        let off = self.layout.hdr(k);
+        let off = self.hdr_off(k);
         // SAFETY: as in `hdr_csum`: inside header slot `k`, aligned.
         unsafe {
             self.at::<u8>(off + net_hdr::FLAGS).write_volatile(flags);
@@ -554,16 +864,22 @@ impl Vring {
         }
     }
 
-    /// Kick the device after the avail index moved from `old` to `new`,
-    /// unless it asked not to be (after a full fence: the avail index store
-    /// must be visible before the flags or `avail_event` are read).
+    /// Kick the device after `new - old` chains were made available (the
+    /// avail index moved from `old` to `new`), unless it asked not to be
+    /// (after a full fence: what was published must be visible before the
+    /// device's flags or event index are read). Split: `avail_event` or
+    /// `VRING_USED_F_NO_NOTIFY`; packed: the device's event suppression.
     #[inline]
     fn kick<D: Doorbell>(&self, doorbell: &mut D, old: u16, new: u16, stats: &mut VirtqStats) {
         fence(Ordering::SeqCst);
-        let wanted = if self.event_idx {
-            need_event(self.avail_event(), new, old)
-        } else {
-            self.used_flags() & USED_F_NO_NOTIFY == 0
+        let wanted = match &self.kind {
+            Kind::Split(_) if self.event_idx => need_event(self.avail_event(), new, old),
+            Kind::Split(_) => self.used_flags() & USED_F_NO_NOTIFY == 0,
+            Kind::Packed(p) => p.kick_wanted(
+                self.mem,
+                self.event_idx,
+                2 * u32::from(new.wrapping_sub(old)),
+            ),
         };
         if wanted {
             doorbell.ring(new);
@@ -573,15 +889,24 @@ impl Vring {
         }
     }
 
-    /// Check a used-ring id: the head of a chain (even), in range, in
-    /// flight. Returns the chain number.
+    /// Check a used id: split, the head of a chain (even), in range, in
+    /// flight; packed, a chain number in range and in flight. Returns the
+    /// chain number.
     #[inline(always)]
     fn chain_of(&self, id: u32, posted: &[bool]) -> Option<usize> {
-        if id >= self.size as u32 || id & 1 != 0 {
-            return None;
+        match self.kind {
+            Kind::Split(_) => {
+                if id >= self.size as u32 || id & 1 != 0 {
+                    return None;
+                }
+                let k = (id / 2) as usize;
+                posted.get(k).copied()?.then_some(k)
+            }
+            Kind::Packed(_) => {
+                let k = id as usize;
+                posted.get(k).copied()?.then_some(k)
+            }
         }
-        let k = (id / 2) as usize;
-        posted[k].then_some(k)
     }
 }
 
@@ -644,7 +969,28 @@ impl<D: Doorbell> VirtqRx<D> {
         pool: &Mempool,
         doorbell: D,
     ) -> Result<Self, RingError> {
-        let ring = Vring::new(size, page, mapper).map_err(RingError::Dma)?;
+        Self::with_layout(VirtqLayout::Split, size, page, mapper, pool, doorbell)
+    }
+
+    /// [`VirtqRx::new`] with the given layout: a packed queue
+    /// ([`VirtqLayout::Packed`], virtio 1.2 §2.8, once
+    /// `VIRTIO_F_RING_PACKED` is negotiated) may have any `size` in
+    /// 4..=32768 and holds `size / 2` buffers.
+    ///
+    /// # Errors
+    /// As [`VirtqRx::new`].
+    ///
+    /// # Panics
+    /// If `size` does not fit `layout` ([`VirtqLayout::fits`]).
+    pub fn with_layout(
+        layout: VirtqLayout,
+        size: u16,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+        pool: &Mempool,
+        doorbell: D,
+    ) -> Result<Self, RingError> {
+        let mut ring = Vring::new(size, layout, page, mapper).map_err(RingError::Dma)?;
         if !pool.region().same_address_space(&ring.region) {
             return Err(RingError::Unreachable);
         }
@@ -662,6 +1008,8 @@ impl<D: Doorbell> VirtqRx<D> {
         pool.shared().acquire(chains);
         let buf_size = pool.buf_size() as u32;
         for (k, &b) in bufs.iter().enumerate() {
+            // Split: the whole table and avail ring now, published by
+            // `start`; packed: `start` writes the chains.
             let id = 2 * k as u16;
             ring.write_desc(
                 id,
@@ -673,7 +1021,8 @@ impl<D: Doorbell> VirtqRx<D> {
             ring.write_desc(id + 1, pool.buf_iova(b), buf_size, DESC_F_WRITE, 0);
             ring.put_avail(k as u16, id);
         }
-        ring.set_avail_flags(AVAIL_F_NO_INTERRUPT);
+        ring.set_interrupt_flag(false);
+        ring.hdr_len = VIRTIO_NET_HDR_LEN;
         Ok(VirtqRx {
             ring,
             cache: PoolCache::new(pool.clone(), rx_cache_size(chains)),
@@ -714,6 +1063,7 @@ impl<D: Doorbell> VirtqRx<D> {
                 2 * k + 1,
             );
         }
+        self.ring.hdr_len = hdr.bytes();
         self.hdr = hdr;
     }
 
@@ -744,13 +1094,24 @@ impl<D: Doorbell> VirtqRx<D> {
         self.ring.addrs()
     }
 
+    /// Split or packed.
+    pub fn layout(&self) -> VirtqLayout {
+        self.ring.layout()
+    }
+
     /// Give the device every chain (once the queue is enabled and the
     /// device is DRIVER_OK) and notify it.
     pub fn start(&mut self) {
         let chains = self.slots.len() as u16;
+        if self.ring.layout() == VirtqLayout::Packed {
+            for k in 0..chains {
+                let iova = self.pool.shared().buf_iova(self.slots[k as usize]);
+                self.ring.post_chain(k, k, iova, self.buf_size, true);
+            }
+        }
         self.posted.fill(true);
         self.avail_idx = chains;
-        self.ring.publish_avail(chains);
+        self.ring.publish(chains);
         self.doorbell.ring(chains);
         self.vq.kicks += 1;
     }
@@ -766,13 +1127,12 @@ impl<D: Doorbell> VirtqRx<D> {
         if self.vq.stopped {
             return 0;
         }
-        let used = self.ring.used_idx();
-        let pending = used.wrapping_sub(self.last_used);
+        let in_flight = self.avail_idx.wrapping_sub(self.last_used);
+        let pending = self.ring.pending(self.last_used, in_flight);
         if pending == 0 || max == 0 {
             self.stats.empty_polls += 1;
             return 0;
         }
-        let in_flight = self.avail_idx.wrapping_sub(self.last_used);
         if pending > in_flight {
             self.device_error();
             return 0;
@@ -787,7 +1147,14 @@ impl<D: Doorbell> VirtqRx<D> {
         let first_avail = self.avail_idx;
         let (mut got, mut bytes, mut taken) = (0usize, 0u64, 0u16);
         while (taken as usize) < n {
-            let (id, len) = self.ring.used_elem(self.last_used.wrapping_add(taken));
+            let (id, len) = match self.ring.next_used(self.last_used.wrapping_add(taken)) {
+                Used::Elem { id, len } => (id, len),
+                Used::None => break,
+                Used::Bad => {
+                    self.device_error();
+                    break;
+                }
+            };
             let Some(k) = self.ring.chain_of(id, &self.posted) else {
                 self.device_error();
                 break;
@@ -817,22 +1184,18 @@ impl<D: Doorbell> VirtqRx<D> {
                 // record (a device may have rewritten it: nothing is read
                 // back from memory the device can write).
                 self.stats.rx_errors += 1;
-                self.ring.write_desc_buf(
-                    id as u16 + 1,
-                    self.pool.shared().buf_iova(self.slots[k]),
-                    self.buf_size,
-                );
+                let iova = self.pool.shared().buf_iova(self.slots[k]);
+                self.ring
+                    .post_chain(self.avail_idx, k as u16, iova, self.buf_size, true);
             } else {
                 let Some(fresh) = self.cache.get() else {
                     self.stats.rx_nombuf += 1;
                     break;
                 };
                 let done = std::mem::replace(&mut self.slots[k], fresh);
-                self.ring.write_desc_buf(
-                    id as u16 + 1,
-                    self.pool.shared().buf_iova(fresh),
-                    self.buf_size,
-                );
+                let iova = self.pool.shared().buf_iova(fresh);
+                self.ring
+                    .post_chain(self.avail_idx, k as u16, iova, self.buf_size, true);
                 let hash = match self.hdr {
                     NetHdr::V1 => 0,
                     NetHdr::V1Hash => self.ring.hdr_hash(k),
@@ -852,7 +1215,7 @@ impl<D: Doorbell> VirtqRx<D> {
                 got += 1;
             }
             self.posted[k] = false;
-            self.ring.put_avail(self.avail_idx, id as u16);
+            self.ring.consume_used();
             // `taken < n <= in_flight <= chains`: inside `rearmed`.
             self.rearmed[taken as usize] = k as u16;
             self.avail_idx = self.avail_idx.wrapping_add(1);
@@ -882,7 +1245,7 @@ impl<D: Doorbell> VirtqRx<D> {
         for &k in &self.rearmed[..n as usize] {
             self.posted[k as usize] = true;
         }
-        self.ring.publish_avail(self.avail_idx);
+        self.ring.publish(self.avail_idx);
         if self.ring.event_idx && !self.irq_armed {
             self.ring
                 .set_used_event(self.last_used.wrapping_add(USED_EVENT_AWAY));
@@ -907,12 +1270,11 @@ impl<D: Doorbell> VirtqRx<D> {
     /// wake-up).
     pub fn set_interrupts(&mut self, on: bool) {
         self.irq_armed = on;
-        if self.ring.event_idx {
+        if self.ring.event_idx && self.ring.layout() == VirtqLayout::Split {
             let away = if on { 0 } else { USED_EVENT_AWAY };
             self.ring.set_used_event(self.last_used.wrapping_add(away));
         } else {
-            self.ring
-                .set_avail_flags(if on { 0 } else { AVAIL_F_NO_INTERRUPT });
+            self.ring.set_interrupt_flag(on);
         }
         fence(Ordering::SeqCst);
     }
@@ -932,7 +1294,10 @@ impl<D: Doorbell> VirtqRx<D> {
     /// Whether a frame is waiting (the used index moved), for interrupt
     /// modes' last look before sleeping.
     pub fn ready(&self) -> bool {
-        !self.vq.stopped && self.ring.used_idx() != self.last_used
+        !self.vq.stopped
+            && self
+                .ring
+                .used_waiting(self.last_used, self.avail_idx.wrapping_sub(self.last_used))
     }
     /// The ring's buffer cache (refill; TX reclaim returns sent buffers to it).
     pub fn cache_mut(&mut self) -> &mut PoolCache {
@@ -1031,14 +1396,36 @@ impl<D: Doorbell> VirtqTx<D> {
         mapper: Arc<dyn DmaMapper>,
         doorbell: D,
     ) -> Result<Self, RingError> {
-        let ring = Vring::new(size, page, mapper).map_err(RingError::Dma)?;
+        Self::with_layout(VirtqLayout::Split, size, page, mapper, doorbell)
+    }
+
+    /// [`VirtqTx::new`] with the given layout: a packed queue
+    /// ([`VirtqLayout::Packed`], virtio 1.2 §2.8, once
+    /// `VIRTIO_F_RING_PACKED` is negotiated) may have any `size` in
+    /// 4..=32768 and holds `size / 2` frames in flight.
+    ///
+    /// # Errors
+    /// As [`VirtqTx::new`].
+    ///
+    /// # Panics
+    /// If `size` does not fit `layout` ([`VirtqLayout::fits`]).
+    pub fn with_layout(
+        layout: VirtqLayout,
+        size: u16,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+        doorbell: D,
+    ) -> Result<Self, RingError> {
+        let ring = Vring::new(size, layout, page, mapper).map_err(RingError::Dma)?;
         let chains = size / 2;
+        // Split: each chain's fixed header descriptor now (no-ops on a
+        // packed ring, whose chains are written whole at every post).
         for k in 0..chains {
             let hdr = ring.hdr_iova(k);
             ring.write_desc(2 * k, hdr, VIRTIO_NET_HDR_LEN, DESC_F_NEXT, 2 * k + 1);
             ring.write_desc(2 * k + 1, 0, 0, 0, 0);
         }
-        ring.set_avail_flags(AVAIL_F_NO_INTERRUPT);
+        ring.set_interrupt_flag(false);
         Ok(VirtqTx {
             ring,
             slots: vec![
@@ -1080,6 +1467,7 @@ impl<D: Doorbell> VirtqTx<D> {
             self.ring
                 .write_desc(2 * k, iova, hdr.bytes(), DESC_F_NEXT, 2 * k + 1);
         }
+        self.ring.hdr_len = hdr.bytes();
     }
 
     /// Let [`VirtqTx::tx_burst_offload`] ask the device for TCP and UDP
@@ -1099,6 +1487,11 @@ impl<D: Doorbell> VirtqTx<D> {
     /// Where the device finds this queue.
     pub fn addrs(&self) -> VirtqAddrs {
         self.ring.addrs()
+    }
+
+    /// Split or packed.
+    pub fn layout(&self) -> VirtqLayout {
+        self.ring.layout()
     }
 
     /// Queue frames from the front of `pkts` while chains are free; the
@@ -1224,15 +1617,14 @@ impl<D: Doorbell> VirtqTx<D> {
                 pool: pool.as_ptr(),
                 idx,
             };
-            self.ring.write_desc_buf(2 * k + 1, iova, len);
-            self.ring.put_avail(self.avail_idx, 2 * k);
+            self.ring.post_chain(self.avail_idx, k, iova, len, false);
             self.posted[k as usize] = true;
             self.avail_idx = self.avail_idx.wrapping_add(1);
             sent += 1;
             bytes += len as u64;
         }
         if sent > 0 {
-            self.ring.publish_avail(self.avail_idx);
+            self.ring.publish(self.avail_idx);
             self.ring
                 .kick(&mut self.doorbell, old, self.avail_idx, &mut self.vq);
             self.stats.packets += sent;
@@ -1283,36 +1675,23 @@ impl<D: Doorbell> VirtqTx<D> {
         if self.vq.stopped {
             return 0;
         }
-        let used = self.ring.used_idx();
-        let pending = used.wrapping_sub(self.last_used);
+        let in_flight = self.avail_idx.wrapping_sub(self.last_used);
+        let pending = self.ring.pending(self.last_used, in_flight);
         if pending == 0 {
             return 0;
         }
-        if pending > self.avail_idx.wrapping_sub(self.last_used) {
+        if pending > in_flight {
             self.vq.device_errors += 1;
             self.vq.stopped = true;
             return 0;
         }
-        let mut done = 0u16;
-        while done < pending {
-            let (id, _) = self.ring.used_elem(self.last_used.wrapping_add(done));
-            let Some(k) = self.ring.chain_of(id, &self.posted) else {
-                self.vq.device_errors += 1;
-                self.vq.stopped = true;
-                break;
-            };
-            self.posted[k] = false;
-            let f = self.slots[k];
-            self.slots[k].pool = std::ptr::null_mut();
-            // SAFETY: chain `k` was posted (checked) and held buffer `f.idx`
-            // of the pool at `f.pool` with one reference, taken from a packet
-            // in `tx_burst`; `posted[k]` is now false, so it is handed back
-            // once.
-            let p = unsafe { Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx) };
-            cache.recycle(p);
-            self.free.push(k as u16);
-            done += 1;
-        }
+        // One loop per layout, so that the split loop reads its used ring
+        // with no per-entry layout test (the packed one is the same loop
+        // over `next_used`).
+        let done = match self.ring.kind {
+            Kind::Split(l) => self.reclaim_split(&l, pending, cache),
+            Kind::Packed(_) => self.reclaim_packed(pending, cache),
+        };
         self.last_used = self.last_used.wrapping_add(done);
         if self.ring.event_idx && done > 0 {
             // No vector is routed to a TX queue; keep used_event away anyway.
@@ -1320,6 +1699,77 @@ impl<D: Doorbell> VirtqTx<D> {
                 .set_used_event(self.last_used.wrapping_add(USED_EVENT_AWAY));
         }
         done as usize
+    }
+
+    /// `reclaim` on a split ring: the `pending` used entries from
+    /// `last_used` on, each checked; returns how many were taken.
+    #[inline(always)]
+    fn reclaim_split(&mut self, l: &SplitLayout, pending: u16, cache: &mut PoolCache) -> u16 {
+        let mut done = 0u16;
+        while done < pending {
+            let (id, _) = self
+                .ring
+                .split_used_elem(l, self.last_used.wrapping_add(done));
+            if id >= u32::from(self.ring.size) || id & 1 != 0 {
+                self.device_error();
+                break;
+            }
+            let k = (id / 2) as usize;
+            if !self.posted.get(k).copied().unwrap_or(false) {
+                self.device_error();
+                break;
+            }
+            self.release(k, cache);
+            done += 1;
+        }
+        done
+    }
+
+    /// `reclaim` on a packed ring: up to `pending` used descriptors at the
+    /// used cursor, each checked; returns how many were taken.
+    #[inline(always)]
+    fn reclaim_packed(&mut self, pending: u16, cache: &mut PoolCache) -> u16 {
+        let mut done = 0u16;
+        while done < pending {
+            let id = match self.ring.next_used(0) {
+                Used::Elem { id, .. } => id,
+                Used::None => break,
+                Used::Bad => {
+                    self.device_error();
+                    break;
+                }
+            };
+            let Some(k) = self.ring.chain_of(id, &self.posted) else {
+                self.device_error();
+                break;
+            };
+            self.ring.consume_used();
+            self.release(k, cache);
+            done += 1;
+        }
+        done
+    }
+
+    /// Chain `k` (posted, checked) is the driver's again: its buffer back
+    /// into `cache` (or its own pool), the chain free.
+    #[inline(always)]
+    fn release(&mut self, k: usize, cache: &mut PoolCache) {
+        self.posted[k] = false;
+        let f = self.slots[k];
+        self.slots[k].pool = std::ptr::null_mut();
+        // SAFETY: chain `k` was posted (checked by the caller) and held
+        // buffer `f.idx` of the pool at `f.pool` with one reference, taken
+        // from a packet in `tx_burst`; `posted[k]` is now false, so it is
+        // handed back once.
+        let p = unsafe { Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx) };
+        cache.recycle(p);
+        self.free.push(k as u16);
+    }
+
+    #[cold]
+    fn device_error(&mut self) {
+        self.vq.device_errors += 1;
+        self.vq.stopped = true;
     }
 
     /// Use `VIRTIO_F_EVENT_IDX` for notifications (module docs), once the
@@ -1368,6 +1818,7 @@ impl<D: Doorbell> Drop for VirtqTx<D> {
 }
 
 pub mod ctrl;
+mod packed;
 
 /// The device's side of a split virtqueue, for tests and the fuzz harness:
 /// reads what the driver posted and writes used entries, through the same
@@ -1496,6 +1947,175 @@ pub mod device {
                     .cast::<u16>()
                     .write_volatile(flags.to_le())
             }
+        }
+    }
+}
+
+/// The device's side of a packed virtqueue (virtio 1.2 §2.8), for tests
+/// and the fuzz harness: reads the chains the driver made available at the
+/// device's avail cursor and writes used descriptors at its used cursor,
+/// through the driver's own region (identity-mapped IOVAs only), with both
+/// device wrap counters. Hostile tests write any descriptor with
+/// `PackedDevice::write_used_raw`. Hidden from the library's
+/// documentation.
+#[doc(hidden)]
+pub mod packed_device {
+    use super::packed::{PackedDesc, PackedLayout, DESC_F_AVAIL, DESC_F_USED};
+    use super::{VirtqAddrs, DESC_F_NEXT, DESC_F_WRITE};
+    use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+    use vm_memory::{Le16, Le32, Le64};
+
+    /// One chain the device took: buffer id, its descriptors (address,
+    /// length, device-writable), and how many descriptors it spans.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Chain {
+        /// The buffer id (of the chain's last descriptor, §2.8.6).
+        pub id: u16,
+        /// (address, length, writable) of each descriptor, in order.
+        pub bufs: Vec<(u64, u32, bool)>,
+    }
+
+    /// A packed ring from the device's side.
+    #[derive(Debug)]
+    pub struct PackedDevice {
+        base: *mut u8,
+        layout: PackedLayout,
+        /// The device's avail cursor and its wrap counter.
+        pub avail: (u16, bool),
+        /// The device's used cursor and its wrap counter.
+        pub used: (u16, bool),
+    }
+
+    // SAFETY: the view holds only the address of the queue's DMA memory,
+    // which `new`'s contract keeps alive; it reads and writes it only with
+    // volatile or atomic accesses, as a device does from its own thread.
+    unsafe impl Send for PackedDevice {}
+
+    impl PackedDevice {
+        /// The device side of the packed queue at `addrs`, both cursors at
+        /// 0 with wrap counters 1.
+        ///
+        /// # Safety
+        /// The queue behind `addrs` is alive and identity-mapped for as
+        /// long as the view is used.
+        pub unsafe fn new(addrs: VirtqAddrs) -> PackedDevice {
+            PackedDevice {
+                base: addrs.desc as usize as *mut u8,
+                layout: PackedLayout::new(addrs.size),
+                avail: (0, true),
+                used: (0, true),
+            }
+        }
+
+        /// Descriptors in the ring.
+        pub fn size(&self) -> u16 {
+            self.layout.size
+        }
+
+        fn step(&self, (pos, wrap): (u16, bool), n: u16) -> (u16, bool) {
+            let next = u32::from(pos) + u32::from(n);
+            let size = u32::from(self.layout.size);
+            if next >= size {
+                ((next - size) as u16, !wrap)
+            } else {
+                (next as u16, wrap)
+            }
+        }
+
+        /// Descriptor `i` (clamped): (addr, len, id, flags), the flags read
+        /// first (Acquire).
+        pub fn desc(&self, i: u16) -> (u64, u32, u16, u16) {
+            let off = self.layout.desc(i);
+            // SAFETY: `new`'s contract; inside the ring, aligned.
+            unsafe {
+                let flags = AtomicU16::from_ptr(self.base.add(off + 14).cast::<u16>())
+                    .load(Ordering::Acquire);
+                let d = self.base.add(off).cast::<PackedDesc>().read_volatile();
+                (
+                    d.addr.to_native(),
+                    d.len.to_native(),
+                    d.id.to_native(),
+                    u16::from_le(flags),
+                )
+            }
+        }
+
+        /// Whether descriptor `i` is available with wrap counter `w`
+        /// (§2.8.1: AVAIL = w, USED = !w).
+        fn is_avail(flags: u16, w: bool) -> bool {
+            (flags & DESC_F_AVAIL != 0) == w && (flags & DESC_F_USED != 0) != w
+        }
+
+        /// Take the next available chain (following NEXT, at most the ring's
+        /// size), moving the avail cursor past it; `None` when the
+        /// descriptor there is not available, or a chain runs past the ring
+        /// or has a descriptor not available.
+        pub fn take(&mut self) -> Option<Chain> {
+            let mut at = self.avail;
+            let mut bufs = Vec::new();
+            for _ in 0..self.layout.size {
+                let (addr, len, id, flags) = self.desc(at.0);
+                if !Self::is_avail(flags, at.1) {
+                    return None;
+                }
+                bufs.push((addr, len, flags & DESC_F_WRITE != 0));
+                at = self.step(at, 1);
+                if flags & DESC_F_NEXT == 0 {
+                    self.avail = at;
+                    return Some(Chain { id, bufs });
+                }
+            }
+            None
+        }
+
+        /// Write a used descriptor for buffer `id` with `len` bytes at the
+        /// used cursor (AVAIL = USED = the used wrap counter, flags last with
+        /// Release) and move the cursor by `ndesc`, the chain's length.
+        pub fn push_used(&mut self, id: u16, len: u32, ndesc: u16) {
+            let w = self.used.1;
+            let flags = if w { DESC_F_AVAIL | DESC_F_USED } else { 0 };
+            self.write_used_raw(self.used.0, id, len, flags);
+            self.used = self.step(self.used, ndesc);
+        }
+
+        /// Write descriptor `pos` (clamped) as a used one with any `id`,
+        /// `len` and `flags`: what a hostile device may write. The flags go
+        /// last, with Release.
+        pub fn write_used_raw(&self, pos: u16, id: u16, len: u32, flags: u16) {
+            let off = self.layout.desc(pos);
+            // SAFETY: `new`'s contract; inside the ring, aligned.
+            unsafe {
+                let d = self.base.add(off).cast::<PackedDesc>();
+                std::ptr::addr_of_mut!((*d).id).write_volatile(Le16::from(id));
+                std::ptr::addr_of_mut!((*d).len).write_volatile(Le32::from(len));
+                std::ptr::addr_of_mut!((*d).addr).write_volatile(Le64::from(0));
+                AtomicU16::from_ptr(self.base.add(off + 14).cast::<u16>())
+                    .store(flags.to_le(), Ordering::Release);
+            }
+        }
+
+        /// The driver's event suppression structure: (off_wrap, flags).
+        pub fn driver_event(&self) -> (u16, u16) {
+            self.event(self.layout.driver)
+        }
+
+        /// Write the device's event suppression structure (off_wrap, flags)
+        /// as one u32.
+        pub fn set_device_event(&self, off_wrap: u16, flags: u16) {
+            let v = u32::from(off_wrap) | u32::from(flags) << 16;
+            // SAFETY: `new`'s contract; 4 bytes inside the region, 4-aligned.
+            unsafe {
+                AtomicU32::from_ptr(self.base.add(self.layout.device).cast::<u32>())
+                    .store(v.to_le(), Ordering::SeqCst)
+            }
+        }
+
+        fn event(&self, off: usize) -> (u16, u16) {
+            // SAFETY: `new`'s contract; 4 bytes inside the region, 4-aligned.
+            let v = u32::from_le(unsafe {
+                AtomicU32::from_ptr(self.base.add(off).cast::<u32>()).load(Ordering::SeqCst)
+            });
+            (v as u16, (v >> 16) as u16)
         }
     }
 }

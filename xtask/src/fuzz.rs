@@ -1,9 +1,10 @@
 //! `cargo xtask fuzz`: the cargo-fuzz targets `rings` and `rings_vector` (fuzz/fuzz_targets/,
 //! the rings on their scalar and on their vector burst loops against a hostile device model,
-//! fuzz/hostile.rs) and `virtq` (the split virtqueue against a hostile virtio device,
-//! fuzz/virtq_hostile.rs) under libFuzzer with AddressSanitizer, one after the other, each for
-//! a third of the time (the first two read the seeds in fuzz/seeds/rings, `virtq` those in
-//! fuzz/seeds/virtq).
+//! fuzz/hostile.rs), `virtq` (the split virtqueue against a hostile virtio device,
+//! fuzz/virtq_hostile.rs) and `virtq_packed` (the packed virtqueue against one,
+//! fuzz/virtq_packed_hostile.rs) under libFuzzer with AddressSanitizer, one after the other,
+//! each for a quarter of the time (the first two read the seeds in fuzz/seeds/rings, the
+//! virtqueue targets those in `fuzz/seeds/<target>`).
 //!
 //! Installs cargo-fuzz from crates.io when missing (`cargo install cargo-fuzz --locked`), builds
 //! the target on the nightly toolchain (ASan, debug assertions and overflow checks on), and runs
@@ -22,12 +23,13 @@ use crate::layout::Layout;
 use crate::say;
 
 /// The fuzz targets' names (fuzz/Cargo.toml `[[bin]]`): the descriptor rings on the scalar and
-/// the vector burst loops, and the split virtqueue; each with its seed corpus
+/// the vector burst loops, the split virtqueue and the packed one; each with its seed corpus
 /// (fuzz/seeds/<seeds>, one per input format).
-const TARGETS: [(&str, &str); 3] = [
+const TARGETS: [(&str, &str); 4] = [
     ("rings", "rings"),
     ("rings_vector", "rings"),
     ("virtq", "virtq"),
+    ("virtq_packed", "virtq_packed"),
 ];
 /// Longest input in bytes: about 80 steps of the hostile-device harness.
 const MAX_LEN: u32 = 256;
@@ -136,7 +138,7 @@ impl Budget {
     }
 }
 
-/// Installs and builds as needed, then fuzzes each target in turn within a third of `budget`
+/// Installs and builds as needed, then fuzzes each target in turn within a quarter of `budget`
 /// (at least 1 s each when time-limited) with `jobs` libFuzzer processes sharing one corpus per
 /// target, holding the testbed lock while fuzzing unless `budget.background`. The outcome adds
 /// the runs up (executions, times) and is clean only when all are; `log` is the last one's.
@@ -165,7 +167,7 @@ pub fn run(layout: &Layout, budget: Budget, jobs: u32) -> Result<FuzzOutcome> {
             },
         });
     }
-    Ok(total.expect("three targets"))
+    Ok(total.expect("four targets"))
 }
 
 /// [`run`] for one target.

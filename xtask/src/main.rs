@@ -103,8 +103,8 @@ enum Command {
     /// Fuzz the RX/TX rings, mempool and packets against a hostile device model
     /// (cargo-fuzz, libFuzzer + AddressSanitizer, nightly toolchain): the target `rings` (scalar
     /// burst loops), then `rings_vector` (vector loops), then `virtq` (the split virtqueue
-    /// against a hostile virtio device), each for a third of --seconds (--runs applies to
-    /// each). Installs cargo-fuzz when missing; keeps the corpora in
+    /// against a hostile virtio device), then `virtq_packed` (the packed one), each for a
+    /// quarter of --seconds (--runs applies to each). Installs cargo-fuzz when missing; keeps the corpora in
     /// target/fuzz-corpus/<target>; a finding is saved in target/fuzz-artifacts/<target>/ and
     /// fails the run.
     ///

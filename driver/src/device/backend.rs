@@ -21,7 +21,7 @@ pub(super) enum Backend {
     /// ([`DescFamily`]), queues on descriptor rings.
     Desc(&'static dyn DescFamily),
     /// virtio-net: the port's capabilities and negotiated features, queues
-    /// on split virtqueues (boxed: the port's structures are some hundred
+    /// on virtqueues, split or packed (boxed: the port's structures are some hundred
     /// bytes, an Intel family's handle two words).
     Virtio(Box<VirtioBackend>),
 }
@@ -133,6 +133,7 @@ impl Backend {
                         key_len: pollnic_hw::rss::KEY_LEN,
                     }),
                 interrupts: intel.interrupts && v.vector_refused.is_none(),
+                virtq_layout: Some(v.port.virtq_layout()),
                 ..intel
             },
         }

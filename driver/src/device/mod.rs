@@ -196,6 +196,7 @@ impl Device {
             }),
             interrupts: msix,
             counters,
+            virtq_layout: None,
         };
         self.backend.capabilities(intel)
     }

@@ -14,7 +14,7 @@ use crate::msix::MsixError;
 use crate::queue::{Queue, Rings};
 use crate::sys::dmamap::{DmaPurpose, Recording};
 use crate::wait::wait_for;
-use pollnic_rings::{Mempool, PageSize, VirtqRx, VirtqTx};
+use pollnic_rings::{Mempool, PageSize, VirtqLayout, VirtqRx, VirtqTx};
 use std::sync::Arc;
 
 impl Device {
@@ -37,6 +37,7 @@ impl Device {
         port.negotiate(
             cfg.dma == DmaAddressing::UnsafeNoIommuPhysical,
             cfg.rx_checksum,
+            cfg.virtq_layout,
         )?;
         self.mac = port.mac().unwrap_or_else(|| local_mac(addr));
         port.check_mtu(cfg.mtu)?;
@@ -84,6 +85,7 @@ impl Device {
                 with_ctrl,
             }));
         }
+        let layout = port.virtq_layout();
         let size = |want: u32, max: u16, which: &'static str| -> Result<u16> {
             let got = want.min(u32::from(max));
             if got < VirtioNet.min_ring_size() {
@@ -93,8 +95,13 @@ impl Device {
                     min: VirtioNet.min_ring_size(),
                 }));
             }
-            // A split virtqueue's size is a power of two (virtio 1.x §2.7).
-            Ok(1 << (31 - got.leading_zeros()))
+            // A split virtqueue's size is a power of two (virtio 1.x §2.7);
+            // a packed one's any number up to 32768 (§2.8.10.1), so a
+            // device's odd `queue_size` is taken as it is.
+            Ok(match layout {
+                VirtqLayout::Split => 1 << (31 - got.leading_zeros()),
+                VirtqLayout::Packed => got as u16,
+            })
         };
 
         let page = self.io.page_size();
@@ -130,14 +137,16 @@ impl Device {
                 page,
                 mapper(DmaPurpose::Mempool(q)),
             )?;
-            let mut rx = VirtqRx::new(
+            let mut rx = VirtqRx::with_layout(
+                layout,
                 rx_size,
                 page,
                 mapper(DmaPurpose::RxRing(q)),
                 &pool,
                 port.notify_for(rxq)?,
             )?;
-            let mut tx = VirtqTx::new(
+            let mut tx = VirtqTx::with_layout(
+                layout,
                 tx_size,
                 page,
                 mapper(DmaPurpose::TxRing(q)),

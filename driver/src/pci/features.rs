@@ -33,6 +33,9 @@ pub enum VirtioFeature {
     /// `VIRTIO_F_EVENT_IDX` (Linux `VIRTIO_RING_F_EVENT_IDX`), bit 29
     /// (§6): notifications suppressed by ring indices instead of flags.
     EventIdx,
+    /// `VIRTIO_F_RING_PACKED`, bit 34 (§6, §2.8): packed virtqueues. Taken
+    /// when offered unless `DeviceConfig::virtq_layout` asks for split.
+    RingPacked,
     /// `VIRTIO_NET_F_MTU`, bit 3 (§5.1.3): the device reports its MTU.
     NetMtu,
     /// `VIRTIO_NET_F_MAC`, bit 5: the device has a MAC address.
@@ -56,7 +59,7 @@ pub enum VirtioFeature {
 impl VirtioFeature {
     /// The features pollnic takes when offered but does not require, in
     /// bit order: what each adds is [`VirtioFeature::gives`].
-    pub const OPTIONAL: [VirtioFeature; 9] = [
+    pub const OPTIONAL: [VirtioFeature; 10] = [
         VirtioFeature::NetMtu,
         VirtioFeature::NetMac,
         VirtioFeature::NetStatus,
@@ -64,6 +67,7 @@ impl VirtioFeature {
         VirtioFeature::NetCtrlRx,
         VirtioFeature::NetMq,
         VirtioFeature::EventIdx,
+        VirtioFeature::RingPacked,
         VirtioFeature::NetHashReport,
         VirtioFeature::NetRss,
     ];
@@ -74,6 +78,7 @@ impl VirtioFeature {
             VirtioFeature::Version1 => feature::VERSION_1,
             VirtioFeature::AccessPlatform => feature::ACCESS_PLATFORM,
             VirtioFeature::EventIdx => feature::EVENT_IDX,
+            VirtioFeature::RingPacked => feature::RING_PACKED,
             VirtioFeature::NetMtu => feature::NET_MTU,
             VirtioFeature::NetMac => feature::NET_MAC,
             VirtioFeature::NetStatus => feature::NET_STATUS,
@@ -96,6 +101,7 @@ impl VirtioFeature {
             VirtioFeature::Version1 => "VIRTIO_F_VERSION_1",
             VirtioFeature::AccessPlatform => "VIRTIO_F_ACCESS_PLATFORM",
             VirtioFeature::EventIdx => "VIRTIO_F_EVENT_IDX",
+            VirtioFeature::RingPacked => "VIRTIO_F_RING_PACKED",
             VirtioFeature::NetMtu => "VIRTIO_NET_F_MTU",
             VirtioFeature::NetMac => "VIRTIO_NET_F_MAC",
             VirtioFeature::NetStatus => "VIRTIO_NET_F_STATUS",
@@ -119,6 +125,9 @@ impl VirtioFeature {
             }
             VirtioFeature::EventIdx => {
                 "notifications suppressed by ring indices; without it, by flags, with more kicks"
+            }
+            VirtioFeature::RingPacked => {
+                "packed virtqueues (one ring both sides write); without it split virtqueues"
             }
             VirtioFeature::NetMtu => "the device's MTU; without it pollnic stays at 1500",
             VirtioFeature::NetMac => {

@@ -1,7 +1,9 @@
 //! The rings of one queue pair, whichever kind they are: every method
 //! [`super::Queue`] needs from them, each one `match` over the kinds. A new
-//! kind of ring (packed virtqueues, virtio 1.x §2.8) is one new variant and
-//! one new arm per method here; `Queue` and the code above it do not change.
+//! kind of ring is one new variant and one new arm per method here; `Queue`
+//! and the code above it do not change. (Packed virtqueues, virtio 1.2
+//! §2.8, are not a new kind here: `VirtqRx` and `VirtqTx` carry either
+//! layout, see `pollnic_rings::VirtqLayout`.)
 //!
 //! An enum, not a trait object: the match is one well-predicted compare per
 //! burst call, and each arm's burst is inlined (`docs/design/families.md`,
@@ -31,14 +33,14 @@ pub struct VirtqPairStats {
 }
 
 /// The rings of one queue pair: Intel descriptor rings (igb, ixgbe) or
-/// virtio split virtqueues (virtio-net).
+/// virtio virtqueues, split or packed (virtio-net).
 pub(crate) enum Rings {
     /// Descriptor rings written through tail registers.
     Desc {
         rx: RxRing<TailDoorbell>,
         tx: TxRing<TailDoorbell>,
     },
-    /// Split virtqueues with their notification doorbells.
+    /// Virtqueues (split or packed) with their notification doorbells.
     Virtq {
         rx: VirtqRx<Notify>,
         tx: VirtqTx<Notify>,

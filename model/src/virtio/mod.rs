@@ -46,7 +46,7 @@ use pollnic::{Device, DeviceConfig, DeviceIdent, Result};
 use pollnic_hw::rss::{Toeplitz, KEY_LEN};
 use pollnic_rings::{DmaMapper, PageSize};
 use std::sync::{Arc, Mutex};
-use vq::{Take, Vq, NO_VECTOR};
+use vq::{Chain, Take, Vq, NO_VECTOR};
 
 /// The PCI address the model reports in messages.
 pub const MODEL_ADDR: &str = "0000:5e:00.4";
@@ -106,6 +106,10 @@ pub mod feature {
     pub const VERSION_1: u64 = 1 << 32;
     /// `VIRTIO_F_ACCESS_PLATFORM`.
     pub const ACCESS_PLATFORM: u64 = 1 << 33;
+    /// `VIRTIO_F_RING_PACKED`: packed virtqueues (virtio 1.2 §2.8). Not in
+    /// [`ALL`], as QEMU offers it only with `packed=on`: add it to
+    /// `VirtioModelConfig::features` to run the packed layout.
+    pub const RING_PACKED: u64 = 1 << 34;
     /// Everything above: what QEMU's virtio-net-pci offers with
     /// `iommu_platform=on,mq=on,rss=on,hash=on,host_mtu=N` (`csum` and
     /// `guest_csum` are on by default).
@@ -273,8 +277,12 @@ pub enum Hostile {
     /// Every avail ring entry the device takes is overwritten with 0x7fff
     /// after it read it, and the data descriptor of each chain it takes
     /// gets a garbage address and length: what a driver must never read
-    /// back.
+    /// back. (On a packed ring, only the descriptor.)
     RewriteRings,
+    /// Packed rings: the next received frame's used descriptor has AVAIL
+    /// and USED set to the inverse of the device's wrap counter (a used
+    /// descriptor of the wrong lap).
+    UsedWrongWrap,
 }
 
 /// What became of a frame given to [`SoftVirtioNet::receive`].
@@ -602,11 +610,18 @@ impl State {
         let set_lo = |v: u64| v & !0xffff_ffff | u64::from(val);
         let set_hi = |v: u64| v & 0xffff_ffff | u64::from(val) << 32;
         let vector = self.vector_or_none(val as u16);
+        let packed = self.has(feature::RING_PACKED);
         let vqm = &mut self.queues[q as usize];
         match o {
             0x18 => {
                 let n = val as u16;
-                if n == 0 || !n.is_power_of_two() || n > vqm.max {
+                if packed && (n == 0 || n > vqm.max) {
+                    let max = vqm.max;
+                    self.violation(format!(
+                        "queue {q}'s size set to {n}: a packed virtqueue's size is 1 to the \
+                         device's {max} (virtio 1.2 §2.8, §4.1.4.3.2)"
+                    ));
+                } else if !packed && (n == 0 || !n.is_power_of_two() || n > vqm.max) {
                     let max = vqm.max;
                     self.violation(format!(
                         "queue {q}'s size set to {n}: a split virtqueue's size is a power of 2 \
@@ -628,13 +643,12 @@ impl State {
                 if vqm.enabled {
                     return;
                 }
+                vqm.packed = packed;
                 if let Some(p) = vqm.layout_problem(&self.iommu) {
                     self.violation(format!("queue {q} enabled with a bad ring: {p}"));
                     return;
                 }
-                vqm.enabled = true;
-                vqm.last_avail = 0;
-                vqm.used_idx = 0;
+                vqm.enable(packed);
             }
             0x20 => vqm.desc = set_lo(vqm.desc),
             0x24 => vqm.desc = set_hi(vqm.desc),
@@ -941,9 +955,9 @@ impl State {
                 }
                 self.wire.push(frame);
             }
-            self.scribble(&chain.readable, q, chain.head);
+            self.scribble(&chain.readable, q, &chain);
             let vq = &mut self.queues[q as usize];
-            vq.put_used(&self.iommu, u32::from(chain.head), 0);
+            vq.put_used(&self.iommu, u32::from(chain.head), 0, &chain, false);
         }
         if event_idx {
             self.queues[q as usize].publish_avail_event(&self.iommu);
@@ -1031,11 +1045,22 @@ impl State {
 
     /// Hostile `RewriteRings`: the avail slot just read gets 0x7fff, and
     /// the last buffer of the chain a garbage address and length.
-    fn scribble(&mut self, bufs: &[(u64, u32)], q: u16, head: u16) {
+    fn scribble(&mut self, bufs: &[(u64, u32)], q: u16, chain: &Chain) {
         if self.hostile != Some(Hostile::RewriteRings) {
             return;
         }
+        let head = chain.head;
         let vq = &self.queues[q as usize];
+        let mut garbage = [0u8; 12];
+        garbage[..8].copy_from_slice(&0xdead_beef_0000u64.to_le_bytes());
+        garbage[8..].copy_from_slice(&u32::MAX.to_le_bytes());
+        if vq.packed {
+            // No avail ring: the chain's last descriptor's address and
+            // length (not its id or flags).
+            self.iommu
+                .dma_write(vq.desc + 16 * u64::from(chain.last_pos), &garbage);
+            return;
+        }
         let slot = u64::from(vq.last_avail.wrapping_sub(1) % vq.size);
         self.iommu.store_u16(vq.avail + 4 + 2 * slot, 0x7fff);
         if bufs.is_empty() {
@@ -1050,9 +1075,6 @@ impl State {
             }
             id = u16::from_le_bytes([d[14], d[15]]);
         }
-        let mut garbage = [0u8; 12];
-        garbage[..8].copy_from_slice(&0xdead_beef_0000u64.to_le_bytes());
-        garbage[8..].copy_from_slice(&u32::MAX.to_le_bytes());
         self.iommu
             .dma_write(vq.desc + 16 * u64::from(id % vq.size), &garbage);
     }
@@ -1092,7 +1114,7 @@ impl State {
                 ),
             }
             let vq = &mut self.queues[q as usize];
-            vq.put_used(&self.iommu, u32::from(chain.head), 1);
+            vq.put_used(&self.iommu, u32::from(chain.head), 1, &chain, false);
         }
         if self.has(feature::EVENT_IDX) {
             self.queues[q as usize].publish_avail_event(&self.iommu);
@@ -1322,7 +1344,7 @@ impl State {
             ));
         }
         if (hdr_len + frame.len()) as u64 > room {
-            self.queues[q as usize].untake();
+            self.queues[q as usize].untake(&chain);
             return VirtioRx::TooLong(pair);
         }
         let mut frame = frame.to_vec();
@@ -1348,12 +1370,12 @@ impl State {
                     "receive queue {q}'s chain {} names memory not mapped for the device",
                     chain.head
                 ));
-                self.queues[q as usize].untake();
+                self.queues[q as usize].untake(&chain);
                 return VirtioRx::Fault(pair);
             }
             at += n;
         }
-        self.scribble(&chain.writable, q, chain.head);
+        self.scribble(&chain.writable, q, &chain);
         let (mut id, mut len) = (u32::from(chain.head), bytes.len() as u32);
         match self.hostile {
             Some(Hostile::UsedIdOutOfRange) => id = u32::from(self.queues[q as usize].size) + 7,
@@ -1368,7 +1390,8 @@ impl State {
         self.last_used_id = Some(id);
         let vq = &mut self.queues[q as usize];
         let old = vq.used_idx;
-        vq.put_used(&self.iommu, id, len);
+        let wrong_wrap = self.hostile == Some(Hostile::UsedWrongWrap);
+        vq.put_used(&self.iommu, id, len, &chain, wrong_wrap);
         if event_idx {
             vq.publish_avail_event(&self.iommu);
         }

@@ -17,7 +17,7 @@
 //! returns the chain without writing it is seen ([`CtrlError::Refused`] with
 //! `ack` 0xff), as is any value other than 0.
 
-use super::{VirtqAddrs, VirtqStats, Vring, AVAIL_F_NO_INTERRUPT, DESC_F_NEXT, DESC_F_WRITE};
+use super::{Used, VirtqAddrs, VirtqLayout, VirtqStats, Vring};
 use crate::descring::Doorbell;
 use crate::dma::{DmaMapper, PageSize};
 use crate::rx::RingError;
@@ -109,8 +109,29 @@ impl<D: Doorbell> VirtqCtrl<D> {
         mapper: Arc<dyn DmaMapper>,
         doorbell: D,
     ) -> Result<Self, RingError> {
-        let ring = Vring::with_tail(size, TAIL, page, mapper).map_err(RingError::Dma)?;
-        ring.set_avail_flags(AVAIL_F_NO_INTERRUPT);
+        Self::with_layout(VirtqLayout::Split, size, page, mapper, doorbell)
+    }
+
+    /// [`VirtqCtrl::new`] with the given layout (a packed queue, virtio 1.2
+    /// §2.8, once `VIRTIO_F_RING_PACKED` is negotiated: any `size` in
+    /// 4..=32768). On a packed ring the command is buffer id 0, and the
+    /// used descriptor must carry id 0 with AVAIL and USED equal to the
+    /// driver's used wrap counter; anything else stops the queue.
+    ///
+    /// # Errors
+    /// As [`VirtqCtrl::new`].
+    ///
+    /// # Panics
+    /// If `size` does not fit `layout` ([`VirtqLayout::fits`]).
+    pub fn with_layout(
+        layout: VirtqLayout,
+        size: u16,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+        doorbell: D,
+    ) -> Result<Self, RingError> {
+        let ring = Vring::with_tail(size, layout, TAIL, page, mapper).map_err(RingError::Dma)?;
+        ring.set_interrupt_flag(false);
         Ok(VirtqCtrl {
             ring,
             doorbell,
@@ -132,6 +153,11 @@ impl<D: Doorbell> VirtqCtrl<D> {
     /// Where the device finds this queue.
     pub fn addrs(&self) -> VirtqAddrs {
         self.ring.addrs()
+    }
+
+    /// Split or packed.
+    pub fn layout(&self) -> VirtqLayout {
+        self.ring.layout()
     }
 
     /// Virtqueue counters (kicks, device errors, stopped).
@@ -184,23 +210,22 @@ impl<D: Doorbell> VirtqCtrl<D> {
         }
         self.put_byte(ACK, ACK_UNWRITTEN);
         let base = self.ring.region.iova() + self.ring.tail() as u64;
-        self.ring
-            .write_desc(0, base + CMD as u64, 2 + data.len() as u32, DESC_F_NEXT, 1);
-        self.ring
-            .write_desc(1, base + ACK as u64, 1, DESC_F_WRITE, 0);
-        self.ring.put_avail(self.avail_idx, 0);
+        self.ring.post_ctrl(
+            self.avail_idx,
+            (base + CMD as u64, 2 + data.len() as u32),
+            base + ACK as u64,
+        );
         let old = self.avail_idx;
         self.avail_idx = self.avail_idx.wrapping_add(1);
-        self.ring.publish_avail(self.avail_idx);
+        self.ring.publish(self.avail_idx);
         self.ring
             .kick(&mut self.doorbell, old, self.avail_idx, &mut self.vq);
 
         let start = Instant::now();
         let mut polls = 0u32;
-        let used = loop {
-            let used = self.ring.used_idx();
-            if used != self.last_used {
-                break used;
+        loop {
+            if self.ring.used_waiting(self.last_used, 1) {
+                break;
             }
             if start.elapsed() > timeout {
                 self.vq.stopped = true;
@@ -216,14 +241,22 @@ impl<D: Doorbell> VirtqCtrl<D> {
             } else {
                 std::thread::sleep(Duration::from_micros(50));
             }
+        }
+        // Exactly the one command's chain came back: split, the used index
+        // moved by one and its entry names chain 0; packed, the descriptor
+        // at the used cursor is used and names buffer id 0.
+        let one = self.ring.pending(self.last_used, 1) == 1;
+        let id = match self.ring.next_used(self.last_used) {
+            Used::Elem { id, .. } => Some(id),
+            Used::None | Used::Bad => None,
         };
-        let (id, _len) = self.ring.used_elem(self.last_used);
-        if used.wrapping_sub(self.last_used) != 1 || id != 0 {
+        if !one || id != Some(0) {
             self.vq.device_errors += 1;
             self.vq.stopped = true;
             return Err(CtrlError::Stopped);
         }
-        self.last_used = used;
+        self.ring.consume_used();
+        self.last_used = self.last_used.wrapping_add(1);
         match self.get_byte(ACK) {
             VIRTIO_NET_OK => Ok(()),
             ack => Err(CtrlError::Refused {
@@ -243,6 +276,7 @@ mod tests {
     use super::*;
     use crate::dma::IdentityMapper;
     use crate::virtq::device::DeviceView;
+    use crate::virtq::{DESC_F_NEXT, DESC_F_WRITE};
 
     struct Count(Arc<std::sync::atomic::AtomicU32>);
     impl Doorbell for Count {

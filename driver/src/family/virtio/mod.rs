@@ -2,7 +2,9 @@
 //! the reset and status handshake, feature negotiation, the queue pairs'
 //! virtqueues and the control queue, the multi-queue and RSS commands
 //! ([`ctrl`]), link status and the device's MAC. The queues themselves are
-//! `pollnic_rings::virtq`'s split virtqueues.
+//! `pollnic_rings::virtq`'s virtqueues, packed when the device offers
+//! `VIRTIO_F_RING_PACKED` (virtio 1.2 §2.8) and `DeviceConfig::virtq_layout`
+//! does not ask for split, split otherwise (§2.7).
 //!
 //! Sources: the virtio 1.x specification (OASIS, "Virtual I/O Device
 //! (VIRTIO) Version 1.2"): §4.1.4 the PCI capabilities, §4.1.4.3 the
@@ -25,7 +27,7 @@ use crate::pci::address::PciAddress;
 use crate::stats::StatsLayout;
 use crate::wait::wait_for;
 use pollnic_hw::rss::{Reta, KEY_LEN};
-use pollnic_rings::{CtrlError, Doorbell, NetHdr, VirtqAddrs, VirtqCtrl};
+use pollnic_rings::{CtrlError, Doorbell, NetHdr, VirtqAddrs, VirtqCtrl, VirtqLayout};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,7 +104,8 @@ const WANTED: u64 = feature::NET_CSUM
     | feature::NET_MQ
     | feature::NET_RSS
     | feature::NET_HASH_REPORT
-    | feature::EVENT_IDX;
+    | feature::EVENT_IDX
+    | feature::RING_PACKED;
 
 /// `VIRTIO_MSI_NO_VECTOR`: no MSI-X vector for this source.
 pub(crate) const NO_VECTOR: u16 = 0xffff;
@@ -472,13 +475,23 @@ impl Port {
     /// when offered and `guest_csum` (`DeviceConfig::rx_checksum`);
     /// FEATURES_OK written and read back.
     ///
+    /// `layout` is `DeviceConfig::virtq_layout`: `VIRTIO_F_RING_PACKED` is
+    /// taken when offered unless it asks for split.
+    ///
     /// # Errors
     /// [`Error::VirtioFeatureMissing`] naming a required feature the device
     /// lacks (the device is then marked FAILED); [`Error::ConfigUnsupported`]
     /// (`rx_checksum`) when `guest_csum` is asked of a device that does not
-    /// offer `VIRTIO_NET_F_GUEST_CSUM`; [`Error::VirtioFeaturesRefused`]
+    /// offer `VIRTIO_NET_F_GUEST_CSUM`, (`virtq_layout`) when packed
+    /// virtqueues are asked of one that does not offer
+    /// `VIRTIO_F_RING_PACKED`; [`Error::VirtioFeaturesRefused`]
     /// when FEATURES_OK does not stay set; [`Error::Timeout`] from the reset.
-    pub(crate) fn negotiate(&mut self, physical: bool, guest_csum: bool) -> Result<u64> {
+    pub(crate) fn negotiate(
+        &mut self,
+        physical: bool,
+        guest_csum: bool,
+        layout: Option<VirtqLayout>,
+    ) -> Result<u64> {
         self.reset()?;
         self.add_status(status::ACKNOWLEDGE);
         self.add_status(status::DRIVER);
@@ -496,6 +509,17 @@ impl Port {
                       leave it off and check the sums in software, or ask only where \
                       Device::capabilities().rx_checksum is true (QEMU: guest_csum=on, the \
                       default)",
+            });
+        }
+        if layout == Some(VirtqLayout::Packed) && offered & feature::RING_PACKED == 0 {
+            return Err(Error::ConfigUnsupported {
+                addr: self.addr,
+                family: "virtio-net",
+                field: "virtq_layout",
+                why: "this virtio-net device does not offer VIRTIO_F_RING_PACKED (bit 34), so \
+                      its virtqueues can only be split; leave DeviceConfig::virtq_layout unset \
+                      (packed when offered) or ask for VirtqLayout::Split (QEMU: `packed=on` on \
+                      the virtio-net-pci device offers it)",
             });
         }
         let platform = if physical {
@@ -536,6 +560,9 @@ impl Port {
         }
         if features & feature::NET_RSS == 0 {
             features &= !feature::NET_HASH_REPORT;
+        }
+        if layout == Some(VirtqLayout::Split) {
+            features &= !feature::RING_PACKED;
         }
         self.common.w32(common::DRIVER_FEATURE_SELECT, 0);
         self.common.w32(common::DRIVER_FEATURE, features as u32);
@@ -645,8 +672,12 @@ impl Port {
                 },
             });
         }
-        let size = 1u16 << (15 - max.min(CTRL_QUEUE_SIZE).leading_zeros());
-        let mut ctrl = VirtqCtrl::new(size, page, mapper, self.notify_for(idx)?)?;
+        let layout = self.virtq_layout();
+        let size = match layout {
+            VirtqLayout::Split => 1u16 << (15 - max.min(CTRL_QUEUE_SIZE).leading_zeros()),
+            VirtqLayout::Packed => max.min(CTRL_QUEUE_SIZE),
+        };
+        let mut ctrl = VirtqCtrl::with_layout(layout, size, page, mapper, self.notify_for(idx)?)?;
         if self.event_idx() {
             ctrl.use_event_idx();
         }
@@ -806,6 +837,16 @@ impl Port {
         (max_len > 0).then(|| {
             (1usize << (usize::BITS - 1 - max_len.leading_zeros())).min(pollnic_hw::rss::RETA_LEN)
         })
+    }
+
+    /// The virtqueues' layout: packed when `VIRTIO_F_RING_PACKED` was
+    /// negotiated (virtio 1.2 §2.8), else split (§2.7).
+    pub(crate) fn virtq_layout(&self) -> VirtqLayout {
+        if self.features & feature::RING_PACKED != 0 {
+            VirtqLayout::Packed
+        } else {
+            VirtqLayout::Split
+        }
     }
 
     /// Whether `VIRTIO_F_EVENT_IDX` was negotiated: the virtqueues must
@@ -975,7 +1016,7 @@ pub(crate) fn check_config(addr: PciAddress, cfg: &DeviceConfig) -> Result<()> {
     if cfg.data_path == DataPathChoice::Vector {
         return refused(
             "data_path",
-            "virtio-net's bursts have no vector loop (the split virtqueue runs the scalar one); \
+            "virtio-net's bursts have no vector loop (a virtqueue runs the scalar one); \
              use DataPathChoice::Auto or Scalar",
         );
     }
@@ -1332,7 +1373,7 @@ mod tests {
         ] {
             let io = io(offered, false, true);
             let mut port = Port::find(&io, addr()).unwrap();
-            port.negotiate(false, false).unwrap();
+            port.negotiate(false, false, None).unwrap();
             assert!(port.check_rx_filter(&on).is_ok());
             match (port.check_rx_filter(&off), refused) {
                 (Ok(()), None) => {}
@@ -1456,11 +1497,11 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::EVENT_IDX;
         let io = io(offered, false, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        assert_eq!(port.negotiate(false, false).unwrap(), offered);
+        assert_eq!(port.negotiate(false, false, None).unwrap(), offered);
         assert!(port.event_idx());
         let io = io_without_event_idx();
         let mut port = Port::find(&io, addr()).unwrap();
-        port.negotiate(false, false).unwrap();
+        port.negotiate(false, false, None).unwrap();
         assert!(!port.event_idx());
     }
 
@@ -1506,7 +1547,7 @@ mod tests {
         ] {
             let io = io(offered, false, true);
             let mut port = Port::find(&io, addr()).expect("capabilities found");
-            let err = port.negotiate(false, false).unwrap_err();
+            let err = port.negotiate(false, false, None).unwrap_err();
             let msg = err.to_string();
             assert!(
                 matches!(err, Error::VirtioFeatureMissing { feature, .. } if feature == name),
@@ -1524,7 +1565,7 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC | 1 << 15;
         let io = io(offered, true, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        let err = port.negotiate(false, false).unwrap_err();
+        let err = port.negotiate(false, false, None).unwrap_err();
         let msg = err.to_string();
         // What was written: the wanted features the device offered, not
         // MRG_RXBUF (bit 15), which pollnic does not ask for.
@@ -1560,7 +1601,7 @@ mod tests {
             let io = io(base | offered, false, true);
             let mut port = Port::find(&io, addr()).unwrap();
             assert_eq!(
-                port.negotiate(false, false).unwrap(),
+                port.negotiate(false, false, None).unwrap(),
                 base | want,
                 "{offered:#x}"
             );
@@ -1568,7 +1609,7 @@ mod tests {
         // max_virtqueue_pairs counts only with MQ or RSS; 0 is refused.
         let dev = io(base | all, false, true);
         let mut port = Port::find(&dev, addr()).unwrap();
-        port.negotiate(false, false).unwrap();
+        port.negotiate(false, false, None).unwrap();
         dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
         assert_eq!(port.max_queue_pairs().unwrap(), 4);
         assert_eq!(port.ctrl_queue_index().unwrap(), 8);
@@ -1578,7 +1619,7 @@ mod tests {
         assert!(err.to_string().contains("max_virtqueue_pairs"), "{err}");
         let dev = io(base | feature::NET_CTRL_VQ, false, true);
         let mut port = Port::find(&dev, addr()).unwrap();
-        port.negotiate(false, false).unwrap();
+        port.negotiate(false, false, None).unwrap();
         dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
         assert_eq!(port.max_queue_pairs().unwrap(), 1);
         assert_eq!(port.ctrl_queue_index().unwrap(), 2);
@@ -1589,7 +1630,7 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS | 1 << 15;
         let io = io(offered, false, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        let got = port.negotiate(false, false).unwrap();
+        let got = port.negotiate(false, false, None).unwrap();
         assert_eq!(
             got,
             feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS

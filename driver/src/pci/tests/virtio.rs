@@ -195,6 +195,7 @@ fn missing_for_is_what_device_open_requires_on_each_route() {
         cloud.absent_optional(),
         [
             VirtioFeature::NetMtu,
+            VirtioFeature::RingPacked,
             VirtioFeature::NetHashReport,
             VirtioFeature::NetRss
         ]

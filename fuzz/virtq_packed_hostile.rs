@@ -1,0 +1,297 @@
+//! The hostile-device harness for the packed virtqueue (virtio 1.2 §2.8,
+//! `pollnic_rings::virtq`, `VirtqLayout::Packed`): an RX and a TX packed
+//! virtqueue of sizes that are not powers of two, their mempool, the RX
+//! queue's `PoolCache` and the application's `Packet`s, driven against a
+//! device played through `virtq::packed_device` that takes the chains the
+//! driver made available and writes whatever the input says back.
+//!
+//! One input is a sequence of steps, one byte of opcode and its operands
+//! (see [`run`]). The device takes chains, completes held ones well in any
+//! order (a frame of any valid length), or writes a used descriptor with
+//! any id, length and flags at its used cursor (ids never posted or already
+//! completed, lengths under the header or over the buffer, AVAIL/USED bits
+//! of the wrong lap or not equal), or sets its event suppression to
+//! anything. The application receives, sends what it received (zero copy),
+//! reclaims, drops, and arms or disarms interrupts.
+//!
+//! After every step:
+//! - nothing panicked;
+//! - every buffer of the pool is accounted for exactly once (shared free
+//!   list + RX cache + RX chains + TX in flight + held by the application
+//!   = capacity, no index twice), and after teardown all are free;
+//! - every packet's length is at most the buffer size;
+//! - while the device has only behaved, no queue stops, every received
+//!   frame has the length and bytes the device wrote, and every TX chain
+//!   is a zeroed 12-byte header then the frame handed to `tx_burst`;
+//! - a queue stops only after the device misbehaved.
+//!
+//! Shared by `fuzz/fuzz_targets/virtq_packed.rs` (cargo-fuzz) and
+//! `rings/tests/virtq_packed_hostile.rs` (stable, seeds and pseudo-random
+//! inputs).
+
+#![allow(dead_code)]
+
+use pollnic_rings::virtq::packed_device::{Chain, PackedDevice};
+use pollnic_rings::{
+    Doorbell, IdentityMapper, Mempool, Packet, PageSize, PoolCache, VirtqLayout, VirtqRx, VirtqTx,
+};
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+/// Buffers in the pool, bytes per buffer, and the two rings' sizes (odd
+/// and even, neither a power of two).
+const POOL: u32 = 64;
+const BUF: usize = 2048;
+const RX_RING: u16 = 13;
+const TX_RING: u16 = 10;
+const HDR: u32 = 12;
+
+/// Counts nothing: kicks are checked by the unit tests.
+struct Nop;
+impl Doorbell for Nop {
+    fn ring(&mut self, _: u16) {}
+}
+
+/// `VIRTQ_DESC_F_AVAIL` and `VIRTQ_DESC_F_USED`.
+const AVAIL: u16 = 1 << 7;
+const USED: u16 = 1 << 15;
+
+/// Reads the input a byte at a time, 0 past its end.
+struct Input<'a>(&'a [u8], usize);
+impl Input<'_> {
+    fn u8(&mut self) -> u8 {
+        let b = self.0.get(self.1).copied().unwrap_or(0);
+        self.1 += 1;
+        b
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+    fn more(&self) -> bool {
+        self.1 < self.0.len()
+    }
+}
+
+/// The bytes of frame `seq` of `len` bytes.
+fn frame(seq: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32 ^ seq.wrapping_mul(31)) as u8)
+        .collect()
+}
+
+/// Write `bytes` at identity-mapped address `a`.
+fn poke(a: u64, bytes: &[u8]) {
+    // SAFETY: `a` is a buffer or header slot the driver posted with at
+    // least `bytes.len()` device-writable bytes (checked by the caller),
+    // identity-mapped and alive while the queue is.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), a as usize as *mut u8, bytes.len()) }
+}
+
+/// Read `len` bytes at identity-mapped address `a`.
+fn peek(a: u64, len: usize) -> Vec<u8> {
+    // SAFETY: as in `poke`, device-readable bytes the driver posted.
+    unsafe { std::slice::from_raw_parts(a as usize as *const u8, len) }.to_vec()
+}
+
+/// Run one input (module docs). Opcodes (low 3 bits of a step's byte):
+/// 0 take an RX chain; 1 complete a held RX chain (index, length) well;
+/// 2 write a used RX descriptor (id, length, flag bits) as given;
+/// 3 receive (burst size); 4 send back or drop what was received;
+/// 5 take and complete TX chains (how many, well or with a given id);
+/// 6 reclaim TX; 7 the device's event suppression, and interrupts.
+pub fn run(data: &[u8]) {
+    let pool = Mempool::new(POOL, BUF, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+    let mapper: Arc<dyn pollnic_rings::DmaMapper> = Arc::new(IdentityMapper);
+    let mut rx = VirtqRx::with_layout(
+        VirtqLayout::Packed,
+        RX_RING,
+        PageSize::Small4K,
+        mapper.clone(),
+        &pool,
+        Nop,
+    )
+    .unwrap();
+    let mut tx =
+        VirtqTx::with_layout(VirtqLayout::Packed, TX_RING, PageSize::Small4K, mapper, Nop).unwrap();
+    rx.start();
+    // SAFETY: identity-mapped queues, alive until the teardown below; the
+    // views are not used after it.
+    let mut rdev = unsafe { PackedDevice::new(rx.addrs()) };
+    // SAFETY: as above.
+    let mut tdev = unsafe { PackedDevice::new(tx.addrs()) };
+    let mut tx_cache = PoolCache::new(pool.clone(), 8);
+    let mut input = Input(data, 0);
+    // The RX chains the device holds, and the frames it completed (in the
+    // order their used descriptors were written) while it behaved.
+    let mut held: Vec<Chain> = Vec::new();
+    let mut expected: VecDeque<Vec<u8>> = VecDeque::new();
+    // The frames handed to tx_burst, in order, not yet read by the device.
+    let mut sent: VecDeque<Vec<u8>> = VecDeque::new();
+    let mut app: Vec<Packet> = Vec::new();
+    let mut honest = true;
+    let mut seq = 0u32;
+    while input.more() {
+        match input.u8() & 7 {
+            0 => {
+                if let Some(c) = rdev.take() {
+                    // Once the device wrote descriptors of its own choosing
+                    // where it liked, its view of the ring is its own
+                    // business: only an honest device's chains are checked.
+                    if honest {
+                        assert_eq!(c.bufs.len(), 2, "RX chains are header then buffer");
+                        assert!(c.bufs.iter().all(|b| b.2), "RX chains are device-writable");
+                        assert_eq!(c.bufs[0].1, HDR);
+                        assert_eq!(c.bufs[1].1 as usize, BUF);
+                    }
+                    if c.bufs.len() == 2 && c.bufs[0].1 == HDR && c.bufs[1].1 as usize == BUF {
+                        held.push(c);
+                    }
+                }
+            }
+            1 => {
+                let i = input.u8() as usize;
+                let len = 1 + (input.u16() as usize % BUF);
+                if !held.is_empty() {
+                    let c = held.remove(i % held.len());
+                    let f = frame(seq, len);
+                    seq += 1;
+                    // Only an honest device's chains are sure to be the
+                    // driver's (a hostile one may have written descriptors
+                    // with any address): write memory only then.
+                    if honest {
+                        poke(c.bufs[0].0, &[0u8; HDR as usize]);
+                        poke(c.bufs[1].0, &f);
+                    }
+                    rdev.push_used(c.id, HDR + len as u32, 2);
+                    expected.push_back(f);
+                }
+            }
+            2 => {
+                let id = input.u16();
+                let len = u32::from(input.u16());
+                let bits = input.u8();
+                let flags =
+                    if bits & 1 != 0 { AVAIL } else { 0 } | if bits & 2 != 0 { USED } else { 0 };
+                let (pos, _) = rdev.used;
+                rdev.write_used_raw(pos, id, len, flags);
+                rdev.used = {
+                    let next = u32::from(pos) + 2;
+                    let size = u32::from(rdev.size());
+                    if next >= size {
+                        ((next - size) as u16, !rdev.used.1)
+                    } else {
+                        (next as u16, rdev.used.1)
+                    }
+                };
+                honest = false;
+            }
+            3 => {
+                let max = input.u8() as usize % 40;
+                let before = app.len();
+                rx.rx_burst(&mut app, max);
+                for p in &app[before..] {
+                    assert!(p.len() <= BUF, "a packet longer than its buffer");
+                    if honest {
+                        let want = expected.pop_front().expect("a frame the device wrote");
+                        assert_eq!(p.data(), &want[..], "received bytes");
+                    }
+                }
+            }
+            4 => {
+                if input.u8() & 1 == 0 {
+                    let n = app.len();
+                    let before: Vec<Vec<u8>> = app.iter().map(|p| p.data().to_vec()).collect();
+                    let taken = tx.tx_burst(&mut app, &mut tx_cache);
+                    assert!(taken <= n);
+                    // `tx_burst` takes from the front; an empty packet is
+                    // refused, not sent.
+                    for f in before.into_iter().take(taken) {
+                        if !f.is_empty() {
+                            sent.push_back(f);
+                        }
+                    }
+                } else {
+                    app.clear();
+                }
+            }
+            5 => {
+                let n = input.u8() % 8;
+                let bogus = input.u8();
+                let id = input.u16();
+                for _ in 0..n {
+                    let Some(c) = tdev.take() else { break };
+                    if honest {
+                        assert_eq!(c.bufs.len(), 2);
+                        assert!(c.bufs.iter().all(|b| !b.2), "TX chains are device-readable");
+                        assert_eq!(c.bufs[0].1, HDR);
+                        assert_eq!(peek(c.bufs[0].0, HDR as usize), vec![0u8; HDR as usize]);
+                        let data = peek(c.bufs[1].0, c.bufs[1].1 as usize);
+                        assert_eq!(Some(data), sent.pop_front(), "the frame handed to tx_burst");
+                    }
+                    if bogus & 1 != 0 {
+                        tdev.push_used(id, 0, 2);
+                        honest = false;
+                    } else {
+                        tdev.push_used(c.id, 0, 2);
+                    }
+                }
+            }
+            6 => {
+                tx.reclaim(&mut tx_cache);
+            }
+            _ => {
+                let off_wrap = input.u16();
+                let flags = input.u16();
+                rdev.set_device_event(off_wrap, flags);
+                tdev.set_device_event(off_wrap, flags);
+                rx.set_interrupts(flags & 4 != 0);
+            }
+        }
+        if honest {
+            assert!(
+                !rx.virtq_stats().stopped,
+                "an RX stop with an honest device"
+            );
+            assert!(!tx.virtq_stats().stopped, "a TX stop with an honest device");
+            assert_eq!(
+                rx.virtq_stats().device_errors + tx.virtq_stats().device_errors,
+                0
+            );
+        }
+        check(&pool, &rx, &tx, &tx_cache, &app);
+    }
+    drop(app);
+    // (The device views hold only addresses; they are not used below.)
+    drop(rx);
+    drop(tx);
+    drop(tx_cache);
+    assert_eq!(
+        pool.free_count(),
+        POOL as usize,
+        "buffers lost after teardown"
+    );
+}
+
+/// Every buffer accounted for once.
+fn check<D: Doorbell>(
+    pool: &Mempool,
+    rx: &VirtqRx<D>,
+    tx: &VirtqTx<D>,
+    tx_cache: &PoolCache,
+    held: &[Packet],
+) {
+    let mut all: Vec<u32> = pool.free_indices();
+    all.extend_from_slice(rx.cache().cached_indices());
+    all.extend_from_slice(tx_cache.cached_indices());
+    all.extend_from_slice(rx.armed_indices());
+    all.extend(tx.in_flight_buffers().map(|(i, _)| i));
+    all.extend(held.iter().map(|p| p.buf_index()));
+    let distinct: HashSet<u32> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "a buffer is in two places");
+    assert_eq!(
+        all.len(),
+        POOL as usize,
+        "buffers lost: {} of {POOL}",
+        all.len()
+    );
+}
