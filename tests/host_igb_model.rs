@@ -777,6 +777,34 @@ fn i350_eee_and_dma_coalescing_are_off_by_default_and_configurable() {
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
 
+/// `DeviceConfig::virtq_layout` chooses a virtio-net port's ring layout;
+/// an igb port has descriptor rings and refuses it by name, with either
+/// layout, before a register is touched.
+#[test]
+fn a_virtqueue_layout_is_refused_on_igb() {
+    use pollnic::VirtqLayout;
+    let m = model(1);
+    for layout in [VirtqLayout::Split, VirtqLayout::Packed] {
+        let err = m
+            .open(&small(1).with_virtq_layout(layout))
+            .err()
+            .expect("a virtqueue layout on igb: refused");
+        assert!(
+            matches!(
+                err,
+                Error::ConfigUnsupported {
+                    family: "igb",
+                    field: "virtq_layout",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+    assert!(m.open(&small(1)).is_ok(), "the default opens");
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
 #[test]
 fn capabilities_say_what_an_igb_port_does() {
     use pollnic::offload::TxOffload;

@@ -971,16 +971,19 @@ fn run_sweep(
 /// timestamps; pollnic-1q-adaptive and pollnic-1q-irq are pollnic-1q with
 /// the queue sleeping on its MSI-X interrupt (adaptive: after a run of empty
 /// polls; irq: at every empty poll).
-/// The default paths when the receiving port is virtio-net: one queue pair
-/// (`pollnic-2q` by `--paths`, with a vCPU per receive core and one for the
+/// The default paths when the receiving port is virtio-net: one queue pair,
+/// pollnic's rows on the split ring and on packed virtqueues
+/// ([`PACKED_PATHS`]) (`pollnic-2q` by `--paths`, with a vCPU per receive core and one for the
 /// generator: `cargo xtask compare --smp 3 --family virtio -- --gen-core 2
 /// --cores 0,1 --paths pollnic-1q,pollnic-2q`), no testpmd (its virtio PMD is not among the DPDK
 /// packages the testbed installs), no tuned AF_PACKET rows (they set
 /// `ethtool -C rx-usecs`, which virtio_net offers only with
 /// `VIRTIO_NET_F_NOTF_COAL`).
-const VIRTIO_PATHS: [&str; 6] = [
+const VIRTIO_PATHS: [&str; 8] = [
     "pollnic-1q",
     "pollnic-1q-rxonly",
+    "pollnic-packed-1q",
+    "pollnic-packed-1q-rxonly",
     "kernel-afpacket",
     "kernel-recvmmsg",
     "kernel-afxdp",
@@ -1054,6 +1057,13 @@ fn irq_path(p: &str) -> Option<(IrqRow, Option<u32>)> {
     Some((mode, Some(usecs)))
 }
 
+/// pollnic's rows on packed virtqueues (virtio 1.2 §2.8), virtio-net
+/// receivers only: `pollnic-1q` and `pollnic-1q-rxonly` with
+/// `DeviceConfig::with_virtq_layout(Packed)`, named
+/// `pollnic-virtio-packed-1q[-rxonly]` in the results; the plain names run
+/// the split ring on a virtio-net port.
+const PACKED_PATHS: [&str; 2] = ["pollnic-packed-1q", "pollnic-packed-1q-rxonly"];
+
 /// The kernel's floor, by `--paths` only: the driver with an XDP program
 /// that drops every frame (`XDP_DROP`), no socket (`xdpdrop.rs`).
 const XDP_DROP_PATH: &str = "kernel-xdp-drop";
@@ -1063,6 +1073,7 @@ const XDP_DROP_PATH: &str = "kernel-xdp-drop";
 /// the transmit rows (`tx-*`, counted per sent packet).
 fn extra_path(p: &str) -> bool {
     p == XDP_DROP_PATH
+        || PACKED_PATHS.contains(&p)
         || SCALING_PATHS.contains(&p)
         || rfs::RFS_PATHS.contains(&p)
         || tx::TX_PATHS.contains(&p)
@@ -1135,7 +1146,18 @@ fn measure_path(
     macs: ([u8; 6], [u8; 6]),
 ) -> Result<Measured, String> {
     let core = testpmd_core(cores);
+    let packed = PACKED_PATHS.contains(&path);
+    if packed && !paths::is_virtio(rx) {
+        return Err(format!(
+            "{path} needs a virtio-net receiver (packed virtqueues are virtio's; {rx} has descriptor rings): pass --family virtio to cargo xtask compare, or --rx a virtio-net port"
+        ));
+    }
+    paths::PACKED.store(packed, std::sync::atomic::Ordering::Relaxed);
     match path {
+        "pollnic-packed-1q" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::BusyPoll),
+        "pollnic-packed-1q-rxonly" => {
+            paths::pollnic_rx(load, rx, 1, cores, false, RxMode::BusyPoll)
+        }
         "pollnic-1q" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::BusyPoll),
         "pollnic-1q-rxonly" => paths::pollnic_rx(load, rx, 1, cores, false, RxMode::BusyPoll),
         "pollnic-2q" => paths::pollnic_rx(load, rx, 2, cores, true, RxMode::BusyPoll),
@@ -1299,8 +1321,12 @@ mod tests {
             "kernel-virtio-afxdp-busypoll"
         );
         assert_eq!(virtio_row_name("dpdk-testpmd"), "dpdk-testpmd");
+        assert_eq!(
+            virtio_row_name("pollnic-packed-1q-rxonly"),
+            "pollnic-virtio-packed-1q-rxonly"
+        );
         for p in VIRTIO_PATHS {
-            assert!(RX_PATHS.contains(&p), "{p}");
+            assert!(RX_PATHS.contains(&p) || PACKED_PATHS.contains(&p), "{p}");
         }
     }
 

@@ -116,6 +116,11 @@ pub fn base_config() -> DeviceConfig {
     }
 }
 
+/// Whether the row being measured runs pollnic on packed virtqueues
+/// (`pollnic-packed-*`); pollnic's other rows on a virtio-net receiver run
+/// the split ring. Set by `main` before each row.
+pub static PACKED: AtomicBool = AtomicBool::new(false);
+
 /// The interrupt rows' moderation and adaptive mode's longest spin
 /// (`--max-latency-us`, `--max-spin-us`), set once by `main`.
 pub static IRQ_TUNING: std::sync::OnceLock<(pollnic::Moderation, Duration)> =
@@ -165,10 +170,14 @@ fn pollnic_rx_with(
     } else {
         moderation
     };
-    let cfg = base_config()
+    let mut cfg = base_config()
         .with_queues(queues)
         .with_rx_ring_size(RX_RING)
         .with_moderation(moderation);
+    if is_virtio(rx) {
+        use pollnic::VirtqLayout::{Packed, Split};
+        cfg = cfg.with_virtq_layout(if PACKED.load(Relaxed) { Packed } else { Split });
+    }
     let mut dev = Device::open(rx, &cfg).map_err(|e| e.to_string())?;
     let done = AtomicBool::new(false);
     // Queue threads that have polled once; whether the trial (after the

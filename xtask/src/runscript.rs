@@ -45,6 +45,12 @@ pub const VIRTIO_PORTS: [(&str, &str); 2] = [
     ("0000:00:11.0", "52:54:00:12:36:02"),
 ];
 
+/// The one of [`VIRTIO_PORTS`] that also offers packed virtqueues
+/// (`VIRTIO_F_RING_PACKED`, QEMU's `packed=on`); pollnic takes them there
+/// unless a test asks for the split ring (`DeviceConfig::virtq_layout`).
+/// The guest sees it as `$POLLNIC_VIRTIO_PACKED_PORT` (0 or 1).
+pub const PACKED_PORT: usize = 1;
+
 /// Queue pairs of each of the two [`VIRTIO_PORTS`] (their taps' `queues=`;
 /// the guest sees it as `$POLLNIC_VIRTIO_QUEUE_PAIRS`).
 pub const VIRTIO_QUEUE_PAIRS: u16 = 2;
@@ -179,6 +185,7 @@ pub fn full_script(layout: &Layout, user: &str, bind: bool, no_iommu: bool) -> S
         "POLLNIC_VIRTIO_QUEUE_PAIRS",
         &VIRTIO_QUEUE_PAIRS.to_string(),
     );
+    export("POLLNIC_VIRTIO_PACKED_PORT", &PACKED_PORT.to_string());
     export("POLLNIC_VIRTIO_NOPLATFORM", VIRTIO_NOPLATFORM);
     export("POLLNIC_VIRTIO_TRANSITIONAL", VIRTIO_TRANSITIONAL);
     if no_iommu {

@@ -399,6 +399,17 @@ pub(crate) fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'
             });
         }
     }
+    if cfg.virtq_layout.is_some() && family.desc().is_some() {
+        // A descriptor-ring family (igb, ixgbe) has no virtqueues to lay out.
+        return Err(Error::ConfigUnsupported {
+            addr: ident.addr,
+            family: family.name(),
+            field: "virtq_layout",
+            why:
+                "its rings are descriptor rings, not virtqueues; leave DeviceConfig::virtq_layout \
+                  unset (it chooses a virtio-net port's ring layout)",
+        });
+    }
     let max = family.max_queues(ident.device);
     if cfg.queues > max {
         return Err(Error::TooManyQueues {
