@@ -1,7 +1,8 @@
 //! The receive-path comparison runs end to end in the guest: every row
 //! (pollnic 1 and 2 queues, kernel AF_PACKET, recvmmsg and AF_XDP, DPDK
 //! testpmd) is present with received packets and internally consistent
-//! numbers, and the JSON, CSV and SVG outputs exist. Run inside the guest by
+//! numbers, and the JSON, CSV and SVG outputs exist; testpmd runs DPDK's
+//! virtio PMD on the virtio-net ports, split and packed. Run inside the guest by
 //! `cargo xtask test` (which installs Debian's DPDK and libxdp packages for the
 //! testpmd and AF_XDP rows).
 
@@ -119,6 +120,67 @@ fn every_path_reports_consistent_numbers() {
             && svg.contains("afxdp/64B"),
         "SVG chart labels every row"
     );
+}
+
+/// Issue 45 item 6: DPDK's own virtio PMD (`net_virtio`) as the peer on
+/// the virtio-net ports, named after the ring it runs. Port 1 offers packed
+/// virtqueues (`packed=on`), which the PMD takes (`dpdk-testpmd-virtio-packed`);
+/// port 0 offers the split ring only (`dpdk-testpmd-virtio`). Each row
+/// receives the generator's frames and says which receive path the PMD chose.
+#[test]
+#[ignore = "needs the QEMU igb testbed: run `cargo xtask test`"]
+fn testpmd_runs_the_virtio_pmd_on_split_and_packed_rings() {
+    for (tx, rx, name, packed) in [
+        (0, 1, "dpdk-testpmd-virtio-packed", true),
+        (1, 0, "dpdk-testpmd-virtio", false),
+    ] {
+        let out = std::env::temp_dir().join(format!(
+            "pollnic-compare-virtio-pmd-{}-{rx}",
+            std::process::id()
+        ));
+        let args = [
+            "--tx",
+            &vport(tx),
+            "--rx",
+            &vport(rx),
+            "--seconds",
+            "1",
+            "--rate",
+            "5000",
+            "--sizes",
+            "64",
+            "--paths",
+            "dpdk-testpmd",
+        ];
+        let run = std::process::Command::new(example_exe("compare"))
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&run.stdout).to_string()
+            + &String::from_utf8_lossy(&run.stderr);
+        println!("{text}");
+        assert!(run.status.success(), "compare {args:?} failed:\n{text}");
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap())
+                .unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let r = &rows[0];
+        let what = format!("{name}: {r}");
+        assert_eq!(r["path"], name, "{what}");
+        assert_eq!(r["valid"], true, "{what}");
+        let (sent, received) = (r["sent"].as_u64().unwrap(), r["received"].as_u64().unwrap());
+        assert!(received > 0 && received <= sent, "{what}");
+        let note = r["note"].as_str().unwrap();
+        let path = note
+            .split("its virtio PMD's receive path: ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no receive path in the note: {what}"));
+        assert_eq!(path.contains("packed ring"), packed, "{what}");
+    }
+    let left = hugetlbfs_files();
+    assert!(left.is_empty(), "files left in /dev/hugepages: {left:?}");
 }
 
 /// The short form of the capacity sweep (the long one is `cargo xtask compare

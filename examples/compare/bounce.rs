@@ -75,6 +75,7 @@ fn finish(
     Measured {
         wakeups: None,
         irq_state: None,
+        virtio_rx_path: None,
         fwd: Some(crate::paths::FwdCounts {
             received,
             sent,

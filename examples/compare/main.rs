@@ -666,9 +666,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 stop: &stop,
             };
             let m = measure(path, load, rx, &cores, macs);
+            let peer_rx_path = m.as_ref().ok().and_then(|m| m.virtio_rx_path.clone());
             let mut r = row(path, size, args.rate, m);
             if virtio {
-                r.path = virtio_row_name(path);
+                r.path = virtio_row_name(path, peer_rx_path.as_deref());
             }
             println!(
                 "  {:<20} {:>4} B: sent {:>8}  received {:>8}{}",
@@ -975,11 +976,11 @@ fn run_sweep(
 /// pollnic's rows on the split ring and on packed virtqueues
 /// ([`PACKED_PATHS`]) (`pollnic-2q` by `--paths`, with a vCPU per receive core and one for the
 /// generator: `cargo xtask compare --smp 3 --family virtio -- --gen-core 2
-/// --cores 0,1 --paths pollnic-1q,pollnic-2q`), no testpmd (its virtio PMD is not among the DPDK
-/// packages the testbed installs), no tuned AF_PACKET rows (they set
-/// `ethtool -C rx-usecs`, which virtio_net offers only with
-/// `VIRTIO_NET_F_NOTF_COAL`).
-const VIRTIO_PATHS: [&str; 8] = [
+/// --cores 0,1 --paths pollnic-1q,pollnic-2q`), testpmd with DPDK's virtio
+/// PMD (named after the ring it takes: [`virtio_row_name`]), no tuned
+/// AF_PACKET rows (they set `ethtool -C rx-usecs`, which virtio_net offers
+/// only with `VIRTIO_NET_F_NOTF_COAL`).
+const VIRTIO_PATHS: [&str; 9] = [
     "pollnic-1q",
     "pollnic-1q-rxonly",
     "pollnic-packed-1q",
@@ -988,16 +989,23 @@ const VIRTIO_PATHS: [&str; 8] = [
     "kernel-recvmmsg",
     "kernel-afxdp",
     "kernel-afxdp-busypoll",
+    "dpdk-testpmd",
 ];
 
 /// A row's name on a virtio-net receiver: `pollnic-1q` is
 /// `pollnic-virtio-1q`, `kernel-afxdp` is `kernel-virtio-afxdp` (the kernel's
-/// `virtio_net` instead of igb); other names are kept.
-fn virtio_row_name(path: &str) -> String {
+/// `virtio_net` instead of igb); `dpdk-testpmd` is `dpdk-testpmd-virtio`, or
+/// `dpdk-testpmd-virtio-packed` when its virtio PMD said (`peer_rx_path`,
+/// its receive path) that it runs a packed virtqueue; other names are kept.
+fn virtio_row_name(path: &str, peer_rx_path: Option<&str>) -> String {
     for family in ["pollnic-", "kernel-"] {
         if let Some(rest) = path.strip_prefix(family) {
             return format!("{family}virtio-{rest}");
         }
+    }
+    if path == "dpdk-testpmd" {
+        let packed = peer_rx_path.is_some_and(testpmd::is_packed_path);
+        return format!("dpdk-testpmd-virtio{}", if packed { "-packed" } else { "" });
     }
     path.to_owned()
 }
@@ -1311,18 +1319,25 @@ mod tests {
 
     #[test]
     fn virtio_rows_carry_the_family_in_their_name() {
-        assert_eq!(virtio_row_name("pollnic-1q"), "pollnic-virtio-1q");
+        assert_eq!(virtio_row_name("pollnic-1q", None), "pollnic-virtio-1q");
         assert_eq!(
-            virtio_row_name("pollnic-1q-rxonly"),
+            virtio_row_name("pollnic-1q-rxonly", None),
             "pollnic-virtio-1q-rxonly"
         );
         assert_eq!(
-            virtio_row_name("kernel-afxdp-busypoll"),
+            virtio_row_name("kernel-afxdp-busypoll", None),
             "kernel-virtio-afxdp-busypoll"
         );
-        assert_eq!(virtio_row_name("dpdk-testpmd"), "dpdk-testpmd");
         assert_eq!(
-            virtio_row_name("pollnic-packed-1q-rxonly"),
+            virtio_row_name("dpdk-testpmd", Some("mergeable buffer Rx path")),
+            "dpdk-testpmd-virtio"
+        );
+        assert_eq!(
+            virtio_row_name("dpdk-testpmd", Some("packed ring mergeable buffer Rx path")),
+            "dpdk-testpmd-virtio-packed"
+        );
+        assert_eq!(
+            virtio_row_name("pollnic-packed-1q-rxonly", None),
             "pollnic-virtio-packed-1q-rxonly"
         );
         for p in VIRTIO_PATHS {

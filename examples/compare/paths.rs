@@ -51,6 +51,9 @@ pub struct Measured {
     pub wakeups: Option<(u64, u64)>,
     /// pollnic's interrupt modes at the end of the row.
     pub irq_state: Option<IrqState>,
+    /// testpmd on a virtio-net port: the receive path its virtio PMD chose
+    /// (which names the ring: see [`crate::testpmd::is_packed_path`]).
+    pub virtio_rx_path: Option<String>,
 }
 
 /// pollnic's interrupt modes at the end of a row, over its queues.
@@ -360,6 +363,7 @@ fn pollnic_rx_with(
             interrupts: sum(|s| s.interrupts),
             waitpkg: pollnic::irq::Waitpkg::detect(&Sysfs::default()).usable(),
         }),
+        virtio_rx_path: None,
     })
 }
 
@@ -539,6 +543,7 @@ pub(crate) fn kernel_rows<R: Send>(
             fwd: None,
             wakeups: Some((softirqs, frames)),
             irq_state: None,
+            virtio_rx_path: None,
         },
         states,
     ))
@@ -958,12 +963,17 @@ pub fn dpdk_rx(load: Load<'_>, rx: PciAddress, core: usize) -> Result<Measured, 
         offered,
         tally,
         note: format!(
-            "testpmd counts only: no latency; rate over the send window; its count less {warm} warm-up frames sent"
+            "testpmd counts only: no latency; rate over the send window; its count less {warm} warm-up frames sent{}",
+            c.virtio_rx_path
+                .as_deref()
+                .map(|p| format!("; its virtio PMD's receive path: {p}"))
+                .unwrap_or_default()
         ),
         mode: "busy-poll".into(),
         fwd: None,
         wakeups: None,
         irq_state: None,
+        virtio_rx_path: c.virtio_rx_path,
     })
 }
 

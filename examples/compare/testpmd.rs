@@ -1,6 +1,7 @@
 //! DPDK's `dpdk-testpmd` as a peer: started on the port under test (bound to
-//! vfio-pci, `net_e1000_igb`), pinned, in rxonly, io or macswap forwarding;
-//! stopped with Enter, its accumulated counters read from its output.
+//! vfio-pci; `net_e1000_igb`, or `net_virtio` on a virtio-net port), pinned,
+//! in rxonly, io or macswap forwarding; stopped with Enter, its accumulated
+//! counters read from its output.
 
 use crate::paths::RX_RING;
 use pollnic::pci::PciAddress;
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 pub struct Testpmd {
     child: Child,
     reader: std::thread::JoinHandle<String>,
+    err_reader: std::thread::JoinHandle<String>,
     cpu0: u64,
 }
 
@@ -27,6 +29,26 @@ pub struct Counts {
     /// RX bursts of its forwarding stream, empty ones included
     /// (`--record-burst-stats`: the "RX-bursts : N" of its stream's stats).
     pub rx_bursts: Option<u64>,
+    /// On a virtio-net port: the receive path DPDK's virtio PMD chose, as
+    /// its `set_rxtx_funcs` says it ("packed ring mergeable buffer Rx
+    /// path", "mergeable buffer Rx path", ...); `None` elsewhere.
+    pub virtio_rx_path: Option<String>,
+}
+
+/// The virtio PMD's "virtio: using <what> on port N" line for its receive
+/// path (DPDK 22.11 `set_rxtx_funcs`, at INFO in `pmd.net.virtio.init`):
+/// `<what>`, e.g. "packed ring mergeable buffer Rx path".
+fn virtio_rx_path(out: &str) -> Option<String> {
+    out.lines()
+        .filter_map(|l| l.split_once("virtio: using ").map(|(_, r)| r))
+        .find(|r| r.contains("Rx path"))
+        .map(|r| r.split(" on port").next().unwrap_or(r).trim().to_string())
+}
+
+/// Whether the virtio PMD's receive path runs a packed virtqueue (its name
+/// says "packed ring"; the split ring's paths do not).
+pub fn is_packed_path(rx_path: &str) -> bool {
+    rx_path.contains("packed ring")
 }
 
 /// The first "RX-bursts : N [...]" of testpmd's stop output (its one
@@ -62,12 +84,29 @@ impl Testpmd {
         let bin = ["/usr/bin/dpdk-testpmd", "/usr/local/bin/dpdk-testpmd"]
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())
-            .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk-dev librte-net-e1000-23 librte-mempool-ring23, or run via `cargo xtask compare`)")?;
+            .ok_or("dpdk-testpmd is not installed (Debian: apt-get install dpdk-dev librte-net-e1000-23 librte-net-virtio23 librte-mempool-ring23, or run via `cargo xtask compare`)")?;
         pollnic::pci::bind_vfio(&pollnic::pci::Sysfs::default(), port)
             .map_err(|e| e.to_string())?;
         // testpmd forwards on `core`; its main lcore (which only supervises) is the other.
         let other = if core == 0 { 1 } else { 0 };
-        let mut child = std::process::Command::new(bin)
+        // testpmd's stdout is a pipe here, which libc buffers by blocks:
+        // "Press enter to exit" can sit in the buffer while it forwards
+        // (seen on the virtio PMD, whose start-up says less). coreutils'
+        // `stdbuf -oL` makes it line-buffered.
+        let stdbuf = std::path::Path::new("/usr/bin/stdbuf").exists();
+        let mut cmd = if stdbuf {
+            let mut c = std::process::Command::new("/usr/bin/stdbuf");
+            c.args(["-oL", bin]);
+            c
+        } else {
+            std::process::Command::new(bin)
+        };
+        // On a virtio-net port the PMD says which ring and receive path it
+        // took (an INFO line of its init log type).
+        if crate::paths::is_virtio(port) {
+            cmd.arg("--log-level=pmd.net.virtio.init:info");
+        }
+        let mut child = cmd
             .args([
                 "-l",
                 &format!("{other},{core}"),
@@ -117,9 +156,18 @@ impl Testpmd {
         });
         let deadline = Instant::now() + Duration::from_secs(90);
         let mut seen = Vec::new();
-        let stderr_tail = |child: &mut Child| {
+        // Its log (the EAL's and the PMDs' lines) goes to stderr: read
+        // whole by a thread, quoted on a failure and searched at the stop.
+        let stderr = child.stderr.take().ok_or("no stderr from testpmd")?;
+        let err_reader = std::thread::spawn(move || {
             let mut err = String::new();
-            child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            let _ = std::io::BufReader::new(stderr).read_to_string(&mut err);
+            err
+        });
+        let stderr_tail = |child: &mut Child, r: std::thread::JoinHandle<String>| {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = r.join().unwrap_or_default();
             err.lines().rev().take(4).collect::<Vec<_>>().join(" | ")
         };
         loop {
@@ -127,20 +175,17 @@ impl Testpmd {
                 Ok(line) if line.contains("Press enter to exit") => break,
                 Ok(line) => seen.push(line),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    let _ = child.wait();
                     return Err(format!(
                         "dpdk-testpmd exited before forwarding: {} | {}",
                         last(&seen, 3),
-                        stderr_tail(&mut child)
+                        stderr_tail(&mut child, err_reader)
                     ));
                 }
                 Err(_) if Instant::now() > deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
                     return Err(format!(
                         "dpdk-testpmd did not start forwarding within 90 s: {} | {}",
                         last(&seen, 4),
-                        stderr_tail(&mut child)
+                        stderr_tail(&mut child, err_reader)
                     ));
                 }
                 Err(_) => {}
@@ -151,6 +196,7 @@ impl Testpmd {
         Ok(Testpmd {
             child,
             reader,
+            err_reader,
             cpu0,
         })
     }
@@ -171,6 +217,7 @@ impl Testpmd {
         let _ = self.child.stdin.take().map(|mut i| i.write_all(b"\n"));
         let _ = self.child.wait();
         let out = self.reader.join().unwrap_or_default();
+        let log = self.err_reader.join().unwrap_or_default();
         // "Accumulated forward statistics for all ports" ... "RX-packets: N" ... "TX-packets: N"
         let acc = out
             .rfind("Accumulated forward statistics")
@@ -193,6 +240,7 @@ impl Testpmd {
             tx: field("TX-packets:")?,
             cpu_ns,
             rx_bursts: rx_bursts(&out),
+            virtio_rx_path: virtio_rx_path(&log).or_else(|| virtio_rx_path(&out)),
         })
     }
 }
@@ -208,5 +256,19 @@ mod tests {
                    RX-bursts : 9812345 [99% of 0 pkts + 0% of 1 pkts + 1% of other]\n";
         assert_eq!(super::rx_bursts(out), Some(9_812_345));
         assert_eq!(super::rx_bursts("RX-packets: 5\n"), None);
+    }
+
+    #[test]
+    fn the_virtio_pmds_receive_path_is_read_from_its_init_log() {
+        let out = "set_rxtx_funcs(): virtio: using packed ring standard Tx path on port 0\n\
+                   set_rxtx_funcs(): virtio: using packed ring mergeable buffer Rx path on port 0\n";
+        let p = super::virtio_rx_path(out).expect("a receive path");
+        assert_eq!(p, "packed ring mergeable buffer Rx path");
+        assert!(super::is_packed_path(&p));
+        let split = "set_rxtx_funcs(): virtio: using mergeable buffer Rx path on port 0\n";
+        let p = super::virtio_rx_path(split).expect("a receive path");
+        assert_eq!(p, "mergeable buffer Rx path");
+        assert!(!super::is_packed_path(&p));
+        assert_eq!(super::virtio_rx_path("Port 0 is up\n"), None);
     }
 }

@@ -239,6 +239,7 @@ fn tx_row(
         fwd: None,
         wakeups: None,
         irq_state: None,
+        virtio_rx_path: None,
     })
 }
 

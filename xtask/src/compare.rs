@@ -13,8 +13,23 @@ use crate::layout::Layout;
 use crate::qemu::{self, RunOutcome, VmOptions};
 use crate::{apt, cargo, guest, say};
 
-/// Debian packages that give a working `dpdk-testpmd` for the igb PMD.
-pub const DPDK_PACKAGES: &[&str] = &["dpdk-dev", "librte-net-e1000-23", "librte-mempool-ring23"];
+/// Debian packages that give a working `dpdk-testpmd` with the igb PMD and
+/// the virtio PMD (`net_virtio`, for `--family virtio`).
+pub const DPDK_PACKAGES: &[&str] = &[
+    "dpdk-dev",
+    "librte-net-e1000-23",
+    "librte-net-virtio23",
+    "librte-mempool-ring23",
+];
+
+/// Whether testpmd and both PMDs the comparison drives are installed.
+fn dpdk_installed() -> bool {
+    let pmds = Path::new("/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0");
+    Path::new("/usr/bin/dpdk-testpmd").exists()
+        && ["librte_net_e1000.so.23.0", "librte_net_virtio.so.23.0"]
+            .iter()
+            .all(|f| pmds.join(f).exists())
+}
 
 /// Debian package with libxdp (`libxdp.so.1`, and libxdp's XSK and dispatcher
 /// BPF objects under `/usr/lib/<triplet>/bpf/`) for the kernel-afxdp row,
@@ -39,7 +54,7 @@ fn libxdp_installed() -> bool {
 /// reported and the row will say why it is missing.
 pub fn ensure_peers() {
     let mut want: Vec<&str> = Vec::new();
-    if !Path::new("/usr/bin/dpdk-testpmd").exists() {
+    if !dpdk_installed() {
         want.extend(DPDK_PACKAGES);
     }
     if !libxdp_installed() {
@@ -135,9 +150,19 @@ pub fn run(
             }])
         );
     }
+    // The family's ports unless the arguments name others (e.g. `--rx
+    // 0000:00:10.0 --tx 0000:00:11.0`: the virtio-net family the other way
+    // round, to receive on the port that offers only the split ring).
     let (tx, rx) = family.port_vars();
+    let mut ports = String::new();
+    if !given("--tx") {
+        ports += &format!("--tx \"${tx}\" ");
+    }
+    if !given("--rx") {
+        ports += &format!("--rx \"${rx}\" ");
+    }
     let script = format!(
-        "{} --tx \"${tx}\" --rx \"${rx}\" {defaults}{}\n",
+        "{} {ports}{defaults}{}\n",
         shell_join([&exe]),
         shell_join(extra)
     );
