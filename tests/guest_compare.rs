@@ -138,30 +138,20 @@ fn testpmd_runs_the_virtio_pmd_on_split_and_packed_rings() {
             "pollnic-compare-virtio-pmd-{}-{rx}",
             std::process::id()
         ));
-        let args = [
-            "--tx",
-            &vport(tx),
-            "--rx",
-            &vport(rx),
-            "--seconds",
-            "1",
-            "--rate",
-            "5000",
-            "--sizes",
-            "64",
-            "--paths",
-            "dpdk-testpmd",
-        ];
-        let run = std::process::Command::new(example_exe("compare"))
-            .args(args)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&run.stdout).to_string()
-            + &String::from_utf8_lossy(&run.stderr);
-        println!("{text}");
-        assert!(run.status.success(), "compare {args:?} failed:\n{text}");
+        run_compare_on(
+            (&vport(tx), &vport(rx)),
+            &[
+                "--seconds",
+                "1",
+                "--rate",
+                "5000",
+                "--sizes",
+                "64",
+                "--paths",
+                "dpdk-testpmd",
+            ],
+            &out,
+        );
         let rows: Vec<serde_json::Value> =
             serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap())
                 .unwrap();
@@ -286,8 +276,13 @@ fn the_xdp_drop_row_counts_the_drivers_frames_over_the_trial() {
 /// Runs compare from port 0 to port 1 with `args`, writing into `out`;
 /// prints its output and fails the test unless it succeeded. Returns the output.
 fn run_compare(args: &[&str], out: &std::path::Path) -> String {
+    run_compare_on((&port(0), &port(1)), args, out)
+}
+
+/// [`run_compare`] with the generator on `tx` and the receiver on `rx`.
+fn run_compare_on((tx, rx): (&str, &str), args: &[&str], out: &std::path::Path) -> String {
     let run = std::process::Command::new(example_exe("compare"))
-        .args(["--tx", &port(0), "--rx", &port(1)])
+        .args(["--tx", tx, "--rx", rx])
         .args(args)
         .arg("--out")
         .arg(out)
