@@ -14,6 +14,11 @@
 //! anything. The application receives, sends what it received (zero copy),
 //! reclaims, drops, and arms or disarms interrupts.
 //!
+//! The first byte's top bit picks the receive queue's chains: two
+//! descriptors (a header slot, then the buffer), or, over a pool with
+//! headroom, one descriptor per buffer whose header the device writes in
+//! front of the frame.
+//!
 //! After every step:
 //! - nothing panicked;
 //! - every buffer of the pool is accounted for exactly once (shared free
@@ -45,6 +50,8 @@ const BUF: usize = 2048;
 const RX_RING: u16 = 13;
 const TX_RING: u16 = 10;
 const HDR: u32 = 12;
+/// Headroom of the pool in the one-descriptor mode.
+const HEADROOM: usize = 64;
 
 /// Counts nothing: kicks are checked by the unit tests.
 struct Nop;
@@ -100,7 +107,19 @@ fn peek(a: u64, len: usize) -> Vec<u8> {
 /// 5 take and complete TX chains (how many, well or with a given id);
 /// 6 reclaim TX; 7 the device's event suppression, and interrupts.
 pub fn run(data: &[u8]) {
-    let pool = Mempool::new(POOL, BUF, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
+    let one = data.first().is_some_and(|b| b & 0x80 != 0);
+    let headroom = if one { HEADROOM } else { 0 };
+    let pool = Mempool::with_headroom(
+        POOL,
+        BUF,
+        headroom,
+        PageSize::Small4K,
+        Arc::new(IdentityMapper),
+    )
+    .unwrap();
+    // The data room, and descriptors per RX chain.
+    let room = BUF - headroom;
+    let per_chain: u16 = if one { 1 } else { 2 };
     let mapper: Arc<dyn pollnic_rings::DmaMapper> = Arc::new(IdentityMapper);
     let mut rx = VirtqRx::with_layout(
         VirtqLayout::Packed,
@@ -123,7 +142,7 @@ pub fn run(data: &[u8]) {
     let mut input = Input(data, 0);
     // The RX chains the device holds, and the frames it completed (in the
     // order their used descriptors were written) while it behaved.
-    let mut held: Vec<Chain> = Vec::new();
+    let mut held: Vec<(Chain, (u64, u64))> = Vec::new();
     let mut expected: VecDeque<Vec<u8>> = VecDeque::new();
     // The frames handed to tx_burst, in order, not yet read by the device.
     let mut sent: VecDeque<Vec<u8>> = VecDeque::new();
@@ -137,32 +156,39 @@ pub fn run(data: &[u8]) {
                     // Once the device wrote descriptors of its own choosing
                     // where it liked, its view of the ring is its own
                     // business: only an honest device's chains are checked.
+                    // (address of the header, of the data) when the chain
+                    // has the shape the driver posts.
+                    let shape = match c.bufs[..] {
+                        [(h, HDR, _), (b, l, _)] if !one && l as usize == room => Some((h, b)),
+                        [(a, l, _)] if one && l as usize == HDR as usize + room => {
+                            Some((a, a + u64::from(HDR)))
+                        }
+                        _ => None,
+                    };
                     if honest {
-                        assert_eq!(c.bufs.len(), 2, "RX chains are header then buffer");
+                        assert!(shape.is_some(), "RX chains are as posted: {c:?}");
                         assert!(c.bufs.iter().all(|b| b.2), "RX chains are device-writable");
-                        assert_eq!(c.bufs[0].1, HDR);
-                        assert_eq!(c.bufs[1].1 as usize, BUF);
                     }
-                    if c.bufs.len() == 2 && c.bufs[0].1 == HDR && c.bufs[1].1 as usize == BUF {
-                        held.push(c);
+                    if let Some(at) = shape {
+                        held.push((c, at));
                     }
                 }
             }
             1 => {
                 let i = input.u8() as usize;
-                let len = 1 + (input.u16() as usize % BUF);
+                let len = 1 + (input.u16() as usize % room);
                 if !held.is_empty() {
-                    let c = held.remove(i % held.len());
+                    let (c, (h, b)) = held.remove(i % held.len());
                     let f = frame(seq, len);
                     seq += 1;
                     // Only an honest device's chains are sure to be the
                     // driver's (a hostile one may have written descriptors
                     // with any address): write memory only then.
                     if honest {
-                        poke(c.bufs[0].0, &[0u8; HDR as usize]);
-                        poke(c.bufs[1].0, &f);
+                        poke(h, &[0u8; HDR as usize]);
+                        poke(b, &f);
                     }
-                    rdev.push_used(c.id, HDR + len as u32, 2);
+                    rdev.push_used(c.id, HDR + len as u32, per_chain);
                     expected.push_back(f);
                 }
             }
@@ -175,7 +201,7 @@ pub fn run(data: &[u8]) {
                 let (pos, _) = rdev.used;
                 rdev.write_used_raw(pos, id, len, flags);
                 rdev.used = {
-                    let next = u32::from(pos) + 2;
+                    let next = u32::from(pos) + u32::from(per_chain);
                     let size = u32::from(rdev.size());
                     if next >= size {
                         ((next - size) as u16, !rdev.used.1)
@@ -190,7 +216,7 @@ pub fn run(data: &[u8]) {
                 let before = app.len();
                 rx.rx_burst(&mut app, max);
                 for p in &app[before..] {
-                    assert!(p.len() <= BUF, "a packet longer than its buffer");
+                    assert!(p.len() <= room, "a packet longer than its buffer");
                     if honest {
                         let want = expected.pop_front().expect("a frame the device wrote");
                         assert_eq!(p.data(), &want[..], "received bytes");

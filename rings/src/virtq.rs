@@ -16,7 +16,11 @@
 //! event indices. The chains, header slots, buffers, checks and counters
 //! are the same on both; on a packed ring a chain is two consecutive
 //! descriptors whose buffer id is the chain number, and its size need not
-//! be a power of two. What the device writes into a packed ring is checked
+//! be a power of two. A packed receive queue whose mempool keeps headroom
+//! ([`Mempool::with_headroom`]) posts one descriptor per buffer instead,
+//! the header written by the device into the headroom in front of the
+//! frame ([`VirtqRx::with_layout`]); its `size` descriptors then hold
+//! `size` buffers. What the device writes into a packed ring is checked
 //! as below: a used descriptor whose AVAIL and USED flags are not both the
 //! driver's used wrap counter (and not the driver's own available
 //! descriptor), an id that is no chain or not in flight (never posted, or
@@ -442,13 +446,17 @@ unsafe impl Sync for Vring {}
 use packed::Used;
 
 impl Vring {
+    /// A ring of `size` descriptors; a packed one in chains of `per_chain`
+    /// (1: each chain one buffer with its header in the buffer's headroom;
+    /// 2: a header slot then the buffer), a split one always in chains of 2.
     fn new(
         size: u16,
         layout: VirtqLayout,
+        per_chain: u16,
         page: PageSize,
         mapper: Arc<dyn DmaMapper>,
     ) -> Result<Vring, DmaError> {
-        Vring::with_tail(size, layout, 0, page, mapper)
+        Vring::with_tail(size, layout, per_chain, 0, page, mapper)
     }
 
     /// A ring with `tail` more bytes after its header slots (at
@@ -456,6 +464,7 @@ impl Vring {
     fn with_tail(
         size: u16,
         layout: VirtqLayout,
+        per_chain: u16,
         tail: usize,
         page: PageSize,
         mapper: Arc<dyn DmaMapper>,
@@ -472,7 +481,7 @@ impl Vring {
                 (Kind::Split(l), l.total)
             }
             VirtqLayout::Packed => {
-                let p = packed::Packed::new(size);
+                let p = packed::Packed::new(size, per_chain);
                 let total = p.layout.total;
                 (Kind::Packed(Box::new(p)), total)
             }
@@ -614,7 +623,10 @@ impl Vring {
     /// both device-writable) as avail entry `slot`: split, the data
     /// descriptor's address and length and the avail ring's entry (the
     /// header descriptor is fixed); packed, both descriptors at the avail
-    /// cursor, the first one's flags held for [`Vring::publish`].
+    /// cursor, the first one's flags held for [`Vring::publish`]; packed
+    /// in one-descriptor chains, one descriptor of `hdr_len + len` bytes
+    /// from `buf - hdr_len` (the header in the buffer's headroom, which
+    /// the caller guarantees).
     #[inline(always)]
     fn post_chain(&mut self, slot: u16, k: u16, buf: u64, len: u32, write: bool) {
         match self.kind {
@@ -623,14 +635,19 @@ impl Vring {
                 self.split_put_avail(l, slot, 2 * k);
             }
             Kind::Packed(ref mut p) => {
-                let hdr = self.region.iova() + p.layout.hdr(k as usize) as u64;
                 let w = if write { DESC_F_WRITE } else { 0 };
-                p.post(
-                    self.mem,
-                    k,
-                    (hdr, self.hdr_len, DESC_F_NEXT | w),
-                    (buf, len, w),
-                );
+                if p.layout.per_chain == 1 {
+                    let hdr = u64::from(self.hdr_len);
+                    p.post_one(self.mem, k, (buf.wrapping_sub(hdr), len + self.hdr_len, w));
+                } else {
+                    let hdr = self.region.iova() + p.layout.hdr(k as usize) as u64;
+                    p.post(
+                        self.mem,
+                        k,
+                        (hdr, self.hdr_len, DESC_F_NEXT | w),
+                        (buf, len, w),
+                    );
+                }
             }
         }
     }
@@ -806,45 +823,10 @@ impl Vring {
         }
     }
 
-    /// The RSS hash the device wrote into header slot `k` (< size / 2) of a
-    /// `virtio_net_hdr_v1_hash`: `hash_value`, or 0 when `hash_report` is
-    /// `VIRTIO_NET_HASH_REPORT_NONE` (no hash computed).
+    /// Header slot `k`'s address (masked or clamped to the slots).
     #[inline(always)]
-    fn hdr_hash(&self, k: usize) -> u32 {
-        let off = self.hdr_off(k);
-        // SAFETY: the slot offset is masked or clamped inside the header
-        // slots, so both fields lie inside header slot `k` (HDR_SLOT >= 20
-        // bytes), 4- and 2-byte aligned (32-byte slots from a 16-byte
-        // aligned start).
-        let (value, report) = unsafe {
-            (
-                u32::from_le(self.at::<u32>(off + HDR_HASH_VALUE).read_volatile()),
-                u16::from_le(self.at::<u16>(off + HDR_HASH_REPORT).read_volatile()),
-            )
-        };
-        if report == 0 {
-            0
-        } else {
-            value
-        }
-    }
-
-    /// `flags`, `csum_start` and `csum_offset` of the header the device
-    /// wrote into slot `k` (< size / 2), read once each (untrusted).
-    #[inline(always)]
-    fn hdr_csum(&self, k: usize) -> (u8, u16, u16) {
-        let off = self.hdr_off(k);
-        // SAFETY: the slot offset is masked or clamped inside the header
-        // slots, so the three fields (bytes 0, 6..8, 8..10) lie inside
-        // header slot `k` (HDR_SLOT >= 12 bytes), 2-byte aligned (32-byte
-        // slots from a 16-byte aligned start).
-        unsafe {
-            (
-                self.at::<u8>(off + net_hdr::FLAGS).read_volatile(),
-                u16::from_le(self.at::<u16>(off + net_hdr::CSUM_START).read_volatile()),
-                u16::from_le(self.at::<u16>(off + net_hdr::CSUM_OFFSET).read_volatile()),
-            )
-        }
+    fn hdr_slot(&self, k: usize) -> *const u8 {
+        self.at::<u8>(self.hdr_off(k))
     }
 
     /// Write `flags`, `gso_type` NONE, `csum_start` and `csum_offset` into
@@ -875,11 +857,9 @@ impl Vring {
         let wanted = match &self.kind {
             Kind::Split(_) if self.event_idx => need_event(self.avail_event(), new, old),
             Kind::Split(_) => self.used_flags() & USED_F_NO_NOTIFY == 0,
-            Kind::Packed(p) => p.kick_wanted(
-                self.mem,
-                self.event_idx,
-                2 * u32::from(new.wrapping_sub(old)),
-            ),
+            Kind::Packed(p) => {
+                p.kick_wanted(self.mem, self.event_idx, u32::from(new.wrapping_sub(old)))
+            }
         };
         if wanted {
             doorbell.ring(new);
@@ -907,6 +887,46 @@ impl Vring {
                 posted.get(k).copied()?.then_some(k)
             }
         }
+    }
+}
+
+/// The RSS hash of the `virtio_net_hdr_v1_hash` at `hdr`: `hash_value`, or
+/// 0 when `hash_report` is `VIRTIO_NET_HASH_REPORT_NONE` (no hash
+/// computed). Device-written: each field read once.
+///
+/// # Safety
+/// `hdr` is the start of 20 readable bytes, 4-byte aligned at byte 12 and
+/// 2-byte aligned at byte 16.
+#[inline(always)]
+unsafe fn read_hdr_hash(hdr: *const u8) -> u32 {
+    // SAFETY: the caller's promises.
+    let (value, report) = unsafe {
+        (
+            u32::from_le(hdr.add(HDR_HASH_VALUE).cast::<u32>().read_volatile()),
+            u16::from_le(hdr.add(HDR_HASH_REPORT).cast::<u16>().read_volatile()),
+        )
+    };
+    if report == 0 {
+        0
+    } else {
+        value
+    }
+}
+
+/// `flags`, `csum_start` and `csum_offset` of the `virtio_net_hdr` at
+/// `hdr`, read once each (device-written, untrusted).
+///
+/// # Safety
+/// `hdr` is the start of 12 readable bytes, 2-byte aligned at byte 6.
+#[inline(always)]
+unsafe fn read_hdr_csum(hdr: *const u8) -> (u8, u16, u16) {
+    // SAFETY: the caller's promises (bytes 0, 6..8 and 8..10).
+    unsafe {
+        (
+            hdr.add(net_hdr::FLAGS).read_volatile(),
+            u16::from_le(hdr.add(net_hdr::CSUM_START).cast::<u16>().read_volatile()),
+            u16::from_le(hdr.add(net_hdr::CSUM_OFFSET).cast::<u16>().read_volatile()),
+        )
     }
 }
 
@@ -938,6 +958,9 @@ pub struct VirtqRx<D: Doorbell> {
     buf_size: u32,
     /// The header in front of each frame.
     hdr: NetHdr,
+    /// Each chain is one descriptor and the header lies in its buffer's
+    /// headroom (packed rings over a pool with headroom), not in a slot.
+    hdr_in_buf: bool,
     /// `VIRTIO_NET_F_GUEST_CSUM`: each header's checksum flags are read
     /// ([`VirtqRx::set_guest_csum`]).
     guest_csum: bool,
@@ -975,7 +998,14 @@ impl<D: Doorbell> VirtqRx<D> {
     /// [`VirtqRx::new`] with the given layout: a packed queue
     /// ([`VirtqLayout::Packed`], virtio 1.2 §2.8, once
     /// `VIRTIO_F_RING_PACKED` is negotiated) may have any `size` in
-    /// 4..=32768 and holds `size / 2` buffers.
+    /// 4..=32768. It holds `size / 2` buffers, each behind a header slot,
+    /// or, when `pool` keeps at least 20 bytes of headroom
+    /// ([`Mempool::with_headroom`]), `size` buffers of one descriptor each:
+    /// the device writes the `virtio_net_hdr` into the headroom and the
+    /// frame from the packet's first byte on (DPDK's virtio PMD posts its
+    /// packed receive buffers so, `virtqueue_enqueue_recv_refill_packed`),
+    /// one descriptor write and one used descriptor per frame instead of
+    /// two descriptors.
     ///
     /// # Errors
     /// As [`VirtqRx::new`].
@@ -990,11 +1020,14 @@ impl<D: Doorbell> VirtqRx<D> {
         pool: &Mempool,
         doorbell: D,
     ) -> Result<Self, RingError> {
-        let mut ring = Vring::new(size, layout, page, mapper).map_err(RingError::Dma)?;
+        let hdr_in_buf =
+            layout == VirtqLayout::Packed && pool.headroom() >= NetHdr::V1Hash.bytes() as usize;
+        let per_chain = if hdr_in_buf { 1 } else { 2 };
+        let mut ring = Vring::new(size, layout, per_chain, page, mapper).map_err(RingError::Dma)?;
         if !pool.region().same_address_space(&ring.region) {
             return Err(RingError::Unreachable);
         }
-        let chains = size as usize / 2;
+        let chains = (size / per_chain) as usize;
         let mut bufs = Vec::with_capacity(chains);
         if pool.alloc_bulk(&mut bufs, chains) < chains {
             let free = bufs.len();
@@ -1007,9 +1040,13 @@ impl<D: Doorbell> VirtqRx<D> {
         // Each armed buffer holds a pool reference, handed to its packet.
         pool.shared().acquire(chains);
         let buf_size = pool.buf_size() as u32;
-        for (k, &b) in bufs.iter().enumerate() {
-            // Split: the whole table and avail ring now, published by
-            // `start`; packed: `start` writes the chains.
+        // Split: the whole table and avail ring now, published by `start`;
+        // packed: `start` writes the chains.
+        for (k, &b) in bufs
+            .iter()
+            .enumerate()
+            .filter(|_| layout == VirtqLayout::Split)
+        {
             let id = 2 * k as u16;
             ring.write_desc(
                 id,
@@ -1034,6 +1071,7 @@ impl<D: Doorbell> VirtqRx<D> {
             last_used: 0,
             buf_size,
             hdr: NetHdr::V1,
+            hdr_in_buf,
             guest_csum: false,
             irq_armed: false,
             doorbell,
@@ -1166,7 +1204,8 @@ impl<D: Doorbell> VirtqRx<D> {
             // field is not inside the frame is a bad frame.
             let (mut ol, mut partial) = (0u32, None);
             if self.guest_csum && !bad {
-                let (flags, start, offset) = self.ring.hdr_csum(k);
+                // SAFETY: `hdr_at` (chain `k`'s header, at least 12 bytes).
+                let (flags, start, offset) = unsafe { read_hdr_csum(self.hdr_at(k)) };
                 if flags & net_hdr::F_NEEDS_CSUM != 0 {
                     if u32::from(start) + u32::from(offset) + 2 <= frame {
                         partial = Some((start as usize, offset as usize));
@@ -1192,14 +1231,16 @@ impl<D: Doorbell> VirtqRx<D> {
                     self.stats.rx_nombuf += 1;
                     break;
                 };
+                let hash = match self.hdr {
+                    NetHdr::V1 => 0,
+                    // SAFETY: `hdr_at` (chain `k`'s header, 20 bytes with
+                    // V1Hash), read before its buffer leaves the chain.
+                    NetHdr::V1Hash => unsafe { read_hdr_hash(self.hdr_at(k)) },
+                };
                 let done = std::mem::replace(&mut self.slots[k], fresh);
                 let iova = self.pool.shared().buf_iova(fresh);
                 self.ring
                     .post_chain(self.avail_idx, k as u16, iova, self.buf_size, true);
-                let hash = match self.hdr {
-                    NetHdr::V1 => 0,
-                    NetHdr::V1Hash => self.ring.hdr_hash(k),
-                };
                 // SAFETY: `done` was chain `k`'s armed buffer of the ring's
                 // pool, now replaced by `fresh` (the ring no longer owns it),
                 // with the pool reference every armed buffer holds (`fresh`
@@ -1234,6 +1275,26 @@ impl<D: Doorbell> VirtqRx<D> {
             self.stats.empty_polls += 1;
         }
         got
+    }
+
+    /// Where chain `k`'s `virtio_net_hdr` lies: its header slot, or the
+    /// `hdr.bytes()` in front of its buffer's data (`hdr_in_buf`). Either
+    /// way at least the header's bytes are readable there, 4-byte aligned
+    /// (slots are 32 bytes from a 16-byte aligned start; a buffer's data is
+    /// 64-byte aligned and the header 12 or 20 bytes long, so its u16
+    /// fields are 2-byte and its u32 4-byte aligned).
+    #[inline(always)]
+    fn hdr_at(&self, k: usize) -> *const u8 {
+        if self.hdr_in_buf {
+            // `k` is a chain (`chain_of`), the pool's headroom is at least
+            // 20 bytes (`with_layout`): inside the buffer's slot.
+            self.pool
+                .shared()
+                .buf_ptr(self.slots[k])
+                .wrapping_sub(self.hdr.bytes() as usize)
+        } else {
+            self.ring.hdr_slot(k)
+        }
     }
 
     /// Mark the `n` chains this burst put in the avail ring from `first` on
@@ -1319,7 +1380,8 @@ impl<D: Doorbell> VirtqRx<D> {
     pub fn virtq_stats(&self) -> VirtqStats {
         self.vq
     }
-    /// Buffers the queue holds (`size / 2`).
+    /// Buffers the queue holds (`size / 2`, or `size` on a packed queue
+    /// whose header lies in the buffers' headroom).
     pub fn chains(&self) -> usize {
         self.slots.len()
     }
@@ -1416,7 +1478,7 @@ impl<D: Doorbell> VirtqTx<D> {
         mapper: Arc<dyn DmaMapper>,
         doorbell: D,
     ) -> Result<Self, RingError> {
-        let ring = Vring::new(size, layout, page, mapper).map_err(RingError::Dma)?;
+        let ring = Vring::new(size, layout, 2, page, mapper).map_err(RingError::Dma)?;
         let chains = size / 2;
         // Split: each chain's fixed header descriptor now (no-ops on a
         // packed ring, whose chains are written whole at every post).
@@ -2001,7 +2063,7 @@ pub mod packed_device {
         pub unsafe fn new(addrs: VirtqAddrs) -> PackedDevice {
             PackedDevice {
                 base: addrs.desc as usize as *mut u8,
-                layout: PackedLayout::new(addrs.size),
+                layout: PackedLayout::new(addrs.size, 2),
                 avail: (0, true),
                 used: (0, true),
             }

@@ -6,7 +6,10 @@
 //! protocol break a hostile device can make (a used descriptor with the
 //! wrong wrap or used bit, an id never posted or already completed, a
 //! length beyond the buffer or under the header) stops the queue or is
-//! counted, never followed.
+//! counted, never followed. The receive tests run twice: over a plain
+//! pool (two-descriptor chains, the header in a slot of the ring) and over
+//! a pool with headroom (one descriptor per buffer, the header in front of
+//! the frame).
 
 use pollnic_rings::virtq::packed_device::PackedDevice;
 use pollnic_rings::{
@@ -40,6 +43,17 @@ impl Bell {
 
 fn pool(n: u32) -> Mempool {
     Mempool::new(n, 2048, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap()
+}
+
+/// A pool whose buffers keep 64 bytes of headroom: packed receive queues
+/// over it post one descriptor per buffer.
+fn hpool(n: u32) -> Mempool {
+    Mempool::with_headroom(n, 2048, 64, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap()
+}
+
+/// Both kinds of receive pool, with `n` buffers each.
+fn pools(n: u32) -> [Mempool; 2] {
+    [pool(n), hpool(n)]
 }
 
 fn rx(size: u16, pool: &Mempool) -> (VirtqRx<Bell>, PackedDevice, Bell) {
@@ -76,11 +90,18 @@ fn tx(size: u16) -> (VirtqTx<Bell>, PackedDevice, Bell) {
 }
 
 /// Write `frame` into a chain the device took (header zeroed, then the
-/// frame) and return the used length.
+/// frame) and return the used length. A chain is a header descriptor then
+/// the buffer, or one descriptor holding both (its buffer 2048 bytes less
+/// 64 of headroom, after the header).
 fn fill(chain: &pollnic_rings::virtq::packed_device::Chain, hdr: u32, frame: &[u8]) -> u32 {
-    assert_eq!(chain.bufs.len(), 2, "header then buffer: {chain:?}");
-    let (h, hl, hw) = chain.bufs[0];
-    let (b, bl, bw) = chain.bufs[1];
+    let (h, hl, hw, b, bl, bw) = match chain.bufs[..] {
+        [(h, hl, hw), (b, bl, bw)] => (h, hl, hw, b, bl, bw),
+        [(a, l, w)] => {
+            assert_eq!(l, hdr + 2048 - 64, "one descriptor: header and data room");
+            (a, hdr, w, a + u64::from(hdr), l - hdr, w)
+        }
+        _ => panic!("a receive chain is one or two descriptors: {chain:?}"),
+    };
     assert!(hw && bw, "RX descriptors are device-writable");
     assert_eq!(hl, hdr);
     assert!(frame.len() <= bl as usize);
@@ -104,11 +125,21 @@ fn frame(n: usize, tag: u8) -> Vec<u8> {
 
 #[test]
 fn rx_frames_come_out_exact_over_many_laps_of_an_odd_ring_and_out_of_order() {
-    let pool = pool(64);
-    // 13 descriptors: 6 chains, one slot always free, positions of chain
-    // heads shift every lap, both wrap counters flip many times.
+    for pool in pools(64) {
+        rx_laps(pool);
+    }
+}
+
+fn rx_laps(pool: Mempool) {
+    // 13 descriptors: 6 chains of two, one slot always free, or 13 of one;
+    // positions of chain heads shift every lap, both wrap counters flip
+    // many times.
     let (mut rx, mut dev, bell) = rx(13, &pool);
-    assert_eq!((rx.layout(), rx.chains()), (VirtqLayout::Packed, 6));
+    let one = pool.headroom() > 0;
+    assert_eq!(
+        (rx.layout(), rx.chains()),
+        (VirtqLayout::Packed, if one { 13 } else { 6 })
+    );
     assert_eq!(
         dev.driver_event().1,
         DISABLE,
@@ -124,11 +155,11 @@ fn rx_frames_come_out_exact_over_many_laps_of_an_odd_ring_and_out_of_order() {
         chains.reverse();
         let mut sent = Vec::new();
         for c in &chains {
-            let len = [64usize, 1518, 60, 2048][(tag % 4) as usize];
+            let len = [64usize, 1518, 60, pool.buf_size()][(tag % 4) as usize];
             let f = frame(len, tag);
             tag = tag.wrapping_add(1);
             let used = fill(c, 12, &f);
-            dev.push_used(c.id, used, 2);
+            dev.push_used(c.id, used, c.bufs.len() as u16);
             sent.push(f);
         }
         let n = rx.rx_burst(&mut got, 32);
@@ -143,6 +174,62 @@ fn rx_frames_come_out_exact_over_many_laps_of_an_odd_ring_and_out_of_order() {
     assert!(!rx.virtq_stats().stopped);
     drop(rx);
     assert_eq!(pool.free_count(), 64, "every buffer back on drop");
+}
+
+/// One descriptor per buffer: the descriptor starts the header's length
+/// before the packet, the device's header there is read (hash, checksum
+/// flags) and not handed up, and the frame starts at the packet's first
+/// byte.
+#[test]
+fn a_one_descriptor_chain_has_its_header_in_the_buffers_headroom() {
+    let pool = hpool(32);
+    let bell = Bell::default();
+    let mut rx = VirtqRx::with_layout(
+        VirtqLayout::Packed,
+        8,
+        PageSize::Small4K,
+        Arc::new(IdentityMapper),
+        &pool,
+        bell,
+    )
+    .unwrap();
+    rx.set_net_hdr(NetHdr::V1Hash);
+    rx.set_guest_csum(true);
+    rx.start();
+    assert_eq!(rx.chains(), 8);
+    // SAFETY: as in `rx`.
+    let mut dev = unsafe { PackedDevice::new(rx.addrs()) };
+    let c = dev.take().unwrap();
+    assert_eq!(c.bufs.len(), 1);
+    let (addr, len, _) = c.bufs[0];
+    assert_eq!(len, 20 + 2048 - 64);
+    let f = frame(60, 9);
+    // SAFETY: identity-mapped, the length the driver posted.
+    unsafe {
+        let h = addr as usize as *mut u8;
+        std::ptr::write_bytes(h, 0, 20);
+        h.write(2); // VIRTIO_NET_HDR_F_DATA_VALID
+        h.add(12)
+            .cast::<u32>()
+            .write_unaligned(0xfeed_f00du32.to_le());
+        h.add(16).cast::<u16>().write_unaligned(2u16.to_le());
+        std::ptr::copy_nonoverlapping(f.as_ptr(), h.add(20), f.len());
+    }
+    dev.push_used(c.id, 20 + 60, 1);
+    let mut got = Vec::new();
+    assert_eq!(rx.rx_burst(&mut got, 8), 1);
+    assert_eq!(got[0].iova(), addr + 20, "the frame follows the header");
+    assert_eq!(got[0].data(), &f[..]);
+    assert_eq!(got[0].rss_hash(), 0xfeed_f00d);
+    assert_eq!(
+        got[0].rx_checksum().l4,
+        pollnic_hw::offload::ChecksumStatus::Good,
+        "DATA_VALID read from the headroom"
+    );
+    // The chain came back with a fresh buffer, again one descriptor.
+    let again = (0..8).filter_map(|_| dev.take()).last().unwrap();
+    assert_eq!((again.id, again.bufs.len()), (c.id, 1));
+    assert_ne!(again.bufs[0].0, addr, "a fresh buffer");
 }
 
 #[test]
@@ -236,11 +323,24 @@ fn kicks_follow_the_devices_event_suppression() {
 
 #[test]
 fn a_used_descriptor_with_the_wrong_wrap_or_used_bit_stops_the_queue() {
-    for (name, flags) in [
-        ("AVAIL and USED both 0 (wrap counter 0, one lap off)", 0u16),
-        ("USED set without AVAIL", USED),
+    for (name, flags, pool) in [
+        (
+            "AVAIL and USED both 0 (wrap counter 0, one lap off)",
+            0u16,
+            pool(32),
+        ),
+        ("USED set without AVAIL", USED, pool(32)),
+        (
+            "AVAIL and USED both 0, one-descriptor chains",
+            0u16,
+            hpool(32),
+        ),
+        (
+            "USED set without AVAIL, one-descriptor chains",
+            USED,
+            hpool(32),
+        ),
     ] {
-        let pool = pool(32);
         let (mut rx, mut dev, _) = rx(8, &pool);
         let c = dev.take().unwrap();
         let len = fill(&c, 12, &[1; 60]);
@@ -266,31 +366,35 @@ fn a_used_descriptor_with_the_wrong_wrap_or_used_bit_stops_the_queue() {
 
 #[test]
 fn an_id_never_posted_or_already_completed_stops_the_queue() {
-    // Never posted: ids past the chains.
-    for bad in [4u16, 5, 0x7fff, u16::MAX] {
-        let pool = pool(32);
-        let (mut rx, mut dev, _) = rx(8, &pool);
-        let c = dev.take().unwrap();
-        let len = fill(&c, 12, &[1; 60]);
-        dev.push_used(bad, len, 2);
-        assert_eq!(rx.rx_burst(&mut Vec::new(), 8), 0, "id {bad}");
-        assert_eq!(rx.virtq_stats().device_errors, 1, "id {bad}");
-        assert!(rx.virtq_stats().stopped);
+    // Never posted: ids past the chains (4 of two descriptors, or 8 of
+    // one, in a ring of 8).
+    for pool in pools(32) {
+        let first_bad = if pool.headroom() > 0 { 8 } else { 4 };
+        for bad in [first_bad, first_bad + 1, 0x7fff, u16::MAX] {
+            let (mut rx, mut dev, _) = rx(8, &pool);
+            let c = dev.take().unwrap();
+            let len = fill(&c, 12, &[1; 60]);
+            dev.push_used(bad, len, c.bufs.len() as u16);
+            assert_eq!(rx.rx_burst(&mut Vec::new(), 8), 0, "id {bad}");
+            assert_eq!(rx.virtq_stats().device_errors, 1, "id {bad}");
+            assert!(rx.virtq_stats().stopped);
+        }
     }
     // Already completed: the same id twice in one burst (the driver holds
     // the re-posted chain back until the burst ends), and once more after.
-    let pool = pool(32);
-    let (mut rx, mut dev, _) = rx(8, &pool);
-    let c = dev.take().unwrap();
-    let len = fill(&c, 12, &[1; 60]);
-    dev.push_used(c.id, len, 2);
-    dev.push_used(c.id, len, 2);
-    let mut got = Vec::new();
-    assert_eq!(rx.rx_burst(&mut got, 8), 1, "the first use is good");
-    assert!(rx.virtq_stats().stopped, "the repeat stops the queue");
-    drop(got);
-    drop(rx);
-    assert_eq!(pool.free_count(), 32);
+    for pool in pools(32) {
+        let (mut rx, mut dev, _) = rx(8, &pool);
+        let c = dev.take().unwrap();
+        let len = fill(&c, 12, &[1; 60]);
+        dev.push_used(c.id, len, c.bufs.len() as u16);
+        dev.push_used(c.id, len, c.bufs.len() as u16);
+        let mut got = Vec::new();
+        assert_eq!(rx.rx_burst(&mut got, 8), 1, "the first use is good");
+        assert!(rx.virtq_stats().stopped, "the repeat stops the queue");
+        drop(got);
+        drop(rx);
+        assert_eq!(pool.free_count(), 32);
+    }
     // TX: an id completed twice across reclaims.
     let pool = self::pool(32);
     let (mut tx, mut tdev, _) = tx(8);
@@ -314,25 +418,30 @@ fn an_id_never_posted_or_already_completed_stops_the_queue() {
 
 #[test]
 fn a_length_beyond_the_buffer_or_under_the_header_is_counted_and_the_buffer_reposted() {
-    let pool = pool(32);
-    let (mut rx, mut dev, _) = rx(8, &pool);
-    let mut got = Vec::new();
-    for (len, bad) in [
-        (12 + 2048 + 1, true),
-        (11, true),
-        (12, true),
-        (u32::MAX, true),
-        (72, false),
-    ] {
-        let c = dev.take().expect("the chain came back");
-        fill(&c, 12, &[3; 60]);
-        dev.push_used(c.id, len, 2);
-        let n = rx.rx_burst(&mut got, 8);
-        assert_eq!(n, usize::from(!bad), "len {len}");
+    for pool in pools(32) {
+        let (mut rx, mut dev, _) = rx(8, &pool);
+        let mut got = Vec::new();
+        for (len, bad) in [
+            (12 + pool.buf_size() as u32 + 1, true),
+            (11, true),
+            (12, true),
+            (u32::MAX, true),
+            (12 + pool.buf_size() as u32, false),
+            (72, false),
+        ] {
+            let c = dev.take().expect("the chain came back");
+            fill(&c, 12, &[3; 60]);
+            dev.push_used(c.id, len, c.bufs.len() as u16);
+            let n = rx.rx_burst(&mut got, 8);
+            assert_eq!(n, usize::from(!bad), "len {len}");
+        }
+        assert_eq!(rx.stats().rx_errors, 4);
+        assert!(!rx.virtq_stats().stopped);
+        assert_eq!(got[1].len(), 60);
+        drop(got);
+        drop(rx);
+        assert_eq!(pool.free_count(), 32, "every buffer back");
     }
-    assert_eq!(rx.stats().rx_errors, 4);
-    assert!(!rx.virtq_stats().stopped);
-    assert_eq!(got[0].len(), 60);
 }
 
 #[test]

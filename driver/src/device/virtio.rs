@@ -17,6 +17,11 @@ use crate::wait::wait_for;
 use pollnic_rings::{Mempool, PageSize, VirtqLayout, VirtqRx, VirtqTx};
 use std::sync::Arc;
 
+/// Headroom of a packed virtio-net port's receive buffers: the 12- or
+/// 20-byte `virtio_net_hdr` lies in it, and the frame starts 64 bytes
+/// into its buffer's slot (cache-line aligned).
+const RX_HEADROOM: usize = 64;
+
 impl Device {
     /// The bring-up of a virtio-net device (virtio 1.x §3.1.1):
     /// capabilities, reset, ACKNOWLEDGE, DRIVER, features, FEATURES_OK,
@@ -131,9 +136,21 @@ impl Device {
             let (rxq, txq) = (2 * q, 2 * q + 1);
             let rx_size = size(cfg.rx_ring_size, port.max_queue_size(rxq), "receive")?;
             let tx_size = size(cfg.tx_ring_size, port.max_queue_size(txq), "transmit")?;
-            let pool = Mempool::new(
+            // Packed: the header goes in each buffer's headroom, one
+            // descriptor per buffer (`VirtqRx::with_layout`); the slot grows
+            // when the headroom would leave less than the largest frame.
+            let (buf_size, headroom) = match layout {
+                VirtqLayout::Split => (cfg.rx_buf_size(), 0),
+                VirtqLayout::Packed => (
+                    cfg.rx_buf_size()
+                        .max(pollnic_hw::mtu::max_rx_bytes(cfg.mtu) as usize + RX_HEADROOM),
+                    RX_HEADROOM,
+                ),
+            };
+            let pool = Mempool::with_headroom(
                 cfg.mempool_size,
-                cfg.rx_buf_size(),
+                buf_size,
+                headroom,
                 page,
                 mapper(DmaPurpose::Mempool(q)),
             )?;

@@ -179,7 +179,8 @@ impl Rings {
     }
 
     /// Buffers the RX ring holds for the device (descriptors on the Intel
-    /// rings; chains, half the descriptors, on a virtqueue).
+    /// rings; chains on a virtqueue: half the descriptors, or all of them
+    /// on a packed receive queue of one descriptor per buffer).
     #[cfg_attr(not(feature = "smoltcp"), allow(dead_code))]
     pub(crate) fn rx_buffers(&self) -> usize {
         match self {

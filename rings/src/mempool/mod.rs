@@ -59,10 +59,14 @@ use std::sync::Arc;
 pub(crate) struct Shared {
     pub(crate) refs: AtomicUsize,
     region: DmaRegion,
+    /// Data room of each buffer: its slot less the headroom.
     buf_size: u32,
+    /// Bytes kept in front of each buffer's data (see
+    /// [`Mempool::with_headroom`]).
+    headroom: u32,
     count: u32,
-    /// Byte offset of buffer `i` in the region (`count` entries): page
-    /// `i / per_page`, slot `i % per_page` of it.
+    /// Byte offset of buffer `i`'s data in the region (`count` entries):
+    /// page `i / per_page`, slot `i % per_page` of it, plus the headroom.
     offsets: Box<[u64]>,
     /// IOVA of buffer `i` (`count` entries): the region's IOVA plus
     /// `offsets[i]`, so that a burst loop looks a buffer's IOVA up with one
@@ -254,11 +258,53 @@ impl Mempool {
         page: PageSize,
         mapper: Arc<dyn DmaMapper>,
     ) -> Result<Mempool, DmaError> {
+        Self::with_headroom(count, buf_size, 0, page, mapper)
+    }
+
+    /// Most bytes of headroom a pool keeps ([`Mempool::with_headroom`]),
+    /// DPDK's `RTE_PKTMBUF_HEADROOM`.
+    pub const MAX_HEADROOM: usize = 128;
+
+    /// [`Mempool::new`] with `headroom` bytes (rounded up to a multiple of
+    /// 64, at most [`Mempool::MAX_HEADROOM`]) kept in front of each
+    /// buffer's data, inside its `buf_size`-byte slot: the memory and
+    /// [`Mempool::region_bytes`] are those of [`Mempool::new`], a
+    /// [`Packet`] starts after the headroom (its IOVA and data too), and
+    /// [`Mempool::buf_size`] (the data room, each packet's capacity) is
+    /// the rounded `buf_size` less the headroom. A device may write into
+    /// the headroom what goes in front of a frame: pollnic's packed
+    /// virtio-net receive queues put the `virtio_net_hdr` there, one
+    /// descriptor per buffer, as DPDK's virtio PMD puts it in the mbuf's
+    /// headroom (`virtio_recv_pkts_packed`).
+    ///
+    /// # Errors
+    /// As [`Mempool::new`].
+    ///
+    /// # Panics
+    /// If `headroom` exceeds [`Mempool::MAX_HEADROOM`] or leaves less than
+    /// 128 bytes of data room.
+    pub fn with_headroom(
+        count: u32,
+        buf_size: usize,
+        headroom: usize,
+        page: PageSize,
+        mapper: Arc<dyn DmaMapper>,
+    ) -> Result<Mempool, DmaError> {
         let buf_size = Self::rounded_buf_size(buf_size);
+        let headroom = headroom.next_multiple_of(64);
+        assert!(
+            headroom <= Self::MAX_HEADROOM && headroom + 128 <= buf_size,
+            "mempool headroom {headroom} must be at most {} and leave 128 of {buf_size} bytes",
+            Self::MAX_HEADROOM
+        );
         let len = Self::region_bytes(count, buf_size, page)?;
         let per_page = (page.bytes() / buf_size) as u64;
         let offsets: Box<[u64]> = (0..count as u64)
-            .map(|i| i / per_page * page.bytes() as u64 + i % per_page * buf_size as u64)
+            .map(|i| {
+                i / per_page * page.bytes() as u64
+                    + i % per_page * buf_size as u64
+                    + headroom as u64
+            })
             .collect();
         let region = DmaRegion::new(len, page, mapper)?;
         // Each buffer lies inside one page (`region_bytes`), so its page's
@@ -279,7 +325,8 @@ impl Mempool {
         let shared = Box::new(Shared {
             refs: AtomicUsize::new(1),
             region,
-            buf_size: buf_size as u32,
+            buf_size: (buf_size - headroom) as u32,
+            headroom: headroom as u32,
             count,
             offsets,
             iovas,
@@ -347,9 +394,15 @@ impl Mempool {
     pub fn capacity(&self) -> u32 {
         self.shared().count
     }
-    /// Size of each buffer in bytes.
+    /// Data room of each buffer in bytes: a [`Packet`]'s capacity (the
+    /// rounded `buf_size` less the headroom).
     pub fn buf_size(&self) -> usize {
         self.shared().buf_size as usize
+    }
+    /// Bytes kept in front of each buffer's data (0 unless made with
+    /// [`Mempool::with_headroom`]).
+    pub fn headroom(&self) -> usize {
+        self.shared().headroom as usize
     }
     /// The DMA region the buffers live in.
     pub fn region(&self) -> &DmaRegion {
@@ -549,6 +602,39 @@ mod tests {
                 assert_eq!(p.shared().buf_ptr(0) as u64 - r.va() as u64, off);
             }
         }
+    }
+
+    /// Headroom comes out of each buffer's slot: the region, the page
+    /// layout and the slots are those of a pool without it; each packet
+    /// starts `headroom` bytes into its slot, and the data room shrinks by
+    /// as much. Odd requests round up to 64.
+    #[test]
+    fn headroom_shifts_each_buffer_inside_its_slot() {
+        for page in [PageSize::Emulated2M, PageSize::Small4K] {
+            let plain = Mempool::new(9, 2048, page, Arc::new(IdentityMapper)).unwrap();
+            let p = Mempool::with_headroom(9, 2048, 20, page, Arc::new(IdentityMapper)).unwrap();
+            assert_eq!(p.headroom(), 64);
+            assert_eq!(p.buf_size(), 2048 - 64);
+            assert_eq!(plain.headroom(), 0);
+            assert_eq!(p.region().len(), plain.region().len());
+            for i in 0..9 {
+                let off = |m: &Mempool| m.buf_iova(i) - m.region().iova();
+                assert_eq!(off(&p), off(&plain) + 64, "buffer {i}");
+            }
+            let mut a = p.alloc().unwrap();
+            assert_eq!(a.capacity(), 2048 - 64);
+            assert!(a.set_len(2048 - 64).is_ok() && a.set_len(2048 - 63).is_err());
+            assert_eq!(
+                a.iova() - p.region().iova(),
+                p.shared().offsets[a.buf_index() as usize]
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "mempool headroom")]
+    fn a_headroom_that_leaves_no_data_room_is_refused() {
+        let _ = Mempool::with_headroom(1, 128, 64, PageSize::Small4K, Arc::new(IdentityMapper));
     }
 
     #[test]

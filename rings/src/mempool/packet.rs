@@ -197,8 +197,8 @@ impl Packet {
     pub fn capacity(&self) -> usize {
         self.shared().buf_size() as usize
     }
-    /// Index of this packet's buffer in its mempool (buffer `i` starts at
-    /// byte `i × buf_size` of the pool's region), for accounting.
+    /// Index of this packet's buffer in its mempool (its place in the
+    /// pool's region comes from the pool's table), for accounting.
     #[inline]
     pub fn buf_index(&self) -> u32 {
         self.idx

@@ -130,7 +130,7 @@ impl<D: Doorbell> VirtqCtrl<D> {
         mapper: Arc<dyn DmaMapper>,
         doorbell: D,
     ) -> Result<Self, RingError> {
-        let ring = Vring::with_tail(size, layout, TAIL, page, mapper).map_err(RingError::Dma)?;
+        let ring = Vring::with_tail(size, layout, 2, TAIL, page, mapper).map_err(RingError::Dma)?;
         ring.set_interrupt_flag(false);
         Ok(VirtqCtrl {
             ring,

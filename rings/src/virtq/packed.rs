@@ -11,11 +11,15 @@
 //! whenever a cursor passes the ring's end (§2.8.1); the ring size need not
 //! be a power of two (§2.8.10: at most 32768).
 //!
-//! pollnic's chains are always two descriptors (a `virtio_net_hdr` slot
-//! then the frame's buffer; for the control queue the command then the ack
-//! byte), the buffer id is the chain number, and the driver's used cursor
-//! moves by two per used descriptor (§2.8.6: the device writes one used
-//! descriptor per chain and skips the rest of it).
+//! pollnic's chains are two descriptors (a `virtio_net_hdr` slot then the
+//! frame's buffer; for the control queue the command then the ack byte),
+//! or, on a receive queue whose mempool keeps headroom, one descriptor
+//! whose buffer starts with the header in that headroom (as DPDK's
+//! `virtqueue_enqueue_recv_refill_packed` posts an mbuf). A ring holds
+//! `size / descriptors per chain` chains; the buffer id is the chain
+//! number, and the driver's used cursor moves by a chain's descriptors per
+//! used descriptor (§2.8.6: the device writes one used descriptor per chain
+//! and skips the rest of it).
 //!
 //! Ordering (Linux `virtqueue_add_packed` and `virtqueue_get_buf_ctx_packed`,
 //! DPDK `virtqueue_enqueue_xmit_packed` and `desc_is_used`): every other
@@ -57,12 +61,15 @@ pub(crate) struct PackedDesc {
 /// bytes from its region's start (§2.8.10.1 alignment: ring 16, both event
 /// suppression structures 4): the ring, the driver's event suppression
 /// (`queue_driver`), the device's (`queue_device`), then pollnic's header
-/// slots (16), one per chain. Every offset clamps its index inside its
+/// slots (16), one per chain (unused by one-descriptor chains, whose
+/// header is in their buffer). Every offset clamps its index inside its
 /// part, so each lies inside the layout for any index (unit-tested).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PackedLayout {
     pub(crate) size: u16,
-    /// Chains of two descriptors: `size / 2` (at least 1).
+    /// Descriptors per chain: 1 or 2.
+    pub(crate) per_chain: u16,
+    /// Chains: `size / per_chain` (at least 2).
     pub(crate) chains: u16,
     pub(crate) driver: usize,
     pub(crate) device: usize,
@@ -71,15 +78,18 @@ pub(crate) struct PackedLayout {
 }
 
 impl PackedLayout {
-    /// The layout of a ring of `size` (2..=32768) descriptors.
-    pub(crate) const fn new(size: u16) -> PackedLayout {
+    /// The layout of a ring of `size` (4..=32768) descriptors in chains of
+    /// `per_chain` (1 or 2; anything else is taken as 2).
+    pub(crate) const fn new(size: u16, per_chain: u16) -> PackedLayout {
+        let per_chain = if per_chain == 1 { 1 } else { 2 };
         let n = size as usize;
         let driver = size_of::<PackedDesc>() * n;
         let device = driver + 4;
         let hdr = (device + 4).next_multiple_of(16);
-        let chains = size / 2;
+        let chains = size / per_chain;
         PackedLayout {
             size,
+            per_chain,
             chains,
             driver,
             device,
@@ -129,9 +139,10 @@ pub(crate) struct Packed {
 }
 
 impl Packed {
-    /// A fresh ring: both cursors at 0, both wrap counters 1 (§2.8.1).
-    pub(crate) fn new(size: u16) -> Packed {
-        let layout = PackedLayout::new(size);
+    /// A fresh ring of chains of `per_chain` descriptors: both cursors at
+    /// 0, both wrap counters 1 (§2.8.1).
+    pub(crate) fn new(size: u16, per_chain: u16) -> Packed {
+        let layout = PackedLayout::new(size, per_chain);
         Packed {
             layout,
             next_avail: 0,
@@ -204,6 +215,29 @@ impl Packed {
         (self.next_avail, self.avail_wrap) = self.step(p0, w0, 2);
     }
 
+    /// Write the one-descriptor chain `id` at the avail cursor (address,
+    /// length, flags) all but its flags, which [`Packed::publish`] stores,
+    /// and move the cursor by one.
+    #[inline(always)]
+    pub(crate) fn post_one(&mut self, mem: Mem, id: u16, desc: (u64, u32, u16)) {
+        let (p0, w0) = (self.next_avail, self.avail_wrap);
+        let d0 = mem.at::<PackedDesc>(self.layout.desc(p0));
+        // SAFETY: as in `post`: `desc` clamps the position inside the
+        // ring, 16-byte aligned, only volatile accesses.
+        unsafe {
+            std::ptr::addr_of_mut!((*d0).addr).write_volatile(Le64::from(desc.0));
+            std::ptr::addr_of_mut!((*d0).len).write_volatile(Le32::from(desc.1));
+            std::ptr::addr_of_mut!((*d0).id).write_volatile(Le16::from(id));
+        }
+        let flags = desc.2 | Self::avail_bits(w0);
+        if self.heads.len() < self.heads.capacity() {
+            self.heads.push((p0, flags));
+        } else {
+            Self::store_flags(mem, self.layout.desc(p0), flags);
+        }
+        (self.next_avail, self.avail_wrap) = self.step(p0, w0, 1);
+    }
+
     /// Store a first descriptor's flags with Release: after every other
     /// field of its chain.
     #[inline(always)]
@@ -259,19 +293,22 @@ impl Packed {
         }
     }
 
-    /// Move the used cursor past one chain (two descriptors).
+    /// Move the used cursor past one chain (its descriptors).
     #[inline(always)]
     pub(crate) fn consume(&mut self) {
-        (self.next_used, self.used_wrap) = self.step(self.next_used, self.used_wrap, 2);
+        (self.next_used, self.used_wrap) =
+            self.step(self.next_used, self.used_wrap, self.layout.per_chain);
     }
 
     /// Whether the device wants a notification now that the driver made
-    /// `n` descriptors available, ending at the avail cursor (§2.8.10,
+    /// `chains` chains (their descriptors) available, ending at the avail
+    /// cursor (§2.8.10,
     /// §2.8.22; Linux `virtqueue_kick_prepare_packed`): DISABLE no, DESC
     /// (with event indices) when the descriptor `off_wrap` names is among
     /// the `n`, anything else yes. Call after a full fence.
     #[inline(always)]
-    pub(crate) fn kick_wanted(&self, mem: Mem, event_idx: bool, n: u32) -> bool {
+    pub(crate) fn kick_wanted(&self, mem: Mem, event_idx: bool, chains: u32) -> bool {
+        let n = chains * u32::from(self.layout.per_chain);
         let off = self.layout.device;
         // SAFETY: the device's event suppression structure, 4 bytes inside
         // the region (layout), 4-byte aligned; read as one u32 so that
@@ -326,8 +363,12 @@ mod tests {
     /// aligned (§2.8.10.1), not overlapping, every index clamped inside.
     #[test]
     fn every_offset_of_every_size_lies_inside_its_part() {
-        for size in [2u16, 3, 4, 5, 7, 100, 255, 256, 1000, 4096, 32767, 32768] {
-            let l = PackedLayout::new(size);
+        for (size, per_chain) in [2u16, 3, 4, 5, 7, 100, 255, 256, 1000, 4096, 32767, 32768]
+            .into_iter()
+            .flat_map(|s| [(s, 1), (s, 2)])
+        {
+            let l = PackedLayout::new(size, per_chain);
+            assert_eq!(l.chains, size / per_chain);
             assert_eq!(l.driver % 4, 0);
             assert_eq!(l.device % 4, 0);
             assert_eq!(l.hdr % 16, 0);
