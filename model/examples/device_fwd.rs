@@ -9,7 +9,9 @@
 //! ```
 //!
 //! The first argument picks the model: `virtio` (the strict virtio-net
-//! device, `pollnic_model::virtio`) or `igb` (the 82576). Unlike
+//! device, `pollnic_model::virtio`), `virtio-packed` (the same device
+//! offering packed virtqueues, which the driver then takes) or `igb` (the
+//! 82576). Unlike
 //! `model_fwd`, which drives the rings alone, this counts everything a
 //! program's burst calls run: `Queue`'s forwarding to the rings, the
 //! virtqueue or descriptor ring code, the refill, the doorbell or kick, and
@@ -71,7 +73,7 @@ fn forward_burst(dev: &mut Device, bufs: &mut Vec<Packet>, burst: usize) -> usiz
 }
 
 fn usage() -> ! {
-    eprintln!("usage: device_fwd virtio|igb [packets] [burst]");
+    eprintln!("usage: device_fwd virtio|virtio-packed|igb [packets] [burst]");
     std::process::exit(2);
 }
 
@@ -93,8 +95,12 @@ fn main() {
         .with_mempool_size(2048)
         .with_link_timeout(Duration::from_secs(2));
     let (model, mut dev) = match which.as_str() {
-        "virtio" => {
-            let m = SoftVirtioNet::new(VirtioModelConfig::default());
+        "virtio" | "virtio-packed" => {
+            let mut mc = VirtioModelConfig::default();
+            if which == "virtio-packed" {
+                mc.features |= pollnic_model::virtio::feature::RING_PACKED;
+            }
+            let m = SoftVirtioNet::new(mc);
             let dev = m.open(&cfg).expect("open on the virtio-net model");
             (Model::Virtio(m), dev)
         }

@@ -25,9 +25,10 @@
 //! driver's used wrap counter (and not the driver's own available
 //! descriptor), an id that is no chain or not in flight (never posted, or
 //! already used), each stop the queue; a bad length drops the frame. The
-//! chains a burst re-posts become available (their first descriptor's
-//! flags stored, with Release) only at the burst's end, as the split ring
-//! publishes its avail index once. Notifications: poll mode sets the
+//! chains a burst re-posts become available only at the burst's end (the
+//! flags of its first descriptor stored last, with Release; the device
+//! reads descriptors in ring order, so it reaches none of the later ones
+//! before it), as the split ring publishes its avail index once. Notifications: poll mode sets the
 //! driver's event suppression to DISABLE; a burst kicks unless the
 //! device's says DISABLE, or, with `VIRTIO_F_EVENT_IDX`, says DESC and
 //! names a descriptor outside those just made available (§2.8.10,
@@ -637,8 +638,8 @@ impl Vring {
             Kind::Packed(ref mut p) => {
                 let w = if write { DESC_F_WRITE } else { 0 };
                 if p.layout.per_chain == 1 {
-                    let hdr = u64::from(self.hdr_len);
-                    p.post_one(self.mem, k, (buf.wrapping_sub(hdr), len + self.hdr_len, w));
+                    // Only receive queues have one-descriptor chains.
+                    p.post_rx_in_buf(self.mem, k, buf, len, self.hdr_len);
                 } else {
                     let hdr = self.region.iova() + p.layout.hdr(k as usize) as u64;
                     p.post(
@@ -1162,6 +1163,18 @@ impl<D: Doorbell> VirtqRx<D> {
     /// error does.
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        // One loop per place of the header, each without the other's code.
+        if self.hdr_in_buf {
+            self.burst::<true>(out, max)
+        } else {
+            self.burst::<false>(out, max)
+        }
+    }
+
+    /// [`VirtqRx::rx_burst`] with the header in each buffer's headroom
+    /// (`IN_BUF`) or in the ring's header slots.
+    #[inline(always)]
+    fn burst<const IN_BUF: bool>(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         if self.vq.stopped {
             return 0;
         }
@@ -1183,9 +1196,22 @@ impl<D: Doorbell> VirtqRx<D> {
             "VirtqRx: its PoolCache was replaced by one of another mempool"
         );
         let first_avail = self.avail_idx;
+        // IN_BUF (a packed ring of one-descriptor chains): the burst runs on
+        // a copy of the ring's cursors, stored back after the loop, so that
+        // no ring operation matches the layout or follows the box.
+        let mem = self.ring.mem;
+        let mut pk = match &self.ring.kind {
+            Kind::Packed(p) if IN_BUF => **p,
+            _ => packed::Packed::new(4, 1),
+        };
         let (mut got, mut bytes, mut taken) = (0usize, 0u64, 0u16);
         while (taken as usize) < n {
-            let (id, len) = match self.ring.next_used(self.last_used.wrapping_add(taken)) {
+            let used = if IN_BUF {
+                pk.peek(mem)
+            } else {
+                self.ring.next_used(self.last_used.wrapping_add(taken))
+            };
+            let (id, len) = match used {
                 Used::Elem { id, len } => (id, len),
                 Used::None => break,
                 Used::Bad => {
@@ -1193,7 +1219,14 @@ impl<D: Doorbell> VirtqRx<D> {
                     break;
                 }
             };
-            let Some(k) = self.ring.chain_of(id, &self.posted) else {
+            let chain = if IN_BUF {
+                // Packed: the buffer id is the chain, in range and in flight.
+                let k = id as usize;
+                self.posted.get(k).copied().unwrap_or(false).then_some(k)
+            } else {
+                self.ring.chain_of(id, &self.posted)
+            };
+            let Some(k) = chain else {
                 self.device_error();
                 break;
             };
@@ -1203,9 +1236,21 @@ impl<D: Doorbell> VirtqRx<D> {
             // The checksum flags (GUEST_CSUM only): a partial checksum whose
             // field is not inside the frame is a bad frame.
             let (mut ol, mut partial) = (0u32, None);
+            // IN_BUF: the header's address, found once for both reads
+            // (null when neither reads it).
+            let in_buf = if IN_BUF && (self.guest_csum || self.hdr == NetHdr::V1Hash) {
+                self.hdr_at::<true>(k)
+            } else {
+                std::ptr::null()
+            };
             if self.guest_csum && !bad {
+                let at = if IN_BUF {
+                    in_buf
+                } else {
+                    self.hdr_at::<false>(k)
+                };
                 // SAFETY: `hdr_at` (chain `k`'s header, at least 12 bytes).
-                let (flags, start, offset) = unsafe { read_hdr_csum(self.hdr_at(k)) };
+                let (flags, start, offset) = unsafe { read_hdr_csum(at) };
                 if flags & net_hdr::F_NEEDS_CSUM != 0 {
                     if u32::from(start) + u32::from(offset) + 2 <= frame {
                         partial = Some((start as usize, offset as usize));
@@ -1224,23 +1269,37 @@ impl<D: Doorbell> VirtqRx<D> {
                 // back from memory the device can write).
                 self.stats.rx_errors += 1;
                 let iova = self.pool.shared().buf_iova(self.slots[k]);
-                self.ring
-                    .post_chain(self.avail_idx, k as u16, iova, self.buf_size, true);
+                if IN_BUF {
+                    pk.post_rx_in_buf(mem, k as u16, iova, self.buf_size, hdr_len);
+                } else {
+                    self.ring
+                        .post_chain(self.avail_idx, k as u16, iova, self.buf_size, true);
+                }
             } else {
                 let Some(fresh) = self.cache.get() else {
                     self.stats.rx_nombuf += 1;
                     break;
                 };
-                let hash = match self.hdr {
-                    NetHdr::V1 => 0,
+                // In the buffer: read before the buffer leaves the chain.
+                let early = match self.hdr {
                     // SAFETY: `hdr_at` (chain `k`'s header, 20 bytes with
-                    // V1Hash), read before its buffer leaves the chain.
-                    NetHdr::V1Hash => unsafe { read_hdr_hash(self.hdr_at(k)) },
+                    // V1Hash).
+                    NetHdr::V1Hash if IN_BUF => unsafe { read_hdr_hash(in_buf) },
+                    _ => 0,
                 };
                 let done = std::mem::replace(&mut self.slots[k], fresh);
                 let iova = self.pool.shared().buf_iova(fresh);
-                self.ring
-                    .post_chain(self.avail_idx, k as u16, iova, self.buf_size, true);
+                if IN_BUF {
+                    pk.post_rx_in_buf(mem, k as u16, iova, self.buf_size, hdr_len);
+                } else {
+                    self.ring
+                        .post_chain(self.avail_idx, k as u16, iova, self.buf_size, true);
+                }
+                let hash = match self.hdr {
+                    // SAFETY: as above; a header slot stays the chain's.
+                    NetHdr::V1Hash if !IN_BUF => unsafe { read_hdr_hash(self.hdr_at::<false>(k)) },
+                    _ => early,
+                };
                 // SAFETY: `done` was chain `k`'s armed buffer of the ring's
                 // pool, now replaced by `fresh` (the ring no longer owns it),
                 // with the pool reference every armed buffer holds (`fresh`
@@ -1256,13 +1315,20 @@ impl<D: Doorbell> VirtqRx<D> {
                 got += 1;
             }
             self.posted[k] = false;
-            self.ring.consume_used();
+            if IN_BUF {
+                pk.consume_one();
+            } else {
+                self.ring.consume_used();
+            }
             // `taken < n <= in_flight <= chains`: inside `rearmed`.
             self.rearmed[taken as usize] = k as u16;
             self.avail_idx = self.avail_idx.wrapping_add(1);
             taken += 1;
         }
         self.last_used = self.last_used.wrapping_add(taken);
+        if let (true, Kind::Packed(p)) = (IN_BUF, &mut self.ring.kind) {
+            **p = pk;
+        }
         if taken > 0 {
             // The chains re-posted in this burst are the device's again.
             self.repost(first_avail, taken);
@@ -1277,15 +1343,16 @@ impl<D: Doorbell> VirtqRx<D> {
         got
     }
 
-    /// Where chain `k`'s `virtio_net_hdr` lies: its header slot, or the
-    /// `hdr.bytes()` in front of its buffer's data (`hdr_in_buf`). Either
+    /// Where chain `k`'s `virtio_net_hdr` lies: its header slot, or
+    /// (`IN_BUF`, only when `hdr_in_buf`) the `hdr.bytes()` in front of its
+    /// buffer's data. Either
     /// way at least the header's bytes are readable there, 4-byte aligned
     /// (slots are 32 bytes from a 16-byte aligned start; a buffer's data is
     /// 64-byte aligned and the header 12 or 20 bytes long, so its u16
     /// fields are 2-byte and its u32 4-byte aligned).
     #[inline(always)]
-    fn hdr_at(&self, k: usize) -> *const u8 {
-        if self.hdr_in_buf {
+    fn hdr_at<const IN_BUF: bool>(&self, k: usize) -> *const u8 {
+        if IN_BUF {
             // `k` is a chain (`chain_of`), the pool's headroom is at least
             // 20 bytes (`with_layout`): inside the buffer's slot.
             self.pool

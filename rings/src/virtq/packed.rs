@@ -26,9 +26,14 @@
 //! field of a chain is written before its first descriptor's flags, which
 //! are stored with Release; a used descriptor's flags are loaded with
 //! Acquire before its id and length are read. The driver holds back the
-//! first descriptors' flags of a burst until [`Packed::publish`], so that
+//! flags of a burst's first descriptor until [`Packed::publish`], so that
 //! no chain posted in a burst can come back used within the same burst
-//! (the burst's checks would then take it for a repeated id).
+//! (the burst's checks would then take it for a repeated id). Every later
+//! descriptor of the burst is written whole, flags included, at once: the
+//! device reads available descriptors in ring order, polling only the one
+//! after the last it took (§2.8 "Polling of available and used
+//! descriptors"), so it reaches none of them before the held one, whose
+//! Release store comes after them all.
 
 use super::{Mem, HDR_SLOT};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
@@ -125,31 +130,50 @@ pub(crate) enum Used {
 }
 
 /// The driver's state of one packed ring: the layout, both cursors with
-/// their wrap counters, and the first descriptors written in this burst
-/// whose flags are still to be stored.
-#[derive(Debug)]
+/// their wrap counters, and the burst's first descriptor, whose flags are
+/// still to be stored. `Copy`: a receive burst runs on a copy and stores
+/// it back.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Packed {
     pub(crate) layout: PackedLayout,
     next_avail: u16,
     avail_wrap: bool,
     next_used: u16,
     used_wrap: bool,
-    /// (position, flags) of each chain's first descriptor, in order.
-    heads: Vec<(u16, u16)>,
+    /// (position, flags) of the burst's first descriptor, until published.
+    head: Option<(u16, u16)>,
 }
 
 impl Packed {
     /// A fresh ring of chains of `per_chain` descriptors: both cursors at
     /// 0, both wrap counters 1 (§2.8.1).
-    pub(crate) fn new(size: u16, per_chain: u16) -> Packed {
-        let layout = PackedLayout::new(size, per_chain);
+    #[inline]
+    pub(crate) const fn new(size: u16, per_chain: u16) -> Packed {
         Packed {
-            layout,
+            layout: PackedLayout::new(size, per_chain),
             next_avail: 0,
             avail_wrap: true,
             next_used: 0,
             used_wrap: true,
-            heads: Vec::with_capacity(layout.chains as usize),
+            head: None,
+        }
+    }
+
+    /// Write descriptor `d` whole, flags included, as two 8-byte stores
+    /// (address; then length, id and flags, each little-endian in its
+    /// place, §2.8.13).
+    ///
+    /// # Safety
+    /// `d` is a descriptor inside the ring (from `PackedLayout::desc`),
+    /// 16-byte aligned, reached only with volatile accesses.
+    #[inline(always)]
+    unsafe fn write_whole(d: *mut PackedDesc, addr: u64, len: u32, id: u16, flags: u16) {
+        let rest = u64::from(len) | u64::from(id) << 32 | u64::from(flags) << 48;
+        // SAFETY: the caller's promises; 16 bytes at a 16-byte aligned
+        // descriptor.
+        unsafe {
+            d.cast::<u64>().write_volatile(addr.to_le());
+            d.cast::<u64>().add(1).write_volatile(rest.to_le());
         }
     }
 
@@ -177,8 +201,9 @@ impl Packed {
 
     /// Write chain `id` at the avail cursor: `first` (address, length,
     /// NEXT/WRITE flags) then `second` (address, length, WRITE flag), and
-    /// move the cursor by two. The second descriptor is written whole; the
-    /// first all but its flags, which [`Packed::publish`] stores.
+    /// move the cursor by two. The second descriptor is written whole, the
+    /// first too unless it is the burst's first (module docs), whose flags
+    /// [`Packed::publish`] stores.
     #[inline(always)]
     pub(crate) fn post(
         &mut self,
@@ -191,27 +216,16 @@ impl Packed {
         let (p1, w1) = self.step(p0, w0, 1);
         let d1 = mem.at::<PackedDesc>(self.layout.desc(p1));
         let d0 = mem.at::<PackedDesc>(self.layout.desc(p0));
-        // SAFETY: `desc` clamps both positions inside the ring, which lies
+        // SAFETY: `desc` clamps the position inside the ring, which lies
         // inside the region (layout); 16-byte aligned (page-aligned region);
         // only volatile accesses reach this memory.
-        unsafe {
-            d1.write_volatile(PackedDesc {
-                addr: Le64::from(second.0),
-                len: Le32::from(second.1),
-                id: Le16::from(id),
-                flags: Le16::from(second.2 | Self::avail_bits(w1)),
-            });
-            std::ptr::addr_of_mut!((*d0).addr).write_volatile(Le64::from(first.0));
-            std::ptr::addr_of_mut!((*d0).len).write_volatile(Le32::from(first.1));
-            std::ptr::addr_of_mut!((*d0).id).write_volatile(Le16::from(id));
-        }
-        if self.heads.len() < self.heads.capacity() {
-            self.heads.push((p0, first.2 | Self::avail_bits(w0)));
-        } else {
-            // More chains in one burst than the ring holds cannot happen
-            // (each needs a used one first); store at once if it did.
-            Self::store_flags(mem, self.layout.desc(p0), first.2 | Self::avail_bits(w0));
-        }
+        unsafe { Self::write_whole(d1, second.0, second.1, id, second.2 | Self::avail_bits(w1)) };
+        self.write_first(
+            d0,
+            p0,
+            id,
+            (first.0, first.1, first.2 | Self::avail_bits(w0)),
+        );
         (self.next_avail, self.avail_wrap) = self.step(p0, w0, 2);
     }
 
@@ -222,20 +236,49 @@ impl Packed {
     pub(crate) fn post_one(&mut self, mem: Mem, id: u16, desc: (u64, u32, u16)) {
         let (p0, w0) = (self.next_avail, self.avail_wrap);
         let d0 = mem.at::<PackedDesc>(self.layout.desc(p0));
-        // SAFETY: as in `post`: `desc` clamps the position inside the
-        // ring, 16-byte aligned, only volatile accesses.
-        unsafe {
-            std::ptr::addr_of_mut!((*d0).addr).write_volatile(Le64::from(desc.0));
-            std::ptr::addr_of_mut!((*d0).len).write_volatile(Le32::from(desc.1));
-            std::ptr::addr_of_mut!((*d0).id).write_volatile(Le16::from(id));
-        }
-        let flags = desc.2 | Self::avail_bits(w0);
-        if self.heads.len() < self.heads.capacity() {
-            self.heads.push((p0, flags));
+        self.write_first(d0, p0, id, (desc.0, desc.1, desc.2 | Self::avail_bits(w0)));
+        if p0 + 1 >= self.layout.size {
+            (self.next_avail, self.avail_wrap) = (0, !w0);
         } else {
-            Self::store_flags(mem, self.layout.desc(p0), flags);
+            self.next_avail = p0 + 1;
         }
-        (self.next_avail, self.avail_wrap) = self.step(p0, w0, 1);
+    }
+
+    /// Post receive chain `id` of one descriptor: the `hdr_len` bytes of
+    /// headroom in front of the buffer at `buf`, then its `len` bytes,
+    /// device-writable.
+    #[inline(always)]
+    pub(crate) fn post_rx_in_buf(&mut self, mem: Mem, id: u16, buf: u64, len: u32, hdr_len: u32) {
+        self.post_one(
+            mem,
+            id,
+            (
+                buf.wrapping_sub(u64::from(hdr_len)),
+                len + hdr_len,
+                super::DESC_F_WRITE,
+            ),
+        );
+    }
+
+    /// Write a chain's first descriptor `d0` (at `pos`, from
+    /// `PackedLayout::desc`) with buffer id `id` and (address, length,
+    /// flags): whole, or, for the burst's first, all but its flags, which
+    /// are held for [`Packed::publish`].
+    #[inline(always)]
+    fn write_first(&mut self, d0: *mut PackedDesc, pos: u16, id: u16, d: (u64, u32, u16)) {
+        // SAFETY: `d0` is descriptor `pos` inside the ring (the caller took
+        // it from `desc`, which clamps), 16-byte aligned; only volatile
+        // accesses reach this memory.
+        unsafe {
+            if self.head.is_none() {
+                std::ptr::addr_of_mut!((*d0).addr).write_volatile(Le64::from(d.0));
+                std::ptr::addr_of_mut!((*d0).len).write_volatile(Le32::from(d.1));
+                std::ptr::addr_of_mut!((*d0).id).write_volatile(Le16::from(id));
+                self.head = Some((pos, d.2));
+            } else {
+                Self::write_whole(d0, d.0, d.1, id, d.2);
+            }
+        }
     }
 
     /// Store a first descriptor's flags with Release: after every other
@@ -251,13 +294,13 @@ impl Packed {
     }
 
     /// Make every chain posted since the last publish available: store
-    /// their first descriptors' flags, in ring order.
+    /// the burst's first descriptor's flags (Release, after every other
+    /// descriptor of the burst).
     #[inline(always)]
     pub(crate) fn publish(&mut self, mem: Mem) {
-        for &(pos, flags) in &self.heads {
+        if let Some((pos, flags)) = self.head.take() {
             Self::store_flags(mem, self.layout.desc(pos), flags);
         }
-        self.heads.clear();
     }
 
     /// What the descriptor at the used cursor holds (flags loaded with
@@ -268,11 +311,11 @@ impl Packed {
         let off = self.layout.desc(self.next_used);
         // SAFETY: as in `store_flags`: a descriptor's flags inside the ring.
         let a = unsafe { AtomicU16::from_ptr(mem.at::<u16>(off + 14)) };
-        let flags = u16::from_le(a.load(Ordering::Acquire));
-        let avail = flags & DESC_F_AVAIL != 0;
-        let used = flags & DESC_F_USED != 0;
+        let bits = u16::from_le(a.load(Ordering::Acquire)) & (DESC_F_AVAIL | DESC_F_USED);
         let w = self.used_wrap;
-        if avail == w && used == w {
+        // Used with wrap counter w: AVAIL = USED = w.
+        let used_bits = if w { DESC_F_AVAIL | DESC_F_USED } else { 0 };
+        if bits == used_bits {
             let d = mem.at::<PackedDesc>(off);
             // SAFETY: inside the ring (clamped), aligned; read after the
             // flags (Acquire above).
@@ -286,10 +329,21 @@ impl Packed {
                 id: u32::from(id),
                 len,
             }
-        } else if avail == w && used != w {
+        } else if bits == Self::avail_bits(w) {
+            // Still the driver's available descriptor.
             Used::None
         } else {
             Used::Bad
+        }
+    }
+
+    /// Move the used cursor past a chain of one descriptor.
+    #[inline(always)]
+    pub(crate) fn consume_one(&mut self) {
+        if self.next_used + 1 >= self.layout.size {
+            (self.next_used, self.used_wrap) = (0, !self.used_wrap);
+        } else {
+            self.next_used += 1;
         }
     }
 
