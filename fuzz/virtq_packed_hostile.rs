@@ -19,6 +19,19 @@
 //! headroom, one descriptor per buffer whose header the device writes in
 //! front of the frame.
 //!
+//! Its next bit turns on the **header mode**: the receive queue reads the
+//! 20-byte `virtio_net_hdr_v1_hash` with `VIRTIO_NET_F_GUEST_CSUM`
+//! (`set_net_hdr(V1Hash)`, `set_guest_csum(true)`), and each well-formed
+//! completion writes a header from the input: any `flags`, `csum_start`,
+//! `csum_offset`, `hash_value` and `hash_report`. While the device behaves
+//! otherwise, every frame whose `NEEDS_CSUM` field lies outside it is
+//! dropped and counted in `rx_errors`, and every other one comes out with
+//! its bytes (the checksum field aside), its hash (0 when the report says
+//! none), its L4 checksum status (Good for `DATA_VALID` or `NEEDS_CSUM`,
+//! else not checked) and, for `NEEDS_CSUM`, a checksum that sums to
+//! 0xffff from `csum_start` to the end with the pseudo-header's sum the
+//! field held (RFC 1071, checked here with the harness's own sum).
+//!
 //! After every step:
 //! - nothing panicked;
 //! - every buffer of the pool is accounted for exactly once (shared free
@@ -52,6 +65,32 @@ const TX_RING: u16 = 10;
 const HDR: u32 = 12;
 /// Headroom of the pool in the one-descriptor mode.
 const HEADROOM: usize = 64;
+/// `VIRTIO_NET_HDR_F_NEEDS_CSUM` and `VIRTIO_NET_HDR_F_DATA_VALID`.
+const NEEDS_CSUM: u8 = 1;
+const DATA_VALID: u8 = 2;
+
+/// What a received frame must be (the header mode's oracle).
+struct Expect {
+    bytes: Vec<u8>,
+    /// `NEEDS_CSUM`: (csum_start, csum_offset), inside the frame.
+    csum: Option<(usize, usize)>,
+    /// The L4 checksum reported Good.
+    good: bool,
+    hash: u32,
+}
+
+/// The ones' complement sum of `b` as big-endian 16-bit words (an odd last
+/// byte padded with 0), plus `acc`, folded.
+fn ones_fold(b: &[u8], acc: u64) -> u16 {
+    let mut s: u64 = acc
+        + b.chunks(2)
+            .map(|c| u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+            .sum::<u64>();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
 
 /// Counts nothing: kicks are checked by the unit tests.
 struct Nop;
@@ -108,6 +147,9 @@ fn peek(a: u64, len: usize) -> Vec<u8> {
 /// 6 reclaim TX; 7 the device's event suppression, and interrupts.
 pub fn run(data: &[u8]) {
     let one = data.first().is_some_and(|b| b & 0x80 != 0);
+    let header_mode = data.first().is_some_and(|b| b & 0x40 != 0);
+    // The receive header's length.
+    let rx_hdr: u32 = if header_mode { 20 } else { HDR };
     let headroom = if one { HEADROOM } else { 0 };
     let pool = Mempool::with_headroom(
         POOL,
@@ -132,6 +174,10 @@ pub fn run(data: &[u8]) {
     .unwrap();
     let mut tx =
         VirtqTx::with_layout(VirtqLayout::Packed, TX_RING, PageSize::Small4K, mapper, Nop).unwrap();
+    if header_mode {
+        rx.set_net_hdr(pollnic_rings::NetHdr::V1Hash);
+        rx.set_guest_csum(true);
+    }
     rx.start();
     // SAFETY: identity-mapped queues, alive until the teardown below; the
     // views are not used after it.
@@ -143,7 +189,8 @@ pub fn run(data: &[u8]) {
     // The RX chains the device holds, and the frames it completed (in the
     // order their used descriptors were written) while it behaved.
     let mut held: Vec<(Chain, (u64, u64))> = Vec::new();
-    let mut expected: VecDeque<Vec<u8>> = VecDeque::new();
+    // `None`: a frame the driver must drop (and count in `rx_errors`).
+    let mut expected: VecDeque<Option<Expect>> = VecDeque::new();
     // The frames handed to tx_burst, in order, not yet read by the device.
     let mut sent: VecDeque<Vec<u8>> = VecDeque::new();
     let mut app: Vec<Packet> = Vec::new();
@@ -159,9 +206,11 @@ pub fn run(data: &[u8]) {
                     // (address of the header, of the data) when the chain
                     // has the shape the driver posts.
                     let shape = match c.bufs[..] {
-                        [(h, HDR, _), (b, l, _)] if !one && l as usize == room => Some((h, b)),
-                        [(a, l, _)] if one && l as usize == HDR as usize + room => {
-                            Some((a, a + u64::from(HDR)))
+                        [(h, hl, _), (b, l, _)] if !one && hl == rx_hdr && l as usize == room => {
+                            Some((h, b))
+                        }
+                        [(a, l, _)] if one && l as usize == rx_hdr as usize + room => {
+                            Some((a, a + u64::from(rx_hdr)))
                         }
                         _ => None,
                     };
@@ -177,6 +226,21 @@ pub fn run(data: &[u8]) {
             1 => {
                 let i = input.u8() as usize;
                 let len = 1 + (input.u16() as usize % room);
+                // The header mode's fields (read whether or not a chain is
+                // held, so that an input means the same either way).
+                let (hflags, start, offset) = if header_mode {
+                    (input.u8(), input.u16(), input.u16())
+                } else {
+                    (0, 0, 0)
+                };
+                let (hash, report) = if header_mode {
+                    (
+                        u32::from(input.u16()) << 16 | u32::from(input.u16()),
+                        input.u8() as u16 % 4,
+                    )
+                } else {
+                    (0, 0)
+                };
                 if !held.is_empty() {
                     let (c, (h, b)) = held.remove(i % held.len());
                     let f = frame(seq, len);
@@ -184,12 +248,28 @@ pub fn run(data: &[u8]) {
                     // Only an honest device's chains are sure to be the
                     // driver's (a hostile one may have written descriptors
                     // with any address): write memory only then.
+                    let mut hdr = vec![0u8; rx_hdr as usize];
+                    hdr[0] = hflags;
+                    hdr[6..8].copy_from_slice(&start.to_le_bytes());
+                    hdr[8..10].copy_from_slice(&offset.to_le_bytes());
+                    hdr[10..12].copy_from_slice(&1u16.to_le_bytes());
+                    if header_mode {
+                        hdr[12..16].copy_from_slice(&hash.to_le_bytes());
+                        hdr[16..18].copy_from_slice(&report.to_le_bytes());
+                    }
                     if honest {
-                        poke(h, &[0u8; HDR as usize]);
+                        poke(h, &hdr);
                         poke(b, &f);
                     }
-                    rdev.push_used(c.id, HDR + len as u32, per_chain);
-                    expected.push_back(f);
+                    rdev.push_used(c.id, rx_hdr + len as u32, per_chain);
+                    let (s, o) = (usize::from(start), usize::from(offset));
+                    let needs = header_mode && hflags & NEEDS_CSUM != 0;
+                    expected.push_back((!needs || s + o + 2 <= len).then(|| Expect {
+                        bytes: f,
+                        csum: needs.then_some((s, o)),
+                        good: header_mode && hflags & (NEEDS_CSUM | DATA_VALID) != 0,
+                        hash: if report == 0 { 0 } else { hash },
+                    }));
                 }
             }
             2 => {
@@ -214,13 +294,24 @@ pub fn run(data: &[u8]) {
             3 => {
                 let max = input.u8() as usize % 40;
                 let before = app.len();
+                let errors = rx.stats().rx_errors;
                 rx.rx_burst(&mut app, max);
+                let dropped = rx.stats().rx_errors - errors;
                 for p in &app[before..] {
                     assert!(p.len() <= room, "a packet longer than its buffer");
-                    if honest {
-                        let want = expected.pop_front().expect("a frame the device wrote");
-                        assert_eq!(p.data(), &want[..], "received bytes");
+                }
+                if honest {
+                    // The burst took, in order, its packets and the frames
+                    // it dropped: exactly those, and the dropped ones only
+                    // where a checksum field lay outside the frame.
+                    let mut got = app[before..].iter();
+                    for _ in 0..(app.len() - before) as u64 + dropped {
+                        match expected.pop_front().expect("a frame the device wrote") {
+                            Some(want) => check_frame(got.next().expect("a packet"), &want),
+                            None => {}
+                        }
                     }
+                    assert!(got.next().is_none(), "more packets than expected frames");
                 }
             }
             4 => {
@@ -296,6 +387,37 @@ pub fn run(data: &[u8]) {
         POOL as usize,
         "buffers lost after teardown"
     );
+}
+
+/// A received frame against what the honest device wrote.
+fn check_frame(p: &Packet, want: &Expect) {
+    let got = p.data();
+    assert_eq!(got.len(), want.bytes.len(), "received length");
+    assert_eq!(p.rss_hash(), want.hash, "the header's hash");
+    let l4 = p.rx_checksum().l4;
+    let good = pollnic_hw::offload::ChecksumStatus::Good;
+    assert_eq!(l4 == good, want.good, "L4 checksum status {l4:?}");
+    match want.csum {
+        None => assert_eq!(got, &want.bytes[..], "received bytes"),
+        Some((s, o)) => {
+            let at = s + o;
+            assert_eq!(got[..at], want.bytes[..at], "bytes before the checksum");
+            assert_eq!(
+                got[at + 2..],
+                want.bytes[at + 2..],
+                "bytes after the checksum"
+            );
+            // The field held the pseudo-header's sum (here whatever the
+            // frame had there); with it, the completed range sums to
+            // 0xffff (RFC 1071 verification).
+            let pseudo = u16::from_be_bytes([want.bytes[at], want.bytes[at + 1]]);
+            let udp_zero = o == 6 && got[at..at + 2] == [0xff, 0xff];
+            assert!(
+                ones_fold(&got[s..], u64::from(pseudo)) == 0xffff || udp_zero,
+                "the completed checksum does not sum to 0xffff"
+            );
+        }
+    }
 }
 
 /// Every buffer accounted for once.

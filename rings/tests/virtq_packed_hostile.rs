@@ -56,7 +56,10 @@ fn pseudo_random_inputs_replay_clean() {
         // each kind.
         let mut data = data;
         if let Some(b) = data.first_mut() {
-            *b = (*b & 0x7f) | if case % 4 < 2 { 0x80 } else { 0 };
+            // ... and its next bit the header mode, in half of each.
+            *b = (*b & 0x3f)
+                | if case % 4 < 2 { 0x80 } else { 0 }
+                | if case % 8 < 4 { 0x40 } else { 0 };
         }
         let r = std::panic::catch_unwind(|| virtq_packed_hostile::run(&data));
         assert!(r.is_ok(), "case {case} failed: input {data:02x?}");
