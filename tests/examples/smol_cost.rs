@@ -91,12 +91,16 @@ fn open(last: u8, offload: bool, nic: &str) -> (Nic, Device) {
             (Nic::Igb(m), dev)
         }
         _ => {
-            let mut mc = VirtioModelConfig::default();
-            mc.mac = mac;
-            if nic == "virtio-packed" {
-                mc.features |= feature::RING_PACKED;
-            }
-            let m = SoftVirtioNet::new(mc);
+            let packed = if nic == "virtio-packed" {
+                feature::RING_PACKED
+            } else {
+                0
+            };
+            let m = SoftVirtioNet::new(VirtioModelConfig {
+                mac,
+                features: feature::ALL | packed,
+                ..Default::default()
+            });
             let dev = m.open(&cfg).expect("bring-up on the virtio-net model");
             (Nic::Virtio(m), dev)
         }
