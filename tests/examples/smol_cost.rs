@@ -157,11 +157,7 @@ fn main() {
         pb.poll(&mut ib, &mut sb, now);
         for (from, to) in [(&ma, &mb), (&mb, &ma)] {
             for f in from.take_tx_frames() {
-                assert!(
-                    to.receive(&f),
-                    "a {}-byte frame was not delivered",
-                    f.len()
-                );
+                assert!(to.receive(&f), "a {}-byte frame was not delivered", f.len());
                 frames += 1;
             }
         }

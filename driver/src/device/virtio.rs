@@ -5,7 +5,7 @@
 use super::backend::Backend;
 use super::open::check_hugepages;
 use super::{local_mac, Device};
-use crate::config::{DeviceConfig, DmaAddressing};
+use crate::config::{DeviceConfig, DmaAddressing, VIRTIO_RX_HEADROOM};
 use crate::error::{Error, Result};
 use crate::family::virtio::{self, VirtioNet};
 use crate::family::Family;
@@ -16,11 +16,6 @@ use crate::sys::dmamap::{DmaPurpose, Recording};
 use crate::wait::wait_for;
 use pollnic_rings::{Mempool, PageSize, VirtqLayout, VirtqRx, VirtqTx};
 use std::sync::Arc;
-
-/// Headroom of a packed virtio-net port's receive buffers: the 12- or
-/// 20-byte `virtio_net_hdr` lies in it, and the frame starts 64 bytes
-/// into its buffer's slot (cache-line aligned).
-const RX_HEADROOM: usize = 64;
 
 impl Device {
     /// The bring-up of a virtio-net device (virtio 1.x §3.1.1):
@@ -141,11 +136,7 @@ impl Device {
             // when the headroom would leave less than the largest frame.
             let (buf_size, headroom) = match layout {
                 VirtqLayout::Split => (cfg.rx_buf_size(), 0),
-                VirtqLayout::Packed => (
-                    cfg.rx_buf_size()
-                        .max(pollnic_hw::mtu::max_rx_bytes(cfg.mtu) as usize + RX_HEADROOM),
-                    RX_HEADROOM,
-                ),
+                VirtqLayout::Packed => (cfg.rx_slot_size(), VIRTIO_RX_HEADROOM),
             };
             let pool = Mempool::with_headroom(
                 cfg.mempool_size,
