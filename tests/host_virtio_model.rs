@@ -187,6 +187,31 @@ fn a_device_with_a_jumbo_mtu_gets_buffers_that_take_its_frames() {
     }
 }
 
+/// A device MTU just under a buffer size's end (2000: frames of 2014 bytes,
+/// 2022 with two tags, in 2048-byte buffers): on a packed ring, whose
+/// receive buffers keep 64 bytes of headroom for the header, the buffers
+/// grow so that a frame of the device's MTU still fits (§5.1.4.2), with a
+/// port asking for MTU 1500. Broken once: sizing the headroom from the
+/// port's MTU, the model reported the short chains.
+#[test]
+fn a_device_mtu_near_a_buffers_end_still_fits_behind_the_packed_headroom() {
+    for packed in LAYOUTS {
+        let m = SoftVirtioNet::new(VirtioModelConfig {
+            mtu: 2000,
+            ..cfg_in(packed)
+        });
+        let mut dev = m.open(&small(1)).unwrap();
+        let flow = Flow::between([2, 0, 0, 0, 0, 9], dev.mac());
+        let f = frame::expected(2014, &flow, 1, 1);
+        assert!(matches!(m.receive(&f), VirtioRx::Delivered { .. }));
+        let mut got: Vec<Packet> = Vec::new();
+        assert_eq!(dev.queue(0).rx_burst(&mut got, 8), 1);
+        assert_eq!(got[0].data().len(), 2014);
+        assert!(got[0].capacity() >= 2022, "{}", got[0].capacity());
+        clean(&m);
+    }
+}
+
 #[test]
 fn promiscuous_mode_off_is_sent_and_the_device_filters() {
     for packed in LAYOUTS {

@@ -459,17 +459,6 @@ impl DeviceConfig {
         }
     }
 
-    /// Bytes per mempool buffer on a packed virtio-net port, whose receive
-    /// buffers keep [`VIRTIO_RX_HEADROOM`] bytes in front of the frame for
-    /// the `virtio_net_hdr`: [`DeviceConfig::rx_buf_size`], grown only when
-    /// the headroom would leave less than the largest frame of the MTU
-    /// ([`pollnic_hw::mtu::max_rx_bytes`]); on every other port the buffers
-    /// are `rx_buf_size`, which this never undercuts.
-    pub(crate) fn rx_slot_size(&self) -> usize {
-        self.rx_buf_size()
-            .max(pollnic_hw::mtu::max_rx_bytes(self.mtu) as usize + VIRTIO_RX_HEADROOM)
-    }
-
     /// Fewest buffers a queue's mempool may have: every RX descriptor armed,
     /// every TX descriptor in flight, the queue's buffer cache full, and one
     /// burst held by the application; with fewer, a queue could wait for a
@@ -481,13 +470,10 @@ impl DeviceConfig {
             + 32
     }
 
-    /// 2 MiB hugepages one queue pins at most: `(mempool, rings)`, i.e. the
-    /// mempool's buffers (`mempool_size` buffers of
-    /// [`DeviceConfig::rx_buf_size`] bytes rounded up to 128, or, where a
-    /// packed virtio-net port's 64 bytes of receive headroom would leave
-    /// less than the largest frame, that frame plus the headroom; `2 MiB /
-    /// buffer` of them per page, none crossing a page:
-    /// [`Mempool::region_bytes`](pollnic_rings::Mempool::region_bytes))
+    /// 2 MiB hugepages one queue pins: `(mempool, rings)`, i.e. the mempool's
+    /// buffers (`mempool_size` buffers of [`DeviceConfig::rx_buf_size`]
+    /// bytes rounded up to 128, `2 MiB / buffer` of them per page, none
+    /// crossing a page: [`Mempool::region_bytes`](pollnic_rings::Mempool::region_bytes))
     /// and one page each for the RX and TX descriptor rings (16-byte
     /// descriptors). The defaults need (4, 2): 12 MiB per queue; MTU 9000
     /// with the default 4096 buffers needs (19, 2): 42 MiB per queue.
@@ -496,7 +482,7 @@ impl DeviceConfig {
         use pollnic_rings::{Mempool, PageSize};
         let pages = |bytes: usize| bytes.div_ceil(HUGEPAGE_SIZE);
         // A buffer is at most 9216 bytes (MTU 9000), so it always fits a page.
-        let pool = Mempool::region_bytes(self.mempool_size, self.rx_slot_size(), PageSize::Huge2M)
+        let pool = Mempool::region_bytes(self.mempool_size, self.rx_buf_size(), PageSize::Huge2M)
             .unwrap_or(usize::MAX - HUGEPAGE_SIZE);
         (
             pages(pool),
@@ -595,19 +581,16 @@ mod tests {
         // 4096 buffers of 9216 bytes, 227 to a 2 MiB page (none crossing
         // one): 19 hugepages, where packing them end to end took 18.
         assert_eq!(jumbo.hugepages_per_queue(), (19, 2));
-        // The packed virtio-net receive headroom (64 bytes) fits in the
-        // slack of every MTU's buffer but those within 64 bytes of its end:
-        // at MTU 1980 the largest frame (2002 bytes) and the headroom take a
-        // 2176-byte slot, 963 to a page: 5 hugepages, not 4.
-        assert_eq!(DeviceConfig::default().rx_slot_size(), 2048);
-        assert_eq!(jumbo.rx_slot_size(), 9216);
+        // A packed virtio-net port at MTU 1980 sizes its buffers for the
+        // largest frame (2002 bytes) behind 64 bytes of headroom
+        // (`with_buf_size(2066)`): 2176-byte slots, 963 to a page, so 5
+        // hugepages, not 4.
         let edge = DeviceConfig {
             mtu: 1980,
             ..Default::default()
         };
-        assert_eq!((edge.rx_buf_size(), edge.rx_slot_size()), (2048, 2066));
-        assert_eq!(edge.hugepages_per_queue(), (5, 2));
-        assert_eq!(DeviceConfig::default().hugepages_per_queue(), (4, 2));
+        assert_eq!(edge.hugepages_per_queue(), (4, 2));
+        assert_eq!(edge.with_buf_size(2002 + 64).hugepages_per_queue(), (5, 2));
         let c = DeviceConfig {
             queues: 2,
             reta: Some(Reta::round_robin(4)),

@@ -27,8 +27,8 @@
 //! already used), each stop the queue; a bad length drops the frame. The
 //! chains a burst re-posts become available only at the burst's end (the
 //! flags of its first descriptor stored last, with Release; the device
-//! reads descriptors in ring order, so it reaches none of the later ones
-//! before it), as the split ring publishes its avail index once. Notifications: poll mode sets the
+//! MUST start processing descriptors in ring order, §2.8 device
+//! requirements, so it reaches none of the later ones before it), as the split ring publishes its avail index once. Notifications: poll mode sets the
 //! driver's event suppression to DISABLE; a burst kicks unless the
 //! device's says DISABLE, or, with `VIRTIO_F_EVENT_IDX`, says DESC and
 //! names a descriptor outside those just made available (§2.8.10,
@@ -672,8 +672,8 @@ impl Vring {
     }
 
     /// Make what was posted visible to the device: split, avail.idx =
-    /// `idx` with Release (after every entry before it); packed, the held
-    /// first descriptors' flags, each with Release.
+    /// `idx` with Release (after every entry before it); packed, the
+    /// burst's first descriptor's held flags, with Release.
     #[inline(always)]
     fn publish(&mut self, idx: u16) {
         match &mut self.kind {
@@ -784,7 +784,7 @@ impl Vring {
     }
 
     /// Past the used chain [`Vring::next_used`] returned (packed: the used
-    /// cursor moves by the chain's two descriptors; split: the caller's
+    /// cursor moves by the chain's descriptors; split: the caller's
     /// `last_used` does it).
     #[inline(always)]
     fn consume_used(&mut self) {
@@ -835,7 +835,10 @@ impl Vring {
     #[inline(always)]
     fn set_hdr_csum(&self, k: usize, flags: u8, csum_start: u16, csum_offset: u16) {
         let off = self.hdr_off(k);
-        // SAFETY: as in `hdr_csum`: inside header slot `k`, aligned.
+        // SAFETY: `hdr_off` masks or clamps `k` inside the header slots, so
+        // the fields (bytes 0, 1, 6..8, 8..10) lie inside header slot `k`
+        // (HDR_SLOT >= 12 bytes), 2-byte aligned (32-byte slots from a
+        // 16-byte aligned start).
         unsafe {
             self.at::<u8>(off + net_hdr::FLAGS).write_volatile(flags);
             self.at::<u8>(off + net_hdr::GSO_TYPE)
@@ -1353,7 +1356,8 @@ impl<D: Doorbell> VirtqRx<D> {
     #[inline(always)]
     fn hdr_at<const IN_BUF: bool>(&self, k: usize) -> *const u8 {
         if IN_BUF {
-            // `k` is a chain (`chain_of`), the pool's headroom is at least
+            // `k` is a chain in flight (checked by the burst), the pool's
+            // headroom is at least
             // 20 bytes (`with_layout`): inside the buffer's slot.
             self.pool
                 .shared()

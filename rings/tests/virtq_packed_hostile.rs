@@ -56,10 +56,12 @@ fn pseudo_random_inputs_replay_clean() {
         // each kind.
         let mut data = data;
         if let Some(b) = data.first_mut() {
-            // ... and its next bit the header mode, in half of each.
-            *b = (*b & 0x3f)
+            // ... its next bit the header mode, in half of each, and bit 5
+            // the header's length in that mode, in half again.
+            *b = (*b & 0x1f)
                 | if case % 4 < 2 { 0x80 } else { 0 }
-                | if case % 8 < 4 { 0x40 } else { 0 };
+                | if case % 8 < 4 { 0x40 } else { 0 }
+                | if case % 16 < 8 { 0x20 } else { 0 };
         }
         let r = std::panic::catch_unwind(|| virtq_packed_hostile::run(&data));
         assert!(r.is_ok(), "case {case} failed: input {data:02x?}");

@@ -60,10 +60,16 @@ impl Device {
                 },
             });
         }
-        let rx_buf = port.mtu().map_or(cfg.rx_buf_size(), |m| {
-            cfg.rx_buf_size()
-                .max(pollnic_hw::mtu::rx_buf_size(u32::from(m)) as usize)
-        });
+        let mtu = port.mtu().map_or(cfg.mtu, |m| cfg.mtu.max(u32::from(m)));
+        let mut rx_buf = cfg
+            .rx_buf_size()
+            .max(pollnic_hw::mtu::rx_buf_size(mtu) as usize);
+        // Packed: the header goes in each buffer's headroom, one descriptor
+        // per buffer (`VirtqRx::with_layout`); the buffer grows when the
+        // headroom would leave less than the largest frame of either MTU.
+        if port.virtq_layout() == VirtqLayout::Packed {
+            rx_buf = rx_buf.max(pollnic_hw::mtu::max_rx_bytes(mtu) as usize + VIRTIO_RX_HEADROOM);
+        }
         let sized = cfg.clone().with_buf_size(rx_buf);
         let cfg = &sized;
         let pairs = port.max_queue_pairs()?;
@@ -131,16 +137,14 @@ impl Device {
             let (rxq, txq) = (2 * q, 2 * q + 1);
             let rx_size = size(cfg.rx_ring_size, port.max_queue_size(rxq), "receive")?;
             let tx_size = size(cfg.tx_ring_size, port.max_queue_size(txq), "transmit")?;
-            // Packed: the header goes in each buffer's headroom, one
-            // descriptor per buffer (`VirtqRx::with_layout`); the slot grows
-            // when the headroom would leave less than the largest frame.
-            let (buf_size, headroom) = match layout {
-                VirtqLayout::Split => (cfg.rx_buf_size(), 0),
-                VirtqLayout::Packed => (cfg.rx_slot_size(), VIRTIO_RX_HEADROOM),
+            // Packed: the header in each buffer's headroom (sized above).
+            let headroom = match layout {
+                VirtqLayout::Split => 0,
+                VirtqLayout::Packed => VIRTIO_RX_HEADROOM,
             };
             let pool = Mempool::with_headroom(
                 cfg.mempool_size,
-                buf_size,
+                cfg.rx_buf_size(),
                 headroom,
                 page,
                 mapper(DmaPurpose::Mempool(q)),

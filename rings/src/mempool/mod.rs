@@ -2,9 +2,11 @@
 //! of them, and the per-queue [`PoolCache`] that keeps the hot path off the
 //! shared free list.
 //!
-//! One [`DmaRegion`] is carved into `count` buffers of `buf_size` bytes (2048 is
+//! One [`DmaRegion`] is carved into `count` slots of `buf_size` bytes (2048 is
 //! the field's default data room: it holds any standard frame up to 1518 bytes
-//! plus CRC). Buffers are named by index; identity always comes from pollnic's
+//! plus CRC); a pool made with [`Mempool::with_headroom`] keeps the first
+//! bytes of each slot in front of the buffer's data, and its data room
+//! ([`Mempool::buf_size`]) is the rest. Buffers are named by index; identity always comes from pollnic's
 //! bookkeeping, never from an index the device wrote.
 //!
 //! No buffer crosses a page boundary of the region's [`PageSize`]: each page

@@ -30,10 +30,12 @@
 //! no chain posted in a burst can come back used within the same burst
 //! (the burst's checks would then take it for a repeated id). Every later
 //! descriptor of the burst is written whole, flags included, at once: the
-//! device reads available descriptors in ring order, polling only the one
-//! after the last it took (§2.8 "Polling of available and used
-//! descriptors"), so it reaches none of them before the held one, whose
-//! Release store comes after them all.
+//! device MUST start processing driver descriptors in the order in which
+//! they appear in the ring (§2.8, device requirements of "Packed
+//! Virtqueues"), so it reaches none of them before the held one, whose
+//! Release store comes after them all; the spec's "Placing Available
+//! Buffers Into The Descriptor Ring" batches a request's descriptors the
+//! same way.
 
 use super::{Mem, HDR_SLOT};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
@@ -230,8 +232,9 @@ impl Packed {
     }
 
     /// Write the one-descriptor chain `id` at the avail cursor (address,
-    /// length, flags) all but its flags, which [`Packed::publish`] stores,
-    /// and move the cursor by one.
+    /// length, flags): whole, or, for the burst's first descriptor, all but
+    /// its flags, which [`Packed::publish`] stores; and move the cursor by
+    /// one.
     #[inline(always)]
     pub(crate) fn post_one(&mut self, mem: Mem, id: u16, desc: (u64, u32, u16)) {
         let (p0, w0) = (self.next_avail, self.avail_wrap);
