@@ -68,9 +68,11 @@ pub(crate) struct PackedDesc {
 /// bytes from its region's start (§2.8.10.1 alignment: ring 16, both event
 /// suppression structures 4): the ring, the driver's event suppression
 /// (`queue_driver`), the device's (`queue_device`), then pollnic's header
-/// slots (16), one per chain (unused by one-descriptor chains, whose
-/// header is in their buffer). Every offset clamps its index inside its
-/// part, so each lies inside the layout for any index (unit-tested).
+/// slots (16), one per chain of two (one-descriptor chains have their
+/// header in their buffer: one slot is kept, never used, so that every
+/// offset still lies inside the layout). Every offset clamps its index
+/// inside its part, so each lies inside the layout for any index
+/// (unit-tested).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PackedLayout {
     pub(crate) size: u16,
@@ -78,6 +80,8 @@ pub(crate) struct PackedLayout {
     pub(crate) per_chain: u16,
     /// Chains: `size / per_chain` (at least 2).
     pub(crate) chains: u16,
+    /// Header slots: `chains`, or 1 with one-descriptor chains.
+    slots: u16,
     pub(crate) driver: usize,
     pub(crate) device: usize,
     pub(crate) hdr: usize,
@@ -94,14 +98,16 @@ impl PackedLayout {
         let device = driver + 4;
         let hdr = (device + 4).next_multiple_of(16);
         let chains = size / per_chain;
+        let slots = if per_chain == 1 { 1 } else { chains };
         PackedLayout {
             size,
             per_chain,
             chains,
+            slots,
             driver,
             device,
             hdr,
-            total: hdr + HDR_SLOT * chains as usize,
+            total: hdr + HDR_SLOT * slots as usize,
         }
     }
     /// Descriptor `i` (clamped to the ring).
@@ -110,10 +116,10 @@ impl PackedLayout {
         let i = if i < self.size { i } else { self.size - 1 };
         size_of::<PackedDesc>() * i as usize
     }
-    /// Header slot `k` (clamped to the chains).
+    /// Header slot `k` (clamped to the slots).
     #[inline(always)]
     pub(crate) const fn hdr(&self, k: usize) -> usize {
-        let last = self.chains as usize - 1;
+        let last = self.slots as usize - 1;
         self.hdr + HDR_SLOT * if k < last { k } else { last }
     }
 }
