@@ -156,18 +156,30 @@ fn mmio_is_counted_per_register_access() {
     // RAM first, before the device is open: an open device's statistics
     // thread reads its counter registers now and then (34 reads), and in
     // this process's address space it would count inside a long region.
+    // A marked region counts everything vCPU 0 runs, the kernel included:
+    // an interrupt taken inside it (a kernel driver's handler kicking its
+    // device) adds that handler's MMIO. It happened once in CI (one write,
+    // 2026-12-06), so the loop gets three tries and one must be clean; a
+    // loop that itself touched a device would fail all three.
     let mut ram = vec![1u64; 1 << 17];
-    let a = c.snapshot().unwrap();
-    marker::begin();
-    for (i, x) in ram.iter_mut().enumerate() {
-        *x = std::hint::black_box(*x + i as u64);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let a = c.snapshot().unwrap();
+        marker::begin();
+        for (i, x) in ram.iter_mut().enumerate() {
+            *x = std::hint::black_box(*x + i as u64);
+        }
+        marker::commit();
+        let d = c.snapshot().unwrap().since(&a);
+        seen.push((d[0].marked_mmio_reads, d[0].marked_mmio_writes, d[0].marks));
+        if seen.last() == Some(&(0, 0, 1)) {
+            break;
+        }
     }
-    marker::commit();
-    let d = c.snapshot().unwrap().since(&a);
     assert_eq!(
-        (d[0].marked_mmio_reads, d[0].marked_mmio_writes, d[0].marks),
-        (0, 0, 1),
-        "1 MiB of RAM: no MMIO"
+        seen.last(),
+        Some(&(0, 0, 1)),
+        "1 MiB of RAM: no MMIO (reads, writes, regions in each try: {seen:?})"
     );
     let mut dev = Device::open(port(0), &small_config()).expect("open port 0");
     let q = dev.queue(0);
