@@ -56,17 +56,23 @@ fn pools(n: u32) -> [Mempool; 2] {
     [pool(n), hpool(n)]
 }
 
-fn rx(size: u16, pool: &Mempool) -> (VirtqRx<Bell>, PackedDevice, Bell) {
-    let bell = Bell::default();
-    let mut rx = VirtqRx::with_layout(
+/// A packed receive queue over `pool`, not started (headers and checksum
+/// flags still to be set).
+fn unstarted_rx(size: u16, pool: &Mempool, bell: Bell) -> VirtqRx<Bell> {
+    VirtqRx::with_layout(
         VirtqLayout::Packed,
         size,
         PageSize::Small4K,
         Arc::new(IdentityMapper),
         pool,
-        bell.clone(),
+        bell,
     )
-    .unwrap();
+    .unwrap()
+}
+
+fn rx(size: u16, pool: &Mempool) -> (VirtqRx<Bell>, PackedDevice, Bell) {
+    let bell = Bell::default();
+    let mut rx = unstarted_rx(size, pool, bell.clone());
     rx.start();
     // SAFETY: identity-mapped; every test keeps the queue alive while it
     // uses the view.
@@ -183,16 +189,7 @@ fn rx_laps(pool: Mempool) {
 #[test]
 fn a_one_descriptor_chain_has_its_header_in_the_buffers_headroom() {
     let pool = hpool(32);
-    let bell = Bell::default();
-    let mut rx = VirtqRx::with_layout(
-        VirtqLayout::Packed,
-        8,
-        PageSize::Small4K,
-        Arc::new(IdentityMapper),
-        &pool,
-        bell,
-    )
-    .unwrap();
+    let mut rx = unstarted_rx(8, &pool, Bell::default());
     rx.set_net_hdr(NetHdr::V1Hash);
     rx.set_guest_csum(true);
     rx.start();
@@ -447,16 +444,7 @@ fn a_length_beyond_the_buffer_or_under_the_header_is_counted_and_the_buffer_repo
 #[test]
 fn the_header_length_follows_set_net_hdr() {
     let pool = pool(32);
-    let bell = Bell::default();
-    let mut rx = VirtqRx::with_layout(
-        VirtqLayout::Packed,
-        8,
-        PageSize::Small4K,
-        Arc::new(IdentityMapper),
-        &pool,
-        bell,
-    )
-    .unwrap();
+    let mut rx = unstarted_rx(8, &pool, Bell::default());
     rx.set_net_hdr(NetHdr::V1Hash);
     rx.start();
     // SAFETY: as in `rx`.
