@@ -1107,6 +1107,60 @@ fn l4_checksums_left_to_the_device_arrive_correct_and_checked_good() {
     rx.check_device().expect("no queue stopped");
 }
 
+/// TCP segmentation left to QEMU's virtio-net (`VIRTIO_NET_F_HOST_TSO4`
+/// and `HOST_TSO6`, virtio 1.2 §5.1.6.2), each way between the split port
+/// and the packed one: QEMU hands the frame and its header to the tap, the
+/// host's GSO cuts it on the way to the other tap (whose port takes no
+/// large receives), and the other port receives `ceil(payload / mss)`
+/// segments with every length and checksum right, consecutive sequence
+/// numbers and IPv4 IDs, and the payload whole. Nothing is refused and
+/// every big buffer comes back.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn tso_frames_sent_through_the_header_arrive_as_mss_segments() {
+    use pollnic::offload::TxOffload;
+    use pollnic_tests::tso::{check_segments, receive_tcp, tso_frame};
+    let payload: Vec<u8> = (0..65536usize).map(|i| (i * 7 + i / 251) as u8).collect();
+    for (from, to) in [(0, 1), (1, 0)] {
+        let mut tx = Device::open(vport(from), &config()).unwrap();
+        let mut rx = Device::open(vport(to), &config().with_rx_checksum(true)).unwrap();
+        assert!(tx.capabilities().tx.tso, "QEMU offers HOST_TSO4/6 on a tap");
+        let layout = tx.capabilities().virtq_layout;
+        let big = tx.create_mempool(8, 72 * 1024).expect("72 KiB buffers");
+        let (src, dst) = (tx.mac(), rx.mac());
+        // IPv4: the largest payload (65,535 − 20 − 20 bytes) at MSS 1448,
+        // 45 full segments and one of 335 bytes; IPv6: 20,000 at 1440.
+        for (v6, len, mss) in [(false, 65495, 1448u16), (true, 20000, 1440)] {
+            let what = format!(
+                "port {from} ({layout:?}) to {to}, IPv{} {len} B at MSS {mss}",
+                if v6 { 6 } else { 4 }
+            );
+            let pl = &payload[..len];
+            let f = tso_frame(src, dst, v6, 0xfff0, 0xffff_f000, pl);
+            let mut p = big.alloc().expect("a big buffer");
+            p.set_len(f.len()).unwrap();
+            p.data_mut().copy_from_slice(&f);
+            let ol = TxOffload::NONE.with_tso(mss);
+            assert_eq!(tx.queue(0).tx_burst_offload(&mut vec![p], &ol), 1);
+            assert_eq!(tx.queue(0).last_tx_refusal(), None, "{what}");
+            let n = len.div_ceil(mss as usize);
+            let got = receive_tcp(&mut rx, n, Duration::from_secs(10));
+            let segs = check_segments(&got, pl, mss as usize, 0xffff_f000, 0xfff0, &what);
+            assert!(
+                segs.last().unwrap().psh,
+                "{what}: Linux keeps PSH on the last"
+            );
+        }
+        let q = tx.queue(0);
+        assert!(q.flush_tx(Duration::from_secs(2)), "the TX ring drained");
+        let s = q.tx_stats();
+        assert_eq!((s.packets, s.tx_offload_errors), (2, 0));
+        assert_eq!(big.free_count(), 8, "every big buffer back in its pool");
+        rx.check_device().expect("no queue stopped");
+        tx.check_device().expect("no queue stopped");
+    }
+}
+
 /// The testbed's `$POLLNIC_VIRTIO_PACKED_PORT` (QEMU's `packed=on`): the
 /// one virtio port whose device offers `VIRTIO_F_RING_PACKED`.
 fn packed_port() -> usize {

@@ -14,8 +14,11 @@
 //! and the kernel interface's own counters must show the frames. While the
 //! kernel holds the device without ACCESS_PLATFORM, `pollnic bind`'s
 //! check of its feature bits must refuse it (the bits sysfs shows only
-//! then). Both ports go back to vfio-pci however the test ends (the one
-//! without ACCESS_PLATFORM by hand, as the testbed binds it).
+//! then). A second test checks TCP segmentation against the kernel's TCP:
+//! pollnic opens a connection to a kernel socket by hand and sends 60,000
+//! bytes as one TSO frame, which the socket must read back whole. Both
+//! ports go back to vfio-pci however each test ends (the one without
+//! ACCESS_PLATFORM by hand, as the testbed binds it).
 //!
 //! Run inside the testbed: `cargo xtask test`.
 
@@ -436,4 +439,180 @@ fn the_kernels_virtio_net_pings_and_fetches_from_smoltcp_on_a_virtio_port() {
         BODY as f64 * 8.0 / secs / 1e6,
         t_start.elapsed().as_secs_f64()
     );
+}
+
+/// One TCP/IPv4 frame from pollnic's port (`src`, 10.0.2.2:40000) to the
+/// kernel's (`dst`, 10.0.2.1:5001): SYN, ACK, PSH and FIN as asked, both
+/// checksums right (a TSO frame's are rewritten by pollnic anyway).
+#[allow(clippy::too_many_arguments)]
+fn tcp_frame(
+    src: [u8; 6],
+    dst: [u8; 6],
+    seq: u32,
+    ack: Option<u32>,
+    syn: bool,
+    psh: bool,
+    fin: bool,
+    payload: &[u8],
+) -> Vec<u8> {
+    use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, TcpHeader};
+    let mut t = TcpHeader::new(40000, 5001, seq, 65535);
+    t.syn = syn;
+    t.psh = psh;
+    t.fin = fin;
+    if let Some(a) = ack {
+        t.ack = true;
+        t.acknowledgment_number = a;
+    }
+    let mut ip = Ipv4Header::new(
+        (t.header_len() + payload.len()) as u16,
+        64,
+        IpNumber::TCP,
+        [10, 0, 2, 2],
+        [10, 0, 2, 1],
+    )
+    .unwrap();
+    ip.dont_fragment = true;
+    t.checksum = t.calc_checksum_ipv4(&ip, payload).unwrap();
+    let mut f = Vec::new();
+    Ethernet2Header {
+        source: src,
+        destination: dst,
+        ether_type: EtherType::IPV4,
+    }
+    .write(&mut f)
+    .unwrap();
+    ip.write(&mut f).unwrap();
+    t.write(&mut f).unwrap();
+    f.extend_from_slice(payload);
+    f
+}
+
+/// TCP segmentation through the `virtio_net_hdr` checked by a real TCP
+/// stack: the guest kernel listens on its `virtio_net` port, pollnic's
+/// packed virtio port 1 opens the connection by hand (SYN, the kernel's
+/// SYN-ACK read from its receive queue, ACK), sends 60,000 bytes as one
+/// frame with `TxOffload::with_tso(1448)`, then a FIN. The kernel's socket
+/// must read exactly those bytes: the host cut the frame by the header
+/// pollnic wrote (or handed it whole to the kernel's `virtio_net`, which
+/// takes large receives), and the kernel's TCP accepted what arrived.
+#[test]
+#[ignore = "runs inside the QEMU guest: cargo xtask test"]
+fn the_kernels_tcp_reads_a_stream_pollnic_sent_with_tso() {
+    use pollnic::offload::TxOffload;
+    use pollnic::{Device, DeviceConfig};
+    use std::io::Read;
+    const LEN: usize = 60_000;
+    let p0: PciAddress = env("POLLNIC_VIRTIO_NOPLATFORM")
+        .parse()
+        .expect("a PCI address");
+    let p1 = vport(1);
+    let _restore = Restore(vec![p0, p1]);
+    pci::bind_vfio(&Sysfs::default(), p1).expect("virtio port 1 on vfio-pci");
+    let k0 = to_kernel(p0);
+    configure(&k0, &format!("{KERNEL_IP}/24"));
+    let cfg = DeviceConfig::default()
+        .with_rx_ring_size(256)
+        .with_tx_ring_size(256);
+    let mut dev = Device::open(p1.to_string().as_str(), &cfg).expect("open virtio port 1");
+    assert!(dev.capabilities().tx.tso, "QEMU offers HOST_TSO4 on a tap");
+    let src = dev.mac();
+    let kmac_s = std::fs::read_to_string(format!("/sys/class/net/{k0}/address")).unwrap();
+    let mut kmac = [0u8; 6];
+    for (b, h) in kmac.iter_mut().zip(kmac_s.trim().split(':')) {
+        *b = u8::from_str_radix(h, 16).unwrap();
+    }
+    let mac_s = src.map(|b| format!("{b:02x}")).join(":");
+    sh(
+        "ip",
+        &[
+            "neigh",
+            "replace",
+            SMOL_IP,
+            "lladdr",
+            &mac_s,
+            "dev",
+            &k0,
+            "nud",
+            "permanent",
+        ],
+    );
+    let listener = std::net::TcpListener::bind((KERNEL_IP, 5001)).expect("listen on 5001");
+    let reader = std::thread::spawn(move || {
+        let (mut s, peer) = listener.accept().expect("accept");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        let r = s.read_to_end(&mut got);
+        (peer, got, r.map_err(|e| e.to_string()))
+    });
+    let payload: Vec<u8> = (0..LEN).map(|i| (i * 7 + i / 251) as u8).collect();
+    let big = dev.create_mempool(4, 72 * 1024).expect("72 KiB buffers");
+    let q = dev.queue(0);
+    let send = |q: &mut pollnic::Queue, f: &[u8], ol: &TxOffload| {
+        let mut p = big.alloc().expect("a big buffer");
+        p.set_len(f.len()).unwrap();
+        p.data_mut().copy_from_slice(f);
+        assert_eq!(q.tx_burst_offload(&mut vec![p], ol), 1);
+        assert_eq!(q.last_tx_refusal(), None);
+    };
+    // The handshake: SYN until the kernel's SYN-ACK arrives.
+    let isn = 1000u32;
+    let syn = tcp_frame(src, kmac, isn, None, true, false, false, &[]);
+    let mut kisn = None;
+    let mut burst = Vec::new();
+    let t0 = Instant::now();
+    'hs: while t0.elapsed() < Duration::from_secs(15) {
+        send(q, &syn, &TxOffload::NONE);
+        let t1 = Instant::now();
+        while t1.elapsed() < Duration::from_secs(1) {
+            q.rx_burst(&mut burst, 32);
+            for p in burst.drain(..) {
+                let Ok(h) = etherparse::PacketHeaders::from_ethernet_slice(p.data()) else {
+                    continue;
+                };
+                if let Some(etherparse::TransportHeader::Tcp(t)) = h.transport {
+                    if t.source_port == 5001 && t.syn && t.ack && t.acknowledgment_number == isn + 1
+                    {
+                        kisn = Some(t.sequence_number);
+                        break 'hs;
+                    }
+                }
+            }
+        }
+    }
+    let kisn = kisn.expect("the kernel's SYN-ACK within 15 s");
+    let ack = Some(kisn.wrapping_add(1));
+    send(
+        q,
+        &tcp_frame(src, kmac, isn + 1, ack, false, false, false, &[]),
+        &TxOffload::NONE,
+    );
+    let data = tcp_frame(src, kmac, isn + 1, ack, false, true, false, &payload);
+    send(q, &data, &TxOffload::NONE.with_tso(1448));
+    let fin_seq = isn + 1 + LEN as u32;
+    send(
+        q,
+        &tcp_frame(src, kmac, fin_seq, ack, false, false, true, &[]),
+        &TxOffload::NONE,
+    );
+    // Keep the receive queue drained while the kernel reads.
+    let t0 = Instant::now();
+    while !reader.is_finished() && t0.elapsed() < Duration::from_secs(30) {
+        q.rx_burst(&mut burst, 32);
+        burst.clear();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        reader.is_finished(),
+        "the kernel's socket read nothing to its end in 30 s"
+    );
+    let (peer, got, r) = reader.join().unwrap();
+    assert_eq!(peer.to_string(), format!("{SMOL_IP}:40000"));
+    assert!(r.is_ok(), "read: {r:?} after {} bytes", got.len());
+    assert_eq!(got.len(), LEN, "bytes the kernel's TCP read");
+    assert!(got == payload, "the stream differs from what was sent");
+    assert_eq!(q.tx_stats().tx_offload_errors, 0);
+    assert!(q.flush_tx(Duration::from_secs(2)));
+    assert_eq!(big.free_count(), 4, "every big buffer back");
+    dev.check_device().expect("no queue stopped");
 }

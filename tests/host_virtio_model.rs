@@ -490,8 +490,8 @@ fn capabilities_say_what_a_virtio_port_does_and_does_not() {
         let t = c.tx;
         assert_eq!(
             (t.ipv4_checksum, t.l4_checksum, t.vlan_insert, t.tso),
-            (false, true, false, false),
-            "VIRTIO_NET_F_CSUM: TCP/UDP checksums only"
+            (false, true, false, true),
+            "VIRTIO_NET_F_CSUM: TCP/UDP checksums, and HOST_TSO4/6: segmentation"
         );
         assert_eq!(c.rss.map(|r| (r.table_len, r.key_len)), Some((128, 40)));
         assert!(c.interrupts);
@@ -529,6 +529,11 @@ fn capabilities_say_what_a_virtio_port_does_and_does_not() {
         );
         assert!(!dev.queue(0).offers_tx_offloads());
         assert_eq!(m.features() & feature::NET_CSUM, 0);
+        assert_eq!(
+            m.features() & (feature::NET_HOST_TSO4 | feature::NET_HOST_TSO6),
+            0,
+            "HOST_TSO4/6 offered but not taken without CSUM (virtio 1.2 §5.1.3.1)"
+        );
         drop(dev);
         clean(&m);
         // Without RSS offered the device spreads its own way: no RSS to drive.
@@ -644,17 +649,22 @@ fn what_virtio_cannot_offload_is_refused_and_counted() {
         );
         let s = q.tx_stats();
         assert_eq!((s.tx_errors, s.tx_offload_errors, s.packets), (2, 2, 0));
-        for (ol, what) in [
-            (TxOffload::NONE.with_vlan(5), "VLAN tag insertion"),
-            (TxOffload::NONE.with_tso(1000), "TCP segmentation"),
+        for (ol, why) in [
+            (
+                TxOffload::NONE.with_vlan(5),
+                TxRefusal::NotOffered {
+                    what: "VLAN tag insertion",
+                },
+            ),
+            // Segmentation is offered, but not of UDP.
+            (
+                TxOffload::NONE.with_tso(1000),
+                TxRefusal::TsoNotTcp { protocol: 17 },
+            ),
         ] {
             let mut burst = vec![frame_of(q, &f)];
             assert_eq!(q.tx_burst_offload(&mut burst, &ol), 1);
-            assert_eq!(
-                q.last_tx_refusal(),
-                Some(TxRefusal::NotOffered { what }),
-                "{what}"
-            );
+            assert_eq!(q.last_tx_refusal(), Some(why), "{why}");
         }
         // An ARP frame asking an L4 checksum: the plan's refusal.
         let mut arp = f.clone();
@@ -919,6 +929,171 @@ fn kicks_follow_event_indices_or_flags_exactly_on_both_layouts() {
             assert_eq!(s.rx.device_errors + s.tx.device_errors, 0);
             drop(dev);
             assert!(m.mappings().is_empty(), "{what}: every buffer came home");
+            clean(&m);
+        }
+    }
+}
+
+/// A 72 KiB buffer of `pool` holding `f`.
+fn big_packet(pool: &pollnic::Mempool, f: &[u8]) -> Packet {
+    let mut p = pool.alloc().expect("a big buffer");
+    p.set_len(f.len()).unwrap();
+    p.data_mut().copy_from_slice(f);
+    p
+}
+
+/// TCP segmentation through the header (`VIRTIO_NET_F_HOST_TSO4`/`TSO6`,
+/// virtio 1.2 §5.1.6.2): a frame asked `with_tso(mss)` leaves the device
+/// as `ceil(payload / mss)` segments, each with its own lengths and both
+/// checksums right, consecutive sequence numbers and IPv4 IDs, PSH on the
+/// last only, and the payload put back together; the strict model checks
+/// the header pollnic wrote (gso_type for the IP version, NEEDS_CSUM at
+/// the TCP checksum, gso_size, hdr_len, the IP length and the seeded
+/// checksum). The largest IPv4 payload goes; one byte more is refused, as
+/// is a segment with CWR (no `HOST_ECN`); every buffer comes home.
+#[test]
+fn tso_through_the_header_is_cut_into_mss_segments_by_the_device() {
+    use pollnic::offload::{TxOffload, TxRefusal};
+    use pollnic_tests::tso::{check_segments, tso_frame};
+    let payload: Vec<u8> = (0..65536usize).map(|i| (i * 7 + i / 251) as u8).collect();
+    for packed in LAYOUTS {
+        let m = model_in(packed);
+        let mut dev = m.open(&small(1)).unwrap();
+        let tso = feature::NET_HOST_TSO4 | feature::NET_HOST_TSO6;
+        assert_eq!(m.features() & tso, tso, "HOST_TSO4 and 6 negotiated");
+        assert!(dev.capabilities().tx.tso);
+        let big = dev.create_mempool(8, 72 * 1024).expect("72 KiB buffers");
+        let (src, dst) = (dev.mac(), PEER);
+        let q = dev.queue(0);
+        assert!(q.tx_capabilities().tso);
+        for (v6, len, mss) in [
+            (false, 65495, 1448),
+            (true, 20000, 1440),
+            (false, 1448, 1448),
+            (false, 1449, 1448),
+            (true, 65515, 1440),
+        ] {
+            let what = format!("IPv{} {len} B at MSS {mss}", if v6 { 6 } else { 4 });
+            let pl = &payload[..len];
+            let f = tso_frame(src, dst, v6, 0xfff0, 0xffff_f000, pl);
+            let mut burst = vec![big_packet(&big, &f)];
+            assert_eq!(
+                q.tx_burst_offload(&mut burst, &TxOffload::NONE.with_tso(mss)),
+                1,
+                "{what}"
+            );
+            assert_eq!(q.last_tx_refusal(), None, "{what}");
+            let got = m.take_tx_frames();
+            let segs = check_segments(&got, pl, mss as usize, 0xffff_f000, 0xfff0, &what);
+            assert!(segs.last().unwrap().psh, "{what}: PSH stays on the last");
+            assert!(m.violations().is_empty(), "{what}: {:#?}", m.violations());
+        }
+        // A 64 KiB payload does not fit the IPv4 total length.
+        let f = tso_frame(src, dst, false, 1, 1, &payload);
+        let mut burst = vec![big_packet(&big, &f)];
+        assert_eq!(
+            q.tx_burst_offload(&mut burst, &TxOffload::NONE.with_tso(1448)),
+            1
+        );
+        assert_eq!(
+            q.last_tx_refusal(),
+            Some(TxRefusal::TsoPayload {
+                len: 65536,
+                max: 65495
+            })
+        );
+        // Segments beyond the MTU (1500): 20 + 20 + 1461 bytes.
+        let f = tso_frame(src, dst, false, 1, 1, &payload[..5000]);
+        let mut burst = vec![big_packet(&big, &f)];
+        assert_eq!(
+            q.tx_burst_offload(&mut burst, &TxOffload::NONE.with_tso(1461)),
+            1
+        );
+        assert_eq!(
+            q.last_tx_refusal(),
+            Some(TxRefusal::MssOutOfRange {
+                mss: 1461,
+                max: 1460
+            })
+        );
+        // CWR set: refused without VIRTIO_NET_F_HOST_ECN.
+        let mut f = tso_frame(src, dst, false, 1, 1, &payload[..5000]);
+        f[14 + 20 + 13] |= 0x80;
+        let mut burst = vec![big_packet(&big, &f)];
+        assert_eq!(
+            q.tx_burst_offload(&mut burst, &TxOffload::NONE.with_tso(1448)),
+            1
+        );
+        assert!(
+            matches!(q.last_tx_refusal(), Some(TxRefusal::NotOffered { what }) if what.contains("CWR")),
+            "{:?}",
+            q.last_tx_refusal()
+        );
+        assert!(m.take_tx_frames().is_empty(), "nothing refused was sent");
+        let s = q.tx_stats();
+        assert_eq!((s.packets, s.tx_offload_errors), (5, 3));
+        // A plain frame on a chain whose header asked segmentation before.
+        let plain = l4_frame(PEER, src, false, 17, b"plain");
+        let mut burst = vec![big_packet(&big, &plain)];
+        assert_eq!(q.tx_burst(&mut burst), 1);
+        assert_eq!(m.take_tx_frames(), [plain]);
+        assert!(q.flush_tx(Duration::from_secs(1)));
+        drop(dev);
+        assert_eq!(big.free_count(), 8, "every big buffer back in its pool");
+        clean(&m);
+    }
+}
+
+/// Segmentation follows what the device offers: without `HOST_TSO4` and
+/// `HOST_TSO6` it is refused by name and the capabilities say so; with
+/// `HOST_TSO4` alone an IPv6 frame is refused naming `HOST_TSO6` while an
+/// IPv4 one goes.
+#[test]
+fn tso_is_refused_where_the_device_does_not_offer_it() {
+    use pollnic::offload::{TxOffload, TxRefusal};
+    use pollnic_tests::tso::{check_segments, tso_frame};
+    let payload: Vec<u8> = (0..5000usize).map(|i| i as u8).collect();
+    for packed in LAYOUTS {
+        for (offered, v4_ok, v6_ok) in [
+            (0, false, false),
+            (feature::NET_HOST_TSO4, true, false),
+            (feature::NET_HOST_TSO6, false, true),
+        ] {
+            let m = SoftVirtioNet::new(VirtioModelConfig {
+                features: all(packed) & !(feature::NET_HOST_TSO4 | feature::NET_HOST_TSO6)
+                    | offered,
+                ..cfg_in(packed)
+            });
+            let mut dev = m.open(&small(1)).unwrap();
+            assert_eq!(dev.capabilities().tx.tso, offered != 0);
+            let big = dev.create_mempool(4, 16 * 1024).unwrap();
+            let src = dev.mac();
+            let q = dev.queue(0);
+            assert_eq!(q.tx_capabilities().tso, offered != 0);
+            for (v6, ok) in [(false, v4_ok), (true, v6_ok)] {
+                let what = format!("offered {offered:#x}, IPv{}", if v6 { 6 } else { 4 });
+                let f = tso_frame(src, PEER, v6, 7, 9, &payload);
+                let mut burst = vec![big_packet(&big, &f)];
+                let ol = TxOffload::NONE.with_tso(1000);
+                assert_eq!(q.tx_burst_offload(&mut burst, &ol), 1, "{what}");
+                let got = m.take_tx_frames();
+                if ok {
+                    check_segments(&got, &payload, 1000, 9, 7, &what);
+                    continue;
+                }
+                assert!(got.is_empty(), "{what}");
+                let want = match (offered, v6) {
+                    (0, _) => "TCP segmentation",
+                    (_, true) => "TCP segmentation over IPv6 (VIRTIO_NET_F_HOST_TSO6)",
+                    (_, false) => "TCP segmentation over IPv4 (VIRTIO_NET_F_HOST_TSO4)",
+                };
+                assert_eq!(
+                    q.last_tx_refusal(),
+                    Some(TxRefusal::NotOffered { what: want }),
+                    "{what}"
+                );
+            }
+            drop(dev);
             clean(&m);
         }
     }

@@ -53,8 +53,11 @@ pub struct Capabilities {
 }
 
 /// Transmit offloads (82576 §7.2.2.3 and §7.2.4, 82599 §7.2.3.2). On
-/// virtio-net only `l4_checksum`, when the device offers
-/// `VIRTIO_NET_F_CSUM` (virtio 1.2 §5.1.6.2); the rest stay false there.
+/// virtio-net (virtio 1.2 §5.1.6.2) `l4_checksum` when the device offers
+/// `VIRTIO_NET_F_CSUM`, and `tso` when it offers `VIRTIO_NET_F_HOST_TSO4`
+/// or `HOST_TSO6` with it (a frame of an IP version whose feature is
+/// missing is refused); the IPv4 header checksum and tag insertion stay
+/// false there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TxCapabilities {
@@ -79,7 +82,8 @@ impl TxCapabilities {
     /// asks something), [`TxRefusal::NotOffered`] naming the first one
     /// missing on a port that offers some (IPv4 header checksum, VLAN tag
     /// insertion, TCP segmentation, in that order; on virtio-net with
-    /// `VIRTIO_NET_F_CSUM`, all but the L4 checksum).
+    /// `VIRTIO_NET_F_CSUM`, the IPv4 header checksum and the tag, and
+    /// segmentation without `HOST_TSO4`/`HOST_TSO6`).
     ///
     /// # Errors
     /// The refusal [`crate::Queue::tx_burst_offload`] would count every

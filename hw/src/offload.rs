@@ -184,6 +184,8 @@ const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
 const ETHERTYPE_QINQ: u16 = 0x88a8;
 const PROTO_TCP: u8 = 6;
+/// TCP flag CWR (RFC 3168 §6.1): congestion window reduced.
+const TCP_CWR: u8 = 0x80;
 const PROTO_UDP: u8 = 17;
 
 /// What a frame asks the NIC to do on transmit, per frame (DPDK's
@@ -253,6 +255,13 @@ impl TxOffload {
     /// the IPv4 checksum, and seeds the TCP checksum with the
     /// pseudo-header's sum without the length, as Linux does. Implies the
     /// TCP checksum and, for IPv4, the IPv4 header checksum.
+    ///
+    /// On virtio-net (`VIRTIO_NET_F_HOST_TSO4`/`HOST_TSO6`, virtio 1.2
+    /// §5.1.6.2) the device reads the IP length instead, so pollnic writes
+    /// the frame's own there, which must fit 16 bits (IPv4: 65,535 bytes
+    /// of datagram), computes the IPv4 checksum and seeds the TCP one with
+    /// the length ([`virtio_tso_prepare`]); a frame with TCP CWR set is
+    /// refused there (no `VIRTIO_NET_F_HOST_ECN`).
     #[must_use]
     pub const fn with_tso(mut self, mss: u16) -> Self {
         self.tso = Some(mss);
@@ -959,6 +968,103 @@ fn tso_plan(
         dcmd: dcmd | TXD_DCMD_TSE,
         popts: TXD_POPTS_TXSM | if ipv4 { TXD_POPTS_IXSM } else { 0 },
         tso_paylen: Some(paylen as u32),
+    })
+}
+
+/// The `virtio_net_hdr` fields of one segmented frame (virtio 1.2
+/// §5.1.6.2), from [`virtio_tso_prepare`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VirtioGso {
+    /// TCP over IPv6 (`VIRTIO_NET_HDR_GSO_TCPV6`, needs
+    /// `VIRTIO_NET_F_HOST_TSO6`), else over IPv4 (`..._TCPV4`, `HOST_TSO4`).
+    pub ipv6: bool,
+    /// `hdr_len`: bytes from the frame's start to its TCP payload.
+    pub hdr_len: u16,
+    /// `gso_size`: the MSS, in bytes of TCP payload per segment.
+    pub gso_size: u16,
+    /// `csum_start`: the TCP header's offset in the frame.
+    pub csum_start: u16,
+    /// `csum_offset`: the TCP checksum field's offset from `csum_start` (16).
+    pub csum_offset: u16,
+}
+
+/// The most bytes an IPv4 total length or an IPv6 payload length holds: a
+/// virtio-net TSO frame must fit it (the device reads the packet's own IP
+/// length, unlike an Intel NIC, which takes PAYLEN from the descriptor).
+pub const VIRTIO_TSO_MAX_IP_LEN: usize = u16::MAX as usize;
+
+/// Prepare `frame` (Ethernet, at most one 802.1Q tag, TCP over IPv4 or
+/// IPv6, then the payload to its end) for TCP segmentation by a virtio-net
+/// device with an MSS of `mss` bytes into segments of at most `mtu` bytes
+/// of IP datagram, and give its header fields. The
+/// frame is checked as [`tx_plan`] checks a TSO request; then the IP
+/// length field gets the frame's own (IPv4 total length, IPv6 payload
+/// length: the device's segmentation reads it), the IPv4 header checksum is
+/// computed, and the TCP checksum is seeded with the pseudo-header's sum
+/// *with* the TCP length, not complemented (§5.1.6.2: "the packet checksum
+/// ... set to the TCP/UDP pseudo header"; Linux `tcp_gso_segment` adjusts
+/// each segment's from it, and DPDK's `virtio_tso_fix_cksum` adds the
+/// length an Intel-style seed leaves out).
+///
+/// # Errors
+/// [`tx_plan`]'s refusals for a TSO request; [`TxRefusal::MssOutOfRange`]
+/// when the IP and TCP headers plus `mss` exceed `mtu` (a device MTU is a
+/// MUST, §5.1.4.1; its `max` is the largest MSS that fits);
+/// [`TxRefusal::TsoPayload`]
+/// when the IP length would exceed [`VIRTIO_TSO_MAX_IP_LEN`] (its `max` is
+/// the largest payload that fits); [`TxRefusal::NotOffered`] for a segment
+/// with TCP CWR set, which needs `VIRTIO_NET_F_HOST_ECN` (§5.1.6.2: the
+/// driver SHOULD NOT send it otherwise; pollnic does not negotiate ECN).
+pub fn virtio_tso_prepare(frame: &mut [u8], mss: u16, mtu: usize) -> Result<VirtioGso, TxRefusal> {
+    let plan = tx_plan(frame, &TxOffload::NONE.with_tso(mss))?;
+    let ctx = plan.ctx.ok_or(TxRefusal::BadHeader)?;
+    let (l2, iplen, l4len, ipv4) = (ctx.maclen(), ctx.iplen(), ctx.l4len(), ctx.ipv4());
+    let l4 = l2 + iplen;
+    let hdr = l4 + l4len;
+    if iplen + l4len + mss as usize > mtu {
+        return Err(TxRefusal::MssOutOfRange {
+            mss,
+            max: mtu.saturating_sub(iplen + l4len).min(TSO_MAX_MSS as usize) as u16,
+        });
+    }
+    // IPv4's total length counts its header; IPv6's payload length not.
+    let (ip_len, counted) = if ipv4 {
+        (frame.len() - l2, iplen + l4len)
+    } else {
+        (frame.len() - l2 - 40, l4len)
+    };
+    if ip_len > VIRTIO_TSO_MAX_IP_LEN {
+        return Err(TxRefusal::TsoPayload {
+            len: frame.len() - hdr,
+            max: VIRTIO_TSO_MAX_IP_LEN - counted,
+        });
+    }
+    if frame[l4 + 13] & TCP_CWR != 0 {
+        return Err(TxRefusal::NotOffered {
+            what: "TCP segmentation of a segment with CWR set (VIRTIO_NET_F_HOST_ECN)",
+        });
+    }
+    let len_at = l2 + if ipv4 { 2 } else { 4 };
+    frame[len_at..len_at + 2].copy_from_slice(&(ip_len as u16).to_be_bytes());
+    let addrs = if ipv4 {
+        frame[l2 + 10..l2 + 12].copy_from_slice(&[0, 0]);
+        let c = !fold(ones_sum(&frame[l2..l4], 0));
+        frame[l2 + 10..l2 + 12].copy_from_slice(&c.to_be_bytes());
+        l2 + 12..l2 + 20
+    } else {
+        l2 + 8..l2 + 40
+    };
+    let seed = fold(ones_sum(
+        &frame[addrs],
+        PROTO_TCP as u64 + (frame.len() - l4) as u64,
+    ));
+    frame[l4 + 16..l4 + 18].copy_from_slice(&seed.to_be_bytes());
+    Ok(VirtioGso {
+        ipv6: !ipv4,
+        hdr_len: hdr as u16,
+        gso_size: mss,
+        csum_start: l4 as u16,
+        csum_offset: 16,
     })
 }
 

@@ -20,6 +20,14 @@ pub mod feature {
     /// pollnic negotiates it only for a port opened with
     /// `DeviceConfig::rx_checksum`.
     pub const NET_GUEST_CSUM: u64 = 1 << 1;
+    /// `VIRTIO_NET_F_HOST_TSO4`: the device segments TCP/IPv4 packets the
+    /// driver sends with `gso_type` `VIRTIO_NET_HDR_GSO_TCPV4` (§5.1.6.2;
+    /// needs `VIRTIO_NET_F_CSUM`, §5.1.3.1). pollnic negotiates it with
+    /// CSUM, for `TxOffload::with_tso`.
+    pub const NET_HOST_TSO4: u64 = 1 << 11;
+    /// `VIRTIO_NET_F_HOST_TSO6`: the same for TCP/IPv6
+    /// (`VIRTIO_NET_HDR_GSO_TCPV6`).
+    pub const NET_HOST_TSO6: u64 = 1 << 12;
     /// `VIRTIO_NET_F_MTU`: the device reports its MTU.
     pub const NET_MTU: u64 = 1 << 3;
     /// `VIRTIO_NET_F_MAC`: the device has a MAC address.
@@ -59,6 +67,12 @@ pub mod net_hdr {
     pub const FLAGS: usize = 0;
     /// Offset of `gso_type` (u8).
     pub const GSO_TYPE: usize = 1;
+    /// Offset of `hdr_len` (le16): the bytes of headers before the TCP
+    /// payload of a segmented packet (a hint to the device without
+    /// `VIRTIO_NET_F_GUEST_HDRLEN`, §5.1.6.2).
+    pub const HDR_LEN: usize = 2;
+    /// Offset of `gso_size` (le16): the MSS of a segmented packet.
+    pub const GSO_SIZE: usize = 4;
     /// Offset of `csum_start` (le16).
     pub const CSUM_START: usize = 6;
     /// Offset of `csum_offset` (le16).
@@ -73,4 +87,10 @@ pub mod net_hdr {
     pub const F_DATA_VALID: u8 = 2;
     /// `VIRTIO_NET_HDR_GSO_NONE`: no segmentation (`gso_type`).
     pub const GSO_NONE: u8 = 0;
+    /// `VIRTIO_NET_HDR_GSO_TCPV4`: segment this TCP/IPv4 packet
+    /// (`gso_type`, with `VIRTIO_NET_F_HOST_TSO4`).
+    pub const GSO_TCPV4: u8 = 1;
+    /// `VIRTIO_NET_HDR_GSO_TCPV6`: segment this TCP/IPv6 packet
+    /// (`gso_type`, with `VIRTIO_NET_F_HOST_TSO6`).
+    pub const GSO_TCPV6: u8 = 4;
 }

@@ -128,7 +128,8 @@ use crate::mempool::{Mempool, Packet, PoolCache, Shared};
 use crate::rx::{rx_cache_size, RingError, RxStats};
 use crate::tx::TxStats;
 use pollnic_hw::offload::{
-    complete_partial_checksum, tx_plan, tx_prepare, TxOffload, TxRefusal, RXD_STAT_L4CS,
+    complete_partial_checksum, tx_plan, tx_prepare, virtio_tso_prepare, TxOffload, TxRefusal,
+    RXD_STAT_L4CS,
 };
 use pollnic_hw::virtio::net_hdr;
 use std::ptr::NonNull;
@@ -830,23 +831,28 @@ impl Vring {
         self.at::<u8>(self.hdr_off(k))
     }
 
-    /// Write `flags`, `gso_type` NONE, `csum_start` and `csum_offset` into
-    /// header slot `k` (< size / 2), the rest of the 12 bytes left 0.
+    /// Write `h` into header slot `k` (< size / 2): `flags`, `gso_type`,
+    /// `hdr_len`, `gso_size`, `csum_start` and `csum_offset`; the rest of
+    /// the 12 bytes (`num_buffers`) stays 0.
     #[inline(always)]
-    fn set_hdr_csum(&self, k: usize, flags: u8, csum_start: u16, csum_offset: u16) {
+    fn set_hdr(&self, k: usize, h: &HdrFields) {
         let off = self.hdr_off(k);
         // SAFETY: `hdr_off` masks or clamps `k` inside the header slots, so
-        // the fields (bytes 0, 1, 6..8, 8..10) lie inside header slot `k`
-        // (HDR_SLOT >= 12 bytes), 2-byte aligned (32-byte slots from a
-        // 16-byte aligned start).
+        // the fields (bytes 0, 1, 2..4, 4..6, 6..8, 8..10) lie inside
+        // header slot `k` (HDR_SLOT >= 12 bytes), 2-byte aligned (32-byte
+        // slots from a 16-byte aligned start).
         unsafe {
-            self.at::<u8>(off + net_hdr::FLAGS).write_volatile(flags);
+            self.at::<u8>(off + net_hdr::FLAGS).write_volatile(h.flags);
             self.at::<u8>(off + net_hdr::GSO_TYPE)
-                .write_volatile(net_hdr::GSO_NONE);
+                .write_volatile(h.gso_type);
+            self.at::<u16>(off + net_hdr::HDR_LEN)
+                .write_volatile(h.hdr_len.to_le());
+            self.at::<u16>(off + net_hdr::GSO_SIZE)
+                .write_volatile(h.gso_size.to_le());
             self.at::<u16>(off + net_hdr::CSUM_START)
-                .write_volatile(csum_start.to_le());
+                .write_volatile(h.csum.0.to_le());
             self.at::<u16>(off + net_hdr::CSUM_OFFSET)
-                .write_volatile(csum_offset.to_le());
+                .write_volatile(h.csum.1.to_le());
         }
     }
 
@@ -893,6 +899,24 @@ impl Vring {
         }
     }
 }
+
+/// What one transmit chain's `virtio_net_hdr` asks (virtio 1.2 §5.1.6):
+/// all 0 for a plain frame.
+#[derive(Clone, Copy, Default)]
+struct HdrFields {
+    flags: u8,
+    gso_type: u8,
+    hdr_len: u16,
+    gso_size: u16,
+    /// `csum_start`, `csum_offset`.
+    csum: (u16, u16),
+}
+
+/// [`VirtqTx`]'s burst modes: nothing asked, the TCP/UDP checksum, TCP
+/// segmentation.
+const PLAIN: u8 = 0;
+const CSUM: u8 = 1;
+const TSO: u8 = 2;
 
 /// The RSS hash of the `virtio_net_hdr_v1_hash` at `hdr`: `hash_value`, or
 /// 0 when `hash_report` is `VIRTIO_NET_HASH_REPORT_NONE` (no hash
@@ -1492,8 +1516,13 @@ pub struct VirtqTx<D: Doorbell> {
     free: Vec<u16>,
     /// `VIRTIO_NET_F_CSUM` was negotiated ([`VirtqTx::set_csum`]).
     csum: bool,
-    /// Whether chain `k`'s header slot holds a checksum request (to be
-    /// zeroed before a plain frame goes on that chain).
+    /// `VIRTIO_NET_F_HOST_TSO4` and `HOST_TSO6` were negotiated
+    /// ([`VirtqTx::set_tso`]).
+    tso: (bool, bool),
+    /// The largest IP datagram a segment may be (the port's MTU).
+    tso_mtu: usize,
+    /// Whether chain `k`'s header slot holds a checksum or segmentation
+    /// request (to be zeroed before a plain frame goes on that chain).
     dirty: Box<[bool]>,
     /// Why the last frame refused by [`VirtqTx::tx_burst_offload`] was.
     last_refusal: Option<TxRefusal>,
@@ -1572,6 +1601,8 @@ impl<D: Doorbell> VirtqTx<D> {
             posted: vec![false; chains as usize].into_boxed_slice(),
             free: (0..chains).rev().collect(),
             csum: false,
+            tso: (false, false),
+            tso_mtu: 0,
             dirty: vec![false; chains as usize].into_boxed_slice(),
             last_refusal: None,
             avail_idx: 0,
@@ -1617,6 +1648,27 @@ impl<D: Doorbell> VirtqTx<D> {
         self.csum
     }
 
+    /// Let [`VirtqTx::tx_burst_offload`] ask the device to segment TCP
+    /// over IPv4 (`v4`: `VIRTIO_NET_F_HOST_TSO4` was negotiated) and over
+    /// IPv6 (`v6`: `HOST_TSO6`), virtio 1.2 §5.1.6.2, into segments of
+    /// at most `mtu` bytes of IP datagram (the port's MTU: a larger MSS is
+    /// refused). Both need [`VirtqTx::set_csum`] too (§5.1.3.1: they
+    /// require `VIRTIO_NET_F_CSUM`). Off until this is called.
+    pub fn set_tso(&mut self, v4: bool, v6: bool, mtu: usize) {
+        self.tso = (v4, v6);
+        self.tso_mtu = mtu;
+    }
+
+    /// Whether TCP segmentation can be asked of the device over IPv4 and
+    /// over IPv6 ([`VirtqTx::set_tso`]), while checksums can be.
+    pub fn tso(&self) -> (bool, bool) {
+        if self.csum {
+            self.tso
+        } else {
+            (false, false)
+        }
+    }
+
     /// Where the device finds this queue.
     pub fn addrs(&self) -> VirtqAddrs {
         self.ring.addrs()
@@ -1635,23 +1687,35 @@ impl<D: Doorbell> VirtqTx<D> {
     /// One avail-index store per burst, and a kick only if the device asks.
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
-        self.burst::<false>(pkts, cache)
+        self.burst::<PLAIN>(pkts, cache, 0)
     }
 
     /// [`VirtqTx::tx_burst`] with transmit offloads (virtio 1.2 §5.1.6.2):
     /// with `VIRTIO_NET_F_CSUM` ([`VirtqTx::set_csum`]) the TCP or UDP
-    /// checksum, asked with [`TxOffload::with_l4_checksum`] alone. Each
-    /// frame is checked and planned by `pollnic_hw::offload::tx_plan`; its
-    /// checksum field gets the pseudo-header's sum and its chain's header
+    /// checksum, asked with [`TxOffload::with_l4_checksum`] alone, and with
+    /// `HOST_TSO4`/`HOST_TSO6` ([`VirtqTx::set_tso`]) TCP segmentation,
+    /// asked with [`TxOffload::with_tso`] (the L4 checksum flag may come
+    /// with it).
+    ///
+    /// A checksum frame is checked and planned by
+    /// `pollnic_hw::offload::tx_plan`; its checksum field gets the
+    /// pseudo-header's sum and its chain's header
     /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`, `csum_start` = the L4 header's offset
     /// and `csum_offset` = the field's offset from it (16 TCP, 6 UDP). A
-    /// frame that cannot be done is refused: freed into `cache`, counted in
-    /// `tx_errors` and `tx_offload_errors`, and [`VirtqTx::last_refusal`]
+    /// segmentation frame is prepared by
+    /// `pollnic_hw::offload::virtio_tso_prepare` (its IP length and IPv4
+    /// checksum written, the TCP checksum seeded with the length) and its
+    /// header gets NEEDS_CSUM, `gso_type` TCPV4 or TCPV6, `hdr_len` and
+    /// `gso_size` = the MSS.
+    ///
+    /// A frame that cannot be done is refused: freed into `cache`, counted
+    /// in `tx_errors` and `tx_offload_errors`, and [`VirtqTx::last_refusal`]
     /// says why ([`TxRefusal::NoTxOffloads`] without CSUM,
-    /// [`TxRefusal::NotOffered`] for an IPv4 header checksum, a VLAN tag or
-    /// TCP segmentation, the plan's refusal for the frame otherwise).
-    /// Returns how many were taken, refused ones included;
-    /// [`TxOffload::NONE`] is [`VirtqTx::tx_burst`].
+    /// [`TxRefusal::NotOffered`] for an IPv4 header checksum, a VLAN tag,
+    /// or segmentation the device did not offer for the frame's IP
+    /// version, the plan's refusal for the frame otherwise). Returns how
+    /// many were taken, refused ones included; [`TxOffload::NONE`] is
+    /// [`VirtqTx::tx_burst`].
     #[inline]
     pub fn tx_burst_offload(
         &mut self,
@@ -1660,7 +1724,7 @@ impl<D: Doorbell> VirtqTx<D> {
         cache: &mut PoolCache,
     ) -> usize {
         if offload.is_none() {
-            return self.burst::<false>(pkts, cache);
+            return self.burst::<PLAIN>(pkts, cache, 0);
         }
         let not_offered = |what| Some(TxRefusal::NotOffered { what });
         let refusal = if !self.csum {
@@ -1669,20 +1733,27 @@ impl<D: Doorbell> VirtqTx<D> {
             not_offered("IPv4 header checksum insertion")
         } else if offload.vlan.is_some() {
             not_offered("VLAN tag insertion")
-        } else if offload.tso.is_some() {
+        } else if offload.tso.is_some() && self.tso == (false, false) {
             not_offered("TCP segmentation")
         } else {
             None
         };
-        match refusal {
-            Some(why) => self.refuse_all(pkts, cache, why),
-            None => self.burst::<true>(pkts, cache),
+        match (refusal, offload.tso) {
+            (Some(why), _) => self.refuse_all(pkts, cache, why),
+            (None, Some(mss)) => self.burst::<TSO>(pkts, cache, mss),
+            (None, None) => self.burst::<CSUM>(pkts, cache, 0),
         }
     }
 
-    /// The burst loop; `L4` asks the TCP/UDP checksum of every frame.
+    /// The burst loop; `MODE` is [`PLAIN`], [`CSUM`] (the TCP/UDP checksum
+    /// of every frame) or [`TSO`] (every frame segmented at `mss`).
     #[inline(always)]
-    fn burst<const L4: bool>(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
+    fn burst<const MODE: u8>(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        cache: &mut PoolCache,
+        mss: u16,
+    ) -> usize {
         if self.vq.stopped || pkts.is_empty() {
             return 0;
         }
@@ -1701,28 +1772,52 @@ impl<D: Doorbell> VirtqTx<D> {
         let old = self.avail_idx;
         let l4 = TxOffload::NONE.with_l4_checksum();
         for mut p in pkts.drain(..n) {
-            // The checksum request: (csum_start, csum_offset).
-            let mut partial = (0u16, 0u16);
-            if L4 {
-                match tx_plan(p.data(), &l4) {
-                    Ok(plan) => {
-                        tx_prepare(p.data_mut(), &plan.prep);
-                        if let (Some((at, _)), Some((start, _))) =
-                            (plan.prep.l4_seed, plan.prep.l4_range)
-                        {
-                            // The L4 header starts within the first 18 +
-                            // 60 bytes (a tag, IPv4 options): it fits.
-                            partial = (start as u16, (at - start) as u16);
-                        }
+            // The header's request (all 0 for a plain frame).
+            let mut req = HdrFields::default();
+            let planned = match MODE {
+                CSUM => tx_plan(p.data(), &l4).map(|plan| {
+                    tx_prepare(p.data_mut(), &plan.prep);
+                    if let (Some((at, _)), Some((start, _))) =
+                        (plan.prep.l4_seed, plan.prep.l4_range)
+                    {
+                        // The L4 header starts within the first 18 + 60
+                        // bytes (a tag, IPv4 options): it fits.
+                        req.flags = net_hdr::F_NEEDS_CSUM;
+                        req.csum = (start as u16, (at - start) as u16);
                     }
-                    Err(why) => {
-                        self.stats.tx_errors += 1;
-                        self.stats.tx_offload_errors += 1;
-                        self.last_refusal = Some(why);
-                        cache.recycle(p);
-                        continue;
+                }),
+                TSO => virtio_tso_prepare(p.data_mut(), mss, self.tso_mtu).and_then(|g| {
+                    let offered = if g.ipv6 { self.tso.1 } else { self.tso.0 };
+                    if !offered {
+                        return Err(TxRefusal::NotOffered {
+                            what: if g.ipv6 {
+                                "TCP segmentation over IPv6 (VIRTIO_NET_F_HOST_TSO6)"
+                            } else {
+                                "TCP segmentation over IPv4 (VIRTIO_NET_F_HOST_TSO4)"
+                            },
+                        });
                     }
-                }
+                    req = HdrFields {
+                        flags: net_hdr::F_NEEDS_CSUM,
+                        gso_type: if g.ipv6 {
+                            net_hdr::GSO_TCPV6
+                        } else {
+                            net_hdr::GSO_TCPV4
+                        },
+                        hdr_len: g.hdr_len,
+                        gso_size: g.gso_size,
+                        csum: (g.csum_start, g.csum_offset),
+                    };
+                    Ok(())
+                }),
+                _ => Ok(()),
+            };
+            if let Err(why) = planned {
+                self.stats.tx_errors += 1;
+                self.stats.tx_offload_errors += 1;
+                self.last_refusal = Some(why);
+                cache.recycle(p);
+                continue;
             }
             let (pool, idx, len) = p.parts();
             // SAFETY: `p` holds a reference to its pool.
@@ -1733,13 +1828,11 @@ impl<D: Doorbell> VirtqTx<D> {
                 continue;
             };
             let k = self.free.pop().expect("n <= free chains");
-            if L4 {
-                let (start, offset) = partial;
-                self.ring
-                    .set_hdr_csum(k as usize, net_hdr::F_NEEDS_CSUM, start, offset);
-                self.dirty[k as usize] = true;
+            if MODE != PLAIN {
+                self.ring.set_hdr(k as usize, &req);
+                self.dirty[k as usize] = req.flags != 0;
             } else if self.csum && self.dirty[k as usize] {
-                self.ring.set_hdr_csum(k as usize, 0, 0, 0);
+                self.ring.set_hdr(k as usize, &HdrFields::default());
                 self.dirty[k as usize] = false;
             }
             if pool != cache.pool().as_ptr() {

@@ -157,6 +157,7 @@ pub fn transfer_and_verify(
 }
 
 pub mod compare_page;
+pub mod tso;
 
 /// TCP and UDP test frames over IPv4 and IPv6 and an independent check of
 /// their L4 checksums (RFC 768, RFC 793, RFC 8200 §8.1), for the checksum

@@ -114,11 +114,13 @@ impl Backend {
             Backend::Virtio(v) => crate::Capabilities {
                 max_queues: v.port.max_queue_pairs().unwrap_or(1),
                 max_mtu: v.port.mtu().map_or(pollnic_hw::mtu::DEFAULT_MTU, u32::from),
-                // §5.1.6.2: VIRTIO_NET_F_CSUM gives TCP/UDP checksums only;
-                // no IPv4 header checksum, tag insertion or (not
-                // negotiated) segmentation.
+                // §5.1.6.2: VIRTIO_NET_F_CSUM gives TCP/UDP checksums,
+                // HOST_TSO4/6 (negotiated only with it) segmentation; no
+                // IPv4 header checksum or tag insertion.
                 tx: crate::TxCapabilities {
                     l4_checksum: v.port.has(virtio::feature::NET_CSUM),
+                    tso: v.port.has(virtio::feature::NET_HOST_TSO4)
+                        || v.port.has(virtio::feature::NET_HOST_TSO6),
                     ..crate::TxCapabilities::default()
                 },
                 // GUEST_CSUM offered: `DeviceConfig::rx_checksum` opens

@@ -131,6 +131,11 @@ impl Device {
         // §5.1.6.2 and §5.1.6.4: checksum requests in the TX headers with
         // CSUM, checksum flags read from the RX headers with GUEST_CSUM.
         let csum = port.has(virtio::feature::NET_CSUM);
+        // §5.1.6.2: segmentation requests with HOST_TSO4/HOST_TSO6.
+        let tso = (
+            port.has(virtio::feature::NET_HOST_TSO4),
+            port.has(virtio::feature::NET_HOST_TSO6),
+        );
         let guest_csum = port.has(virtio::feature::NET_GUEST_CSUM);
         let mut started = Vec::with_capacity(cfg.queues as usize);
         for q in 0..cfg.queues {
@@ -168,6 +173,7 @@ impl Device {
             tx.set_net_hdr(hdr);
             rx.set_guest_csum(guest_csum);
             tx.set_csum(csum);
+            tx.set_tso(tso.0, tso.1, cfg.mtu as usize);
             if event_idx {
                 rx.use_event_idx();
                 tx.use_event_idx();

@@ -129,7 +129,8 @@ impl Rings {
 
     /// The transmit offloads the TX ring does: all of them on the Intel
     /// rings (their advanced context descriptors), the TCP/UDP checksum
-    /// on a virtqueue with `VIRTIO_NET_F_CSUM`, none on one without.
+    /// on a virtqueue with `VIRTIO_NET_F_CSUM` and TCP segmentation with
+    /// `HOST_TSO4` or `HOST_TSO6` too, none on one without.
     pub(crate) fn tx_capabilities(&self) -> TxCapabilities {
         match self {
             Rings::Desc { .. } => TxCapabilities {
@@ -140,6 +141,7 @@ impl Rings {
             },
             Rings::Virtq { tx, .. } => TxCapabilities {
                 l4_checksum: tx.csum(),
+                tso: tx.tso() != (false, false),
                 ..TxCapabilities::default()
             },
         }

@@ -86,6 +86,13 @@ pub mod feature {
     pub const NET_GUEST_CSUM: u64 = 1 << 1;
     /// `VIRTIO_NET_F_MTU`.
     pub const NET_MTU: u64 = 1 << 3;
+    /// `VIRTIO_NET_F_HOST_TSO4`.
+    pub const NET_HOST_TSO4: u64 = 1 << 11;
+    /// `VIRTIO_NET_F_HOST_TSO6`.
+    pub const NET_HOST_TSO6: u64 = 1 << 12;
+    /// `VIRTIO_NET_F_HOST_ECN`: never in [`ALL`], so a segment with CWR is a
+    /// violation.
+    pub const NET_HOST_ECN: u64 = 1 << 13;
     /// `VIRTIO_NET_F_MAC`.
     pub const NET_MAC: u64 = 1 << 5;
     /// `VIRTIO_NET_F_STATUS`.
@@ -110,11 +117,14 @@ pub mod feature {
     /// [`ALL`], as QEMU offers it only with `packed=on`: add it to
     /// `VirtioModelConfig::features` to run the packed layout.
     pub const RING_PACKED: u64 = 1 << 34;
-    /// Everything above: what QEMU's virtio-net-pci offers with
-    /// `iommu_platform=on,mq=on,rss=on,hash=on,host_mtu=N` (`csum` and
-    /// `guest_csum` are on by default).
+    /// Everything above but ECN: what QEMU's virtio-net-pci offers with
+    /// `iommu_platform=on,mq=on,rss=on,hash=on,host_mtu=N` on a tap with a
+    /// vnet header (`csum`, `guest_csum`, `host_tso4` and `host_tso6` are
+    /// on by default).
     pub const ALL: u64 = NET_CSUM
         | NET_GUEST_CSUM
+        | NET_HOST_TSO4
+        | NET_HOST_TSO6
         | NET_MTU
         | NET_MAC
         | NET_STATUS
@@ -180,6 +190,170 @@ fn l4_of(f: &[u8]) -> Option<(usize, usize, u64, usize)> {
         sum16(addrs) + u64::from(proto) + (end - start) as u64,
         end,
     ))
+}
+
+/// `virtio_net_hdr.gso_type` values (§5.1.6).
+const GSO_TCPV4: u8 = 1;
+const GSO_TCPV6: u8 = 4;
+const GSO_ECN: u8 = 0x80;
+
+/// The segments of a frame sent with `gso_type` ≠ NONE (§5.1.6.2), cut as
+/// Linux's GSO cuts what QEMU's tap back end hands it
+/// (`inet_gso_segment`, `ipv6_gso_segment`, `tcp_gso_segment`): each
+/// segment has the frame's headers, the payload cut at `gso_size`, its own
+/// IP length (IPv4: the identification plus the segment's number and the
+/// header checksum recomputed), the sequence number plus the bytes before
+/// it, FIN and PSH on the last segment only, and its TCP checksum complete.
+/// Strict where a device may trust the driver (§5.1.6.2's MUSTs, and what
+/// Linux and DPDK's virtio PMD both do): the feature for the type, no ECN
+/// bit, NEEDS_CSUM at the TCP checksum, a non-zero `gso_size`, `hdr_len`
+/// not below the headers, the frame's own IP length, the TCP field seeded
+/// with the pseudo-header's sum with the whole TCP length, no CWR.
+/// `features` are the negotiated ones.
+fn gso_segments(hdr: &[u8], frame: &[u8], features: u64) -> Result<Vec<Vec<u8>>, String> {
+    let le = |i: usize| u16::from_le_bytes([hdr[i], hdr[i + 1]]) as usize;
+    let (flags, gso) = (hdr[0], hdr[1]);
+    let (hdr_len, mss, start, offset) = (le(2), le(4), le(6), le(8));
+    if gso & GSO_ECN != 0 {
+        return Err(format!(
+            "gso_type {gso:#x} with VIRTIO_NET_HDR_GSO_ECN, but VIRTIO_NET_F_HOST_ECN was not \
+             negotiated (virtio 1.2 §5.1.6.2)"
+        ));
+    }
+    let (v6, need, name) = match gso {
+        GSO_TCPV4 => (false, feature::NET_HOST_TSO4, "VIRTIO_NET_F_HOST_TSO4"),
+        GSO_TCPV6 => (true, feature::NET_HOST_TSO6, "VIRTIO_NET_F_HOST_TSO6"),
+        other => {
+            return Err(format!(
+                "gso_type {other:#x}: the model segments TCPV4 (1) and TCPV6 (4) only, and \
+                 no other type was negotiated (virtio 1.2 §5.1.6.2)"
+            ))
+        }
+    };
+    if features & need == 0 {
+        return Err(format!(
+            "gso_type {gso}, but {name} was not negotiated: the driver MUST NOT set it \
+             (virtio 1.2 §5.1.6.2.1)"
+        ));
+    }
+    if flags & !NEEDS_CSUM != 0 {
+        return Err(format!(
+            "flags {flags:#x}: the driver MUST NOT set DATA_VALID or RSC_INFO (virtio 1.2 \
+             §5.1.6.2.1)"
+        ));
+    }
+    if flags & NEEDS_CSUM == 0 || mss == 0 {
+        return Err(format!(
+            "gso_type {gso} with flags {flags:#x} and gso_size {mss}: the driver MUST also set \
+             NEEDS_CSUM and gso_size to the MSS (virtio 1.2 §5.1.6.2.1)"
+        ));
+    }
+    let be = |i: usize| {
+        frame
+            .get(i..i + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize)
+    };
+    let mut l2 = 14;
+    let mut et = be(12).ok_or("a segmented frame shorter than an Ethernet header")?;
+    if et == 0x8100 {
+        l2 = 18;
+        et = be(16).ok_or("a segmented frame cut inside its 802.1Q tag")?;
+    }
+    let want_et = if v6 { 0x86dd } else { 0x0800 };
+    if et != want_et {
+        return Err(format!(
+            "gso_type {gso} on a frame of EtherType {et:#06x} (virtio 1.2 §5.1.6.2)"
+        ));
+    }
+    let (iplen, proto) = if v6 {
+        (40, frame.get(l2 + 6).copied())
+    } else {
+        let ihl = frame.get(l2).map_or(0, |b| (b & 0xf) as usize * 4);
+        (ihl.max(20), frame.get(l2 + 9).copied())
+    };
+    let l4 = l2 + iplen;
+    let doff = frame.get(l4 + 12).map_or(0, |b| (b >> 4) as usize * 4);
+    let hlen = l4 + doff;
+    if proto != Some(6) || doff < 20 || frame.len() < hlen {
+        return Err(format!(
+            "gso_type {gso} on a frame that is not a whole TCP header over IPv{} (protocol \
+             {proto:?}, data offset {doff}, {} bytes)",
+            if v6 { 6 } else { 4 },
+            frame.len()
+        ));
+    }
+    if (start, offset) != (l4, 16) {
+        return Err(format!(
+            "segmentation with csum_start {start} and csum_offset {offset}: the TCP checksum \
+             is at {l4} + 16 (virtio 1.2 §5.1.6.2.1)"
+        ));
+    }
+    if hdr_len < hlen {
+        return Err(format!(
+            "hdr_len {hdr_len} below the {hlen} bytes of headers: the driver SHOULD set it not \
+             less (virtio 1.2 §5.1.6.2.1)"
+        ));
+    }
+    let ip_len = be(l2 + if v6 { 4 } else { 2 }).unwrap_or(0);
+    let own = frame.len() - l2 - if v6 { 40 } else { 0 };
+    if ip_len != own {
+        return Err(format!(
+            "a segmented frame's IP length field says {ip_len}, but it carries {own} bytes: \
+             the device's segmentation reads it (Linux's GSO, DPDK's virtio_tso_fix_cksum)"
+        ));
+    }
+    let tcp_len = frame.len() - l4;
+    let addrs = if v6 {
+        &frame[l2 + 8..l2 + 40]
+    } else {
+        &frame[l2 + 12..l2 + 20]
+    };
+    let seed = fold(sum16(addrs) + 6 + tcp_len as u64);
+    let field = be(l4 + 16).unwrap_or(0) as u16;
+    if field != seed {
+        return Err(format!(
+            "a segmented frame's TCP checksum field holds {field:#06x}, not the pseudo-header's \
+             sum {seed:#06x}: the driver MUST set it to the TCP pseudo header (virtio 1.2 \
+             §5.1.6.2.1), with the whole TCP length"
+        ));
+    }
+    if frame[l4 + 13] & 0x80 != 0 && features & feature::NET_HOST_ECN == 0 {
+        return Err(
+            "a segmented frame with TCP CWR set, but VIRTIO_NET_F_HOST_ECN was not \
+             negotiated: the driver SHOULD NOT send it (virtio 1.2 §5.1.6.2.1)"
+                .into(),
+        );
+    }
+    let payload = &frame[hlen..];
+    let id0 = be(l2 + 4).unwrap_or(0) as u16;
+    let seq0 = u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]]);
+    let n = payload.len().div_ceil(mss).max(1);
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n {
+        let part = &payload[(k * mss).min(payload.len())..((k + 1) * mss).min(payload.len())];
+        let mut seg = frame[..hlen].to_vec();
+        seg.extend_from_slice(part);
+        let seg_tcp = doff + part.len();
+        if v6 {
+            seg[l2 + 4..l2 + 6].copy_from_slice(&(seg_tcp as u16).to_be_bytes());
+        } else {
+            seg[l2 + 2..l2 + 4].copy_from_slice(&((iplen + seg_tcp) as u16).to_be_bytes());
+            seg[l2 + 4..l2 + 6].copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
+            seg[l2 + 10..l2 + 12].copy_from_slice(&[0, 0]);
+            let c = !fold(sum16(&seg[l2..l4]));
+            seg[l2 + 10..l2 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        let seq = seq0.wrapping_add((k * mss) as u32);
+        seg[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
+        if k + 1 < n {
+            seg[l4 + 13] &= !(0x01 | 0x08); // FIN, PSH
+        }
+        seg[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
+        let c = !fold(sum16(addrs) + 6 + seg_tcp as u64 + sum16(&seg[l4..]));
+        seg[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+        out.push(seg);
+    }
+    Ok(out)
 }
 
 /// Control classes and commands (§5.1.6.5).
@@ -944,16 +1118,29 @@ impl State {
             } else {
                 let (hdr, frame) = bytes.split_at(hdr_len);
                 let mut frame = frame.to_vec();
-                self.transmit_header(hdr, &mut frame);
-                if frame.len() > max_frame {
-                    self.violation(format!(
-                        "a {}-byte frame sent with MTU {}: the driver MUST NOT transmit packets \
-                         longer than the MTU (virtio 1.2 §5.1.4.1)",
-                        frame.len(),
-                        self.mtu()
-                    ));
+                let frames = if hdr[1] != 0 {
+                    match gso_segments(hdr, &frame, self.features) {
+                        Ok(segs) => segs,
+                        Err(why) => {
+                            self.violation(format!("transmit header: {why}"));
+                            Vec::new()
+                        }
+                    }
+                } else {
+                    self.transmit_header(hdr, &mut frame);
+                    vec![frame]
+                };
+                for frame in frames {
+                    if frame.len() > max_frame {
+                        self.violation(format!(
+                            "a {}-byte frame sent with MTU {}: the driver MUST NOT transmit \
+                             packets longer than the MTU (virtio 1.2 §5.1.4.1)",
+                            frame.len(),
+                            self.mtu()
+                        ));
+                    }
+                    self.wire.push(frame);
                 }
-                self.wire.push(frame);
             }
             self.scribble(&chain.readable, q, &chain);
             let vq = &mut self.queues[q as usize];
@@ -969,18 +1156,12 @@ impl State {
     /// what it asks: with `VIRTIO_NET_HDR_F_NEEDS_CSUM` (only with
     /// `VIRTIO_NET_F_CSUM`), the checksum from `csum_start` to the end,
     /// complemented, into `csum_start + csum_offset`, which must lie inside
-    /// the frame. No other flag, and `gso_type` NONE (no GSO feature is
-    /// offered).
+    /// the frame. No other flag; `gso_type` NONE (a segmented frame goes
+    /// to [`gso_segments`] instead).
     fn transmit_header(&mut self, hdr: &[u8], frame: &mut [u8]) {
-        let (flags, gso) = (hdr[0], hdr[1]);
+        let flags = hdr[0];
         let le = |i: usize| u16::from_le_bytes([hdr[i], hdr[i + 1]]) as usize;
         let (start, offset) = (le(6), le(8));
-        if gso != 0 {
-            self.violation(format!(
-                "transmit header gso_type {gso:#x}: no segmentation offload was negotiated, the \
-                 driver MUST set gso_type to VIRTIO_NET_HDR_GSO_NONE (virtio 1.2 §5.1.6.2.1)"
-            ));
-        }
         if flags & !NEEDS_CSUM != 0 {
             self.violation(format!(
                 "transmit header flags {flags:#x}: the driver MUST NOT set DATA_VALID or \

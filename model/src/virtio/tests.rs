@@ -369,3 +369,85 @@ fn a_split_queue_size_that_is_no_power_of_two_is_still_a_violation() {
     r.w16(0x18, 7);
     assert!(r.violations().contains("power of 2"), "{}", r.violations());
 }
+
+/// A TCP/IPv4 frame ready for segmentation as §5.1.6.2 asks (its own
+/// total length, the TCP field seeded with the pseudo-header's sum over
+/// the whole TCP length) with `payload` bytes, and its header: NEEDS_CSUM,
+/// TCPV4, `hdr_len` 54, `gso_size` 1000, the checksum at 34 + 16.
+fn gso_frame(payload: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut f = vec![0u8; 54 + payload];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((40 + payload) as u16).to_be_bytes());
+    f[14 + 9] = 6;
+    f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+    f[34 + 12] = 5 << 4;
+    f[34 + 13] = 0x18; // ACK, PSH
+    for (i, b) in f[54..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    let seed = fold(sum16(&f[26..34]) + 6 + (20 + payload) as u64);
+    f[34 + 16..34 + 18].copy_from_slice(&seed.to_be_bytes());
+    let mut h = vec![0u8; 12];
+    h[0] = NEEDS_CSUM;
+    h[1] = GSO_TCPV4;
+    h[2..4].copy_from_slice(&54u16.to_le_bytes());
+    h[4..6].copy_from_slice(&1000u16.to_le_bytes());
+    h[6..8].copy_from_slice(&34u16.to_le_bytes());
+    h[8..10].copy_from_slice(&16u16.to_le_bytes());
+    (h, f)
+}
+
+#[test]
+fn a_segmentation_request_is_cut_and_each_broken_rule_is_a_violation() {
+    let tso = feature::NET_CSUM | feature::NET_HOST_TSO4 | feature::NET_HOST_TSO6;
+    let (h, f) = gso_frame(2500);
+    let segs = gso_segments(&h, &f, tso).expect("a correct request");
+    assert_eq!(
+        segs.iter().map(Vec::len).collect::<Vec<_>>(),
+        [1054, 1054, 554]
+    );
+    for (k, s) in segs.iter().enumerate() {
+        assert_eq!(!fold(sum16(&s[14..34])), 0, "segment {k}: IPv4 checksum");
+        let tcp_len = s.len() - 34;
+        assert_eq!(
+            !fold(sum16(&s[26..34]) + 6 + tcp_len as u64 + sum16(&s[34..])),
+            0,
+            "segment {k}: TCP checksum"
+        );
+        assert_eq!(
+            s[34 + 13] & 0x08 != 0,
+            k == 2,
+            "segment {k}: PSH on the last only"
+        );
+    }
+    type Break = fn(&mut Vec<u8>, &mut Vec<u8>);
+    let cases: [(&str, u64, Break); 10] = [
+        ("HOST_TSO4 was not negotiated", feature::NET_CSUM, |_, _| {}),
+        ("GSO_ECN", tso, |h, _| h[1] |= GSO_ECN),
+        ("TCPV4 (1) and TCPV6 (4) only", tso, |h, _| h[1] = 3),
+        ("MUST also set NEEDS_CSUM", tso, |h, _| h[0] = 0),
+        ("MUST also set NEEDS_CSUM", tso, |h, _| h[4..6].fill(0)),
+        ("EtherType 0x0800", tso, |h, _| h[1] = GSO_TCPV6),
+        ("the TCP checksum is at 34 + 16", tso, |h, _| h[8] = 6),
+        ("hdr_len 40 below", tso, |h, _| {
+            h[2..4].copy_from_slice(&40u16.to_le_bytes())
+        }),
+        ("IP length field says", tso, |_, f| f[17] ^= 1),
+        ("not the pseudo-header's sum", tso, |_, f| f[51] ^= 1),
+    ];
+    for (want, features, brk) in cases {
+        let (mut h, mut f) = gso_frame(2500);
+        brk(&mut h, &mut f);
+        match gso_segments(&h, &f, features) {
+            Err(why) => assert!(why.contains(want), "{want}: {why}"),
+            Ok(_) => panic!("{want}: no violation"),
+        }
+    }
+    let (h, mut f) = gso_frame(2500);
+    f[34 + 13] |= 0x80;
+    let why = gso_segments(&h, &f, tso).unwrap_err();
+    assert!(why.contains("CWR"), "{why}");
+    assert!(gso_segments(&h, &f, tso | feature::NET_HOST_ECN).is_ok());
+}

@@ -91,9 +91,14 @@ pub(crate) use pollnic_hw::virtio::feature;
 /// costs nothing until a frame asks for it; `VIRTIO_NET_F_GUEST_CSUM` is
 /// not here: it lets the device hand over frames whose checksum is still to
 /// be completed (§5.1.6.4), so [`Port::negotiate`] takes it only for a port
-/// opened with `DeviceConfig::rx_checksum`. The segmentation features
-/// (`HOST_TSO*`, `GUEST_TSO*`) and `MRG_RXBUF` are never negotiated.
+/// opened with `DeviceConfig::rx_checksum`. `HOST_TSO4`/`HOST_TSO6` (the
+/// device segments what `TxOffload::with_tso` sends) are taken with CSUM,
+/// which they require (§5.1.3.1); the receive side's (`GUEST_TSO*`) and
+/// `MRG_RXBUF` are never negotiated: a received frame is one buffer, at
+/// most the MTU (docs/nics/virtio-net.md says why).
 const WANTED: u64 = feature::NET_CSUM
+    | feature::NET_HOST_TSO4
+    | feature::NET_HOST_TSO6
     | feature::VERSION_1
     | feature::ACCESS_PLATFORM
     | feature::NET_MAC
@@ -554,6 +559,9 @@ impl Port {
         let mut features = offered & WANTED;
         if guest_csum {
             features |= feature::NET_GUEST_CSUM;
+        }
+        if features & feature::NET_CSUM == 0 {
+            features &= !(feature::NET_HOST_TSO4 | feature::NET_HOST_TSO6);
         }
         if features & feature::NET_CTRL_VQ == 0 {
             features &= !(feature::NET_MQ | feature::NET_RSS | feature::NET_CTRL_RX);
