@@ -1244,6 +1244,60 @@ mod tests {
     }
 
     #[test]
+    fn virtio_tso_prepare_writes_what_the_devices_segmentation_reads() {
+        let mut f = tcp4(5000);
+        f[16..18].copy_from_slice(&[0xbe, 0xef]);
+        f[24..26].copy_from_slice(&[0x12, 0x34]);
+        let g = virtio_tso_prepare(&mut f, 1448, 1500).unwrap();
+        assert_eq!(
+            g,
+            VirtioGso {
+                ipv6: false,
+                hdr_len: 54,
+                gso_size: 1448,
+                csum_start: 34,
+                csum_offset: 16
+            }
+        );
+        assert_eq!(f[16..18], 5040u16.to_be_bytes(), "the frame's own total length");
+        assert_eq!(!fold(ones_sum(&f[14..34], 0)), 0, "the IPv4 checksum verifies");
+        let seed = fold(ones_sum(&f[26..34], PROTO_TCP as u64 + 5020));
+        assert_eq!(f[50..52], seed.to_be_bytes(), "seeded with the TCP length");
+        // IPv6: the payload length, no header checksum.
+        let mut v6 = vec![0u8; 14 + 40 + 20 + 3000];
+        v6[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        v6[14] = 0x60;
+        v6[14 + 6] = PROTO_TCP;
+        v6[14 + 40 + 12] = 5 << 4;
+        let g = virtio_tso_prepare(&mut v6, 1440, 1500).unwrap();
+        assert!(g.ipv6 && g.hdr_len == 74 && g.csum_start == 54);
+        assert_eq!(v6[18..20], 3020u16.to_be_bytes());
+        let tcp = TxRefusal::MssOutOfRange {
+            mss: 1461,
+            max: 1460,
+        };
+        assert_eq!(virtio_tso_prepare(&mut tcp4(5000), 1461, 1500), Err(tcp));
+        assert_eq!(
+            virtio_tso_prepare(&mut tcp4(65496), 1448, 1500),
+            Err(TxRefusal::TsoPayload {
+                len: 65496,
+                max: 65495
+            })
+        );
+        assert!(virtio_tso_prepare(&mut tcp4(65495), 1448, 1500).is_ok());
+        let mut cwr = tcp4(100);
+        cwr[14 + 20 + 13] |= TCP_CWR;
+        assert!(matches!(
+            virtio_tso_prepare(&mut cwr, 1448, 1500),
+            Err(TxRefusal::NotOffered { what }) if what.contains("CWR")
+        ));
+        assert_eq!(
+            virtio_tso_prepare(&mut udp4(100), 1448, 1500),
+            Err(TxRefusal::TsoNotTcp { protocol: 17 })
+        );
+    }
+
+    #[test]
     fn tso_plan_refuses_what_the_nic_cannot_segment() {
         let f = tcp4(100);
         let tso = |mss| TxOffload::NONE.with_tso(mss);
