@@ -1259,8 +1259,16 @@ mod tests {
                 csum_offset: 16
             }
         );
-        assert_eq!(f[16..18], 5040u16.to_be_bytes(), "the frame's own total length");
-        assert_eq!(!fold(ones_sum(&f[14..34], 0)), 0, "the IPv4 checksum verifies");
+        assert_eq!(
+            f[16..18],
+            5040u16.to_be_bytes(),
+            "the frame's own total length"
+        );
+        assert_eq!(
+            !fold(ones_sum(&f[14..34], 0)),
+            0,
+            "the IPv4 checksum verifies"
+        );
         let seed = fold(ones_sum(&f[26..34], PROTO_TCP as u64 + 5020));
         assert_eq!(f[50..52], seed.to_be_bytes(), "seeded with the TCP length");
         // IPv6: the payload length, no header checksum.
