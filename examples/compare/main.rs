@@ -121,11 +121,12 @@ struct Args {
     /// the machine has room: pollnic-1q receives on the first of --cores). [range: 0..=1023]
     #[arg(value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1023), long, default_value_t = 1)]
     gen_core: usize,
-    /// pollnic-1q-irq and pollnic-1q-adaptive: dynamic interrupt moderation
-    /// (igb's classes) capped at this many µs; 0: a fixed EITR of 0 (an
-    /// interrupt per frame, the rows before dynamic moderation). [range: 0..=1022]
-    #[arg(value_parser = clap::value_parser!(u32).range(0..=1022), long, default_value_t = pollnic::irq::DEFAULT_MAX_LATENCY_US)]
-    max_latency_us: u32,
+    /// pollnic-1q-irq and pollnic-1q-adaptive: without it a fixed EITR
+    /// (interrupt throttle) of 250 µs; with it dynamic interrupt moderation
+    /// (igb's classes) capped at this many µs, or with 0 a fixed EITR of 0
+    /// (an interrupt per frame). [range: 0..=1022]
+    #[arg(value_parser = clap::value_parser!(u32).range(0..=1022), long)]
+    max_latency_us: Option<u32>,
     /// pollnic-1q-adaptive: the longest spin on an empty ring, µs. [range: 0..=1000000]
     #[arg(value_parser = clap::value_parser!(u64).range(0..=1_000_000), long, default_value_t = 50)]
     max_spin_us: u64,
@@ -481,10 +482,20 @@ fn measured_row(path: &str, size: usize, rate: u64, m: Result<Measured, String>)
     r
 }
 
+/// The fixed EITR of the `pollnic-1q-irq` and `pollnic-1q-adaptive` rows
+/// without `--max-latency-us`, in µs: decided on two counted runs at 10 and
+/// 20 kpps (docs/results/2026-12-06-vm-2core/irq-mmio.md), where it did
+/// 24-34 % fewer instructions and half the MMIO writes per packet of igb's
+/// dynamic moderation (the default before), with P99 in the same range.
+const IRQ_ROW_EITR_US: u32 = 250;
+
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let moderation = match args.max_latency_us {
-        0 => pollnic::Moderation::Fixed { usecs: 0 },
-        us => pollnic::Moderation::dynamic(us),
+        None => pollnic::Moderation::Fixed {
+            usecs: IRQ_ROW_EITR_US,
+        },
+        Some(0) => pollnic::Moderation::Fixed { usecs: 0 },
+        Some(us) => pollnic::Moderation::dynamic(us),
     };
     let _ = paths::IRQ_TUNING.set((moderation, Duration::from_micros(args.max_spin_us)));
     let title = format!(
