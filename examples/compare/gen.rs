@@ -30,6 +30,24 @@ static PAUSED: AtomicBool = AtomicBool::new(false);
 static HELD: Mutex<()> = Mutex::new(());
 static RELEASED: Condvar = Condvar::new();
 
+/// Frames the kernel rows' receive loops have read ([`received`]): a
+/// drain's counted window ends once they hold all of its frames.
+static RECEIVED: AtomicU64 = AtomicU64::new(0);
+
+/// Called by a kernel row's receive loop after each batch, outside any
+/// marked region: it read `n` frames. pollnic's rows do not call it (their
+/// work is their marked bursts, whatever the window's length).
+#[inline]
+pub fn received(n: u64) {
+    if n > 0 {
+        RECEIVED.fetch_add(n, Relaxed);
+    }
+}
+
+/// How long a drain's window stays open after the receivers read its last
+/// frame: the reading thread's return to its wait.
+pub const DRAIN_AFTER_LAST: Duration = Duration::from_millis(5);
+
 /// How long a drain row waits after its last frame was sent before the
 /// receiver may read: the device and the kernel have placed every frame.
 pub const DRAIN_SETTLE: Duration = Duration::from_millis(300);
@@ -85,6 +103,7 @@ pub fn trial(
         let mut best: Option<(f64, Offered)> = None;
         for _ in 0..DRAIN_REPEATS {
             PAUSED.store(true, Release);
+            let read0 = RECEIVED.load(Acquire);
             let mut meter = crate::cost::Meter::new();
             if let Some(m) = meter.as_mut() {
                 m.begin();
@@ -102,7 +121,19 @@ pub fn trial(
             );
             std::thread::sleep(DRAIN_SETTLE);
             release();
-            std::thread::sleep(crate::cost::TAIL);
+            // A kernel row's window ends once its receivers read every
+            // frame (a window less its background is the row's work, so
+            // every idle millisecond adds the background's error); others
+            // keep the tail.
+            let t0 = Instant::now();
+            while RECEIVED.load(Acquire).wrapping_sub(read0) < one.sent
+                && t0.elapsed() < crate::cost::TAIL
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if t0.elapsed() < crate::cost::TAIL {
+                std::thread::sleep(DRAIN_AFTER_LAST);
+            }
             one.pmu = pmu
                 .as_mut()
                 .map(|p| p.as_mut().map_err(|e| e.clone()).and_then(|p| p.finish()));

@@ -181,6 +181,7 @@ fn read_sockets(state: &mut Group, t: &mut Tally, done: &AtomicBool) {
                 100,
             )
         };
+        let before = t.received;
         for ev in events.iter().take(ready.max(0) as usize) {
             let Some(s) = socks.get_mut(ev.u64 as usize) else {
                 continue;
@@ -199,5 +200,6 @@ fn read_sockets(state: &mut Group, t: &mut Tally, done: &AtomicBool) {
                 }
             }
         }
+        crate::gen::received(t.received - before);
     }
 }
