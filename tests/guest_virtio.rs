@@ -1161,6 +1161,87 @@ fn tso_frames_sent_through_the_header_arrive_as_mss_segments() {
     }
 }
 
+/// `pktgen --tso 1448` on virtio port 0, unchanged: its first line says the
+/// virtio-net device segments, and pollnic on port 1 receives 46 segments
+/// of each frame (65,495 bytes of payload), every one a TCP/IPv4 frame of
+/// at most 1514 bytes whose checksums verify, the payloads adding up.
+#[test]
+#[ignore = "needs the QEMU testbed: run `cargo xtask test`"]
+fn pktgen_tso_runs_on_virtio_and_its_frames_arrive_as_segments() {
+    let mut rx = Device::open(vport(1), &config()).expect("open virtio port 1");
+    let dst_s = rx.mac().map(|b| format!("{b:02x}")).join(":");
+    let frames = 3usize;
+    let gen = Command::new(example_exe("pktgen"))
+        .args([
+            "--port",
+            &vport(0),
+            "--count",
+            &frames.to_string(),
+            "--rate",
+            "20",
+        ])
+        .args(["--tso", "1448", "--dst", &dst_s])
+        .output()
+        .expect("run pktgen");
+    let out = String::from_utf8_lossy(&gen.stdout);
+    assert!(
+        gen.status.success(),
+        "pktgen: {out} {}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    assert!(
+        out.contains("cut by the virtio-net device into 46 segments"),
+        "pktgen's first line says the device cuts the frames: {out}"
+    );
+    let t0 = Instant::now();
+    let (mut segs, mut payload) = (0usize, 0usize);
+    let mut burst = Vec::new();
+    while segs < 46 * frames && t0.elapsed() < Duration::from_secs(10) {
+        rx.queue(0).rx_burst(&mut burst, 64);
+        for p in burst.drain(..) {
+            let h = match etherparse::PacketHeaders::from_ethernet_slice(p.data()) {
+                Ok(h) => h,
+                Err(_) => continue,
+            };
+            let (
+                Some(etherparse::NetHeaders::Ipv4(ip, _)),
+                Some(etherparse::TransportHeader::Tcp(tcp)),
+            ) = (&h.net, &h.transport)
+            else {
+                continue;
+            };
+            if tcp.destination_port != 9001 {
+                continue;
+            }
+            let body = h.payload.slice();
+            assert!(
+                p.data().len() <= 1514,
+                "a segment of {} bytes",
+                p.data().len()
+            );
+            assert_eq!(
+                ip.header_checksum,
+                ip.calc_header_checksum(),
+                "IPv4 checksum"
+            );
+            assert_eq!(
+                tcp.checksum,
+                tcp.calc_checksum_ipv4(ip, body).unwrap(),
+                "TCP checksum"
+            );
+            segs += 1;
+            payload += body.len();
+        }
+    }
+    assert_eq!(
+        segs,
+        46 * frames,
+        "every segment of every frame arrived: {out}"
+    );
+    assert_eq!(payload, 65495 * frames, "the payloads add up");
+    rx.check_device().expect("no queue stopped");
+}
+
 /// The testbed's `$POLLNIC_VIRTIO_PACKED_PORT` (QEMU's `packed=on`): the
 /// one virtio port whose device offers `VIRTIO_F_RING_PACKED`.
 fn packed_port() -> usize {

@@ -46,6 +46,12 @@ impl Reporter {
             return;
         }
         let frames = match tso {
+            Some((mss, payload)) if dev.family() == pollnic::NicFamily::VirtioNet => format!(
+                "TCP/IPv4 frames of {payload} bytes of payload cut by the virtio-net device into \
+                 {} segments of at most {mss} bytes each (TSO through the virtio_net_hdr: \
+                 segmentation done by the host, not this CPU)",
+                (payload as u64).div_ceil(mss as u64)
+            ),
             Some((mss, payload)) => format!(
                 "TCP/IPv4 frames of {payload} bytes of payload cut by the NIC into {} segments of \
                  at most {mss} bytes each (TSO: segmentation done in hardware)",
