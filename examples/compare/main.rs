@@ -485,7 +485,7 @@ fn measured_row(path: &str, size: usize, rate: u64, m: Result<Measured, String>)
 /// The fixed EITR of the `pollnic-1q-irq` and `pollnic-1q-adaptive` rows
 /// without `--max-latency-us`, in µs: decided on two counted runs at 10 and
 /// 20 kpps (docs/results/2026-12-06-vm-2core/irq-mmio.md), where it did
-/// 24-34 % fewer instructions and half the MMIO writes per packet of igb's
+/// 24-33 % fewer instructions and half the MMIO writes per packet of igb's
 /// dynamic moderation (the default before), with P99 in the same range.
 const IRQ_ROW_EITR_US: u32 = 250;
 
