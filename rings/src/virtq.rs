@@ -34,6 +34,19 @@
 //! names a descriptor outside those just made available (§2.8.10,
 //! Linux `virtqueue_kick_prepare_packed`).
 //!
+//! # In order (`VIRTIO_F_IN_ORDER`)
+//!
+//! Once negotiated ([`VirtqTx::set_in_order`], [`VirtqRx::set_in_order`],
+//! [`ctrl::VirtqCtrl::set_in_order`]) every queue posts its chains in ring order
+//! (split: heads 0, 2, 4, … wrapping at the table's end; packed: buffer
+//! ids 0, 1, 2, … wrapping at the chain count), and holds the device to
+//! using them in that order. Transmit reclaim then frees the oldest chains
+//! without reading their used entries: on a split ring as many as the used
+//! index moved, on a packed ring up to the buffer id of the one used
+//! descriptor at the cursor, which may stand for a whole batch. Receive
+//! reads every used entry (each frame's length is in its own) and stops
+//! the queue at one that names any chain but the oldest.
+//!
 //! # The 12-byte `virtio_net_hdr`
 //!
 //! Every virtio-net frame travels behind a `struct virtio_net_hdr` (12 bytes
@@ -654,14 +667,16 @@ impl Vring {
         }
     }
 
-    /// Post the control queue's chain 0: `first` device-readable, then the
-    /// one-byte `second` device-writable, as avail entry `slot`.
-    fn post_ctrl(&mut self, slot: u16, first: (u64, u32), second: u64) {
+    /// Post the control queue's chain: `first` device-readable, then the
+    /// one-byte `second` device-writable, as avail entry `slot`; split, at
+    /// descriptors `head` (even) and `head + 1`; packed, buffer id 0 at the
+    /// avail cursor.
+    fn post_ctrl(&mut self, slot: u16, head: u16, first: (u64, u32), second: u64) {
         match &mut self.kind {
             Kind::Split(_) => {
-                self.write_desc(0, first.0, first.1, DESC_F_NEXT, 1);
-                self.write_desc(1, second, 1, DESC_F_WRITE, 0);
-                self.put_avail(slot, 0);
+                self.write_desc(head, first.0, first.1, DESC_F_NEXT, head + 1);
+                self.write_desc(head + 1, second, 1, DESC_F_WRITE, 0);
+                self.put_avail(slot, head);
             }
             Kind::Packed(p) => p.post(
                 self.mem,
@@ -791,6 +806,16 @@ impl Vring {
     fn consume_used(&mut self) {
         if let Kind::Packed(p) = &mut self.kind {
             p.consume();
+        }
+    }
+
+    /// Past `n` chains at once (packed: a batch the device completed with
+    /// one used descriptor, in order; `n` at most the chains in flight, so
+    /// the cursor wraps at most once). A no-op on a split ring.
+    #[inline(always)]
+    fn consume_chains(&mut self, n: u16) {
+        if let Kind::Packed(p) = &mut self.kind {
+            p.consume_n(n);
         }
     }
 
@@ -994,6 +1019,10 @@ pub struct VirtqRx<D: Doorbell> {
     guest_csum: bool,
     /// An interrupt is asked for ([`VirtqRx::set_interrupts`]).
     irq_armed: bool,
+    /// `VIRTIO_F_IN_ORDER` ([`VirtqRx::set_in_order`]): each used entry
+    /// must name `expect`, the oldest chain the device holds.
+    in_order: bool,
+    expect: u16,
     doorbell: D,
     stats: RxStats,
     vq: VirtqStats,
@@ -1102,6 +1131,8 @@ impl<D: Doorbell> VirtqRx<D> {
             hdr_in_buf,
             guest_csum: false,
             irq_armed: false,
+            in_order: false,
+            expect: 0,
             doorbell,
             stats: RxStats::default(),
             vq: VirtqStats::default(),
@@ -1155,6 +1186,29 @@ impl<D: Doorbell> VirtqRx<D> {
         self.guest_csum = on;
     }
 
+    /// Hold the device to `VIRTIO_F_IN_ORDER` (`on`: negotiated; off until
+    /// this is called; virtio 1.2 §2.7.5 and §2.7.8 for split rings, the
+    /// packed ring's "In-order use of descriptors" in §2.8): buffers come
+    /// back in the order they were made available, so each
+    /// used entry must name the oldest chain the device holds; any other
+    /// id stops the queue ([`VirtqStats::device_errors`]). The chains are
+    /// posted in ring order either way (the driver's side of the rule,
+    /// descriptors from 0 on and wrapping at the table's end). Every
+    /// receive completion is read: a device may complete a batch with one
+    /// used entry only where the driver knows each buffer's length, and a
+    /// received frame's length is in its own entry. Call it before
+    /// [`VirtqRx::start`].
+    ///
+    /// # Panics
+    /// If the queue was started.
+    pub fn set_in_order(&mut self, on: bool) {
+        assert!(
+            self.avail_idx == 0,
+            "VirtqRx::set_in_order after start: the device has the chains"
+        );
+        self.in_order = on;
+    }
+
     /// Where the device finds this queue.
     pub fn addrs(&self) -> VirtqAddrs {
         self.ring.addrs()
@@ -1190,18 +1244,25 @@ impl<D: Doorbell> VirtqRx<D> {
     /// error does.
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        // One loop per place of the header, each without the other's code.
-        if self.hdr_in_buf {
-            self.burst::<true>(out, max)
-        } else {
-            self.burst::<false>(out, max)
+        // One loop per place of the header and per ordering rule, each
+        // without the others' code.
+        match (self.hdr_in_buf, self.in_order) {
+            (true, false) => self.burst::<true, false>(out, max),
+            (false, false) => self.burst::<false, false>(out, max),
+            (true, true) => self.burst::<true, true>(out, max),
+            (false, true) => self.burst::<false, true>(out, max),
         }
     }
 
     /// [`VirtqRx::rx_burst`] with the header in each buffer's headroom
-    /// (`IN_BUF`) or in the ring's header slots.
+    /// (`IN_BUF`) or in the ring's header slots; `IN_ORDER`, each used
+    /// entry must name the oldest chain in flight.
     #[inline(always)]
-    fn burst<const IN_BUF: bool>(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+    fn burst<const IN_BUF: bool, const IN_ORDER: bool>(
+        &mut self,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> usize {
         if self.vq.stopped {
             return 0;
         }
@@ -1232,6 +1293,9 @@ impl<D: Doorbell> VirtqRx<D> {
             _ => packed::Packed::new(4, 1),
         };
         let (mut got, mut bytes, mut taken) = (0usize, 0u64, 0u16);
+        // IN_ORDER: the chain the next used entry must name.
+        let chains = self.slots.len() as u16;
+        let mut expect = self.expect;
         while (taken as usize) < n {
             let used = if IN_BUF {
                 pk.peek(mem)
@@ -1253,7 +1317,9 @@ impl<D: Doorbell> VirtqRx<D> {
             } else {
                 self.ring.chain_of(id, &self.posted)
             };
-            let Some(k) = chain else {
+            // IN_ORDER: only the oldest chain in flight (`chain_of` found it
+            // in flight; a later one means the device skipped or reordered).
+            let Some(k) = chain.filter(|&k| !IN_ORDER || k == expect as usize) else {
                 self.device_error();
                 break;
             };
@@ -1351,8 +1417,12 @@ impl<D: Doorbell> VirtqRx<D> {
             self.rearmed[taken as usize] = k as u16;
             self.avail_idx = self.avail_idx.wrapping_add(1);
             taken += 1;
+            if IN_ORDER {
+                expect = if expect + 1 == chains { 0 } else { expect + 1 };
+            }
         }
         self.last_used = self.last_used.wrapping_add(taken);
+        self.expect = expect;
         if let (true, Kind::Packed(p)) = (IN_BUF, &mut self.ring.kind) {
             **p = pk;
         }
@@ -1526,6 +1596,12 @@ pub struct VirtqTx<D: Doorbell> {
     dirty: Box<[bool]>,
     /// Why the last frame refused by [`VirtqTx::tx_burst_offload`] was.
     last_refusal: Option<TxRefusal>,
+    /// `VIRTIO_F_IN_ORDER` ([`VirtqTx::set_in_order`]): chains are posted
+    /// in ring order from `next_chain` and come back oldest first from
+    /// `oldest` (`free` is then unused).
+    in_order: bool,
+    next_chain: u16,
+    oldest: u16,
     avail_idx: u16,
     last_used: u16,
     doorbell: D,
@@ -1605,6 +1681,9 @@ impl<D: Doorbell> VirtqTx<D> {
             tso_mtu: 0,
             dirty: vec![false; chains as usize].into_boxed_slice(),
             last_refusal: None,
+            in_order: false,
+            next_chain: 0,
+            oldest: 0,
             avail_idx: 0,
             last_used: 0,
             doorbell,
@@ -1659,6 +1738,29 @@ impl<D: Doorbell> VirtqTx<D> {
         self.tso_mtu = mtu;
     }
 
+    /// Use `VIRTIO_F_IN_ORDER` (`on`: negotiated; off until this is
+    /// called; virtio 1.2 §2.7.5 and §2.7.8 for split rings, the packed
+    /// ring's "In-order use of descriptors" in §2.8): chains are posted in
+    /// ring order (descriptors from 0 on, wrapping at the table's end, as
+    /// the split ring's rule asks of the driver), and the device, which
+    /// uses them in that order, may complete a whole batch with one used
+    /// entry. [`VirtqTx::reclaim`] then frees the oldest chains: on a
+    /// split ring as many as the used index moved (no used entry is read),
+    /// on a packed ring up to the one whose buffer id the used descriptor
+    /// at the used cursor names, the cursor moved past the whole batch (a
+    /// buffer id that is no chain in flight stops the queue). Call it
+    /// before the first [`VirtqTx::tx_burst`].
+    ///
+    /// # Panics
+    /// If frames were queued already.
+    pub fn set_in_order(&mut self, on: bool) {
+        assert!(
+            self.avail_idx == 0,
+            "VirtqTx::set_in_order after tx_burst: the device has chains"
+        );
+        self.in_order = on;
+    }
+
     /// Whether TCP segmentation can be asked of the device over IPv4 and
     /// over IPv6 ([`VirtqTx::set_tso`]), while checksums can be.
     pub fn tso(&self) -> (bool, bool) {
@@ -1687,7 +1789,23 @@ impl<D: Doorbell> VirtqTx<D> {
     /// One avail-index store per burst, and a kick only if the device asks.
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>, cache: &mut PoolCache) -> usize {
-        self.burst::<PLAIN>(pkts, cache, 0)
+        self.burst_of::<PLAIN>(pkts, cache, 0)
+    }
+
+    /// [`VirtqTx::burst`] for the ordering rule negotiated, each its own
+    /// loop.
+    #[inline(always)]
+    fn burst_of<const MODE: u8>(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        cache: &mut PoolCache,
+        mss: u16,
+    ) -> usize {
+        if self.in_order {
+            self.burst::<MODE, true>(pkts, cache, mss)
+        } else {
+            self.burst::<MODE, false>(pkts, cache, mss)
+        }
     }
 
     /// [`VirtqTx::tx_burst`] with transmit offloads (virtio 1.2 §5.1.6.2):
@@ -1724,7 +1842,7 @@ impl<D: Doorbell> VirtqTx<D> {
         cache: &mut PoolCache,
     ) -> usize {
         if offload.is_none() {
-            return self.burst::<PLAIN>(pkts, cache, 0);
+            return self.burst_of::<PLAIN>(pkts, cache, 0);
         }
         let not_offered = |what| Some(TxRefusal::NotOffered { what });
         let refusal = if !self.csum {
@@ -1740,15 +1858,16 @@ impl<D: Doorbell> VirtqTx<D> {
         };
         match (refusal, offload.tso) {
             (Some(why), _) => self.refuse_all(pkts, cache, why),
-            (None, Some(mss)) => self.burst::<TSO>(pkts, cache, mss),
-            (None, None) => self.burst::<CSUM>(pkts, cache, 0),
+            (None, Some(mss)) => self.burst_of::<TSO>(pkts, cache, mss),
+            (None, None) => self.burst_of::<CSUM>(pkts, cache, 0),
         }
     }
 
     /// The burst loop; `MODE` is [`PLAIN`], [`CSUM`] (the TCP/UDP checksum
-    /// of every frame) or [`TSO`] (every frame segmented at `mss`).
+    /// of every frame) or [`TSO`] (every frame segmented at `mss`);
+    /// `IN_ORDER`, chains taken in ring order rather than from `free`.
     #[inline(always)]
-    fn burst<const MODE: u8>(
+    fn burst<const MODE: u8, const IN_ORDER: bool>(
         &mut self,
         pkts: &mut Vec<Packet>,
         cache: &mut PoolCache,
@@ -1757,10 +1876,10 @@ impl<D: Doorbell> VirtqTx<D> {
         if self.vq.stopped || pkts.is_empty() {
             return 0;
         }
-        if self.free.len() < pkts.len().min(TX_RECLAIM_BELOW) {
+        if self.free_chains::<IN_ORDER>() < pkts.len().min(TX_RECLAIM_BELOW) {
             self.reclaim(cache);
         }
-        let n = pkts.len().min(self.free.len());
+        let n = pkts.len().min(self.free_chains::<IN_ORDER>());
         if n == 0 {
             self.stats.ring_full += 1;
             return 0;
@@ -1827,7 +1946,17 @@ impl<D: Doorbell> VirtqTx<D> {
                 cache.recycle(p);
                 continue;
             };
-            let k = self.free.pop().expect("n <= free chains");
+            let k = if IN_ORDER {
+                let k = self.next_chain;
+                self.next_chain = if k + 1 == self.slots.len() as u16 {
+                    0
+                } else {
+                    k + 1
+                };
+                k
+            } else {
+                self.free.pop().expect("n <= free chains")
+            };
             if MODE != PLAIN {
                 self.ring.set_hdr(k as usize, &req);
                 self.dirty[k as usize] = req.flags != 0;
@@ -1859,6 +1988,16 @@ impl<D: Doorbell> VirtqTx<D> {
             self.stats.bursts += 1;
         }
         n
+    }
+
+    /// Chains free to fill.
+    #[inline(always)]
+    fn free_chains<const IN_ORDER: bool>(&self) -> usize {
+        if IN_ORDER {
+            self.slots.len() - self.in_flight()
+        } else {
+            self.free.len()
+        }
     }
 
     /// Refuse every frame of `pkts` for a transmit offload this device
@@ -1914,9 +2053,22 @@ impl<D: Doorbell> VirtqTx<D> {
         // One loop per layout, so that the split loop reads its used ring
         // with no per-entry layout test (the packed one is the same loop
         // over `next_used`).
-        let done = match self.ring.kind {
-            Kind::Split(l) => self.reclaim_split(&l, pending, cache),
-            Kind::Packed(_) => self.reclaim_packed(pending, cache),
+        let done = match (&self.ring.kind, self.in_order) {
+            (Kind::Split(l), false) => {
+                let l = *l;
+                self.reclaim_split(&l, pending, cache)
+            }
+            (Kind::Packed(_), false) => self.reclaim_packed(pending, cache),
+            (Kind::Split(_), true) => {
+                // In order: the used index says how many of the oldest
+                // chains are done (checked against those in flight above);
+                // the device may have written only the batch's last entry.
+                for _ in 0..pending {
+                    self.release_oldest(cache);
+                }
+                pending
+            }
+            (Kind::Packed(_), true) => self.reclaim_packed_in_order(pending, cache),
         };
         self.last_used = self.last_used.wrapping_add(done);
         if self.ring.event_idx && done > 0 {
@@ -1976,10 +2128,73 @@ impl<D: Doorbell> VirtqTx<D> {
         done
     }
 
+    /// `reclaim` on a packed ring in order: the used descriptor at the
+    /// used cursor names the last buffer of a batch (the device may write
+    /// one for several, virtio 1.2 §2.8); the batch runs from the oldest
+    /// chain in flight to that one, and the cursor moves past all of its
+    /// descriptors. A buffer id that is no chain in flight stops the
+    /// queue. Returns how many chains were taken, at most `in_flight`.
+    #[inline(always)]
+    fn reclaim_packed_in_order(&mut self, in_flight: u16, cache: &mut PoolCache) -> u16 {
+        let chains = self.slots.len() as u16;
+        let mut done = 0u16;
+        while done < in_flight {
+            let id = match self.ring.next_used(0) {
+                Used::Elem { id, .. } => id,
+                Used::None => break,
+                Used::Bad => {
+                    self.device_error();
+                    break;
+                }
+            };
+            // The batch's length: from the oldest chain to `id`, in ring
+            // order (chain numbers wrap at `chains`).
+            let batch = match u16::try_from(id) {
+                Ok(id) if id < chains => {
+                    (if id >= self.oldest {
+                        id - self.oldest
+                    } else {
+                        id + chains - self.oldest
+                    }) + 1
+                }
+                _ => u16::MAX,
+            };
+            if batch > in_flight - done {
+                self.device_error();
+                break;
+            }
+            self.ring.consume_chains(batch);
+            for _ in 0..batch {
+                self.release_oldest(cache);
+            }
+            done += batch;
+        }
+        done
+    }
+
+    /// The oldest chain in flight (in order) is the driver's again.
+    #[inline(always)]
+    fn release_oldest(&mut self, cache: &mut PoolCache) {
+        let k = self.oldest as usize;
+        self.oldest = if k + 1 == self.slots.len() {
+            0
+        } else {
+            self.oldest + 1
+        };
+        self.release_chain::<true>(k, cache);
+    }
+
     /// Chain `k` (posted, checked) is the driver's again: its buffer back
     /// into `cache` (or its own pool), the chain free.
     #[inline(always)]
     fn release(&mut self, k: usize, cache: &mut PoolCache) {
+        self.release_chain::<false>(k, cache);
+    }
+
+    /// [`VirtqTx::release`]; `IN_ORDER`, the chain is not put on `free`
+    /// (the ring order decides the next one).
+    #[inline(always)]
+    fn release_chain<const IN_ORDER: bool>(&mut self, k: usize, cache: &mut PoolCache) {
         self.posted[k] = false;
         let f = self.slots[k];
         self.slots[k].pool = std::ptr::null_mut();
@@ -1989,7 +2204,9 @@ impl<D: Doorbell> VirtqTx<D> {
         // handed back once.
         let p = unsafe { Packet::from_raw_parts(NonNull::new_unchecked(f.pool), f.idx) };
         cache.recycle(p);
-        self.free.push(k as u16);
+        if !IN_ORDER {
+            self.free.push(k as u16);
+        }
     }
 
     #[cold]
@@ -2007,7 +2224,7 @@ impl<D: Doorbell> VirtqTx<D> {
 
     /// Frames handed to the device and not yet reclaimed.
     pub fn in_flight(&self) -> usize {
-        self.posted.len() - self.free.len()
+        self.avail_idx.wrapping_sub(self.last_used) as usize
     }
     /// Packet counters.
     pub fn stats(&self) -> TxStats {

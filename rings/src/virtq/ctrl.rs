@@ -90,6 +90,9 @@ pub struct VirtqCtrl<D: Doorbell> {
     doorbell: D,
     avail_idx: u16,
     last_used: u16,
+    /// `VIRTIO_F_IN_ORDER` on a split ring: each command goes on the next
+    /// two descriptors of the table (ring order), not always on 0 and 1.
+    in_order: bool,
     vq: VirtqStats,
 }
 
@@ -137,8 +140,27 @@ impl<D: Doorbell> VirtqCtrl<D> {
             doorbell,
             avail_idx: 0,
             last_used: 0,
+            in_order: false,
             vq: VirtqStats::default(),
         })
+    }
+
+    /// With `VIRTIO_F_IN_ORDER` negotiated (`on`): on a split ring each
+    /// command takes the next two descriptors of the table, wrapping at its
+    /// end (virtio 1.2 §2.7.5: with IN_ORDER the driver uses descriptors
+    /// in ring order), and its used entry must name that chain's head; a
+    /// packed ring is in ring order already (its command is buffer id 0).
+    pub fn set_in_order(&mut self, on: bool) {
+        self.in_order = on;
+    }
+
+    /// The head descriptor of the chain command number `n` takes: 0, or
+    /// in order on a split ring the next pair of the table.
+    fn head(&self, n: u16) -> u16 {
+        match self.ring.layout() {
+            VirtqLayout::Split if self.in_order => 2 * (n % (self.ring.size / 2)),
+            _ => 0,
+        }
     }
 
     /// With `VIRTIO_F_EVENT_IDX` negotiated: the avail ring's flags 0, as
@@ -210,8 +232,10 @@ impl<D: Doorbell> VirtqCtrl<D> {
         }
         self.put_byte(ACK, ACK_UNWRITTEN);
         let base = self.ring.region.iova() + self.ring.tail() as u64;
+        let head = self.head(self.avail_idx);
         self.ring.post_ctrl(
             self.avail_idx,
+            head,
             (base + CMD as u64, 2 + data.len() as u32),
             base + ACK as u64,
         );
@@ -243,14 +267,14 @@ impl<D: Doorbell> VirtqCtrl<D> {
             }
         }
         // Exactly the one command's chain came back: split, the used index
-        // moved by one and its entry names chain 0; packed, the descriptor
-        // at the used cursor is used and names buffer id 0.
+        // moved by one and its entry names the chain's head; packed, the
+        // descriptor at the used cursor is used and names buffer id 0.
         let one = self.ring.pending(self.last_used, 1) == 1;
         let id = match self.ring.next_used(self.last_used) {
             Used::Elem { id, .. } => Some(id),
             Used::None | Used::Bad => None,
         };
-        if !one || id != Some(0) {
+        if !one || id != Some(u32::from(head)) {
             self.vq.device_errors += 1;
             self.vq.stopped = true;
             return Err(CtrlError::Stopped);

@@ -356,6 +356,15 @@ impl Packed {
         }
     }
 
+    /// Move the used cursor past `n` chains (`n * per_chain` descriptors,
+    /// at most the ring's size: it wraps at most once).
+    #[inline(always)]
+    pub(crate) fn consume_n(&mut self, n: u16) {
+        let d = u32::from(n) * u32::from(self.layout.per_chain);
+        let d = d.min(u32::from(self.layout.size)) as u16;
+        (self.next_used, self.used_wrap) = self.step(self.next_used, self.used_wrap, d);
+    }
+
     /// Move the used cursor past one chain (its descriptors).
     #[inline(always)]
     pub(crate) fn consume(&mut self) {
