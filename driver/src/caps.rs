@@ -50,6 +50,10 @@ pub struct Capabilities {
     /// was negotiated, else [`crate::VirtqLayout::Split`]; `None` on the
     /// descriptor-ring families. See `DeviceConfig::virtq_layout`.
     pub virtq_layout: Option<crate::VirtqLayout>,
+    /// Whether a virtio-net port runs its virtqueues in order
+    /// (`VIRTIO_F_IN_ORDER` negotiated, virtio 1.2 §6); `None` on the
+    /// descriptor-ring families. See `DeviceConfig::virtq_in_order`.
+    pub virtq_in_order: Option<bool>,
 }
 
 /// Transmit offloads (82576 §7.2.2.3 and §7.2.4, 82599 §7.2.3.2). On

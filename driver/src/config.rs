@@ -120,6 +120,16 @@ pub struct DeviceConfig {
     /// them is refused at open ([`crate::Error::ConfigUnsupported`], field
     /// `virtq_layout`). `Capabilities::virtq_layout` says which a port runs.
     pub virtq_layout: Option<crate::VirtqLayout>,
+    /// In-order completion on a virtio-net port (`VIRTIO_F_IN_ORDER`,
+    /// virtio 1.2 §6; other families ignore it): `None` (the default)
+    /// takes it when the device offers it; `Some(false)` never;
+    /// `Some(true)` always, and a device that does not offer it is refused
+    /// at open ([`crate::Error::ConfigUnsupported`], field
+    /// `virtq_in_order`). With it the queues post buffers in ring order and
+    /// a transmit queue frees a whole batch from one used entry
+    /// (`pollnic_rings::virtq`, "In order"). `Capabilities::virtq_in_order`
+    /// says whether a port runs it.
+    pub virtq_in_order: Option<bool>,
     /// Which addresses the device is given for DMA (default
     /// [`DmaAddressing::Iommu`]). [`DmaAddressing::UnsafeNoIommuPhysical`]
     /// is the opt-in for a machine without an IOMMU: docs/no-iommu.md.
@@ -336,6 +346,14 @@ impl DeviceConfig {
         self.virtq_layout = Some(layout);
         self
     }
+    /// Set [`DeviceConfig::virtq_in_order`] to `Some(on)`: a virtio-net
+    /// port with in-order completion always (`true`, refused at open on a
+    /// device without `VIRTIO_F_IN_ORDER`) or never (`false`).
+    #[must_use]
+    pub fn with_virtq_in_order(mut self, on: bool) -> Self {
+        self.virtq_in_order = Some(on);
+        self
+    }
     /// Set [`DeviceConfig::vlan_strip`]: strip and report VLAN tags.
     #[must_use]
     pub fn with_vlan_strip(mut self, on: bool) -> Self {
@@ -367,6 +385,7 @@ impl Default for DeviceConfig {
             rx_checksum: false,
             vlan_strip: false,
             virtq_layout: None,
+            virtq_in_order: None,
             dma: DmaAddressing::Iommu,
         }
     }

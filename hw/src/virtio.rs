@@ -58,6 +58,10 @@ pub mod feature {
     /// `VIRTIO_F_RING_PACKED`: packed virtqueues (virtio 1.2 §2.8) instead
     /// of split ones.
     pub const RING_PACKED: u64 = 1 << 34;
+    /// `VIRTIO_F_IN_ORDER`: the device uses buffers in the order they were
+    /// made available (virtio 1.2 §6), and may complete a batch with one
+    /// used entry.
+    pub const IN_ORDER: u64 = 1 << 35;
 }
 
 /// The fields of `struct virtio_net_hdr` pollnic reads and writes (virtio

@@ -136,6 +136,7 @@ impl Backend {
                     }),
                 interrupts: intel.interrupts && v.vector_refused.is_none(),
                 virtq_layout: Some(v.port.virtq_layout()),
+                virtq_in_order: Some(v.port.in_order()),
                 ..intel
             },
         }

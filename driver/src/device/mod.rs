@@ -197,6 +197,7 @@ impl Device {
             interrupts: msix,
             counters,
             virtq_layout: None,
+            virtq_in_order: None,
         };
         self.backend.capabilities(intel)
     }

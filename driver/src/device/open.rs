@@ -410,6 +410,16 @@ pub(crate) fn check_family(ident: &DeviceIdent, cfg: &DeviceConfig) -> Result<&'
                   unset (it chooses a virtio-net port's ring layout)",
         });
     }
+    if cfg.virtq_in_order.is_some() && family.desc().is_some() {
+        return Err(Error::ConfigUnsupported {
+            addr: ident.addr,
+            family: family.name(),
+            field: "virtq_in_order",
+            why: "its rings are descriptor rings, whose completions always come in order; leave \
+                  DeviceConfig::virtq_in_order unset (it chooses in-order completion on a \
+                  virtio-net port)",
+        });
+    }
     let max = family.max_queues(ident.device);
     if cfg.queues > max {
         return Err(Error::TooManyQueues {

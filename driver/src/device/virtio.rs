@@ -38,6 +38,7 @@ impl Device {
             cfg.dma == DmaAddressing::UnsafeNoIommuPhysical,
             cfg.rx_checksum,
             cfg.virtq_layout,
+            cfg.virtq_in_order,
         )?;
         self.mac = port.mac().unwrap_or_else(|| local_mac(addr));
         port.check_mtu(cfg.mtu)?;
@@ -137,6 +138,7 @@ impl Device {
             port.has(virtio::feature::NET_HOST_TSO6),
         );
         let guest_csum = port.has(virtio::feature::NET_GUEST_CSUM);
+        let in_order = port.in_order();
         let mut started = Vec::with_capacity(cfg.queues as usize);
         for q in 0..cfg.queues {
             let (rxq, txq) = (2 * q, 2 * q + 1);
@@ -174,6 +176,8 @@ impl Device {
             rx.set_guest_csum(guest_csum);
             tx.set_csum(csum);
             tx.set_tso(tso.0, tso.1, cfg.mtu as usize);
+            rx.set_in_order(in_order);
+            tx.set_in_order(in_order);
             if event_idx {
                 rx.use_event_idx();
                 tx.use_event_idx();

@@ -36,6 +36,10 @@ pub enum VirtioFeature {
     /// `VIRTIO_F_RING_PACKED`, bit 34 (§6, §2.8): packed virtqueues. Taken
     /// when offered unless `DeviceConfig::virtq_layout` asks for split.
     RingPacked,
+    /// `VIRTIO_F_IN_ORDER`, bit 35 (§6): buffers used in the order they
+    /// were made available. Taken when offered unless
+    /// `DeviceConfig::virtq_in_order` says no.
+    InOrder,
     /// `VIRTIO_NET_F_MTU`, bit 3 (§5.1.3): the device reports its MTU.
     NetMtu,
     /// `VIRTIO_NET_F_MAC`, bit 5: the device has a MAC address.
@@ -59,7 +63,7 @@ pub enum VirtioFeature {
 impl VirtioFeature {
     /// The features pollnic takes when offered but does not require, in
     /// bit order: what each adds is [`VirtioFeature::gives`].
-    pub const OPTIONAL: [VirtioFeature; 10] = [
+    pub const OPTIONAL: [VirtioFeature; 11] = [
         VirtioFeature::NetMtu,
         VirtioFeature::NetMac,
         VirtioFeature::NetStatus,
@@ -68,6 +72,7 @@ impl VirtioFeature {
         VirtioFeature::NetMq,
         VirtioFeature::EventIdx,
         VirtioFeature::RingPacked,
+        VirtioFeature::InOrder,
         VirtioFeature::NetHashReport,
         VirtioFeature::NetRss,
     ];
@@ -79,6 +84,7 @@ impl VirtioFeature {
             VirtioFeature::AccessPlatform => feature::ACCESS_PLATFORM,
             VirtioFeature::EventIdx => feature::EVENT_IDX,
             VirtioFeature::RingPacked => feature::RING_PACKED,
+            VirtioFeature::InOrder => feature::IN_ORDER,
             VirtioFeature::NetMtu => feature::NET_MTU,
             VirtioFeature::NetMac => feature::NET_MAC,
             VirtioFeature::NetStatus => feature::NET_STATUS,
@@ -102,6 +108,7 @@ impl VirtioFeature {
             VirtioFeature::AccessPlatform => "VIRTIO_F_ACCESS_PLATFORM",
             VirtioFeature::EventIdx => "VIRTIO_F_EVENT_IDX",
             VirtioFeature::RingPacked => "VIRTIO_F_RING_PACKED",
+            VirtioFeature::InOrder => "VIRTIO_F_IN_ORDER",
             VirtioFeature::NetMtu => "VIRTIO_NET_F_MTU",
             VirtioFeature::NetMac => "VIRTIO_NET_F_MAC",
             VirtioFeature::NetStatus => "VIRTIO_NET_F_STATUS",
@@ -128,6 +135,10 @@ impl VirtioFeature {
             }
             VirtioFeature::RingPacked => {
                 "packed virtqueues (one ring both sides write); without it split virtqueues"
+            }
+            VirtioFeature::InOrder => {
+                "in-order completion (a sent batch freed from one used entry); without it each \
+                 used entry is read"
             }
             VirtioFeature::NetMtu => "the device's MTU; without it pollnic stays at 1500",
             VirtioFeature::NetMac => {

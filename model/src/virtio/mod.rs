@@ -117,6 +117,13 @@ pub mod feature {
     /// [`ALL`], as QEMU offers it only with `packed=on`: add it to
     /// `VirtioModelConfig::features` to run the packed layout.
     pub const RING_PACKED: u64 = 1 << 34;
+    /// `VIRTIO_F_IN_ORDER`: buffers used in the order they were made
+    /// available (virtio 1.2 §6). Not in [`ALL`], as QEMU offers it only
+    /// with `in_order=on`. With it the model holds a split ring's driver to
+    /// ring order (heads and `next` fields, §2.7.5) and completes each
+    /// transmit notification's chains as one batch: one used entry, for
+    /// the last (§2.7.8; packed, one used descriptor, §2.8).
+    pub const IN_ORDER: u64 = 1 << 35;
     /// Everything above but ECN: what QEMU's virtio-net-pci offers with
     /// `iommu_platform=on,mq=on,rss=on,hash=on,host_mtu=N` on a tap with a
     /// vnet header (`csum`, `guest_csum`, `host_tso4` and `host_tso6` are
@@ -785,6 +792,7 @@ impl State {
         let set_hi = |v: u64| v & 0xffff_ffff | u64::from(val) << 32;
         let vector = self.vector_or_none(val as u16);
         let packed = self.has(feature::RING_PACKED);
+        let in_order = self.has(feature::IN_ORDER);
         let vqm = &mut self.queues[q as usize];
         match o {
             0x18 => {
@@ -822,7 +830,7 @@ impl State {
                     self.violation(format!("queue {q} enabled with a bad ring: {p}"));
                     return;
                 }
-                vqm.enable(packed);
+                vqm.enable(packed, in_order);
             }
             0x20 => vqm.desc = set_lo(vqm.desc),
             0x24 => vqm.desc = set_hi(vqm.desc),
@@ -1077,6 +1085,8 @@ impl State {
         let hdr_len = self.hdr_len();
         let max_frame = 14 + self.mtu() as usize + 4;
         let old = self.queues[q as usize].used_idx;
+        // In order: this notification's chains completed as one batch.
+        let mut batch = Vec::new();
         loop {
             let chain = match self.queues[q as usize].take(&self.iommu) {
                 Take::Empty => break,
@@ -1144,8 +1154,13 @@ impl State {
             }
             self.scribble(&chain.readable, q, &chain);
             let vq = &mut self.queues[q as usize];
-            vq.put_used(&self.iommu, u32::from(chain.head), 0, &chain, false);
+            if vq.in_order {
+                batch.push(chain);
+            } else {
+                vq.put_used(&self.iommu, u32::from(chain.head), 0, &chain, false);
+            }
         }
+        self.queues[q as usize].put_used_batch(&self.iommu, &batch, 0);
         if event_idx {
             self.queues[q as usize].publish_avail_event(&self.iommu);
         }

@@ -70,6 +70,11 @@ pub(crate) struct Vq {
     /// Packed: the buffer ids the device holds, with their chains'
     /// lengths in descriptors.
     outstanding: HashMap<u16, u16>,
+    /// `VIRTIO_F_IN_ORDER` was negotiated when the queue was enabled.
+    pub in_order: bool,
+    /// Split, in order: the descriptor the next chain must start at (the
+    /// driver uses descriptors in ring order, §2.7.5).
+    next_desc: u16,
 }
 
 /// A descriptor chain the device took: its head and its buffers.
@@ -129,14 +134,18 @@ impl Vq {
             p_used: (0, true),
             p_prev: (0, true),
             outstanding: HashMap::new(),
+            in_order: false,
+            next_desc: 0,
         }
     }
 
     /// Enable the queue with the layout negotiated: every cursor at 0,
     /// wrap counters 1 (§2.8.1).
-    pub fn enable(&mut self, packed: bool) {
+    pub fn enable(&mut self, packed: bool, in_order: bool) {
         self.enabled = true;
         self.packed = packed;
+        self.in_order = in_order;
+        self.next_desc = 0;
         self.last_avail = 0;
         self.used_idx = 0;
         self.p_avail = (0, true);
@@ -223,6 +232,14 @@ impl Vq {
         let Some(head) = m.load_u16(self.avail + 4 + 2 * slot) else {
             return Take::Broken("an avail ring entry is not mapped".into());
         };
+        if self.in_order && head != self.next_desc {
+            return Take::Broken(format!(
+                "chain head {head} is out of ring order: with VIRTIO_F_IN_ORDER the driver uses \
+                 descriptors in ring order, and the next chain starts at descriptor {} (virtio \
+                 1.2 §2.7.5)",
+                self.next_desc
+            ));
+        }
         let mut chain = Chain {
             head,
             ..Chain::default()
@@ -262,7 +279,18 @@ impl Vq {
             }
             if flags & F_NEXT == 0 {
                 self.last_avail = self.last_avail.wrapping_add(1);
+                if self.in_order {
+                    self.next_desc = ((u32::from(self.next_desc) + u32::from(chain.ndesc))
+                        % u32::from(self.size)) as u16;
+                }
                 return Take::Chain(chain);
+            }
+            if self.in_order && u32::from(next) != (u32::from(id) + 1) % u32::from(self.size) {
+                return Take::Broken(format!(
+                    "descriptor {id} chains to {next}: with VIRTIO_F_IN_ORDER the driver MUST \
+                     set next to the following descriptor, 0 after the table's last (virtio \
+                     1.2 §2.7.5)"
+                ));
             }
             id = next;
         }
@@ -361,6 +389,50 @@ impl Vq {
             return;
         }
         self.last_avail = self.last_avail.wrapping_sub(1);
+        if self.in_order {
+            self.next_desc = ((u32::from(self.next_desc) + u32::from(self.size)
+                - u32::from(chain.ndesc) % u32::from(self.size))
+                % u32::from(self.size)) as u16;
+        }
+    }
+
+    /// Complete `chains` (taken in order, at least one) as one batch, as a
+    /// device with `VIRTIO_F_IN_ORDER` may: one used entry, for the last
+    /// chain with `len` (split: written at the batch's last slot, the used
+    /// index moved by the whole batch, §2.7.8; packed: one used descriptor
+    /// at the used cursor naming the last buffer id, the cursor moved past
+    /// every descriptor of the batch, §2.8). False when the ring is not
+    /// mapped.
+    pub fn put_used_batch(&mut self, m: &Mappings, chains: &[Chain], len: u32) -> bool {
+        let Some(last) = chains.last() else {
+            return true;
+        };
+        if self.packed {
+            let (pos, w) = self.p_used;
+            let at = self.desc + 16 * u64::from(pos);
+            let ok = m.dma_write(at + 8, &len.to_le_bytes())
+                && m.dma_write(at + 12, &last.head.to_le_bytes());
+            let mut ndesc = 0u32;
+            for c in chains {
+                self.outstanding.remove(&c.head);
+                ndesc += u32::from(c.ndesc.max(1));
+            }
+            let flags = if w { F_AVAIL | F_USED } else { 0 };
+            // A batch holds at most the ring's descriptors: one wrap at most.
+            self.p_used = self.step(self.p_used, ndesc.min(u32::from(self.size)) as u16);
+            self.used_idx = self.used_idx.wrapping_add(1);
+            return ok && m.store_u16(at + 14, flags);
+        }
+        let n = chains.len() as u16;
+        let slot = u64::from(self.used_idx.wrapping_add(n - 1) % self.size);
+        let mut e = [0u8; 8];
+        e[..4].copy_from_slice(&u32::from(last.head).to_le_bytes());
+        e[4..].copy_from_slice(&len.to_le_bytes());
+        if !m.dma_write(self.used + 4 + 8 * slot, &e) {
+            return false;
+        }
+        self.used_idx = self.used_idx.wrapping_add(n);
+        m.store_u16(self.used + 2, self.used_idx)
     }
 
     /// Put used element (`id`, `len`) for `chain` and publish it: split,

@@ -110,7 +110,8 @@ const WANTED: u64 = feature::NET_CSUM
     | feature::NET_RSS
     | feature::NET_HASH_REPORT
     | feature::EVENT_IDX
-    | feature::RING_PACKED;
+    | feature::RING_PACKED
+    | feature::IN_ORDER;
 
 /// `VIRTIO_MSI_NO_VECTOR`: no MSI-X vector for this source.
 pub(crate) const NO_VECTOR: u16 = 0xffff;
@@ -481,7 +482,9 @@ impl Port {
     /// FEATURES_OK written and read back.
     ///
     /// `layout` is `DeviceConfig::virtq_layout`: `VIRTIO_F_RING_PACKED` is
-    /// taken when offered unless it asks for split.
+    /// taken when offered unless it asks for split. `in_order` is
+    /// `DeviceConfig::virtq_in_order`: `VIRTIO_F_IN_ORDER` is taken when
+    /// offered unless it says `false`.
     ///
     /// # Errors
     /// [`Error::VirtioFeatureMissing`] naming a required feature the device
@@ -489,13 +492,16 @@ impl Port {
     /// (`rx_checksum`) when `guest_csum` is asked of a device that does not
     /// offer `VIRTIO_NET_F_GUEST_CSUM`, (`virtq_layout`) when packed
     /// virtqueues are asked of one that does not offer
-    /// `VIRTIO_F_RING_PACKED`; [`Error::VirtioFeaturesRefused`]
+    /// `VIRTIO_F_RING_PACKED`, (`virtq_in_order`) when in-order completion
+    /// is asked of one that does not offer `VIRTIO_F_IN_ORDER`;
+    /// [`Error::VirtioFeaturesRefused`]
     /// when FEATURES_OK does not stay set; [`Error::Timeout`] from the reset.
     pub(crate) fn negotiate(
         &mut self,
         physical: bool,
         guest_csum: bool,
         layout: Option<VirtqLayout>,
+        in_order: Option<bool>,
     ) -> Result<u64> {
         self.reset()?;
         self.add_status(status::ACKNOWLEDGE);
@@ -525,6 +531,17 @@ impl Port {
                       its virtqueues can only be split; leave DeviceConfig::virtq_layout unset \
                       (packed when offered) or ask for VirtqLayout::Split (QEMU: `packed=on` on \
                       the virtio-net-pci device offers it)",
+            });
+        }
+        if in_order == Some(true) && offered & feature::IN_ORDER == 0 {
+            return Err(Error::ConfigUnsupported {
+                addr: self.addr,
+                family: "virtio-net",
+                field: "virtq_in_order",
+                why: "this virtio-net device does not offer VIRTIO_F_IN_ORDER (bit 35), so it may \
+                      complete buffers in any order; leave DeviceConfig::virtq_in_order unset \
+                      (in order when offered) or set it false (QEMU 9.1 and later: `in_order=on` \
+                      on the virtio-net-pci device offers it)",
             });
         }
         let platform = if physical {
@@ -571,6 +588,9 @@ impl Port {
         }
         if layout == Some(VirtqLayout::Split) {
             features &= !feature::RING_PACKED;
+        }
+        if in_order == Some(false) {
+            features &= !feature::IN_ORDER;
         }
         self.common.w32(common::DRIVER_FEATURE_SELECT, 0);
         self.common.w32(common::DRIVER_FEATURE, features as u32);
@@ -689,6 +709,7 @@ impl Port {
         if self.event_idx() {
             ctrl.use_event_idx();
         }
+        ctrl.set_in_order(self.in_order());
         self.setup_queue(idx, ctrl.addrs(), NO_VECTOR);
         self.ctrl = Some(ctrl);
         Ok(())
@@ -855,6 +876,12 @@ impl Port {
         } else {
             VirtqLayout::Split
         }
+    }
+
+    /// Whether `VIRTIO_F_IN_ORDER` was negotiated: the virtqueues then post
+    /// in ring order and hold the device to it (`VirtqTx::set_in_order`).
+    pub(crate) fn in_order(&self) -> bool {
+        self.features & feature::IN_ORDER != 0
     }
 
     /// Whether `VIRTIO_F_EVENT_IDX` was negotiated: the virtqueues must
@@ -1381,7 +1408,7 @@ mod tests {
         ] {
             let io = io(offered, false, true);
             let mut port = Port::find(&io, addr()).unwrap();
-            port.negotiate(false, false, None).unwrap();
+            port.negotiate(false, false, None, None).unwrap();
             assert!(port.check_rx_filter(&on).is_ok());
             match (port.check_rx_filter(&off), refused) {
                 (Ok(()), None) => {}
@@ -1505,11 +1532,11 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::EVENT_IDX;
         let io = io(offered, false, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        assert_eq!(port.negotiate(false, false, None).unwrap(), offered);
+        assert_eq!(port.negotiate(false, false, None, None).unwrap(), offered);
         assert!(port.event_idx());
         let io = io_without_event_idx();
         let mut port = Port::find(&io, addr()).unwrap();
-        port.negotiate(false, false, None).unwrap();
+        port.negotiate(false, false, None, None).unwrap();
         assert!(!port.event_idx());
     }
 
@@ -1555,7 +1582,7 @@ mod tests {
         ] {
             let io = io(offered, false, true);
             let mut port = Port::find(&io, addr()).expect("capabilities found");
-            let err = port.negotiate(false, false, None).unwrap_err();
+            let err = port.negotiate(false, false, None, None).unwrap_err();
             let msg = err.to_string();
             assert!(
                 matches!(err, Error::VirtioFeatureMissing { feature, .. } if feature == name),
@@ -1573,7 +1600,7 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_MAC | 1 << 15;
         let io = io(offered, true, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        let err = port.negotiate(false, false, None).unwrap_err();
+        let err = port.negotiate(false, false, None, None).unwrap_err();
         let msg = err.to_string();
         // What was written: the wanted features the device offered, not
         // MRG_RXBUF (bit 15), which pollnic does not ask for.
@@ -1584,6 +1611,33 @@ mod tests {
         );
         assert!(msg.contains("FEATURES_OK did not stay set"), "{msg}");
         assert_eq!(port.status() & status::FAILED, status::FAILED);
+    }
+
+    #[test]
+    fn in_order_is_taken_when_offered_dropped_on_request_and_refused_when_absent() {
+        let base = feature::VERSION_1 | feature::ACCESS_PLATFORM;
+        for (offered, asked, got) in [
+            (feature::IN_ORDER, None, Some(true)),
+            (feature::IN_ORDER, Some(true), Some(true)),
+            (feature::IN_ORDER, Some(false), Some(false)),
+            (0, None, Some(false)),
+            (0, Some(false), Some(false)),
+            (0, Some(true), None),
+        ] {
+            let io = io(base | offered, false, true);
+            let mut port = Port::find(&io, addr()).unwrap();
+            match (port.negotiate(false, false, None, asked), got) {
+                (Ok(f), Some(on)) => {
+                    assert_eq!(f & feature::IN_ORDER != 0, on, "{offered:#x} {asked:?}");
+                    assert_eq!(port.in_order(), on);
+                }
+                (Err(Error::ConfigUnsupported { field, why, .. }), None) => {
+                    assert_eq!(field, "virtq_in_order");
+                    assert!(why.contains("in_order=on"), "{why}");
+                }
+                (r, want) => panic!("{offered:#x} {asked:?}: {r:?}, expected {want:?}"),
+            }
+        }
     }
 
     #[test]
@@ -1609,7 +1663,7 @@ mod tests {
             let io = io(base | offered, false, true);
             let mut port = Port::find(&io, addr()).unwrap();
             assert_eq!(
-                port.negotiate(false, false, None).unwrap(),
+                port.negotiate(false, false, None, None).unwrap(),
                 base | want,
                 "{offered:#x}"
             );
@@ -1617,7 +1671,7 @@ mod tests {
         // max_virtqueue_pairs counts only with MQ or RSS; 0 is refused.
         let dev = io(base | all, false, true);
         let mut port = Port::find(&dev, addr()).unwrap();
-        port.negotiate(false, false, None).unwrap();
+        port.negotiate(false, false, None, None).unwrap();
         dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
         assert_eq!(port.max_queue_pairs().unwrap(), 4);
         assert_eq!(port.ctrl_queue_index().unwrap(), 8);
@@ -1627,7 +1681,7 @@ mod tests {
         assert!(err.to_string().contains("max_virtqueue_pairs"), "{err}");
         let dev = io(base | feature::NET_CTRL_VQ, false, true);
         let mut port = Port::find(&dev, addr()).unwrap();
-        port.negotiate(false, false, None).unwrap();
+        port.negotiate(false, false, None, None).unwrap();
         dev.bar.write16(0x100 + NET_CFG_MAX_VQ_PAIRS, 4);
         assert_eq!(port.max_queue_pairs().unwrap(), 1);
         assert_eq!(port.ctrl_queue_index().unwrap(), 2);
@@ -1638,7 +1692,7 @@ mod tests {
         let offered = feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS | 1 << 15;
         let io = io(offered, false, true);
         let mut port = Port::find(&io, addr()).unwrap();
-        let got = port.negotiate(false, false, None).unwrap();
+        let got = port.negotiate(false, false, None, None).unwrap();
         assert_eq!(
             got,
             feature::VERSION_1 | feature::ACCESS_PLATFORM | feature::NET_STATUS

@@ -196,6 +196,7 @@ fn missing_for_is_what_device_open_requires_on_each_route() {
         [
             VirtioFeature::NetMtu,
             VirtioFeature::RingPacked,
+            VirtioFeature::InOrder,
             VirtioFeature::NetHashReport,
             VirtioFeature::NetRss
         ]
