@@ -325,10 +325,17 @@ fn qemu_command(
                 "virtio-net-pci,netdev=v{i},addr=0x{slot},mac={mac},id={},disable-legacy=on,\
                  {}{}rx_queue_size=1024,mq=on,rss=on,hash=on,host_mtu=9000",
                 virtio_id(i),
-                // Port 1 also offers VIRTIO_F_RING_PACKED (`packed=on`), so
-                // every test between the two ports runs a split ring on one
-                // side and a packed ring on the other, at no extra boot.
-                if i == PACKED_PORT { "packed=on," } else { "" },
+                // Port 1 also offers VIRTIO_F_RING_PACKED (`packed=on`) and
+                // VIRTIO_F_IN_ORDER (`in_order=on`, QEMU 9.1+), so every test
+                // between the two ports runs a split ring, completions in
+                // any order, on one side and a packed ring in order on the
+                // other, at no extra boot (split in order: port 1 held to
+                // split by DeviceConfig::virtq_layout).
+                if i == PACKED_PORT {
+                    "packed=on,in_order=on,"
+                } else {
+                    ""
+                },
                 // The plain-VM guest's ports offer no VIRTIO_F_ACCESS_PLATFORM.
                 if opts.no_iommu {
                     ""
