@@ -580,8 +580,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 String::new()
             } else {
                 format!(
-                    ", {}, {}, {}, pollnic-1q-irq-eitrN, pollnic-1q-adaptive-eitrN (N = a fixed EITR in µs, 0..=1022)",
+                    ", {}, {}, {}, {}, pollnic-1q-irq-eitrN, pollnic-1q-adaptive-eitrN (N = a fixed EITR in µs, 0..=1022)",
                     SCALING_PATHS.join(", "),
+                    INORDER_PATHS.join(", "),
                     rfs::RFS_PATHS.join(", "),
                     tx::TX_PATHS.join(", ")
                 )
@@ -1083,6 +1084,20 @@ fn irq_path(p: &str) -> Option<(IrqRow, Option<u32>)> {
 /// the split ring on a virtio-net port.
 const PACKED_PATHS: [&str; 2] = ["pollnic-packed-1q", "pollnic-packed-1q-rxonly"];
 
+/// pollnic's rows with in-order completion (`VIRTIO_F_IN_ORDER`, which the
+/// receiving port must offer: the testbed's packed port does), by
+/// `--paths` only: `pollnic-1q` and `pollnic-1q-rxonly` on the split ring
+/// and on packed virtqueues with `DeviceConfig::with_virtq_in_order(true)`,
+/// named `pollnic-virtio-[packed-]inorder-1q[-rxonly]` in the results.
+/// Every other pollnic row on a virtio-net receiver runs with in-order
+/// completion off (`with_virtq_in_order(false)`), as before the feature.
+const INORDER_PATHS: [&str; 4] = [
+    "pollnic-inorder-1q",
+    "pollnic-inorder-1q-rxonly",
+    "pollnic-packed-inorder-1q",
+    "pollnic-packed-inorder-1q-rxonly",
+];
+
 /// The kernel's floor, by `--paths` only: the driver with an XDP program
 /// that drops every frame (`XDP_DROP`), no socket (`xdpdrop.rs`).
 const XDP_DROP_PATH: &str = "kernel-xdp-drop";
@@ -1093,6 +1108,7 @@ const XDP_DROP_PATH: &str = "kernel-xdp-drop";
 fn extra_path(p: &str) -> bool {
     p == XDP_DROP_PATH
         || PACKED_PATHS.contains(&p)
+        || INORDER_PATHS.contains(&p)
         || SCALING_PATHS.contains(&p)
         || rfs::RFS_PATHS.contains(&p)
         || tx::TX_PATHS.contains(&p)
@@ -1165,13 +1181,21 @@ fn measure_path(
     macs: ([u8; 6], [u8; 6]),
 ) -> Result<Measured, String> {
     let core = testpmd_core(cores);
-    let packed = PACKED_PATHS.contains(&path);
-    if packed && !paths::is_virtio(rx) {
+    let in_order = INORDER_PATHS.contains(&path);
+    let packed = PACKED_PATHS.contains(&path) || (in_order && path.starts_with("pollnic-packed-"));
+    if (packed || in_order) && !paths::is_virtio(rx) {
         return Err(format!(
-            "{path} needs a virtio-net receiver (packed virtqueues are virtio's; {rx} has descriptor rings): pass --family virtio to cargo xtask compare, or --rx a virtio-net port"
+            "{path} needs a virtio-net receiver (packed virtqueues and in-order completion are virtio's; {rx} has descriptor rings): pass --family virtio to cargo xtask compare, or --rx a virtio-net port"
         ));
     }
     paths::PACKED.store(packed, std::sync::atomic::Ordering::Relaxed);
+    paths::IN_ORDER.store(in_order, std::sync::atomic::Ordering::Relaxed);
+    // The in-order rows are pollnic-1q and pollnic-1q-rxonly with the flags.
+    let path = match path {
+        "pollnic-inorder-1q" | "pollnic-packed-inorder-1q" => "pollnic-1q",
+        "pollnic-inorder-1q-rxonly" | "pollnic-packed-inorder-1q-rxonly" => "pollnic-1q-rxonly",
+        other => other,
+    };
     match path {
         "pollnic-packed-1q" => paths::pollnic_rx(load, rx, 1, cores, true, RxMode::BusyPoll),
         "pollnic-packed-1q-rxonly" => {
@@ -1351,6 +1375,13 @@ mod tests {
             virtio_row_name("pollnic-packed-1q-rxonly", None),
             "pollnic-virtio-packed-1q-rxonly"
         );
+        assert_eq!(
+            virtio_row_name("pollnic-packed-inorder-1q-rxonly", None),
+            "pollnic-virtio-packed-inorder-1q-rxonly"
+        );
+        for p in INORDER_PATHS {
+            assert!(extra_path(p), "{p}");
+        }
         for p in VIRTIO_PATHS {
             assert!(RX_PATHS.contains(&p) || PACKED_PATHS.contains(&p), "{p}");
         }

@@ -124,6 +124,12 @@ pub fn base_config() -> DeviceConfig {
 /// the split ring. Set by `main` before each row.
 pub static PACKED: AtomicBool = AtomicBool::new(false);
 
+/// Whether the row being measured runs pollnic with in-order completion
+/// (`pollnic-[packed-]inorder-*`, `VIRTIO_F_IN_ORDER`); pollnic's other
+/// rows on a virtio-net receiver run without it. Set by `main` before each
+/// row.
+pub static IN_ORDER: AtomicBool = AtomicBool::new(false);
+
 /// The interrupt rows' moderation and adaptive mode's longest spin
 /// (`--max-latency-us`, `--max-spin-us`), set once by `main`.
 pub static IRQ_TUNING: std::sync::OnceLock<(pollnic::Moderation, Duration)> =
@@ -179,7 +185,9 @@ fn pollnic_rx_with(
         .with_moderation(moderation);
     if is_virtio(rx) {
         use pollnic::VirtqLayout::{Packed, Split};
-        cfg = cfg.with_virtq_layout(if PACKED.load(Relaxed) { Packed } else { Split });
+        cfg = cfg
+            .with_virtq_layout(if PACKED.load(Relaxed) { Packed } else { Split })
+            .with_virtq_in_order(IN_ORDER.load(Relaxed));
     }
     let mut dev = Device::open(rx, &cfg).map_err(|e| e.to_string())?;
     let done = AtomicBool::new(false);
