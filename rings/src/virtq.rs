@@ -1296,6 +1296,9 @@ impl<D: Doorbell> VirtqRx<D> {
         // IN_ORDER: the chain the next used entry must name.
         let chains = self.slots.len() as u16;
         let mut expect = self.expect;
+        // A chain's id: its head descriptor on a split ring (chain `k` at
+        // descriptors 2k and 2k + 1), its number on a packed one.
+        let id_shift = u32::from(self.ring.split().is_some());
         while (taken as usize) < n {
             let used = if IN_BUF {
                 pk.peek(mem)
@@ -1310,18 +1313,28 @@ impl<D: Doorbell> VirtqRx<D> {
                     break;
                 }
             };
-            let chain = if IN_BUF {
-                // Packed: the buffer id is the chain, in range and in flight.
-                let k = id as usize;
-                self.posted.get(k).copied().unwrap_or(false).then_some(k)
+            let k = if IN_ORDER {
+                // In order: the oldest chain in flight and nothing else (it
+                // is the device's: `taken < n <= in_flight`); another id
+                // means the device reordered or skipped an entry.
+                if id != u32::from(expect) << id_shift {
+                    self.device_error();
+                    break;
+                }
+                expect as usize
             } else {
-                self.ring.chain_of(id, &self.posted)
-            };
-            // IN_ORDER: only the oldest chain in flight (`chain_of` found it
-            // in flight; a later one means the device skipped or reordered).
-            let Some(k) = chain.filter(|&k| !IN_ORDER || k == expect as usize) else {
-                self.device_error();
-                break;
+                let chain = if IN_BUF {
+                    // Packed: the buffer id is the chain, in range and in flight.
+                    let k = id as usize;
+                    self.posted.get(k).copied().unwrap_or(false).then_some(k)
+                } else {
+                    self.ring.chain_of(id, &self.posted)
+                };
+                let Some(k) = chain else {
+                    self.device_error();
+                    break;
+                };
+                k
             };
             let hdr_len = self.hdr.bytes();
             let frame = len.wrapping_sub(hdr_len);
@@ -1407,14 +1420,18 @@ impl<D: Doorbell> VirtqRx<D> {
                 bytes += frame as u64;
                 got += 1;
             }
-            self.posted[k] = false;
             if IN_BUF {
                 pk.consume_one();
             } else {
                 self.ring.consume_used();
             }
-            // `taken < n <= in_flight <= chains`: inside `rearmed`.
-            self.rearmed[taken as usize] = k as u16;
+            if !IN_ORDER {
+                // In order needs no record: the ring order says which
+                // chains the device holds.
+                self.posted[k] = false;
+                // `taken < n <= in_flight <= chains`: inside `rearmed`.
+                self.rearmed[taken as usize] = k as u16;
+            }
             self.avail_idx = self.avail_idx.wrapping_add(1);
             taken += 1;
             if IN_ORDER {
@@ -1422,13 +1439,15 @@ impl<D: Doorbell> VirtqRx<D> {
             }
         }
         self.last_used = self.last_used.wrapping_add(taken);
-        self.expect = expect;
+        if IN_ORDER {
+            self.expect = expect;
+        }
         if let (true, Kind::Packed(p)) = (IN_BUF, &mut self.ring.kind) {
             **p = pk;
         }
         if taken > 0 {
             // The chains re-posted in this burst are the device's again.
-            self.repost(first_avail, taken);
+            self.repost::<IN_ORDER>(first_avail, taken);
         }
         if got > 0 {
             self.stats.packets += got as u64;
@@ -1466,10 +1485,13 @@ impl<D: Doorbell> VirtqRx<D> {
     /// (`rearmed[..n]`) as posted, publish them and kick if the device wants
     /// it. Marking waits until the burst has read every used entry it
     /// takes, so that an id the device reports twice in one burst is a
-    /// break, not a chain it already holds again.
-    fn repost(&mut self, first: u16, n: u16) {
-        for &k in &self.rearmed[..n as usize] {
-            self.posted[k as usize] = true;
+    /// break, not a chain it already holds again. In order (`IN_ORDER`)
+    /// there is nothing to mark: the ring order is the record.
+    fn repost<const IN_ORDER: bool>(&mut self, first: u16, n: u16) {
+        if !IN_ORDER {
+            for &k in &self.rearmed[..n as usize] {
+                self.posted[k as usize] = true;
+            }
         }
         self.ring.publish(self.avail_idx);
         if self.ring.event_idx && !self.irq_armed {
