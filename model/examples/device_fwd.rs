@@ -10,8 +10,10 @@
 //!
 //! The first argument picks the model: `virtio` (the strict virtio-net
 //! device, `pollnic_model::virtio`), `virtio-packed` (the same device
-//! offering packed virtqueues, which the driver then takes) or `igb` (the
-//! 82576). Unlike
+//! offering packed virtqueues, which the driver then takes),
+//! `virtio-inorder` and `virtio-packed-inorder` (the same two offering
+//! `VIRTIO_F_IN_ORDER` too: the model then completes each transmit kick's
+//! chains with one used entry) or `igb` (the 82576). Unlike
 //! `model_fwd`, which drives the rings alone, this counts everything a
 //! program's burst calls run: `Queue`'s forwarding to the rings, the
 //! virtqueue or descriptor ring code, the refill, the doorbell or kick, and
@@ -73,7 +75,10 @@ fn forward_burst(dev: &mut Device, bufs: &mut Vec<Packet>, burst: usize) -> usiz
 }
 
 fn usage() -> ! {
-    eprintln!("usage: device_fwd virtio|virtio-packed|igb [packets] [burst]");
+    eprintln!(
+        "usage: device_fwd virtio|virtio-packed|virtio-inorder|virtio-packed-inorder|igb \
+         [packets] [burst]"
+    );
     std::process::exit(2);
 }
 
@@ -95,10 +100,13 @@ fn main() {
         .with_mempool_size(2048)
         .with_link_timeout(Duration::from_secs(2));
     let (model, mut dev) = match which.as_str() {
-        "virtio" | "virtio-packed" => {
+        "virtio" | "virtio-packed" | "virtio-inorder" | "virtio-packed-inorder" => {
             let mut mc = VirtioModelConfig::default();
-            if which == "virtio-packed" {
+            if which.starts_with("virtio-packed") {
                 mc.features |= pollnic_model::virtio::feature::RING_PACKED;
+            }
+            if which.ends_with("-inorder") {
+                mc.features |= pollnic_model::virtio::feature::IN_ORDER;
             }
             let m = SoftVirtioNet::new(mc);
             let dev = m.open(&cfg).expect("open on the virtio-net model");
