@@ -34,6 +34,15 @@
 //! own RFC 1071 sum gives the exact bytes, odd offsets included). Bit 5
 //! of the first byte picks the 12-byte header (no hash) in this mode.
 //!
+//! Bit 4 turns on the **in-order mode** (`VIRTIO_F_IN_ORDER`:
+//! `set_in_order(true)` on both queues). An honest device then completes
+//! receive chains oldest first, and may complete a run of transmit chains
+//! with one used descriptor naming the last of them, its used cursor
+//! skipping the whole run (virtio 1.2 §2.8, in-order use of descriptors);
+//! a receive completion for any other chain is misbehaviour (the driver
+//! must stop the queue, never take it). The buffer ids of the transmit
+//! chains the device takes must run in ring order.
+//!
 //! After every step:
 //! - nothing panicked;
 //! - every buffer of the pool is accounted for exactly once (shared free
@@ -153,6 +162,7 @@ pub fn run(data: &[u8]) {
     // Header mode: bit 5 picks the 12-byte header (no hash) over the
     // 20-byte one with the hash.
     let hash_hdr = header_mode && data.first().is_some_and(|b| b & 0x20 == 0);
+    let in_order = data.first().is_some_and(|b| b & 0x10 != 0);
     // The receive header's length.
     let rx_hdr: u32 = if hash_hdr { 20 } else { HDR };
     let headroom = if one { HEADROOM } else { 0 };
@@ -185,7 +195,12 @@ pub fn run(data: &[u8]) {
         }
         rx.set_guest_csum(true);
     }
+    rx.set_in_order(in_order);
+    tx.set_in_order(in_order);
     rx.start();
+    // The next transmit buffer id in ring order (in-order mode).
+    let tx_chains = TX_RING / 2;
+    let mut next_tx_id = 0u16;
     // SAFETY: identity-mapped queues, alive until the teardown below; the
     // views are not used after it.
     let mut rdev = unsafe { PackedDevice::new(rx.addrs()) };
@@ -203,6 +218,8 @@ pub fn run(data: &[u8]) {
     let mut app: Vec<Packet> = Vec::new();
     let mut honest = true;
     let mut seq = 0u32;
+    // TX chains the device completed while honest.
+    let mut tx_done = 0u64;
     while input.more() {
         match input.u8() & 7 {
             0 => {
@@ -258,7 +275,18 @@ pub fn run(data: &[u8]) {
                     (0, 0)
                 };
                 if !held.is_empty() {
-                    let (c, (h, b)) = held.remove(i % held.len());
+                    // In order an honest device completes the oldest chain;
+                    // any other is misbehaviour, which the driver must stop
+                    // at (its frame is then never expected).
+                    let at = if in_order && i & 0x80 == 0 {
+                        0
+                    } else {
+                        i % held.len()
+                    };
+                    if in_order && at != 0 {
+                        honest = false;
+                    }
+                    let (c, (h, b)) = held.remove(at);
                     let f = frame(seq, len);
                     seq += 1;
                     // Only an honest device's chains are sure to be the
@@ -351,8 +379,27 @@ pub fn run(data: &[u8]) {
                 let n = input.u8() % 8;
                 let bogus = input.u8();
                 let id = input.u16();
+                // In order, bit 1: one used descriptor for the whole run.
+                let batch = in_order && bogus & 2 != 0;
+                let mut run = (0u16, None);
                 for _ in 0..n {
                     let Some(c) = tdev.take() else { break };
+                    if honest && in_order {
+                        assert_eq!(c.id, next_tx_id, "TX buffer ids in ring order");
+                        next_tx_id = (next_tx_id + 1) % tx_chains;
+                    }
+                    if batch && bogus & 1 == 0 {
+                        if honest {
+                            let data = peek(c.bufs[1].0, c.bufs[1].1 as usize);
+                            assert_eq!(
+                                Some(data),
+                                sent.pop_front(),
+                                "the frame handed to tx_burst"
+                            );
+                        }
+                        run = (run.0 + 1, Some(c.id));
+                        continue;
+                    }
                     if honest {
                         assert_eq!(c.bufs.len(), 2);
                         assert!(c.bufs.iter().all(|b| !b.2), "TX chains are device-readable");
@@ -366,11 +413,25 @@ pub fn run(data: &[u8]) {
                         honest = false;
                     } else {
                         tdev.push_used(c.id, 0, 2);
+                        tx_done += 1;
                     }
+                }
+                if let (k, Some(last)) = run {
+                    tdev.push_used(last, 0, 2 * k);
+                    tx_done += u64::from(k);
                 }
             }
             6 => {
                 tx.reclaim(&mut tx_cache);
+                if honest {
+                    // Every chain the device completed (one by one or in a
+                    // run) is the driver's again; the rest are in flight.
+                    assert_eq!(
+                        tx.in_flight() as u64,
+                        tx.stats().packets - tx_done,
+                        "chains the device completed are reclaimed"
+                    );
+                }
             }
             _ => {
                 let off_wrap = input.u16();

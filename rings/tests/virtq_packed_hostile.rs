@@ -35,7 +35,7 @@ fn pseudo_random_inputs_replay_clean() {
         s ^= s >> 27;
         s.wrapping_mul(0x2545_f491_4f6c_dd1d)
     };
-    for case in 0..3000 {
+    for case in 0..4000 {
         let len = (next() % 400) as usize;
         // Half the cases lean to honest traffic (no raw used descriptor,
         // no bogus TX id), so long good runs and their exact checks happen.
@@ -57,11 +57,13 @@ fn pseudo_random_inputs_replay_clean() {
         let mut data = data;
         if let Some(b) = data.first_mut() {
             // ... its next bit the header mode, in half of each, and bit 5
-            // the header's length in that mode, in half again.
-            *b = (*b & 0x1f)
+            // the header's length in that mode, in half again, and bit 4
+            // the in-order mode, in half of all of them.
+            *b = (*b & 0x0f)
                 | if case % 4 < 2 { 0x80 } else { 0 }
                 | if case % 8 < 4 { 0x40 } else { 0 }
-                | if case % 16 < 8 { 0x20 } else { 0 };
+                | if case % 16 < 8 { 0x20 } else { 0 }
+                | if case % 32 < 16 { 0x10 } else { 0 };
         }
         let r = std::panic::catch_unwind(|| virtq_packed_hostile::run(&data));
         assert!(r.is_ok(), "case {case} failed: input {data:02x?}");
