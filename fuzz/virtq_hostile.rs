@@ -15,12 +15,19 @@
 //! sends what it received (zero copy) and fresh or empty packets, reclaims,
 //! drops.
 //!
-//! Every input runs twice: with notifications by flags, and with
-//! `VIRTIO_F_EVENT_IDX` (`use_event_idx`). In the second run the
+//! Every input runs three times: with notifications by flags, with
+//! `VIRTIO_F_EVENT_IDX` (`use_event_idx`), and with event indices and
+//! `VIRTIO_F_IN_ORDER` (`set_in_order`). With event indices the
 //! notification step writes `avail_event` instead of the flags: honestly
 //! (the avail index the device has read, as QEMU's
 //! `virtio_queue_set_notification` does before it sleeps) or any 16-bit
-//! value, and arms and disarms the RX queue's interrupt.
+//! value, and arms and disarms the RX queue's interrupt. In order, every
+//! head the driver posts must be the next in ring order; a good receive
+//! completion of a chain other than the oldest is misbehaviour the driver
+//! must stop at; and the device may complete a run of transmit chains by
+//! its last used entry alone (garbage in the skipped ones, the used index
+//! moved past the run), after which every chain it completed must come
+//! back at the next reclaim.
 //!
 //! After every step:
 //! - nothing panicked;
@@ -97,6 +104,8 @@ struct Dev {
     asleep: Option<u16>,
     /// The model's copy of the used ring's entries (id, len), by slot.
     used_ring: [(u32, u32); RING as usize],
+    /// `VIRTIO_F_IN_ORDER`: the driver posts heads in ring order.
+    in_order: bool,
 }
 
 impl Dev {
@@ -108,14 +117,23 @@ impl Dev {
             used_idx: 0,
             asleep: None,
             used_ring: [(0, 0); RING as usize],
+            in_order: false,
         }
     }
     /// Read the avail entries published since last time.
     fn fetch(&mut self) {
         let idx = self.view.avail_idx();
         while self.avail_seen != idx {
-            self.outstanding
-                .push(self.view.avail_entry(self.avail_seen));
+            let head = self.view.avail_entry(self.avail_seen);
+            if self.in_order {
+                // The driver's side of IN_ORDER: heads in ring order.
+                assert_eq!(
+                    head,
+                    2 * (self.avail_seen % (RING / 2)),
+                    "heads in ring order"
+                );
+            }
+            self.outstanding.push(head);
             self.avail_seen = self.avail_seen.wrapping_add(1);
         }
     }
@@ -135,6 +153,9 @@ impl Dev {
 /// the protocol. Between bursts every RX chain is posted, so an even id
 /// below the ring size is a chain the driver holds for the device the
 /// first time it comes, and a break the second time in one burst.
+/// In order (`dev.in_order`) the `j`-th entry must name the chain posted
+/// at avail index `last_used + j` (head `2 * ((last_used + j) % 8)`), and
+/// any other id is the break.
 fn rx_break_at(dev: &Dev, last_used: u16, in_flight: u16, max: usize) -> Option<usize> {
     let pending = dev.used_idx.wrapping_sub(last_used);
     if pending == 0 || max == 0 {
@@ -145,7 +166,11 @@ fn rx_break_at(dev: &Dev, last_used: u16, in_flight: u16, max: usize) -> Option<
     }
     let mut taken = HashSet::new();
     (0..(pending as usize).min(max)).find(|&j| {
-        let (id, _) = dev.used_ring[(last_used.wrapping_add(j as u16) % RING) as usize];
+        let at = last_used.wrapping_add(j as u16);
+        let (id, _) = dev.used_ring[(at % RING) as usize];
+        if dev.in_order {
+            return id != 2 * u32::from(at % (RING / 2));
+        }
         id >= RING as u32 || id & 1 != 0 || !taken.insert(id)
     })
 }
@@ -217,15 +242,27 @@ impl Input<'_> {
     }
 }
 
-/// Run one input, with notifications by flags and then by event index.
+/// Run one input, with notifications by flags and then by event index,
+/// and then in order (`VIRTIO_F_IN_ORDER`, with event indices): the
+/// device's good completions of a receive chain other than the oldest are
+/// then misbehaviour the driver must stop at, and a run of transmit chains
+/// may be completed by one used entry, the last, with the used index moved
+/// by the whole run (the skipped entries hold garbage the driver must not
+/// read).
 pub fn run(data: &[u8]) {
     run_with(data, false, false);
     run_with(data, false, true);
+    run_in(data, false, true, true);
 }
 
 /// [`run`] in one notification mode (`event_idx`); with `lose` the
 /// application forgets one packet (the accounting must catch it).
 pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
+    run_in(data, lose, event_idx, false);
+}
+
+/// [`run_with`], in order or not.
+pub fn run_in(data: &[u8], lose: bool, event_idx: bool, in_order: bool) {
     let pool = Mempool::new(POOL, BUF, PageSize::Small4K, Arc::new(IdentityMapper)).unwrap();
     let mapper: Arc<dyn pollnic_rings::DmaMapper> = Arc::new(IdentityMapper);
     let rx_kicks = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -245,6 +282,10 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
     let mut rdev = Dev::new(unsafe { DeviceView::new(rx.addrs()) });
     // SAFETY: as above.
     let mut tdev = Dev::new(unsafe { DeviceView::new(tx.addrs()) });
+    rx.set_in_order(in_order);
+    tx.set_in_order(in_order);
+    rdev.in_order = in_order;
+    tdev.in_order = in_order;
     assert_eq!(rdev.view.avail_flags(), 1, "RX: VRING_AVAIL_F_NO_INTERRUPT");
     if event_idx {
         rx.use_event_idx();
@@ -268,6 +309,8 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
     // Frames handed to tx_burst and not yet read by the device: their bytes.
     let mut expect_tx: VecDeque<Vec<u8>> = VecDeque::new();
     let mut frame_no = 0u64;
+    // TX chains the device completed while it behaved.
+    let mut tx_done = 0u64;
     let mut input = Input(data);
     let mut forgotten = false;
     let (mut rx_seen, mut tx_seen) = (kicks_of(&rx_kicks), kicks_of(&tx_kicks));
@@ -280,9 +323,12 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 if rdev.outstanding.is_empty() {
                     continue;
                 }
-                let id = rdev
-                    .outstanding
-                    .remove(pick as usize % rdev.outstanding.len());
+                let at = pick as usize % rdev.outstanding.len();
+                if in_order && at != 0 {
+                    // Out of order: the driver must stop at it (rx_break_at).
+                    hostile = true;
+                }
+                let id = rdev.outstanding.remove(at);
                 let len = 1 + input.u16().unwrap_or(60) as usize % BUF;
                 let (addr, dlen, flags, next) = rdev.view.desc(id);
                 assert_eq!((dlen, flags, next), (VIRTIO_NET_HDR_LEN, 3, id + 1));
@@ -417,6 +463,9 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                 // Device: read and complete TX chains well, checking each.
                 tdev.fetch();
                 let Some(k) = input.byte() else { break };
+                // In order, bit 7: the run completed by its last entry only.
+                let batch = in_order && k & 0x80 != 0;
+                let mut run = Vec::new();
                 for _ in 0..(k % 9) {
                     if tdev.outstanding.is_empty() {
                         break;
@@ -438,7 +487,22 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
                         let want = expect_tx.pop_front().expect("a frame handed to tx_burst");
                         assert_eq!(data, &want[..]);
                     }
-                    tdev.push_used(id as u32, 0);
+                    if batch {
+                        run.push(id);
+                    } else {
+                        tdev.push_used(id as u32, 0);
+                    }
+                    tx_done += 1;
+                }
+                if let Some((&last, skipped)) = run.split_last() {
+                    // Garbage where the skipped entries would be, then the
+                    // last, then the used index past the whole run.
+                    for _ in skipped {
+                        tdev.view.put_used(tdev.used_idx, 0xdead_beef, 0xffff_ffff);
+                        tdev.used_ring[(tdev.used_idx % RING) as usize] = (0xdead_beef, 0);
+                        tdev.used_idx = tdev.used_idx.wrapping_add(1);
+                    }
+                    tdev.push_used(u32::from(last), 0);
                 }
             }
             7 => {
@@ -456,6 +520,15 @@ pub fn run_with(data: &[u8], lose: bool, event_idx: bool) {
             }
             8 => {
                 tx.reclaim(rx.cache_mut());
+                if !hostile {
+                    // Every chain the device completed, one by one or in a
+                    // run, is the driver's again; the rest are in flight.
+                    assert_eq!(
+                        tx.in_flight() as u64,
+                        tx.stats().packets - tx_done,
+                        "chains the device completed are reclaimed"
+                    );
+                }
             }
             9 if !event_idx => {
                 let f = input.byte().unwrap_or(0) as u16 & 1;
