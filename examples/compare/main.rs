@@ -102,8 +102,8 @@ struct Args {
     /// receive flow steering to the core its reader runs on; a connected UDP
     /// socket per flow read on its core). Transmit rows, counted per sent
     /// packet on the sending core (the first of --cores), pollnic receiving
-    /// on port 0: tx-pollnic, tx-kernel-pktgen, tx-kernel-afpacket
-    /// (sendmmsg), tx-kernel-afxdp.
+    /// on port 0: tx-pollnic, tx-pollnic-inorder (virtio-net only),
+    /// tx-kernel-pktgen, tx-kernel-afpacket (sendmmsg), tx-kernel-afxdp.
     #[arg(long, value_delimiter = ',')]
     paths: Option<Vec<String>>,
     /// Forwarding instead of receiving: the path under test sends every frame

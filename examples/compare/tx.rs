@@ -6,7 +6,8 @@
 //! then per **sent** packet (docs/design/counting.md, "Transmit rows").
 //!
 //! - `tx-pollnic`: pollnic's generator loop (the one every receive row is fed
-//!   by) on port 1;
+//!   by) on port 1; on a virtio-net port with in-order completion off, and
+//!   `tx-pollnic-inorder` with it on (`VIRTIO_F_IN_ORDER`);
 //! - `tx-kernel-pktgen`: the kernel's `pktgen` module, its per-CPU thread
 //!   `kpktgend_N` on the sending core, paced by its own `ratep`;
 //! - `tx-kernel-afpacket`: an AF_PACKET raw socket, `sendmmsg(2)` of up to
@@ -32,8 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// The transmit rows (`--paths`, never by default).
-pub const TX_PATHS: [&str; 4] = [
+pub const TX_PATHS: [&str; 5] = [
     "tx-pollnic",
+    "tx-pollnic-inorder",
     "tx-kernel-pktgen",
     "tx-kernel-afpacket",
     "tx-kernel-afxdp",
@@ -79,7 +81,8 @@ pub fn measure(
 ) -> Result<Measured, String> {
     let core = *cores.first().unwrap_or(&0);
     match path {
-        "tx-pollnic" => pollnic_tx(load, port1, core),
+        "tx-pollnic" => pollnic_tx(load, port1, core, false),
+        "tx-pollnic-inorder" => pollnic_tx(load, port1, core, true),
         "tx-kernel-pktgen" => pktgen_tx(load, port1, core),
         "tx-kernel-afpacket" => afpacket_tx(load, port1, core),
         "tx-kernel-afxdp" => afxdp_tx(load, port1, core),
@@ -341,10 +344,26 @@ fn finish_knobs(knobs: Knobs) -> String {
 }
 
 /// pollnic's generator loop on port 1 (vfio-pci): the same code that feeds
-/// every receive row, marked by its sending turns.
-fn pollnic_tx(load: Load<'_>, port1: PciAddress, core: usize) -> Result<Measured, String> {
+/// every receive row, marked by its sending turns. On a virtio-net port,
+/// `in_order` turns `VIRTIO_F_IN_ORDER` on (`tx-pollnic-inorder`; the
+/// transmit queue then frees a run of chains from one used entry) or off
+/// (`tx-pollnic`, as before the feature); on igb only `tx-pollnic` runs.
+fn pollnic_tx(
+    load: Load<'_>,
+    port1: PciAddress,
+    core: usize,
+    in_order: bool,
+) -> Result<Measured, String> {
+    let mut cfg = crate::paths::base_config();
+    if crate::paths::is_virtio(port1) {
+        cfg = cfg.with_virtq_in_order(in_order);
+    } else if in_order {
+        return Err(format!(
+            "tx-pollnic-inorder needs a virtio-net sender (in-order completion is virtio's; {port1} has descriptor rings): pass --family virtio to cargo xtask compare"
+        ));
+    }
     crate::paths::ensure_vfio(port1)?;
-    let mut dev = Device::open(port1, &crate::paths::base_config()).map_err(|e| e.to_string())?;
+    let mut dev = Device::open(port1, &cfg).map_err(|e| e.to_string())?;
     let flows = back_flows(load.flows);
     let (size, rate, secs, stop) = (load.size, load.rate, load.secs, load.stop);
     let dev_ref = &mut dev;
