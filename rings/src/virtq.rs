@@ -2169,6 +2169,14 @@ impl<D: Doorbell> VirtqTx<D> {
                     break;
                 }
             };
+            // A run of one (what a device that writes every used
+            // descriptor, as QEMU does, always gives): no arithmetic.
+            if id == u32::from(self.oldest) {
+                self.ring.consume_used();
+                self.release_oldest(cache);
+                done += 1;
+                continue;
+            }
             // The batch's length: from the oldest chain to `id`, in ring
             // order (chain numbers wrap at `chains`).
             let batch = match u16::try_from(id) {
