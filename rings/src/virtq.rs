@@ -2125,20 +2125,28 @@ impl<D: Doorbell> VirtqTx<D> {
         done
     }
 
+    /// The buffer id of the used descriptor at a packed ring's used
+    /// cursor (not consumed), or `None` when there is none yet or the
+    /// descriptor breaks the protocol (which stops the queue).
+    #[inline(always)]
+    fn used_id(&mut self) -> Option<u32> {
+        match self.ring.next_used(0) {
+            Used::Elem { id, .. } => Some(id),
+            Used::None => None,
+            Used::Bad => {
+                self.device_error();
+                None
+            }
+        }
+    }
+
     /// `reclaim` on a packed ring: up to `pending` used descriptors at the
     /// used cursor, each checked; returns how many were taken.
     #[inline(always)]
     fn reclaim_packed(&mut self, pending: u16, cache: &mut PoolCache) -> u16 {
         let mut done = 0u16;
         while done < pending {
-            let id = match self.ring.next_used(0) {
-                Used::Elem { id, .. } => id,
-                Used::None => break,
-                Used::Bad => {
-                    self.device_error();
-                    break;
-                }
-            };
+            let Some(id) = self.used_id() else { break };
             let Some(k) = self.ring.chain_of(id, &self.posted) else {
                 self.device_error();
                 break;
@@ -2161,14 +2169,7 @@ impl<D: Doorbell> VirtqTx<D> {
         let chains = self.slots.len() as u16;
         let mut done = 0u16;
         while done < in_flight {
-            let id = match self.ring.next_used(0) {
-                Used::Elem { id, .. } => id,
-                Used::None => break,
-                Used::Bad => {
-                    self.device_error();
-                    break;
-                }
-            };
+            let Some(id) = self.used_id() else { break };
             // A run of one (what a device that writes every used
             // descriptor, as QEMU does, always gives): no arithmetic.
             if id == u32::from(self.oldest) {
